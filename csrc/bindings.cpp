@@ -1,0 +1,174 @@
+// The only pybind11 file: converts and checks arguments, releases the GIL, and calls plain C++.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "cpu.hpp"
+#include "normalize.hpp"
+#include "parallel.hpp"
+#include "patchify.hpp"
+#include "preprocess.hpp"
+#include "resample.hpp"
+#include "scratch.hpp"
+
+namespace py = pybind11;
+using namespace smg;
+
+namespace {
+
+constexpr int kMaxSide = 1 << 20;  // far beyond any real image; keeps index math in range
+
+// Validates a uint8 (H, W) or (H, W, C) array with packed pixels and positive row stride.
+ImageView image_view(const py::array& a, const char* what) {
+    if (!py::isinstance<py::array_t<uint8_t>>(a) || a.dtype().kind() != 'u' || a.itemsize() != 1)
+        throw py::type_error(std::string(what) + ": expected a uint8 array");
+    if (a.ndim() != 2 && a.ndim() != 3) throw py::value_error(std::string(what) + ": expected shape (H, W) or (H, W, C)");
+    const int64_t h = a.shape(0), w = a.shape(1);
+    const int64_t c = a.ndim() == 3 ? a.shape(2) : 1;
+    if (h < 1 || w < 1) throw py::value_error(std::string(what) + ": empty image");
+    if (h > kMaxSide || w > kMaxSide) throw py::value_error(std::string(what) + ": image side too large");
+    if (c < 1 || c > 4) throw py::value_error(std::string(what) + ": expected 1 to 4 channels");
+    const bool packed = (a.ndim() == 2 || a.strides(2) == 1) && a.strides(1) == c && a.strides(0) >= w * c;
+    if (!packed) throw py::value_error(std::string(what) + ": pixels must be packed (use np.ascontiguousarray)");
+    return ImageView{static_cast<const uint8_t*>(a.data()), int(w), int(h), int(c), int64_t(a.strides(0))};
+}
+
+DType parse_dtype(int d) {
+    if (d < 0 || d > 2) throw py::value_error("dtype code must be 0 (float32), 1 (bfloat16) or 2 (float16)");
+    return DType(d);
+}
+
+PassOrder parse_order(int o) {
+    if (o != 0 && o != 1) throw py::value_error("pass_order code must be 0 (horizontal first) or 1 (pillow13)");
+    return PassOrder(o);
+}
+
+Filter parse_filter(int f) {
+    if (!is_valid_filter(f)) throw py::value_error("unknown resampling filter " + std::to_string(f));
+    return Filter(f);
+}
+
+py::array resize_py(const py::array& src, int out_w, int out_h, int filter, int order) {
+    const ImageView in = image_view(src, "resize");
+    if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
+        throw py::value_error("resize: output size must be positive and at most 2^20 per side");
+    const Filter f = parse_filter(filter);
+    const PassOrder po = parse_order(order);
+    std::vector<py::ssize_t> shape{out_h, out_w};
+    if (src.ndim() == 3) shape.push_back(in.channels);
+    py::array_t<uint8_t> out(shape);
+    const MutImageView ov{out.mutable_data(), out_w, out_h, in.channels, int64_t(out_w) * in.channels};
+    {
+        py::gil_scoped_release release;
+        resize(in, ov, f, po);
+    }
+    return out;
+}
+
+py::array build_lut_py(int recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_, int dtype) {
+    if (recipe != 0 && recipe != 1) throw py::value_error("unknown LUT recipe");
+    const DType dt = parse_dtype(dtype);
+    py::array out = dt == DType::Float32 ? py::array(py::array_t<float>({3, 256})) : py::array(py::array_t<uint16_t>({3, 256}));
+    try {
+        build_lut(LutRecipe(recipe), rescale, mean.data(), std_.data(), dt, out.mutable_data());
+    } catch (const std::invalid_argument& e) {
+        throw py::value_error(e.what());
+    }
+    return out;
+}
+
+// Writes one image's encoder input into dst (a C-contiguous writable array) starting at element
+// offset `offset`; dst must hold grid_h * grid_w patch rows from there.
+void preprocess_into_py(const py::array& src, int resize_w, int resize_h, int filter, int order,
+                        int patch, int merge, int temporal, int grid_h, int grid_w,
+                        const py::array& lut, int dtype, py::array dst, int64_t offset) {
+    const ImageView in = image_view(src, "preprocess");
+    if (in.channels != 3) throw py::value_error("preprocess: expected an RGB (H, W, 3) image");
+    if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
+        throw py::value_error("preprocess: patch must be 1..64, merge and temporal 1..16");
+    if (grid_h < merge || grid_w < merge || grid_h % merge || grid_w % merge)
+        throw py::value_error("preprocess: grid must be a positive multiple of merge");
+    if (resize_w < 1 || resize_h < 1 || resize_w > int64_t(grid_w) * patch || resize_h > int64_t(grid_h) * patch)
+        throw py::value_error("preprocess: resized image must fit inside the patch grid");
+    const DType dt = parse_dtype(dtype);
+    const int esize = dtype_size(dt);
+    if (lut.itemsize() != esize || lut.size() != 3 * 256 || !(lut.flags() & py::array::c_style))
+        throw py::value_error("preprocess: lut must be a C-contiguous 3 x 256 table of the output dtype");
+    if (dst.itemsize() != esize || !(dst.flags() & py::array::c_style) || !dst.writeable())
+        throw py::value_error("preprocess: dst must be a writable C-contiguous array of the output dtype");
+    const PatchLayout L{patch, merge, temporal, grid_h, grid_w};
+    const int64_t need = int64_t(grid_h) * grid_w * patch_row_elems(L);
+    if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
+        throw py::value_error("preprocess: dst too small for this image at this offset");
+    const PreprocessSpec spec{resize_w, resize_h, parse_filter(filter), parse_order(order), L, dt, lut.data()};
+    char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
+    py::gil_scoped_release release;
+    preprocess(in, spec, out);
+}
+
+// A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
+// thread that drops the last reference.
+py::array pooled_empty(int64_t n, bool zero) {
+    if (n < 0) throw py::value_error("pooled_empty: negative size");
+    Block b;
+    {
+        py::gil_scoped_release release;
+        b = scratch_take(size_t(n), zero);
+    }
+    auto* holder = new Block(b);
+    py::capsule owner(holder, [](void* p) {
+        auto* blk = static_cast<Block*>(p);
+        scratch_give(*blk);
+        delete blk;
+    });
+    return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
+}
+
+py::dict stats_py() {
+    const ScratchStats s = scratch_stats();
+    py::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["gives"] = s.gives;
+    d["drops"] = s.drops;
+    d["pooled_bytes"] = s.pooled_bytes;
+    d["live_bytes"] = s.live_bytes;
+    d["cap_bytes"] = scratch_cap();
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = "smg-fast native core (Pillow-exact resampling, fused normalize + patchify)";
+    m.def("resize", &resize_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"),
+          py::arg("pass_order"));
+    m.def("build_lut", &build_lut_py, py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"),
+          py::arg("dtype"));
+    m.def("preprocess_into", &preprocess_into_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"),
+          py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
+          py::arg("grid_h"), py::arg("grid_w"), py::arg("lut"), py::arg("dtype"), py::arg("dst"),
+          py::arg("offset"));
+    m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false);
+    m.def("scratch_stats", &stats_py);
+    m.def("scratch_reset_stats", &scratch_reset_stats);
+    m.def("scratch_release", &scratch_release);
+    m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"));
+    m.def("set_num_threads", [](int n) {
+        py::gil_scoped_release release;
+        set_num_threads(n);
+    }, py::arg("n"));
+    m.def("num_threads", &num_threads);
+    m.def("available_cpus", &available_cpus);
+    m.def("cpu_features", [] {
+        py::dict d;
+        d["avx2"] = cpu_has_avx2();
+        d["avx512"] = cpu_has_avx512();
+        return d;
+    });
+}

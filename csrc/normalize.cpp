@@ -1,0 +1,68 @@
+#include "normalize.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace smg {
+
+int dtype_size(DType d) { return d == DType::Float32 ? 4 : 2; }
+
+uint16_t float_to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+    const uint32_t lsb = (u >> 16) & 1u;
+    u += 0x7fffu + lsb;
+    return uint16_t(u >> 16);
+}
+
+uint16_t float_to_f16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t absx = x & 0x7fffffffu;
+    if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);      // NaN
+    if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);     // rounds to inf (>= 65520)
+    if (absx < 0x38800000u) {                                      // subnormal half (< 2^-14)
+        // Scale into the subnormal range with an exact float add, which rounds to nearest even.
+        float a;
+        std::memcpy(&a, &absx, 4);
+        const float r = a + 0.5f;  // 0.5 = 2^-1: ulp of results in [0.5, 1) is 2^-24 = half's subnormal ulp
+        uint32_t ru;
+        std::memcpy(&ru, &r, 4);
+        return uint16_t(sign | (ru - 0x3f000000u));
+    }
+    const uint32_t mant_odd = (absx >> 13) & 1u;
+    const uint32_t rounded = absx + 0xfffu + mant_odd;
+    return uint16_t(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+void build_lut(LutRecipe recipe, double rescale, const double mean[3], const double std_[3],
+               DType dtype, void* out) {
+    for (int c = 0; c < 3; ++c) {
+        const float m = float(mean[c]);
+        const float s = float(std_[c]);
+        if (!(s != 0.0f) || !std::isfinite(s) || !std::isfinite(m))
+            throw std::invalid_argument("image_std must be finite and non-zero, image_mean finite");
+        const float s_inv = 1.0f / s;
+        for (int u = 0; u < 256; ++u) {
+            float y;
+            if (recipe == LutRecipe::HfRescaleNormalize) {
+                const float r = float(double(u) * rescale);
+                y = (r - m) / s;
+            } else {
+                const float r = float(double(u) / 255.0);
+                y = (r - m) * s_inv;
+            }
+            const int i = c * 256 + u;
+            switch (dtype) {
+                case DType::Float32: static_cast<float*>(out)[i] = y; break;
+                case DType::BFloat16: static_cast<uint16_t*>(out)[i] = float_to_bf16(y); break;
+                case DType::Float16: static_cast<uint16_t*>(out)[i] = float_to_f16(y); break;
+            }
+        }
+    }
+}
+
+}  // namespace smg

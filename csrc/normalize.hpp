@@ -1,0 +1,28 @@
+// Per-channel 256-entry lookup tables: every uint8 value maps to its normalized output, computed
+// once with the reference's exact operation order, then written in the output dtype.
+#pragma once
+
+#include <cstdint>
+
+namespace smg {
+
+enum class DType : int { Float32 = 0, BFloat16 = 1, Float16 = 2 };
+
+int dtype_size(DType d);
+
+enum class LutRecipe : int {
+    // transformers' PIL processors: y = f32(f32(f64(u) * rescale) - f32(mean)) / f32(std)
+    HfRescaleNormalize = 0,
+    // Kimi-K2.5 upstream (NumPy): y = (f32(f64(u) / 255.0) - f32(mean)) * f32(1 / f32(std))
+    KimiDivideMultiply = 1,
+};
+
+// Fills out[c * 256 + u] for c in 0..2 in the element type of `dtype`.
+void build_lut(LutRecipe recipe, double rescale, const double mean[3], const double std_[3],
+               DType dtype, void* out);
+
+// Round-to-nearest-even conversions of a float32 value (NaN stays NaN).
+uint16_t float_to_bf16(float f);
+uint16_t float_to_f16(float f);
+
+}  // namespace smg

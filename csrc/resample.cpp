@@ -1,0 +1,451 @@
+#include "resample.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "cpu.hpp"
+#include "parallel.hpp"
+#include "scratch.hpp"
+
+namespace smg {
+
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS for 8-bit images
+constexpr int32_t kHalf = int32_t(1) << (kPrecisionBits - 1);
+
+// ---- Pillow's filter functions (same expressions, same float constants) ----
+
+double box_filter(double x) { return (x > -0.5 && x <= 0.5) ? 1.0 : 0.0; }
+
+double bilinear_filter(double x) {
+    if (x < 0.0) x = -x;
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double hamming_filter(double x) {
+    if (x < 0.0) x = -x;
+    if (x == 0.0) return 1.0;
+    if (x >= 1.0) return 0.0;
+    x = x * M_PI;
+    return std::sin(x) / x * (0.54f + 0.46f * std::cos(x));
+}
+
+double bicubic_filter(double x) {
+    constexpr double a = -0.5;
+    if (x < 0.0) x = -x;
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+double sinc_filter(double x) {
+    if (x == 0.0) return 1.0;
+    x = x * M_PI;
+    return std::sin(x) / x;
+}
+
+double lanczos_filter(double x) {
+    if (-3.0 <= x && x < 3.0) return sinc_filter(x) * sinc_filter(x / 3);
+    return 0.0;
+}
+
+struct FilterDef {
+    double (*fn)(double);
+    double support;
+};
+
+FilterDef filter_def(Filter f) {
+    switch (f) {
+        case Filter::Box: return {box_filter, 0.5};
+        case Filter::Bilinear: return {bilinear_filter, 1.0};
+        case Filter::Hamming: return {hamming_filter, 1.0};
+        case Filter::Bicubic: return {bicubic_filter, 2.0};
+        case Filter::Lanczos: return {lanczos_filter, 3.0};
+        default: throw std::invalid_argument("filter has no convolution kernel");
+    }
+}
+
+inline uint8_t clip8(int32_t ss) {
+    const int32_t v = ss >> kPrecisionBits;
+    return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+// ---- vertical pass: out[x] = clip(sum_j row_j[x] * k[j]) over a whole row of bytes ----
+
+SMG_CLONES void vertical_row(const uint8_t* first, int64_t stride, const int32_t* k, int taps,
+                             uint8_t* out, int len) {
+    constexpr int kChunk = 512;  // accumulators stay in L1
+    int32_t acc[kChunk];
+    for (int x0 = 0; x0 < len; x0 += kChunk) {
+        const int m = std::min(kChunk, len - x0);
+        for (int i = 0; i < m; ++i) acc[i] = kHalf;
+        for (int j = 0; j < taps; ++j) {
+            const uint8_t* r = first + j * stride + x0;
+            const int32_t kj = k[j];
+            for (int i = 0; i < m; ++i) acc[i] += int32_t(r[i]) * kj;
+        }
+        for (int i = 0; i < m; ++i) {
+            const int32_t v = acc[i] >> kPrecisionBits;
+            out[x0 + i] = uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v));
+        }
+    }
+}
+
+// ---- horizontal pass, one row ----
+
+template <int C>
+void horizontal_row_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, int out_w) {
+    const int taps = kn.taps;
+    for (int xx = 0; xx < out_w; ++xx) {
+        const uint8_t* p = in + int64_t(kn.start[xx]) * C;
+        const int32_t* k = &kn.weights[size_t(xx) * taps];
+        int32_t ss[C];
+        for (int c = 0; c < C; ++c) ss[c] = kHalf;
+        for (int j = 0; j < taps; ++j)
+            for (int c = 0; c < C; ++c) ss[c] += int32_t(p[j * C + c]) * k[j];
+        for (int c = 0; c < C; ++c) out[xx * C + c] = clip8(ss[c]);
+    }
+}
+
+#if defined(__x86_64__)
+// 3 or 4 channels: one pixel's channels in the int32 lanes of an SSE register. Reads 4 bytes per
+// source pixel, so for C == 3 the caller guarantees one readable byte after the row.
+template <int C>
+__attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const Kernel& kn,
+                                                        uint8_t* out, int out_w, int x_begin = 0,
+                                                        int x_end = -1) {
+    const int taps = kn.taps;
+    const __m128i zero = _mm_setzero_si128();
+    if (x_end < 0) x_end = out_w;
+    for (int xx = x_begin; xx < x_end; ++xx) {
+        const uint8_t* p = in + int64_t(kn.start[xx]) * C;
+        const int32_t* k = &kn.weights[size_t(xx) * taps];
+        __m128i acc = _mm_set1_epi32(kHalf);
+        for (int j = 0; j < taps; ++j) {
+            uint32_t v;
+            std::memcpy(&v, p + j * C, 4);
+            const __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(v)));
+            acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(k[j])));
+        }
+        acc = _mm_srai_epi32(acc, kPrecisionBits);
+        const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(acc, zero), zero);
+        const uint32_t r = uint32_t(_mm_cvtsi128_si32(packed));
+        if (C == 4 || xx + 1 < out_w) {
+            std::memcpy(out + xx * C, &r, 4);  // for C == 3 the 4th byte is rewritten next
+        } else {
+            std::memcpy(out + xx * C, &r, 3);
+        }
+    }
+}
+
+// RGB with AVX-512 VBMI: 16 output pixels per group, one channel per register. The source
+// pixels a group reads lie in a 128-byte window (checked per group when planning), so each tap
+// is one vpermi2b that drops the right byte into every int32 lane, one multiply, one add.
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _undefined_ intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+struct alignas(64) Vec64 {
+    uint8_t b[64];
+};
+
+struct HPlan {
+    std::vector<int> base;         // first source pixel of each group's window
+    std::vector<uint8_t> fits;     // window holds every tap of the group
+    std::vector<Vec64> offsets;    // per group: byte 4i = 3 * (start[16g + i] - base)
+    std::vector<Vec64> weights;    // per group and tap: int32 lane i = weight of output 16g + i
+};
+
+HPlan make_hplan(const Kernel& kn, int out_w) {
+    const int groups = (out_w + 15) / 16, taps = kn.taps;
+    HPlan p;
+    p.base.resize(groups);
+    p.fits.resize(groups);
+    p.offsets.assign(groups, Vec64{});
+    p.weights.assign(size_t(groups) * taps, Vec64{});
+    for (int g = 0; g < groups; ++g) {
+        const int x0 = g * 16, n = std::min(16, out_w - x0);
+        p.base[g] = kn.start[x0];
+        p.fits[g] = (kn.start[x0 + n - 1] - p.base[g] + taps) * 3 <= 128;
+        for (int i = 0; i < n && p.fits[g]; ++i) {
+            p.offsets[g].b[4 * i] = uint8_t(3 * (kn.start[x0 + i] - p.base[g]));
+            for (int j = 0; j < taps; ++j) {
+                const int32_t w = kn.weights[size_t(x0 + i) * taps + j];
+                std::memcpy(&p.weights[size_t(g) * taps + j].b[4 * i], &w, 4);
+            }
+        }
+    }
+    return p;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_row_vbmi(
+    const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
+    const int taps = kn.taps;
+    const int64_t row_bytes = int64_t(in_w) * 3;
+    const __m512i half = _mm512_set1_epi32(kHalf);
+    const __m512i zero = _mm512_setzero_si512();
+    constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
+    alignas(64) uint8_t ilv_b[64];
+    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 48 ? (i % 3) * 16 + i / 3 : 0);
+    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte 3i + c <- byte 16c + i
+    const int groups = (out_w + 15) / 16;
+    for (int g = 0; g < groups; ++g) {
+        const int x0 = g * 16, n = std::min(16, out_w - x0);
+        if (!plan.fits[g]) {
+            horizontal_row_sse<3>(in, kn, out, out_w, x0, x0 + n);
+            continue;
+        }
+        const int64_t off = int64_t(plan.base[g]) * 3;
+        const int64_t avail = row_bytes - off;
+        const __mmask64 m0 = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
+        const __mmask64 m1 = avail >= 128 ? ~0ULL : (avail > 64 ? ((1ULL << (avail - 64)) - 1) : 0);
+        const __m512i w0 = _mm512_maskz_loadu_epi8(m0, in + off);
+        const __m512i w1 = _mm512_maskz_loadu_epi8(m1, in + off + 64);
+        const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
+        const Vec64* wt = &plan.weights[size_t(g) * taps];
+        __m128i ch[3];
+        for (int c = 0; c < 3; ++c) {
+            __m512i acc = half;
+            for (int j = 0; j < taps; ++j) {
+                const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(3 * j + c)));
+                const __m512i v = _mm512_maskz_permutex2var_epi8(kLow, w0, idx, w1);
+                acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(v, _mm512_load_si512(wt[j].b)));
+            }
+            acc = _mm512_max_epi32(_mm512_srai_epi32(acc, kPrecisionBits), zero);
+            ch[c] = _mm512_cvtusepi32_epi8(acc);  // saturates above 255, as clip8 does
+        }
+        __m512i all = _mm512_zextsi128_si512(ch[0]);
+        all = _mm512_inserti32x4(all, ch[1], 1);
+        all = _mm512_inserti32x4(all, ch[2], 2);
+        const __m512i rgb = _mm512_permutexvar_epi8(ilv, all);
+        _mm512_mask_storeu_epi8(out + int64_t(x0) * 3, (1ULL << (3 * n)) - 1, rgb);
+    }
+}
+#pragma GCC diagnostic pop
+#endif
+
+void horizontal_row(const uint8_t* in, int in_w, int channels, const Kernel& kn, const HPlan* plan,
+                    uint8_t* out, int out_w, bool may_overread) {
+#if defined(__x86_64__)
+    if (plan && channels == 3) {
+        if (!may_overread) {
+            // The per-pixel fallback inside may read one byte past the row: give it a padded copy.
+            ScratchBuffer pad(size_t(in_w) * 3 + 16);
+            std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
+            horizontal_row_vbmi(pad.as<uint8_t>(), in_w, kn, *plan, out, out_w);
+            return;
+        }
+        horizontal_row_vbmi(in, in_w, kn, *plan, out, out_w);
+        return;
+    }
+    if (channels >= 3 && cpu_has_avx2()) {
+        if (channels == 4) {
+            horizontal_row_sse<4>(in, kn, out, out_w);
+            return;
+        }
+        if (may_overread) {
+            horizontal_row_sse<3>(in, kn, out, out_w);
+            return;
+        }
+        // Last row of the caller's buffer: copy it so the 4-byte loads stay in bounds.
+        ScratchBuffer pad(size_t(in_w) * 3 + 16);
+        std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
+        horizontal_row_sse<3>(pad.as<uint8_t>(), kn, out, out_w);
+        return;
+    }
+#else
+    (void)in_w;
+    (void)plan;
+    (void)may_overread;
+#endif
+    switch (channels) {
+        case 1: horizontal_row_scalar<1>(in, kn, out, out_w); break;
+        case 2: horizontal_row_scalar<2>(in, kn, out, out_w); break;
+        case 3: horizontal_row_scalar<3>(in, kn, out, out_w); break;
+        default: horizontal_row_scalar<4>(in, kn, out, out_w); break;
+    }
+}
+
+// Rows [row0, row0 + n) of src through the horizontal kernel into dst rows [0, n).
+void horizontal_pass(const ImageView& src, int row0, int n, const MutImageView& dst, const Kernel& kn) {
+    const int64_t row_bytes = int64_t(src.width) * src.channels;
+    HPlan plan;
+    const bool use_plan = src.channels == 3 && cpu_has_avx512vbmi();
+    if (use_plan) plan = make_hplan(kn, dst.width);
+    parallel_for(n, 8, [&](int64_t b, int64_t e) {
+        for (int64_t y = b; y < e; ++y) {
+            const int64_t sy = row0 + y;
+            // Reading one byte past a row is safe when another row (or stride slack) follows.
+            const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
+            horizontal_row(src.data + sy * src.stride, src.width, src.channels, kn,
+                           use_plan ? &plan : nullptr, dst.data + y * dst.stride, dst.width,
+                           may_overread);
+        }
+    });
+}
+
+// Vertical pass with Pillow's bounds; `shift` is subtracted from every bound (the horizontal
+// pass may have produced only rows [shift, ...) of the source).
+void vertical_pass(const ImageView& src, int shift, const MutImageView& dst, const Kernel& kn) {
+    const int len = dst.width * dst.channels;
+    parallel_for(dst.height, 8, [&](int64_t b, int64_t e) {
+        for (int64_t yy = b; yy < e; ++yy) {
+            const int ymin = kn.pil_min[yy] - shift;
+            const int32_t* k = &kn.weights[size_t(yy) * kn.taps] + (kn.pil_min[yy] - kn.start[yy]);
+            vertical_row(src.data + int64_t(ymin) * src.stride, src.stride, k, kn.pil_len[yy],
+                         dst.data + yy * dst.stride, len);
+        }
+    });
+}
+
+// NEAREST: Pillow's ImagingScaleAffine, with its running double sums and its fill of pixels
+// whose source coordinate falls outside the image.
+void nearest(const ImageView& src, const MutImageView& dst) {
+    const int C = src.channels;
+    const double ax = double(float(src.width)) / dst.width;
+    const double ay = double(float(src.height)) / dst.height;
+    std::vector<int> xin(dst.width, -1);
+    double xo = ax * 0.5;
+    for (int x = 0; x < dst.width; ++x) {
+        const int xi = xo < 0.0 ? -1 : int(xo);
+        if (xi >= 0 && xi < src.width) xin[x] = xi;
+        xo += ax;
+    }
+    std::vector<int> yin(dst.height, -1);
+    double yo = ay * 0.5;
+    for (int y = 0; y < dst.height; ++y) {
+        const int yi = yo < 0.0 ? -1 : int(yo);
+        if (yi >= 0 && yi < src.height) yin[y] = yi;
+        yo += ay;
+    }
+    parallel_for(dst.height, 16, [&](int64_t b, int64_t e) {
+        for (int64_t y = b; y < e; ++y) {
+            uint8_t* out = dst.data + y * dst.stride;
+            if (yin[y] < 0) {
+                std::memset(out, 0, size_t(dst.width) * C);
+                continue;
+            }
+            const uint8_t* in = src.data + int64_t(yin[y]) * src.stride;
+            for (int x = 0; x < dst.width; ++x) {
+                if (xin[x] < 0) {
+                    std::memset(out + x * C, 0, C);
+                } else {
+                    std::memcpy(out + x * C, in + int64_t(xin[x]) * C, C);
+                }
+            }
+        }
+    });
+}
+
+void copy_image(const ImageView& src, const MutImageView& dst) {
+    const size_t row = size_t(src.width) * src.channels;
+    for (int y = 0; y < src.height; ++y)
+        std::memcpy(dst.data + y * dst.stride, src.data + y * src.stride, row);
+}
+
+}  // namespace
+
+bool is_valid_filter(int f) { return f >= 0 && f <= 5; }
+
+Kernel make_kernel(int in_size, int out_size, Filter f) {
+    const FilterDef fd = filter_def(f);
+    // Pillow: scale = (double)(in1 - in0) / outSize with float box coordinates.
+    const double scale = double(float(in_size) - 0.0f) / out_size;
+    const double filterscale = scale < 1.0 ? 1.0 : scale;
+    const double support = fd.support * filterscale;
+    const int ksize = int(std::ceil(support)) * 2 + 1;
+    const double inv_filterscale = 1.0 / filterscale;
+
+    Kernel kn;
+    kn.taps = std::min(ksize, in_size);
+    kn.start.resize(out_size);
+    kn.weights.assign(size_t(out_size) * kn.taps, 0);
+    kn.pil_min.resize(out_size);
+    kn.pil_len.resize(out_size);
+    std::vector<double> w(ksize);
+    for (int xx = 0; xx < out_size; ++xx) {
+        const double center = 0.0f + (xx + 0.5) * scale;
+        int xmin = int(center - support + 0.5);
+        if (xmin < 0) xmin = 0;
+        int xmax = int(center + support + 0.5);
+        if (xmax > in_size) xmax = in_size;
+        xmax -= xmin;
+        double ww = 0.0;
+        for (int x = 0; x < xmax; ++x) {
+            w[x] = fd.fn((x + xmin - center + 0.5) * inv_filterscale);
+            ww += w[x];
+        }
+        if (ww != 0.0)
+            for (int x = 0; x < xmax; ++x) w[x] /= ww;
+        const int start = std::min(xmin, in_size - kn.taps);
+        int32_t* k = &kn.weights[size_t(xx) * kn.taps] + (xmin - start);
+        for (int x = 0; x < xmax; ++x) {
+            const double s = w[x] * (1 << kPrecisionBits);
+            k[x] = w[x] < 0 ? int32_t(-0.5 + s) : int32_t(0.5 + s);
+        }
+        kn.start[xx] = start;
+        kn.pil_min[xx] = xmin;
+        kn.pil_len[xx] = xmax;
+    }
+    return kn;
+}
+
+bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order) {
+    if (order != PassOrder::Pillow13) return false;
+    const int64_t dh = int64_t(in_h) - out_h, dw = int64_t(in_w) - out_w;
+    return dh > 0 && dh > 2 * dw;
+}
+
+void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order) {
+    if (src.channels != dst.channels || src.channels < 1 || src.channels > 4)
+        throw std::invalid_argument("resize: channel counts must match and be 1..4");
+    if (src.width < 1 || src.height < 1 || dst.width < 1 || dst.height < 1)
+        throw std::invalid_argument("resize: empty image");
+    if (src.width == dst.width && src.height == dst.height) {
+        copy_image(src, dst);
+        return;
+    }
+    if (f == Filter::Nearest) {
+        nearest(src, dst);
+        return;
+    }
+    const bool need_h = src.width != dst.width;
+    const bool need_v = src.height != dst.height;
+    const int C = src.channels;
+    if (need_h && need_v && vertical_first(src.width, src.height, dst.width, dst.height, order)) {
+        const Kernel kv = make_kernel(src.height, dst.height, f);
+        const Kernel kh = make_kernel(src.width, dst.width, f);
+        const int64_t tmp_stride = int64_t(src.width) * C;
+        ScratchBuffer tmp(size_t(tmp_stride) * dst.height + 16);
+        const MutImageView t{tmp.as<uint8_t>(), src.width, dst.height, C, tmp_stride};
+        vertical_pass(src, 0, t, kv);
+        const ImageView ti{t.data, t.width, t.height, C, tmp_stride};
+        horizontal_pass(ti, 0, dst.height, dst, kh);
+        return;
+    }
+    if (!need_h) {
+        vertical_pass(src, 0, dst, make_kernel(src.height, dst.height, f));
+        return;
+    }
+    const Kernel kh = make_kernel(src.width, dst.width, f);
+    if (!need_v) {
+        horizontal_pass(src, 0, src.height, dst, kh);
+        return;
+    }
+    // Horizontal first, over only the source rows the vertical pass reads.
+    const Kernel kv = make_kernel(src.height, dst.height, f);
+    const int first = kv.pil_min.front();
+    const int last = kv.pil_min.back() + kv.pil_len.back();
+    const int64_t tmp_stride = int64_t(dst.width) * C;
+    ScratchBuffer tmp(size_t(tmp_stride) * (last - first) + 16);
+    const MutImageView t{tmp.as<uint8_t>(), dst.width, last - first, C, tmp_stride};
+    horizontal_pass(src, first, last - first, t, kh);
+    const ImageView ti{t.data, t.width, t.height, C, tmp_stride};
+    vertical_pass(ti, first, dst, kv);
+}
+
+}  // namespace smg

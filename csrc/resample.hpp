@@ -1,0 +1,42 @@
+// Pillow-exact 8-bit resampling (libImaging/Resample.c and the NEAREST affine path of
+// Geometry.c): same double-precision coefficients, same 22-bit fixed-point weights, same uint8
+// intermediate between the two separable passes, same skipped passes and pass order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "image.hpp"
+
+namespace smg {
+
+// Values are Pillow's Resampling enum values.
+enum class Filter : int { Nearest = 0, Lanczos = 1, Bilinear = 2, Bicubic = 3, Box = 4, Hamming = 5 };
+
+enum class PassOrder : int {
+    HorizontalFirst = 0,  // Pillow <= 12: horizontal pass, then vertical
+    Pillow13 = 1,         // Pillow 13: vertical first when the height shrinks by more than 2x the width
+};
+
+bool is_valid_filter(int f);
+
+// Fixed-point weights of one axis. Every output index has `taps` weights starting at source
+// index start[i]; Pillow's own (shorter) tap windows are zero-padded inside this uniform one so
+// the inner loops have a fixed trip count. The integer sums are unchanged by the extra zeros.
+struct Kernel {
+    int taps = 0;
+    std::vector<int> start;
+    std::vector<int32_t> weights;  // out_size * taps
+    std::vector<int> pil_min, pil_len;  // Pillow's bounds per output index
+};
+
+Kernel make_kernel(int in_size, int out_size, Filter f);
+
+// True when the vertical pass runs before the horizontal one for this size change.
+bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
+
+// Resizes src into dst (both with the same channel count, 1..4, non-overlapping). Each channel
+// is filtered on its own, as Pillow does for L, RGB, RGBX and CMYK. Runs on the thread pool.
+void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order);
+
+}  // namespace smg

@@ -1,0 +1,65 @@
+"""smg-fast: HF-exact, fast image preprocessing for vision-language models.
+
+    import smg_fast
+    proc = smg_fast.load_processor("qwen2_vl")          # or a HF model folder
+    out = proc(images, dtype="bfloat16")                # PIL / numpy / bytes / paths
+    out["pixel_values"], out["image_grid_thw"], out["num_tokens"]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _native
+from .config import FAMILIES, ProcessorConfig
+from .errors import InvalidImageError
+from .processors import (
+    KimiK25Processor,
+    Processor,
+    ProcessorOutput,
+    QwenVLProcessor,
+    load_processor,
+)
+from .resample import pillow_pass_order, resize
+
+__version__ = "0.1.0"
+
+
+def set_num_threads(n: int) -> None:
+    """Threads the native core may use for one image (n < 1: all CPUs this process may use).
+
+    The environment variable SMG_FAST_NUM_THREADS sets the initial value.
+    """
+    _native.set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    return int(_native.num_threads())
+
+
+def scratch_stats() -> dict[str, Any]:
+    """Buffer-pool counters: hits, misses, gives, drops, pooled_bytes, live_bytes, cap_bytes."""
+    return dict(_native.scratch_stats())
+
+
+def release_scratch() -> None:
+    """Frees the buffers pooled by the calling thread."""
+    _native.scratch_release()
+
+
+__all__ = [
+    "FAMILIES",
+    "InvalidImageError",
+    "KimiK25Processor",
+    "Processor",
+    "ProcessorConfig",
+    "ProcessorOutput",
+    "QwenVLProcessor",
+    "get_num_threads",
+    "load_processor",
+    "pillow_pass_order",
+    "release_scratch",
+    "resize",
+    "scratch_stats",
+    "set_num_threads",
+]

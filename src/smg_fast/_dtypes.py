@@ -1,0 +1,40 @@
+"""Output dtypes: names, native codes, and numpy / torch views of the raw bits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# name -> (native code, numpy dtype holding the bits)
+DTYPES: dict[str, tuple[int, np.dtype]] = {
+    "float32": (0, np.dtype(np.float32)),
+    "bfloat16": (1, np.dtype(np.uint16)),  # numpy has no bfloat16: raw bits in uint16
+    "float16": (2, np.dtype(np.float16)),
+}
+
+
+def parse_dtype(dtype: Any) -> str:
+    """Accepts "float32" / "bfloat16" / "float16", numpy dtypes and torch dtypes."""
+    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
+    if name is None:
+        name = str(dtype)
+    name = str(name).removeprefix("torch.")
+    aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+               "float": "float32"}
+    name = aliases.get(name, name)
+    if name not in DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}: use 'float32', 'bfloat16' or 'float16'")
+    return name
+
+
+def to_torch(array: np.ndarray, dtype_name: str) -> Any:
+    """Wraps an output array as a torch tensor without copying (bfloat16 via a bit view)."""
+    try:
+        import torch
+    except ImportError as exc:  # torch is an optional extra
+        raise ImportError("return_tensors='pt' needs torch (pip install torch)") from exc
+    t = torch.from_numpy(array)
+    if dtype_name == "bfloat16":
+        t = t.view(torch.bfloat16)
+    return t

@@ -1,0 +1,248 @@
+"""Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream PIL/NumPy algorithm
+(REFERENCE.md section 3), re-implemented here in plain NumPy + Pillow as the oracle."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+KIMI_DEFAULTS = dict(
+    in_patch_limit=16384,
+    patch_limit_on_one_side=512,
+    patch_size=14,
+    merge_kernel_size=2,
+    image_mean=(0.5, 0.5, 0.5),
+    image_std=(0.5, 0.5, 0.5),
+)
+
+
+def kimi_sizes(w: int, h: int, cfg=KIMI_DEFAULTS):
+    """Upstream navit resize: returns (new_w, new_h, padded_w, padded_h)."""
+    p = cfg["patch_size"]
+    side = cfg["patch_limit_on_one_side"]
+    pw = float(max(1, w // p))
+    ph = float(max(1, h // p))
+    scale = min(1.0, math.sqrt(cfg["in_patch_limit"] / (pw * ph)), side * p / w, side * p / h)
+    new_w = min(max(1, int(w * scale)), side * p)
+    new_h = min(max(1, int(h * scale)), side * p)
+    f = cfg["merge_kernel_size"] * p
+    return new_w, new_h, new_w + (f - new_w % f) % f, new_h + (f - new_h % f) % f
+
+
+def kimi_reference(image: Image.Image, cfg=KIMI_DEFAULTS):
+    """Returns (pixel_values [N,3,P,P] float32, grid [1, H/P, W/P])."""
+    p = cfg["patch_size"]
+    rgb = image.convert("RGB")
+    w, h = rgb.size
+    new_w, new_h, pad_w, pad_h = kimi_sizes(w, h, cfg)
+    resized = np.asarray(rgb.resize((new_w, new_h), Image.Resampling.BICUBIC))
+    canvas = np.zeros((pad_h, pad_w, 3), dtype=np.uint8)  # zero padding right and bottom
+    canvas[:new_h, :new_w] = resized
+    x = (canvas / 255.0).astype(np.float32)  # float64 division, then float32
+    mean = np.asarray(cfg["image_mean"], dtype=np.float32)
+    inv_std = np.float32(1) / np.asarray(cfg["image_std"], dtype=np.float32)
+    x -= mean  # float32 ops from here on
+    x *= inv_std
+    assert x.dtype == np.float32
+    gh, gw = pad_h // p, pad_w // p
+    chw = np.transpose(x, (2, 0, 1))
+    patches = chw.reshape(3, gh, p, gw, p).transpose(1, 3, 0, 2, 4).reshape(gh * gw, 3, p, p)
+    return np.ascontiguousarray(patches), np.array([[1, gh, gw]], dtype=np.int64)
+
+
+def _reference_batch(images, cfg=KIMI_DEFAULTS):
+    parts = [kimi_reference(im, cfg) for im in images]
+    return np.concatenate([a for a, _ in parts]), np.concatenate([g for _, g in parts])
+
+
+@pytest.fixture
+def kimi(ours):
+    return ours("kimi_k25")
+
+
+@pytest.fixture
+def check_kimi(assert_equal):
+    def run(out, ref_pv, ref_grid, merge=2):
+        grid = np.asarray(out["image_grid_thw"])
+        assert grid.dtype == np.int64
+        assert grid.tolist() == ref_grid.tolist(), f"grid {grid.tolist()} != {ref_grid.tolist()}"
+        assert np.array_equal(np.asarray(out["grid_thws"]), grid)
+        assert_equal(np.asarray(out["pixel_values"]), ref_pv)
+        tokens = [int(v) for v in np.asarray(out["num_tokens"]).reshape(-1).tolist()]
+        assert tokens == [t * h * w // (merge * merge) for t, h, w in ref_grid.tolist()]
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# The oracle itself: the worked example from REFERENCE.md
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reference_worked_example():
+    assert kimi_sizes(600, 400) == (600, 400, 616, 420)
+    pv, grid = kimi_reference(Image.new("RGB", (600, 400), (255, 0, 128)))
+    assert grid.tolist() == [[1, 30, 44]] and pv.shape == (30 * 44, 3, 14, 14)
+    assert 30 * 44 // 4 == 330
+    # padding (last patch column of the first row) normalises to -1, content to its value
+    assert np.all(pv[43] == -1.0)  # patch column 43 (x 602..615) is all padding
+    assert np.all(pv[42, :, :, 12:] == -1.0)  # x 600, 601 of patch column 42 are padding
+    assert np.all(pv[42, 0, :, :12] == 1.0)
+    assert pv[0, 0, 0, 0] == np.float32(1.0) and pv[0, 1, 0, 0] == np.float32(-1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Real images
+# ---------------------------------------------------------------------------------------------
+
+
+def test_real_image(real_image_name, real_images, kimi, check_kimi):
+    ref_pv, ref_grid = kimi_reference(real_images.open(real_image_name))
+    check_kimi(kimi(real_images.open(real_image_name), return_tensors="np"), ref_pv, ref_grid)
+
+
+def test_pil_mode(mode_kind, real_images, kimi, check_kimi):
+    """Upstream Kimi converts with image.convert("RGB"): alpha is dropped, not composited."""
+    ref_pv, ref_grid = kimi_reference(real_images.mode_image(mode_kind))
+    check_kimi(kimi(real_images.mode_image(mode_kind), return_tensors="np"), ref_pv, ref_grid)
+
+
+@pytest.mark.parametrize("name", ["rocket", "coffee", "grace_hopper"])
+def test_bytes_and_path_input(name, real_images, kimi, check_kimi):
+    """Files without EXIF orientation: bytes, str path and Path equal the decoded PIL image."""
+    ref_pv, ref_grid = kimi_reference(Image.open(io.BytesIO(real_images.bytes(name))))
+    for src in (real_images.bytes(name), str(real_images.path(name)), real_images.path(name)):
+        check_kimi(kimi(src, return_tensors="np"), ref_pv, ref_grid)
+
+
+def test_numpy_rgb_input(real_images, kimi, check_kimi):
+    arr = real_images.rgb_array("china")
+    ref_pv, ref_grid = kimi_reference(Image.fromarray(arr))
+    check_kimi(kimi(arr, return_tensors="np"), ref_pv, ref_grid)
+
+
+def test_multi_image(real_images, kimi, check_kimi):
+    names = ["chelsea", "rocket", "camera", "logo2"]
+    ref_pv, ref_grid = _reference_batch([real_images.open(n) for n in names])
+    check_kimi(kimi([real_images.open(n) for n in names], return_tensors="np"), ref_pv, ref_grid)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes: no resize, tiny, huge aspect, per-side limit, total-patch limit
+# ---------------------------------------------------------------------------------------------
+
+
+def _content(real_images, w, h):
+    """A real photo brought to w x h (crop when it fits, else a bilinear resize)."""
+    src = real_images.rgb("retina")  # 1411x1411
+    if w + 100 <= src.width and h + 100 <= src.height:
+        return src.crop((100, 100, 100 + w, 100 + h))
+    return src.resize((w, h), Image.Resampling.BILINEAR)
+
+
+def test_600x400_worked_example(real_images, kimi, check_kimi):
+    image = real_images.open("coffee")
+    assert image.size == (600, 400)
+    out = kimi(image, return_tensors="np")
+    assert np.asarray(out["image_grid_thw"]).tolist() == [[1, 30, 44]]
+    assert [int(v) for v in np.asarray(out["num_tokens"]).reshape(-1)] == [330]
+    assert np.asarray(out["pixel_values"]).shape == (1320, 3, 14, 14)
+    check_kimi(out, *kimi_reference(real_images.open("coffee")))
+
+
+@pytest.mark.parametrize(
+    "w,h,why",
+    [
+        (1, 1, "tiny"),
+        (13, 15, "below one patch"),
+        (14, 14, "one patch"),
+        (29, 27, "padding both ways"),
+        (4, 2000, "aspect 500, no resize"),
+        (2000, 6, "aspect 333, no resize"),
+        (8000, 300, "per-side limit on width"),
+        (320, 7300, "per-side limit on height"),
+        (2000, 2000, "total patch limit"),
+        (1792, 1792, "exactly at the patch limit (128x128 patches)"),
+        (1806, 1792, "one column over the limit"),
+    ],
+)
+def test_sizes(w, h, why, real_images, kimi, check_kimi):
+    image = _content(real_images, w, h)
+    assert image.size == (w, h)
+    ref_pv, ref_grid = kimi_reference(image)
+    out = kimi(image, return_tensors="np")
+    check_kimi(out, ref_pv, ref_grid)
+    new_w, new_h, pad_w, pad_h = kimi_sizes(w, h)
+    assert tuple(kimi.grid(w, h)) == (1, pad_h // 14, pad_w // 14)
+    assert kimi.num_tokens(w, h) == (pad_h // 28) * (pad_w // 28)
+
+
+def test_size_cases_exercise_each_limit():
+    assert kimi_sizes(8000, 300)[:2] == (7168, 268)  # per-side limit, truncation of 268.8
+    assert kimi_sizes(320, 7300)[1] == 7168
+    assert kimi_sizes(2000, 2000)[0] < 2000  # total patch limit
+    assert kimi_sizes(1792, 1792)[:2] == (1792, 1792)
+    assert kimi_sizes(1806, 1792)[0] < 1806
+    assert kimi_sizes(4, 2000)[:2] == (4, 2000)
+
+
+def test_overrides(real_images, ours, check_kimi):
+    cfg = dict(KIMI_DEFAULTS, in_patch_limit=900, patch_limit_on_one_side=30)
+    proc = ours("kimi_k25", in_patch_limit=900, patch_limit_on_one_side=30)
+    for name in ("astronaut", "rocket", "logo2"):
+        image = real_images.open(name)
+        assert kimi_sizes(*image.size, cfg)[:2] != image.size  # the overrides force a resize
+        check_kimi(proc(image, return_tensors="np"), *kimi_reference(real_images.open(name), cfg))
+
+
+def test_mean_std_overrides(real_images, ours, check_kimi):
+    mean, std = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+    cfg = dict(KIMI_DEFAULTS, image_mean=mean, image_std=std)
+    proc = ours("kimi_k25", image_mean=list(mean), image_std=list(std))
+    out = proc(real_images.open("chelsea"), return_tensors="np")
+    check_kimi(out, *kimi_reference(real_images.open("chelsea"), cfg))
+
+
+def test_grid_sweep(kimi):
+    """grid()/num_tokens() without pixels agree with the upstream sizes on many shapes."""
+    rng = np.random.default_rng(7)
+    sizes = [(int(a), int(b)) for a, b in rng.integers(1, 9000, size=(300, 2))]
+    sizes += [(1, 1), (14, 14), (27, 28), (28, 27), (7168, 7168), (7169, 1), (1, 7169)]
+    for w, h in sizes:
+        _, _, pw, ph = kimi_sizes(w, h)
+        assert tuple(kimi.grid(w, h)) == (1, ph // 14, pw // 14), (w, h)
+        assert kimi.num_tokens(w, h) == (ph // 28) * (pw // 28), (w, h)
+
+
+# ---------------------------------------------------------------------------------------------
+# transformers' torchvision Kimi_K25ImageProcessor: close, not exact
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["astronaut", "rocket", "hubble", "grace_hopper"])
+def test_close_to_transformers_torchvision(name, real_images, kimi):
+    pytest.importorskip("torchvision")
+    from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
+
+    hf = Kimi_K25ImageProcessor(
+        size={"max_height": 512, "max_width": 512},
+        max_patches=16384,
+        patch_size=14,
+        merge_size=2,
+        image_mean=[0.5] * 3,
+        image_std=[0.5] * 3,
+    )
+    ref = hf(real_images.rgb(name), return_tensors="np")
+    out = kimi(real_images.open(name), return_tensors="np")
+    ref_pv = np.asarray(ref["pixel_values"], dtype=np.float32)
+    ours_pv = np.asarray(out["pixel_values"])
+    assert np.asarray(ref["image_grid_thw"]).tolist() == np.asarray(out["image_grid_thw"]).tolist()
+    assert ref_pv.shape == ours_pv.shape
+    # 2 levels of 8-bit input = 2/255 in [0,1], i.e. 2/(255*std) after normalisation
+    tol = 2.0 / 255.0 / 0.5 + 1e-6
+    close = np.abs(ref_pv - ours_pv) <= tol
+    assert close.mean() >= 0.995, f"only {close.mean():.4%} of values within 2/255"
