@@ -86,7 +86,9 @@ py::array build_lut_py(int recipe, double rescale, std::array<double, 3> mean, s
 // offset `offset`; dst must hold grid_h * grid_w patch rows from there.
 void preprocess_into_py(const py::array& src, int resize_w, int resize_h, int filter, int order,
                         int patch, int merge, int temporal, int grid_h, int grid_w,
-                        const py::array& lut, int dtype, py::array dst, int64_t offset) {
+                        const py::array& lut, int recipe, double rescale, std::array<double, 3> mean,
+                        std::array<double, 3> std_, int dtype, py::array dst, int64_t offset) {
+    if (recipe != 0 && recipe != 1) throw py::value_error("unknown LUT recipe");
     const ImageView in = image_view(src, "preprocess");
     if (in.channels != 3) throw py::value_error("preprocess: expected an RGB (H, W, 3) image");
     if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
@@ -105,7 +107,9 @@ void preprocess_into_py(const py::array& src, int resize_w, int resize_h, int fi
     const int64_t need = int64_t(grid_h) * grid_w * patch_row_elems(L);
     if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
         throw py::value_error("preprocess: dst too small for this image at this offset");
-    const PreprocessSpec spec{resize_w, resize_h, parse_filter(filter), parse_order(order), L, dt, lut.data()};
+    Normalization norm{lut.data(), LutRecipe(recipe), rescale, {mean[0], mean[1], mean[2]},
+                       {std_[0], std_[1], std_[2]}};
+    const PreprocessSpec spec{resize_w, resize_h, parse_filter(filter), parse_order(order), L, dt, norm};
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
     py::gil_scoped_release release;
     preprocess(in, spec, out);
@@ -152,7 +156,8 @@ PYBIND11_MODULE(_native, m) {
           py::arg("dtype"));
     m.def("preprocess_into", &preprocess_into_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"),
           py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
-          py::arg("grid_h"), py::arg("grid_w"), py::arg("lut"), py::arg("dtype"), py::arg("dst"),
+          py::arg("grid_h"), py::arg("grid_w"), py::arg("lut"), py::arg("recipe"), py::arg("rescale"),
+          py::arg("mean"), py::arg("std"), py::arg("dtype"), py::arg("dst"),
           py::arg("offset"));
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false);
     m.def("scratch_stats", &stats_py);

@@ -1,5 +1,7 @@
 #include "patchify.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -10,60 +12,212 @@ namespace smg {
 
 namespace {
 
-// One patch row (py) of one channel: P values from the image row (or padding), then T copies.
-template <typename T>
-SMG_CLONES void patch_line(const uint8_t* src, int valid, const T* lut, T* out, int P, int reps,
-                           int64_t rep_stride) {
-    T tmp[64];
-    const T pad = lut[0];
-    for (int px = 0; px < valid; ++px) tmp[px] = lut[src[px * 3]];
-    for (int px = valid; px < P; ++px) tmp[px] = pad;
-    for (int t = 0; t < reps; ++t) std::memcpy(out + t * rep_stride, tmp, sizeof(T) * P);
-}
+// ---- portable path: table lookups ----
 
 template <typename T>
-void patchify_typed(const ImageView& img, const PatchLayout& L, const T* lut, T* dst) {
+void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut, T* dst, int bh) {
     const int P = L.patch, m = L.merge, Tn = L.temporal;
-    const int64_t row_elems = patch_row_elems(L);
-    const int64_t pp = int64_t(P) * P;
-    const int block_rows = L.grid_h / m;  // one band = m rows of patches
+    const int64_t row_elems = patch_row_elems(L), pp = int64_t(P) * P;
     const int blocks_w = L.grid_w / m;
-    parallel_for(block_rows, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t bh = b0; bh < b1; ++bh) {
-            for (int bw = 0; bw < blocks_w; ++bw) {
-                for (int mh = 0; mh < m; ++mh) {
-                    for (int mw = 0; mw < m; ++mw) {
-                        const int64_t r = ((bh * blocks_w + bw) * m + mh) * m + mw;
-                        T* out = dst + r * row_elems;
-                        const int y0 = int(bh * m + mh) * P;
-                        const int x0 = (bw * m + mw) * P;
-                        const int valid_x = std::max(0, std::min(P, img.width - x0));
-                        for (int c = 0; c < 3; ++c) {
-                            const T* lc = lut + c * 256;
-                            T* oc = out + int64_t(c) * Tn * pp;
-                            for (int py = 0; py < P; ++py) {
-                                const int y = y0 + py;
-                                const int vx = y < img.height ? valid_x : 0;
-                                const uint8_t* src = img.data + int64_t(std::min(y, img.height - 1)) * img.stride +
-                                                     int64_t(x0) * 3 + c;
-                                patch_line<T>(src, vx, lc, oc + py * P, P, Tn, pp);
+    for (int bw = 0; bw < blocks_w; ++bw) {
+        for (int mh = 0; mh < m; ++mh) {
+            for (int mw = 0; mw < m; ++mw) {
+                const int64_t r = ((int64_t(bh) * blocks_w + bw) * m + mh) * m + mw;
+                T* out = dst + r * row_elems;
+                const int x0 = (bw * m + mw) * P;
+                const int valid_x = std::max(0, std::min(P, band.width - x0));
+                for (int c = 0; c < 3; ++c) {
+                    const T* lc = lut + c * 256;
+                    for (int py = 0; py < P; ++py) {
+                        const int y = mh * P + py;  // row inside the band
+                        const int vx = y < band.height ? valid_x : 0;
+                        const uint8_t* src = band.data + int64_t(std::min(y, band.height - 1)) * band.stride + int64_t(x0) * 3 + c;
+                        T* o = out + int64_t(c) * Tn * pp + int64_t(py) * P;
+                        for (int px = 0; px < vx; ++px) o[px] = lc[src[px * 3]];
+                        for (int px = vx; px < P; ++px) o[px] = lc[0];
+                        for (int t = 1; t < Tn; ++t) std::memcpy(o + t * pp, o, sizeof(T) * P);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#if defined(__x86_64__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 header false positive
+#define SMG_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+
+struct SimdNorm {
+    int recipe;
+    double rescale;
+    float mean[3];
+    float std_[3];
+    float inv[3];
+};
+
+// The reference's arithmetic on 16 int32 lanes holding pixel values, same IEEE operations in the
+// same order as build_lut (so identical results), then the output dtype's rounding.
+SMG_AVX512 inline __m512i normalize16(__m512i u, const SimdNorm& n, int c, DType dt) {
+    const __m512d lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(u));
+    const __m512d hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(u, 1));
+    __m512d a, b;
+    if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
+        a = _mm512_mul_pd(lo, _mm512_set1_pd(n.rescale));
+        b = _mm512_mul_pd(hi, _mm512_set1_pd(n.rescale));
+    } else {
+        a = _mm512_div_pd(lo, _mm512_set1_pd(255.0));
+        b = _mm512_div_pd(hi, _mm512_set1_pd(255.0));
+    }
+    const __m256 fa = _mm512_cvtpd_ps(a), fb = _mm512_cvtpd_ps(b);
+    __m512 f = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(fa)), _mm256_castps_pd(fb), 1));
+    f = _mm512_sub_ps(f, _mm512_set1_ps(n.mean[c]));
+    if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
+        f = _mm512_div_ps(f, _mm512_set1_ps(n.std_[c]));
+    } else {
+        f = _mm512_mul_ps(f, _mm512_set1_ps(n.inv[c]));
+    }
+    const __m512i bits = _mm512_castps_si512(f);
+    switch (dt) {
+        case DType::Float32: return bits;
+        case DType::BFloat16: {  // round to nearest even on the upper 16 bits (values are finite)
+            const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+            const __m512i r = _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7fff)), lsb);
+            return _mm512_srli_epi32(r, 16);
+        }
+        default:
+            return _mm512_cvtepu16_epi32(_mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+}
+
+// All 768 table entries recomputed by normalize16 must equal the table.
+SMG_AVX512 bool simd_matches_lut(const SimdNorm& n, DType dt, const void* lut) {
+    for (int c = 0; c < 3; ++c) {
+        for (int u0 = 0; u0 < 256; u0 += 16) {
+            alignas(64) int32_t got[16];
+            const __m512i u = _mm512_add_epi32(_mm512_set1_epi32(u0),
+                                               _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+            _mm512_store_si512(got, normalize16(u, n, c, dt));
+            for (int i = 0; i < 16; ++i) {
+                uint32_t want;
+                if (dt == DType::Float32) {
+                    std::memcpy(&want, static_cast<const float*>(lut) + c * 256 + u0 + i, 4);
+                } else {
+                    want = static_cast<const uint16_t*>(lut)[c * 256 + u0 + i];
+                }
+                if (uint32_t(got[i]) != want) return false;
+            }
+        }
+    }
+    return true;
+}
+
+// P <= 16: a masked load fetches one patch row's 3P interleaved bytes, vpermb spreads one channel
+// into int32 lanes, normalize16 computes the values; per channel all P rows are kept in registers
+// and then written as T sequential runs (front-to-back stores are what the write path likes).
+template <typename T>
+SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt,
+                                 T* dst, int bh) {
+    const int P = L.patch, m = L.merge, Tn = L.temporal;
+    const int64_t row_elems = patch_row_elems(L), pp = int64_t(P) * P;
+    const int blocks_w = L.grid_w / m;
+    constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
+    alignas(64) uint8_t ctrl_b[3][64] = {};
+    for (int c = 0; c < 3; ++c)
+        for (int i = 0; i < 16; ++i) ctrl_b[c][4 * i] = uint8_t(3 * i + c);
+    const __mmask16 lanes = __mmask16((1u << P) - 1);
+    for (int bw = 0; bw < blocks_w; ++bw) {
+        for (int mh = 0; mh < m; ++mh) {
+            for (int mw = 0; mw < m; ++mw) {
+                const int64_t r = ((int64_t(bh) * blocks_w + bw) * m + mh) * m + mw;
+                T* out = dst + r * row_elems;
+                const int x0 = (bw * m + mw) * P;
+                const int valid_x = std::max(0, std::min(P, band.width - x0));
+                const __mmask64 seg_mask = valid_x >= 21 ? ~0ULL : ((1ULL << (3 * valid_x)) - 1);
+                const uint8_t* rows[16];
+                for (int py = 0; py < P; ++py) {
+                    const int y = mh * P + py;
+                    rows[py] = (y < band.height && valid_x > 0) ? band.data + int64_t(y) * band.stride + int64_t(x0) * 3 : nullptr;
+                }
+                for (int c = 0; c < 3; ++c) {
+                    const __m512i ctrl = _mm512_load_si512(ctrl_b[c]);
+                    __m512i v[16];
+                    for (int py = 0; py < P; ++py) {
+                        const __m512i seg = rows[py] ? _mm512_maskz_loadu_epi8(seg_mask, rows[py]) : _mm512_setzero_si512();
+                        v[py] = normalize16(_mm512_maskz_permutexvar_epi8(kLow, ctrl, seg), n, c, dt);
+                    }
+                    T* o = out + int64_t(c) * Tn * pp;
+                    for (int t = 0; t < Tn; ++t) {
+                        for (int py = 0; py < P; ++py) {
+                            T* d = o + t * pp + int64_t(py) * P;
+                            if constexpr (sizeof(T) == 4) {
+                                _mm512_mask_storeu_epi32(d, lanes, v[py]);
+                            } else {
+                                _mm256_mask_storeu_epi16(d, lanes, _mm512_cvtepi32_epi16(v[py]));
                             }
                         }
                     }
                 }
             }
         }
-    });
+    }
 }
+#pragma GCC diagnostic pop
+#endif
+
+#if defined(__x86_64__)
+SimdNorm simd_norm(const Normalization& n) {
+    SimdNorm s{};
+    s.recipe = int(n.recipe);
+    s.rescale = n.rescale;
+    for (int c = 0; c < 3; ++c) {
+        s.mean[c] = float(n.mean[c]);
+        s.std_[c] = float(n.std_[c]);
+        s.inv[c] = 1.0f / s.std_[c];
+    }
+    return s;
+}
+#endif
 
 }  // namespace
 
-void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const void* lut, void* dst) {
-    if (dtype == DType::Float32) {
-        patchify_typed<float>(img, L, static_cast<const float*>(lut), static_cast<float*>(dst));
-    } else {
-        patchify_typed<uint16_t>(img, L, static_cast<const uint16_t*>(lut), static_cast<uint16_t*>(dst));
+Patchifier::Patchifier(const PatchLayout& L, DType dtype, const Normalization& norm)
+    : L_(L), dtype_(dtype), norm_(norm) {
+#if defined(__x86_64__)
+    simd_ = L.patch <= 16 && cpu_has_avx512vbmi() && simd_matches_lut(simd_norm(norm), dtype, norm.lut);
+#endif
+}
+
+void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
+#if defined(__x86_64__)
+    if (simd_) {
+        const SimdNorm n = simd_norm(norm_);
+        if (dtype_ == DType::Float32) {
+            block_row_avx512<float>(band, L_, n, dtype_, static_cast<float*>(dst), bh);
+        } else {
+            block_row_avx512<uint16_t>(band, L_, n, dtype_, static_cast<uint16_t*>(dst), bh);
+        }
+        return;
     }
+#endif
+    if (dtype_ == DType::Float32) {
+        block_row_scalar<float>(band, L_, static_cast<const float*>(norm_.lut), static_cast<float*>(dst), bh);
+    } else {
+        block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_.lut), static_cast<uint16_t*>(dst), bh);
+    }
+}
+
+void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const Normalization& norm, void* dst) {
+    const Patchifier p(L, dtype, norm);
+    const int band_rows = L.merge * L.patch;
+    parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
+        for (int64_t bh = b; bh < e; ++bh) {
+            const int y0 = int(bh) * band_rows;
+            const int h = std::max(0, std::min(band_rows, img.height - y0));
+            const ImageView band{img.data + int64_t(std::min(y0, img.height - 1)) * img.stride, img.width, h, 3, img.stride};
+            p.block_row(band, int(bh), dst);
+        }
+    });
 }
 
 }  // namespace smg

@@ -1,5 +1,5 @@
 // Fused normalize + patchify: resized uint8 RGB -> the encoder's patch layout in one pass, each
-// value looked up in a per-channel table (normalize.hpp) and stored in the output dtype.
+// value normalized exactly as the reference does and stored in the output dtype.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +26,35 @@ inline int64_t patch_row_elems(const PatchLayout& L) {
     return int64_t(3) * L.temporal * L.patch * L.patch;
 }
 
-// Writes grid_h * grid_w rows of patch_row_elems(L) elements to dst. img has 3 channels and may
-// be smaller than the grid (the rest is padding). lut is 3 x 256 elements of dtype.
-void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const void* lut, void* dst);
+// The normalization: `lut` (3 x 256 in the output dtype, from build_lut) is the definition; the
+// recipe parameters let the SIMD kernel compute the same values arithmetically, which it does
+// only after checking all 768 of them against the table.
+struct Normalization {
+    const void* lut;
+    LutRecipe recipe;
+    double rescale;
+    double mean[3];
+    double std_[3];
+};
+
+// Prepared per call: picks the kernel (SIMD when its values match the table bit for bit).
+class Patchifier {
+public:
+    Patchifier(const PatchLayout& L, DType dtype, const Normalization& norm);
+    // Writes the m * gw patch rows of merged block row bh. `band` holds image rows
+    // [bh * m * P, bh * m * P + band.height) with band.width valid columns; anything outside is
+    // padding. dst points at the first patch row of the whole image.
+    void block_row(const ImageView& band, int bh, void* dst) const;
+    bool simd() const { return simd_; }
+
+private:
+    PatchLayout L_;
+    DType dtype_;
+    Normalization norm_;
+    bool simd_ = false;
+};
+
+// Whole image (image rows from 0), on the thread pool.
+void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const Normalization& norm, void* dst);
 
 }  // namespace smg

@@ -1,20 +1,35 @@
 #include "preprocess.hpp"
 
+#include <algorithm>
+
+#include "parallel.hpp"
 #include "scratch.hpp"
 
 namespace smg {
 
 void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst) {
+    const PatchLayout& L = spec.layout;
+    const Patchifier patchifier(L, spec.dtype, spec.norm);
     if (src.width == spec.resize_w && src.height == spec.resize_h) {
         // Pillow's resize to the same size is a copy: read the source directly.
-        patchify(src, spec.layout, spec.dtype, spec.lut, dst);
+        patchify(src, L, spec.dtype, spec.norm, dst);
         return;
     }
+    Resizer resizer(src, spec.resize_w, spec.resize_h, spec.filter, spec.order);
+    resizer.first_pass();
+    // Second pass one merged block row (m * P image rows) at a time into a small pooled band
+    // that is still in cache when the patchifier reads it.
+    const int band_rows = L.merge * L.patch;
     const int64_t stride = int64_t(spec.resize_w) * 3;
-    ScratchBuffer resized(size_t(stride) * spec.resize_h + 64);
-    const MutImageView out{resized.as<uint8_t>(), spec.resize_w, spec.resize_h, 3, stride};
-    resize(src, out, spec.filter, spec.order);
-    patchify(ImageView{out.data, out.width, out.height, 3, stride}, spec.layout, spec.dtype, spec.lut, dst);
+    parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
+        ScratchBuffer band(size_t(stride) * band_rows + 64);
+        for (int64_t bh = b; bh < e; ++bh) {
+            const int y0 = int(bh) * band_rows;
+            const int h = std::max(0, std::min(band_rows, spec.resize_h - y0));
+            if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride);
+            patchifier.block_row(ImageView{band.as<uint8_t>(), spec.resize_w, h, 3, stride}, int(bh), dst);
+        }
+    });
 }
 
 }  // namespace smg

@@ -16,7 +16,7 @@ struct PreprocessSpec {
     PassOrder order;
     PatchLayout layout;
     DType dtype;
-    const void* lut;  // 3 x 256 of dtype
+    Normalization norm;
 };
 
 void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst);

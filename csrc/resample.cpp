@@ -270,81 +270,65 @@ void horizontal_row(const uint8_t* in, int in_w, int channels, const Kernel& kn,
     }
 }
 
-// Rows [row0, row0 + n) of src through the horizontal kernel into dst rows [0, n).
-void horizontal_pass(const ImageView& src, int row0, int n, const MutImageView& dst, const Kernel& kn) {
+// Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0).
+void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
+                     int64_t out_stride, int out_w, const Kernel& kn, const HPlan* plan) {
     const int64_t row_bytes = int64_t(src.width) * src.channels;
-    HPlan plan;
-    const bool use_plan = src.channels == 3 && cpu_has_avx512vbmi();
-    if (use_plan) plan = make_hplan(kn, dst.width);
-    parallel_for(n, 8, [&](int64_t b, int64_t e) {
-        for (int64_t y = b; y < e; ++y) {
-            const int64_t sy = row0 + y;
-            // Reading one byte past a row is safe when another row (or stride slack) follows.
-            const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
-            horizontal_row(src.data + sy * src.stride, src.width, src.channels, kn,
-                           use_plan ? &plan : nullptr, dst.data + y * dst.stride, dst.width,
-                           may_overread);
-        }
-    });
+    for (int64_t y = y0; y < y1; ++y) {
+        const int64_t sy = row0 + y;
+        // Reading one byte past a row is safe when another row (or stride slack) follows.
+        const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
+        horizontal_row(src.data + sy * src.stride, src.width, src.channels, kn, plan,
+                       out + (y - y0) * out_stride, out_w, may_overread);
+    }
 }
 
-// Vertical pass with Pillow's bounds; `shift` is subtracted from every bound (the horizontal
-// pass may have produced only rows [shift, ...) of the source).
-void vertical_pass(const ImageView& src, int shift, const MutImageView& dst, const Kernel& kn) {
-    const int len = dst.width * dst.channels;
-    parallel_for(dst.height, 8, [&](int64_t b, int64_t e) {
-        for (int64_t yy = b; yy < e; ++yy) {
-            const int ymin = kn.pil_min[yy] - shift;
-            const int32_t* k = &kn.weights[size_t(yy) * kn.taps] + (kn.pil_min[yy] - kn.start[yy]);
-            vertical_row(src.data + int64_t(ymin) * src.stride, src.stride, k, kn.pil_len[yy],
-                         dst.data + yy * dst.stride, len);
-        }
-    });
+// Output rows [y0, y1) of the vertical kernel into out rows [0, y1 - y0). `shift` is subtracted
+// from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
+void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out,
+                   int64_t out_stride, int out_w, const Kernel& kn) {
+    const int len = out_w * src.channels;
+    for (int64_t yy = y0; yy < y1; ++yy) {
+        const int ymin = kn.pil_min[yy] - shift;
+        const int32_t* k = &kn.weights[size_t(yy) * kn.taps] + (kn.pil_min[yy] - kn.start[yy]);
+        vertical_row(src.data + int64_t(ymin) * src.stride, src.stride, k, kn.pil_len[yy],
+                     out + (yy - y0) * out_stride, len);
+    }
 }
 
 // NEAREST: Pillow's ImagingScaleAffine, with its running double sums and its fill of pixels
 // whose source coordinate falls outside the image.
-void nearest(const ImageView& src, const MutImageView& dst) {
-    const int C = src.channels;
-    const double ax = double(float(src.width)) / dst.width;
-    const double ay = double(float(src.height)) / dst.height;
-    std::vector<int> xin(dst.width, -1);
-    double xo = ax * 0.5;
-    for (int x = 0; x < dst.width; ++x) {
-        const int xi = xo < 0.0 ? -1 : int(xo);
-        if (xi >= 0 && xi < src.width) xin[x] = xi;
-        xo += ax;
+std::vector<int> nearest_table(int in_size, int out_size) {
+    const double a = double(float(in_size)) / out_size;
+    std::vector<int> tab(out_size, -1);
+    double o = a * 0.5;
+    for (int i = 0; i < out_size; ++i) {
+        const int v = o < 0.0 ? -1 : int(o);
+        if (v >= 0 && v < in_size) tab[i] = v;
+        o += a;
     }
-    std::vector<int> yin(dst.height, -1);
-    double yo = ay * 0.5;
-    for (int y = 0; y < dst.height; ++y) {
-        const int yi = yo < 0.0 ? -1 : int(yo);
-        if (yi >= 0 && yi < src.height) yin[y] = yi;
-        yo += ay;
-    }
-    parallel_for(dst.height, 16, [&](int64_t b, int64_t e) {
-        for (int64_t y = b; y < e; ++y) {
-            uint8_t* out = dst.data + y * dst.stride;
-            if (yin[y] < 0) {
-                std::memset(out, 0, size_t(dst.width) * C);
-                continue;
-            }
-            const uint8_t* in = src.data + int64_t(yin[y]) * src.stride;
-            for (int x = 0; x < dst.width; ++x) {
-                if (xin[x] < 0) {
-                    std::memset(out + x * C, 0, C);
-                } else {
-                    std::memcpy(out + x * C, in + int64_t(xin[x]) * C, C);
-                }
-            }
-        }
-    });
+    return tab;
 }
 
-void copy_image(const ImageView& src, const MutImageView& dst) {
-    const size_t row = size_t(src.width) * src.channels;
-    for (int y = 0; y < src.height; ++y)
-        std::memcpy(dst.data + y * dst.stride, src.data + y * src.stride, row);
+void nearest_rows(const ImageView& src, const std::vector<int>& xin, const std::vector<int>& yin,
+                  int64_t y0, int64_t y1, uint8_t* out_base, int64_t out_stride) {
+    const int C = src.channels;
+    const int out_w = int(xin.size());
+    for (int64_t y = y0; y < y1; ++y) {
+        uint8_t* out = out_base + (y - y0) * out_stride;
+        if (yin[y] < 0) {
+            std::memset(out, 0, size_t(out_w) * C);
+            continue;
+        }
+        const uint8_t* in = src.data + int64_t(yin[y]) * src.stride;
+        for (int x = 0; x < out_w; ++x) {
+            if (xin[x] < 0) {
+                std::memset(out + x * C, 0, C);
+            } else {
+                std::memcpy(out + x * C, in + int64_t(xin[x]) * C, C);
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -400,52 +384,118 @@ bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order) {
     return dh > 0 && dh > 2 * dw;
 }
 
-void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order) {
-    if (src.channels != dst.channels || src.channels < 1 || src.channels > 4)
-        throw std::invalid_argument("resize: channel counts must match and be 1..4");
-    if (src.width < 1 || src.height < 1 || dst.width < 1 || dst.height < 1)
+struct Resizer::Impl {
+    enum Mode { Copy, Nearest, VerticalOnly, HorizontalOnly, HorizontalFirst, VerticalFirst };
+    ImageView src;
+    int out_w, out_h;
+    Mode mode;
+    Kernel kh, kv;
+    HPlan plan;
+    bool use_plan = false;
+    std::vector<int> xin, yin;
+    Block tmp;  // intermediate image of the first pass
+    ImageView tmp_view{};
+    int shift = 0;
+
+    ~Impl() { scratch_give(tmp); }
+
+    const HPlan* hplan() const { return use_plan ? &plan : nullptr; }
+};
+
+Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order)
+    : impl_(new Impl) {
+    if (src.channels < 1 || src.channels > 4) throw std::invalid_argument("resize: channels must be 1..4");
+    if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1)
         throw std::invalid_argument("resize: empty image");
-    if (src.width == dst.width && src.height == dst.height) {
-        copy_image(src, dst);
+    Impl& m = *impl_;
+    m.src = src;
+    m.out_w = out_w;
+    m.out_h = out_h;
+    const bool need_h = src.width != out_w, need_v = src.height != out_h;
+    if (!need_h && !need_v) {
+        m.mode = Impl::Copy;  // Pillow returns a copy for the same size
         return;
     }
     if (f == Filter::Nearest) {
-        nearest(src, dst);
+        m.mode = Impl::Nearest;
+        m.xin = nearest_table(src.width, out_w);
+        m.yin = nearest_table(src.height, out_h);
         return;
     }
-    const bool need_h = src.width != dst.width;
-    const bool need_v = src.height != dst.height;
-    const int C = src.channels;
-    if (need_h && need_v && vertical_first(src.width, src.height, dst.width, dst.height, order)) {
-        const Kernel kv = make_kernel(src.height, dst.height, f);
-        const Kernel kh = make_kernel(src.width, dst.width, f);
-        const int64_t tmp_stride = int64_t(src.width) * C;
-        ScratchBuffer tmp(size_t(tmp_stride) * dst.height + 16);
-        const MutImageView t{tmp.as<uint8_t>(), src.width, dst.height, C, tmp_stride};
-        vertical_pass(src, 0, t, kv);
-        const ImageView ti{t.data, t.width, t.height, C, tmp_stride};
-        horizontal_pass(ti, 0, dst.height, dst, kh);
-        return;
+    if (need_h) {
+        m.kh = make_kernel(src.width, out_w, f);
+        m.use_plan = src.channels == 3 && cpu_has_avx512vbmi();
+        if (m.use_plan) m.plan = make_hplan(m.kh, out_w);
     }
-    if (!need_h) {
-        vertical_pass(src, 0, dst, make_kernel(src.height, dst.height, f));
-        return;
-    }
-    const Kernel kh = make_kernel(src.width, dst.width, f);
+    if (need_v) m.kv = make_kernel(src.height, out_h, f);
     if (!need_v) {
-        horizontal_pass(src, 0, src.height, dst, kh);
-        return;
+        m.mode = Impl::HorizontalOnly;
+    } else if (!need_h) {
+        m.mode = Impl::VerticalOnly;
+    } else if (vertical_first(src.width, src.height, out_w, out_h, order)) {
+        m.mode = Impl::VerticalFirst;
+    } else {
+        m.mode = Impl::HorizontalFirst;
     }
-    // Horizontal first, over only the source rows the vertical pass reads.
-    const Kernel kv = make_kernel(src.height, dst.height, f);
-    const int first = kv.pil_min.front();
-    const int last = kv.pil_min.back() + kv.pil_len.back();
-    const int64_t tmp_stride = int64_t(dst.width) * C;
-    ScratchBuffer tmp(size_t(tmp_stride) * (last - first) + 16);
-    const MutImageView t{tmp.as<uint8_t>(), dst.width, last - first, C, tmp_stride};
-    horizontal_pass(src, first, last - first, t, kh);
-    const ImageView ti{t.data, t.width, t.height, C, tmp_stride};
-    vertical_pass(ti, first, dst, kv);
+}
+
+Resizer::~Resizer() = default;
+
+void Resizer::first_pass() {
+    Impl& m = *impl_;
+    const int C = m.src.channels;
+    if (m.mode == Impl::HorizontalFirst) {
+        // Only the source rows the vertical pass reads.
+        const int first = m.kv.pil_min.front();
+        const int last = m.kv.pil_min.back() + m.kv.pil_len.back();
+        const int64_t stride = int64_t(m.out_w) * C;
+        m.tmp = scratch_take(size_t(stride) * (last - first) + 64, false);
+        m.tmp_view = ImageView{static_cast<uint8_t*>(m.tmp.data), m.out_w, last - first, C, stride};
+        m.shift = first;
+        uint8_t* base = static_cast<uint8_t*>(m.tmp.data);
+        parallel_for(last - first, 8, [&](int64_t b, int64_t e) {
+            horizontal_rows(m.src, first, b, e, base + b * stride, stride, m.out_w, m.kh, m.hplan());
+        });
+    } else if (m.mode == Impl::VerticalFirst) {
+        const int64_t stride = int64_t(m.src.width) * C;
+        m.tmp = scratch_take(size_t(stride) * m.out_h + 64, false);
+        m.tmp_view = ImageView{static_cast<uint8_t*>(m.tmp.data), m.src.width, m.out_h, C, stride};
+        uint8_t* base = static_cast<uint8_t*>(m.tmp.data);
+        parallel_for(m.out_h, 8, [&](int64_t b, int64_t e) {
+            vertical_rows(m.src, 0, b, e, base + b * stride, stride, m.src.width, m.kv);
+        });
+    }
+}
+
+void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
+    const Impl& m = *impl_;
+    switch (m.mode) {
+        case Impl::Copy:
+            for (int y = y0; y < y1; ++y)
+                std::memcpy(out + (y - y0) * out_stride, m.src.data + int64_t(y) * m.src.stride,
+                            size_t(m.out_w) * m.src.channels);
+            break;
+        case Impl::Nearest: nearest_rows(m.src, m.xin, m.yin, y0, y1, out, out_stride); break;
+        case Impl::VerticalOnly: vertical_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.kv); break;
+        case Impl::HorizontalOnly:
+            horizontal_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.kh, m.hplan());
+            break;
+        case Impl::HorizontalFirst:
+            vertical_rows(m.tmp_view, m.shift, y0, y1, out, out_stride, m.out_w, m.kv);
+            break;
+        case Impl::VerticalFirst:
+            horizontal_rows(m.tmp_view, 0, y0, y1, out, out_stride, m.out_w, m.kh, m.hplan());
+            break;
+    }
+}
+
+void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order) {
+    if (src.channels != dst.channels) throw std::invalid_argument("resize: channel counts must match");
+    Resizer r(src, dst.width, dst.height, f, order);
+    r.first_pass();
+    parallel_for(dst.height, 8, [&](int64_t b, int64_t e) {
+        r.rows(int(b), int(e), dst.data + b * dst.stride, dst.stride);
+    });
 }
 
 }  // namespace smg

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "image.hpp"
@@ -34,6 +35,24 @@ Kernel make_kernel(int in_size, int out_size, Filter f);
 
 // True when the vertical pass runs before the horizontal one for this size change.
 bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
+
+// A resize split in two so callers can consume output rows in bands while they are hot in cache:
+// first_pass() runs the first separable pass over the whole image (on the thread pool), then
+// rows() produces any range of output rows (thread-safe, for disjoint ranges). src must stay
+// valid while the Resizer lives.
+class Resizer {
+public:
+    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order);
+    ~Resizer();
+    Resizer(const Resizer&) = delete;
+    Resizer& operator=(const Resizer&) = delete;
+    void first_pass();
+    void rows(int y0, int y1, uint8_t* out, int64_t out_stride) const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 // Resizes src into dst (both with the same channel count, 1..4, non-overlapping). Each channel
 // is filtered on its own, as Pillow does for L, RGB, RGBX and CMYK. Runs on the thread pool.

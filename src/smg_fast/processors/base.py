@@ -127,7 +127,9 @@ class Processor(ABC):
         offset = 0
         for arr, pl, n in zip(arrays, plans, rows):
             _native.preprocess_into(arr, pl.resize_w, pl.resize_h, cfg.resample, order, p, merge,
-                                    temporal, pl.grid_h, pl.grid_w, lut, code, flat, offset)
+                                    temporal, pl.grid_h, pl.grid_w, lut, self.lut_recipe,
+                                    cfg.rescale_factor, list(cfg.image_mean), list(cfg.image_std),
+                                    code, flat, offset)
             offset += n * row_elems
         pixel_values = flat.reshape(self._pixel_shape(total))
         grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
