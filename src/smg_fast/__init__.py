@@ -25,12 +25,19 @@ from .resample import pillow_pass_order, resize
 __version__ = "0.1.0"
 
 
-def set_num_threads(n: int) -> None:
-    """Threads the native core may use for one image (n < 1: all CPUs this process may use).
+def set_num_threads(n: int | None) -> None:
+    """Threads the native core may use for one image; None = all CPUs this process may use.
 
-    The environment variable SMG_FAST_NUM_THREADS sets the initial value.
+    The environment variable SMG_FAST_NUM_THREADS sets the initial value (default: all CPUs).
     """
-    _native.set_num_threads(int(n))
+    if n is None:
+        _native.set_num_threads(0)
+        return
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"set_num_threads expects an int or None, got {type(n).__name__}")
+    if not 1 <= n <= 1024:
+        raise ValueError(f"number of threads must be 1..1024, got {n}")
+    _native.set_num_threads(n)
 
 
 def get_num_threads() -> int:

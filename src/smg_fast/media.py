@@ -3,7 +3,9 @@ allocation.
 
 Qwen (transformers 5.x): PIL objects with an alpha band or a transparency key are composited onto
 white, everything else goes through ``convert("RGB")``; encoded bytes and paths are opened the way
-``transformers.image_utils.load_image`` does (EXIF orientation applied, then ``convert("RGB")``);
+``transformers.image_utils.load_image`` does (EXIF orientation applied, then ``convert("RGB")``)
+and then go through the same conversion as PIL objects (a colour key left by a palette
+transparency index still turns white);
 numpy HWC uint8 with 1 channel is repeated, with 4 channels blended onto white with NumPy's
 float64 arithmetic, as ``convert_to_rgb`` does.
 
@@ -79,8 +81,11 @@ def _pil_to_rgb_plain(img: Image.Image) -> Image.Image:
 
 
 def _load_image_hf(img: Image.Image) -> Image.Image:
+    # load_image, then the processor's own convert_to_rgb: a palette image with a transparency
+    # index becomes RGB carrying a colour key, and the second step turns that colour white.
     img = ImageOps.exif_transpose(img)
-    return img if img.mode == "RGB" else img.convert("RGB")
+    img = img if img.mode == "RGB" else img.convert("RGB")
+    return _pil_to_rgb_hf(img)
 
 
 def _as_array(index: int, img: Image.Image) -> np.ndarray:

@@ -56,5 +56,8 @@ def resize(
         arr.ndim == 2 and arr.strides[1] != 1
     ) or (arr.ndim >= 2 and arr.strides[0] < 0):
         arr = np.ascontiguousarray(arr)
+    if arr.ndim == 3 and arr.shape[2] not in (1, 3, 4):
+        # 2 channels would be Pillow's LA, which it premultiplies by alpha: not this function.
+        raise ValueError(f"resize expects 1, 3 or 4 channels, got shape {arr.shape}")
     width, height = (int(v) for v in size)
     return _native.resize(arr, width, height, filter_code(resample), order_code(pass_order))
