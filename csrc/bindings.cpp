@@ -90,7 +90,8 @@ void preprocess_into_py(const py::array& src, int resize_w, int resize_h, int fi
                         std::array<double, 3> std_, int dtype, py::array dst, int64_t offset) {
     if (recipe != 0 && recipe != 1) throw py::value_error("unknown LUT recipe");
     const ImageView in = image_view(src, "preprocess");
-    if (in.channels != 3) throw py::value_error("preprocess: expected an RGB (H, W, 3) image");
+    if (in.channels != 3 && in.channels != 4)
+        throw py::value_error("preprocess: expected an RGB (H, W, 3) or RGBX (H, W, 4) image");
     if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
         throw py::value_error("preprocess: patch must be 1..64, merge and temporal 1..16");
     if (grid_h < merge || grid_w < merge || grid_h % merge || grid_w % merge)
@@ -113,6 +114,59 @@ void preprocess_into_py(const py::array& src, int resize_w, int resize_h, int fi
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
     py::gil_scoped_release release;
     preprocess(in, spec, out);
+}
+
+// The Arrow C data interface (its published ABI), used to read a Pillow image's pixel memory
+// without the copy np.asarray(image) makes.
+struct ArrowSchema {
+    const char* format;
+    const char* name;
+    const char* metadata;
+    int64_t flags;
+    int64_t n_children;
+    ArrowSchema** children;
+    ArrowSchema* dictionary;
+    void (*release)(ArrowSchema*);
+    void* private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void** buffers;
+    ArrowArray** children;
+    ArrowArray* dictionary;
+    void (*release)(ArrowArray*);
+    void* private_data;
+};
+
+// A (height, width, 4) uint8 view of a Pillow RGB image exported as Arrow (fixed-size lists of 4
+// bytes: R, G, B, pad). The view keeps both capsules (and so the exported memory) alive.
+py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap, int64_t width, int64_t height) {
+    if (std::string(schema_cap.name() ? schema_cap.name() : "") != "arrow_schema" ||
+        std::string(array_cap.name() ? array_cap.name() : "") != "arrow_array")
+        throw py::value_error("arrow_rgbx: expected arrow_schema and arrow_array capsules");
+    const auto* schema = schema_cap.get_pointer<ArrowSchema>();
+    const auto* array = array_cap.get_pointer<ArrowArray>();
+    if (!schema || !array || !schema->release || !array->release || !schema->format)
+        throw py::value_error("arrow_rgbx: released or empty Arrow structures");
+    if (std::string(schema->format) != "+w:4" || schema->n_children != 1 || !schema->children[0] ||
+        std::string(schema->children[0]->format ? schema->children[0]->format : "") != "C")
+        throw py::value_error("arrow_rgbx: not a fixed-size list of 4 uint8");
+    if (width < 1 || height < 1 || array->length != width * height || array->offset != 0 ||
+        array->null_count > 0 || array->n_children != 1 || !array->children[0])
+        throw py::value_error("arrow_rgbx: unexpected array layout");
+    const ArrowArray* child = array->children[0];
+    if (child->n_buffers != 2 || child->offset != 0 || child->length != width * height * 4 || !child->buffers[1])
+        throw py::value_error("arrow_rgbx: unexpected pixel buffer");
+    const auto* data = static_cast<const uint8_t*>(child->buffers[1]);
+    py::tuple owner = py::make_tuple(schema_cap, array_cap);
+    py::array out(py::dtype::of<uint8_t>(), {height, width, int64_t(4)}, {width * 4, int64_t(4), int64_t(1)}, data, owner);
+    py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return out;
 }
 
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
@@ -159,6 +213,7 @@ PYBIND11_MODULE(_native, m) {
           py::arg("grid_h"), py::arg("grid_w"), py::arg("lut"), py::arg("recipe"), py::arg("rescale"),
           py::arg("mean"), py::arg("std"), py::arg("dtype"), py::arg("dst"),
           py::arg("offset"));
+    m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"));
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false);
     m.def("scratch_stats", &stats_py);
     m.def("scratch_reset_stats", &scratch_reset_stats);

@@ -31,9 +31,10 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
                     for (int py = 0; py < P; ++py) {
                         const int y = mh * P + py;  // row inside the band
                         const int vx = y < band.height ? valid_x : 0;
-                        const uint8_t* src = band.data + int64_t(std::min(y, band.height - 1)) * band.stride + int64_t(x0) * 3 + c;
+                        const int C = band.channels;  // 3 (RGB) or 4 (RGBX): the pixel stride
+                        const uint8_t* src = band.data + int64_t(std::min(y, band.height - 1)) * band.stride + int64_t(x0) * C + c;
                         T* o = out + int64_t(c) * Tn * pp + int64_t(py) * P;
-                        for (int px = 0; px < vx; ++px) o[px] = lc[src[px * 3]];
+                        for (int px = 0; px < vx; ++px) o[px] = lc[src[px * C]];
                         for (int px = vx; px < P; ++px) o[px] = lc[0];
                         for (int t = 1; t < Tn; ++t) std::memcpy(o + t * pp, o, sizeof(T) * P);
                     }
@@ -122,9 +123,10 @@ SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, co
     const int64_t row_elems = patch_row_elems(L), pp = int64_t(P) * P;
     const int blocks_w = L.grid_w / m;
     constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
+    const int C = band.channels;  // 3 (RGB) or 4 (RGBX): the pixel stride
     alignas(64) uint8_t ctrl_b[3][64] = {};
     for (int c = 0; c < 3; ++c)
-        for (int i = 0; i < 16; ++i) ctrl_b[c][4 * i] = uint8_t(3 * i + c);
+        for (int i = 0; i < 16; ++i) ctrl_b[c][4 * i] = uint8_t(C * i + c);
     const __mmask16 lanes = __mmask16((1u << P) - 1);
     for (int bw = 0; bw < blocks_w; ++bw) {
         for (int mh = 0; mh < m; ++mh) {
@@ -133,11 +135,11 @@ SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, co
                 T* out = dst + r * row_elems;
                 const int x0 = (bw * m + mw) * P;
                 const int valid_x = std::max(0, std::min(P, band.width - x0));
-                const __mmask64 seg_mask = valid_x >= 21 ? ~0ULL : ((1ULL << (3 * valid_x)) - 1);
+                const __mmask64 seg_mask = C * valid_x >= 64 ? ~0ULL : ((1ULL << (C * valid_x)) - 1);
                 const uint8_t* rows[16];
                 for (int py = 0; py < P; ++py) {
                     const int y = mh * P + py;
-                    rows[py] = (y < band.height && valid_x > 0) ? band.data + int64_t(y) * band.stride + int64_t(x0) * 3 : nullptr;
+                    rows[py] = (y < band.height && valid_x > 0) ? band.data + int64_t(y) * band.stride + int64_t(x0) * C : nullptr;
                 }
                 for (int c = 0; c < 3; ++c) {
                     const __m512i ctrl = _mm512_load_si512(ctrl_b[c]);
@@ -214,7 +216,8 @@ void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const Nor
         for (int64_t bh = b; bh < e; ++bh) {
             const int y0 = int(bh) * band_rows;
             const int h = std::max(0, std::min(band_rows, img.height - y0));
-            const ImageView band{img.data + int64_t(std::min(y0, img.height - 1)) * img.stride, img.width, h, 3, img.stride};
+            const ImageView band{img.data + int64_t(std::min(y0, img.height - 1)) * img.stride, img.width, h,
+                                 img.channels, img.stride};
             p.block_row(band, int(bh), dst);
         }
     });

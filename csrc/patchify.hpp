@@ -43,7 +43,8 @@ public:
     Patchifier(const PatchLayout& L, DType dtype, const Normalization& norm);
     // Writes the m * gw patch rows of merged block row bh. `band` holds image rows
     // [bh * m * P, bh * m * P + band.height) with band.width valid columns; anything outside is
-    // padding. dst points at the first patch row of the whole image.
+    // padding. band.channels is 3 (RGB) or 4 (RGBX, the 4th byte ignored). dst points at the
+    // first patch row of the whole image.
     void block_row(const ImageView& band, int bh, void* dst) const;
     bool simd() const { return simd_; }
 

@@ -156,11 +156,11 @@ struct alignas(64) Vec64 {
 struct HPlan {
     std::vector<int> base;         // first source pixel of each group's window
     std::vector<uint8_t> fits;     // window holds every tap of the group
-    std::vector<Vec64> offsets;    // per group: byte 4i = 3 * (start[16g + i] - base)
+    std::vector<Vec64> offsets;    // per group: byte 4i = C * (start[16g + i] - base)
     std::vector<Vec64> weights;    // per group and tap: int32 lane i = weight of output 16g + i
 };
 
-HPlan make_hplan(const Kernel& kn, int out_w) {
+HPlan make_hplan(const Kernel& kn, int out_w, int C) {
     const int groups = (out_w + 15) / 16, taps = kn.taps;
     HPlan p;
     p.base.resize(groups);
@@ -170,9 +170,9 @@ HPlan make_hplan(const Kernel& kn, int out_w) {
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         p.base[g] = kn.start[x0];
-        p.fits[g] = (kn.start[x0 + n - 1] - p.base[g] + taps) * 3 <= 128;
+        p.fits[g] = (kn.start[x0 + n - 1] - p.base[g] + taps) * C <= 128;
         for (int i = 0; i < n && p.fits[g]; ++i) {
-            p.offsets[g].b[4 * i] = uint8_t(3 * (kn.start[x0 + i] - p.base[g]));
+            p.offsets[g].b[4 * i] = uint8_t(C * (kn.start[x0 + i] - p.base[g]));
             for (int j = 0; j < taps; ++j) {
                 const int32_t w = kn.weights[size_t(x0 + i) * taps + j];
                 std::memcpy(&p.weights[size_t(g) * taps + j].b[4 * i], &w, 4);
@@ -182,24 +182,25 @@ HPlan make_hplan(const Kernel& kn, int out_w) {
     return p;
 }
 
+template <int C>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_row_vbmi(
     const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
     const int taps = kn.taps;
-    const int64_t row_bytes = int64_t(in_w) * 3;
+    const int64_t row_bytes = int64_t(in_w) * C;
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
     constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
     alignas(64) uint8_t ilv_b[64];
-    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 48 ? (i % 3) * 16 + i / 3 : 0);
-    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte 3i + c <- byte 16c + i
+    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 16 * C ? (i % C) * 16 + i / C : 0);
+    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte Ci + c <- byte 16c + i
     const int groups = (out_w + 15) / 16;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         if (!plan.fits[g]) {
-            horizontal_row_sse<3>(in, kn, out, out_w, x0, x0 + n);
+            horizontal_row_sse<C>(in, kn, out, out_w, x0, x0 + n);
             continue;
         }
-        const int64_t off = int64_t(plan.base[g]) * 3;
+        const int64_t off = int64_t(plan.base[g]) * C;
         const int64_t avail = row_bytes - off;
         const __mmask64 m0 = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
         const __mmask64 m1 = avail >= 128 ? ~0ULL : (avail > 64 ? ((1ULL << (avail - 64)) - 1) : 0);
@@ -207,11 +208,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
         const __m512i w1 = _mm512_maskz_loadu_epi8(m1, in + off + 64);
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
         const Vec64* wt = &plan.weights[size_t(g) * taps];
-        __m128i ch[3];
-        for (int c = 0; c < 3; ++c) {
+        __m128i ch[4] = {};
+        for (int c = 0; c < C; ++c) {
             __m512i acc = half;
             for (int j = 0; j < taps; ++j) {
-                const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(3 * j + c)));
+                const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(C * j + c)));
                 const __m512i v = _mm512_maskz_permutex2var_epi8(kLow, w0, idx, w1);
                 acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(v, _mm512_load_si512(wt[j].b)));
             }
@@ -221,8 +222,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
         __m512i all = _mm512_zextsi128_si512(ch[0]);
         all = _mm512_inserti32x4(all, ch[1], 1);
         all = _mm512_inserti32x4(all, ch[2], 2);
+        if (C == 4) all = _mm512_inserti32x4(all, ch[3], 3);
         const __m512i rgb = _mm512_permutexvar_epi8(ilv, all);
-        _mm512_mask_storeu_epi8(out + int64_t(x0) * 3, (1ULL << (3 * n)) - 1, rgb);
+        const __mmask64 store = C * n >= 64 ? ~0ULL : ((1ULL << (C * n)) - 1);
+        _mm512_mask_storeu_epi8(out + int64_t(x0) * C, store, rgb);
     }
 }
 #pragma GCC diagnostic pop
@@ -231,15 +234,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
 void horizontal_row(const uint8_t* in, int in_w, int channels, const Kernel& kn, const HPlan* plan,
                     uint8_t* out, int out_w, bool may_overread) {
 #if defined(__x86_64__)
+    if (plan && channels == 4) {
+        horizontal_row_vbmi<4>(in, in_w, kn, *plan, out, out_w);
+        return;
+    }
     if (plan && channels == 3) {
         if (!may_overread) {
             // The per-pixel fallback inside may read one byte past the row: give it a padded copy.
             ScratchBuffer pad(size_t(in_w) * 3 + 16);
             std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
-            horizontal_row_vbmi(pad.as<uint8_t>(), in_w, kn, *plan, out, out_w);
+            horizontal_row_vbmi<3>(pad.as<uint8_t>(), in_w, kn, *plan, out, out_w);
             return;
         }
-        horizontal_row_vbmi(in, in_w, kn, *plan, out, out_w);
+        horizontal_row_vbmi<3>(in, in_w, kn, *plan, out, out_w);
         return;
     }
     if (channels >= 3 && cpu_has_avx2()) {
@@ -424,8 +431,8 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     }
     if (need_h) {
         m.kh = make_kernel(src.width, out_w, f);
-        m.use_plan = src.channels == 3 && cpu_has_avx512vbmi();
-        if (m.use_plan) m.plan = make_hplan(m.kh, out_w);
+        m.use_plan = (src.channels == 3 || src.channels == 4) && cpu_has_avx512vbmi();
+        if (m.use_plan) m.plan = make_hplan(m.kh, out_w, src.channels);
     }
     if (need_v) m.kv = make_kernel(src.height, out_h, f);
     if (!need_v) {

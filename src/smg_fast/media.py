@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from . import _native
 from .errors import InvalidImageError
 
 ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
@@ -88,7 +89,23 @@ def _load_image_hf(img: Image.Image) -> Image.Image:
     return _pil_to_rgb_hf(img)
 
 
+def _rgbx_view(img: Image.Image) -> np.ndarray | None:
+    """Pillow keeps RGB as 4 bytes per pixel; when the image is one memory block its Arrow export
+    gives a zero-copy (H, W, 4) view, saving the full copy np.asarray makes."""
+    if img.mode != "RGB" or not hasattr(img, "__arrow_c_array__"):
+        return None
+    try:
+        img.load()
+        schema, array = img.__arrow_c_array__()
+        return _native.arrow_rgbx(schema, array, img.width, img.height)
+    except (ValueError, TypeError, OSError, AttributeError):
+        return None  # multi-block image or an older Pillow: take the copying path
+
+
 def _as_array(index: int, img: Image.Image) -> np.ndarray:
+    view = _rgbx_view(img)
+    if view is not None:
+        return view
     try:
         arr = np.asarray(img)
     except _DECODE_ERRORS as exc:
@@ -123,7 +140,8 @@ def _from_numpy(index: int, arr: np.ndarray, hf: bool, max_pixels: int | None) -
 
 
 def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None) -> np.ndarray:
-    """Returns the image as packed uint8 (H, W, 3), or raises InvalidImageError naming index."""
+    """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
+    own memory (4th byte ignored); raises InvalidImageError naming index."""
     if isinstance(item, Image.Image):
         check_size(index, item.width, item.height, max_pixels)
         conv = _pil_to_rgb_hf if hf else _pil_to_rgb_plain

@@ -1,0 +1,372 @@
+"""Fixtures for the processor benchmarks: one real photo at four sizes, the reference
+implementations each family is compared against, and the rounds to run.
+
+Run:  python -m pytest bench/ --benchmark-only --benchmark-json=/tmp/bench.json -q
+      python bench/summarize.py /tmp/bench.json
+
+References
+- Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' PIL/NumPy processor
+  (``Qwen2VLImageProcessorPil``) with the family's published hub config; the torchvision
+  processor (``Qwen2VLImageProcessor``) as a second reference when torchvision is installed.
+- Kimi-K2.5: transformers has no PIL processor for it, so the reference is ``kimi_upstream_numpy``
+  below, a NumPy/PIL implementation of the upstream MoonViT preprocessing written for this suite
+  (labelled "upstream NumPy reference" in the results). transformers' torchvision
+  ``Kimi_K25ImageProcessor`` is the torchvision reference when torchvision is installed.
+
+Each reference's output is compared with smg-fast's after it has been timed (np.array_equal for
+the exact references, shape only for torchvision), so a misconfigured reference cannot produce a
+misleading number silently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
+QWEN_FAMILIES = FAMILIES[:3]
+SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
+PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
+
+# Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
+# a few minutes on a 2-core machine: transformers' PIL processor needs ~0.5 s per 3840x2160 call.
+ROUNDS_FAST = {(640, 480): 60, (1280, 720): 40, (1920, 1080): 25, (3840, 2160): 12}
+ROUNDS_REFERENCE = {(640, 480): 20, (1280, 720): 10, (1920, 1080): 6, (3840, 2160): 4}
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+# Published hub configs, written out here independently of smg_fast's own tables.
+HF_QWEN_CONFIGS = {
+    "qwen2_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
+                     mean=CLIP_MEAN, std=CLIP_STD),
+    "qwen2_5_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
+                       mean=CLIP_MEAN, std=CLIP_STD),
+    "qwen3_vl": dict(min_pixels=65536, max_pixels=16777216, patch_size=16,
+                     mean=[0.5] * 3, std=[0.5] * 3),
+}
+
+# Kimi-K2.5 media_proc_cfg defaults.
+KIMI_UPSTREAM_CONFIG = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14,
+                            merge_kernel_size=2, image_mean=(0.5, 0.5, 0.5),
+                            image_std=(0.5, 0.5, 0.5))
+
+
+def size_id(size: tuple[int, int]) -> str:
+    return f"{size[0]}x{size[1]}"
+
+
+# --------------------------------------------------------------------------------------------
+# Upstream NumPy reference for Kimi-K2.5 (MoonViT). Written for this benchmark from the published
+# algorithm: navit resize, PIL bicubic, zero padding right/bottom, (x / 255.0) in float64 cast to
+# float32, minus mean, times 1/std, patches [N, 3, P, P] in row-major order.
+# --------------------------------------------------------------------------------------------
+
+
+def kimi_navit_size(width: int, height: int, cfg=KIMI_UPSTREAM_CONFIG) -> tuple[int, int]:
+    """Target (width, height): never upscales, truncates, caps each side at limit * patch."""
+    patch = cfg["patch_size"]
+    side_cap = cfg["patch_limit_on_one_side"] * patch
+    patches_w = float(max(1, width // patch))
+    patches_h = float(max(1, height // patch))
+    scale = min(
+        1.0,
+        math.sqrt(cfg["in_patch_limit"] / (patches_w * patches_h)),
+        side_cap / width,
+        side_cap / height,
+    )
+    return (min(max(1, int(width * scale)), side_cap),
+            min(max(1, int(height * scale)), side_cap))
+
+
+def kimi_upstream_numpy(image: Image.Image, cfg=KIMI_UPSTREAM_CONFIG) -> np.ndarray:
+    """Kimi-K2.5 upstream NumPy reference: pixel_values [N, 3, P, P] float32."""
+    patch = cfg["patch_size"]
+    multiple = patch * cfg["merge_kernel_size"]
+    rgb = image.convert("RGB")
+    new_w, new_h = kimi_navit_size(rgb.width, rgb.height, cfg)
+    resized = np.asarray(rgb.resize((new_w, new_h), Image.Resampling.BICUBIC))
+    padded_w = -(-new_w // multiple) * multiple
+    padded_h = -(-new_h // multiple) * multiple
+    canvas = np.zeros((padded_h, padded_w, 3), dtype=np.uint8)
+    canvas[:new_h, :new_w] = resized
+    pixels = (canvas / 255.0).astype(np.float32)
+    pixels -= np.asarray(cfg["image_mean"], dtype=np.float32)
+    pixels *= np.float32(1.0) / np.asarray(cfg["image_std"], dtype=np.float32)
+    rows, cols = padded_h // patch, padded_w // patch
+    # HWC -> (rows, patch_y, cols, patch_x, C) -> (rows, cols, C, patch_y, patch_x)
+    tiles = pixels.reshape(rows, patch, cols, patch, 3).transpose(0, 2, 4, 1, 3)
+    return np.ascontiguousarray(tiles).reshape(rows * cols, 3, patch, patch)
+
+
+# --------------------------------------------------------------------------------------------
+# References from transformers
+# --------------------------------------------------------------------------------------------
+
+
+def make_hf_pil_qwen(family: str):
+    """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    cfg = HF_QWEN_CONFIGS[family]
+    proc = Qwen2VLImageProcessorPil(
+        size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+        patch_size=cfg["patch_size"],
+        temporal_patch_size=2,
+        merge_size=2,
+        image_mean=list(cfg["mean"]),
+        image_std=list(cfg["std"]),
+    )
+    assert proc.size["shortest_edge"] == cfg["min_pixels"]
+    assert proc.size["longest_edge"] == cfg["max_pixels"]
+    assert proc.patch_size == cfg["patch_size"]
+    return proc
+
+
+def make_hf_torchvision(family: str):
+    """transformers' torchvision processor for `family`; skips when torchvision is missing."""
+    pytest.importorskip("torchvision", reason="torchvision is not installed")
+    if family == "kimi_k25":
+        from transformers.models.kimi_k25.image_processing_kimi_k25 import (
+            Kimi_K25ImageProcessor,
+        )
+
+        cfg = KIMI_UPSTREAM_CONFIG
+        return Kimi_K25ImageProcessor(
+            size={"max_height": cfg["patch_limit_on_one_side"],
+                  "max_width": cfg["patch_limit_on_one_side"]},
+            max_patches=cfg["in_patch_limit"],
+            patch_size=cfg["patch_size"],
+            merge_size=cfg["merge_kernel_size"],
+            image_mean=list(cfg["image_mean"]),
+            image_std=list(cfg["image_std"]),
+        )
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+
+    cfg = HF_QWEN_CONFIGS[family]
+    return Qwen2VLImageProcessor(
+        size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+        patch_size=cfg["patch_size"],
+        temporal_patch_size=2,
+        merge_size=2,
+        image_mean=list(cfg["mean"]),
+        image_std=list(cfg["std"]),
+    )
+
+
+@pytest.fixture(scope="session")
+def kimi_reference():
+    """The Kimi-K2.5 upstream NumPy reference function."""
+    return kimi_upstream_numpy
+
+
+@pytest.fixture(scope="session")
+def hf_pil():
+    """Factory: hf_pil(family) -> transformers' PIL Qwen processor (cached per family)."""
+    cache: dict = {}
+
+    def factory(family: str):
+        if family not in cache:
+            cache[family] = make_hf_pil_qwen(family)
+        return cache[family]
+
+    return factory
+
+
+@pytest.fixture(scope="session")
+def hf_torchvision():
+    """Factory: hf_torchvision(family) -> transformers' torchvision processor; skips the test
+    when torchvision is not installed."""
+    cache: dict = {}
+
+    def factory(family: str):
+        if family not in cache:
+            cache[family] = make_hf_torchvision(family)
+        return cache[family]
+
+    return factory
+
+
+# --------------------------------------------------------------------------------------------
+# The photo
+# --------------------------------------------------------------------------------------------
+
+
+def photo_path() -> Path:
+    spec = importlib.util.find_spec("skimage")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("scikit-image is not installed (its sample photo is the benchmark input)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / PHOTO
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    return path
+
+
+@pytest.fixture(scope="session")
+def photos() -> dict[tuple[int, int], Image.Image]:
+    """The photo resized once with LANCZOS to every benchmark size (RGB, fully loaded)."""
+    with Image.open(photo_path()) as im:
+        base = im.convert("RGB")
+    return {size: base.resize(size, Image.Resampling.LANCZOS) for size in SIZES}
+
+
+# --------------------------------------------------------------------------------------------
+# One benchmark case: family x size, set up once for all implementations
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    family: str
+    size: tuple[int, int]
+    image: Image.Image
+    processor: object  # the smg_fast processor
+    expected: np.ndarray  # smg_fast's float32 pixel_values for this image
+
+    @property
+    def group(self) -> str:
+        return f"{self.family}-{size_id(self.size)}"
+
+    @property
+    def fast_rounds(self) -> int:
+        return ROUNDS_FAST[self.size]
+
+    @property
+    def reference_rounds(self) -> int:
+        return ROUNDS_REFERENCE[self.size]
+
+    def describe(self, benchmark, impl: str, *, threads: int | str, dtype: str, nbytes: int,
+                 **extra) -> None:
+        benchmark.group = self.group
+        benchmark.extra_info.update(
+            impl=impl,
+            family=self.family,
+            size=size_id(self.size),
+            threads=threads,
+            dtype=dtype,
+            output_mb=round(nbytes / 1e6, 3),
+            output_shape=list(self.expected.shape),
+            **extra,
+        )
+
+
+CASE_PARAMS = [(f, s) for f in FAMILIES for s in SIZES]
+
+
+@pytest.fixture(scope="module", params=CASE_PARAMS,
+                ids=[f"{f}-{size_id(s)}" for f, s in CASE_PARAMS])
+def case(request, photos) -> Case:
+    """Module-scoped so pytest runs every implementation of one case back to back."""
+    import smg_fast
+
+    family, size = request.param
+    processor = smg_fast.load_processor(family)
+    expected = np.asarray(processor(photos[size], dtype="float32")["pixel_values"])
+    assert expected.dtype == np.float32
+    return Case(family, size, photos[size], processor, expected)
+
+
+@pytest.fixture
+def smg_threads():
+    """set(n) for the duration of one test; the previous setting is restored afterwards."""
+    import smg_fast
+
+    before = smg_fast.get_num_threads()
+
+    def set_threads(n: int | None) -> int:
+        smg_fast.set_num_threads(n)
+        return smg_fast.get_num_threads()
+
+    yield set_threads
+    smg_fast.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------------------------
+# Run metadata: CPU time that other processes used while we measured, so a run disturbed by
+# other work on the same cores can be recognised in the results (not only guessed at).
+# --------------------------------------------------------------------------------------------
+
+
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds all processes on this machine have spent non-idle (from /proc/stat)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+class CpuWatch:
+    """Wall time, our CPU time and everybody else's CPU time between start() and stop()."""
+
+    def start(self) -> CpuWatch:
+        self.wall0 = time.perf_counter()
+        self.busy0 = _busy_cpu_seconds()
+        self.own0 = _own_cpu_seconds()
+        return self
+
+    def stop(self) -> dict:
+        wall = time.perf_counter() - self.wall0
+        own = _own_cpu_seconds() - self.own0
+        busy1 = _busy_cpu_seconds()
+        info = {"wall_s": round(wall, 3), "own_cpu_s": round(own, 3)}
+        if self.busy0 is not None and busy1 is not None:
+            others = max(0.0, (busy1 - self.busy0) - own)
+            info["others_cpu_s"] = round(others, 3)
+            # Cores' worth of CPU that other processes took on average (1.0 = one full core).
+            info["others_cores"] = round(others / wall, 2) if wall > 0 else 0.0
+        return info
+
+
+_SESSION_WATCH = CpuWatch().start()
+
+
+def pytest_sessionstart(session):
+    global _SESSION_WATCH
+    _SESSION_WATCH = CpuWatch().start()
+
+
+@pytest.fixture(autouse=True)
+def _record_other_load(request):
+    """Adds others_cores (other processes' CPU use during this benchmark) to extra_info."""
+    if "benchmark" not in request.fixturenames:
+        yield
+        return
+    benchmark = request.getfixturevalue("benchmark")
+    watch = CpuWatch().start()
+    yield
+    info = watch.stop()
+    if "others_cores" in info:
+        benchmark.extra_info["others_cores"] = info["others_cores"]
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    machine_info["cpu_count"] = os.cpu_count()
+    try:
+        machine_info["affinity_cpus"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        pass
+    machine_info["loadavg_end"] = list(os.getloadavg())
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    output_json["suite"] = _SESSION_WATCH.stop()
