@@ -47,6 +47,7 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 header false positive
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #define SMG_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 
 struct SimdNorm {

@@ -149,6 +149,7 @@ __attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _undefined_ intrinsics.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 struct alignas(64) Vec64 {
     uint8_t b[64];
 };

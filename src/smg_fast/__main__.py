@@ -47,7 +47,8 @@ def _check(model: str, image: object, ours: np.ndarray) -> str:
 
         image = load_image(image)
     ref = hf(image, return_tensors="np")["pixel_values"]
-    return "bit-exact with transformers" if np.array_equal(ref, ours) else "DIFFERS from transformers"
+    same = np.array_equal(ref, ours)
+    return "bit-exact with transformers" if same else "DIFFERS from transformers"
 
 
 def main(argv: list[str] | None = None) -> int:

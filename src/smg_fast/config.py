@@ -210,7 +210,9 @@ def _validate(cfg: ProcessorConfig) -> None:
         raise ValueError("pass_order must be None, 'horizontal_first' or 'pillow13'")
 
 
-def resolve_config(name_or_dir: str | os.PathLike[str], overrides: dict[str, Any]) -> ProcessorConfig:
+def resolve_config(
+    name_or_dir: str | os.PathLike[str], overrides: dict[str, Any]
+) -> ProcessorConfig:
     """A family name or a HuggingFace model folder, then overrides (which win)."""
     key = os.fspath(name_or_dir)
     if key in BUILTIN:

@@ -3,7 +3,6 @@ call, one native call per image writing straight into its slice of the output.""
 
 from __future__ import annotations
 
-import math
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -125,7 +124,7 @@ class Processor(ABC):
         lut = self.lut(dtype_name)
         order = order_code(cfg.pass_order)
         offset = 0
-        for arr, pl, n in zip(arrays, plans, rows):
+        for arr, pl, n in zip(arrays, plans, rows, strict=True):
             _native.preprocess_into(arr, pl.resize_w, pl.resize_h, cfg.resample, order, p, merge,
                                     temporal, pl.grid_h, pl.grid_w, lut, self.lut_recipe,
                                     cfg.rescale_factor, list(cfg.image_mean), list(cfg.image_std),
@@ -156,4 +155,4 @@ def check_aspect(index: int, width: int, height: int, limit: float = 200) -> Non
                                        f"got {ratio:g} ({width}x{height})")
 
 
-__all__ = ["Plan", "Processor", "ProcessorOutput", "check_aspect", "math"]
+__all__ = ["Plan", "Processor", "ProcessorOutput", "check_aspect"]

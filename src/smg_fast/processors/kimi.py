@@ -6,7 +6,6 @@ row-major order, grid in P-pixel patches. Normalization follows the upstream Num
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -51,4 +50,4 @@ class KimiK25Processor(Processor):
         return out
 
 
-__all__ = ["KimiK25Processor", "navit_size", "Any"]
+__all__ = ["KimiK25Processor", "navit_size"]
