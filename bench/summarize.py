@@ -20,6 +20,11 @@ IMPLS = ("reference", "torchvision", "smg_f32_1t", "smg_bf16_1t", "smg_f32_all",
 FAMILY_ORDER = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
 # Other processes using this many cores on average during a benchmark mark it as disturbed.
 DISTURBED_CORES = 0.25
+# A benchmark whose first-half and second-half medians differ by more than this fraction changed
+# speed while it ran (e.g. noise from outside this machine's process list: host, neighbours).
+SHIFT_FRACTION = 0.2
+# Families whose built-in configs are identical: their medians measure the run-to-run noise.
+TWINS = ("qwen2_vl", "qwen2_5_vl")
 
 
 def _size_key(size: str) -> tuple[int, int]:
@@ -125,7 +130,39 @@ def notes(data: dict, rows) -> list[str]:
         out.append(f"DISTURBED: in {len(disturbed)} of {total} benchmarks other processes used "
                    f"more than {DISTURBED_CORES} cores on average (worst: {worst}). Medians "
                    "from this run are inflated; rerun on an idle machine before quoting them.")
+    shifted = []
+    for (family, size), impls in rows.items():
+        for name, b in impls.items():
+            data = b["stats"].get("data") or []
+            if len(data) >= 6:
+                half = len(data) // 2
+                a, c = _median(data[:half]), _median(data[half:])
+                if min(a, c) > 0 and max(a, c) / min(a, c) > 1 + SHIFT_FRACTION:
+                    shifted.append(f"{family}-{size} {name} ({_ms(a)} -> {_ms(c)} ms)")
+    if shifted:
+        out.append(f"SHIFTED: {len(shifted)} benchmarks changed speed by more than "
+                   f"{SHIFT_FRACTION:.0%} between the first and second half of their rounds: "
+                   + "; ".join(shifted) + ".")
+    twin_diffs = []
+    for (family, size), impls in rows.items():
+        if family != TWINS[0] or (TWINS[1], size) not in rows:
+            continue
+        other = rows[(TWINS[1], size)]
+        for name in impls.keys() & other.keys():
+            a, c = impls[name]["stats"]["median"], other[name]["stats"]["median"]
+            if min(a, c) > 0:
+                twin_diffs.append((max(a, c) / min(a, c) - 1, f"{size} {name}"))
+    if twin_diffs:
+        worst, where = max(twin_diffs)
+        out.append(f"Noise check: {TWINS[0]} and {TWINS[1]} run identical configs; their medians "
+                   f"differ by up to {worst:.0%} ({where}).")
     return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def main(argv: list[str] | None = None) -> int:

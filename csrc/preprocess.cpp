@@ -15,12 +15,12 @@ void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst) {
         patchify(src, L, spec.dtype, spec.norm, dst);
         return;
     }
-    Resizer resizer(src, spec.resize_w, spec.resize_h, spec.filter, spec.order);
+    Resizer resizer(src, spec.resize_w, spec.resize_h, spec.filter, spec.order, /*rgb_out=*/true);
     resizer.first_pass();
     // Second pass one merged block row (m * P image rows) at a time into a small pooled band
     // that is still in cache when the patchifier reads it.
     const int band_rows = L.merge * L.patch;
-    const int C = src.channels;
+    const int C = resizer.out_channels();
     const int64_t stride = int64_t(spec.resize_w) * C;
     parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
         ScratchBuffer band(size_t(stride) * band_rows + 64);

@@ -98,24 +98,25 @@ SMG_CLONES void vertical_row(const uint8_t* first, int64_t stride, const int32_t
 
 // ---- horizontal pass, one row ----
 
-template <int C>
+// CI channels in, the first CO of them out (CO < CI drops RGBX's pad byte on the way).
+template <int CI, int CO = CI>
 void horizontal_row_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, int out_w) {
     const int taps = kn.taps;
     for (int xx = 0; xx < out_w; ++xx) {
-        const uint8_t* p = in + int64_t(kn.start[xx]) * C;
+        const uint8_t* p = in + int64_t(kn.start[xx]) * CI;
         const int32_t* k = &kn.weights[size_t(xx) * taps];
-        int32_t ss[C];
-        for (int c = 0; c < C; ++c) ss[c] = kHalf;
+        int32_t ss[CO];
+        for (int c = 0; c < CO; ++c) ss[c] = kHalf;
         for (int j = 0; j < taps; ++j)
-            for (int c = 0; c < C; ++c) ss[c] += int32_t(p[j * C + c]) * k[j];
-        for (int c = 0; c < C; ++c) out[xx * C + c] = clip8(ss[c]);
+            for (int c = 0; c < CO; ++c) ss[c] += int32_t(p[j * CI + c]) * k[j];
+        for (int c = 0; c < CO; ++c) out[xx * CO + c] = clip8(ss[c]);
     }
 }
 
 #if defined(__x86_64__)
 // 3 or 4 channels: one pixel's channels in the int32 lanes of an SSE register. Reads 4 bytes per
 // source pixel, so for C == 3 the caller guarantees one readable byte after the row.
-template <int C>
+template <int CI, int CO = CI>
 __attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const Kernel& kn,
                                                         uint8_t* out, int out_w, int x_begin = 0,
                                                         int x_end = -1) {
@@ -123,22 +124,22 @@ __attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const
     const __m128i zero = _mm_setzero_si128();
     if (x_end < 0) x_end = out_w;
     for (int xx = x_begin; xx < x_end; ++xx) {
-        const uint8_t* p = in + int64_t(kn.start[xx]) * C;
+        const uint8_t* p = in + int64_t(kn.start[xx]) * CI;
         const int32_t* k = &kn.weights[size_t(xx) * taps];
         __m128i acc = _mm_set1_epi32(kHalf);
         for (int j = 0; j < taps; ++j) {
             uint32_t v;
-            std::memcpy(&v, p + j * C, 4);
+            std::memcpy(&v, p + j * CI, 4);
             const __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(int(v)));
             acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(k[j])));
         }
         acc = _mm_srai_epi32(acc, kPrecisionBits);
         const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(acc, zero), zero);
         const uint32_t r = uint32_t(_mm_cvtsi128_si32(packed));
-        if (C == 4 || xx + 1 < out_w) {
-            std::memcpy(out + xx * C, &r, 4);  // for C == 3 the 4th byte is rewritten next
+        if (CO == 4 || xx + 1 < out_w) {
+            std::memcpy(out + xx * CO, &r, 4);  // for CO == 3 the 4th byte is rewritten next
         } else {
-            std::memcpy(out + xx * C, &r, 3);
+            std::memcpy(out + xx * CO, &r, 3);
         }
     }
 }
@@ -183,7 +184,7 @@ HPlan make_hplan(const Kernel& kn, int out_w, int C) {
     return p;
 }
 
-template <int C>
+template <int C, int CO = C>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_row_vbmi(
     const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
     const int taps = kn.taps;
@@ -192,13 +193,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
     const __m512i zero = _mm512_setzero_si512();
     constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
     alignas(64) uint8_t ilv_b[64];
-    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 16 * C ? (i % C) * 16 + i / C : 0);
-    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte Ci + c <- byte 16c + i
+    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 16 * CO ? (i % CO) * 16 + i / CO : 0);
+    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte CO*i + c <- byte 16c + i
     const int groups = (out_w + 15) / 16;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         if (!plan.fits[g]) {
-            horizontal_row_sse<C>(in, kn, out, out_w, x0, x0 + n);
+            horizontal_row_sse<C, CO>(in, kn, out, out_w, x0, x0 + n);
             continue;
         }
         const int64_t off = int64_t(plan.base[g]) * C;
@@ -210,7 +211,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
         const Vec64* wt = &plan.weights[size_t(g) * taps];
         __m128i ch[4] = {};
-        for (int c = 0; c < C; ++c) {
+        for (int c = 0; c < CO; ++c) {
             __m512i acc = half;
             for (int j = 0; j < taps; ++j) {
                 const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(C * j + c)));
@@ -223,17 +224,30 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
         __m512i all = _mm512_zextsi128_si512(ch[0]);
         all = _mm512_inserti32x4(all, ch[1], 1);
         all = _mm512_inserti32x4(all, ch[2], 2);
-        if (C == 4) all = _mm512_inserti32x4(all, ch[3], 3);
+        if (CO == 4) all = _mm512_inserti32x4(all, ch[3], 3);
         const __m512i rgb = _mm512_permutexvar_epi8(ilv, all);
-        const __mmask64 store = C * n >= 64 ? ~0ULL : ((1ULL << (C * n)) - 1);
-        _mm512_mask_storeu_epi8(out + int64_t(x0) * C, store, rgb);
+        const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
+        _mm512_mask_storeu_epi8(out + int64_t(x0) * CO, store, rgb);
     }
 }
 #pragma GCC diagnostic pop
 #endif
 
-void horizontal_row(const uint8_t* in, int in_w, int channels, const Kernel& kn, const HPlan* plan,
-                    uint8_t* out, int out_w, bool may_overread) {
+void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const Kernel& kn,
+                    const HPlan* plan, uint8_t* out, int out_w, bool may_overread) {
+    if (channels == 4 && out_channels == 3) {  // RGBX in, RGB out
+#if defined(__x86_64__)
+        if (plan) {
+            horizontal_row_vbmi<4, 3>(in, in_w, kn, *plan, out, out_w);
+        } else if (cpu_has_avx2()) {
+            horizontal_row_sse<4, 3>(in, kn, out, out_w);
+        } else
+#endif
+        {
+            horizontal_row_scalar<4, 3>(in, kn, out, out_w);
+        }
+        return;
+    }
 #if defined(__x86_64__)
     if (plan && channels == 4) {
         horizontal_row_vbmi<4>(in, in_w, kn, *plan, out, out_w);
@@ -280,13 +294,13 @@ void horizontal_row(const uint8_t* in, int in_w, int channels, const Kernel& kn,
 
 // Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0).
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
-                     int64_t out_stride, int out_w, const Kernel& kn, const HPlan* plan) {
+                     int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan* plan) {
     const int64_t row_bytes = int64_t(src.width) * src.channels;
     for (int64_t y = y0; y < y1; ++y) {
         const int64_t sy = row0 + y;
         // Reading one byte past a row is safe when another row (or stride slack) follows.
         const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
-        horizontal_row(src.data + sy * src.stride, src.width, src.channels, kn, plan,
+        horizontal_row(src.data + sy * src.stride, src.width, src.channels, out_channels, kn, plan,
                        out + (y - y0) * out_stride, out_w, may_overread);
     }
 }
@@ -396,6 +410,7 @@ struct Resizer::Impl {
     enum Mode { Copy, Nearest, VerticalOnly, HorizontalOnly, HorizontalFirst, VerticalFirst };
     ImageView src;
     int out_w, out_h;
+    int out_c;  // output channels: src.channels, or 3 when an RGBX source's pad byte is dropped
     Mode mode;
     Kernel kh, kv;
     HPlan plan;
@@ -410,7 +425,7 @@ struct Resizer::Impl {
     const HPlan* hplan() const { return use_plan ? &plan : nullptr; }
 };
 
-Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order)
+Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, bool rgb_out)
     : impl_(new Impl) {
     if (src.channels < 1 || src.channels > 4) throw std::invalid_argument("resize: channels must be 1..4");
     if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1)
@@ -419,6 +434,7 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     m.src = src;
     m.out_w = out_w;
     m.out_h = out_h;
+    m.out_c = src.channels;
     const bool need_h = src.width != out_w, need_v = src.height != out_h;
     if (!need_h && !need_v) {
         m.mode = Impl::Copy;  // Pillow returns a copy for the same size
@@ -445,7 +461,13 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     } else {
         m.mode = Impl::HorizontalFirst;
     }
+    // Modes that end with (or start with) a horizontal pass can drop RGBX's pad byte for free.
+    if (rgb_out && src.channels == 4 &&
+        (m.mode == Impl::HorizontalOnly || m.mode == Impl::HorizontalFirst || m.mode == Impl::VerticalFirst))
+        m.out_c = 3;
 }
+
+int Resizer::out_channels() const { return impl_->out_c; }
 
 Resizer::~Resizer() = default;
 
@@ -456,13 +478,13 @@ void Resizer::first_pass() {
         // Only the source rows the vertical pass reads.
         const int first = m.kv.pil_min.front();
         const int last = m.kv.pil_min.back() + m.kv.pil_len.back();
-        const int64_t stride = int64_t(m.out_w) * C;
+        const int64_t stride = int64_t(m.out_w) * m.out_c;
         m.tmp = scratch_take(size_t(stride) * (last - first) + 64, false);
-        m.tmp_view = ImageView{static_cast<uint8_t*>(m.tmp.data), m.out_w, last - first, C, stride};
+        m.tmp_view = ImageView{static_cast<uint8_t*>(m.tmp.data), m.out_w, last - first, m.out_c, stride};
         m.shift = first;
         uint8_t* base = static_cast<uint8_t*>(m.tmp.data);
         parallel_for(last - first, 8, [&](int64_t b, int64_t e) {
-            horizontal_rows(m.src, first, b, e, base + b * stride, stride, m.out_w, m.kh, m.hplan());
+            horizontal_rows(m.src, first, b, e, base + b * stride, stride, m.out_w, m.out_c, m.kh, m.hplan());
         });
     } else if (m.mode == Impl::VerticalFirst) {
         const int64_t stride = int64_t(m.src.width) * C;
@@ -486,13 +508,13 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
         case Impl::Nearest: nearest_rows(m.src, m.xin, m.yin, y0, y1, out, out_stride); break;
         case Impl::VerticalOnly: vertical_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.kv); break;
         case Impl::HorizontalOnly:
-            horizontal_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.kh, m.hplan());
+            horizontal_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
             break;
         case Impl::HorizontalFirst:
             vertical_rows(m.tmp_view, m.shift, y0, y1, out, out_stride, m.out_w, m.kv);
             break;
         case Impl::VerticalFirst:
-            horizontal_rows(m.tmp_view, 0, y0, y1, out, out_stride, m.out_w, m.kh, m.hplan());
+            horizontal_rows(m.tmp_view, 0, y0, y1, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
             break;
     }
 }

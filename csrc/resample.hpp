@@ -42,12 +42,15 @@ bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
 // valid while the Resizer lives.
 class Resizer {
 public:
-    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order);
+    // rgb_out: for a 4-channel (RGBX) source, output 3 channels where a horizontal pass makes
+    // that free (see out_channels()); the pad byte is never read by the RGB consumers.
+    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, bool rgb_out = false);
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;
     void first_pass();
     void rows(int y0, int y1, uint8_t* out, int64_t out_stride) const;
+    int out_channels() const;
 
 private:
     struct Impl;

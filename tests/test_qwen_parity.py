@@ -356,3 +356,28 @@ def test_grid_width_height_order(ours):
     t, gh, gw = ours("qwen2_vl").grid(1920, 1080)
     assert (t, gh, gw) == (1, 78, 138)
     assert math.prod((t, gh, gw)) // 4 == ours("qwen2_vl").num_tokens(1920, 1080)
+
+
+# ---------------------------------------------------------------------------------------------
+# PIL objects in less common states
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lazy_pil_object(real_images, ours, hf_qwen, hf_run, check):
+    """Image.open() without load(): the pixels are read on demand."""
+    with (
+        Image.open(real_images.path("rocket")) as lazy,
+        Image.open(real_images.path("rocket")) as r,
+    ):
+        ref_pv, ref_grid = hf_run(hf_qwen("qwen2_vl"), r)
+        check(ours("qwen2_vl")(lazy, return_tensors="np"), ref_pv, ref_grid)
+
+
+def test_image_larger_than_pillow_block(real_images, ours, hf_qwen, hf_run, check):
+    """Pillow stores images over its block size (16 MiB) in several blocks, so they have no
+    single contiguous buffer; the result must not depend on that."""
+    big = real_images.rgb("retina").resize((2600, 1800), Image.Resampling.BILINEAR)
+    assert 2600 * 1800 * 4 > Image.core.get_block_size()
+    kw = dict(min_pixels=3136, max_pixels=28 * 28 * 300)
+    ref_pv, ref_grid = hf_run(hf_qwen("qwen2_vl", **kw), big.copy())
+    check(ours("qwen2_vl", **kw)(big, return_tensors="np"), ref_pv, ref_grid)

@@ -117,6 +117,20 @@ def test_accepts_int_filter_codes(smg, real_images):
         )
 
 
+def test_other_pillow_filters_exact_or_refused(smg, real_images):
+    """Pillow 13 adds filters beyond the six (MKS2013, MKS2021): either exact or a ValueError,
+    never a silent substitute."""
+    arr = real_images.rgb_array("chelsea")
+    for f in R:
+        if f in FILTERS:
+            continue
+        try:
+            out = smg.resize(arr, (97, 131), resample=f)
+        except ValueError:
+            continue
+        _assert_same(out, _pillow(arr, (97, 131), f), f.name)
+
+
 def test_same_size_is_identity(smg, real_images):
     arr = real_images.rgb_array("chelsea")
     for f in FILTERS:

@@ -118,3 +118,35 @@ def test_scratch_pools_reused(real_images, ours, smg):
     after = smg.scratch_stats()
     assert after["hits"] > before["hits"], (before, after)
     assert after["hits"] >= before["hits"] and after["misses"] >= before["misses"]
+
+
+def test_pooled_outputs_are_not_recycled(real_images, ours):
+    """Outputs handed to the caller stay intact while later calls of the same size run, and
+    writing into an output does not leak into later results."""
+    proc = ours("qwen2_vl")
+    a, b = real_images.rgb("china"), real_images.rgb("flower")  # both 640x427
+    ref_a = np.asarray(proc(a, return_tensors="np")["pixel_values"]).copy()
+    kept = proc(a, return_tensors="np")
+    kept_slice = np.asarray(proc(a, return_tensors="np")["pixel_values"])[:7]
+    for _ in range(3):
+        proc(b, return_tensors="np")
+    assert np.array_equal(np.asarray(kept["pixel_values"]), ref_a)
+    assert np.array_equal(kept_slice, ref_a[:7])
+
+    scribble = proc(a, return_tensors="np")
+    pv = np.asarray(scribble["pixel_values"])
+    if pv.flags.writeable:
+        pv[:] = 0
+    again = np.asarray(proc(a, return_tensors="np")["pixel_values"])
+    assert np.array_equal(again, ref_a)
+
+
+def test_pooled_torch_outputs_are_not_recycled(real_images, ours):
+    torch = pytest.importorskip("torch")
+    proc = ours("kimi_k25")
+    a, b = real_images.rgb("china"), real_images.rgb("flower")
+    ref = np.asarray(proc(a, return_tensors="np")["pixel_values"]).copy()
+    kept = proc(a, return_tensors="pt", dtype="bfloat16")["pixel_values"]
+    for _ in range(3):
+        proc(b, return_tensors="pt", dtype="bfloat16")
+    assert torch.equal(kept, torch.from_numpy(ref).to(torch.bfloat16))
