@@ -229,6 +229,7 @@ PYBIND11_MODULE(_native, m) {
         py::dict d;
         d["avx2"] = cpu_has_avx2();
         d["avx512"] = cpu_has_avx512();
+        d["avx512vbmi"] = cpu_has_avx512vbmi();
         return d;
     });
 }

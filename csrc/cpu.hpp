@@ -2,11 +2,26 @@
 // the SIMD versions are compiled with target attributes and chosen here, never by -march.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
+
 namespace smg {
+
+// SMG_FAST_ISA caps the hand-written kernels: "avx512" (default: whatever the CPU has), "avx2"
+// or "baseline". Used to test every code path on one machine; results are identical anyway.
+inline int isa_cap() {
+    static const int cap = [] {
+        const char* v = std::getenv("SMG_FAST_ISA");
+        if (!v || !*v || std::strcmp(v, "avx512") == 0 || std::strcmp(v, "native") == 0) return 2;
+        if (std::strcmp(v, "avx2") == 0) return 1;
+        return 0;  // "baseline" (or anything unknown: the safe choice)
+    }();
+    return cap;
+}
 
 inline bool cpu_has_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
-    static const bool v = __builtin_cpu_supports("avx2");
+    static const bool v = isa_cap() >= 1 && __builtin_cpu_supports("avx2");
     return v;
 #else
     return false;
@@ -15,7 +30,7 @@ inline bool cpu_has_avx2() {
 
 inline bool cpu_has_avx512() {
 #if defined(__x86_64__) || defined(__i386__)
-    static const bool v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    static const bool v = isa_cap() >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vl");
     return v;
 #else

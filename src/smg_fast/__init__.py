@@ -62,6 +62,7 @@ __all__ = [
     "ProcessorConfig",
     "ProcessorOutput",
     "QwenVLProcessor",
+    "cpu_features",
     "get_num_threads",
     "load_processor",
     "pillow_pass_order",
@@ -70,3 +71,8 @@ __all__ = [
     "scratch_stats",
     "set_num_threads",
 ]
+
+
+def cpu_features() -> dict[str, bool]:
+    """Instruction sets the hand-written kernels use (after the SMG_FAST_ISA cap)."""
+    return dict(_native.cpu_features())

@@ -1,0 +1,40 @@
+"""Every kernel family, not only the fastest one this CPU has: rerun the parity suites with the
+hand-written kernels capped to AVX2 and to baseline x86-64 (SMG_FAST_ISA), each in a fresh
+process because the choice is made once per process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import smg_fast
+
+TESTS = Path(__file__).parent
+SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py"]
+
+
+@pytest.mark.parametrize("isa", ["avx2", "baseline"])
+def test_parity_suites_under_isa_cap(isa):
+    env = dict(os.environ, SMG_FAST_ISA=isa)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import smg_fast, json; print(json.dumps(smg_fast.cpu_features()))"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert '"avx512vbmi": false' in probe.stdout
+    if isa == "baseline":
+        assert '"avx2": false' in probe.stdout
+    args = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+            *[str(TESTS / s) for s in SUITES]]
+    run = subprocess.run(args, env=env, capture_output=True, text=True, cwd=TESTS.parent)
+    tail = "\n".join(run.stdout.splitlines()[-15:])
+    assert run.returncode == 0, f"suites failed with SMG_FAST_ISA={isa}:\n{tail}\n{run.stderr[-2000:]}"
+    assert " passed" in tail
+
+
+def test_default_uses_what_the_cpu_has():
+    feats = smg_fast.cpu_features()
+    assert set(feats) >= {"avx2", "avx512", "avx512vbmi"}
