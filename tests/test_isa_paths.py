@@ -31,7 +31,8 @@ def test_parity_suites_under_isa_cap(isa):
             *[str(TESTS / s) for s in SUITES]]
     run = subprocess.run(args, env=env, capture_output=True, text=True, cwd=TESTS.parent)
     tail = "\n".join(run.stdout.splitlines()[-15:])
-    assert run.returncode == 0, f"suites failed with SMG_FAST_ISA={isa}:\n{tail}\n{run.stderr[-2000:]}"
+    detail = f"{tail}\n{run.stderr[-2000:]}"
+    assert run.returncode == 0, f"suites failed with SMG_FAST_ISA={isa}:\n{detail}"
     assert " passed" in tail
 
 
