@@ -104,9 +104,21 @@ class Processor(ABC):
         (int64, one [t, h, w] row per image) and ``num_tokens`` (int64 per image). For
         ``dtype="bfloat16"`` with numpy output the array is uint16 holding bfloat16 bits.
         """
-        dtype_name = parse_dtype(dtype)
         if return_tensors not in (None, "np", "pt"):
             raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
+        batch = self.prepare(images, dtype)
+        flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
+        pixel_values = batch.write_into(flat)
+        return self._wrap(pixel_values, batch.grid, batch.num_tokens, return_tensors, batch.dtype)
+
+    def prepare(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+                dtype: Any = "float32") -> PreparedBatch:
+        """Decodes and validates the images and sizes the output, without computing it.
+
+        Lets a caller choose the destination (a shared-memory file, an RDMA slot) before the
+        tensor is written exactly once: ``batch.write_into(buffer)``.
+        """
+        dtype_name = parse_dtype(dtype)
         items = list(images) if isinstance(images, (list, tuple)) else [images]
         if not items:
             raise ValueError("no images given")
@@ -114,26 +126,7 @@ class Processor(ABC):
         arrays = [load_rgb(i, it, hf=cfg.is_qwen, max_pixels=cfg.max_image_pixels)
                   for i, it in enumerate(items)]
         plans = [self.plan(a.shape[1], a.shape[0], i) for i, a in enumerate(arrays)]
-        merge, temporal = self._layout()
-        p = cfg.patch_size
-        row_elems = 3 * temporal * p * p
-        rows = [pl.grid_h * pl.grid_w for pl in plans]
-        total = sum(rows)
-        code, np_dtype = DTYPES[dtype_name]
-        flat = _native.pooled_empty(total * row_elems * np_dtype.itemsize).view(np_dtype)
-        lut = self.lut(dtype_name)
-        order = order_code(cfg.pass_order)
-        offset = 0
-        for arr, pl, n in zip(arrays, plans, rows, strict=True):
-            _native.preprocess_into(arr, pl.resize_w, pl.resize_h, cfg.resample, order, p, merge,
-                                    temporal, pl.grid_h, pl.grid_w, lut, self.lut_recipe,
-                                    cfg.rescale_factor, list(cfg.image_mean), list(cfg.image_std),
-                                    code, flat, offset)
-            offset += n * row_elems
-        pixel_values = flat.reshape(self._pixel_shape(total))
-        grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
-        tokens = grid[:, 1] * grid[:, 2] // (cfg.merge_size**2)
-        return self._wrap(pixel_values, grid, tokens, return_tensors, dtype_name)
+        return PreparedBatch(self, arrays, plans, dtype_name)
 
     def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
               return_tensors: str | None, dtype_name: str) -> ProcessorOutput:
@@ -146,6 +139,55 @@ class Processor(ABC):
         return ProcessorOutput(pixel_values=pixel_values, image_grid_thw=grid, num_tokens=tokens)
 
 
+class PreparedBatch:
+    """Images decoded and sized for one processor call; ``write_into`` runs the native core."""
+
+    def __init__(self, proc: Processor, arrays: list[np.ndarray], plans: list[Plan],
+                 dtype: str) -> None:
+        self._proc = proc
+        self._arrays = arrays
+        self.plans = plans
+        self.dtype = dtype
+        self.np_dtype = DTYPES[dtype][1]
+        merge, temporal = proc._layout()
+        p = proc.config.patch_size
+        self.row_elems = 3 * temporal * p * p
+        self.rows = [pl.grid_h * pl.grid_w for pl in plans]
+        self.shape = proc._pixel_shape(sum(self.rows))
+        self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
+        self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
+        self.num_tokens = self.grid[:, 1] * self.grid[:, 2] // (proc.config.merge_size**2)
+
+    def item_shape(self, index: int) -> tuple[int, ...]:
+        """Shape of one image's slice of pixel_values."""
+        return self._proc._pixel_shape(self.rows[index])
+
+    def write_into(self, out: np.ndarray, index: int | None = None) -> np.ndarray:
+        """Writes all images (or only image ``index``) into ``out``, a writable C-contiguous
+        array of this batch's dtype with at least that many elements; returns the filled part
+        shaped like pixel_values."""
+        proc, cfg = self._proc, self._proc.config
+        code = DTYPES[self.dtype][0]
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise ValueError("destination must be a writable C-contiguous array")
+        flat = out.reshape(-1)
+        if flat.dtype != self.np_dtype:
+            raise ValueError(f"destination dtype {flat.dtype} does not hold {self.dtype}")
+        merge, temporal = proc._layout()
+        lut = proc.lut(self.dtype)
+        order = order_code(cfg.pass_order)
+        which = range(len(self.plans)) if index is None else [index]
+        offset = 0
+        for i in which:
+            pl = self.plans[i]
+            _native.preprocess_into(self._arrays[i], pl.resize_w, pl.resize_h, cfg.resample,
+                                    order, cfg.patch_size, merge, temporal, pl.grid_h, pl.grid_w,
+                                    lut, proc.lut_recipe, cfg.rescale_factor,
+                                    list(cfg.image_mean), list(cfg.image_std), code, flat, offset)
+            offset += self.rows[i] * self.row_elems
+        shape = self.shape if index is None else self.item_shape(index)
+        return flat[:offset].reshape(shape)
+
 def check_aspect(index: int, width: int, height: int, limit: float = 200) -> None:
     if width < 1 or height < 1:
         raise InvalidImageError(index, f"zero-size image ({width}x{height})")
@@ -155,4 +197,4 @@ def check_aspect(index: int, width: int, height: int, limit: float = 200) -> Non
                                        f"got {ratio:g} ({width}x{height})")
 
 
-__all__ = ["Plan", "Processor", "ProcessorOutput", "check_aspect"]
+__all__ = ["Plan", "PreparedBatch", "Processor", "ProcessorOutput", "check_aspect"]
