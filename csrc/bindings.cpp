@@ -230,6 +230,7 @@ PYBIND11_MODULE(_native, m) {
         d["avx2"] = cpu_has_avx2();
         d["avx512"] = cpu_has_avx512();
         d["avx512vbmi"] = cpu_has_avx512vbmi();
+        d["avx512vnni"] = cpu_has_avx512vnni();
         return d;
     });
 }

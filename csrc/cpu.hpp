@@ -7,12 +7,14 @@
 
 namespace smg {
 
-// SMG_FAST_ISA caps the hand-written kernels: "avx512" (default: whatever the CPU has), "avx2"
-// or "baseline". Used to test every code path on one machine; results are identical anyway.
+// SMG_FAST_ISA caps the hand-written kernels: "avx512" (default: whatever the CPU has),
+// "avx512-novnni", "avx2" or "baseline". Used to test every code path on one machine; results
+// are identical anyway.
 inline int isa_cap() {
     static const int cap = [] {
         const char* v = std::getenv("SMG_FAST_ISA");
-        if (!v || !*v || std::strcmp(v, "avx512") == 0 || std::strcmp(v, "native") == 0) return 2;
+        if (!v || !*v || std::strcmp(v, "avx512") == 0 || std::strcmp(v, "native") == 0) return 3;
+        if (std::strcmp(v, "avx512-novnni") == 0) return 2;
         if (std::strcmp(v, "avx2") == 0) return 1;
         return 0;  // "baseline" (or anything unknown: the safe choice)
     }();
@@ -42,6 +44,16 @@ inline bool cpu_has_avx512() {
 inline bool cpu_has_avx512vbmi() {
 #if defined(__x86_64__) || defined(__i386__)
     static const bool v = cpu_has_avx512() && __builtin_cpu_supports("avx512vbmi");
+    return v;
+#else
+    return false;
+#endif
+}
+
+// AVX-512 VNNI: vpdpwssd, a 16-bit multiply-add into 32-bit accumulators in one instruction.
+inline bool cpu_has_avx512vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool v = isa_cap() >= 3 && cpu_has_avx512vbmi() && __builtin_cpu_supports("avx512vnni");
     return v;
 #else
     return false;

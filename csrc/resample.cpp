@@ -96,6 +96,40 @@ SMG_CLONES void vertical_row(const uint8_t* first, int64_t stride, const int32_t
     }
 }
 
+#if defined(__x86_64__)
+// AVX-512: 64 output bytes per step, four int32 accumulators, exact integer sums as above.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 header false positive
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// clip8 on 16 lanes: shift, clamp below at 0, saturate above at 255 while narrowing.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m128i clip8_x16(__m512i v) {
+    return _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32(v, kPrecisionBits), _mm512_setzero_si512()));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(
+    const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+    const __m512i half = _mm512_set1_epi32(kHalf);
+    int x = 0;
+    for (; x + 64 <= len; x += 64) {
+        __m512i a0 = half, a1 = half, a2 = half, a3 = half;
+        const uint8_t* r = first + x;
+        for (int j = 0; j < taps; ++j, r += stride) {
+            const __m512i kj = _mm512_set1_epi32(k[j]);
+            a0 = _mm512_add_epi32(a0, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r))), kj));
+            a1 = _mm512_add_epi32(a1, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 16))), kj));
+            a2 = _mm512_add_epi32(a2, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 32))), kj));
+            a3 = _mm512_add_epi32(a3, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 48))), kj));
+        }
+        _mm_storeu_si128((__m128i*)(out + x), clip8_x16(a0));
+        _mm_storeu_si128((__m128i*)(out + x + 16), clip8_x16(a1));
+        _mm_storeu_si128((__m128i*)(out + x + 32), clip8_x16(a2));
+        _mm_storeu_si128((__m128i*)(out + x + 48), clip8_x16(a3));
+    }
+    if (x < len) vertical_row(first + x, stride, k, taps, out + x, len - x);
+}
+#pragma GCC diagnostic pop
+#endif
+
 // ---- horizontal pass, one row ----
 
 // CI channels in, the first CO of them out (CO < CI drops RGBX's pad byte on the way).
@@ -156,46 +190,62 @@ struct alignas(64) Vec64 {
 };
 
 struct HPlan {
+    int pairs = 0;                 // taps rounded up to pairs
     std::vector<int> base;         // first source pixel of each group's window
     std::vector<uint8_t> fits;     // window holds every tap of the group
-    std::vector<Vec64> offsets;    // per group: byte 4i = C * (start[16g + i] - base)
-    std::vector<Vec64> weights;    // per group and tap: int32 lane i = weight of output 16g + i
+    std::vector<Vec64> offsets;    // per group: bytes 4i, 4i+2 = C * (start[16g + i] - base), + C
+    std::vector<Vec64> weights;    // per group and tap pair: low, then high int16 weight pairs
 };
 
+// Weights are 22-bit, too wide for 16-bit multiplies, so each is split exactly as
+// k = hi * 2^11 + lo with lo in [0, 2^11) and hi in int16; the two partial dot products are
+// recombined as (sum_hi << 11) + sum_lo, the same integer sum Pillow computes.
 HPlan make_hplan(const Kernel& kn, int out_w, int C) {
     const int groups = (out_w + 15) / 16, taps = kn.taps;
     HPlan p;
+    p.pairs = (taps + 1) / 2;
     p.base.resize(groups);
     p.fits.resize(groups);
     p.offsets.assign(groups, Vec64{});
-    p.weights.assign(size_t(groups) * taps, Vec64{});
+    p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         p.base[g] = kn.start[x0];
         p.fits[g] = (kn.start[x0 + n - 1] - p.base[g] + taps) * C <= 128;
         for (int i = 0; i < n && p.fits[g]; ++i) {
-            p.offsets[g].b[4 * i] = uint8_t(C * (kn.start[x0 + i] - p.base[g]));
+            const int off = C * (kn.start[x0 + i] - p.base[g]);
+            p.offsets[g].b[4 * i] = uint8_t(off);
+            p.offsets[g].b[4 * i + 2] = uint8_t(off + C);
             for (int j = 0; j < taps; ++j) {
                 const int32_t w = kn.weights[size_t(x0 + i) * taps + j];
-                std::memcpy(&p.weights[size_t(g) * taps + j].b[4 * i], &w, 4);
+                const int16_t lo = int16_t(w & 2047), hi = int16_t(w >> 11);
+                Vec64* pair = &p.weights[(size_t(g) * p.pairs + j / 2) * 2];
+                std::memcpy(&pair[0].b[4 * i + 2 * (j % 2)], &lo, 2);
+                std::memcpy(&pair[1].b[4 * i + 2 * (j % 2)], &hi, 2);
             }
         }
     }
     return p;
 }
 
-template <int C, int CO = C>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_row_vbmi(
+template <bool VNNI>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i dot_pairs(__m512i acc, __m512i a, __m512i b) {
+    if constexpr (VNNI) return _mm512_dpwssd_epi32(acc, a, b);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+}
+
+template <int C, int CO, bool VNNI>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
     const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
-    const int taps = kn.taps;
     const int64_t row_bytes = int64_t(in_w) * C;
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
-    constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
+    constexpr __mmask64 kPair = 0x5555555555555555ULL;  // bytes 0 and 2 of each int32 lane
     alignas(64) uint8_t ilv_b[64];
     for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 16 * CO ? (i % CO) * 16 + i / CO : 0);
     const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte CO*i + c <- byte 16c + i
     const int groups = (out_w + 15) / 16;
+    const int pairs = plan.pairs;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         if (!plan.fits[g]) {
@@ -209,15 +259,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
         const __m512i w0 = _mm512_maskz_loadu_epi8(m0, in + off);
         const __m512i w1 = _mm512_maskz_loadu_epi8(m1, in + off + 64);
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
-        const Vec64* wt = &plan.weights[size_t(g) * taps];
+        const Vec64* wt = &plan.weights[size_t(g) * pairs * 2];
         __m128i ch[4] = {};
         for (int c = 0; c < CO; ++c) {
-            __m512i acc = half;
-            for (int j = 0; j < taps; ++j) {
-                const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(C * j + c)));
-                const __m512i v = _mm512_maskz_permutex2var_epi8(kLow, w0, idx, w1);
-                acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(v, _mm512_load_si512(wt[j].b)));
+            __m512i lo = zero, hi = zero;
+            for (int q = 0; q < pairs; ++q) {
+                const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(2 * C * q + c)));
+                const __m512i v = _mm512_maskz_permutex2var_epi8(kPair, w0, idx, w1);  // int16 pixel pairs
+                lo = dot_pairs<VNNI>(lo, v, _mm512_load_si512(wt[2 * q].b));
+                hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
             }
+            __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half);
             acc = _mm512_max_epi32(_mm512_srai_epi32(acc, kPrecisionBits), zero);
             ch[c] = _mm512_cvtusepi32_epi8(acc);  // saturates above 255, as clip8 does
         }
@@ -228,6 +280,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void horizontal_
         const __m512i rgb = _mm512_permutexvar_epi8(ilv, all);
         const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
         _mm512_mask_storeu_epi8(out + int64_t(x0) * CO, store, rgb);
+    }
+}
+
+template <int C, int CO = C>
+void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
+                         int out_w) {
+    if (cpu_has_avx512vnni()) {
+        horizontal_row_vbmi_impl<C, CO, true>(in, in_w, kn, plan, out, out_w);
+    } else {
+        horizontal_row_vbmi_impl<C, CO, false>(in, in_w, kn, plan, out, out_w);
     }
 }
 #pragma GCC diagnostic pop
@@ -313,8 +375,14 @@ void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint
     for (int64_t yy = y0; yy < y1; ++yy) {
         const int ymin = kn.pil_min[yy] - shift;
         const int32_t* k = &kn.weights[size_t(yy) * kn.taps] + (kn.pil_min[yy] - kn.start[yy]);
-        vertical_row(src.data + int64_t(ymin) * src.stride, src.stride, k, kn.pil_len[yy],
-                     out + (yy - y0) * out_stride, len);
+        const uint8_t* first = src.data + int64_t(ymin) * src.stride;
+#if defined(__x86_64__)
+        if (cpu_has_avx512()) {
+            vertical_row_avx512(first, src.stride, k, kn.pil_len[yy], out + (yy - y0) * out_stride, len);
+            continue;
+        }
+#endif
+        vertical_row(first, src.stride, k, kn.pil_len[yy], out + (yy - y0) * out_stride, len);
     }
 }
 

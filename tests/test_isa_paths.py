@@ -1,5 +1,6 @@
 """Every kernel family, not only the fastest one this CPU has: rerun the parity suites with the
-hand-written kernels capped to AVX2 and to baseline x86-64 (SMG_FAST_ISA), each in a fresh
+hand-written kernels capped to AVX-512 without VNNI, to AVX2 and to baseline x86-64
+(SMG_FAST_ISA), each in a fresh
 process because the choice is made once per process."""
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ TESTS = Path(__file__).parent
 SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py"]
 
 
-@pytest.mark.parametrize("isa", ["avx2", "baseline"])
+@pytest.mark.parametrize("isa", ["avx512-novnni", "avx2", "baseline"])
 def test_parity_suites_under_isa_cap(isa):
     env = dict(os.environ, SMG_FAST_ISA=isa)
     probe = subprocess.run(
         [sys.executable, "-c", "import smg_fast, json; print(json.dumps(smg_fast.cpu_features()))"],
         env=env, capture_output=True, text=True, check=True,
     )
-    assert '"avx512vbmi": false' in probe.stdout
+    assert '"avx512vnni": false' in probe.stdout
+    if isa != "avx512-novnni":
+        assert '"avx512vbmi": false' in probe.stdout
     if isa == "baseline":
         assert '"avx2": false' in probe.stdout
     args = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
@@ -38,4 +41,4 @@ def test_parity_suites_under_isa_cap(isa):
 
 def test_default_uses_what_the_cpu_has():
     feats = smg_fast.cpu_features()
-    assert set(feats) >= {"avx2", "avx512", "avx512vbmi"}
+    assert set(feats) >= {"avx2", "avx512", "avx512vbmi", "avx512vnni"}
