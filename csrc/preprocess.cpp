@@ -16,9 +16,8 @@ void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst) {
         return;
     }
     Resizer resizer(src, spec.resize_w, spec.resize_h, spec.filter, spec.order, /*rgb_out=*/true);
-    resizer.first_pass();
-    // Second pass one merged block row (m * P image rows) at a time into a small pooled band
-    // that is still in cache when the patchifier reads it.
+    // One merged block row (m * P image rows) at a time into a small pooled band that is still
+    // in cache when the patchifier reads it.
     const int band_rows = L.merge * L.patch;
     const int C = resizer.out_channels();
     const int64_t stride = int64_t(spec.resize_w) * C;

@@ -127,6 +127,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(
     }
     if (x < len) vertical_row(first + x, stride, k, taps, out + x, len - x);
 }
+
 #pragma GCC diagnostic pop
 #endif
 
@@ -256,8 +257,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
         const int64_t avail = row_bytes - off;
         const __mmask64 m0 = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
         const __mmask64 m1 = avail >= 128 ? ~0ULL : (avail > 64 ? ((1ULL << (avail - 64)) - 1) : 0);
-        const __m512i w0 = _mm512_maskz_loadu_epi8(m0, in + off);
-        const __m512i w1 = _mm512_maskz_loadu_epi8(m1, in + off + 64);
+        // Plain loads where the whole window is inside the row (masked loads are slower).
+        const __m512i w0 = avail >= 64 ? _mm512_loadu_si512(in + off) : _mm512_maskz_loadu_epi8(m0, in + off);
+        const __m512i w1 = avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
         const Vec64* wt = &plan.weights[size_t(g) * pairs * 2];
         __m128i ch[4] = {};
@@ -484,11 +486,6 @@ struct Resizer::Impl {
     HPlan plan;
     bool use_plan = false;
     std::vector<int> xin, yin;
-    Block tmp;  // intermediate image of the first pass
-    ImageView tmp_view{};
-    int shift = 0;
-
-    ~Impl() { scratch_give(tmp); }
 
     const HPlan* hplan() const { return use_plan ? &plan : nullptr; }
 };
@@ -539,32 +536,6 @@ int Resizer::out_channels() const { return impl_->out_c; }
 
 Resizer::~Resizer() = default;
 
-void Resizer::first_pass() {
-    Impl& m = *impl_;
-    const int C = m.src.channels;
-    if (m.mode == Impl::HorizontalFirst) {
-        // Only the source rows the vertical pass reads.
-        const int first = m.kv.pil_min.front();
-        const int last = m.kv.pil_min.back() + m.kv.pil_len.back();
-        const int64_t stride = int64_t(m.out_w) * m.out_c;
-        m.tmp = scratch_take(size_t(stride) * (last - first) + 64, false);
-        m.tmp_view = ImageView{static_cast<uint8_t*>(m.tmp.data), m.out_w, last - first, m.out_c, stride};
-        m.shift = first;
-        uint8_t* base = static_cast<uint8_t*>(m.tmp.data);
-        parallel_for(last - first, 8, [&](int64_t b, int64_t e) {
-            horizontal_rows(m.src, first, b, e, base + b * stride, stride, m.out_w, m.out_c, m.kh, m.hplan());
-        });
-    } else if (m.mode == Impl::VerticalFirst) {
-        const int64_t stride = int64_t(m.src.width) * C;
-        m.tmp = scratch_take(size_t(stride) * m.out_h + 64, false);
-        m.tmp_view = ImageView{static_cast<uint8_t*>(m.tmp.data), m.src.width, m.out_h, C, stride};
-        uint8_t* base = static_cast<uint8_t*>(m.tmp.data);
-        parallel_for(m.out_h, 8, [&](int64_t b, int64_t e) {
-            vertical_rows(m.src, 0, b, e, base + b * stride, stride, m.src.width, m.kv);
-        });
-    }
-}
-
 void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
     const Impl& m = *impl_;
     switch (m.mode) {
@@ -578,20 +549,37 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
         case Impl::HorizontalOnly:
             horizontal_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
             break;
-        case Impl::HorizontalFirst:
-            vertical_rows(m.tmp_view, m.shift, y0, y1, out, out_stride, m.out_w, m.kv);
+        case Impl::HorizontalFirst: {
+            // Only the source rows these output rows read, through the horizontal pass into a
+            // small pooled buffer that stays in cache for the vertical pass. Neighbouring bands
+            // recompute a few shared rows; that costs less than a full intermediate image's
+            // round trip through memory.
+            const int first = m.kv.pil_min[y0];
+            const int last = m.kv.pil_min[y1 - 1] + m.kv.pil_len[y1 - 1];
+            const int64_t stride = int64_t(m.out_w) * m.out_c;
+            ScratchBuffer tmp(size_t(stride) * (last - first) + 64);
+            horizontal_rows(m.src, first, 0, last - first, tmp.as<uint8_t>(), stride, m.out_w, m.out_c,
+                            m.kh, m.hplan());
+            const ImageView t{tmp.as<uint8_t>(), m.out_w, last - first, m.out_c, stride};
+            vertical_rows(t, first, y0, y1, out, out_stride, m.out_w, m.kv);
             break;
-        case Impl::VerticalFirst:
-            horizontal_rows(m.tmp_view, 0, y0, y1, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
+        }
+        case Impl::VerticalFirst: {
+            const int C = m.src.channels;
+            const int64_t stride = int64_t(m.src.width) * C;
+            ScratchBuffer tmp(size_t(stride) * (y1 - y0) + 64);
+            vertical_rows(m.src, 0, y0, y1, tmp.as<uint8_t>(), stride, m.src.width, m.kv);
+            const ImageView t{tmp.as<uint8_t>(), m.src.width, y1 - y0, C, stride};
+            horizontal_rows(t, 0, 0, y1 - y0, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
             break;
+        }
     }
 }
 
 void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order) {
     if (src.channels != dst.channels) throw std::invalid_argument("resize: channel counts must match");
     Resizer r(src, dst.width, dst.height, f, order);
-    r.first_pass();
-    parallel_for(dst.height, 8, [&](int64_t b, int64_t e) {
+    parallel_for(dst.height, 32, [&](int64_t b, int64_t e) {
         r.rows(int(b), int(e), dst.data + b * dst.stride, dst.stride);
     });
 }

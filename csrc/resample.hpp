@@ -36,10 +36,9 @@ Kernel make_kernel(int in_size, int out_size, Filter f);
 // True when the vertical pass runs before the horizontal one for this size change.
 bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
 
-// A resize split in two so callers can consume output rows in bands while they are hot in cache:
-// first_pass() runs the first separable pass over the whole image (on the thread pool), then
-// rows() produces any range of output rows (thread-safe, for disjoint ranges). src must stay
-// valid while the Resizer lives.
+// A resize whose output is produced in bands: rows() computes any range of output rows (both
+// passes, through a small pooled intermediate that stays in cache), so callers can consume each
+// band while it is hot. Thread-safe for disjoint ranges. src must stay valid while it lives.
 class Resizer {
 public:
     // rgb_out: for a 4-channel (RGBX) source, output 3 channels where a horizontal pass makes
@@ -48,7 +47,6 @@ public:
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;
-    void first_pass();
     void rows(int y0, int y1, uint8_t* out, int64_t out_stride) const;
     int out_channels() const;
 
