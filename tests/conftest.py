@@ -338,3 +338,115 @@ def ours(smg):
         return cache[key]
 
     return factory
+
+
+# --------------------------------------------------------------------------------------------
+# Service tests: real servers on loopback, real /dev/shm
+# --------------------------------------------------------------------------------------------
+
+SHM_DIR = Path("/dev/shm")
+# Processes whose segments this test session answers for: itself and the servers it spawned
+# (tests add the pids of their subprocesses). Other processes' segments are never touched.
+OUR_PIDS: set[int] = set()
+
+
+def shm_files() -> set[str]:
+    """smg-fast segment files in /dev/shm created by this session's processes."""
+    import os
+    import re
+
+    pids = {os.getpid(), *OUR_PIDS}
+    pattern = re.compile(r"^smg-fast-(\d+)-")
+    out = set()
+    try:
+        for p in SHM_DIR.iterdir():
+            m = pattern.match(p.name)
+            if m and int(m.group(1)) in pids:
+                out.add(p.name)
+    except OSError:
+        pass
+    return out
+
+
+@pytest.fixture(scope="session")
+def track_pid():
+    """track_pid(pid): count a spawned process's segments as this session's."""
+    return OUR_PIDS.add
+
+
+def pytest_sessionstart(session) -> None:
+    session.config._smg_shm_before = shm_files()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """The suite must leave no smg-fast-* file in /dev/shm (each is someone's leak)."""
+    before = getattr(session.config, "_smg_shm_before", set())
+    leaked = sorted(shm_files() - before)
+    if leaked:
+        for name in leaked:
+            (SHM_DIR / name).unlink(missing_ok=True)
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        msg = f"FAILED: {len(leaked)} smg-fast shm segment(s) left in /dev/shm: {leaked[:5]}"
+        if tr is not None:
+            tr.write_line(msg, red=True, bold=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _pool_ready() -> set[str]:
+    """Segments servers in this process hold ready in their pools (owned, not leaked)."""
+    import sys
+
+    pool = sys.modules.get("smg_fast.shm_pool")
+    return pool.ready_segment_names() if pool is not None else set()
+
+
+@pytest.fixture
+def no_shm_leak():
+    """Fails the test if it leaves a new smg-fast segment in /dev/shm (segments a live server
+    keeps ready in its pool are not leaks)."""
+    import time
+
+    before = shm_files()
+    yield
+    deadline = time.monotonic() + 2.0
+    while True:  # a pool may be between creating a segment and listing it as ready
+        leaked = shm_files() - before - _pool_ready()
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert not leaked, f"shm segments leaked: {sorted(leaked)}"
+
+
+@pytest.fixture(scope="session")
+def small_jpegs(real_images) -> dict[str, bytes]:
+    """Small JPEGs of real photos (fast to serve, still real content), several sizes/ratios."""
+    sizes = {"chelsea": (120, 80), "rocket": (96, 64), "coffee": (90, 60), "astronaut": (72, 72),
+             "grace_hopper": (64, 75), "china": (128, 85), "flower": (100, 67),
+             "hubble": (115, 100)}
+    out = {}
+    for name, size in sizes.items():
+        im = real_images.rgb(name).resize(size, Image.Resampling.BICUBIC)
+        out[name] = encode(im, "JPEG", quality=90)
+    return out
+
+
+@pytest.fixture(scope="session")
+def start_server():
+    """Factory: start_server(**ServerConfig fields) -> a running BackgroundServer on a free
+    127.0.0.1 port (stopped at the end of the session, or by the test)."""
+    from smg_fast.server import BackgroundServer, ServerConfig
+
+    started = []
+
+    def factory(**fields):
+        fields.setdefault("host", "127.0.0.1")
+        fields.setdefault("port", 0)
+        fields.setdefault("workers", 2)
+        fields.setdefault("drain_timeout_s", 5.0)
+        srv = BackgroundServer(ServerConfig(**fields)).start()
+        started.append(srv)
+        return srv
+
+    yield factory
+    for srv in started:
+        srv.stop(timeout=2.0)

@@ -1,0 +1,126 @@
+from . import tensor_pb2 as _tensor_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MediaItem(_message.Message):
+    __slots__ = ("data", "url")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    url: str
+    def __init__(self, data: _Optional[bytes] = ..., url: _Optional[str] = ...) -> None: ...
+
+class PreprocessRequest(_message.Message):
+    __slots__ = ("request_id", "model", "items", "dtype", "transport", "shm_namespace", "min_pixels", "max_pixels")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    SHM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    MIN_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    model: str
+    items: _containers.RepeatedCompositeFieldContainer[MediaItem]
+    dtype: str
+    transport: str
+    shm_namespace: str
+    min_pixels: int
+    max_pixels: int
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., items: _Optional[_Iterable[_Union[MediaItem, _Mapping]]] = ..., dtype: _Optional[str] = ..., transport: _Optional[str] = ..., shm_namespace: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ...) -> None: ...
+
+class ProcessedItem(_message.Message):
+    __slots__ = ("pixel_values", "grid_thw", "num_tokens", "content_hash", "cache_hit", "transport")
+    PIXEL_VALUES_FIELD_NUMBER: _ClassVar[int]
+    GRID_THW_FIELD_NUMBER: _ClassVar[int]
+    NUM_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HIT_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    pixel_values: _tensor_pb2.TensorData
+    grid_thw: _containers.RepeatedScalarFieldContainer[int]
+    num_tokens: int
+    content_hash: bytes
+    cache_hit: bool
+    transport: str
+    def __init__(self, pixel_values: _Optional[_Union[_tensor_pb2.TensorData, _Mapping]] = ..., grid_thw: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ..., content_hash: _Optional[bytes] = ..., cache_hit: _Optional[bool] = ..., transport: _Optional[str] = ...) -> None: ...
+
+class Timings(_message.Message):
+    __slots__ = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
+    QUEUE_US_FIELD_NUMBER: _ClassVar[int]
+    DECODE_US_FIELD_NUMBER: _ClassVar[int]
+    PREPROCESS_US_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_US_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_US_FIELD_NUMBER: _ClassVar[int]
+    queue_us: int
+    decode_us: int
+    preprocess_us: int
+    transport_us: int
+    total_us: int
+    def __init__(self, queue_us: _Optional[int] = ..., decode_us: _Optional[int] = ..., preprocess_us: _Optional[int] = ..., transport_us: _Optional[int] = ..., total_us: _Optional[int] = ...) -> None: ...
+
+class PreprocessResponse(_message.Message):
+    __slots__ = ("request_id", "items", "timings")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    items: _containers.RepeatedCompositeFieldContainer[ProcessedItem]
+    timings: Timings
+    def __init__(self, request_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ProcessedItem, _Mapping]]] = ..., timings: _Optional[_Union[Timings, _Mapping]] = ...) -> None: ...
+
+class GetModelInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ModelInfo(_message.Message):
+    __slots__ = ("name", "family", "config_fingerprint", "patch_size", "merge_size", "temporal_patch_size", "default_dtype", "min_pixels", "max_pixels", "max_image_pixels", "source")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    PATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MERGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TEMPORAL_PATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_DTYPE_FIELD_NUMBER: _ClassVar[int]
+    MIN_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_IMAGE_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    family: str
+    config_fingerprint: str
+    patch_size: int
+    merge_size: int
+    temporal_patch_size: int
+    default_dtype: str
+    min_pixels: int
+    max_pixels: int
+    max_image_pixels: int
+    source: str
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., config_fingerprint: _Optional[str] = ..., patch_size: _Optional[int] = ..., merge_size: _Optional[int] = ..., temporal_patch_size: _Optional[int] = ..., default_dtype: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., max_image_pixels: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
+
+class GetModelInfoResponse(_message.Message):
+    __slots__ = ("models", "default_model", "shm_namespace", "default_transport", "shm_min_bytes", "max_message_bytes", "pixel_cache_bytes", "version")
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODEL_FIELD_NUMBER: _ClassVar[int]
+    SHM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    SHM_MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PIXEL_CACHE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
+    default_model: str
+    shm_namespace: str
+    default_transport: str
+    shm_min_bytes: int
+    max_message_bytes: int
+    pixel_cache_bytes: int
+    version: str
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., default_model: _Optional[str] = ..., shm_namespace: _Optional[str] = ..., default_transport: _Optional[str] = ..., shm_min_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., pixel_cache_bytes: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...

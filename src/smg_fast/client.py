@@ -1,0 +1,318 @@
+"""Clients of the smg-fast service (needs the ``server`` extra).
+
+    from smg_fast.client import Client
+    with Client("127.0.0.1:50051") as c:
+        out = c.preprocess(["photo.jpg", jpeg_bytes], dtype="bfloat16")
+        out.pixel_values, out.image_grid_thw, out.items[0].cache_hit
+
+``AsyncClient`` has the same methods as coroutines. Images are bytes (sent as is), paths (read
+here and sent as bytes) or URL strings (``data:...``, ``file://...``: resolved by the server).
+The default transport ``auto`` gets /dev/shm handles when client and server share /dev/shm and
+inline bytes otherwise; either way the arrays come back materialized (shm segments are mapped
+and unlinked).
+
+    python -m smg_fast.client IMAGE... --target host:port
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ._proto import preprocessor_pb2 as pb
+from ._proto import preprocessor_pb2_grpc as pb_grpc
+from .tensors import read_tensor, shm_namespace
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+@dataclass
+class PreprocessedImage:
+    pixel_values: Any  # np.ndarray, or a torch tensor with as_torch
+    grid_thw: tuple[int, int, int]
+    num_tokens: int
+    content_hash: bytes
+    cache_hit: bool
+    transport: str
+
+
+@dataclass
+class PreprocessResult:
+    request_id: str
+    items: list[PreprocessedImage]
+    timings: dict[str, int] = field(default_factory=dict)  # server-side microseconds
+    latency_s: float = 0.0  # client-side, send to materialized arrays
+
+    @property
+    def pixel_values(self) -> Any:
+        """All images' patches concatenated (a copy when there are several images)."""
+        parts = [i.pixel_values for i in self.items]
+        if len(parts) == 1:
+            return parts[0]
+        if not isinstance(parts[0], np.ndarray):
+            import torch
+
+            return torch.cat(parts)
+        return np.concatenate(parts)
+
+    @property
+    def image_grid_thw(self) -> np.ndarray:
+        return np.array([i.grid_thw for i in self.items], dtype=np.int64).reshape(-1, 3)
+
+    @property
+    def num_tokens(self) -> np.ndarray:
+        return np.array([i.num_tokens for i in self.items], dtype=np.int64)
+
+
+def _media_item(image: Any) -> Any:
+    if isinstance(image, pb.MediaItem):
+        return image
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return pb.MediaItem(data=bytes(image))
+    if isinstance(image, str) and image[:5].lower() in ("data:", "file:"):
+        return pb.MediaItem(url=image)
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as fh:
+            return pb.MediaItem(data=fh.read())
+    raise TypeError(f"images must be bytes, a path or a data:/file:// URL string, got "
+                    f"{type(image).__name__}")
+
+
+def build_request(images: Any, *, model: str | None = None, dtype: str = "float32",
+                  transport: str = "auto", min_pixels: int | None = None,
+                  max_pixels: int | None = None, request_id: str | None = None,
+                  namespace: str | None = None) -> Any:
+    items = list(images) if isinstance(images, (list, tuple)) else [images]
+    req = pb.PreprocessRequest(
+        request_id=request_id or uuid.uuid4().hex, model=model or "", dtype=dtype,
+        transport=transport, shm_namespace=namespace if namespace is not None else "",
+        items=[_media_item(i) for i in items])
+    if min_pixels is not None:
+        req.min_pixels = int(min_pixels)
+    if max_pixels is not None:
+        req.max_pixels = int(max_pixels)
+    return req
+
+
+def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True) -> PreprocessResult:
+    """Materializes every item (mapping and unlinking shm segments)."""
+    items = []
+    for it in resp.items:
+        items.append(PreprocessedImage(
+            pixel_values=read_tensor(it.pixel_values, as_torch=as_torch, unlink=unlink),
+            grid_thw=tuple(int(v) for v in it.grid_thw), num_tokens=int(it.num_tokens),
+            content_hash=bytes(it.content_hash), cache_hit=bool(it.cache_hit),
+            transport=it.transport or it.pixel_values.WhichOneof("payload") or ""))
+    t = resp.timings
+    timings = {k: int(getattr(t, k)) for k in ("queue_us", "decode_us", "preprocess_us",
+                                               "transport_us", "total_us")}
+    return PreprocessResult(resp.request_id, items, timings)
+
+
+def _options(max_message_mb: int) -> list[tuple[str, int]]:
+    limit = max_message_mb * 1024 * 1024
+    return [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
+
+
+def _info_dict(msg: Any) -> dict[str, Any]:
+    """A message as a plain dict (ints stay ints, repeated messages become lists of dicts)."""
+    out: dict[str, Any] = {}
+    for f in msg.DESCRIPTOR.fields:
+        value = getattr(msg, f.name)
+        if f.message_type is not None:
+            if f.is_repeated:
+                out[f.name] = [_info_dict(v) for v in value]
+            else:
+                out[f.name] = _info_dict(value)
+        else:
+            out[f.name] = list(value) if f.is_repeated else value
+    return out
+
+
+class Client:
+    """Synchronous client. ``timeout`` (seconds) applies to every call unless overridden."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
+                 timeout: float | None = None) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.namespace = shm_namespace()
+        self._channel = grpc.insecure_channel(target, options=_options(max_message_mb))
+        self._stub = pb_grpc.PreprocessorStub(self._channel)
+
+    def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
+                   transport: str = "auto", *, min_pixels: int | None = None,
+                   max_pixels: int | None = None, request_id: str | None = None,
+                   as_torch: bool = False, timeout: float | None = None) -> PreprocessResult:
+        """Raises grpc.RpcError with the server's status code and message on failure."""
+        req = build_request(images, model=model, dtype=dtype, transport=transport,
+                            min_pixels=min_pixels, max_pixels=max_pixels,
+                            request_id=request_id, namespace=self.namespace)
+        t0 = time.perf_counter()
+        resp = self._stub.Preprocess(req, timeout=timeout or self.timeout)
+        out = read_response(resp, as_torch=as_torch)
+        out.latency_s = time.perf_counter() - t0
+        return out
+
+    def model_info(self, timeout: float | None = None) -> dict[str, Any]:
+        return _info_dict(self._stub.GetModelInfo(pb.GetModelInfoRequest(),
+                                                  timeout=timeout or self.timeout))
+
+    def health(self, service: str = "", timeout: float | None = None) -> str:
+        """"SERVING", "NOT_SERVING", ... of the server (or one of its services)."""
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        resp = stub.Check(health_pb2.HealthCheckRequest(service=service),
+                          timeout=timeout or self.timeout or 10)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """asyncio client (grpc.aio); create it inside the event loop that uses it."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
+                 timeout: float | None = None) -> None:
+        self.target = target
+        self.timeout = timeout
+        self.namespace = shm_namespace()
+        self._channel = grpc.aio.insecure_channel(target, options=_options(max_message_mb))
+        self._stub = pb_grpc.PreprocessorStub(self._channel)
+
+    async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
+                         transport: str = "auto", *, min_pixels: int | None = None,
+                         max_pixels: int | None = None, request_id: str | None = None,
+                         as_torch: bool = False,
+                         timeout: float | None = None) -> PreprocessResult:
+        req = build_request(images, model=model, dtype=dtype, transport=transport,
+                            min_pixels=min_pixels, max_pixels=max_pixels,
+                            request_id=request_id, namespace=self.namespace)
+        t0 = time.perf_counter()
+        resp = await self._stub.Preprocess(req, timeout=timeout or self.timeout)
+        out = read_response(resp, as_torch=as_torch)
+        out.latency_s = time.perf_counter() - t0
+        return out
+
+    async def model_info(self, timeout: float | None = None) -> dict[str, Any]:
+        return _info_dict(await self._stub.GetModelInfo(pb.GetModelInfoRequest(),
+                                                        timeout=timeout or self.timeout))
+
+    async def health(self, service: str = "", timeout: float | None = None) -> str:
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        resp = await stub.Check(health_pb2.HealthCheckRequest(service=service),
+                                timeout=timeout or self.timeout or 10)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+# ------------------------------------------------------------------------------------------
+# CLI
+# ------------------------------------------------------------------------------------------
+
+
+def _verify(info: dict[str, Any], model: str | None, image: str, dtype: str,
+            got: np.ndarray) -> str:
+    """Compares with the in-process processor when the server's config is a built-in one."""
+    from . import load_processor
+
+    name = model or info.get("default_model", "")
+    spec = next((m for m in info.get("models", []) if m.get("name") == name), None)
+    if spec is None:
+        return "verify skipped: unknown model"
+    try:
+        proc = load_processor(spec["source"])
+    except (ValueError, TypeError, OSError):
+        return "verify skipped: the server's model folder is not readable here"
+    if proc.config.fingerprint != spec.get("config_fingerprint"):
+        return "verify skipped: local config differs from the server's"
+    ref = proc(image, dtype=dtype)["pixel_values"]
+    return "identical to in-process" if np.array_equal(ref, got) else "DIFFERS from in-process"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m smg_fast.client",
+        description="Send images to an smg-fast server and print what comes back per image: "
+                    "shape, grid, tokens, cache hit, transport, latency.")
+    ap.add_argument("images", nargs="*", help="image files (sent as bytes), or data:/file:// "
+                                              "URLs (resolved by the server)")
+    ap.add_argument("--target", default=os.environ.get("SMG_FAST_TARGET", DEFAULT_TARGET),
+                    help="server host:port [env SMG_FAST_TARGET] (default %(default)s)")
+    ap.add_argument("--model", default=None, help="model name (default: the server's)")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--transport", default="auto",
+                    choices=["", "inline", "shm", "auto", "rdma"],
+                    help="'' = the server's default (default %(default)s)")
+    ap.add_argument("--repeat", type=int, default=1, help="requests per image (each printed)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per call")
+    ap.add_argument("--info", action="store_true", help="print the server's models and "
+                                                        "settings")
+    ap.add_argument("--verify", action="store_true",
+                    help="compare with the in-process processor (built-in models)")
+    args = ap.parse_args(argv)
+    if not args.images and not args.info:
+        ap.error("give image files, or --info")
+    status = 0
+    with Client(args.target, timeout=args.timeout) as client:
+        try:
+            info = client.model_info() if (args.info or args.verify) else {}
+        except grpc.RpcError as exc:
+            print(f"error: {args.target}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return 1
+        if args.info:
+            import json
+
+            print(json.dumps(info, indent=2))
+        for image in args.images:
+            for _ in range(max(1, args.repeat)):
+                try:
+                    out = client.preprocess(image, model=args.model, dtype=args.dtype,
+                                            transport=args.transport)
+                except grpc.RpcError as exc:
+                    print(f"{image}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+                    status = 1
+                    break
+                except OSError as exc:
+                    print(f"{image}: {exc}", file=sys.stderr)
+                    status = 1
+                    break
+                it = out.items[0]
+                px = it.pixel_values
+                line = (f"{image}: pixel_values {tuple(px.shape)} {args.dtype} grid_thw "
+                        f"{list(it.grid_thw)} tokens {it.num_tokens} cache_hit "
+                        f"{str(it.cache_hit).lower()} transport {it.transport} "
+                        f"{out.latency_s * 1e3:.2f} ms (server {out.timings['total_us'] / 1e3:.2f}"
+                        " ms)")
+                if args.verify and not image.startswith(("data:", "file:")):
+                    line += " | " + _verify(info, args.model, image, args.dtype, px)
+                print(line, flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

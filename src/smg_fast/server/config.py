@@ -1,0 +1,190 @@
+"""Server settings: one source per setting. Each is a CLI flag whose default comes from its
+environment variable, else the built-in default shown in ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from PIL import Image
+
+TRANSPORTS = ("inline", "shm", "auto", "rdma")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _default_max_image_pixels() -> int:
+    return int(Image.MAX_IMAGE_PIXELS or 0)
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    models: list[tuple[str, str]] = field(default_factory=lambda: [("qwen2_vl", "qwen2_vl")])
+    workers: int = field(default_factory=_default_workers)
+    max_message_mb: int = 256
+    pixel_cache_mb: int = 0
+    transport: str = "inline"
+    shm_min_bytes: int = 65536
+    allowed_media_dirs: list[str] = field(default_factory=list)
+    max_image_pixels: int = field(default_factory=_default_max_image_pixels)
+    metrics_port: int = 0
+    log_level: str = "info"
+    drain_timeout_s: float = 30.0
+    shm_ttl_s: float = 600.0
+    shm_pool_mb: int = 256
+    shm_dir: str = "/dev/shm"
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * 1024 * 1024
+
+    def validate(self) -> ServerConfig:
+        if not self.models:
+            raise ValueError("at least one --model is needed")
+        names = [n for n, _ in self.models]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate model names: {names}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"--port must be 0..65535, got {self.port}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"--metrics-port must be 0..65535, got {self.metrics_port}")
+        if not 1 <= self.workers <= 1024:
+            raise ValueError(f"--workers must be 1..1024, got {self.workers}")
+        if not 1 <= self.max_message_mb <= 2047:
+            raise ValueError(f"--max-message-mb must be 1..2047, got {self.max_message_mb}")
+        if min(self.pixel_cache_mb, self.shm_min_bytes, self.max_image_pixels,
+               self.shm_pool_mb) < 0:
+            raise ValueError("--pixel-cache-mb, --shm-min-bytes, --shm-pool-mb and "
+                             "--max-image-pixels must be >= 0")
+        if self.transport not in TRANSPORTS:
+            raise ValueError(f"--transport must be one of {TRANSPORTS}, got {self.transport!r}")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
+        if self.drain_timeout_s < 0 or self.shm_ttl_s < 0:
+            raise ValueError("--drain-timeout-s and --shm-ttl-s must be >= 0")
+        for d in self.allowed_media_dirs:
+            if not os.path.isdir(d):
+                raise ValueError(f"--allowed-media-dir {d!r} is not a directory")
+        return self
+
+
+def parse_model(spec: str) -> tuple[str, str]:
+    """NAME=FAMILY_OR_DIR, or a bare family / folder (named after itself)."""
+    spec = spec.strip()
+    if not spec:
+        raise argparse.ArgumentTypeError("empty --model")
+    name, sep, source = spec.partition("=")
+    if not sep:
+        source = spec
+        name = os.path.basename(os.path.normpath(spec)) if os.sep in spec else spec
+    if not name or not source:
+        raise argparse.ArgumentTypeError(f"--model must be NAME=FAMILY_OR_DIR, got {spec!r}")
+    return name, source
+
+
+# (flag, env var, type, help); defaults come from ServerConfig.
+_OPTIONS: list[tuple[str, str, type, str]] = [
+    ("--host", "SMG_FAST_HOST", str, "address to listen on (gRPC and metrics)"),
+    ("--port", "SMG_FAST_PORT", int, "gRPC port (0 = any free port, logged at start)"),
+    ("--workers", "SMG_FAST_WORKERS", int,
+     "preprocessing worker threads (decode + native core run there, never on the event "
+     "loop); default: the CPUs this process may use"),
+    ("--max-message-mb", "SMG_FAST_MAX_MESSAGE_MB", int,
+     "largest gRPC message in MiB, both directions"),
+    ("--pixel-cache-mb", "SMG_MM_PIXEL_CACHE_MB", int,
+     "pixel cache budget in MiB (0 = off)"),
+    ("--transport", "SMG_MM_TENSOR_TRANSPORT", str,
+     "transport when a request names none: inline | shm | auto | rdma (rdma falls back to "
+     "shm/inline in this version)"),
+    ("--shm-min-bytes", "SMG_MM_SHM_MIN_BYTES", int, "tensors smaller than this go inline"),
+    ("--shm-pool-mb", "SMG_FAST_SHM_POOL_MB", int,
+     "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
+     "does not pay for fresh pages (0 = off)"),
+    ("--max-image-pixels", "SMG_FAST_MAX_IMAGE_PIXELS", int,
+     "reject decoded images with more pixels (0 = no limit); default Pillow's limit"),
+    ("--metrics-port", "SMG_FAST_METRICS_PORT", int, "Prometheus /metrics port (0 = off)"),
+    ("--log-level", "SMG_FAST_LOG_LEVEL", str, "debug | info | warning | error"),
+    ("--drain-timeout-s", "SMG_FAST_DRAIN_TIMEOUT_S", float,
+     "on SIGTERM/SIGINT: how long to wait for in-flight requests and for consumers to read "
+     "delivered shm segments before unlinking them"),
+    ("--shm-ttl-s", "SMG_FAST_SHM_TTL_S", float,
+     "unlink shm segments no consumer read within this time (0 = keep until shutdown)"),
+]
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    env = os.environ if environ is None else environ
+    base = ServerConfig()
+    ap = argparse.ArgumentParser(
+        prog="python -m smg_fast.server",
+        description="smg-fast encode-stage service: raw images in over gRPC, exact VLM encoder "
+                    "inputs out (inline, /dev/shm or RDMA handles). Every option can also be "
+                    "set by the environment variable shown; the flag wins.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for flag, var, typ, text in _OPTIONS:
+        dest = flag[2:].replace("-", "_")
+        default = getattr(base, dest)
+        if var in env and env[var] != "":
+            try:
+                default = typ(env[var])
+            except ValueError:
+                ap.error(f"environment variable {var}={env[var]!r} is not a valid {typ.__name__}")
+        ap.add_argument(flag, type=typ, default=default, help=f"{text} [env {var}]")
+    env_models = [s for s in env.get("SMG_FAST_MODELS", "").split(",") if s.strip()]
+    ap.add_argument(
+        "--model", dest="models", action="append", type=parse_model,
+        default=argparse.SUPPRESS,
+        metavar="NAME=FAMILY_OR_DIR",
+        help="a processor to load: NAME=qwen2_vl|qwen2_5_vl|qwen3_vl|kimi_k25 or "
+             "NAME=/path/to/hf_model_folder (repeatable; the first is the default) "
+             "[env SMG_FAST_MODELS, comma-separated] (default: qwen2_vl=qwen2_vl)")
+    ap.add_argument(
+        "--allowed-media-dir", dest="allowed_media_dirs", action="append",
+        default=argparse.SUPPRESS,
+        metavar="DIR",
+        help="directory whose files requests may name by path or file:// URL (repeatable; "
+             "none = file URLs disabled) [env SMG_FAST_ALLOWED_MEDIA_DIRS, "
+             f"'{os.pathsep}'-separated]")
+    ap.set_defaults(_env_models=env_models,
+                    _env_dirs=[d for d in env.get("SMG_FAST_ALLOWED_MEDIA_DIRS", "")
+                               .split(os.pathsep) if d])
+    return ap
+
+
+def config_from_args(argv: Sequence[str] | None = None,
+                     environ: Mapping[str, str] | None = None) -> ServerConfig:
+    ap = build_parser(environ)
+    ns = ap.parse_args(argv)
+    models = getattr(ns, "models", None)
+    if models is None:
+        try:
+            models = [parse_model(s) for s in ns._env_models] or ServerConfig().models
+        except argparse.ArgumentTypeError as exc:
+            ap.error(f"SMG_FAST_MODELS: {exc}")
+    dirs = getattr(ns, "allowed_media_dirs", None)
+    dirs = ns._env_dirs if dirs is None else dirs
+    cfg = ServerConfig(
+        host=ns.host, port=ns.port, models=models, workers=ns.workers,
+        max_message_mb=ns.max_message_mb, pixel_cache_mb=ns.pixel_cache_mb,
+        transport=ns.transport, shm_min_bytes=ns.shm_min_bytes,
+        allowed_media_dirs=[os.path.abspath(d) for d in dirs],
+        max_image_pixels=ns.max_image_pixels, metrics_port=ns.metrics_port,
+        log_level=ns.log_level.lower(), drain_timeout_s=ns.drain_timeout_s,
+        shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb,
+    )
+    try:
+        return cfg.validate()
+    except ValueError as exc:
+        ap.error(str(exc))
+    raise AssertionError("unreachable")

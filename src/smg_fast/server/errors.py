@@ -1,0 +1,14 @@
+"""The one exception the service turns into a gRPC status."""
+
+from __future__ import annotations
+
+import grpc
+
+
+class RequestError(Exception):
+    """A request that cannot be served: ``code`` and ``message`` go to the caller as is."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

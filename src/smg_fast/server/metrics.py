@@ -1,0 +1,76 @@
+"""Prometheus metrics of one server (its own registry, so several servers can share a process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+_LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                    0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _StatsCollector:
+    """Exports dicts of counters / gauges read at scrape time (pixel cache, scratch pools, shm)."""
+
+    def __init__(self, sources: dict[str, Callable[[], dict[str, Any]]],
+                 counters: set[str]) -> None:
+        self._sources = sources
+        self._counters = counters
+
+    def collect(self) -> Iterator[Any]:
+        for prefix, fn in self._sources.items():
+            try:
+                stats = fn()
+            except Exception:  # a scrape never breaks the server
+                continue
+            for key, value in stats.items():
+                name = f"smg_fast_{prefix}_{key}"
+                if f"{prefix}.{key}" in self._counters:
+                    yield CounterMetricFamily(name, f"{prefix} {key}", value=float(value))
+                else:
+                    yield GaugeMetricFamily(name, f"{prefix} {key}", value=float(value))
+
+
+class Metrics:
+    def __init__(self, sources: dict[str, Callable[[], dict[str, Any]]] | None = None) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter("smg_fast_requests", "Preprocess requests by model, requested "
+                                "transport and gRPC status", ["model", "transport", "status"],
+                                registry=r)
+        self.request_seconds = Histogram("smg_fast_request_seconds", "Preprocess latency on "
+                                         "the server", ["model"], buckets=_LATENCY_BUCKETS,
+                                         registry=r)
+        self.decode_seconds = Histogram("smg_fast_decode_seconds", "Per image: read, hash, "
+                                        "decode and size", buckets=_LATENCY_BUCKETS, registry=r)
+        self.preprocess_seconds = Histogram("smg_fast_preprocess_seconds", "Per image: resize "
+                                            "+ normalize + patchify", buckets=_LATENCY_BUCKETS,
+                                            registry=r)
+        self.transport_seconds = Histogram("smg_fast_transport_seconds", "Per image: writing "
+                                           "the tensor to its transport", ["transport"],
+                                           buckets=_LATENCY_BUCKETS, registry=r)
+        self.bytes_out = Counter("smg_fast_bytes_out", "Tensor bytes handed out", ["transport"],
+                                 registry=r)
+        self.fallbacks = Counter("smg_fast_transport_fallbacks", "Requests whose transport "
+                                 "could not be used", ["requested", "used"], registry=r)
+        self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
+                               registry=r)
+        counters = {f"pixel_cache.{k}" for k in ("hits", "misses", "coalesced", "evictions",
+                                                 "inserts", "rejected")}
+        counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops")}
+        counters |= {"shm.created", "shm.expired", "shm.released", "shm_pool.hits",
+                     "shm_pool.misses", "shm_pool.made"}
+        r.register(_StatsCollector(sources or {}, counters))
+        self._http: Any = None
+
+    def serve(self, host: str, port: int) -> None:
+        out = start_http_server(port, addr=host, registry=self.registry)
+        self._http = out[0] if isinstance(out, tuple) else None
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None

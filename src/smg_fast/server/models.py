@@ -1,0 +1,80 @@
+"""The processors a server loaded, and their per-request min/max-pixel variants."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import grpc
+
+from ..config import _validate as validate_config
+from ..processors import KimiK25Processor, Processor, QwenVLProcessor, load_processor
+from .errors import RequestError
+
+_INVALID = grpc.StatusCode.INVALID_ARGUMENT
+_MAX_VARIANTS = 64
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    source: str
+    proc: Processor
+    fingerprint: str
+
+
+class ModelSet:
+    """The processors loaded at start, plus a small LRU of per-request min/max-pixel variants."""
+
+    def __init__(self, specs: list[tuple[str, str]], max_image_pixels: int) -> None:
+        limit = max_image_pixels or None
+        self.models: dict[str, LoadedModel] = {}
+        for name, source in specs:
+            try:
+                proc = load_processor(source, max_image_pixels=limit)
+            except (ValueError, TypeError, OSError) as exc:
+                raise ValueError(f"--model {name}={source}: {exc}") from exc
+            self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
+        self.default = specs[0][0]
+        self._variants: OrderedDict[tuple[str, int, int], tuple[Processor, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> LoadedModel:
+        model = self.models.get(name or self.default)
+        if model is None:
+            raise RequestError(_INVALID, f"unknown model {name!r}; this server serves "
+                                         f"{sorted(self.models)}")
+        return model
+
+    def variant(self, model: LoadedModel, min_pixels: int | None,
+                max_pixels: int | None) -> tuple[Processor, str]:
+        """(processor, fingerprint) for the model with its smart_resize range overridden."""
+        if min_pixels is None and max_pixels is None:
+            return model.proc, model.fingerprint
+        cfg = model.proc.config
+        if not cfg.is_qwen:
+            raise RequestError(_INVALID, f"min_pixels/max_pixels apply to Qwen models only, "
+                                         f"{model.name!r} is {cfg.family}")
+        lo = cfg.min_pixels if min_pixels is None else min_pixels
+        hi = cfg.max_pixels if max_pixels is None else max_pixels
+        key = (model.name, lo, hi)
+        with self._lock:
+            hit = self._variants.get(key)
+            if hit is not None:
+                self._variants.move_to_end(key)
+                return hit
+        try:
+            new_cfg = dataclasses.replace(cfg, min_pixels=lo, max_pixels=hi)
+            validate_config(new_cfg)
+        except ValueError as exc:
+            raise RequestError(_INVALID, f"min_pixels={lo}, max_pixels={hi}: {exc}") from None
+        cls = QwenVLProcessor if new_cfg.is_qwen else KimiK25Processor
+        proc = cls(new_cfg)
+        out = (proc, new_cfg.fingerprint)
+        with self._lock:
+            self._variants[key] = out
+            while len(self._variants) > _MAX_VARIANTS:
+                self._variants.popitem(last=False)
+        return out

@@ -1,0 +1,341 @@
+"""The Preprocess work itself, run in a worker thread: parse, validate, decode, preprocess (through
+the pixel cache when on), deliver each tensor inline or in /dev/shm, serialize.
+
+Every failure becomes a RequestError carrying its gRPC status; every shm segment created for a
+request that then fails is unlinked before the error leaves.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+from blake3 import blake3
+from google.protobuf.message import DecodeError
+
+from .. import __version__, _native
+from .._dtypes import parse_dtype
+from .._proto import preprocessor_pb2 as pb
+from .._proto import tensor_pb2
+from ..cache import CacheEntry, PixelCache, cache_key
+from ..errors import InvalidImageError
+from ..processors import Processor
+from ..shm import ShmRegistry, owner_id
+from .config import TRANSPORTS, ServerConfig
+from .errors import RequestError
+from .inputs import resolve_item
+from .metrics import Metrics
+from .models import ModelSet
+
+log = logging.getLogger("smg_fast.server")
+
+MAX_ITEMS = 1024  # images per request
+_OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
+_INVALID = grpc.StatusCode.INVALID_ARGUMENT
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def _us(seconds: float) -> int:
+    return max(0, int(seconds * 1e6))
+
+
+@dataclass
+class Timer:
+    decode: float = 0.0
+    preprocess: float = 0.0
+    transport: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """A served request: the serialized response and what the caller's side needs to know."""
+
+    payload: bytes
+    segments: list[str] = field(default_factory=list)
+    model: str = ""
+    transport: str = ""
+
+
+@dataclass
+class _Item:
+    index: int
+    data: bytes
+    digest: bytes
+
+
+class PreprocessService:
+    def __init__(self, config: ServerConfig, models: ModelSet, cache: PixelCache | None,
+                 registry: ShmRegistry, metrics: Metrics, namespace: str) -> None:
+        self.config = config
+        self.models = models
+        self.cache = cache
+        self.registry = registry
+        self.metrics = metrics
+        self.namespace = namespace
+        self._rdma_warned = False
+        self._info = self._model_info().SerializeToString()
+
+    # ---- GetModelInfo ----
+
+    def _model_info(self) -> Any:
+        out = pb.GetModelInfoResponse(
+            default_model=self.models.default, shm_namespace=self.namespace,
+            default_transport=self.config.transport, shm_min_bytes=self.config.shm_min_bytes,
+            max_message_bytes=self.config.max_message_bytes,
+            pixel_cache_bytes=self.cache.capacity_bytes if self.cache is not None else 0,
+            version=__version__)
+        for m in self.models.models.values():
+            c = m.proc.config
+            out.models.add(name=m.name, family=c.family, config_fingerprint=m.fingerprint,
+                           patch_size=c.patch_size, merge_size=c.merge_size,
+                           temporal_patch_size=c.temporal_patch_size, default_dtype="float32",
+                           min_pixels=c.min_pixels or 0, max_pixels=c.max_pixels or 0,
+                           max_image_pixels=c.max_image_pixels or 0, source=m.source)
+        return out
+
+    def model_info(self) -> bytes:
+        return self._info
+
+    # ---- warm-up ----
+
+    def warm_up(self) -> None:
+        """Runs every loaded processor once on a small image (builds LUTs, fills pools)."""
+        import io
+
+        from PIL import Image
+
+        from ..__main__ import test_pattern
+
+        buf = io.BytesIO()
+        Image.fromarray(test_pattern(96, 64)).save(buf, "PNG")
+        for m in self.models.models.values():
+            batch = m.proc.prepare(buf.getvalue(), "float32")
+            batch.write_into(_native.pooled_empty(batch.nbytes).view(batch.np_dtype))
+
+    # ---- Preprocess ----
+
+    def preprocess(self, raw: bytes, received: float, outcome: Outcome | None = None) -> Outcome:
+        """Serves one request (in a worker thread); fills and returns outcome (its model and
+        transport are set as soon as known, for the caller's metrics). Raises RequestError."""
+        start = time.perf_counter()
+        outcome = Outcome(b"") if outcome is None else outcome
+        try:
+            req = pb.PreprocessRequest.FromString(raw)
+        except DecodeError:
+            raise RequestError(_INVALID, "malformed PreprocessRequest message") from None
+        model = self.models.get(req.model)
+        outcome.model = model.name
+        try:
+            dtype = parse_dtype(req.dtype or "float32")
+        except ValueError:
+            raise RequestError(_INVALID, f"unsupported dtype {req.dtype!r}: use 'float32', "
+                                         "'bfloat16' or 'float16'") from None
+        requested = req.transport or self.config.transport
+        if requested not in TRANSPORTS:
+            raise RequestError(_INVALID, f"unknown transport {req.transport!r}: use one of "
+                                         f"{TRANSPORTS} or '' for the server default")
+        outcome.transport = requested
+        min_px = req.min_pixels if req.HasField("min_pixels") and req.min_pixels else None
+        max_px = req.max_pixels if req.HasField("max_pixels") and req.max_pixels else None
+        proc, fingerprint = self.models.variant(model, min_px, max_px)
+        if not req.items:
+            raise RequestError(_INVALID, "request has no items")
+        if len(req.items) > MAX_ITEMS:
+            raise RequestError(_INVALID, f"{len(req.items)} items, at most {MAX_ITEMS} per "
+                                         "request")
+        shm_ok = self._shm_allowed(requested, req.shm_namespace)
+        resp = pb.PreprocessResponse(request_id=req.request_id)
+        timer = Timer()
+        inline_budget = self.config.max_message_bytes - _OVERHEAD
+        try:
+            for index, item in enumerate(req.items):
+                t0 = time.perf_counter()
+                data = resolve_item(index, item, self.config.allowed_media_dirs,
+                                    self.config.max_message_bytes)
+                it = _Item(index, data, blake3(data).digest())
+                timer.decode += time.perf_counter() - t0
+                out = resp.items.add(content_hash=it.digest)
+                if self.cache is None:
+                    inline_budget = self._uncached(proc, it, dtype, shm_ok, out, timer,
+                                                   inline_budget, outcome)
+                else:
+                    inline_budget = self._cached(proc, fingerprint, it, dtype, shm_ok, out,
+                                                 timer, inline_budget, outcome)
+            resp.timings.queue_us = _us(start - received)
+            resp.timings.decode_us = _us(timer.decode)
+            resp.timings.preprocess_us = _us(timer.preprocess)
+            resp.timings.transport_us = _us(timer.transport)
+            resp.timings.total_us = _us(time.perf_counter() - received)
+            payload = resp.SerializeToString()
+            if len(payload) > self.config.max_message_bytes:
+                raise self._too_big(len(payload))
+            outcome.payload = payload
+            return outcome
+        except BaseException:
+            self.release(outcome)
+            raise
+
+    def release(self, outcome: Outcome) -> None:
+        """Unlinks the segments of a request that will not be answered."""
+        for name in outcome.segments:
+            self.registry.release(name)
+        outcome.segments.clear()
+
+    def _shm_allowed(self, requested: str, namespace: str) -> bool:
+        if requested == "inline":
+            return False
+        if requested == "shm":
+            return True
+        same_host = namespace == self.namespace
+        if requested == "rdma":
+            used = "shm" if same_host else "inline"
+            self.metrics.fallbacks.labels("rdma", used).inc()
+            if not self._rdma_warned:
+                self._rdma_warned = True
+                log.warning("transport 'rdma' is not available in this version: falling back "
+                            "to shm (same host) or inline; counted in "
+                            "smg_fast_transport_fallbacks_total")
+            return same_host
+        return same_host  # auto
+
+    def _too_big(self, nbytes: int) -> RequestError:
+        limit = self.config.max_message_bytes
+        return RequestError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"response would be about {nbytes / 2**20:.1f} MiB, over the "
+            f"{limit / 2**20:.0f} MiB message limit: request transport 'shm' (same host) or "
+            "'rdma', or send fewer images per request")
+
+    def _prepare(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Any:
+        t0 = time.perf_counter()
+        try:
+            batch = proc.prepare(it.data, dtype)
+        except InvalidImageError as exc:
+            problem = _OBJECT_REPR.sub("the data", exc.problem)
+            raise RequestError(_INVALID, f"item {it.index}: {problem}") from None
+        dt = time.perf_counter() - t0
+        timer.decode += dt
+        self.metrics.decode_seconds.observe(dt)
+        return batch
+
+    def _deliver(self, nbytes: int, shm_ok: bool, inline_budget: int) -> str:
+        if shm_ok and nbytes >= self.config.shm_min_bytes:
+            return "shm"
+        if nbytes > inline_budget:
+            raise self._too_big(self.config.max_message_bytes - inline_budget + nbytes)
+        return "inline"
+
+    def _new_segment(self, nbytes: int, fill: Any) -> str:
+        try:
+            return self.registry.write(nbytes, fill)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.ENOMEM):
+                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                   f"no space left in {self.registry.directory} for a "
+                                   f"{nbytes}-byte tensor") from None
+            raise
+
+    def _uncached(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, out: Any,
+                  timer: Timer, inline_budget: int, outcome: Outcome) -> int:
+        batch = self._prepare(proc, it, dtype, timer)
+        kind = self._deliver(batch.nbytes, shm_ok, inline_budget)
+        t0 = time.perf_counter()
+        if kind == "shm":
+            spent = [0.0]
+
+            def fill(seg: Any) -> None:
+                t1 = time.perf_counter()
+                batch.write_into(seg.array(batch.np_dtype))
+                spent[0] = time.perf_counter() - t1
+
+            name = self._new_segment(batch.nbytes, fill)
+            outcome.segments.append(name)
+            total = time.perf_counter() - t0
+            pre, tr = spent[0], total - spent[0]
+            self._set_shm(out.pixel_values, name, batch.shape, dtype, batch.nbytes)
+        else:
+            flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
+            px = batch.write_into(flat)
+            t1 = time.perf_counter()
+            self._set_inline(out.pixel_values, px, dtype)
+            pre, tr = t1 - t0, time.perf_counter() - t1
+            inline_budget -= batch.nbytes
+        self._finish_item(out, kind, batch.grid[0], int(batch.num_tokens[0]), False,
+                          batch.nbytes, pre, tr, timer)
+        return inline_budget
+
+    def _cached(self, proc: Processor, fingerprint: str, it: _Item, dtype: str, shm_ok: bool,
+                out: Any, timer: Timer, inline_budget: int, outcome: Outcome) -> int:
+        assert self.cache is not None
+        computed = [0.0]
+
+        def compute() -> CacheEntry:
+            batch = self._prepare(proc, it, dtype, timer)
+            t1 = time.perf_counter()
+            flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
+            px = batch.write_into(flat)
+            computed[0] = time.perf_counter() - t1
+            g = batch.grid[0]
+            return CacheEntry(px, (int(g[0]), int(g[1]), int(g[2])), int(batch.num_tokens[0]))
+
+        t0 = time.perf_counter()
+        try:
+            entry, how = self.cache.get_or_compute(cache_key(it.digest, fingerprint, dtype),
+                                                   compute)
+        except RequestError as exc:
+            # A coalesced wait receives the computing request's error: name our own item.
+            msg = exc.message
+            if msg.startswith("item ") and ":" in msg:
+                msg = f"item {it.index}:" + msg.split(":", 1)[1]
+            raise RequestError(exc.code, msg) from None
+        waited = time.perf_counter() - t0
+        pre = computed[0] if how == "miss" else waited
+        kind = self._deliver(entry.nbytes, shm_ok, inline_budget)
+        t1 = time.perf_counter()
+        if kind == "shm":
+            src = entry.pixels.reshape(-1).view(np.uint8)
+
+            def fill(seg: Any) -> None:
+                seg.array(np.uint8)[:] = src
+
+            name = self._new_segment(entry.nbytes, fill)
+            outcome.segments.append(name)
+            self._set_shm(out.pixel_values, name, entry.pixels.shape, dtype, entry.nbytes)
+        else:
+            self._set_inline(out.pixel_values, entry.pixels, dtype)
+            inline_budget -= entry.nbytes
+        tr = time.perf_counter() - t1
+        self._finish_item(out, kind, entry.grid, entry.num_tokens, how != "miss", entry.nbytes,
+                          pre, tr, timer)
+        return inline_budget
+
+    @staticmethod
+    def _set_shm(td: Any, name: str, shape: tuple[int, ...], dtype: str, nbytes: int) -> None:
+        td.shape.extend(int(s) for s in shape)
+        td.dtype = dtype
+        td.shm.CopyFrom(tensor_pb2.ShmHandle(name=name, offset=0, nbytes=nbytes,
+                                             owner_id=owner_id()))
+
+    @staticmethod
+    def _set_inline(td: Any, px: np.ndarray, dtype: str) -> None:
+        td.shape.extend(int(s) for s in px.shape)
+        td.dtype = dtype
+        td.inline = px.tobytes()
+
+    def _finish_item(self, out: Any, kind: str, grid: Any, tokens: int, hit: bool, nbytes: int,
+                     pre: float, tr: float, timer: Timer) -> None:
+        out.grid_thw.extend(int(v) for v in grid)
+        out.num_tokens = tokens
+        out.cache_hit = hit
+        out.transport = kind
+        timer.preprocess += pre
+        timer.transport += tr
+        self.metrics.preprocess_seconds.observe(pre)
+        self.metrics.transport_seconds.labels(kind).observe(tr)
+        self.metrics.bytes_out.labels(kind).inc(nbytes)

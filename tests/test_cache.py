@@ -1,0 +1,138 @@
+"""Pixel cache: byte-budgeted LRU, no-copy hits and inserts, single flight, counters."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from smg_fast.cache import COALESCED, HIT, MISS, CacheEntry, PixelCache, cache_key
+
+
+def entry(nbytes: int, fill: int = 0) -> CacheEntry:
+    px = np.full(nbytes // 4, fill, dtype=np.float32).reshape(-1, 1)
+    return CacheEntry(px, (1, 2, 2), 1)
+
+
+def test_lru_order_budget_and_counters():
+    cache = PixelCache(1000)
+    cache.put("a", entry(400))
+    cache.put("b", entry(400))
+    assert cache.get("a") is not None  # a becomes most recently used
+    cache.put("c", entry(400))  # evicts b (least recently used)
+    assert "b" not in cache and "a" in cache and "c" in cache
+    assert cache.get("b") is None
+    s = cache.stats()
+    assert s["hits"] == 1 and s["misses"] == 1 and s["evictions"] == 1
+    assert s["bytes"] == 800 and s["entries"] == 2 and s["capacity_bytes"] == 1000
+
+
+def test_entry_larger_than_budget_is_not_stored():
+    cache = PixelCache(1000)
+    cache.put("small", entry(400))
+    assert cache.put("huge", entry(2000)) is False
+    assert "huge" not in cache and "small" in cache
+    assert cache.stats()["rejected"] == 1 and cache.stats()["evictions"] == 0
+
+
+def test_replacing_a_key_keeps_the_byte_count():
+    cache = PixelCache(1000)
+    cache.put("a", entry(400))
+    cache.put("a", entry(200))
+    assert cache.stats()["bytes"] == 200 and len(cache) == 1
+
+
+def test_hits_and_inserts_do_not_copy():
+    cache = PixelCache(1 << 20)
+    e = entry(4096, 7)
+    buf = e.pixels
+    got, how = cache.get_or_compute("k", lambda: e)
+    assert how == MISS and got.pixels is buf  # the computed buffer itself is kept
+    again, how = cache.get_or_compute("k", lambda: pytest.fail("must not recompute"))
+    assert how == HIT and again.pixels is buf and np.shares_memory(again.pixels, buf)
+    assert not buf.flags.writeable  # stored buffers are immutable
+    with pytest.raises(ValueError):
+        again.pixels[0, 0] = 1
+
+
+def test_single_flight_threads():
+    cache = PixelCache(1 << 20)
+    calls = []
+    gate = threading.Event()
+
+    def compute():
+        calls.append(1)
+        gate.wait(5)
+        return entry(1024, 3)
+
+    results = []
+
+    def worker():
+        results.append(cache.get_or_compute("key", compute))
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 5
+    while cache.stats()["coalesced"] < 15 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    hows = sorted(h for _, h in results)
+    assert hows.count(MISS) == 1 and hows.count(COALESCED) == 15
+    assert len({id(e.pixels) for e, _ in results}) == 1
+    s = cache.stats()
+    assert s["misses"] == 1 and s["coalesced"] == 15 and s["in_flight"] == 0
+
+
+def test_single_flight_error_reaches_waiters_and_is_not_cached():
+    cache = PixelCache(1 << 20)
+    gate = threading.Event()
+
+    def boom():
+        gate.wait(5)
+        raise ValueError("bad image")
+
+    errors = []
+
+    def worker():
+        try:
+            cache.get_or_compute("k", boom)
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 5
+    while cache.stats()["coalesced"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert errors == ["bad image"] * 4
+    assert "k" not in cache
+    got, how = cache.get_or_compute("k", lambda: entry(64))  # computed again afterwards
+    assert how == MISS and got.nbytes == 64
+
+
+def test_many_lookups_count_hits():
+    cache = PixelCache(1 << 30)
+    key = cache_key(b"\x01" * 32, "fingerprint", "float32")
+    cache.put(key, entry(1 << 16))
+    n = 20000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        cache.get(key)
+    per_call = (time.perf_counter() - t0) / n
+    assert cache.stats()["hits"] == n
+    print(f"lookup {per_call * 1e6:.2f} us")  # reported, not asserted (no timing asserts)
+
+
+def test_negative_capacity_rejected():
+    with pytest.raises(ValueError):
+        PixelCache(-1)
