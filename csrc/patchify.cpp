@@ -48,37 +48,20 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 header false positive
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#define SMG_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+#define SMG_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,fma")))
 
 struct SimdNorm {
     int recipe;
+    bool fast;   // single-precision form (see normalize16); used only if it matches the table
+    float k_hi, k_lo;  // the rescale constant as an unevaluated float sum
     double rescale;
     float mean[3];
     float std_[3];
     float inv[3];
 };
 
-// The reference's arithmetic on 16 int32 lanes holding pixel values, same IEEE operations in the
-// same order as build_lut (so identical results), then the output dtype's rounding.
-SMG_AVX512 inline __m512i normalize16(__m512i u, const SimdNorm& n, int c, DType dt) {
-    const __m512d lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(u));
-    const __m512d hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(u, 1));
-    __m512d a, b;
-    if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
-        a = _mm512_mul_pd(lo, _mm512_set1_pd(n.rescale));
-        b = _mm512_mul_pd(hi, _mm512_set1_pd(n.rescale));
-    } else {
-        a = _mm512_div_pd(lo, _mm512_set1_pd(255.0));
-        b = _mm512_div_pd(hi, _mm512_set1_pd(255.0));
-    }
-    const __m256 fa = _mm512_cvtpd_ps(a), fb = _mm512_cvtpd_ps(b);
-    __m512 f = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(fa)), _mm256_castps_pd(fb), 1));
-    f = _mm512_sub_ps(f, _mm512_set1_ps(n.mean[c]));
-    if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
-        f = _mm512_div_ps(f, _mm512_set1_ps(n.std_[c]));
-    } else {
-        f = _mm512_mul_ps(f, _mm512_set1_ps(n.inv[c]));
-    }
+// float32 values -> the output dtype's bits in int32 lanes.
+SMG_AVX512 inline __m512i finish16(__m512 f, DType dt) {
     const __m512i bits = _mm512_castps_si512(f);
     switch (dt) {
         case DType::Float32: return bits;
@@ -90,6 +73,51 @@ SMG_AVX512 inline __m512i normalize16(__m512i u, const SimdNorm& n, int c, DType
         default:
             return _mm512_cvtepu16_epi32(_mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
+}
+
+// The reference's arithmetic on 16 int32 lanes holding pixel values, same IEEE operations in the
+// same order as build_lut (so identical results), then the output dtype's rounding.
+SMG_AVX512 inline __m512i normalize16(__m512i u, const SimdNorm& n, int c, DType dt) {
+    __m512 f;
+    if (n.fast) {
+        // Single precision throughout: u * k with k = k_hi + k_lo and the product's rounding
+        // error recovered by FMA, then division as x * (1/s) corrected by one FMA residual.
+        // Not provably the reference's rounding for every input, which is why Patchifier
+        // checks all 768 table values first and otherwise uses the double-precision form.
+        const __m512 uf = _mm512_cvtepi32_ps(u);
+        const __m512 kh = _mm512_set1_ps(n.k_hi);
+        const __m512 p = _mm512_mul_ps(uf, kh);
+        const __m512 e = _mm512_fmsub_ps(uf, kh, p);
+        f = _mm512_add_ps(p, _mm512_fmadd_ps(uf, _mm512_set1_ps(n.k_lo), e));
+        f = _mm512_sub_ps(f, _mm512_set1_ps(n.mean[c]));
+        const __m512 inv = _mm512_set1_ps(n.inv[c]);
+        if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
+            const __m512 q = _mm512_mul_ps(f, inv);
+            f = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, _mm512_set1_ps(n.std_[c]), f), inv, q);
+        } else {
+            f = _mm512_mul_ps(f, inv);
+        }
+        return finish16(f, dt);
+    }
+    const __m512d lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(u));
+    const __m512d hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(u, 1));
+    __m512d a, b;
+    if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
+        a = _mm512_mul_pd(lo, _mm512_set1_pd(n.rescale));
+        b = _mm512_mul_pd(hi, _mm512_set1_pd(n.rescale));
+    } else {
+        a = _mm512_div_pd(lo, _mm512_set1_pd(255.0));
+        b = _mm512_div_pd(hi, _mm512_set1_pd(255.0));
+    }
+    const __m256 fa = _mm512_cvtpd_ps(a), fb = _mm512_cvtpd_ps(b);
+    f = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(fa)), _mm256_castps_pd(fb), 1));
+    f = _mm512_sub_ps(f, _mm512_set1_ps(n.mean[c]));
+    if (n.recipe == int(LutRecipe::HfRescaleNormalize)) {
+        f = _mm512_div_ps(f, _mm512_set1_ps(n.std_[c]));
+    } else {
+        f = _mm512_mul_ps(f, _mm512_set1_ps(n.inv[c]));
+    }
+    return finish16(f, dt);
 }
 
 // All 768 table entries recomputed by normalize16 must equal the table.
@@ -169,8 +197,12 @@ SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, co
 #endif
 
 #if defined(__x86_64__)
-SimdNorm simd_norm(const Normalization& n) {
+SimdNorm simd_norm(const Normalization& n, bool fast) {
     SimdNorm s{};
+    s.fast = fast;
+    const double k = n.recipe == LutRecipe::HfRescaleNormalize ? n.rescale : 1.0 / 255.0;
+    s.k_hi = float(k);
+    s.k_lo = float(k - double(s.k_hi));
     s.recipe = int(n.recipe);
     s.rescale = n.rescale;
     for (int c = 0; c < 3; ++c) {
@@ -187,14 +219,17 @@ SimdNorm simd_norm(const Normalization& n) {
 Patchifier::Patchifier(const PatchLayout& L, DType dtype, const Normalization& norm)
     : L_(L), dtype_(dtype), norm_(norm) {
 #if defined(__x86_64__)
-    simd_ = L.patch <= 16 && cpu_has_avx512vbmi() && simd_matches_lut(simd_norm(norm), dtype, norm.lut);
+    if (L.patch <= 16 && cpu_has_avx512vbmi()) {
+        fast_ = simd_matches_lut(simd_norm(norm, true), dtype, norm.lut);
+        simd_ = fast_ || simd_matches_lut(simd_norm(norm, false), dtype, norm.lut);
+    }
 #endif
 }
 
 void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
 #if defined(__x86_64__)
     if (simd_) {
-        const SimdNorm n = simd_norm(norm_);
+        const SimdNorm n = simd_norm(norm_, fast_);
         if (dtype_ == DType::Float32) {
             block_row_avx512<float>(band, L_, n, dtype_, static_cast<float*>(dst), bh);
         } else {

@@ -47,12 +47,14 @@ public:
     // first patch row of the whole image.
     void block_row(const ImageView& band, int bh, void* dst) const;
     bool simd() const { return simd_; }
+    bool fast() const { return fast_; }
 
 private:
     PatchLayout L_;
     DType dtype_;
     Normalization norm_;
     bool simd_ = false;
+    bool fast_ = false;  // the single-precision normalization matched every table value
 };
 
 // Whole image (image rows from 0), on the thread pool.

@@ -10,11 +10,9 @@ namespace smg {
 void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst) {
     const PatchLayout& L = spec.layout;
     const Patchifier patchifier(L, spec.dtype, spec.norm);
-    if (src.width == spec.resize_w && src.height == spec.resize_h) {
-        // Pillow's resize to the same size is a copy: read the source directly.
-        patchify(src, L, spec.dtype, spec.norm, dst);
-        return;
-    }
+    // Same size: Pillow's resize is a copy, and so is ours (Resizer's copy mode). The band copy
+    // is cheap and sequential; patchifying straight from a large image is not (rows far apart
+    // miss the cache on every patch).
     Resizer resizer(src, spec.resize_w, spec.resize_h, spec.filter, spec.order, /*rgb_out=*/true);
     // One merged block row (m * P image rows) at a time into a small pooled band that is still
     // in cache when the patchifier reads it.
