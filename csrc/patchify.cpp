@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "cpu.hpp"
-#include "parallel.hpp"
 
 namespace smg {
 
@@ -243,20 +242,6 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
     } else {
         block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_.lut), static_cast<uint16_t*>(dst), bh);
     }
-}
-
-void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const Normalization& norm, void* dst) {
-    const Patchifier p(L, dtype, norm);
-    const int band_rows = L.merge * L.patch;
-    parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
-        for (int64_t bh = b; bh < e; ++bh) {
-            const int y0 = int(bh) * band_rows;
-            const int h = std::max(0, std::min(band_rows, img.height - y0));
-            const ImageView band{img.data + int64_t(std::min(y0, img.height - 1)) * img.stride, img.width, h,
-                                 img.channels, img.stride};
-            p.block_row(band, int(bh), dst);
-        }
-    });
 }
 
 }  // namespace smg

@@ -57,7 +57,5 @@ private:
     bool fast_ = false;  // the single-precision normalization matched every table value
 };
 
-// Whole image (image rows from 0), on the thread pool.
-void patchify(const ImageView& img, const PatchLayout& L, DType dtype, const Normalization& norm, void* dst);
 
 }  // namespace smg
