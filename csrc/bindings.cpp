@@ -5,6 +5,7 @@
 
 #include <array>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "preprocess.hpp"
 #include "resample.hpp"
 #include "scratch.hpp"
+#include "slot_arena.hpp"
 
 namespace py = pybind11;
 using namespace smg;
@@ -200,6 +202,82 @@ py::dict stats_py() {
     return d;
 }
 
+
+py::object lease_py(const SlotLease& l) {
+    if (l.slot < 0) return py::none();
+    py::dict d;
+    d["slot"] = l.slot;
+    d["generation"] = l.generation;
+    d["frame_offset"] = l.frame_offset;
+    d["frame_len"] = l.frame_len;
+    d["payload_offset"] = l.payload_offset;
+    d["payload_len"] = l.payload_len;
+    return d;
+}
+
+void bind_slot_arena(py::module_& m) {
+    m.attr("FRAME_HEADER") = kFrameHeader;
+    m.attr("FRAME_TRAILER") = kFrameTrailer;
+    m.attr("FRAME_MAGIC") = kFrameMagic;
+    m.attr("FRAME_VERSION") = kFrameVersion;
+    m.def("frame_bytes", [](size_t n) { return frame_bytes(n); }, py::arg("payload_len"));
+    m.def("key_hash", &key_hash, py::arg("key"));
+    py::class_<SlotArena, std::shared_ptr<SlotArena>>(m, "SlotArena")
+        .def(py::init([](int64_t slots, int64_t slot_bytes, double ttl_s) {
+                 if (slots < 1 || slot_bytes < 80 || slot_bytes % 64 != 0 || !(ttl_s > 0))
+                     throw py::value_error("SlotArena: need slots >= 1, slot_bytes >= 80 and a "
+                                           "multiple of 64, ttl_s > 0");
+                 py::gil_scoped_release release;  // pre-faulting the arena takes a while
+                 return std::make_shared<SlotArena>(size_t(slots), size_t(slot_bytes), ttl_s);
+             }),
+             py::arg("slots"), py::arg("slot_bytes"), py::arg("ttl_s"))
+        .def_property_readonly("address", [](const SlotArena& a) { return reinterpret_cast<uintptr_t>(a.data()); })
+        .def_property_readonly("size", &SlotArena::size)
+        .def_property_readonly("slots", &SlotArena::slots)
+        .def_property_readonly("slot_bytes", &SlotArena::slot_bytes)
+        .def_property_readonly("max_payload", &SlotArena::max_payload)
+        .def_property_readonly("ttl_s", &SlotArena::ttl_s)
+        .def("lease", [](SlotArena& a, const std::string& key, int64_t n) {
+                 if (n < 0) throw py::value_error("lease: negative size");
+                 return lease_py(a.lease(key, size_t(n)));
+             }, py::arg("key"), py::arg("payload_len"))
+        .def("commit", &SlotArena::commit, py::arg("key"))
+        .def("free", &SlotArena::free, py::arg("key"))
+        .def("reap", &SlotArena::reap)
+        .def("reap_after", &SlotArena::reap_after, py::arg("seconds"))
+        .def("view", [](py::object self, int64_t offset, int64_t n) {
+                 auto& a = self.cast<SlotArena&>();
+                 if (offset < 0 || n < 0 || size_t(offset) > a.size() || size_t(n) > a.size() - size_t(offset))
+                     throw py::value_error("view: range outside the arena");
+                 return py::array_t<uint8_t>({n}, {1}, a.data() + offset, self);
+             }, py::arg("offset"), py::arg("nbytes"))
+        .def("copy_in", [](SlotArena& a, const std::string& key, const py::array& arr) {
+                 if (!(arr.flags() & py::array::c_style))
+                     throw py::value_error("copy_in: expected a C-contiguous array");
+                 const size_t n = size_t(arr.nbytes());
+                 SlotLease l;
+                 {
+                     py::gil_scoped_release release;
+                     l = a.copy_in(key, arr.data(), n);
+                 }
+                 return lease_py(l);
+             }, py::arg("key"), py::arg("src"))
+        .def("counters", [](const SlotArena& a) {
+                 const ArenaCounters c = a.counters();
+                 py::dict d;
+                 d["leased"] = c.leased;
+                 d["committed"] = c.committed;
+                 d["freed"] = c.freed;
+                 d["reaped"] = c.reaped;
+                 d["full"] = c.full;
+                 d["too_large"] = c.too_large;
+                 d["unknown_free"] = c.unknown_free;
+                 d["in_use"] = c.in_use;
+                 return d;
+             })
+        .def("leased_keys", &SlotArena::leased_keys);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -233,4 +311,5 @@ PYBIND11_MODULE(_native, m) {
         d["avx512vnni"] = cpu_has_avx512vnni();
         return d;
     });
+    bind_slot_arena(m);
 }

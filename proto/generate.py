@@ -5,7 +5,8 @@
 protoc names modules after the proto paths (``smg_fast.v1.tensor_pb2``); the stubs live flat in
 the private package ``smg_fast._proto``, so the cross-file imports are rewritten to relative ones.
 The descriptors keep their proto file names (``smg_fast/v1/*.proto``), which reflection serves.
-tests/test_proto_stubs.py regenerates into a temporary folder and fails if the committed stubs
+tests/test_proto_stubs.py regenerates into a temporary folder (in a separate process: grpc_tools'
+protoc crashes a process that has loaded NIXL 1.5.1's libraries) and fails if the committed stubs
 differ.
 """
 
@@ -48,11 +49,13 @@ def generate(out_dir: Path) -> list[Path]:
     return written
 
 
-def main() -> int:
-    for path in generate(STUB_DIR):
-        print(path.relative_to(ROOT))
+def main(argv: list[str]) -> int:
+    """``python proto/generate.py [OUT_DIR]`` (default: the committed stub folder)."""
+    out = Path(argv[0]) if argv else STUB_DIR
+    for path in generate(out):
+        print(path)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -443,6 +443,7 @@ def start_server():
         fields.setdefault("port", 0)
         fields.setdefault("workers", 2)
         fields.setdefault("drain_timeout_s", 5.0)
+        fields.setdefault("rdma_listen_port", 0)  # never the fixed default port in tests
         srv = BackgroundServer(ServerConfig(**fields)).start()
         started.append(srv)
         return srv

@@ -138,10 +138,15 @@ def test_missing_segment_and_bad_payloads():
         read_tensor(tensor_pb2.TensorData(shape=[1], dtype="complex64", inline=b"\0" * 8))
     with pytest.raises(TensorError, match="no payload"):
         read_tensor(tensor_pb2.TensorData(shape=[1], dtype="float32"))
-    with pytest.raises(TensorError, match="remote"):
+    # A malformed remote handle is rejected before any NIXL agent is made.
+    with pytest.raises(TensorError, match="descriptor"):
         read_tensor(tensor_pb2.TensorData(
             shape=[1], dtype="float32",
             remote=tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=4)))
+    with pytest.raises(TensorError, match="transport"):
+        read_tensor(tensor_pb2.TensorData(
+            shape=[1], dtype="float32",
+            remote=tensor_pb2.RemoteTensorHandle(transport="tcp", nbytes=4, descriptor=b"{}")))
 
 
 def test_registry_release_prune_ttl_and_close():

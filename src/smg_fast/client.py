@@ -17,6 +17,7 @@ and unlinked).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 import time
@@ -104,12 +105,15 @@ def build_request(images: Any, *, model: str | None = None, dtype: str = "float3
     return req
 
 
-def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True) -> PreprocessResult:
-    """Materializes every item (mapping and unlinking shm segments)."""
+def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
+                  puller: Any = None) -> PreprocessResult:
+    """Materializes every item (mapping and unlinking shm segments, pulling rdma handles with
+    ``puller``, default :func:`smg_fast.rdma.default_puller`)."""
     items = []
     for it in resp.items:
         items.append(PreprocessedImage(
-            pixel_values=read_tensor(it.pixel_values, as_torch=as_torch, unlink=unlink),
+            pixel_values=read_tensor(it.pixel_values, as_torch=as_torch, unlink=unlink,
+                                     puller=puller),
             grid_thw=tuple(int(v) for v in it.grid_thw), num_tokens=int(it.num_tokens),
             content_hash=bytes(it.content_hash), cache_hit=bool(it.cache_hit),
             transport=it.transport or it.pixel_values.WhichOneof("payload") or ""))
@@ -143,9 +147,12 @@ class Client:
     """Synchronous client. ``timeout`` (seconds) applies to every call unless overridden."""
 
     def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, puller: Any = None) -> None:
+        """``puller``: the :class:`smg_fast.rdma.Puller` for transport "rdma" (default: the
+        process-wide one, created on first use)."""
         self.target = target
         self.timeout = timeout
+        self.puller = puller
         self.namespace = shm_namespace()
         self._channel = grpc.insecure_channel(target, options=_options(max_message_mb))
         self._stub = pb_grpc.PreprocessorStub(self._channel)
@@ -160,7 +167,7 @@ class Client:
                             request_id=request_id, namespace=self.namespace)
         t0 = time.perf_counter()
         resp = self._stub.Preprocess(req, timeout=timeout or self.timeout)
-        out = read_response(resp, as_torch=as_torch)
+        out = read_response(resp, as_torch=as_torch, puller=self.puller)
         out.latency_s = time.perf_counter() - t0
         return out
 
@@ -189,9 +196,12 @@ class AsyncClient:
     """asyncio client (grpc.aio); create it inside the event loop that uses it."""
 
     def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, puller: Any = None) -> None:
+        """``puller``: the :class:`smg_fast.rdma.Puller` for transport "rdma" (default: the
+        process-wide one, created on first use)."""
         self.target = target
         self.timeout = timeout
+        self.puller = puller
         self.namespace = shm_namespace()
         self._channel = grpc.aio.insecure_channel(target, options=_options(max_message_mb))
         self._stub = pb_grpc.PreprocessorStub(self._channel)
@@ -206,7 +216,11 @@ class AsyncClient:
                             request_id=request_id, namespace=self.namespace)
         t0 = time.perf_counter()
         resp = await self._stub.Preprocess(req, timeout=timeout or self.timeout)
-        out = read_response(resp, as_torch=as_torch)
+        if any(it.pixel_values.WhichOneof("payload") == "remote" for it in resp.items):
+            out = await asyncio.to_thread(read_response, resp, as_torch=as_torch,
+                                          puller=self.puller)  # READs stay off the loop
+        else:
+            out = read_response(resp, as_torch=as_torch)
         out.latency_s = time.perf_counter() - t0
         return out
 

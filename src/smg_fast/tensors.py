@@ -110,15 +110,17 @@ def to_tensor_data(array: np.ndarray, dtype: str | None = None, transport: str =
 
 
 def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True,
-                shm_dir: str = SHM_DIR) -> Any:
+                shm_dir: str = SHM_DIR, puller: Any = None) -> Any:
     """The array a TensorData describes, for any payload kind.
 
     inline: a read-only view of the message bytes (a copy when ``as_torch``). shm: the file is
     opened with O_NOFOLLOW, must be a regular file holding at least offset + nbytes, and nbytes
     must equal product(shape) * itemsize; it is mapped copy-on-write (writable, no copy) and,
     with ``unlink``, removed once mapped. bfloat16 comes back as uint16 bits with numpy and as
-    ``torch.bfloat16`` with ``as_torch``. Raises TensorError for a malformed handle and
-    FileNotFoundError for a segment that no longer exists.
+    ``torch.bfloat16`` with ``as_torch``. remote: pulled by ``puller`` (default
+    :func:`smg_fast.rdma.default_puller`, created on first use) into its landing pool. Raises
+    TensorError for a malformed handle, FileNotFoundError for a segment that no longer exists and
+    :class:`smg_fast.rdma.RdmaError` subclasses for a remote tensor that cannot be pulled.
     """
     dtype_name, np_dtype = tensor_dtype(tensor_data.dtype)
     shape = tuple(int(s) for s in tensor_data.shape)
@@ -136,7 +138,11 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
     elif kind == "shm":
         arr = _read_shm(tensor_data.shm, shape, np_dtype, nbytes, unlink, shm_dir)
     elif kind == "remote":
-        raise TensorError("remote (RDMA) tensors are read with smg_fast.rdma, not read_tensor")
+        from .rdma import default_puller
+        from .rdma.puller import parse_remote
+
+        parse_remote(tensor_data)  # a malformed handle fails here, before any NIXL agent exists
+        return (puller or default_puller()).pull(tensor_data, as_torch=as_torch)
     else:
         raise TensorError("TensorData has no payload")
     if as_torch:

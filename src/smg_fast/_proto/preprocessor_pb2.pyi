@@ -106,7 +106,7 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., config_fingerprint: _Optional[str] = ..., patch_size: _Optional[int] = ..., merge_size: _Optional[int] = ..., temporal_patch_size: _Optional[int] = ..., default_dtype: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., max_image_pixels: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
-    __slots__ = ("models", "default_model", "shm_namespace", "default_transport", "shm_min_bytes", "max_message_bytes", "pixel_cache_bytes", "version")
+    __slots__ = ("models", "default_model", "shm_namespace", "default_transport", "shm_min_bytes", "max_message_bytes", "pixel_cache_bytes", "version", "rdma_available", "rdma_max_bytes")
     MODELS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODEL_FIELD_NUMBER: _ClassVar[int]
     SHM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,8 @@ class GetModelInfoResponse(_message.Message):
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     PIXEL_CACHE_BYTES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    RDMA_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    RDMA_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
     default_model: str
     shm_namespace: str
@@ -123,4 +125,6 @@ class GetModelInfoResponse(_message.Message):
     max_message_bytes: int
     pixel_cache_bytes: int
     version: str
-    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., default_model: _Optional[str] = ..., shm_namespace: _Optional[str] = ..., default_transport: _Optional[str] = ..., shm_min_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., pixel_cache_bytes: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
+    rdma_available: bool
+    rdma_max_bytes: int
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., default_model: _Optional[str] = ..., shm_namespace: _Optional[str] = ..., default_transport: _Optional[str] = ..., shm_min_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., pixel_cache_bytes: _Optional[int] = ..., version: _Optional[str] = ..., rdma_available: _Optional[bool] = ..., rdma_max_bytes: _Optional[int] = ...) -> None: ...

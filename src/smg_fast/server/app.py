@@ -25,6 +25,7 @@ from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics
 from .models import ModelSet
+from .rdma_lane import RdmaLane
 from .service import Outcome, PreprocessService
 
 log = logging.getLogger("smg_fast.server")
@@ -88,10 +89,12 @@ class Server:
             self.registry.pool.busy = lambda: self.work_pending > 0
         if self.cache is not None:
             sources["pixel_cache"] = self.cache.stats
+        self.rdma = RdmaLane(cfg)
+        sources["rdma"] = self.rdma.stats
         self.metrics = Metrics(sources)
         self.namespace = shm_namespace(cfg.shm_dir)
         self.service = PreprocessService(cfg, self.models, self.cache, self.registry,
-                                         self.metrics, self.namespace)
+                                         self.metrics, self.namespace, self.rdma)
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         limit = cfg.max_message_bytes
@@ -122,6 +125,8 @@ class Server:
             self.metrics.serve(cfg.host, cfg.metrics_port)
         await self.server.start()
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
+        if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
+            await asyncio.to_thread(self.rdma.start)
         for name in ("", SERVICE_NAME):
             await self.health.set(name, _SERVING)
         self._pruner = asyncio.create_task(self._prune_loop())
@@ -235,10 +240,14 @@ class Server:
             log.warning("drain timeout: cancelling %d request(s)", self.in_flight)
         while loop.time() < self._deadline and await asyncio.to_thread(self.registry.prune):
             await asyncio.sleep(0.02)
+        if not await asyncio.to_thread(self.rdma.wait_released,
+                                       max(0.0, self._deadline - loop.time())):
+            log.warning("drain timeout: RDMA slots still unconfirmed; closing the exporter")
         if self._pruner is not None:
             self._pruner.cancel()
         await self.server.stop(grace=min(1.0, max(0.0, self._deadline - loop.time())))
         removed = self.registry.close()
+        self.rdma.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.metrics.close()
         log.info("stopped; unlinked %d unread shm segment(s)", removed)

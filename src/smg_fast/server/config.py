@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from ..rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
+from ..rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -43,6 +46,17 @@ class ServerConfig:
     shm_ttl_s: float = 600.0
     shm_pool_mb: int = 256
     shm_dir: str = "/dev/shm"
+    rdma_listen_host: str = "127.0.0.1"
+    rdma_listen_port: int = RDMA_DEFAULT_PORT
+    rdma_slots: int = DEFAULT_SLOTS
+    rdma_slot_bytes: int = DEFAULT_SLOT_BYTES
+    rdma_slot_ttl_s: float = DEFAULT_SLOT_TTL_S
+    rdma_min_bytes: int = 65536
+
+    @property
+    def rdma_arena_bytes(self) -> int:
+        """Memory the RDMA arena pins once the lane is up."""
+        return self.rdma_slots * self.rdma_slot_bytes
 
     @property
     def max_message_bytes(self) -> int:
@@ -72,6 +86,14 @@ class ServerConfig:
             raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
         if self.drain_timeout_s < 0 or self.shm_ttl_s < 0:
             raise ValueError("--drain-timeout-s and --shm-ttl-s must be >= 0")
+        if not 0 <= self.rdma_listen_port <= 65535:
+            raise ValueError(f"--rdma-listen-port must be 0..65535, got {self.rdma_listen_port}")
+        if not 1 <= self.rdma_slots <= 4096:
+            raise ValueError(f"--rdma-slots must be 1..4096, got {self.rdma_slots}")
+        if not 1 << 16 <= self.rdma_slot_bytes <= 1 << 40:
+            raise ValueError("--rdma-slot-mb must be at least 64 KiB and at most 1 TiB")
+        if self.rdma_slot_ttl_s < 1 or self.rdma_min_bytes < 0:
+            raise ValueError("--rdma-slot-ttl-s must be >= 1 and --rdma-min-bytes >= 0")
         for d in self.allowed_media_dirs:
             if not os.path.isdir(d):
                 raise ValueError(f"--allowed-media-dir {d!r} is not a directory")
@@ -104,8 +126,8 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
     ("--pixel-cache-mb", "SMG_MM_PIXEL_CACHE_MB", int,
      "pixel cache budget in MiB (0 = off)"),
     ("--transport", "SMG_MM_TENSOR_TRANSPORT", str,
-     "transport when a request names none: inline | shm | auto | rdma (rdma falls back to "
-     "shm/inline in this version)"),
+     "transport when a request names none: inline | shm | auto | rdma (rdma: NIXL handles; "
+     "an item that cannot go by rdma goes by shm on the same host, else inline)"),
     ("--shm-min-bytes", "SMG_MM_SHM_MIN_BYTES", int, "tensors smaller than this go inline"),
     ("--shm-pool-mb", "SMG_FAST_SHM_POOL_MB", int,
      "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
@@ -119,6 +141,18 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "delivered shm segments before unlinking them"),
     ("--shm-ttl-s", "SMG_FAST_SHM_TTL_S", float,
      "unlink shm segments no consumer read within this time (0 = keep until shutdown)"),
+    ("--rdma-listen-host", "SMG_RDMA_LISTEN_IP", str,
+     "address the RDMA exporter serves its NIXL metadata on, and advertises in handles "
+     "(0.0.0.0 only if you mean every interface)"),
+    ("--rdma-listen-port", "SMG_RDMA_LISTEN_PORT", int,
+     "port of the RDMA metadata endpoint (0 = any free port)"),
+    ("--rdma-slots", "SMG_RDMA_POOL_SLOTS", int,
+     "slots in the RDMA arena (tensors waiting to be pulled at once)"),
+    ("--rdma-slot-ttl-s", "SMG_FAST_RDMA_SLOT_TTL_S", float,
+     "free an RDMA slot this long after it was written if no puller confirmed it; the "
+     "default is 3x a puller's default pull timeout"),
+    ("--rdma-min-bytes", "SMG_FAST_RDMA_MIN_BYTES", int,
+     "tensors smaller than this do not go by rdma"),
 ]
 
 
@@ -141,6 +175,17 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
             except ValueError:
                 ap.error(f"environment variable {var}={env[var]!r} is not a valid {typ.__name__}")
         ap.add_argument(flag, type=typ, default=default, help=f"{text} [env {var}]")
+    slot_default = base.rdma_slot_bytes
+    if env.get("SMG_RDMA_SLOT_BYTES"):
+        try:
+            slot_default = int(env["SMG_RDMA_SLOT_BYTES"])
+        except ValueError:
+            ap.error(f"environment variable SMG_RDMA_SLOT_BYTES={env['SMG_RDMA_SLOT_BYTES']!r} "
+                     "is not a valid int")
+    ap.add_argument("--rdma-slot-mb", type=float, default=slot_default / 2**20,
+                    help="size of one RDMA slot in MiB; a larger tensor goes by shm/inline; the "
+                         "arena pins slots x this much memory [env SMG_RDMA_SLOT_BYTES, in "
+                         "bytes]")
     env_models = [s for s in env.get("SMG_FAST_MODELS", "").split(",") if s.strip()]
     ap.add_argument(
         "--model", dest="models", action="append", type=parse_model,
@@ -182,6 +227,9 @@ def config_from_args(argv: Sequence[str] | None = None,
         max_image_pixels=ns.max_image_pixels, metrics_port=ns.metrics_port,
         log_level=ns.log_level.lower(), drain_timeout_s=ns.drain_timeout_s,
         shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb,
+        rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
+        rdma_slots=ns.rdma_slots, rdma_slot_bytes=int(ns.rdma_slot_mb * 2**20),
+        rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
     )
     try:
         return cfg.validate()

@@ -53,8 +53,11 @@ class Metrics:
                                            buckets=_LATENCY_BUCKETS, registry=r)
         self.bytes_out = Counter("smg_fast_bytes_out", "Tensor bytes handed out", ["transport"],
                                  registry=r)
-        self.fallbacks = Counter("smg_fast_transport_fallbacks", "Requests whose transport "
-                                 "could not be used", ["requested", "used"], registry=r)
+        self.fallbacks = Counter("smg_fast_fallback", "Items that asked for rdma and went by "
+                                 "another transport, by reason (nixl_unavailable, agent_failed, "
+                                 "register_failed, listen_failed, starting, arena_full, "
+                                 "too_large, below_min_bytes) and the transport used",
+                                 ["reason", "used"], registry=r)
         self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
                                registry=r)
         counters = {f"pixel_cache.{k}" for k in ("hits", "misses", "coalesced", "evictions",
@@ -62,6 +65,8 @@ class Metrics:
         counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops")}
         counters |= {"shm.created", "shm.expired", "shm.released", "shm_pool.hits",
                      "shm_pool.misses", "shm_pool.made"}
+        counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
+                                           "too_large", "unknown_free")}
         r.register(_StatsCollector(sources or {}, counters))
         self._http: Any = None
 

@@ -26,12 +26,15 @@ from .._proto import tensor_pb2
 from ..cache import CacheEntry, PixelCache, cache_key
 from ..errors import InvalidImageError
 from ..processors import Processor
+from ..rdma import TRANSPORT as RDMA_TRANSPORT
+from ..rdma import Descriptor
 from ..shm import ShmRegistry, owner_id
 from .config import TRANSPORTS, ServerConfig
 from .errors import RequestError
 from .inputs import resolve_item
 from .metrics import Metrics
 from .models import ModelSet
+from .rdma_lane import RdmaLane
 
 log = logging.getLogger("smg_fast.server")
 
@@ -58,6 +61,7 @@ class Outcome:
 
     payload: bytes
     segments: list[str] = field(default_factory=list)
+    leases: list[str] = field(default_factory=list)  # RDMA slot keys
     model: str = ""
     transport: str = ""
 
@@ -71,14 +75,15 @@ class _Item:
 
 class PreprocessService:
     def __init__(self, config: ServerConfig, models: ModelSet, cache: PixelCache | None,
-                 registry: ShmRegistry, metrics: Metrics, namespace: str) -> None:
+                 registry: ShmRegistry, metrics: Metrics, namespace: str,
+                 rdma: RdmaLane | None = None) -> None:
         self.config = config
         self.models = models
         self.cache = cache
         self.registry = registry
         self.metrics = metrics
         self.namespace = namespace
-        self._rdma_warned = False
+        self.rdma = rdma if rdma is not None else RdmaLane(config)
         self._info = self._model_info().SerializeToString()
 
     # ---- GetModelInfo ----
@@ -100,7 +105,11 @@ class PreprocessService:
         return out
 
     def model_info(self) -> bytes:
-        return self._info
+        if not self.rdma.ready:
+            return self._info
+        extra = pb.GetModelInfoResponse(rdma_available=True,
+                                        rdma_max_bytes=self.rdma.exporter.max_payload)
+        return self._info + extra.SerializeToString()  # proto3: concatenation merges
 
     # ---- warm-up ----
 
@@ -186,23 +195,16 @@ class PreprocessService:
         for name in outcome.segments:
             self.registry.release(name)
         outcome.segments.clear()
+        for key in outcome.leases:
+            self.rdma.free(key)
+        outcome.leases.clear()
 
     def _shm_allowed(self, requested: str, namespace: str) -> bool:
         if requested == "inline":
             return False
         if requested == "shm":
             return True
-        same_host = namespace == self.namespace
-        if requested == "rdma":
-            used = "shm" if same_host else "inline"
-            self.metrics.fallbacks.labels("rdma", used).inc()
-            if not self._rdma_warned:
-                self._rdma_warned = True
-                log.warning("transport 'rdma' is not available in this version: falling back "
-                            "to shm (same host) or inline; counted in "
-                            "smg_fast_transport_fallbacks_total")
-            return same_host
-        return same_host  # auto
+        return namespace == self.namespace  # auto, and rdma's fallback
 
     def _too_big(self, nbytes: int) -> RequestError:
         limit = self.config.max_message_bytes
@@ -244,7 +246,26 @@ class PreprocessService:
     def _uncached(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, out: Any,
                   timer: Timer, inline_budget: int, outcome: Outcome) -> int:
         batch = self._prepare(proc, it, dtype, timer)
+        reason = ""
+        if outcome.transport == "rdma":
+            t0 = time.perf_counter()
+            lease, reason = self.rdma.lease(batch.nbytes)
+            if lease is not None:
+                try:
+                    batch.write_into(lease.array(batch.np_dtype))
+                    t1 = time.perf_counter()
+                    desc = lease.commit()
+                except BaseException:
+                    lease.abort()
+                    raise
+                outcome.leases.append(lease.key)
+                self._set_remote(out.pixel_values, desc, batch.shape, dtype)
+                self._finish_item(out, "rdma", batch.grid[0], int(batch.num_tokens[0]), False,
+                                  batch.nbytes, t1 - t0, time.perf_counter() - t1, timer)
+                return inline_budget
         kind = self._deliver(batch.nbytes, shm_ok, inline_budget)
+        if reason:
+            self._count_fallback(reason, kind)
         t0 = time.perf_counter()
         if kind == "shm":
             spent = [0.0]
@@ -296,7 +317,19 @@ class PreprocessService:
             raise RequestError(exc.code, msg) from None
         waited = time.perf_counter() - t0
         pre = computed[0] if how == "miss" else waited
+        reason = ""
+        if outcome.transport == "rdma":
+            t1 = time.perf_counter()
+            desc, reason = self.rdma.export_array(entry.pixels)
+            if desc is not None:
+                outcome.leases.append(desc.key)
+                self._set_remote(out.pixel_values, desc, entry.pixels.shape, dtype)
+                self._finish_item(out, "rdma", entry.grid, entry.num_tokens, how != "miss",
+                                  entry.nbytes, pre, time.perf_counter() - t1, timer)
+                return inline_budget
         kind = self._deliver(entry.nbytes, shm_ok, inline_budget)
+        if reason:
+            self._count_fallback(reason, kind)
         t1 = time.perf_counter()
         if kind == "shm":
             src = entry.pixels.reshape(-1).view(np.uint8)
@@ -321,6 +354,17 @@ class PreprocessService:
         td.dtype = dtype
         td.shm.CopyFrom(tensor_pb2.ShmHandle(name=name, offset=0, nbytes=nbytes,
                                              owner_id=owner_id()))
+
+    def _count_fallback(self, reason: str, used: str) -> None:
+        self.metrics.fallbacks.labels(reason, used).inc()
+        self.rdma.note_fallback(reason, used)
+
+    @staticmethod
+    def _set_remote(td: Any, desc: Descriptor, shape: tuple[int, ...], dtype: str) -> None:
+        td.shape.extend(int(s) for s in shape)
+        td.dtype = dtype
+        td.remote.CopyFrom(tensor_pb2.RemoteTensorHandle(
+            transport=RDMA_TRANSPORT, descriptor=desc.encode(), nbytes=desc.nbytes))
 
     @staticmethod
     def _set_inline(td: Any, px: np.ndarray, dtype: str) -> None:

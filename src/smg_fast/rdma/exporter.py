@@ -1,0 +1,234 @@
+"""The exporter: the server side of the RDMA lane.
+
+Owns a native slot arena registered once with a NIXL agent. A tensor is written straight into a
+leased slot (the native processor writes its output there; other arrays are copied in with the
+GIL released) and handed out as a RemoteTensorHandle. One background thread answers metadata
+requests, drains NIXL notifications (tag = lease key) to free slots, and reaps leases whose
+notification never came.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import secrets
+import selectors
+import socket
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from .descriptor import TRANSPORT, Descriptor
+from .errors import ExportRefused, RdmaUnavailable
+from .nixl import answer_metadata, load_nixl, make_agent, register
+
+log = logging.getLogger("smg_fast.rdma")
+
+DEFAULT_SLOTS = 8
+DEFAULT_SLOT_BYTES = 32 << 20
+DEFAULT_PORT = 18515
+BUSY_POLL_S = 0.001  # notification polling while leases are out
+IDLE_POLL_S = 0.02
+
+
+class ExportLease:
+    """A leased slot being written. ``array()`` is the payload region; ``commit()`` returns the
+    descriptor to send; ``abort()`` frees the slot unused. One of the two must be called."""
+
+    def __init__(self, exporter: Exporter, key: str, info: dict[str, int]) -> None:
+        self._exporter = exporter
+        self.key = key
+        self.nbytes = info["payload_len"]
+        self._info = info
+        self._done = False
+
+    def array(self, dtype: Any = np.uint8) -> np.ndarray:
+        view = self._exporter.arena.view(self._info["payload_offset"], self.nbytes)
+        return view.view(dtype)
+
+    def commit(self) -> Descriptor:
+        self._done = True
+        if not self._exporter.arena.commit(self.key):
+            raise ExportRefused("lease_expired", "the lease expired while it was written")
+        return self._exporter.descriptor(self.key, self._info)
+
+    def abort(self) -> None:
+        if not self._done:
+            self._done = True
+            self._exporter.arena.free(self.key)
+
+
+class Exporter:
+    """Serves tensors from a registered slot arena to pullers in other processes."""
+
+    def __init__(self, *, slots: int = DEFAULT_SLOTS, slot_bytes: int = DEFAULT_SLOT_BYTES,
+                 ttl_s: float, listen_host: str = "127.0.0.1", listen_port: int = DEFAULT_PORT,
+                 advertise_host: str | None = None, metadata_timeout_s: float = 2.0) -> None:
+        """Raises RdmaUnavailable (with the fallback reason) when the lane cannot start."""
+        if slots < 1 or slot_bytes < 4096:
+            raise ValueError("need at least one slot of at least 4096 bytes")
+        nixl = load_nixl()
+        self.instance = secrets.token_hex(4)
+        self.name = f"smg-fast-{socket.gethostname()}-{os.getpid()}-{self.instance}"
+        self._sock = self._listen(listen_host, listen_port)
+        self.host = advertise_host or _advertised(listen_host)
+        self.port = self._sock.getsockname()[1]
+        self._metadata_timeout_s = metadata_timeout_s
+        self._keys = itertools.count()
+        self._closed = False
+        try:
+            slot_bytes = (slot_bytes + 63) // 64 * 64
+            self.arena = _native.SlotArena(slots, slot_bytes, ttl_s)
+            self._agent = make_agent(nixl, self.name)
+            self._reg = register(self._agent, self.arena.address, self.arena.size)
+            self._metadata = self._agent.get_agent_metadata()
+        except BaseException:
+            self._sock.close()
+            raise
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="smg-fast-rdma-exporter",
+                                        daemon=True)
+        self._thread.start()
+        log.info("rdma exporter %s: %d slots x %.1f MiB registered, metadata on %s:%d",
+                 self.name, slots, slot_bytes / 2**20, self.host, self.port)
+
+    @staticmethod
+    def _listen(host: str, port: int) -> socket.socket:
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(64)
+            sock.setblocking(False)
+            return sock
+        except OSError as exc:
+            raise RdmaUnavailable("listen_failed", f"cannot listen on {host}:{port}: "
+                                  f"{exc.strerror or exc}") from None
+
+    # ---- producing ----
+
+    @property
+    def max_payload(self) -> int:
+        return int(self.arena.max_payload)
+
+    def lease(self, nbytes: int) -> ExportLease:
+        """A slot for an nbytes payload, or ExportRefused("too_large" | "arena_full")."""
+        key = f"{self.instance}.{next(self._keys)}"
+        try:
+            info = self.arena.lease(key, nbytes)
+        except ValueError as exc:
+            raise ExportRefused("too_large", str(exc)) from None
+        if info is None:
+            raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
+        return ExportLease(self, key, info)
+
+    def export_array(self, array: np.ndarray) -> Descriptor:
+        """Copies a C-contiguous array into a slot (parallel copy, GIL released)."""
+        key = f"{self.instance}.{next(self._keys)}"
+        src = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        try:
+            info = self.arena.copy_in(key, src)
+        except ValueError as exc:
+            raise ExportRefused("too_large", str(exc)) from None
+        if info is None:
+            raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
+        return self.descriptor(key, info)
+
+    def descriptor(self, key: str, info: dict[str, int]) -> Descriptor:
+        return Descriptor(agent=self.name, host=self.host, port=self.port,
+                          addr=self.arena.address + info["frame_offset"],
+                          frame_len=info["frame_len"], nbytes=info["payload_len"],
+                          generation=info["generation"], key=key)
+
+    def free(self, key: str) -> bool:
+        return bool(self.arena.free(key))
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.arena.counters())
+        out["slots"] = self.arena.slots
+        out["slot_bytes"] = self.arena.slot_bytes
+        return out
+
+    def wait_released(self, timeout_s: float) -> bool:
+        """Waits until every lease is freed or reaped (for draining); True when none is left."""
+        deadline = time.monotonic() + timeout_s
+        while self.arena.counters()["in_use"]:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    # ---- background thread ----
+
+    def _run(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self._sock, selectors.EVENT_READ)
+        next_reap = 0.0
+        reap_every = min(1.0, self.arena.ttl_s / 4)
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                busy = self.arena.counters()["in_use"] > 0
+                if sel.select(BUSY_POLL_S if busy else IDLE_POLL_S):
+                    self._accept()
+                for msgs in self._agent.get_new_notifs().values():
+                    for msg in msgs:
+                        self.arena.free(msg.decode("utf-8", "replace"))
+                now = time.monotonic()
+                if now >= next_reap:
+                    if self.arena.reap():
+                        log.warning("rdma: reaped leases whose puller never confirmed (ttl %.0f s)",
+                                    self.arena.ttl_s)
+                    next_reap = now + reap_every
+                failures = 0
+            except Exception:  # keep serving; a persistent fault is logged, not spun on
+                failures += 1
+                if failures in (1, 100) or failures % 10000 == 0:
+                    log.exception("rdma exporter loop error (%d in a row)", failures)
+                time.sleep(min(0.1, 0.001 * failures))
+        sel.close()
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        try:
+            conn.setblocking(True)
+            answer_metadata(conn, self.name, self._metadata, self._metadata_timeout_s)
+        except OSError as exc:
+            log.debug("rdma metadata request failed: %s", exc)
+
+    def close(self) -> None:
+        """Stops the thread and deregisters the arena (leases still out are dropped)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sock.close()
+        try:
+            self._agent.deregister_memory(self._reg)
+        except Exception as exc:
+            log.debug("rdma deregistration failed: %s", exc)
+
+    def __enter__(self) -> Exporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _advertised(listen_host: str) -> str:
+    if listen_host in ("0.0.0.0", "::", ""):
+        return socket.getfqdn()
+    return listen_host
+
+
+__all__ = ["DEFAULT_PORT", "DEFAULT_SLOTS", "DEFAULT_SLOT_BYTES", "ExportLease", "Exporter",
+           "TRANSPORT"]

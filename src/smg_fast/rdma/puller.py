@@ -1,0 +1,361 @@
+"""The puller: the encode worker's side of the RDMA lane.
+
+A NIXL agent with a registered landing pool. ``pull`` READs a slot's whole frame into a landing
+slot, checks generation, frame and size, tells the exporter (notification tag = lease key) that
+the slot is free, and returns the payload as an array that *is* the landing slot: the slot goes
+back to the pool when the last reference to the array (or a tensor made from it) is dropped. When
+every landing slot is held, or a payload is bigger than one, a temporary buffer is registered for
+that pull instead (counted as ``overflow``), so holding results never blocks later pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from .descriptor import TRANSPORT, Descriptor, check_frame
+from .errors import DescriptorError, PullError, StaleSlotError
+from .nixl import fetch_metadata, load_nixl, make_agent, register
+
+log = logging.getLogger("smg_fast.rdma")
+
+DEFAULT_TIMEOUT_S = 10.0  # one pull, metadata refresh and retry included
+DEFAULT_METADATA_TIMEOUT_S = 3.0
+DEFAULT_LANDING_SLOTS = 4
+DEFAULT_LANDING_SLOT_BYTES = 32 << 20
+# NIXL holds the GIL while UCX copies; READs are cut into pieces so other threads (an event loop)
+# run between them.
+DEFAULT_CHUNK_BYTES = 8 << 20
+
+
+@dataclass
+class _Peer:
+    name: str
+
+
+class _Buffer:
+    """Registered memory the puller READs into: one landing slot, or a one-off buffer."""
+
+    def __init__(self, puller: Puller, array: np.ndarray, slot: int, reg: Any = None) -> None:
+        self.puller = puller
+        self.array = array
+        self.addr = array.ctypes.data
+        self.slot = slot  # -1: one-off buffer registered for this pull
+        self.reg = reg
+        self.poisoned = False  # a READ into it may still be in flight
+
+    def release(self) -> None:
+        self.puller._give(self)
+
+
+class _Holder:
+    """Base object of a returned array: releases its buffer when the array is garbage."""
+
+    def __init__(self, buf: _Buffer, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self._buf = buf
+        self.__array_interface__ = {
+            "data": (buf.addr + offset, False), "shape": shape, "typestr": dtype.str,
+            "version": 3}
+
+    def __del__(self) -> None:
+        self._buf.release()
+
+
+class Puller:
+    """Pulls RemoteTensorHandles from smg-fast exporters. Thread-safe."""
+
+    def __init__(self, *, slots: int = DEFAULT_LANDING_SLOTS,
+                 slot_bytes: int = DEFAULT_LANDING_SLOT_BYTES, pin_memory: bool = False,
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 metadata_timeout_s: float = DEFAULT_METADATA_TIMEOUT_S,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        """Raises RdmaUnavailable when NIXL cannot be used. ``pin_memory`` allocates the landing
+        pool as page-locked torch memory (needs torch with CUDA) so results copy to a GPU fast."""
+        if slots < 0 or slot_bytes < 4096 or timeout_s <= 0 or chunk_bytes < 0:
+            raise ValueError("need slots >= 0, slot_bytes >= 4096, timeout_s > 0, chunk_bytes >= 0")
+        nixl = load_nixl()
+        self.name = f"smg-fast-puller-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.timeout_s = timeout_s
+        self.metadata_timeout_s = metadata_timeout_s
+        self.chunk_bytes = chunk_bytes
+        self._lock = threading.Lock()  # every agent call (the agent is not thread-safe)
+        self._peer_lock = threading.Lock()
+        self._pool_lock = threading.Lock()
+        self._peers: dict[tuple[str, int], _Peer] = {}
+        self._agent = make_agent(nixl, self.name)
+        self.slot_bytes = (slot_bytes + 4095) // 4096 * 4096
+        self._pool, self._pool_keep = self._landing(slots * self.slot_bytes, pin_memory)
+        self._reg = register(self._agent, self._pool.ctypes.data, self._pool.nbytes) \
+            if slots else None
+        self._free = list(range(slots - 1, -1, -1))
+        self.counters = {"pulls": 0, "bytes": 0, "overflow": 0, "refreshes": 0, "stale": 0,
+                         "errors": 0, "timeouts": 0, "poisoned": 0}
+        self._closed = False
+
+    @staticmethod
+    def _landing(nbytes: int, pin_memory: bool) -> tuple[np.ndarray, Any]:
+        if pin_memory:
+            try:
+                import torch
+
+                t = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=True)
+            except Exception as exc:
+                raise ValueError(f"pin_memory=True needs torch with a CUDA device: {exc}") \
+                    from None
+            return t.numpy()[:nbytes], t
+        arr = np.empty(nbytes, dtype=np.uint8)
+        arr[::4096] = 0  # fault the pool in now, not during a pull
+        return arr, None
+
+    # ---- public ----
+
+    def pull(self, tensor: Any, *, as_torch: bool = False, cast: Any = None,
+             timeout_s: float | None = None) -> Any:
+        """The tensor a TensorData (with a ``remote`` payload) or RemoteTensorHandle names.
+
+        Returns a numpy array (bfloat16 as uint16 bits) or, with ``as_torch``, a torch tensor,
+        of TensorData's shape and dtype (a flat uint8 array for a bare handle). ``cast`` (e.g.
+        "float32" or a torch dtype) converts to a model dtype, into fresh memory. Raises
+        StaleSlotError when the slot was reaped and reused or its exporter restarted, PullError
+        when the READ fails or times out, DescriptorError for a malformed handle.
+        """
+        desc, shape, dtype_name, np_dtype = parse_remote(tensor)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        buf = self._take(desc.frame_len)
+        try:
+            self._read_checked(buf, desc, deadline)
+        except BaseException:
+            buf.release()
+            raise
+        holder = _Holder(buf, _native.FRAME_HEADER, shape, np_dtype)
+        arr = np.asarray(holder)
+        with self._pool_lock:
+            self.counters["pulls"] += 1
+            self.counters["bytes"] += desc.nbytes
+        if cast is not None:
+            return _cast(arr, dtype_name, cast, as_torch)
+        if as_torch:
+            from .._dtypes import to_torch
+
+            return to_torch(arr, dtype_name)
+        return arr
+
+    async def pull_async(self, tensor: Any, **kwargs: Any) -> Any:
+        """``pull`` in a worker thread, so the event loop keeps running."""
+        return await asyncio.to_thread(self.pull, tensor, **kwargs)
+
+    def stats(self) -> dict[str, int]:
+        with self._pool_lock:
+            out = dict(self.counters)
+            out["landing_free"] = len(self._free)
+        out["peers"] = len(self._peers)
+        return out
+
+    def close(self) -> None:
+        """Drops peers and deregisters the pool. Arrays still alive keep their memory."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            for peer in self._peers.values():
+                _quiet(self._agent.remove_remote_agent, peer.name)
+            self._peers.clear()
+            if self._reg is not None:
+                _quiet(self._agent.deregister_memory, self._reg)
+
+    def __enter__(self) -> Puller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- landing buffers ----
+
+    def _take(self, nbytes: int) -> _Buffer:
+        if nbytes <= self.slot_bytes:
+            with self._pool_lock:
+                if self._free:
+                    slot = self._free.pop()
+                    view = self._pool[slot * self.slot_bytes:(slot + 1) * self.slot_bytes]
+                    return _Buffer(self, view, slot)
+                self.counters["overflow"] += 1
+        else:
+            with self._pool_lock:
+                self.counters["overflow"] += 1
+        arr = np.empty(nbytes, dtype=np.uint8)
+        with self._lock:
+            reg = register(self._agent, arr.ctypes.data, arr.nbytes)
+        return _Buffer(self, arr, -1, reg)
+
+    def _give(self, buf: _Buffer) -> None:
+        if buf.slot >= 0:
+            with self._pool_lock:
+                if buf.poisoned:
+                    self.counters["poisoned"] += 1  # never reused: a late write could land
+                else:
+                    self._free.append(buf.slot)
+        elif buf.reg is not None and not buf.poisoned and not self._closed:
+            with self._lock:
+                _quiet(self._agent.deregister_memory, buf.reg)
+
+    # ---- READ ----
+
+    def _read_checked(self, buf: _Buffer, desc: Descriptor, deadline: float) -> None:
+        for attempt in range(2):
+            peer = self._peer(desc, refresh=attempt > 0, deadline=deadline)
+            try:
+                self._read(buf, desc, peer, deadline)
+                break
+            except _TransferFailed as exc:
+                if attempt or buf.poisoned:
+                    self._count("errors")
+                    raise PullError(f"READ of {desc.nbytes} bytes from {desc.agent} at "
+                                    f"{desc.host}:{desc.port} failed: {exc}") from None
+                self._count("refreshes")
+                log.info("rdma: READ from %s failed (%s); refreshing its metadata", desc.agent, exc)
+        try:
+            check_frame(buf.array, desc)
+        except StaleSlotError:
+            self._count("stale")
+            raise
+        with self._lock:  # the slot is ours now: the exporter may reuse it
+            try:
+                self._agent.send_notif(peer.name, desc.key.encode())
+            except Exception as exc:  # the exporter's TTL frees it instead
+                log.warning("rdma: could not notify %s (slot freed by its TTL): %s", peer.name, exc)
+
+    def _peer(self, desc: Descriptor, refresh: bool, deadline: float) -> _Peer:
+        where = (desc.host, desc.port)
+        with self._peer_lock:
+            peer = self._peers.get(where)
+            if peer is not None and peer.name == desc.agent and not refresh:
+                return peer
+            if peer is not None:  # restarted exporter, or a broken connection
+                with self._lock:
+                    _quiet(self._agent.remove_remote_agent, peer.name)
+                del self._peers[where]
+            timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
+            try:
+                name, metadata = fetch_metadata(desc.host, desc.port, timeout)
+            except (OSError, ConnectionError) as exc:
+                self._count("errors")
+                raise PullError(f"cannot reach the exporter at {desc.host}:{desc.port}: {exc}") \
+                    from None
+            with self._lock:
+                try:
+                    self._agent.add_remote_agent(metadata)
+                except Exception as exc:
+                    self._count("errors")
+                    raise PullError(f"NIXL rejected the metadata of {name}: {exc}") from None
+            peer = self._peers[where] = _Peer(name)
+        if peer.name != desc.agent:
+            self._count("stale")
+            raise StaleSlotError(f"the exporter at {desc.host}:{desc.port} restarted (now "
+                                 f"{peer.name}, the handle is from {desc.agent})")
+        return peer
+
+    def _read(self, buf: _Buffer, desc: Descriptor, peer: _Peer, deadline: float) -> None:
+        step = self.chunk_bytes or desc.frame_len
+        for off in range(0, desc.frame_len, step):
+            n = min(step, desc.frame_len - off)
+            with self._lock:
+                try:
+                    local = self._agent.get_xfer_descs([(buf.addr + off, n, 0)], "DRAM")
+                    remote = self._agent.get_xfer_descs([(desc.addr + off, n, 0)], "DRAM")
+                    handle = self._agent.initialize_xfer("READ", local, remote, peer.name)
+                except Exception as exc:
+                    raise _TransferFailed(exc) from None
+                try:
+                    state = self._agent.transfer(handle)
+                except Exception as exc:
+                    _quiet(self._agent.release_xfer_handle, handle)
+                    raise _TransferFailed(exc) from None
+            while state != "DONE":
+                if state == "ERR":
+                    with self._lock:
+                        _quiet(self._agent.release_xfer_handle, handle)
+                    raise _TransferFailed("transfer state ERR")
+                if time.monotonic() > deadline:
+                    buf.poisoned = True
+                    self._count("timeouts")
+                    with self._lock:
+                        _quiet(self._agent.release_xfer_handle, handle)
+                    raise PullError(f"READ of {desc.nbytes} bytes from {desc.agent} timed out")
+                time.sleep(0)
+                with self._lock:
+                    try:
+                        state = self._agent.check_xfer_state(handle)
+                    except Exception as exc:
+                        _quiet(self._agent.release_xfer_handle, handle)
+                        raise _TransferFailed(exc) from None
+            with self._lock:
+                self._agent.release_xfer_handle(handle)
+            time.sleep(0)  # let other threads run between pieces
+
+    def _count(self, name: str) -> None:
+        with self._pool_lock:
+            self.counters[name] += 1
+
+
+class _TransferFailed(Exception):
+    pass
+
+
+def _quiet(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:
+        log.debug("rdma: %s failed: %s", getattr(fn, "__name__", fn), exc)
+
+
+def parse_remote(tensor: Any) -> tuple[Descriptor, tuple[int, ...], str, np.dtype]:
+    """(descriptor, shape, dtype name, numpy dtype) of a TensorData with a remote payload or of a
+    bare RemoteTensorHandle (flat uint8); DescriptorError when they are malformed or disagree."""
+    from ..tensors import tensor_dtype
+
+    if hasattr(tensor, "WhichOneof") and hasattr(tensor, "shape"):  # TensorData
+        if tensor.WhichOneof("payload") != "remote":
+            raise DescriptorError("TensorData has no remote payload")
+        name, np_dtype = tensor_dtype(tensor.dtype)
+        handle = tensor.remote
+        shape = tuple(int(s) for s in tensor.shape)
+    else:  # a bare RemoteTensorHandle: flat bytes
+        handle, name, np_dtype = tensor, "uint8", np.dtype(np.uint8)
+        shape = (int(handle.nbytes),)
+    if handle.transport != TRANSPORT:
+        raise DescriptorError(f"remote transport {handle.transport!r} is not {TRANSPORT!r}")
+    desc = Descriptor.decode(bytes(handle.descriptor))
+    need = math.prod(shape) * np_dtype.itemsize
+    if desc.nbytes != int(handle.nbytes) or desc.nbytes != need:
+        raise DescriptorError(f"handle says {handle.nbytes} bytes, descriptor {desc.nbytes}, "
+                              f"shape {list(shape)} {name} needs {need}")
+    return desc, shape, name, np_dtype
+
+
+def _cast(arr: np.ndarray, dtype_name: str, cast: Any, as_torch: bool) -> Any:
+    from .._dtypes import to_torch
+
+    if as_torch or not isinstance(cast, str):
+        import torch
+
+        t = to_torch(arr, dtype_name)
+        target = getattr(torch, str(cast).removeprefix("torch.")) if isinstance(cast, str) else cast
+        out = t.to(target, copy=True)
+        return out if as_torch else out.numpy()
+    if dtype_name == "bfloat16":
+        arr = (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr.astype(np.dtype(cast), copy=True)
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "Puller"]

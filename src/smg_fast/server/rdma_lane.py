@@ -1,0 +1,128 @@
+"""The server's RDMA lane: when and whether the NIXL exporter runs, and why an item did not go
+by rdma.
+
+The exporter starts at server start when rdma is the default transport, else on the first request
+that asks for rdma (in the background; items fall back meanwhile). Before touching NIXL in this
+process a preflight runs in a child process, so a broken NIXL disables the lane instead of taking
+the server down. Every item that asked for rdma and did not get it is counted by reason and the
+first of each reason is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..rdma import Descriptor, Exporter, ExportLease, ExportRefused, RdmaUnavailable
+from ..rdma.preflight import run_preflight
+from .config import ServerConfig
+
+log = logging.getLogger("smg_fast.server")
+
+
+class RdmaLane:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.exporter: Exporter | None = None
+        self.state = "off"  # off -> starting -> ready | unavailable
+        self.reason = "starting"  # fallback reason while not ready
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    # ---- lifecycle ----
+
+    def start(self) -> bool:
+        """Preflight + exporter, blocking. True when the lane is ready."""
+        with self._lock:
+            if self.state != "off":
+                return self.state == "ready"
+            self.state = "starting"
+        cfg = self.config
+        reason, detail = run_preflight()
+        exporter = None
+        if reason is None:
+            try:
+                exporter = Exporter(slots=cfg.rdma_slots, slot_bytes=cfg.rdma_slot_bytes,
+                                    ttl_s=cfg.rdma_slot_ttl_s, listen_host=cfg.rdma_listen_host,
+                                    listen_port=cfg.rdma_listen_port)
+            except RdmaUnavailable as exc:
+                reason, detail = exc.reason, exc.detail
+            except (MemoryError, ValueError) as exc:
+                reason, detail = "agent_failed", f"arena of {cfg.rdma_arena_bytes} bytes: {exc}"
+        with self._lock:
+            if exporter is not None:
+                self.exporter, self.state = exporter, "ready"
+            else:
+                self.state, self.reason = "unavailable", reason or "agent_failed"
+        if exporter is None:
+            log.error("rdma transport disabled (%s): %s; rdma requests go by shm/inline",
+                      reason, detail)
+        return exporter is not None
+
+    def start_background(self) -> None:
+        if self.state == "off":
+            threading.Thread(target=self.start, name="smg-fast-rdma-start", daemon=True).start()
+
+    @property
+    def ready(self) -> bool:
+        return self.exporter is not None
+
+    def close(self) -> None:
+        if self.exporter is not None:
+            self.exporter.close()
+
+    def wait_released(self, timeout_s: float) -> bool:
+        return self.exporter is None or self.exporter.wait_released(timeout_s)
+
+    # ---- exporting ----
+
+    def lease(self, nbytes: int) -> tuple[ExportLease | None, str]:
+        """(lease, "") or (None, fallback reason)."""
+        exporter, reason = self._usable(nbytes)
+        if exporter is None:
+            return None, reason
+        try:
+            return exporter.lease(nbytes), ""
+        except ExportRefused as exc:
+            return None, exc.reason
+
+    def export_array(self, array: np.ndarray) -> tuple[Descriptor | None, str]:
+        exporter, reason = self._usable(array.nbytes)
+        if exporter is None:
+            return None, reason
+        try:
+            return exporter.export_array(array), ""
+        except ExportRefused as exc:
+            return None, exc.reason
+
+    def free(self, key: str) -> None:
+        if self.exporter is not None:
+            self.exporter.free(key)
+
+    def _usable(self, nbytes: int) -> tuple[Exporter | None, str]:
+        if nbytes < self.config.rdma_min_bytes:
+            return None, "below_min_bytes"
+        if self.exporter is None:
+            self.start_background()
+            return None, self.reason
+        return self.exporter, ""
+
+    def note_fallback(self, reason: str, used: str) -> None:
+        """Logs the first fallback of each reason (the caller counts every one)."""
+        if reason in self._warned or reason == "below_min_bytes":
+            return
+        self._warned.add(reason)
+        hints = {"arena_full": "raise --rdma-slots, or pullers are not confirming reads",
+                 "too_large": f"tensor over the {self.config.rdma_slot_bytes} byte slot: raise "
+                              "--rdma-slot-mb or use bfloat16",
+                 "starting": "the exporter is still starting"}
+        log.warning("rdma: item sent by %s instead (%s%s); counted in smg_fast_fallback_total",
+                    used, reason, f": {hints[reason]}" if reason in hints else "")
+
+    def stats(self) -> dict[str, Any]:
+        if self.exporter is None:
+            return {"ready": 0}
+        return {"ready": 1, **self.exporter.stats()}

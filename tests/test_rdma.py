@@ -1,0 +1,409 @@
+"""The RDMA lane with real NIXL: UCX moves the bytes DRAM to DRAM between two processes over
+loopback. An exporter runs in a child process (tests/rdma_peer.py, or the real server); the
+puller runs here. Every wait is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from smg_fast import rdma
+from smg_fast.rdma.nixl import NIXL_MODULES
+
+# Checked without importing NIXL: its libraries stay out of this process until a test needs them.
+if not any(importlib.util.find_spec(m.split(".")[0]) for m in NIXL_MODULES):
+    pytest.skip("NIXL is not installed (pip install --no-deps nixl-cu12==1.5.1)",
+                allow_module_level=True)
+
+pytest.importorskip("grpc")
+
+from rdma_peer import payload  # noqa: E402
+from test_server_process import free_port, wait_serving  # noqa: E402
+
+from smg_fast._proto import tensor_pb2  # noqa: E402
+from smg_fast.client import Client  # noqa: E402
+from smg_fast.rdma import DescriptorError, Puller, PullError, StaleSlotError  # noqa: E402
+
+PEER = Path(__file__).with_name("rdma_peer.py")
+MiB = 1 << 20
+
+
+class Peer:
+    """An exporter process (tests/rdma_peer.py) driven over stdin/stdout."""
+
+    def __init__(self, port: int = 0, **opts: object) -> None:
+        argv = [sys.executable, str(PEER), "--port", str(port)]
+        for k, v in opts.items():
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        ready = self._line(timeout=60)
+        self.name, self.port = ready["ready"], ready["port"]
+
+    def _line(self, timeout: float = 30) -> dict:
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()))
+        reader.start()
+        reader.join(timeout)
+        assert out and out[0], f"rdma peer did not answer (exit code {self.proc.poll()})"
+        return json.loads(out[0])
+
+    def cmd(self, **kw: object) -> dict:
+        self.proc.stdin.write(json.dumps(kw) + "\n")
+        self.proc.stdin.flush()
+        return self._line()
+
+    def export(self, nbytes: int, seed: int = 0,
+               op: str = "export") -> tensor_pb2.RemoteTensorHandle:
+        r = self.cmd(op=op, nbytes=nbytes, seed=seed)
+        assert "descriptor" in r, r
+        return tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
+                                             descriptor=bytes.fromhex(r["descriptor"]))
+
+    def wait_stats(self, pred, timeout: float = 10.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.cmd(op="stats")
+            if pred(s) or time.monotonic() > deadline:
+                return s
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        for f in (self.proc.stdin, self.proc.stdout):
+            f.close()
+
+
+@pytest.fixture
+def peers():
+    started: list[Peer] = []
+
+    def factory(**opts: object) -> Peer:
+        p = Peer(**opts)
+        started.append(p)
+        return p
+
+    yield factory
+    for p in started:
+        p.kill()
+
+
+@pytest.fixture(scope="module")
+def puller():
+    with Puller(slots=4, slot_bytes=32 * MiB, timeout_s=10) as p:
+        yield p
+
+
+@pytest.mark.parametrize("op", ["export", "copy_in"])
+def test_pull_is_exact_and_frees_the_slot(peers, puller, op):
+    peer = peers(slots=2, slot_bytes=32 * MiB)
+    for nbytes in (0, 1, 4097, 24 * MiB):
+        got = puller.pull(peer.export(nbytes, seed=nbytes, op=op))
+        assert got.dtype == np.uint8 and np.array_equal(got, payload(nbytes, nbytes))
+        del got
+    stats = peer.wait_stats(lambda s: s["in_use"] == 0)
+    assert stats["in_use"] == 0 and stats["freed"] == 4 and stats["reaped"] == 0
+
+
+def test_results_hold_landing_slots_until_dropped(peers):
+    peer = peers(slots=4, slot_bytes=MiB)
+    with Puller(slots=2, slot_bytes=MiB) as p:
+        kept = [p.pull(peer.export(1000, seed=i)) for i in range(3)]  # third: overflow buffer
+        assert p.stats()["landing_free"] == 0 and p.stats()["overflow"] == 1
+        assert all(np.array_equal(a, payload(1000, i)) for i, a in enumerate(kept))
+        del kept
+        assert p.stats()["landing_free"] == 2
+        view = p.pull(peer.export(1000, seed=9))[10:20]  # a view keeps the slot too
+        assert p.stats()["landing_free"] == 1
+        assert np.array_equal(view, payload(1000, 9)[10:20])
+        del view
+        assert p.stats()["landing_free"] == 2
+
+
+def test_typed_tensor_cast_and_torch(peers, puller):
+    torch = pytest.importorskip("torch")
+    peer = peers(slots=2, slot_bytes=MiB)
+    handle = peer.export(4 * 6 * 2, seed=5)  # 48 bytes = 24 bfloat16 values
+    td = tensor_pb2.TensorData(shape=[4, 6], dtype="bfloat16", remote=handle)
+    bits = payload(48, 5).view(np.uint16).reshape(4, 6)
+    got = puller.pull(td, as_torch=True)
+    assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16),
+                                                       torch.from_numpy(bits.view(np.int16)))
+    td2 = tensor_pb2.TensorData(shape=[4, 6], dtype="bfloat16", remote=peer.export(48, seed=5))
+    as_f32 = puller.pull(td2, cast="float32")
+    assert np.array_equal(as_f32, (bits.astype(np.uint32) << 16).view(np.float32))
+    td3 = tensor_pb2.TensorData(shape=[5, 6], dtype="bfloat16", remote=peer.export(48, seed=5))
+    with pytest.raises(DescriptorError):  # shape does not match the bytes
+        puller.pull(td3)
+
+
+def test_recycled_slot_is_detected_not_returned(peers, puller):
+    peer = peers(slots=1, slot_bytes=MiB)
+    r1 = peer.cmd(op="export", nbytes=5000, seed=1)
+    peer.cmd(op="free", key=r1["key"])
+    fresh = peer.export(5000, seed=2)  # the same slot, a new generation
+    old = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=5000,
+                                        descriptor=bytes.fromhex(r1["descriptor"]))
+    with pytest.raises(StaleSlotError, match="generation"):
+        puller.pull(old)
+    assert np.array_equal(puller.pull(fresh), payload(5000, 2))
+
+
+_KILLED_PULLER = textwrap.dedent("""
+    import os, signal, sys
+    from smg_fast._proto import tensor_pb2
+    from smg_fast.rdma import Puller
+    p = Puller(slots=1, slot_bytes=1 << 20)
+    # Die between the READ and the notification that would free the exporter's slot.
+    p._agent.send_notif = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+    h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
+                                      descriptor=bytes.fromhex(sys.argv[1]))
+    p.pull(h)
+""")
+
+
+def test_killed_puller_leaves_a_slot_the_ttl_reaps(peers, puller):
+    peer = peers(slots=1, slot_bytes=MiB, ttl_s=1.5)
+    r = peer.cmd(op="export", nbytes=100_000, seed=3)
+    child = subprocess.run([sys.executable, "-c", _KILLED_PULLER, r["descriptor"], "100000"],
+                           timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    stats = peer.cmd(op="stats")
+    assert stats["in_use"] == 1 and stats["reaped"] == 0
+    assert peer.cmd(op="export", nbytes=10, seed=0) == {"refused": "arena_full"}
+    stats = peer.wait_stats(lambda s: s["reaped"] == 1, timeout=10)
+    assert stats["reaped"] == 1 and stats["in_use"] == 0
+    assert np.array_equal(puller.pull(peer.export(2000, seed=4)), payload(2000, 4))
+
+
+def test_exporter_restart_refreshes_metadata(peers, puller):
+    port = free_port()
+    first = peers(port=port, slots=2, slot_bytes=MiB)
+    assert np.array_equal(puller.pull(first.export(3000, seed=1)), payload(3000, 1))
+    orphan = first.export(3000, seed=2)
+    first.kill()
+    second = peers(port=port, slots=2, slot_bytes=MiB)
+    assert second.name != first.name
+    assert np.array_equal(puller.pull(second.export(3000, seed=3)), payload(3000, 3))
+    with pytest.raises(StaleSlotError, match="restarted"):  # the old exporter's slot is gone
+        puller.pull(orphan)
+    assert np.array_equal(puller.pull(second.export(3000, seed=4)), payload(3000, 4))
+
+
+def test_dead_exporter_is_an_error_not_a_crash(peers):
+    peer = peers(slots=2, slot_bytes=MiB)
+    with Puller(slots=1, slot_bytes=MiB, timeout_s=5) as p:
+        assert np.array_equal(p.pull(peer.export(100, seed=1)), payload(100, 1))
+        handle = peer.export(100, seed=2)
+        peer.kill()
+        t0 = time.monotonic()
+        with pytest.raises(PullError):
+            p.pull(handle)
+        assert time.monotonic() - t0 < 15
+        assert p.stats()["landing_free"] == 1  # nothing held by the failed pull
+
+
+def test_64_pulls_in_flight_from_4_threads(peers, puller):
+    peer = peers(slots=64, slot_bytes=MiB)
+    handles = [peer.export(200_000 + i, seed=i, op="copy_in" if i % 2 else "export")
+               for i in range(64)]
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(t, 64, 4):
+                got = puller.pull(handles[i])
+                assert np.array_equal(got, payload(200_000 + i, i)), i
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors, errors[:3]
+    stats = peer.wait_stats(lambda s: s["in_use"] == 0)
+    assert stats["in_use"] == 0 and stats["freed"] == 64
+
+
+def test_pull_async_keeps_the_loop_running(peers, puller):
+    peer = peers(slots=2, slot_bytes=32 * MiB)
+    handle = peer.export(24 * MiB, seed=6)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        got = await puller.pull_async(handle)
+        task.cancel()
+        return got, ticks
+
+    got, ticks = asyncio.run(main())
+    assert np.array_equal(got, payload(24 * MiB, 6)) and ticks > 1
+
+
+def test_bad_handles_and_unreachable_exporter(puller):
+    with pytest.raises(DescriptorError):
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=b"junk", nbytes=4))
+    with pytest.raises(DescriptorError, match="transport"):
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport="tcp", descriptor=b"{}", nbytes=4))
+    desc = rdma.Descriptor(agent="nobody", host="127.0.0.1", port=free_port(), addr=4096,
+                           frame_len=80, nbytes=4, generation=1, key="k")
+    with pytest.raises(PullError, match="cannot reach"):
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=desc.encode(),
+                                                  nbytes=4))
+
+
+def test_pin_memory_without_cuda_is_a_clear_error():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: pinned memory works")
+    with pytest.raises(ValueError, match="pin_memory"):
+        Puller(slots=1, slot_bytes=MiB, pin_memory=True)
+
+
+# ---- the server's rdma transport ----
+
+
+@pytest.fixture(scope="module")
+def rdma_server(tmp_path_factory):
+    """``python -m smg_fast.server --transport rdma`` in its own process."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
+         "--rdma-listen-port", "0", "--rdma-slots", "2", "--rdma-slot-mb", "64",
+         "--model", "qwen2_vl=qwen2_vl", "--model", "kimi=kimi_k25", "--workers", "2",
+         "--pixel-cache-mb", "256", "--metrics-port", str(free_port())],
+        stderr=subprocess.PIPE, text=True)
+    target = f"127.0.0.1:{port}"
+    try:
+        wait_serving(target, proc)
+        yield target, proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def photo_1080p(real_images):
+    import io
+
+    im = real_images.rgb("astronaut").resize((1920, 1080))
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=92)
+    return buf.getvalue()
+
+
+def test_server_rdma_is_exact_at_1080p(rdma_server, puller, photo_1080p, ours):
+    target, _ = rdma_server
+    with Puller(slots=2, slot_bytes=64 * MiB) as big, Client(target, puller=big) as c:
+        info = c.model_info()
+        assert info["rdma_available"] and info["rdma_max_bytes"] >= 48 * MiB
+        ref = ours("qwen2_vl")(photo_1080p)["pixel_values"]
+        for _ in range(2):  # miss, then a pixel-cache hit (copy-in path)
+            out = c.preprocess(photo_1080p, transport="rdma")
+            assert out.items[0].transport == "rdma"
+            assert np.array_equal(out.pixel_values, ref)
+        bf16 = c.preprocess(photo_1080p, transport="rdma", dtype="bfloat16")
+        assert bf16.items[0].transport == "rdma"
+        ref16 = ours("qwen2_vl")(photo_1080p, dtype="bfloat16")["pixel_values"]
+        assert np.array_equal(bf16.pixel_values, ref16)
+        kimi = c.preprocess(photo_1080p, model="kimi", transport="rdma")
+        assert np.array_equal(kimi.pixel_values, ours("kimi_k25")(photo_1080p)["pixel_values"])
+
+
+def test_server_full_arena_falls_back_to_inline(rdma_server, small_jpegs, ours, puller):
+    """Two slots, three unpulled handles: the third item goes inline (another host's caller)."""
+    import grpc
+
+    from smg_fast._proto import preprocessor_pb2 as pb
+    from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+    from smg_fast.tensors import read_tensor
+
+    target, _ = rdma_server
+    jpeg = small_jpegs["chelsea"]
+    req = pb.PreprocessRequest(items=[pb.MediaItem(data=jpeg)] * 3, transport="rdma")
+    with grpc.insecure_channel(target) as ch:
+        resp = pb_grpc.PreprocessorStub(ch).Preprocess(req, timeout=30)
+    kinds = [it.transport for it in resp.items]
+    assert kinds == ["rdma", "rdma", "inline"]
+    ref = ours("qwen2_vl")(jpeg)["pixel_values"]
+    for it in resp.items:
+        assert np.array_equal(read_tensor(it.pixel_values, puller=puller), ref)
+
+
+def test_server_killed_mid_flight_never_crashes_the_puller(photo_1080p, tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "smg_fast.server", "--port", str(port),
+                             "--transport", "rdma", "--rdma-listen-port", "0",
+                             "--rdma-slot-mb", "64"], stderr=subprocess.DEVNULL)
+    try:
+        target = f"127.0.0.1:{port}"
+        wait_serving(target, proc)
+        import grpc
+
+        from smg_fast._proto import preprocessor_pb2 as pb
+        from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+
+        with grpc.insecure_channel(target) as ch:
+            resp = pb_grpc.PreprocessorStub(ch).Preprocess(
+                pb.PreprocessRequest(items=[pb.MediaItem(data=photo_1080p)], transport="rdma"),
+                timeout=60)
+        td = resp.items[0].pixel_values
+        assert td.WhichOneof("payload") == "remote"
+        proc.kill()
+        proc.wait(10)
+        with Puller(slots=1, slot_bytes=64 * MiB, timeout_s=5) as p:
+            with pytest.raises(PullError):
+                p.pull(td)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_broken_nixl_disables_the_lane_not_the_server(tmp_path, start_server, small_jpegs, ours,
+                                                      monkeypatch):
+    """A NIXL whose import aborts the process (as a missing or broken native library can): the
+    preflight child dies, the server keeps serving, rdma items go by shm and are counted."""
+    fake = tmp_path / "fake_nixl" / "nixl_cu12"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "_api.py").write_text("import os\nos.abort()\n")
+    monkeypatch.setenv("PYTHONPATH", f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    srv = start_server(transport="rdma")
+    reg = srv.server.metrics.registry
+    assert not srv.server.rdma.ready and srv.server.rdma.reason == "agent_failed"
+    with Client(srv.target, timeout=30) as c:
+        assert not c.model_info()["rdma_available"]
+        out = c.preprocess(small_jpegs["rocket"], transport="rdma")
+    assert out.items[0].transport == "shm"
+    assert np.array_equal(out.pixel_values, ours("qwen2_vl")(small_jpegs["rocket"])["pixel_values"])
+    assert reg.get_sample_value("smg_fast_fallback_total",
+                                {"reason": "agent_failed", "used": "shm"}) == 1

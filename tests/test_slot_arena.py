@@ -1,0 +1,188 @@
+"""The native RDMA slot arena on its own (no NIXL): leases, frames, generations, TTL, counters,
+copy-in, and concurrent use."""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+from smg_fast import _native
+from smg_fast.rdma.descriptor import Descriptor, check_frame
+from smg_fast.rdma.errors import DescriptorError, StaleSlotError
+
+MiB = 1 << 20
+
+
+def frame_of(arena, lease):
+    return arena.view(lease["frame_offset"], lease["frame_len"])
+
+
+def header(frame):
+    return struct.unpack_from("<QIIQQQ", frame, 0)
+
+
+def descriptor(arena, key, lease):
+    return Descriptor(agent="a", host="127.0.0.1", port=1,
+                      addr=arena.address + lease["frame_offset"], frame_len=lease["frame_len"],
+                      nbytes=lease["payload_len"], generation=lease["generation"], key=key)
+
+
+def test_frame_layout_and_counters():
+    arena = _native.SlotArena(2, MiB, 30.0)
+    assert arena.size == 2 * MiB and arena.max_payload == MiB - 72
+    data = np.random.default_rng(0).integers(0, 256, 1001, dtype=np.uint8)
+    lease = arena.lease("k1", data.nbytes)
+    assert lease["frame_len"] == 64 + 1008 + 8 == _native.frame_bytes(1001)
+    arena.view(lease["payload_offset"], data.nbytes)[:] = data
+    assert arena.commit("k1")
+    frame = frame_of(arena, lease)
+    magic, version, _, gen, nbytes, khash = header(frame)
+    assert (magic, version, gen, nbytes) == (_native.FRAME_MAGIC, 1, lease["generation"], 1001)
+    assert khash == _native.key_hash("k1") != _native.key_hash("k2")
+    assert struct.unpack_from("<Q", frame, 64 + 1008)[0] == lease["generation"]
+    assert np.array_equal(frame[64:64 + 1001], data)
+    check_frame(frame, descriptor(arena, "k1", lease))  # the frame a puller would accept
+    c = arena.counters()
+    assert (c["leased"], c["committed"], c["in_use"]) == (1, 1, 1)
+    assert arena.free("k1") and not arena.free("k1")
+    c = arena.counters()
+    assert (c["freed"], c["unknown_free"], c["in_use"]) == (1, 1, 0)
+
+
+def test_full_too_large_and_duplicate_keys():
+    arena = _native.SlotArena(2, 64 * 1024, 30.0)
+    assert arena.lease("a", 10) is not None and arena.lease("b", 10) is not None
+    assert arena.lease("c", 10) is None  # full: refused, not blocking
+    with pytest.raises(ValueError, match="does not fit a slot"):
+        arena.lease("d", arena.max_payload + 1)
+    arena.free("a")
+    with pytest.raises(ValueError, match="already holds"):
+        arena.lease("b", 10)
+    assert arena.lease("e", arena.max_payload) is not None  # exactly one slot's payload fits
+    c = arena.counters()
+    assert (c["full"], c["too_large"], c["leased"], c["in_use"]) == (1, 1, 3, 2)
+
+
+def test_uncommitted_frame_never_validates():
+    arena = _native.SlotArena(1, 64 * 1024, 30.0)
+    lease = arena.lease("k", 100)
+    with pytest.raises(StaleSlotError):
+        check_frame(frame_of(arena, lease), descriptor(arena, "k", lease))
+
+
+def test_recycled_slot_is_detected():
+    arena = _native.SlotArena(1, 64 * 1024, 30.0)
+    old = arena.lease("old", 500)
+    arena.commit("old")
+    stale_desc = descriptor(arena, "old", old)
+    check_frame(frame_of(arena, old), stale_desc)
+    arena.free("old")
+    new = arena.lease("new", 300)
+    arena.commit("new")
+    assert new["slot"] == old["slot"] and new["generation"] != old["generation"]
+    with pytest.raises(StaleSlotError, match="generation"):
+        check_frame(arena.view(old["frame_offset"], old["frame_len"]), stale_desc)
+    check_frame(frame_of(arena, new), descriptor(arena, "new", new))
+
+
+def test_new_lease_invalidates_the_old_trailer():
+    """A reader that copied the old header before the slot was leased again must still fail: the
+    new lease zeroes the old frame's trailer before any payload is written."""
+    arena = _native.SlotArena(1, 64 * 1024, 30.0)
+    old = arena.lease("old", 1000)
+    arena.commit("old")
+    torn = frame_of(arena, old).copy()  # header and payload as a reader saw them first...
+    arena.free("old")
+    arena.lease("new", 200)  # ...then the slot is reused (different length)...
+    torn[-8:] = frame_of(arena, old)[-8:]  # ...and the reader copies the trailer last
+    with pytest.raises(StaleSlotError):
+        check_frame(torn, descriptor(arena, "old", old))
+
+
+def test_ttl_reap():
+    arena = _native.SlotArena(2, 64 * 1024, 5.0)
+    arena.lease("a", 10)
+    arena.commit("a")
+    assert arena.reap() == 0
+    assert arena.reap_after(4.0) == 0
+    assert arena.reap_after(5.5) == 1
+    c = arena.counters()
+    assert (c["reaped"], c["in_use"]) == (1, 0)
+    assert not arena.free("a")  # the late notification is harmless and counted
+    assert arena.counters()["unknown_free"] == 1
+
+
+def test_copy_in_is_exact_and_threaded():
+    _native.set_num_threads(2)
+    arena = _native.SlotArena(1, 8 * MiB, 30.0)
+    src = np.random.default_rng(1).integers(0, 2**31, (1000, 1000), dtype=np.int32)
+    lease = arena.copy_in("k", src.reshape(-1).view(np.uint8))
+    assert np.array_equal(arena.view(lease["payload_offset"], src.nbytes).view(np.int32),
+                          src.reshape(-1))
+    check_frame(frame_of(arena, lease), descriptor(arena, "k", lease))
+    assert arena.copy_in("k2", src.reshape(-1).view(np.uint8)) is None  # full
+    with pytest.raises(ValueError, match="contiguous"):
+        arena.copy_in("k3", src[:, ::2])
+
+
+def test_concurrent_leases_are_unique():
+    arena = _native.SlotArena(8, 64 * 1024, 30.0)
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    errors = []
+
+    def worker(t):
+        try:
+            for i in range(500):
+                key = f"{t}.{i}"
+                lease = arena.lease(key, 64)
+                if lease is None:
+                    continue
+                arena.view(lease["payload_offset"], 64)[:] = t
+                arena.commit(key)
+                with lock:
+                    seen.append((lease["slot"], lease["generation"]))
+                assert arena.free(key)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    gens = [g for _, g in seen]
+    assert len(set(gens)) == len(gens)
+    c = arena.counters()
+    assert c["in_use"] == 0 and c["leased"] == c["freed"] == len(seen)
+
+
+@pytest.mark.parametrize("args", [(0, 1 << 20, 1.0), (1, 64, 1.0), (1, 1000, 1.0),
+                                  (1, 1 << 20, 0.0)])
+def test_bad_arena_settings(args):
+    with pytest.raises(ValueError):
+        _native.SlotArena(*args)
+
+
+def test_view_bounds():
+    arena = _native.SlotArena(1, 64 * 1024, 1.0)
+    with pytest.raises(ValueError):
+        arena.view(64 * 1024 - 10, 11)
+    with pytest.raises(ValueError):
+        arena.view(-1, 1)
+
+
+def test_descriptor_round_trip_and_rejects():
+    d = Descriptor(agent="x", host="127.0.0.1", port=18515, addr=4096,
+                   frame_len=_native.frame_bytes(100), nbytes=100, generation=3, key="k.1")
+    assert Descriptor.decode(d.encode()) == d
+    bad = [b"\x80\x04pickle", b"[]", b'{"v": 2}', d.encode().replace(b'"port":18515', b'"port":0'),
+           d.encode().replace(b'"nbytes":100', b'"nbytes":"100"'),
+           d.encode().replace(b'"frame_len":176', b'"frame_len":175'), b"{" * 5000]
+    for raw in bad:
+        with pytest.raises(DescriptorError):
+            Descriptor.decode(raw)
