@@ -1,5 +1,5 @@
 """The RDMA lane with real NIXL: UCX moves the bytes DRAM to DRAM between two processes over
-loopback. An exporter runs in a child process (tests/rdma_peer.py, or the real server); the
+loopback. An exporter runs in a child process (smg_fast.bench.rdma_peer, or the real server); the
 puller runs here. Every wait is bounded."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,22 +28,21 @@ if not any(importlib.util.find_spec(m.split(".")[0]) for m in NIXL_MODULES):
 
 pytest.importorskip("grpc")
 
-from rdma_peer import payload  # noqa: E402
 from test_server_process import free_port, wait_serving  # noqa: E402
 
 from smg_fast._proto import tensor_pb2  # noqa: E402
+from smg_fast.bench.rdma_peer import payload  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.rdma import DescriptorError, Puller, PullError, StaleSlotError  # noqa: E402
 
-PEER = Path(__file__).with_name("rdma_peer.py")
 MiB = 1 << 20
 
 
 class Peer:
-    """An exporter process (tests/rdma_peer.py) driven over stdin/stdout."""
+    """An exporter process (smg_fast.bench.rdma_peer) driven over stdin/stdout."""
 
     def __init__(self, port: int = 0, **opts: object) -> None:
-        argv = [sys.executable, str(PEER), "--port", str(port)]
+        argv = [sys.executable, "-m", "smg_fast.bench.rdma_peer", "--port", str(port)]
         for k, v in opts.items():
             argv += [f"--{k.replace('_', '-')}", str(v)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -67,7 +65,12 @@ class Peer:
 
     def export(self, nbytes: int, seed: int = 0,
                op: str = "export") -> tensor_pb2.RemoteTensorHandle:
-        r = self.cmd(op=op, nbytes=nbytes, seed=seed)
+        deadline = time.monotonic() + 10
+        while True:  # a pulled slot is freed by a notification that arrives a little later
+            r = self.cmd(op=op, nbytes=nbytes, seed=seed)
+            if r.get("refused") != "arena_full" or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
         assert "descriptor" in r, r
         return tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
                                              descriptor=bytes.fromhex(r["descriptor"]))
@@ -169,7 +172,7 @@ _KILLED_PULLER = textwrap.dedent("""
     from smg_fast.rdma import Puller
     p = Puller(slots=1, slot_bytes=1 << 20)
     # Die between the READ and the notification that would free the exporter's slot.
-    p._agent.send_notif = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
+    p._notify = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
     h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
                                       descriptor=bytes.fromhex(sys.argv[1]))
     p.pull(h)

@@ -90,6 +90,10 @@ class Exporter:
             self._sock.close()
             raise
         self._stop = threading.Event()
+        # A new lease wakes the thread from its idle wait, so it polls fast while slots are out.
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._thread = threading.Thread(target=self._run, name="smg-fast-rdma-exporter",
                                         daemon=True)
         self._thread.start()
@@ -125,6 +129,7 @@ class Exporter:
             raise ExportRefused("too_large", str(exc)) from None
         if info is None:
             raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
+        self._wake()
         return ExportLease(self, key, info)
 
     def export_array(self, array: np.ndarray) -> Descriptor:
@@ -137,7 +142,14 @@ class Exporter:
             raise ExportRefused("too_large", str(exc)) from None
         if info is None:
             raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
+        self._wake()
         return self.descriptor(key, info)
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):  # already has a wake-up pending, or closing
+            pass
 
     def descriptor(self, key: str, info: dict[str, int]) -> Descriptor:
         return Descriptor(agent=self.name, host=self.host, port=self.port,
@@ -168,14 +180,18 @@ class Exporter:
     def _run(self) -> None:
         sel = selectors.DefaultSelector()
         sel.register(self._sock, selectors.EVENT_READ)
+        sel.register(self._wake_r, selectors.EVENT_READ)
         next_reap = 0.0
         reap_every = min(1.0, self.arena.ttl_s / 4)
         failures = 0
         while not self._stop.is_set():
             try:
                 busy = self.arena.counters()["in_use"] > 0
-                if sel.select(BUSY_POLL_S if busy else IDLE_POLL_S):
-                    self._accept()
+                for sk, _ in sel.select(BUSY_POLL_S if busy else IDLE_POLL_S):
+                    if sk.fileobj is self._sock:
+                        self._accept()
+                    else:
+                        self._drain_wake()
                 for msgs in self._agent.get_new_notifs().values():
                     for msg in msgs:
                         self.arena.free(msg.decode("utf-8", "replace"))
@@ -192,6 +208,13 @@ class Exporter:
                     log.exception("rdma exporter loop error (%d in a row)", failures)
                 time.sleep(min(0.1, 0.001 * failures))
         sel.close()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
 
     def _accept(self) -> None:
         try:
@@ -210,8 +233,11 @@ class Exporter:
             return
         self._closed = True
         self._stop.set()
+        self._wake()
         self._thread.join(timeout=5)
         self._sock.close()
+        self._wake_r.close()
+        self._wake_w.close()
         try:
             self._agent.deregister_memory(self._reg)
         except Exception as exc:

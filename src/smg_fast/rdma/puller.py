@@ -27,6 +27,7 @@ from .. import _native
 from .descriptor import TRANSPORT, Descriptor, check_frame
 from .errors import DescriptorError, PullError, StaleSlotError
 from .nixl import fetch_metadata, load_nixl, make_agent, register
+from .notifier import Notifier
 
 log = logging.getLogger("smg_fast.rdma")
 
@@ -36,7 +37,7 @@ DEFAULT_LANDING_SLOTS = 4
 DEFAULT_LANDING_SLOT_BYTES = 32 << 20
 # NIXL holds the GIL while UCX copies; READs are cut into pieces so other threads (an event loop)
 # run between them.
-DEFAULT_CHUNK_BYTES = 8 << 20
+DEFAULT_CHUNK_BYTES = 16 << 20
 
 
 @dataclass
@@ -94,6 +95,7 @@ class Puller:
         self._pool_lock = threading.Lock()
         self._peers: dict[tuple[str, int], _Peer] = {}
         self._agent = make_agent(nixl, self.name)
+        self._notifier = Notifier(nixl, self.name + "-notify")
         self.slot_bytes = (slot_bytes + 4095) // 4096 * 4096
         self._pool, self._pool_keep = self._landing(slots * self.slot_bytes, pin_memory)
         self._reg = register(self._agent, self._pool.ctypes.data, self._pool.nbytes) \
@@ -167,6 +169,7 @@ class Puller:
         if self._closed:
             return
         self._closed = True
+        self._notifier.close()
         with self._lock:
             for peer in self._peers.values():
                 _quiet(self._agent.remove_remote_agent, peer.name)
@@ -229,11 +232,10 @@ class Puller:
         except StaleSlotError:
             self._count("stale")
             raise
-        with self._lock:  # the slot is ours now: the exporter may reuse it
-            try:
-                self._agent.send_notif(peer.name, desc.key.encode())
-            except Exception as exc:  # the exporter's TTL frees it instead
-                log.warning("rdma: could not notify %s (slot freed by its TTL): %s", peer.name, exc)
+        self._notify(peer.name, desc.key)  # the bytes are ours now: the exporter may reuse the slot
+
+    def _notify(self, peer: str, key: str) -> None:
+        self._notifier.send(peer, key)
 
     def _peer(self, desc: Descriptor, refresh: bool, deadline: float) -> _Peer:
         where = (desc.host, desc.port)
@@ -244,6 +246,7 @@ class Puller:
             if peer is not None:  # restarted exporter, or a broken connection
                 with self._lock:
                     _quiet(self._agent.remove_remote_agent, peer.name)
+                self._notifier.remove_peer(peer.name)
                 del self._peers[where]
             timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
             try:
@@ -258,6 +261,7 @@ class Puller:
                 except Exception as exc:
                     self._count("errors")
                     raise PullError(f"NIXL rejected the metadata of {name}: {exc}") from None
+            self._notifier.add_peer(metadata)
             peer = self._peers[where] = _Peer(name)
         if peer.name != desc.agent:
             self._count("stale")

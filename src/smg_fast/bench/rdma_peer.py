@@ -1,10 +1,12 @@
-"""A stand-alone RDMA exporter process for the tests, driven by JSON lines on stdin.
+"""A stand-alone RDMA exporter process for tests and benchmarks, driven by JSON lines on stdin.
 
-    python tests/rdma_peer.py --port P [--slots N] [--slot-bytes B] [--ttl-s T]
+    python -m smg_fast.bench.rdma_peer --port P [--slots N] [--slot-bytes B] [--ttl-s T]
 
 Prints {"ready": ..., "port": ...} once the exporter serves, then one JSON answer per command:
   {"op": "export", "nbytes": N, "seed": S}   payload = seeded random bytes, written in place
   {"op": "copy_in", "nbytes": N, "seed": S}  the same bytes, through the copy-in path
+  {"op": "shm", "nbytes": N, "seed": S}      the same bytes in a /dev/shm segment: answers
+                                             {"tensor": <hex of a serialized TensorData>}
   {"op": "free", "key": K}   {"op": "reap_after", "seconds": X}   {"op": "stats"}   {"op": "exit"}
 Exports answer {"descriptor": <hex>, "nbytes": N, "key": K} or {"refused": <reason>}.
 """
@@ -18,6 +20,8 @@ import sys
 import numpy as np
 
 from smg_fast.rdma import Exporter, ExportRefused
+from smg_fast.shm import ShmRegistry
+from smg_fast.tensors import to_tensor_data
 
 
 def payload(nbytes: int, seed: int) -> np.ndarray:
@@ -33,6 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     exp = Exporter(slots=args.slots, slot_bytes=args.slot_bytes, ttl_s=args.ttl_s,
                    listen_port=args.port)
+    registry = ShmRegistry()  # segments the consumer did not read are unlinked at exit
     print(json.dumps({"ready": exp.name, "port": exp.port}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -48,6 +53,10 @@ def main() -> None:
                 else:
                     desc = exp.export_array(data)
                 out = {"descriptor": desc.encode().hex(), "nbytes": desc.nbytes, "key": desc.key}
+            elif op == "shm":
+                td = to_tensor_data(payload(cmd["nbytes"], cmd["seed"]), transport="shm",
+                                    registry=registry)
+                out = {"tensor": td.SerializeToString().hex()}
             elif op == "free":
                 out = {"freed": exp.free(cmd["key"])}
             elif op == "reap_after":
@@ -60,6 +69,7 @@ def main() -> None:
             out = {"refused": exc.reason}
         print(json.dumps(out), flush=True)
     exp.close()
+    registry.close()
 
 
 if __name__ == "__main__":
