@@ -7,6 +7,7 @@ One row per family and input size: median milliseconds of the reference (transfo
 processor for Qwen, the upstream NumPy reference for Kimi), the torchvision processor ("n/a" when
 it was not run), smg-fast on 1 thread (float32, bfloat16) and on all threads (float32), and the
 copy floor (np.copyto of the float32 output), then reference / smg(1t f32) and smg(1t f32) / copy.
+Transport benchmarks (bench/test_bench_transports.py) get their own tables.
 """
 
 from __future__ import annotations
@@ -165,19 +166,53 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def transport_tables(data: dict) -> list[str]:
+    """Payload rows (median ms and GB/s per transport) and 1080p end-to-end rows, when present."""
+    payload: dict[int, dict[str, float]] = defaultdict(dict)
+    e2e: dict[str, dict[str, float]] = defaultdict(dict)
+    for bench in data.get("benchmarks", []):
+        info, median = bench.get("extra_info", {}), bench["stats"]["median"]
+        if "e2e" in info:
+            e2e[info["dtype"]][info["transport"]] = median
+        elif "transport" in info and "mb" in info:
+            payload[int(info["mb"])][info["transport"]] = median
+    out: list[str] = []
+    if payload:
+        kinds = ("rdma", "shm", "inline")
+        out += ["| MiB | " + " | ".join(f"{k} ms (GB/s)" for k in kinds) + " |",
+                "| ---: | " + " | ".join("---:" for _ in kinds) + " |"]
+        for mb in sorted(payload):
+            cells = []
+            for k in kinds:
+                t = payload[mb].get(k)
+                cells.append("n/a" if t is None else f"{t * 1e3:.2f} ({mb * 2**20 / t / 1e9:.1f})")
+            out.append(f"| {mb} | " + " | ".join(cells) + " |")
+    if e2e:
+        out += ["", "| 1080p end to end | rdma ms | shm ms | rdma / shm |",
+                "| --- | ---: | ---: | ---: |"]
+        for dtype in sorted(e2e):
+            r, m = e2e[dtype].get("rdma"), e2e[dtype].get("shm")
+            out.append(f"| {dtype} | {_ms(r)} | {_ms(m)} | {_ratio(r, m)} |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", help="file written by pytest --benchmark-json=FILE")
     args = parser.parse_args(argv)
     data = load(args.json)
     rows = collect(data)
-    if not rows:
-        print(f"{args.json}: no bench/ processor benchmarks found", file=sys.stderr)
+    transports = transport_tables(data)
+    if not rows and not transports:
+        print(f"{args.json}: no bench/ benchmarks found", file=sys.stderr)
         return 1
-    print("\n".join(table(rows)))
-    print()
-    for line in notes(data, rows):
-        print(f"- {line}")
+    if rows:
+        print("\n".join(table(rows)))
+        print()
+        for line in notes(data, rows):
+            print(f"- {line}")
+    if transports:
+        print("\n".join(["", *transports] if rows else transports))
     return 0
 
 
