@@ -122,28 +122,25 @@ class Exporter:
 
     def lease(self, nbytes: int) -> ExportLease:
         """A slot for an nbytes payload, or ExportRefused("too_large" | "arena_full")."""
-        key = f"{self.instance}.{next(self._keys)}"
-        try:
-            info = self.arena.lease(key, nbytes)
-        except ValueError as exc:
-            raise ExportRefused("too_large", str(exc)) from None
-        if info is None:
-            raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
-        self._wake()
+        key, info = self._take(self.arena.lease, nbytes)
         return ExportLease(self, key, info)
 
     def export_array(self, array: np.ndarray) -> Descriptor:
         """Copies a C-contiguous array into a slot (parallel copy, GIL released)."""
-        key = f"{self.instance}.{next(self._keys)}"
         src = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        key, info = self._take(self.arena.copy_in, src)
+        return self.descriptor(key, info)
+
+    def _take(self, fn: Any, arg: Any) -> tuple[str, dict[str, int]]:
+        key = f"{self.instance}.{next(self._keys)}"
         try:
-            info = self.arena.copy_in(key, src)
+            info = fn(key, arg)
         except ValueError as exc:
             raise ExportRefused("too_large", str(exc)) from None
         if info is None:
             raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
         self._wake()
-        return self.descriptor(key, info)
+        return key, info
 
     def _wake(self) -> None:
         try:

@@ -81,34 +81,27 @@ class RdmaLane:
 
     def lease(self, nbytes: int) -> tuple[ExportLease | None, str]:
         """(lease, "") or (None, fallback reason)."""
-        exporter, reason = self._usable(nbytes)
-        if exporter is None:
-            return None, reason
-        try:
-            return exporter.lease(nbytes), ""
-        except ExportRefused as exc:
-            return None, exc.reason
+        return self._try("lease", nbytes, nbytes)
 
     def export_array(self, array: np.ndarray) -> tuple[Descriptor | None, str]:
-        exporter, reason = self._usable(array.nbytes)
+        """(descriptor of a copy in a slot, "") or (None, fallback reason)."""
+        return self._try("export_array", array.nbytes, array)
+
+    def _try(self, method: str, nbytes: int, arg: Any) -> tuple[Any, str]:
+        if nbytes < self.config.rdma_min_bytes:
+            return None, "below_min_bytes"
+        exporter = self.exporter
         if exporter is None:
-            return None, reason
+            self.start_background()
+            return None, self.reason
         try:
-            return exporter.export_array(array), ""
+            return getattr(exporter, method)(arg), ""
         except ExportRefused as exc:
             return None, exc.reason
 
     def free(self, key: str) -> None:
         if self.exporter is not None:
             self.exporter.free(key)
-
-    def _usable(self, nbytes: int) -> tuple[Exporter | None, str]:
-        if nbytes < self.config.rdma_min_bytes:
-            return None, "below_min_bytes"
-        if self.exporter is None:
-            self.start_background()
-            return None, self.reason
-        return self.exporter, ""
 
     def note_fallback(self, reason: str, used: str) -> None:
         """Logs the first fallback of each reason (the caller counts every one)."""
