@@ -410,3 +410,16 @@ def test_broken_nixl_disables_the_lane_not_the_server(tmp_path, start_server, sm
     assert np.array_equal(out.pixel_values, ours("qwen2_vl")(small_jpegs["rocket"])["pixel_values"])
     assert reg.get_sample_value("smg_fast_fallback_total",
                                 {"reason": "agent_failed", "used": "shm"}) == 1
+
+
+def test_client_cli_pulls_and_exits_cleanly(rdma_server, small_jpegs, tmp_path):
+    """The CLI's puller is never closed explicitly: exit must still be clean (NIXL aborts the
+    process when agents with peers are torn down at interpreter exit, unless closed first)."""
+    target, _ = rdma_server
+    img = tmp_path / "rocket.jpg"
+    img.write_bytes(small_jpegs["rocket"])
+    cli = subprocess.run([sys.executable, "-m", "smg_fast.client", str(img), "--target", target,
+                          "--transport", "rdma", "--verify"], capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    assert "transport rdma" in cli.stdout and "identical to in-process" in cli.stdout

@@ -294,10 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     with Client(args.target, timeout=args.timeout) as client:
         try:
-            info = client.model_info() if (args.info or args.verify) else {}
+            wanted = args.info or args.verify or args.transport == "rdma"
+            info = client.model_info() if wanted else {}
         except grpc.RpcError as exc:
             print(f"error: {args.target}: {exc.code().name}: {exc.details()}", file=sys.stderr)
             return 1
+        if info.get("rdma_available") and args.transport == "rdma":
+            from .rdma import Puller, RdmaError
+
+            try:  # made before the first timed request, with slots the server's tensors fit
+                client.puller = Puller(slots=1, slot_bytes=int(info["rdma_max_bytes"]) + 4096)
+            except (RdmaError, ValueError) as exc:
+                print(f"error: cannot pull rdma handles here: {exc}", file=sys.stderr)
+                return 1
         if args.info:
             import json
 
@@ -311,8 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{image}: {exc.code().name}: {exc.details()}", file=sys.stderr)
                     status = 1
                     break
-                except OSError as exc:
-                    print(f"{image}: {exc}", file=sys.stderr)
+                except (OSError, ValueError, RuntimeError) as exc:  # files, handles, RdmaError
+                    print(f"{image}: {type(exc).__name__}: {exc}", file=sys.stderr)
                     status = 1
                     break
                 it = out.items[0]
@@ -325,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.verify and not image.startswith(("data:", "file:")):
                     line += " | " + _verify(info, args.model, image, args.dtype, px)
                 print(line, flush=True)
+        if client.puller is not None:
+            client.puller.close()
     return status
 
 

@@ -9,6 +9,7 @@ notification never came.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import os
@@ -17,6 +18,7 @@ import selectors
 import socket
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -97,6 +99,7 @@ class Exporter:
         self._thread = threading.Thread(target=self._run, name="smg-fast-rdma-exporter",
                                         daemon=True)
         self._thread.start()
+        _LIVE.add(self)
         log.info("rdma exporter %s: %d slots x %.1f MiB registered, metadata on %s:%d",
                  self.name, slots, slot_bytes / 2**20, self.host, self.port)
 
@@ -240,11 +243,25 @@ class Exporter:
         except Exception as exc:
             log.debug("rdma deregistration failed: %s", exc)
 
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and hasattr(self, "_thread"):
+            self.close()
+
     def __enter__(self) -> Exporter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_LIVE: weakref.WeakSet[Exporter] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Closes exporters before interpreter exit tears NIXL down under running threads."""
+    for exporter in list(_LIVE):
+        exporter.close()
 
 
 def _advertised(listen_host: str) -> str:

@@ -11,6 +11,7 @@ that pull instead (counted as ``overflow``), so holding results never blocks lat
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import math
 import os
@@ -18,6 +19,7 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +106,7 @@ class Puller:
         self.counters = {"pulls": 0, "bytes": 0, "overflow": 0, "refreshes": 0, "stale": 0,
                          "errors": 0, "timeouts": 0, "poisoned": 0}
         self._closed = False
+        _LIVE.add(self)
 
     @staticmethod
     def _landing(nbytes: int, pin_memory: bool) -> tuple[np.ndarray, Any]:
@@ -176,6 +179,11 @@ class Puller:
             self._peers.clear()
             if self._reg is not None:
                 _quiet(self._agent.deregister_memory, self._reg)
+
+    def __del__(self) -> None:
+        # A NIXL agent destroyed with connected peers aborts the process: close first.
+        if not getattr(self, "_closed", True):
+            self.close()
 
     def __enter__(self) -> Puller:
         return self
@@ -314,6 +322,18 @@ class Puller:
 
 class _TransferFailed(Exception):
     pass
+
+
+# NIXL aborts the process ("terminate called without an active exception") when an agent with
+# connected peers is destroyed unclosed: pullers close when collected (__del__) and, for those
+# still alive at interpreter exit, here, while threads still run.
+_LIVE: weakref.WeakSet[Puller] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for puller in list(_LIVE):
+        puller.close()
 
 
 def _quiet(fn: Any, *args: Any) -> None:
