@@ -146,7 +146,45 @@ SMG_AVX512 bool simd_matches_lut(const SimdNorm& n, DType dt, const void* lut) {
 constexpr int kAnyMode = -1;
 constexpr int mode_of(bool fast, int recipe, DType dt) { return int(fast) | (recipe << 1) | (int(dt) << 2); }
 
-alignas(64) const uint8_t kZeroRow[64] = {};
+// P <= 16: a masked load fetches one patch row's 3P interleaved bytes, vpermb spreads one channel
+// into int32 lanes, normalize16 computes the values; per channel all P rows are kept in registers
+// and then written as T sequential runs (front-to-back stores are what the write path likes).
+// kP, kT: the patch size and temporal copies when known at compile time (0: read from L); with
+// kMode fixed too, the loops unroll fully and v[] lives in registers.
+// One patch row (all channels, T copies) from the P band rows at rows[0..P) (byte offset of the
+// patch's first pixel already applied). Full: every row is inside the band and the patch inside
+// its width, so no row needs a mask of its own.
+template <typename T, int kP, int kT, int kMode, bool Full>
+SMG_AVX512 SMG_INLINE void patch_avx512(const uint8_t* const* rows, const __mmask64* row_mask, __mmask64 seg_mask,
+                                        const uint8_t (*ctrl_b)[64], int P, int Tn, const SimdNorm& n,
+                                        DType dt, bool fast, int recipe, T* out) {
+    constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
+    const int64_t pp = int64_t(P) * P;
+    const __mmask16 lanes = __mmask16((1u << P) - 1);
+    for (int c = 0; c < 3; ++c) {
+        const __m512i ctrl = _mm512_load_si512(ctrl_b[c]);
+        __m512i v[16];
+#pragma GCC unroll 16
+        for (int py = 0; py < P; ++py) {
+            const __mmask64 k = Full ? seg_mask : (seg_mask & row_mask[py]);
+            const __m512i seg = _mm512_maskz_loadu_epi8(k, rows[py]);
+            v[py] = normalize16(_mm512_maskz_permutexvar_epi8(kLow, ctrl, seg), n, c, dt, fast, recipe);
+        }
+        T* o = out + int64_t(c) * Tn * pp;
+#pragma GCC unroll 2
+        for (int t = 0; t < Tn; ++t) {
+#pragma GCC unroll 16
+            for (int py = 0; py < P; ++py) {
+                T* d = o + t * pp + int64_t(py) * P;
+                if constexpr (sizeof(T) == 4) {
+                    _mm512_mask_storeu_epi32(d, lanes, v[py]);
+                } else {
+                    _mm256_mask_storeu_epi16(d, lanes, _mm512_cvtepi32_epi16(v[py]));
+                }
+            }
+        }
+    }
+}
 
 // P <= 16: a masked load fetches one patch row's 3P interleaved bytes, vpermb spreads one channel
 // into int32 lanes, normalize16 computes the values; per channel all P rows are kept in registers
@@ -160,51 +198,35 @@ SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, co
     const bool fast = kMode == kAnyMode ? n.fast : bool(kMode & 1);
     const int recipe = kMode == kAnyMode ? n.recipe : (kMode >> 1) & 1;
     const DType dt = kMode == kAnyMode ? dt_rt : DType(kMode >> 2);
-    const int64_t row_elems = int64_t(3) * Tn * P * P, pp = int64_t(P) * P;
+    const int64_t row_elems = int64_t(3) * Tn * P * P;
     const int blocks_w = L.grid_w / m;
-    constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
     const int C = band.channels;  // 3 (RGB) or 4 (RGBX): the pixel stride
     alignas(64) uint8_t ctrl_b[3][64] = {};
     for (int c = 0; c < 3; ++c)
         for (int i = 0; i < 16; ++i) ctrl_b[c][4 * i] = uint8_t(C * i + c);
-    const __mmask16 lanes = __mmask16((1u << P) - 1);
+    const __mmask64 full_mask = C * P >= 64 ? ~0ULL : ((1ULL << (C * P)) - 1);
     for (int bw = 0; bw < blocks_w; ++bw) {
         for (int mh = 0; mh < m; ++mh) {
+            // Band rows of this patch row; rows past the band's height read as zeros (mask 0).
+            const int valid_y = std::max(0, std::min(P, band.height - mh * P));
+            const uint8_t* first = band.data + int64_t(mh) * P * band.stride;
             for (int mw = 0; mw < m; ++mw) {
                 const int64_t r = ((int64_t(bh) * blocks_w + bw) * m + mh) * m + mw;
                 T* out = dst + r * row_elems;
                 const int x0 = (bw * m + mw) * P;
                 const int valid_x = std::max(0, std::min(P, band.width - x0));
-                const __mmask64 seg_mask = C * valid_x >= 64 ? ~0ULL : ((1ULL << (C * valid_x)) - 1);
-                // Rows past the band's height (or a patch past its width, where seg_mask is 0)
-                // read as zeros.
                 const uint8_t* rows[16];
+                __mmask64 row_mask[16];
 #pragma GCC unroll 16
                 for (int py = 0; py < P; ++py) {
-                    const int y = mh * P + py;
-                    rows[py] = y < band.height ? band.data + int64_t(y) * band.stride + int64_t(x0) * C : kZeroRow;
+                    rows[py] = (py < valid_y ? first + int64_t(py) * band.stride : band.data) + (valid_x > 0 ? int64_t(x0) * C : 0);
+                    row_mask[py] = py < valid_y ? ~0ULL : 0;
                 }
-                for (int c = 0; c < 3; ++c) {
-                    const __m512i ctrl = _mm512_load_si512(ctrl_b[c]);
-                    __m512i v[16];
-#pragma GCC unroll 16
-                    for (int py = 0; py < P; ++py) {
-                        const __m512i seg = _mm512_maskz_loadu_epi8(rows[py] == kZeroRow ? 0 : seg_mask, rows[py]);
-                        v[py] = normalize16(_mm512_maskz_permutexvar_epi8(kLow, ctrl, seg), n, c, dt, fast, recipe);
-                    }
-                    T* o = out + int64_t(c) * Tn * pp;
-#pragma GCC unroll 2
-                    for (int t = 0; t < Tn; ++t) {
-#pragma GCC unroll 16
-                        for (int py = 0; py < P; ++py) {
-                            T* d = o + t * pp + int64_t(py) * P;
-                            if constexpr (sizeof(T) == 4) {
-                                _mm512_mask_storeu_epi32(d, lanes, v[py]);
-                            } else {
-                                _mm256_mask_storeu_epi16(d, lanes, _mm512_cvtepi32_epi16(v[py]));
-                            }
-                        }
-                    }
+                if (valid_y == P && valid_x == P) {
+                    patch_avx512<T, kP, kT, kMode, true>(rows, row_mask, full_mask, ctrl_b, P, Tn, n, dt, fast, recipe, out);
+                } else {
+                    const __mmask64 seg_mask = C * valid_x >= 64 ? ~0ULL : ((1ULL << (C * valid_x)) - 1);
+                    patch_avx512<T, kP, kT, kMode, false>(rows, row_mask, seg_mask, ctrl_b, P, Tn, n, dt, fast, recipe, out);
                 }
             }
         }
