@@ -235,18 +235,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i d
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
 
-template <int C, int CO, bool VNNI>
+// kPairs: the plan's tap pairs when known at compile time (0: read from the plan); with it fixed
+// the channel and pair loops unroll into independent accumulator chains.
+template <int C, int CO, bool VNNI, int kPairs>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
     const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
     const int64_t row_bytes = int64_t(in_w) * C;
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
     constexpr __mmask64 kPair = 0x5555555555555555ULL;  // bytes 0 and 2 of each int32 lane
+    // The channels' int32 results are narrowed with two saturating packs, which interleave
+    // 128-bit lanes: byte 16 * l + 4 * k + j of the packed vector holds channel k, pixel
+    // 4 * l + j. One vpermb then puts the pixels' CO channels next to each other.
     alignas(64) uint8_t ilv_b[64];
-    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 16 * CO ? (i % CO) * 16 + i / CO : 0);
-    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte CO*i + c <- byte 16c + i
+    for (int i = 0; i < 64; ++i) {
+        const int px = i / CO, c = i % CO;
+        ilv_b[i] = uint8_t(i < 16 * CO ? 16 * (px / 4) + 4 * c + px % 4 : 0);
+    }
+    const __m512i ilv = _mm512_load_si512(ilv_b);
     const int groups = (out_w + 15) / 16;
-    const int pairs = plan.pairs;
+    const int pairs = kPairs ? kPairs : plan.pairs;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         if (!plan.fits[g]) {
@@ -262,26 +270,37 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
         const __m512i w1 = avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
         const Vec64* wt = &plan.weights[size_t(g) * pairs * 2];
-        __m128i ch[4] = {};
+        __m512i ch[4] = {zero, zero, zero, zero};
+#pragma GCC unroll 4
         for (int c = 0; c < CO; ++c) {
             __m512i lo = zero, hi = zero;
+#pragma GCC unroll 8
             for (int q = 0; q < pairs; ++q) {
                 const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(2 * C * q + c)));
                 const __m512i v = _mm512_maskz_permutex2var_epi8(kPair, w0, idx, w1);  // int16 pixel pairs
                 lo = dot_pairs<VNNI>(lo, v, _mm512_load_si512(wt[2 * q].b));
                 hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
             }
-            __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half);
-            acc = _mm512_max_epi32(_mm512_srai_epi32(acc, kPrecisionBits), zero);
-            ch[c] = _mm512_cvtusepi32_epi8(acc);  // saturates above 255, as clip8 does
+            // Pillow's (ss >> 22); clip8's clamp to 0..255 is the two saturating packs below
+            // (the shifted sums are far inside int16).
+            ch[c] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half),
+                                      kPrecisionBits);
         }
-        __m512i all = _mm512_zextsi128_si512(ch[0]);
-        all = _mm512_inserti32x4(all, ch[1], 1);
-        all = _mm512_inserti32x4(all, ch[2], 2);
-        if (CO == 4) all = _mm512_inserti32x4(all, ch[3], 3);
-        const __m512i rgb = _mm512_permutexvar_epi8(ilv, all);
+        const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
+        const __m512i rgb = _mm512_permutexvar_epi8(ilv, packed);
         const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
         _mm512_mask_storeu_epi8(out + int64_t(x0) * CO, store, rgb);
+    }
+}
+
+template <int C, int CO, bool VNNI>
+void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
+                               int out_w) {
+    switch (plan.pairs) {  // upscaling: 5 taps (BICUBIC), 7 (LANCZOS); mild downscaling: 7-9
+        case 3: horizontal_row_vbmi_impl<C, CO, VNNI, 3>(in, in_w, kn, plan, out, out_w); break;
+        case 4: horizontal_row_vbmi_impl<C, CO, VNNI, 4>(in, in_w, kn, plan, out, out_w); break;
+        case 5: horizontal_row_vbmi_impl<C, CO, VNNI, 5>(in, in_w, kn, plan, out, out_w); break;
+        default: horizontal_row_vbmi_impl<C, CO, VNNI, 0>(in, in_w, kn, plan, out, out_w); break;
     }
 }
 
@@ -289,9 +308,9 @@ template <int C, int CO = C>
 void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
                          int out_w) {
     if (cpu_has_avx512vnni()) {
-        horizontal_row_vbmi_impl<C, CO, true>(in, in_w, kn, plan, out, out_w);
+        horizontal_row_vbmi_pairs<C, CO, true>(in, in_w, kn, plan, out, out_w);
     } else {
-        horizontal_row_vbmi_impl<C, CO, false>(in, in_w, kn, plan, out, out_w);
+        horizontal_row_vbmi_pairs<C, CO, false>(in, in_w, kn, plan, out, out_w);
     }
 }
 #pragma GCC diagnostic pop
