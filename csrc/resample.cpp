@@ -211,8 +211,10 @@ HPlan make_hplan(const Kernel& kn, int out_w, int C) {
     p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
-        p.base[g] = kn.start[x0];
-        p.fits[g] = (kn.start[x0 + n - 1] - p.base[g] + taps) * C <= 128;
+        // Trimmed windows (see Kernel) need not start in increasing order.
+        const auto [lo, hi] = std::minmax_element(kn.start.begin() + x0, kn.start.begin() + x0 + n);
+        p.base[g] = *lo;
+        p.fits[g] = (*hi - p.base[g] + taps) * C <= 128;
         for (int i = 0; i < n && p.fits[g]; ++i) {
             const int off = C * (kn.start[x0 + i] - p.base[g]);
             p.offsets[g].b[4 * i] = uint8_t(off);
@@ -296,7 +298,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
 template <int C, int CO, bool VNNI>
 void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
                                int out_w) {
-    switch (plan.pairs) {  // upscaling: 5 taps (BICUBIC), 7 (LANCZOS); mild downscaling: 7-9
+    switch (plan.pairs) {  // upscaling: 4 nonzero taps (BICUBIC), 6 (LANCZOS); mild downscaling: 5-8
+        case 2: horizontal_row_vbmi_impl<C, CO, VNNI, 2>(in, in_w, kn, plan, out, out_w); break;
         case 3: horizontal_row_vbmi_impl<C, CO, VNNI, 3>(in, in_w, kn, plan, out, out_w); break;
         case 4: horizontal_row_vbmi_impl<C, CO, VNNI, 4>(in, in_w, kn, plan, out, out_w); break;
         case 5: horizontal_row_vbmi_impl<C, CO, VNNI, 5>(in, in_w, kn, plan, out, out_w); break;
@@ -455,13 +458,11 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
     const int ksize = int(std::ceil(support)) * 2 + 1;
     const double inv_filterscale = 1.0 / filterscale;
 
-    Kernel kn;
-    kn.taps = std::min(ksize, in_size);
-    kn.start.resize(out_size);
-    kn.weights.assign(size_t(out_size) * kn.taps, 0);
-    kn.pil_min.resize(out_size);
-    kn.pil_len.resize(out_size);
+    // Pillow's weights per output, then the window trimmed to its nonzero run.
+    std::vector<int32_t> all(size_t(out_size) * ksize, 0);
+    std::vector<int> lo(out_size), len(out_size), skip(out_size);
     std::vector<double> w(ksize);
+    int taps = 1;
     for (int xx = 0; xx < out_size; ++xx) {
         const double center = 0.0f + (xx + 0.5) * scale;
         int xmin = int(center - support + 0.5);
@@ -476,15 +477,31 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
         }
         if (ww != 0.0)
             for (int x = 0; x < xmax; ++x) w[x] /= ww;
-        const int start = std::min(xmin, in_size - kn.taps);
-        int32_t* k = &kn.weights[size_t(xx) * kn.taps] + (xmin - start);
+        int32_t* k = &all[size_t(xx) * ksize];
         for (int x = 0; x < xmax; ++x) {
             const double s = w[x] * (1 << kPrecisionBits);
             k[x] = w[x] < 0 ? int32_t(-0.5 + s) : int32_t(0.5 + s);
         }
+        int a = 0, b = xmax;
+        while (a < b && k[a] == 0) ++a;
+        while (b > a && k[b - 1] == 0) --b;
+        if (a == b) b = std::min(a + 1, xmax);  // all zero: keep one (zero) weight
+        lo[xx] = xmin + a;
+        len[xx] = b - a;
+        skip[xx] = a;
+        taps = std::max(taps, b - a);
+    }
+    Kernel kn;
+    kn.taps = std::min(taps, in_size);
+    kn.start.resize(out_size);
+    kn.weights.assign(size_t(out_size) * kn.taps, 0);
+    kn.pil_min = lo;
+    kn.pil_len = len;
+    for (int xx = 0; xx < out_size; ++xx) {
+        const int start = std::min(lo[xx], in_size - kn.taps);
+        const int32_t* k = &all[size_t(xx) * ksize] + skip[xx];
+        std::copy(k, k + len[xx], &kn.weights[size_t(xx) * kn.taps] + (lo[xx] - start));
         kn.start[xx] = start;
-        kn.pil_min[xx] = xmin;
-        kn.pil_len[xx] = xmax;
     }
     return kn;
 }
@@ -573,8 +590,11 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
             // small pooled buffer that stays in cache for the vertical pass. Neighbouring bands
             // recompute a few shared rows; that costs less than a full intermediate image's
             // round trip through memory.
-            const int first = m.kv.pil_min[y0];
-            const int last = m.kv.pil_min[y1 - 1] + m.kv.pil_len[y1 - 1];
+            int first = m.kv.pil_min[y0], last = first + m.kv.pil_len[y0];
+            for (int y = y0 + 1; y < y1; ++y) {
+                first = std::min(first, m.kv.pil_min[y]);
+                last = std::max(last, m.kv.pil_min[y] + m.kv.pil_len[y]);
+            }
             const int64_t stride = int64_t(m.out_w) * m.out_c;
             ScratchBuffer tmp(size_t(stride) * (last - first) + 64);
             horizontal_rows(m.src, first, 0, last - first, tmp.as<uint8_t>(), stride, m.out_w, m.out_c,

@@ -21,14 +21,17 @@ enum class PassOrder : int {
 
 bool is_valid_filter(int f);
 
-// Fixed-point weights of one axis. Every output index has `taps` weights starting at source
-// index start[i]; Pillow's own (shorter) tap windows are zero-padded inside this uniform one so
-// the inner loops have a fixed trip count. The integer sums are unchanged by the extra zeros.
+// Fixed-point weights of one axis. Pillow's window for output i is trimmed to the run of its
+// weights between the first and the last nonzero one: [pil_min[i], pil_min[i] + pil_len[i]).
+// The trimmed-off weights are exact integer zeros, so the sums are Pillow's; upscaling BICUBIC,
+// for example, has at most 4 nonzero weights in Pillow's 5-tap window. Every output index has
+// `taps` (the longest trimmed window) weights starting at source index start[i], zero-padded,
+// so the inner loops have a fixed trip count.
 struct Kernel {
     int taps = 0;
     std::vector<int> start;
     std::vector<int32_t> weights;  // out_size * taps
-    std::vector<int> pil_min, pil_len;  // Pillow's bounds per output index
+    std::vector<int> pil_min, pil_len;  // trimmed bounds per output index
 };
 
 Kernel make_kernel(int in_size, int out_size, Filter f);
