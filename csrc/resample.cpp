@@ -572,7 +572,7 @@ int Resizer::out_channels() const { return impl_->out_c; }
 
 Resizer::~Resizer() = default;
 
-void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
+void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* carry) const {
     const Impl& m = *impl_;
     switch (m.mode) {
         case Impl::Copy:
@@ -588,18 +588,42 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
         case Impl::HorizontalFirst: {
             // Only the source rows these output rows read, through the horizontal pass into a
             // small pooled buffer that stays in cache for the vertical pass. Neighbouring bands
-            // recompute a few shared rows; that costs less than a full intermediate image's
-            // round trip through memory.
+            // share a few rows: with a carry they are moved from the previous call's buffer,
+            // otherwise recomputed (still cheaper than a full intermediate image's round trip
+            // through memory).
             int first = m.kv.pil_min[y0], last = first + m.kv.pil_len[y0];
             for (int y = y0 + 1; y < y1; ++y) {
                 first = std::min(first, m.kv.pil_min[y]);
                 last = std::max(last, m.kv.pil_min[y] + m.kv.pil_len[y]);
             }
             const int64_t stride = int64_t(m.out_w) * m.out_c;
-            ScratchBuffer tmp(size_t(stride) * (last - first) + 64);
-            horizontal_rows(m.src, first, 0, last - first, tmp.as<uint8_t>(), stride, m.out_w, m.out_c,
-                            m.kh, m.hplan());
-            const ImageView t{tmp.as<uint8_t>(), m.out_w, last - first, m.out_c, stride};
+            const size_t need = size_t(stride) * (last - first) + 64;
+            ScratchBuffer local(carry ? 0 : need);
+            uint8_t* tmp = local.as<uint8_t>();
+            int kept0 = first, kept1 = first;  // rows [kept0, kept1) already in tmp
+            if (carry) {
+                if (carry->block_.capacity < need || carry->stride_ != stride) {
+                    scratch_give(carry->block_);
+                    carry->block_ = scratch_take(need, false);
+                    carry->count_ = 0;
+                    carry->stride_ = stride;
+                }
+                tmp = static_cast<uint8_t*>(carry->block_.data);
+                kept0 = std::max(first, carry->first_);
+                kept1 = std::min(last, carry->first_ + carry->count_);
+                if (kept0 < kept1) {
+                    std::memmove(tmp + (kept0 - first) * stride, tmp + (kept0 - carry->first_) * stride,
+                                 size_t(kept1 - kept0) * stride);
+                } else {
+                    kept0 = kept1 = first;
+                }
+                carry->first_ = first;
+                carry->count_ = last - first;
+            }
+            horizontal_rows(m.src, first, 0, kept0 - first, tmp, stride, m.out_w, m.out_c, m.kh, m.hplan());
+            horizontal_rows(m.src, first, kept1 - first, last - first, tmp + (kept1 - first) * stride, stride,
+                            m.out_w, m.out_c, m.kh, m.hplan());
+            const ImageView t{tmp, m.out_w, last - first, m.out_c, stride};
             vertical_rows(t, first, y0, y1, out, out_stride, m.out_w, m.kv);
             break;
         }

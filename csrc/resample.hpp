@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "image.hpp"
+#include "scratch.hpp"
 
 namespace smg {
 
@@ -39,6 +40,24 @@ Kernel make_kernel(int in_size, int out_size, Filter f);
 // True when the vertical pass runs before the horizontal one for this size change.
 bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
 
+// Horizontal-pass rows kept from one Resizer::rows call for the next on the same thread:
+// consecutive bands of a horizontal-first resize share a few source rows (the vertical taps
+// overlap), which are then moved instead of recomputed. Holds a pooled block until destroyed.
+class RowCarry {
+public:
+    RowCarry() = default;
+    ~RowCarry() { scratch_give(block_); }
+    RowCarry(const RowCarry&) = delete;
+    RowCarry& operator=(const RowCarry&) = delete;
+
+private:
+    friend class Resizer;
+    Block block_{};
+    int first_ = 0;  // source row held in the first row of block_
+    int count_ = 0;  // rows held
+    int64_t stride_ = 0;
+};
+
 // A resize whose output is produced in bands: rows() computes any range of output rows (both
 // passes, through a small pooled intermediate that stays in cache), so callers can consume each
 // band while it is hot. Thread-safe for disjoint ranges. src must stay valid while it lives.
@@ -50,7 +69,8 @@ public:
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;
-    void rows(int y0, int y1, uint8_t* out, int64_t out_stride) const;
+    // carry (optional, one per thread): pass the same one to calls for increasing row ranges.
+    void rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* carry = nullptr) const;
     int out_channels() const;
 
 private:
