@@ -598,28 +598,28 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* c
             }
             const int64_t stride = int64_t(m.out_w) * m.out_c;
             const size_t need = size_t(stride) * (last - first) + 64;
-            ScratchBuffer local(carry ? 0 : need);
-            uint8_t* tmp = local.as<uint8_t>();
-            int kept0 = first, kept1 = first;  // rows [kept0, kept1) already in tmp
-            if (carry) {
-                if (carry->block_.capacity < need || carry->stride_ != stride) {
-                    scratch_give(carry->block_);
-                    carry->block_ = scratch_take(need, false);
-                    carry->count_ = 0;
-                    carry->stride_ = stride;
+            RowCarry local;  // without a caller's carry: a pooled buffer for this call only
+            RowCarry& c = carry ? *carry : local;
+            if (c.owner_ != impl_.get() || c.block_.capacity < need || c.stride_ != stride) {
+                if (c.block_.capacity < need) {
+                    scratch_give(c.block_);
+                    c.block_ = scratch_take(need, false);
                 }
-                tmp = static_cast<uint8_t*>(carry->block_.data);
-                kept0 = std::max(first, carry->first_);
-                kept1 = std::min(last, carry->first_ + carry->count_);
-                if (kept0 < kept1) {
-                    std::memmove(tmp + (kept0 - first) * stride, tmp + (kept0 - carry->first_) * stride,
-                                 size_t(kept1 - kept0) * stride);
-                } else {
-                    kept0 = kept1 = first;
-                }
-                carry->first_ = first;
-                carry->count_ = last - first;
+                c.owner_ = impl_.get();
+                c.count_ = 0;
+                c.stride_ = stride;
             }
+            uint8_t* tmp = static_cast<uint8_t*>(c.block_.data);
+            // Rows [kept0, kept1) are already there from the previous call: move them into place.
+            int kept0 = std::max(first, c.first_), kept1 = std::min(last, c.first_ + c.count_);
+            if (kept0 < kept1) {
+                std::memmove(tmp + (kept0 - first) * stride, tmp + (kept0 - c.first_) * stride,
+                             size_t(kept1 - kept0) * stride);
+            } else {
+                kept0 = kept1 = first;
+            }
+            c.first_ = first;
+            c.count_ = last - first;
             horizontal_rows(m.src, first, 0, kept0 - first, tmp, stride, m.out_w, m.out_c, m.kh, m.hplan());
             horizontal_rows(m.src, first, kept1 - first, last - first, tmp + (kept1 - first) * stride, stride,
                             m.out_w, m.out_c, m.kh, m.hplan());

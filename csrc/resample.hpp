@@ -43,6 +43,7 @@ bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
 // Horizontal-pass rows kept from one Resizer::rows call for the next on the same thread:
 // consecutive bands of a horizontal-first resize share a few source rows (the vertical taps
 // overlap), which are then moved instead of recomputed. Holds a pooled block until destroyed.
+// Meant for one Resizer's calls (it recognizes the Resizer by address, so it must not outlive it).
 class RowCarry {
 public:
     RowCarry() = default;
@@ -53,6 +54,7 @@ public:
 private:
     friend class Resizer;
     Block block_{};
+    const void* owner_ = nullptr;  // the Resizer whose rows these are
     int first_ = 0;  // source row held in the first row of block_
     int count_ = 0;  // rows held
     int64_t stride_ = 0;
@@ -69,7 +71,7 @@ public:
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;
-    // carry (optional, one per thread): pass the same one to calls for increasing row ranges.
+    // carry (optional, one per thread): rows kept from this Resizer's previous call with it.
     void rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* carry = nullptr) const;
     int out_channels() const;
 
