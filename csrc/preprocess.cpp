@@ -21,10 +21,11 @@ void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst) {
     const int64_t stride = int64_t(spec.resize_w) * C;
     parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
         ScratchBuffer band(size_t(stride) * band_rows + 64);
+        RowCarry carry;
         for (int64_t bh = b; bh < e; ++bh) {
             const int y0 = int(bh) * band_rows;
             const int h = std::max(0, std::min(band_rows, spec.resize_h - y0));
-            if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride);
+            if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride, &carry);
             patchifier.block_row(ImageView{band.as<uint8_t>(), spec.resize_w, h, C, stride}, int(bh), dst);
         }
     });

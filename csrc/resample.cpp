@@ -211,8 +211,10 @@ HPlan make_hplan(const Kernel& kn, int out_w, int C) {
     p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
-        p.base[g] = kn.start[x0];
-        p.fits[g] = (kn.start[x0 + n - 1] - p.base[g] + taps) * C <= 128;
+        // Trimmed windows (see Kernel) need not start in increasing order.
+        const auto [lo, hi] = std::minmax_element(kn.start.begin() + x0, kn.start.begin() + x0 + n);
+        p.base[g] = *lo;
+        p.fits[g] = (*hi - p.base[g] + taps) * C <= 128;
         for (int i = 0; i < n && p.fits[g]; ++i) {
             const int off = C * (kn.start[x0 + i] - p.base[g]);
             p.offsets[g].b[4 * i] = uint8_t(off);
@@ -235,18 +237,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i d
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
 
-template <int C, int CO, bool VNNI>
+// kPairs: the plan's tap pairs when known at compile time (0: read from the plan); with it fixed
+// the channel and pair loops unroll into independent accumulator chains.
+template <int C, int CO, bool VNNI, int kPairs>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
     const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
     const int64_t row_bytes = int64_t(in_w) * C;
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
     constexpr __mmask64 kPair = 0x5555555555555555ULL;  // bytes 0 and 2 of each int32 lane
+    // The channels' int32 results are narrowed with two saturating packs, which interleave
+    // 128-bit lanes: byte 16 * l + 4 * k + j of the packed vector holds channel k, pixel
+    // 4 * l + j. One vpermb then puts the pixels' CO channels next to each other.
     alignas(64) uint8_t ilv_b[64];
-    for (int i = 0; i < 64; ++i) ilv_b[i] = uint8_t(i < 16 * CO ? (i % CO) * 16 + i / CO : 0);
-    const __m512i ilv = _mm512_load_si512(ilv_b);  // out byte CO*i + c <- byte 16c + i
+    for (int i = 0; i < 64; ++i) {
+        const int px = i / CO, c = i % CO;
+        ilv_b[i] = uint8_t(i < 16 * CO ? 16 * (px / 4) + 4 * c + px % 4 : 0);
+    }
+    const __m512i ilv = _mm512_load_si512(ilv_b);
     const int groups = (out_w + 15) / 16;
-    const int pairs = plan.pairs;
+    const int pairs = kPairs ? kPairs : plan.pairs;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         if (!plan.fits[g]) {
@@ -262,26 +272,38 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
         const __m512i w1 = avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
         const Vec64* wt = &plan.weights[size_t(g) * pairs * 2];
-        __m128i ch[4] = {};
+        __m512i ch[4] = {zero, zero, zero, zero};
+#pragma GCC unroll 4
         for (int c = 0; c < CO; ++c) {
             __m512i lo = zero, hi = zero;
+#pragma GCC unroll 8
             for (int q = 0; q < pairs; ++q) {
                 const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(2 * C * q + c)));
                 const __m512i v = _mm512_maskz_permutex2var_epi8(kPair, w0, idx, w1);  // int16 pixel pairs
                 lo = dot_pairs<VNNI>(lo, v, _mm512_load_si512(wt[2 * q].b));
                 hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
             }
-            __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half);
-            acc = _mm512_max_epi32(_mm512_srai_epi32(acc, kPrecisionBits), zero);
-            ch[c] = _mm512_cvtusepi32_epi8(acc);  // saturates above 255, as clip8 does
+            // Pillow's (ss >> 22); clip8's clamp to 0..255 is the two saturating packs below
+            // (the shifted sums are far inside int16).
+            ch[c] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half),
+                                      kPrecisionBits);
         }
-        __m512i all = _mm512_zextsi128_si512(ch[0]);
-        all = _mm512_inserti32x4(all, ch[1], 1);
-        all = _mm512_inserti32x4(all, ch[2], 2);
-        if (CO == 4) all = _mm512_inserti32x4(all, ch[3], 3);
-        const __m512i rgb = _mm512_permutexvar_epi8(ilv, all);
+        const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
+        const __m512i rgb = _mm512_permutexvar_epi8(ilv, packed);
         const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
         _mm512_mask_storeu_epi8(out + int64_t(x0) * CO, store, rgb);
+    }
+}
+
+template <int C, int CO, bool VNNI>
+void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
+                               int out_w) {
+    switch (plan.pairs) {  // upscaling: 4 nonzero taps (BICUBIC), 6 (LANCZOS); mild downscaling: 5-8
+        case 2: horizontal_row_vbmi_impl<C, CO, VNNI, 2>(in, in_w, kn, plan, out, out_w); break;
+        case 3: horizontal_row_vbmi_impl<C, CO, VNNI, 3>(in, in_w, kn, plan, out, out_w); break;
+        case 4: horizontal_row_vbmi_impl<C, CO, VNNI, 4>(in, in_w, kn, plan, out, out_w); break;
+        case 5: horizontal_row_vbmi_impl<C, CO, VNNI, 5>(in, in_w, kn, plan, out, out_w); break;
+        default: horizontal_row_vbmi_impl<C, CO, VNNI, 0>(in, in_w, kn, plan, out, out_w); break;
     }
 }
 
@@ -289,9 +311,9 @@ template <int C, int CO = C>
 void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
                          int out_w) {
     if (cpu_has_avx512vnni()) {
-        horizontal_row_vbmi_impl<C, CO, true>(in, in_w, kn, plan, out, out_w);
+        horizontal_row_vbmi_pairs<C, CO, true>(in, in_w, kn, plan, out, out_w);
     } else {
-        horizontal_row_vbmi_impl<C, CO, false>(in, in_w, kn, plan, out, out_w);
+        horizontal_row_vbmi_pairs<C, CO, false>(in, in_w, kn, plan, out, out_w);
     }
 }
 #pragma GCC diagnostic pop
@@ -436,13 +458,11 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
     const int ksize = int(std::ceil(support)) * 2 + 1;
     const double inv_filterscale = 1.0 / filterscale;
 
-    Kernel kn;
-    kn.taps = std::min(ksize, in_size);
-    kn.start.resize(out_size);
-    kn.weights.assign(size_t(out_size) * kn.taps, 0);
-    kn.pil_min.resize(out_size);
-    kn.pil_len.resize(out_size);
+    // Pillow's weights per output, then the window trimmed to its nonzero run.
+    std::vector<int32_t> all(size_t(out_size) * ksize, 0);
+    std::vector<int> lo(out_size), len(out_size), skip(out_size);
     std::vector<double> w(ksize);
+    int taps = 1;
     for (int xx = 0; xx < out_size; ++xx) {
         const double center = 0.0f + (xx + 0.5) * scale;
         int xmin = int(center - support + 0.5);
@@ -457,15 +477,31 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
         }
         if (ww != 0.0)
             for (int x = 0; x < xmax; ++x) w[x] /= ww;
-        const int start = std::min(xmin, in_size - kn.taps);
-        int32_t* k = &kn.weights[size_t(xx) * kn.taps] + (xmin - start);
+        int32_t* k = &all[size_t(xx) * ksize];
         for (int x = 0; x < xmax; ++x) {
             const double s = w[x] * (1 << kPrecisionBits);
             k[x] = w[x] < 0 ? int32_t(-0.5 + s) : int32_t(0.5 + s);
         }
+        int a = 0, b = xmax;
+        while (a < b && k[a] == 0) ++a;
+        while (b > a && k[b - 1] == 0) --b;
+        if (a == b) b = std::min(a + 1, xmax);  // all zero: keep one (zero) weight
+        lo[xx] = xmin + a;
+        len[xx] = b - a;
+        skip[xx] = a;
+        taps = std::max(taps, b - a);
+    }
+    Kernel kn;
+    kn.taps = std::min(taps, in_size);
+    kn.start.resize(out_size);
+    kn.weights.assign(size_t(out_size) * kn.taps, 0);
+    kn.pil_min = lo;
+    kn.pil_len = len;
+    for (int xx = 0; xx < out_size; ++xx) {
+        const int start = std::min(lo[xx], in_size - kn.taps);
+        const int32_t* k = &all[size_t(xx) * ksize] + skip[xx];
+        std::copy(k, k + len[xx], &kn.weights[size_t(xx) * kn.taps] + (lo[xx] - start));
         kn.start[xx] = start;
-        kn.pil_min[xx] = xmin;
-        kn.pil_len[xx] = xmax;
     }
     return kn;
 }
@@ -536,7 +572,7 @@ int Resizer::out_channels() const { return impl_->out_c; }
 
 Resizer::~Resizer() = default;
 
-void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
+void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* carry) const {
     const Impl& m = *impl_;
     switch (m.mode) {
         case Impl::Copy:
@@ -552,15 +588,42 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride) const {
         case Impl::HorizontalFirst: {
             // Only the source rows these output rows read, through the horizontal pass into a
             // small pooled buffer that stays in cache for the vertical pass. Neighbouring bands
-            // recompute a few shared rows; that costs less than a full intermediate image's
-            // round trip through memory.
-            const int first = m.kv.pil_min[y0];
-            const int last = m.kv.pil_min[y1 - 1] + m.kv.pil_len[y1 - 1];
+            // share a few rows: with a carry they are moved from the previous call's buffer,
+            // otherwise recomputed (still cheaper than a full intermediate image's round trip
+            // through memory).
+            int first = m.kv.pil_min[y0], last = first + m.kv.pil_len[y0];
+            for (int y = y0 + 1; y < y1; ++y) {
+                first = std::min(first, m.kv.pil_min[y]);
+                last = std::max(last, m.kv.pil_min[y] + m.kv.pil_len[y]);
+            }
             const int64_t stride = int64_t(m.out_w) * m.out_c;
-            ScratchBuffer tmp(size_t(stride) * (last - first) + 64);
-            horizontal_rows(m.src, first, 0, last - first, tmp.as<uint8_t>(), stride, m.out_w, m.out_c,
-                            m.kh, m.hplan());
-            const ImageView t{tmp.as<uint8_t>(), m.out_w, last - first, m.out_c, stride};
+            const size_t need = size_t(stride) * (last - first) + 64;
+            RowCarry local;  // without a caller's carry: a pooled buffer for this call only
+            RowCarry& c = carry ? *carry : local;
+            if (c.owner_ != impl_.get() || c.block_.capacity < need || c.stride_ != stride) {
+                if (c.block_.capacity < need) {
+                    scratch_give(c.block_);
+                    c.block_ = scratch_take(need, false);
+                }
+                c.owner_ = impl_.get();
+                c.count_ = 0;
+                c.stride_ = stride;
+            }
+            uint8_t* tmp = static_cast<uint8_t*>(c.block_.data);
+            // Rows [kept0, kept1) are already there from the previous call: move them into place.
+            int kept0 = std::max(first, c.first_), kept1 = std::min(last, c.first_ + c.count_);
+            if (kept0 < kept1) {
+                std::memmove(tmp + (kept0 - first) * stride, tmp + (kept0 - c.first_) * stride,
+                             size_t(kept1 - kept0) * stride);
+            } else {
+                kept0 = kept1 = first;
+            }
+            c.first_ = first;
+            c.count_ = last - first;
+            horizontal_rows(m.src, first, 0, kept0 - first, tmp, stride, m.out_w, m.out_c, m.kh, m.hplan());
+            horizontal_rows(m.src, first, kept1 - first, last - first, tmp + (kept1 - first) * stride, stride,
+                            m.out_w, m.out_c, m.kh, m.hplan());
+            const ImageView t{tmp, m.out_w, last - first, m.out_c, stride};
             vertical_rows(t, first, y0, y1, out, out_stride, m.out_w, m.kv);
             break;
         }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "image.hpp"
+#include "scratch.hpp"
 
 namespace smg {
 
@@ -21,20 +22,43 @@ enum class PassOrder : int {
 
 bool is_valid_filter(int f);
 
-// Fixed-point weights of one axis. Every output index has `taps` weights starting at source
-// index start[i]; Pillow's own (shorter) tap windows are zero-padded inside this uniform one so
-// the inner loops have a fixed trip count. The integer sums are unchanged by the extra zeros.
+// Fixed-point weights of one axis. Pillow's window for output i is trimmed to the run of its
+// weights between the first and the last nonzero one: [pil_min[i], pil_min[i] + pil_len[i]).
+// The trimmed-off weights are exact integer zeros, so the sums are Pillow's; upscaling BICUBIC,
+// for example, has at most 4 nonzero weights in Pillow's 5-tap window. Every output index has
+// `taps` (the longest trimmed window) weights starting at source index start[i], zero-padded,
+// so the inner loops have a fixed trip count.
 struct Kernel {
     int taps = 0;
     std::vector<int> start;
     std::vector<int32_t> weights;  // out_size * taps
-    std::vector<int> pil_min, pil_len;  // Pillow's bounds per output index
+    std::vector<int> pil_min, pil_len;  // trimmed bounds per output index
 };
 
 Kernel make_kernel(int in_size, int out_size, Filter f);
 
 // True when the vertical pass runs before the horizontal one for this size change.
 bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
+
+// Horizontal-pass rows kept from one Resizer::rows call for the next on the same thread:
+// consecutive bands of a horizontal-first resize share a few source rows (the vertical taps
+// overlap), which are then moved instead of recomputed. Holds a pooled block until destroyed.
+// Meant for one Resizer's calls (it recognizes the Resizer by address, so it must not outlive it).
+class RowCarry {
+public:
+    RowCarry() = default;
+    ~RowCarry() { scratch_give(block_); }
+    RowCarry(const RowCarry&) = delete;
+    RowCarry& operator=(const RowCarry&) = delete;
+
+private:
+    friend class Resizer;
+    Block block_{};
+    const void* owner_ = nullptr;  // the Resizer whose rows these are
+    int first_ = 0;  // source row held in the first row of block_
+    int count_ = 0;  // rows held
+    int64_t stride_ = 0;
+};
 
 // A resize whose output is produced in bands: rows() computes any range of output rows (both
 // passes, through a small pooled intermediate that stays in cache), so callers can consume each
@@ -47,7 +71,8 @@ public:
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;
-    void rows(int y0, int y1, uint8_t* out, int64_t out_stride) const;
+    // carry (optional, one per thread): rows kept from this Resizer's previous call with it.
+    void rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* carry = nullptr) const;
     int out_channels() const;
 
 private:
