@@ -1,0 +1,48 @@
+// Row kernels of the resampler: the vertical and horizontal passes over ranges of rows (scalar,
+// AVX2 and AVX-512 versions picked at run time), the VBMI horizontal plan, and NEAREST's tables.
+// Internal to resample.cpp; the public API is resample.hpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "image.hpp"
+#include "resample.hpp"
+
+namespace smg {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS for 8-bit images
+constexpr int32_t kHalf = int32_t(1) << (kPrecisionBits - 1);
+
+struct alignas(64) Vec64 {
+    uint8_t b[64];
+};
+
+struct HPlan {
+    int pairs = 0;                 // taps rounded up to pairs
+    std::vector<int> base;         // first source pixel of each group's window
+    std::vector<uint8_t> fits;     // window holds every tap of the group
+    std::vector<Vec64> offsets;    // per group: bytes 4i, 4i+2 = C * (start[16g + i] - base), + C
+    std::vector<Vec64> weights;    // per group and tap pair: low, then high int16 weight pairs
+};
+
+
+// Weights are 22-bit, too wide for 16-bit multiplies, so each is split exactly as
+// k = hi * 2^11 + lo with lo in [0, 2^11) and hi in int16; the two partial dot products are
+// recombined as (sum_hi << 11) + sum_lo, the same integer sum Pillow computes.
+HPlan make_hplan(const Kernel& kn, int out_w, int C);
+
+// Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0);
+// plan: the VBMI plan when that kernel applies, else nullptr.
+void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
+                     int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan* plan);
+// Output rows [y0, y1) of the vertical kernel into out rows [0, y1 - y0). `shift` is subtracted
+// from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
+void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out,
+                   int64_t out_stride, int out_w, const Kernel& kn);
+// NEAREST: Pillow's ImagingScaleAffine source index per output index (-1: filled with zeros).
+std::vector<int> nearest_table(int in_size, int out_size);
+void nearest_rows(const ImageView& src, const std::vector<int>& xin, const std::vector<int>& yin,
+                  int64_t y0, int64_t y1, uint8_t* out_base, int64_t out_stride);
+
+}  // namespace smg
