@@ -1,14 +1,14 @@
 """Single-request latency of a real server over /dev/shm, against in-process preprocessing.
 
-    python -m smg_fast.bench.latency [--requests 25] [--gap-s 0.2] [--image photo.jpg]
+    python -m smg_fast.bench.latency [--rounds 3] [--requests 15] [--gap-s 0.2] [--image x.jpg]
 
-Starts ``python -m smg_fast.server`` on a free loopback port twice (pixel cache off, then on) and
-sends one image per request with ``--gap-s`` of idle time between requests, the way a lightly
-loaded encode stage sees them. Modes: ``off`` (cache off), ``hit`` (cache on, the same bytes
+Starts two ``python -m smg_fast.server`` processes on free loopback ports (pixel cache off, and
+on) and sends one image per request with ``--gap-s`` of idle time between requests, the way a
+lightly loaded encode stage sees them. Modes: ``off`` (cache off), ``hit`` (cache on, the same bytes
 every time, after one warm-up request), ``miss`` (cache on, every request's bytes made unique by
 a suffix decoders ignore, so every request computes). For reference, the same run measures
 in-process decode + preprocess of the same bytes (``load_processor(...)(data)``): back to back
-("hot") and with the same idle gaps ("idle"), before and after the server runs.
+("hot") and with the same idle gaps ("idle"). Idle requests of all modes take turns.
 
 Reported per mode, medians in ms: ``e2e`` (send to arrays mapped: the client's
 ``read_tensor``, which maps without touching the pages), ``e2e+read`` (also reading one byte of
@@ -44,18 +44,11 @@ def _touch(arr: np.ndarray) -> int:
     return int(flat[::4096].max()) if flat.size else 0
 
 
-def in_process(data: bytes, model: str, count: int, gap_s: float,
-               dtype: str = "float32") -> list[float]:
-    from .. import load_processor
-
-    proc = load_processor(model)
-    proc(data, dtype=dtype)  # LUTs, pools
+def in_process_hot(proc: object, data: bytes, count: int, dtype: str) -> list[float]:
     out = []
     for _ in range(count):
-        if gap_s:
-            time.sleep(gap_s)
         t0 = time.perf_counter()
-        px = proc(data, dtype=dtype)["pixel_values"]
+        px = proc(data, dtype=dtype)["pixel_values"]  # type: ignore[operator]
         out.append(time.perf_counter() - t0)
         del px
     return out
@@ -98,33 +91,25 @@ class _Server:
             self.proc.wait()
 
 
-def serve_requests(target: str, payloads: list[bytes], gap_s: float,
-                   dtype: str) -> list[dict[str, float]]:
-    """One request per payload, gap_s apart; per request: spans in seconds and server timings."""
-    from ..client import Client, build_request, read_response
+def one_request(client: object, data: bytes, dtype: str) -> dict[str, float]:
+    """One request over shm on an open Client: spans in seconds and the server's timings."""
+    from ..client import build_request, read_response
 
-    rows = []
-    with Client(target, timeout=120) as client:
-        for data in payloads:
-            if gap_s:
-                time.sleep(gap_s)
-            req = build_request(data, dtype=dtype, transport="shm", namespace=client.namespace)
-            t0 = time.perf_counter()
-            resp = client._stub.Preprocess(req)
-            t1 = time.perf_counter()
-            out = read_response(resp)
-            t2 = time.perf_counter()
-            _touch(out.items[0].pixel_values)
-            t3 = time.perf_counter()
-            item = out.items[0]
-            if item.transport != "shm":
-                raise RuntimeError(f"expected an shm tensor, got {item.transport!r}")
-            row = {"e2e": t2 - t0, "e2e+read": t3 - t0, "rpc": t1 - t0, "read_tensor": t2 - t1,
-                   "hit": float(item.cache_hit)}
-            row.update({k: out.timings[k] / 1e6 for k in _SERVER_KEYS})
-            rows.append(row)
-            del out
-    return rows
+    req = build_request(data, dtype=dtype, transport="shm", namespace=client.namespace)
+    t0 = time.perf_counter()
+    resp = client._stub.Preprocess(req)
+    t1 = time.perf_counter()
+    out = read_response(resp)
+    t2 = time.perf_counter()
+    _touch(out.items[0].pixel_values)
+    t3 = time.perf_counter()
+    item = out.items[0]
+    if item.transport != "shm":
+        raise RuntimeError(f"expected an shm tensor, got {item.transport!r}")
+    row = {"e2e": t2 - t0, "e2e+read": t3 - t0, "rpc": t1 - t0, "read_tensor": t2 - t1,
+           "hit": float(item.cache_hit)}
+    row.update({k: out.timings[k] / 1e6 for k in _SERVER_KEYS})
+    return row
 
 
 def _median_ms(values: Sequence[float]) -> float:
@@ -132,35 +117,55 @@ def _median_ms(values: Sequence[float]) -> float:
 
 
 def run(data: bytes, *, model: str, requests: int, gap_s: float, cache_mb: int, dtype: str,
-        server_args: list[str]) -> dict[str, dict[str, float]]:
-    results: dict[str, dict[str, float]] = {}
-    hot = in_process(data, model, requests, 0.0, dtype)
-    idle = in_process(data, model, requests, gap_s, dtype)
-    modes = [("off", [], lambda i: data),
-             ("hit", ["--pixel-cache-mb", str(cache_mb)], lambda i: data),
-             ("miss", ["--pixel-cache-mb", str(cache_mb)],
-              lambda i: data + b"smg-fast-latency-%d-%d" % (os.getpid(), i))]
-    servers: dict[str, _Server] = {}
+        server_args: list[str], rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Each round: ``requests`` in-process calls back to back ("hot"), then ``requests`` turns
+    of one in-process call ("idle") and one request per mode, each after ``gap_s`` of idle time
+    (turns interleave the modes, so a slow spell of a noisy machine hits all of them).
+    Medians over every request."""
+    from .. import load_processor
+    from ..client import Client
+
+    servers = {"off": _Server(["--model", model, *server_args]),
+               "cache": _Server(["--model", model, "--pixel-cache-mb", str(cache_mb),
+                                 *server_args])}
+    rows: dict[str, list[dict[str, float]]] = {"off": [], "hit": [], "miss": []}
+    hot: list[float] = []
+    idle: list[float] = []
+    proc = load_processor(model)
+    proc(data, dtype=dtype)  # LUTs, pools
+    seq = [0]
+
+    def unique() -> bytes:
+        seq[0] += 1
+        return data + b"smg-fast-latency-%d-%d" % (os.getpid(), seq[0])
+
+    clients: dict[str, Client] = {}
     try:
-        for mode, extra, make in modes:
-            key = " ".join(extra)
-            if key not in servers:
-                for srv in servers.values():
-                    srv.stop()
-                servers = {key: _Server(["--model", model, *extra, *server_args])}
-                servers[key].wait()
-            target = servers[key].target
-            serve_requests(target, [make(-1)], 0.0, dtype)  # warm-up (and the hit's entry)
-            rows = serve_requests(target, [make(i) for i in range(requests)], gap_s, dtype)
-            expect_hit = mode == "hit"
-            if any(bool(r["hit"]) != expect_hit for r in rows):
-                raise RuntimeError(f"mode {mode}: unexpected cache hit/miss")
-            results[mode] = {k: _median_ms([r[k] for r in rows]) for k in rows[0] if k != "hit"}
+        for name, srv in servers.items():
+            srv.wait()
+            clients[name] = Client(srv.target, timeout=120)
+        modes = [("off", clients["off"], lambda: data), ("hit", clients["cache"], lambda: data),
+                 ("miss", clients["cache"], unique)]
+        for _, client, make in modes:  # connect, warm up, and the hit's entry
+            one_request(client, make(), dtype)
+        for _ in range(rounds):
+            hot += in_process_hot(proc, data, requests, dtype)
+            for _ in range(requests):
+                time.sleep(gap_s)
+                idle += in_process_hot(proc, data, 1, dtype)
+                for mode, client, make in modes:
+                    time.sleep(gap_s)
+                    row = one_request(client, make(), dtype)
+                    if bool(row["hit"]) != (mode == "hit"):
+                        raise RuntimeError(f"mode {mode}: unexpected cache hit/miss")
+                    rows[mode].append(row)
     finally:
+        for client in clients.values():
+            client.close()
         for srv in servers.values():
             srv.stop()
-    hot += in_process(data, model, requests, 0.0, dtype)
-    idle += in_process(data, model, requests, gap_s, dtype)
+    results = {mode: {k: _median_ms([r[k] for r in got]) for k in got[0] if k != "hit"}
+               for mode, got in rows.items()}
     results["in-process hot"] = {"e2e": _median_ms(hot)}
     results["in-process idle"] = {"e2e": _median_ms(idle)}
     return results
@@ -182,7 +187,8 @@ def report(results: dict[str, dict[str, float]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m smg_fast.bench.latency",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=25)
+    ap.add_argument("--requests", type=int, default=15, help="per mode and round")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gap-s", type=float, default=0.2)
     ap.add_argument("--image", default=None, help="image file (default: a built-in 1920x1080 "
                                                   "JPEG of the test pattern)")
@@ -192,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra server argument (repeatable): --server-arg=--shm-pool-mb=0")
     args = ap.parse_args(argv)
-    if args.requests < 1 or args.gap_s < 0:
-        ap.error("--requests must be >= 1 and --gap-s >= 0")
+    if args.requests < 1 or args.rounds < 1 or args.gap_s < 0:
+        ap.error("--requests and --rounds must be >= 1 and --gap-s >= 0")
     if args.image:
         with open(args.image, "rb") as fh:
             data = fh.read()
@@ -202,8 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         data = default_image()
     results = run(data, model=args.model, requests=args.requests, gap_s=args.gap_s,
-                  cache_mb=args.cache_mb, dtype=args.dtype, server_args=args.server_arg)
-    print(f"{args.requests} requests {args.gap_s} s apart, {args.dtype}, medians in ms")
+                  cache_mb=args.cache_mb, dtype=args.dtype, server_args=args.server_arg,
+                  rounds=args.rounds)
+    print(f"{args.rounds} rounds x {args.requests} requests per mode, {args.gap_s} s apart, "
+          f"{args.dtype}, {len(data)}-byte image; medians in ms")
     print(report(results))
     return 0
 
