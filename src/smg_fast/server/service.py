@@ -286,7 +286,8 @@ class PreprocessService:
             t1 = time.perf_counter()
             g = batch.grid[0]
             grid = (int(g[0]), int(g[1]), int(g[2]))
-            if not self._to_shm(batch.nbytes, shm_ok):
+            # (rdma requests deliver a copy of the entry: only an shm delivery writes in place)
+            if outcome.transport == "rdma" or not self._to_shm(batch.nbytes, shm_ok):
                 flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
                 px = batch.write_into(flat)
                 computed[0] = time.perf_counter() - t1
