@@ -136,3 +136,26 @@ def test_many_lookups_count_hits():
 def test_negative_capacity_rejected():
     with pytest.raises(ValueError):
         PixelCache(-1)
+
+
+class _Exporter(bytearray):
+    """A buffer that records which thread deallocated it."""
+
+    dropped_in: list[str] = []
+
+    def __del__(self) -> None:
+        _Exporter.dropped_in.append(threading.current_thread().name)
+
+
+def test_slow_release_entries_are_dropped_off_the_evicting_thread():
+    from smg_fast import _background
+
+    cache = PixelCache(1000)
+    px = np.frombuffer(_Exporter(400), dtype=np.float32).reshape(-1, 1)
+    cache.put("mapped", CacheEntry(px, (1, 2, 2), 1, slow_release=True))
+    del px
+    _Exporter.dropped_in.clear()
+    cache.put("next", entry(800))  # evicts "mapped"
+    assert _background.wait_idle()
+    assert _Exporter.dropped_in == ["smg-fast-release"]
+    assert cache.stats()["evictions"] == 1 and "next" in cache

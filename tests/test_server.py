@@ -288,3 +288,23 @@ def test_sweeps_dead_segments_at_start(start_server, tmp_path):
         srv.stop(timeout=1)
         if os.path.exists(path):
             os.unlink(path)
+
+
+def test_shm_miss_delivers_the_segment_the_cache_keeps(server, client, real_images, ours):
+    from smg_fast.client import build_request, read_response
+
+    data = photo_bytes(real_images, "astronaut") + b"unique-to-this-test"
+    ref = ours("qwen2_vl")(data)["pixel_values"]
+    req = build_request(data, transport="shm", namespace=client.namespace)
+    resp = client._stub.Preprocess(req)
+    name = resp.items[0].pixel_values.shm.name
+    st = os.lstat(os.path.join("/dev/shm", name))
+    assert oct(st.st_mode & 0o777) == oct(0o400)  # read-only for its consumer
+    first = read_response(resp)  # maps and unlinks it
+    assert not first.items[0].cache_hit and np.array_equal(first.pixel_values, ref)
+    first.pixel_values[0, 0] = -1.0  # the consumer's private copy: the cache is unaffected
+    cached = server.server.cache is not None
+    for transport in ("shm", "inline"):
+        again = client.preprocess(data, transport=transport)
+        assert again.items[0].cache_hit == cached
+        assert np.array_equal(again.pixel_values, ref)

@@ -47,7 +47,7 @@ def test_prepared_batch_writes_straight_into_shm(ours, real_images):
     reg = ShmRegistry()
     name = reg.write(batch.nbytes, lambda seg: batch.write_into(seg.array(batch.np_dtype)))
     st = os.lstat(os.path.join(SHM, name))
-    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o400  # read-only
     assert st.st_size == batch.nbytes
     assert shm._NAME_RE.match(name) and name.startswith(f"smg-fast-{os.getpid()}-")
     td = tensors.shm_tensor_data(name, batch.shape, "bfloat16", batch.nbytes)
@@ -271,3 +271,23 @@ def test_registry_with_pool_and_close(ours, real_images):
     assert reg.prune() == 0
     reg.close()
     assert reg.pool.stats()["ready"] == 0
+
+
+def test_write_mapped_keeps_a_read_only_view_after_the_consumer_unlinks(ours, real_images):
+    proc = ours("qwen2_vl")
+    img = real_images.rgb("rocket")
+    ref = proc(img)["pixel_values"]
+    batch = proc.prepare(img)
+    reg = ShmRegistry()
+    name, view = reg.write_mapped(batch.nbytes,
+                                  lambda seg: batch.write_into(seg.array(batch.np_dtype)))
+    assert view.nbytes == batch.nbytes and not view.flags.writeable
+    path = os.path.join(SHM, name)
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o400  # consumers cannot write into it
+    if os.geteuid() != 0:  # (root bypasses file modes)
+        with pytest.raises(PermissionError):
+            os.open(path, os.O_RDWR)
+    got = read_tensor(tensors.shm_tensor_data(name, batch.shape, "float32", batch.nbytes))
+    got[0, 0] = 123.0  # the consumer's copy-on-write mapping: never reaches the file
+    assert not os.path.exists(path) and reg.prune() == 0
+    assert np.array_equal(view.view(np.float32).reshape(ref.shape), ref)  # still valid

@@ -2,7 +2,9 @@
 
 One entry per image, keyed by (content hash of the encoded bytes, processor config fingerprint,
 output dtype). Entries hold the computed buffer itself (no copy on insert) made read-only, and a
-hit hands out that same buffer (no copy on lookup). Concurrent misses for one key compute once:
+hit hands out that same buffer (no copy on lookup). Evicted entries marked ``slow_release``
+(views of shared-memory mappings, whose unmapping costs milliseconds) are dropped on a
+background thread. Concurrent misses for one key compute once:
 the first caller computes, the others wait for its result (or its exception). Thread-safe; a
 lookup is a dict access under a lock.
 """
@@ -18,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ._background import call_later
+
 HIT = "hit"
 MISS = "miss"
 COALESCED = "coalesced"
@@ -30,6 +34,7 @@ class CacheEntry:
     pixels: np.ndarray
     grid: tuple[int, int, int]
     num_tokens: int
+    slow_release: bool = False  # dropping pixels unmaps memory: evict on a background thread
 
     @property
     def nbytes(self) -> int:
@@ -135,10 +140,16 @@ class PixelCache:
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= old.nbytes
+        slow: list[CacheEntry] = []
         while self._entries and self._bytes + size > self.capacity_bytes:
             _, victim = self._entries.popitem(last=False)
             self._bytes -= victim.nbytes
             self.evictions += 1
+            if victim.slow_release:
+                slow.append(victim)
+            del victim
+        if slow:  # the background thread drops the last references (unless a reader holds one)
+            call_later(slow.clear)
         self._entries[key] = entry
         self._bytes += size
         self.inserts += 1

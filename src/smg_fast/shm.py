@@ -1,6 +1,8 @@
 """Shared-memory segments in /dev/shm: naming, creation, ownership, and the dead-pid sweeper.
 
-Segments are files directly under /dev/shm named ``smg-fast-<pid>-<nonce>-<seq>`` (mode 0600).
+Segments are files directly under /dev/shm named ``smg-fast-<pid>-<nonce>-<seq>``, read-only
+(mode 0400) from creation: the creator writes through the descriptor it opened, consumers can
+only open them for reading (root excepted).
 The nonce starts with 8 hex digits naming the creator's pid namespace, so the sweeper only ever
 judges pids it can see. ``smg_fast.tensors`` builds TensorData on top of these.
 """
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ._background import call_later
 
 SHM_DIR = "/dev/shm"
 SHM_PREFIX = "smg-fast-"
@@ -141,19 +145,50 @@ class ShmSegment:
             self._mm.close()
             self._mm = None
 
+    def close_later(self) -> None:
+        """Unmaps on the background thread (unmapping tens of MB costs milliseconds); a view
+        still alive then keeps the mapping until it is dropped."""
+        self._close_fd()
+        if self._mm is not None:
+            call_later(_close_mapping, self._mm)
+            self._mm = None
+
+    def detach(self) -> np.ndarray:
+        """A read-only uint8 view of the whole segment that owns this process's mapping from
+        now on: it stays valid, and keeps the pages alive, after the name is unlinked, until
+        the view is dropped. The segment object itself is closed."""
+        view = self.array(np.uint8)
+        view.flags.writeable = False
+        self._close_fd()
+        self._mm = None
+        return view
+
+
+def _close_mapping(mm: mmap.mmap) -> None:
+    try:
+        mm.close()
+    except BufferError:  # a view is still alive: it unmaps when it is dropped
+        pass
+
 
 def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = False,
                    keep_fd: bool = False) -> ShmSegment:
-    """A new 0600 file of nbytes under directory, space reserved (so a full tmpfs fails here
-    with ENOSPC instead of SIGBUS later) and mapped read-write (``populate``: with its page
-    table filled in advance; ``keep_fd``: the descriptor stays open for ``shrink``)."""
+    """A new read-only (0400) file of nbytes under directory, space reserved (so a full tmpfs
+    fails here with ENOSPC instead of SIGBUS later) and mapped read-write through the descriptor
+    opened at creation (``populate``: with its page table filled in advance; ``keep_fd``: the
+    descriptor stays open for ``shrink``).
+
+    Read-only because a consumer must never write into a segment: the server's pixel cache may
+    keep serving the pages of a segment it delivered (see ``ShmRegistry.write_mapped``). A
+    consumer running as root could still open it for writing; ``read_tensor`` maps it
+    copy-on-write, so writes to its array never reach the file."""
     if nbytes < 1:
         raise ValueError(f"shm segment size must be positive, got {nbytes}")
     name = _NAMES.next()
     path = os.path.join(directory, name)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, 0o400)  # (not 0o600 & ~umask): nobody opens it for writing again
         try:
             os.posix_fallocate(fd, 0, nbytes)
         except OSError as exc:
@@ -222,8 +257,22 @@ class ShmRegistry:
         raise RuntimeError("shm registry is closed (shutting down)")
 
     def write(self, nbytes: int, fill: Callable[[ShmSegment], None]) -> str:
-        """Creates a segment, lets fill() write it, unmaps it and returns its name; on any
-        failure the segment is unlinked before the exception propagates."""
+        """Creates a segment, lets fill() write it, unmaps it (on the background thread) and
+        returns its name; on any failure the segment is unlinked before the exception
+        propagates."""
+        seg = self._filled(nbytes, fill)
+        seg.close_later()
+        return seg.name
+
+    def write_mapped(self, nbytes: int, fill: Callable[[ShmSegment], None]
+                     ) -> tuple[str, np.ndarray]:
+        """Like ``write``, but keeps this process's mapping: returns the name and a read-only
+        uint8 view of the written bytes (``ShmSegment.detach``), valid after the consumer
+        unlinks the name, for as long as the view lives."""
+        seg = self._filled(nbytes, fill)
+        return seg.name, seg.detach()
+
+    def _filled(self, nbytes: int, fill: Callable[[ShmSegment], None]) -> ShmSegment:
         seg = self.create(nbytes)
         try:
             fill(seg)
@@ -234,8 +283,7 @@ class ShmRegistry:
                 pass
             self.release(seg.name)
             raise
-        seg.close()
-        return seg.name
+        return seg
 
     def release(self, name: str) -> None:
         """Unlinks a segment this process still owns (failure paths)."""

@@ -226,15 +226,20 @@ class PreprocessService:
         self.metrics.decode_seconds.observe(dt)
         return batch
 
+    def _to_shm(self, nbytes: int, shm_ok: bool) -> bool:
+        return shm_ok and nbytes >= self.config.shm_min_bytes
+
     def _deliver(self, nbytes: int, shm_ok: bool, inline_budget: int) -> str:
-        if shm_ok and nbytes >= self.config.shm_min_bytes:
+        if self._to_shm(nbytes, shm_ok):
             return "shm"
         if nbytes > inline_budget:
             raise self._too_big(self.config.max_message_bytes - inline_budget + nbytes)
         return "inline"
 
-    def _new_segment(self, nbytes: int, fill: Any) -> str:
+    def _new_segment(self, nbytes: int, fill: Any, mapped: bool = False) -> Any:
         try:
+            if mapped:
+                return self.registry.write_mapped(nbytes, fill)
             return self.registry.write(nbytes, fill)
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.ENOMEM):
@@ -294,16 +299,35 @@ class PreprocessService:
     def _cached(self, proc: Processor, fingerprint: str, it: _Item, dtype: str, shm_ok: bool,
                 out: Any, timer: Timer, inline_budget: int, outcome: Outcome) -> int:
         assert self.cache is not None
-        computed = [0.0]
+        computed = [0.0, 0.0]  # a miss's write, and its segment's making
+        written: list[str] = []  # the segment a miss wrote: delivered as is
 
         def compute() -> CacheEntry:
             batch = self._prepare(proc, it, dtype, timer)
             t1 = time.perf_counter()
-            flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
-            px = batch.write_into(flat)
-            computed[0] = time.perf_counter() - t1
             g = batch.grid[0]
-            return CacheEntry(px, (int(g[0]), int(g[1]), int(g[2])), int(batch.num_tokens[0]))
+            grid = (int(g[0]), int(g[1]), int(g[2]))
+            # (rdma requests deliver a copy of the entry: only an shm delivery writes in place)
+            if outcome.transport == "rdma" or not self._to_shm(batch.nbytes, shm_ok):
+                flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
+                px = batch.write_into(flat)
+                computed[0] = time.perf_counter() - t1
+                return CacheEntry(px, grid, int(batch.num_tokens[0]))
+            # Written once, into the segment this request delivers (pre-faulted by the pool);
+            # the cache keeps a read-only view of the server's own mapping of it, which outlives
+            # the consumer's unlink. Segments are read-only files (see shm.create_segment).
+
+            def fill(seg: Any) -> None:
+                t2 = time.perf_counter()
+                batch.write_into(seg.array(batch.np_dtype))
+                computed[0] = time.perf_counter() - t2
+
+            name, view = self._new_segment(batch.nbytes, fill, mapped=True)
+            outcome.segments.append(name)
+            written.append(name)
+            computed[1] = time.perf_counter() - t1 - computed[0]
+            px = view.view(batch.np_dtype).reshape(batch.shape)
+            return CacheEntry(px, grid, int(batch.num_tokens[0]), slow_release=True)
 
         t0 = time.perf_counter()
         try:
@@ -331,7 +355,10 @@ class PreprocessService:
         if reason:
             self._count_fallback(reason, kind)
         t1 = time.perf_counter()
-        if kind == "shm":
+        if written:
+            self._set_shm(out.pixel_values, written[0], entry.pixels.shape, dtype, entry.nbytes)
+            t1 -= computed[1]
+        elif kind == "shm":
             src = entry.pixels.reshape(-1).view(np.uint8)
 
             def fill(seg: Any) -> None:
