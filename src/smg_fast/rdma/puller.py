@@ -119,7 +119,7 @@ class Puller:
                 raise ValueError(f"pin_memory=True needs torch with a CUDA device: {exc}") \
                     from None
             return t.numpy()[:nbytes], t
-        arr = np.empty(nbytes, dtype=np.uint8)
+        arr = _aligned_empty(nbytes, 2 << 20)
         arr[::4096] = 0  # fault the pool in now, not during a pull
         return arr, None
 
@@ -204,7 +204,7 @@ class Puller:
         else:
             with self._pool_lock:
                 self.counters["overflow"] += 1
-        arr = np.empty(nbytes, dtype=np.uint8)
+        arr = _aligned_empty(nbytes, 4096)
         with self._lock:
             reg = register(self._agent, arr.ctypes.data, arr.nbytes)
         return _Buffer(self, arr, -1, reg)
@@ -313,11 +313,20 @@ class Puller:
                         raise _TransferFailed(exc) from None
             with self._lock:
                 self._agent.release_xfer_handle(handle)
-            time.sleep(0)  # let other threads run between pieces
+            if off + n < desc.frame_len:
+                time.sleep(0)  # let other threads run between pieces
 
     def _count(self, name: str) -> None:
         with self._pool_lock:
             self.counters[name] += 1
+
+
+def _aligned_empty(nbytes: int, align: int) -> np.ndarray:
+    """Page-aligned like the exporter's frames: UCX's cma copy runs at about half speed when
+    source and destination are not equally aligned (measured, 24 MiB: 12 vs 5.5 GB/s)."""
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]
 
 
 class _TransferFailed(Exception):
