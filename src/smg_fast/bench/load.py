@@ -55,6 +55,14 @@ async def run_load(target: str, images: list[bytes], *, concurrency: int, second
 
     stats = Stats()
     async with AsyncClient(target, timeout=120) as client:
+        if transport == "rdma":
+            info = await client.model_info()
+            if info.get("rdma_available"):
+                from ..rdma import Puller
+
+                # One landing slot per worker, each fitting the server's largest tensor.
+                client.puller = Puller(slots=concurrency,
+                                       slot_bytes=int(info["rdma_max_bytes"]) + 4096)
         await client.preprocess(images[0], model=model, dtype=dtype, transport=transport)
         start = time.perf_counter()
         deadline = start + seconds
