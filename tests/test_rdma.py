@@ -423,3 +423,67 @@ def test_client_cli_pulls_and_exits_cleanly(rdma_server, small_jpegs, tmp_path):
                          timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert "transport rdma" in cli.stdout and "identical to in-process" in cli.stdout
+
+
+_PULL_FOREVER = textwrap.dedent("""
+    import sys
+    from smg_fast.client import Client
+    from smg_fast.rdma import Puller
+    data = open(sys.argv[2], "rb").read()
+    with Puller(slots=2, slot_bytes=8 << 20) as p, Client(sys.argv[1], puller=p) as c:
+        print("pulling", flush=True)
+        while True:
+            assert c.preprocess(data, transport="rdma").items[0].transport == "rdma"
+""")
+
+
+def _metric(port: int, name: str) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_pullers_killed_at_random_moments(small_jpegs, tmp_path):
+    """Pullers SIGKILLed at random points of their pull loop: the server keeps serving, and every
+    slot they held comes back (TTL) so the arena is whole again."""
+    import random
+
+    port, metrics = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
+         "--rdma-listen-port", "0", "--rdma-slots", "4", "--rdma-slot-mb", "8",
+         "--rdma-slot-ttl-s", "2", "--metrics-port", str(metrics)], stderr=subprocess.DEVNULL)
+    img = tmp_path / "img.jpg"
+    img.write_bytes(small_jpegs["hubble"])
+    target = f"127.0.0.1:{port}"
+    rng = random.Random(1)
+    try:
+        wait_serving(target, proc)
+        for _ in range(4):
+            child = subprocess.Popen([sys.executable, "-c", _PULL_FOREVER, target, str(img)],
+                                     stdout=subprocess.PIPE, text=True)
+            assert child.stdout.readline().strip() == "pulling"
+            time.sleep(rng.uniform(0.05, 0.8))
+            child.kill()
+            child.wait(10)
+            child.stdout.close()
+        assert proc.poll() is None
+        with Puller(slots=1, slot_bytes=8 * MiB) as p, Client(target, puller=p) as c:
+            out = c.preprocess(img.read_bytes(), transport="rdma")
+            assert out.items[0].transport == "rdma"
+        deadline = time.monotonic() + 15
+        while _metric(metrics, "smg_fast_rdma_in_use") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _metric(metrics, "smg_fast_rdma_in_use") == 0
+        assert _metric(metrics, "smg_fast_rdma_leased_total") >= 4
+    finally:
+        proc.terminate()  # drains and unlinks what it owns
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
