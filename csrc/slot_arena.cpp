@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <random>
 #include <stdexcept>
 
 #include "parallel.hpp"
@@ -50,6 +51,10 @@ SlotArena::SlotArena(size_t slots, size_t slot_bytes, double ttl_s)
              off += kPage)
             base_[off] = 0;
     });
+    // Generations start at a random 64-bit value: a reader compares them with payload bytes that
+    // may cover an old trailer, and small counters are values real tensors contain.
+    std::random_device rd;
+    next_generation_ = (uint64_t(rd()) << 32 | rd()) | 1;
     free_list_.reserve(slots);
     for (size_t i = slots; i-- > 0;) free_list_.push_back(i);  // slot 0 is leased first
 }
@@ -79,6 +84,7 @@ SlotLease SlotArena::lease(const std::string& key, size_t payload_len) {
     slot.busy = true;
     slot.committed = false;
     slot.generation = next_generation_++;
+    if (next_generation_ == 0) next_generation_ = 1;  // 0 marks an invalidated trailer
     slot.since = Clock::now();
     slot.key = key;
     by_key_.emplace(key, s);
@@ -153,7 +159,9 @@ size_t SlotArena::reap_locked(Clock::time_point now) {
     const auto ttl = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ttl_s_));
     size_t n = 0;
     for (size_t s = 0; s < slots_; ++s) {
-        if (table_[s].busy && now - table_[s].since >= ttl) {
+        // Only committed leases: an uncommitted one belongs to a producer still writing into it
+        // (its failure path frees it), and handing its slot to another writer would mix bytes.
+        if (table_[s].busy && table_[s].committed && now - table_[s].since >= ttl) {
             release_locked(s);
             ++n;
         }

@@ -33,7 +33,7 @@ uint64_t key_hash(const std::string& key);
 
 struct SlotLease {
     int64_t slot = -1;        // -1: the arena was full
-    uint64_t generation = 0;  // unique per lease within this arena
+    uint64_t generation = 0;  // unique per lease within this arena (random start, never 0)
     size_t frame_offset = 0;  // from the arena's base
     size_t frame_len = 0;     // frame_bytes(payload)
     size_t payload_offset = 0;
@@ -75,7 +75,8 @@ public:
     bool commit(const std::string& key);
     // Releases key's slot. False (and counted) when key holds no lease.
     bool free(const std::string& key);
-    // Releases leases older than the TTL; returns how many.
+    // Releases committed leases older than the TTL (uncommitted ones belong to a producer still
+    // writing; it frees them itself on failure); returns how many.
     size_t reap();
     // Reaps as if `seconds` had passed (tests of the TTL path without sleeping).
     size_t reap_after(double seconds);
@@ -106,7 +107,7 @@ private:
     std::vector<Slot> table_;
     std::unordered_map<std::string, size_t> by_key_;
     std::vector<size_t> free_list_;
-    uint64_t next_generation_ = 1;
+    uint64_t next_generation_ = 1;  // set from random_device in the constructor
     ArenaCounters counters_{};
 };
 

@@ -5,6 +5,7 @@ puller runs here. Every wait is bounded."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import os
@@ -14,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -47,6 +49,7 @@ class Peer:
             argv += [f"--{k.replace('_', '-')}", str(v)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
+        self._lock = threading.Lock()
         ready = self._line(timeout=60)
         self.name, self.port = ready["ready"], ready["port"]
 
@@ -59,9 +62,10 @@ class Peer:
         return json.loads(out[0])
 
     def cmd(self, **kw: object) -> dict:
-        self.proc.stdin.write(json.dumps(kw) + "\n")
-        self.proc.stdin.flush()
-        return self._line()
+        with self._lock:  # one request/answer pair at a time (tests call it from threads)
+            self.proc.stdin.write(json.dumps(kw) + "\n")
+            self.proc.stdin.flush()
+            return self._line()
 
     def export(self, nbytes: int, seed: int = 0,
                op: str = "export") -> tensor_pb2.RemoteTensorHandle:
@@ -282,8 +286,14 @@ def test_pin_memory_without_cuda_is_a_clear_error():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: pinned memory works")
-    with pytest.raises(ValueError, match="pin_memory"):
-        Puller(slots=1, slot_bytes=MiB, pin_memory=True)
+    def notifiers() -> int:
+        return sum(t.name == "smg-fast-rdma-notifier" for t in threading.enumerate())
+
+    before = notifiers()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="pin_memory"):
+            Puller(slots=1, slot_bytes=MiB, pin_memory=True)
+    assert notifiers() == before  # a failed construction leaves no agent or thread behind
 
 
 # ---- the server's rdma transport ----
@@ -291,26 +301,29 @@ def test_pin_memory_without_cuda_is_a_clear_error():
 
 @pytest.fixture(scope="module")
 def rdma_server(tmp_path_factory):
-    """``python -m smg_fast.server --transport rdma`` in its own process."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
-         "--rdma-listen-port", "0", "--rdma-slots", "2", "--rdma-slot-mb", "64",
-         "--model", "qwen2_vl=qwen2_vl", "--model", "kimi=kimi_k25", "--workers", "2",
-         "--pixel-cache-mb", "256", "--metrics-port", str(free_port())],
-        stderr=subprocess.PIPE, text=True)
-    target = f"127.0.0.1:{port}"
+    """``python -m smg_fast.server --transport rdma`` in its own process; it must exit 0 after
+    SIGTERM (drain with leases out, then close NIXL cleanly)."""
+    port, metrics = free_port(), free_port()
+    log = tmp_path_factory.mktemp("rdma_server") / "stderr.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
+             "--rdma-listen-port", "0", "--rdma-slots", "2", "--rdma-slot-mb", "64",
+             "--model", "qwen2_vl=qwen2_vl", "--model", "kimi=kimi_k25", "--workers", "2",
+             "--pixel-cache-mb", "256", "--metrics-port", str(metrics),
+             "--drain-timeout-s", "3"], stderr=err)
+    server = types.SimpleNamespace(target=f"127.0.0.1:{port}", proc=proc, metrics=metrics)
     try:
-        wait_serving(target, proc)
-        yield target, proc
+        wait_serving(server.target, proc)
+        yield server
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(30)
+            code = proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
-        proc.stderr.close()
+            code = proc.wait()
+    assert code == 0, log.read_text()[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -324,7 +337,7 @@ def photo_1080p(real_images):
 
 
 def test_server_rdma_is_exact_at_1080p(rdma_server, puller, photo_1080p, ours):
-    target, _ = rdma_server
+    target = rdma_server.target
     with Puller(slots=2, slot_bytes=64 * MiB) as big, Client(target, puller=big) as c:
         info = c.model_info()
         assert info["rdma_available"] and info["rdma_max_bytes"] >= 48 * MiB
@@ -345,11 +358,15 @@ def test_server_full_arena_falls_back_to_inline(rdma_server, small_jpegs, ours, 
     """Two slots, three unpulled handles: the third item goes inline (another host's caller)."""
     import grpc
 
+    deadline = time.monotonic() + 10  # slots of earlier tests are freed by late notifications
+    while _metric(rdma_server.metrics, "smg_fast_rdma_in_use") and time.monotonic() < deadline:
+        time.sleep(0.05)
+
     from smg_fast._proto import preprocessor_pb2 as pb
     from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
     from smg_fast.tensors import read_tensor
 
-    target, _ = rdma_server
+    target = rdma_server.target
     jpeg = small_jpegs["chelsea"]
     req = pb.PreprocessRequest(items=[pb.MediaItem(data=jpeg)] * 3, transport="rdma")
     with grpc.insecure_channel(target) as ch:
@@ -413,9 +430,8 @@ def test_broken_nixl_disables_the_lane_not_the_server(tmp_path, start_server, sm
 
 
 def test_client_cli_pulls_and_exits_cleanly(rdma_server, small_jpegs, tmp_path):
-    """The CLI's puller is never closed explicitly: exit must still be clean (NIXL aborts the
-    process when agents with peers are torn down at interpreter exit, unless closed first)."""
-    target, _ = rdma_server
+    """The client CLI pulls over rdma, verifies against the in-process processor, exits 0."""
+    target = rdma_server.target
     img = tmp_path / "rocket.jpg"
     img.write_bytes(small_jpegs["rocket"])
     cli = subprocess.run([sys.executable, "-m", "smg_fast.client", str(img), "--target", target,
@@ -487,3 +503,156 @@ def test_pullers_killed_at_random_moments(small_jpegs, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_bad_handle_does_not_break_concurrent_pulls(peers):
+    """A handle outside the exporter's memory fails alone: it must not make the puller drop and
+    refetch the connection that concurrent valid pulls are using."""
+    peer = peers(slots=8, slot_bytes=MiB)
+    good = peer.cmd(op="export", nbytes=1000, seed=1)
+    desc = rdma.Descriptor.decode(bytes.fromhex(good["descriptor"]))
+    outside = dataclasses.replace(desc, addr=desc.addr + (1 << 40), key="bogus")
+    bad = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=1000,
+                                        descriptor=outside.encode())
+    with Puller(slots=4, slot_bytes=MiB) as p:
+        assert np.array_equal(p.pull(peer.export(1000, seed=1)), payload(1000, 1))
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def hammer() -> None:
+            while not stop.is_set():
+                with pytest.raises(PullError, match="refused"):
+                    p.pull(bad)
+
+        def valid(t: int) -> None:
+            try:
+                for i in range(10):
+                    got = p.pull(peer.export(5000, seed=100 * t + i))
+                    assert np.array_equal(got, payload(5000, 100 * t + i))
+                    del got
+            except BaseException as exc:
+                errors.append(exc)
+
+        bad_thread = threading.Thread(target=hammer)
+        bad_thread.start()
+        threads = [threading.Thread(target=valid, args=(t,)) for t in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        stop.set()
+        bad_thread.join(60)
+        assert not errors, errors[:3]
+        assert p.stats()["refreshes"] == 0
+
+
+def test_silent_metadata_connections_do_not_stall_the_exporter(peers):
+    import socket
+
+    peer = peers(slots=2, slot_bytes=MiB)
+    idle = [socket.create_connection(("127.0.0.1", peer.port)) for _ in range(3)]
+    try:
+        with Puller(slots=1, slot_bytes=MiB, timeout_s=5, metadata_timeout_s=1) as p:
+            assert np.array_equal(p.pull(peer.export(100, seed=7)), payload(100, 7))
+        assert peer.wait_stats(lambda s: s["in_use"] == 0)["in_use"] == 0
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
+    """A pull whose exporter never answers its metadata request must not block a pull over an
+    existing connection to another exporter."""
+    import socket
+
+    peer = peers(slots=2, slot_bytes=MiB)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    dead = rdma.Descriptor(agent="silent", host="127.0.0.1", port=silent.getsockname()[1],
+                           addr=4096, frame_len=80, nbytes=4, generation=1, key="k")
+    dead_handle = tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=dead.encode(),
+                                                nbytes=4)
+    done: dict[str, float] = {}
+    with Puller(slots=2, slot_bytes=MiB, metadata_timeout_s=3) as p:
+        assert np.array_equal(p.pull(peer.export(100, seed=1)), payload(100, 1))
+
+        def stuck() -> None:
+            with pytest.raises(PullError):
+                p.pull(dead_handle)
+            done["stuck"] = time.monotonic()
+
+        th = threading.Thread(target=stuck)
+        th.start()
+        time.sleep(0.2)  # the stuck pull now waits for metadata that never comes
+        assert np.array_equal(p.pull(peer.export(100, seed=2)), payload(100, 2))
+        done["healthy"] = time.monotonic()
+        th.join(30)
+    silent.close()
+    assert done["healthy"] < done["stuck"]
+
+
+def test_dropping_results_inside_a_collection_never_deadlocks(peers):
+    """Results give their landing slot back from __del__, which can run in a garbage collection
+    started while the same thread holds the puller's locks: it must take none."""
+    import gc
+
+    peer = peers(slots=2, slot_bytes=MiB)
+    with Puller(slots=2, slot_bytes=MiB) as p:
+        arr = p.pull(peer.export(100, seed=1))
+        cycle: list = [arr]
+        cycle.append(cycle)
+        del arr
+
+        def collect_under_locks() -> None:
+            nonlocal cycle
+            with p._pool_lock, p._lock:
+                cycle = None
+                gc.collect()
+
+        th = threading.Thread(target=collect_under_locks, daemon=True)
+        th.start()
+        th.join(10)
+        assert not th.is_alive(), "deadlock: __del__ took a lock its own thread held"
+        assert p.stats()["landing_free"] == 2
+
+
+def test_closed_puller_and_oversized_handles(peers):
+    peer = peers(slots=2, slot_bytes=MiB)
+    p = Puller(slots=1, slot_bytes=MiB, max_bytes=1000)
+    handle = peer.export(2000, seed=1)
+    with pytest.raises(DescriptorError, match="max_bytes"):
+        p.pull(handle)
+    p.close()
+    p.close()  # idempotent
+    with pytest.raises(rdma.RdmaError, match="closed"):
+        p.pull(peer.export(100, seed=2))
+
+
+_UNCLOSED = textwrap.dedent("""
+    import sys
+    from smg_fast._proto import tensor_pb2
+    from smg_fast.rdma import Puller
+
+    def pull(kept):
+        p = Puller(slots=1, slot_bytes=1 << 20)
+        h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
+                                          descriptor=bytes.fromhex(sys.argv[1]))
+        out = p.pull(h)
+        if kept:
+            globals()["kept"] = (p, out)   # alive at interpreter exit
+        return int(out[0])                 # else collected on return, never closed
+
+    pull(sys.argv[3] == "global")
+""")
+
+
+@pytest.mark.parametrize("where", ["local", "global"])
+def test_unclosed_puller_exits_cleanly(peers, where):
+    """NIXL aborts a process that destroys an agent with connected peers; pullers nobody closed
+    (collected early, or alive at exit) must close themselves."""
+    peer = peers(slots=2, slot_bytes=MiB)
+    r = peer.cmd(op="export", nbytes=100, seed=1)
+    child = subprocess.run([sys.executable, "-c", _UNCLOSED, r["descriptor"], "100", where],
+                           capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr[-2000:]

@@ -186,3 +186,34 @@ def test_descriptor_round_trip_and_rejects():
     for raw in bad:
         with pytest.raises(DescriptorError):
             Descriptor.decode(raw)
+
+
+def test_uncommitted_leases_are_never_reaped():
+    """A producer still writing owns its slot: reaping it would hand the slot to a second writer
+    and mix their bytes in one frame."""
+    arena = _native.SlotArena(1, 64 * 1024, 1.0)
+    slow = arena.lease("slow", 100)
+    assert arena.reap_after(3600) == 0
+    assert arena.lease("other", 100) is None  # still the slow writer's
+    arena.view(slow["payload_offset"], 100)[:] = 1
+    assert arena.commit("slow")
+    assert arena.reap_after(2) == 1
+
+
+def test_reused_slot_with_a_longer_payload_is_detected():
+    """The new payload covers the old trailer's place; even bytes equal to the old generation
+    there cannot pass, because generations are random 64-bit values, not small counters."""
+    arena = _native.SlotArena(1, 64 * 1024, 30.0)
+    old = arena.lease("old", 1000)
+    arena.commit("old")
+    assert old["generation"] > 2**32  # not a small counter (random start)
+    torn = frame_of(arena, old).copy()  # the reader copied header and payload first...
+    arena.free("old")
+    new = arena.lease("new", 4000)
+    payload = arena.view(new["payload_offset"], 4000)
+    payload[:] = 7
+    # ...then the trailer, which now lies inside the new payload
+    torn[-8:] = frame_of(arena, old)[-8:]
+    with pytest.raises(StaleSlotError):
+        check_frame(torn, descriptor(arena, "old", old))
+    assert new["generation"] != old["generation"]

@@ -35,6 +35,7 @@ DEFAULT_SLOT_BYTES = 32 << 20
 DEFAULT_PORT = 18515
 BUSY_POLL_S = 0.001  # notification polling while leases are out
 IDLE_POLL_S = 0.02
+MAX_METADATA_CONNECTIONS = 16  # answered at once; each waits at most metadata_timeout_s
 
 
 class ExportLease:
@@ -80,6 +81,7 @@ class Exporter:
         self.host = advertise_host or _advertised(listen_host)
         self.port = self._sock.getsockname()[1]
         self._metadata_timeout_s = metadata_timeout_s
+        self._metadata_slots = threading.BoundedSemaphore(MAX_METADATA_CONNECTIONS)
         self._keys = itertools.count()
         self._closed = False
         try:
@@ -217,15 +219,31 @@ class Exporter:
             pass
 
     def _accept(self) -> None:
-        try:
-            conn, _ = self._sock.accept()
-        except (BlockingIOError, InterruptedError):
-            return
+        """Hands each pending metadata connection to a short-lived thread, so a client that
+        connects and says nothing never stalls notifications and reaping (at most
+        MAX_METADATA_CONNECTIONS are answered at once; more are closed at once)."""
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.debug("rdma metadata accept failed: %s", exc)
+                return
+            if not self._metadata_slots.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self._answer, args=(conn,), daemon=True,
+                             name="smg-fast-rdma-metadata").start()
+
+    def _answer(self, conn: socket.socket) -> None:
         try:
             conn.setblocking(True)
             answer_metadata(conn, self.name, self._metadata, self._metadata_timeout_s)
         except OSError as exc:
             log.debug("rdma metadata request failed: %s", exc)
+        finally:
+            self._metadata_slots.release()
 
     def close(self) -> None:
         """Stops the thread and deregisters the arena (leases still out are dropped)."""

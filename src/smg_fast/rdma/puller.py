@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import logging
 import math
 import os
@@ -27,7 +28,7 @@ import numpy as np
 
 from .. import _native
 from .descriptor import TRANSPORT, Descriptor, check_frame
-from .errors import DescriptorError, PullError, StaleSlotError
+from .errors import DescriptorError, PullError, RdmaError, StaleSlotError
 from .nixl import fetch_metadata, load_nixl, make_agent, register
 from .notifier import Notifier
 
@@ -40,6 +41,7 @@ DEFAULT_LANDING_SLOT_BYTES = 32 << 20
 # NIXL holds the GIL while UCX copies; READs are cut into pieces so other threads (an event loop)
 # run between them.
 DEFAULT_CHUNK_BYTES = 16 << 20
+DEFAULT_MAX_BYTES = 4 << 30  # a 4K float32 image is ~200 MB
 
 
 @dataclass
@@ -57,9 +59,12 @@ class _Buffer:
         self.slot = slot  # -1: one-off buffer registered for this pull
         self.reg = reg
         self.poisoned = False  # a READ into it may still be in flight
+        self.handles: list[Any] = []  # transfers that could not be released (poisoned only)
 
     def release(self) -> None:
-        self.puller._give(self)
+        # Lock-free: this runs from __del__, possibly inside a garbage collection triggered while
+        # the same thread holds one of the puller's locks.
+        self.puller._returned.append(self)
 
 
 class _Holder:
@@ -82,26 +87,41 @@ class Puller:
                  slot_bytes: int = DEFAULT_LANDING_SLOT_BYTES, pin_memory: bool = False,
                  timeout_s: float = DEFAULT_TIMEOUT_S,
                  metadata_timeout_s: float = DEFAULT_METADATA_TIMEOUT_S,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         """Raises RdmaUnavailable when NIXL cannot be used. ``pin_memory`` allocates the landing
-        pool as page-locked torch memory (needs torch with CUDA) so results copy to a GPU fast."""
-        if slots < 0 or slot_bytes < 4096 or timeout_s <= 0 or chunk_bytes < 0:
-            raise ValueError("need slots >= 0, slot_bytes >= 4096, timeout_s > 0, chunk_bytes >= 0")
+        pool as page-locked torch memory (needs torch with CUDA) so results copy to a GPU fast.
+        ``max_bytes``: handles naming a larger tensor are refused before anything is allocated."""
+        if (slots < 0 or slot_bytes < 4096 or timeout_s <= 0 or chunk_bytes < 0
+                or max_bytes < 1):
+            raise ValueError("need slots >= 0, slot_bytes >= 4096, timeout_s > 0, "
+                             "chunk_bytes >= 0, max_bytes >= 1")
         nixl = load_nixl()
         self.name = f"smg-fast-puller-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self.timeout_s = timeout_s
         self.metadata_timeout_s = metadata_timeout_s
         self.chunk_bytes = chunk_bytes
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()  # every agent call (the agent is not thread-safe)
-        self._peer_lock = threading.Lock()
-        self._pool_lock = threading.Lock()
+        self._peer_lock = threading.Lock()  # the two dicts below
+        self._peer_locks: dict[tuple[str, int], threading.Lock] = {}  # one metadata fetch each
         self._peers: dict[tuple[str, int], _Peer] = {}
+        self._pool_lock = threading.Lock()
+        self._returned: collections.deque[_Buffer] = collections.deque()
+        self._quarantine: list[_Buffer] = []  # poisoned buffers, kept alive and registered
+        self._close_lock = threading.Lock()
+        self._closed = True  # until fully built (nothing to close)
+        self.slot_bytes = (slot_bytes + 4095) // 4096 * 4096
+        # Memory first: a failure here (pin_memory without CUDA) leaves no agent behind.
+        self._pool, self._pool_keep = self._landing(slots * self.slot_bytes, pin_memory)
         self._agent = make_agent(nixl, self.name)
         self._notifier = Notifier(nixl, self.name + "-notify")
-        self.slot_bytes = (slot_bytes + 4095) // 4096 * 4096
-        self._pool, self._pool_keep = self._landing(slots * self.slot_bytes, pin_memory)
-        self._reg = register(self._agent, self._pool.ctypes.data, self._pool.nbytes) \
-            if slots else None
+        try:
+            self._reg = register(self._agent, self._pool.ctypes.data, self._pool.nbytes) \
+                if slots else None
+        except BaseException:
+            self._notifier.close(0)
+            raise
         self._free = list(range(slots - 1, -1, -1))
         self.counters = {"pulls": 0, "bytes": 0, "overflow": 0, "refreshes": 0, "stale": 0,
                          "errors": 0, "timeouts": 0, "poisoned": 0}
@@ -136,6 +156,11 @@ class Puller:
         when the READ fails or times out, DescriptorError for a malformed handle.
         """
         desc, shape, dtype_name, np_dtype = parse_remote(tensor)
+        if self._closed:
+            raise RdmaError("this Puller is closed")
+        if desc.nbytes > self.max_bytes:
+            raise DescriptorError(f"handle names {desc.nbytes} bytes, more than this puller's "
+                                  f"max_bytes ({self.max_bytes})")
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         buf = self._take(desc.frame_len)
         try:
@@ -161,6 +186,7 @@ class Puller:
         return await asyncio.to_thread(self.pull, tensor, **kwargs)
 
     def stats(self) -> dict[str, int]:
+        self._reclaim()
         with self._pool_lock:
             out = dict(self.counters)
             out["landing_free"] = len(self._free)
@@ -169,9 +195,11 @@ class Puller:
 
     def close(self) -> None:
         """Drops peers and deregisters the pool. Arrays still alive keep their memory."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._reclaim()
         self._notifier.close()
         with self._lock:
             for peer in self._peers.values():
@@ -194,6 +222,7 @@ class Puller:
     # ---- landing buffers ----
 
     def _take(self, nbytes: int) -> _Buffer:
+        self._reclaim()
         if nbytes <= self.slot_bytes:
             with self._pool_lock:
                 if self._free:
@@ -209,22 +238,30 @@ class Puller:
             reg = register(self._agent, arr.ctypes.data, arr.nbytes)
         return _Buffer(self, arr, -1, reg)
 
-    def _give(self, buf: _Buffer) -> None:
-        if buf.slot >= 0:
-            with self._pool_lock:
-                if buf.poisoned:
-                    self.counters["poisoned"] += 1  # never reused: a late write could land
-                else:
+    def _reclaim(self) -> None:
+        """Takes back the buffers released since the last call (see _Buffer.release)."""
+        while True:
+            try:
+                buf = self._returned.popleft()
+            except IndexError:
+                return
+            if buf.poisoned:  # a late write could still land: keep it alive and registered
+                with self._pool_lock:
+                    self.counters["poisoned"] += 1
+                    self._quarantine.append(buf)
+            elif buf.slot >= 0:
+                with self._pool_lock:
                     self._free.append(buf.slot)
-        elif buf.reg is not None and not buf.poisoned and not self._closed:
-            with self._lock:
-                _quiet(self._agent.deregister_memory, buf.reg)
+            elif buf.reg is not None and not self._closed:
+                with self._lock:
+                    _quiet(self._agent.deregister_memory, buf.reg)
 
     # ---- READ ----
 
     def _read_checked(self, buf: _Buffer, desc: Descriptor, deadline: float) -> None:
+        failed: _Peer | None = None
         for attempt in range(2):
-            peer = self._peer(desc, refresh=attempt > 0, deadline=deadline)
+            peer = self._peer(desc, failed, deadline)
             try:
                 self._read(buf, desc, peer, deadline)
                 break
@@ -235,6 +272,7 @@ class Puller:
                                     f"{desc.host}:{desc.port} failed: {exc}") from None
                 self._count("refreshes")
                 log.info("rdma: READ from %s failed (%s); refreshing its metadata", desc.agent, exc)
+                failed = peer
         try:
             check_frame(buf.array, desc)
         except StaleSlotError:
@@ -245,17 +283,23 @@ class Puller:
     def _notify(self, peer: str, key: str) -> None:
         self._notifier.send(peer, key)
 
-    def _peer(self, desc: Descriptor, refresh: bool, deadline: float) -> _Peer:
+    def _peer(self, desc: Descriptor, failed: _Peer | None, deadline: float) -> _Peer:
+        """The connected exporter at the handle's address, fetching its metadata when unknown,
+        when the handle names another agent, or when `failed` (a connection that just failed a
+        READ) is still the one registered. One fetch per address at a time; other addresses and
+        pulls over the current connection are not held up."""
         where = (desc.host, desc.port)
+        peer = self._peers.get(where)
+        if peer is not None and peer.name == desc.agent and peer is not failed:
+            return peer
         with self._peer_lock:
-            peer = self._peers.get(where)
-            if peer is not None and peer.name == desc.agent and not refresh:
+            lock = self._peer_locks.setdefault(where, threading.Lock())
+        if not lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise PullError(f"timed out waiting for the metadata of {desc.host}:{desc.port}")
+        try:
+            peer = self._peers.get(where)  # another thread may have refreshed it meanwhile
+            if peer is not None and peer.name == desc.agent and peer is not failed:
                 return peer
-            if peer is not None:  # restarted exporter, or a broken connection
-                with self._lock:
-                    _quiet(self._agent.remove_remote_agent, peer.name)
-                self._notifier.remove_peer(peer.name)
-                del self._peers[where]
             timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
             try:
                 name, metadata = fetch_metadata(desc.host, desc.port, timeout)
@@ -263,6 +307,16 @@ class Puller:
                 self._count("errors")
                 raise PullError(f"cannot reach the exporter at {desc.host}:{desc.port}: {exc}") \
                     from None
+            if peer is not None and peer is not failed and name == peer.name:
+                # Still the exporter we know: the handle comes from an earlier one.
+                self._count("stale")
+                raise StaleSlotError(f"the exporter at {desc.host}:{desc.port} restarted (now "
+                                     f"{peer.name}, the handle is from {desc.agent})")
+            if peer is not None:  # restarted exporter, or a broken connection
+                with self._lock:
+                    _quiet(self._agent.remove_remote_agent, peer.name)
+                self._notifier.remove_peer(peer.name)
+                del self._peers[where]
             with self._lock:
                 try:
                     self._agent.add_remote_agent(metadata)
@@ -271,6 +325,8 @@ class Puller:
                     raise PullError(f"NIXL rejected the metadata of {name}: {exc}") from None
             self._notifier.add_peer(metadata)
             peer = self._peers[where] = _Peer(name)
+        finally:
+            lock.release()
         if peer.name != desc.agent:
             self._count("stale")
             raise StaleSlotError(f"the exporter at {desc.host}:{desc.port} restarted (now "
@@ -286,8 +342,11 @@ class Puller:
                     local = self._agent.get_xfer_descs([(buf.addr + off, n, 0)], "DRAM")
                     remote = self._agent.get_xfer_descs([(desc.addr + off, n, 0)], "DRAM")
                     handle = self._agent.initialize_xfer("READ", local, remote, peer.name)
-                except Exception as exc:
-                    raise _TransferFailed(exc) from None
+                except Exception as exc:  # this handle's range, not the connection: no refresh
+                    self._count("errors")
+                    raise PullError(f"NIXL refused a READ of {desc.frame_len} bytes at "
+                                    f"{desc.addr:#x} from {desc.agent} (not memory the exporter "
+                                    f"registered?): {exc}") from None
                 try:
                     state = self._agent.transfer(handle)
                 except Exception as exc:
@@ -299,10 +358,9 @@ class Puller:
                         _quiet(self._agent.release_xfer_handle, handle)
                     raise _TransferFailed("transfer state ERR")
                 if time.monotonic() > deadline:
-                    buf.poisoned = True
+                    buf.poisoned = True  # quarantined with the transfer still attached
+                    buf.handles.append(handle)
                     self._count("timeouts")
-                    with self._lock:
-                        _quiet(self._agent.release_xfer_handle, handle)
                     raise PullError(f"READ of {desc.nbytes} bytes from {desc.agent} timed out")
                 time.sleep(0)
                 with self._lock:

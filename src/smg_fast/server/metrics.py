@@ -56,7 +56,8 @@ class Metrics:
         self.fallbacks = Counter("smg_fast_fallback", "Items that asked for rdma and went by "
                                  "another transport, by reason (nixl_unavailable, agent_failed, "
                                  "register_failed, listen_failed, starting, arena_full, "
-                                 "too_large, below_min_bytes) and the transport used",
+                                 "too_large, lease_expired, below_min_bytes) and the transport "
+                                 "used",
                                  ["reason", "used"], registry=r)
         self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
                                registry=r)

@@ -30,16 +30,21 @@ class RdmaLane:
         self.state = "off"  # off -> starting -> ready | unavailable
         self.reason = "starting"  # fallback reason while not ready
         self._lock = threading.Lock()
+        self._started = threading.Event()  # set once the start (either outcome) is over
         self._warned: set[str] = set()
 
     # ---- lifecycle ----
 
     def start(self) -> bool:
-        """Preflight + exporter, blocking. True when the lane is ready."""
+        """Preflight + exporter, blocking (also when another thread already started them).
+        True when the lane is ready."""
         with self._lock:
-            if self.state != "off":
-                return self.state == "ready"
-            self.state = "starting"
+            starting_here = self.state == "off"
+            if starting_here:
+                self.state = "starting"
+        if not starting_here:
+            self._started.wait()
+            return self.ready
         cfg = self.config
         reason, detail = run_preflight()
         exporter = None
@@ -57,6 +62,7 @@ class RdmaLane:
                 self.exporter, self.state = exporter, "ready"
             else:
                 self.state, self.reason = "unavailable", reason or "agent_failed"
+        self._started.set()
         if exporter is None:
             log.error("rdma transport disabled (%s): %s; rdma requests go by shm/inline",
                       reason, detail)
@@ -71,6 +77,8 @@ class RdmaLane:
         return self.exporter is not None
 
     def close(self) -> None:
+        if self.state == "starting":  # let a start in progress finish, then close what it made
+            self._started.wait(120)
         if self.exporter is not None:
             self.exporter.close()
 

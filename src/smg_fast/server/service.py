@@ -27,7 +27,7 @@ from ..cache import CacheEntry, PixelCache, cache_key
 from ..errors import InvalidImageError
 from ..processors import Processor
 from ..rdma import TRANSPORT as RDMA_TRANSPORT
-from ..rdma import Descriptor
+from ..rdma import Descriptor, ExportRefused
 from ..shm import ShmRegistry, owner_id
 from .config import TRANSPORTS, ServerConfig
 from .errors import RequestError
@@ -255,14 +255,19 @@ class PreprocessService:
         if outcome.transport == "rdma":
             t0 = time.perf_counter()
             lease, reason = self.rdma.lease(batch.nbytes)
+            desc = None
             if lease is not None:
                 try:
                     batch.write_into(lease.array(batch.np_dtype))
                     t1 = time.perf_counter()
                     desc = lease.commit()
+                except ExportRefused as exc:  # the lease vanished meanwhile: fall back below
+                    lease.abort()
+                    reason = exc.reason
                 except BaseException:
                     lease.abort()
                     raise
+            if lease is not None and desc is not None:
                 outcome.leases.append(lease.key)
                 self._set_remote(out.pixel_values, desc, batch.shape, dtype)
                 self._finish_item(out, "rdma", batch.grid[0], int(batch.num_tokens[0]), False,
