@@ -408,25 +408,28 @@ def test_server_killed_mid_flight_never_crashes_the_puller(photo_1080p, tmp_path
             proc.wait()
 
 
+@pytest.mark.parametrize("api, reason", [
+    ("import os\nos.abort()\n", "agent_failed"),  # a native library that kills its process
+    ("raise ImportError('libnixl.so: cannot open shared object file')\n", "nixl_unavailable"),
+])
 def test_broken_nixl_disables_the_lane_not_the_server(tmp_path, start_server, small_jpegs, ours,
-                                                      monkeypatch):
-    """A NIXL whose import aborts the process (as a missing or broken native library can): the
-    preflight child dies, the server keeps serving, rdma items go by shm and are counted."""
+                                                      monkeypatch, api, reason):
+    """A NIXL whose import aborts the process, or fails: the preflight child reports it, the
+    server keeps serving, rdma items go by shm and are counted with the reason."""
     fake = tmp_path / "fake_nixl" / "nixl_cu12"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
-    (fake / "_api.py").write_text("import os\nos.abort()\n")
+    (fake / "_api.py").write_text(api)
     monkeypatch.setenv("PYTHONPATH", f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     srv = start_server(transport="rdma")
     reg = srv.server.metrics.registry
-    assert not srv.server.rdma.ready and srv.server.rdma.reason == "agent_failed"
+    assert not srv.server.rdma.ready and srv.server.rdma.reason == reason
     with Client(srv.target, timeout=30) as c:
         assert not c.model_info()["rdma_available"]
         out = c.preprocess(small_jpegs["rocket"], transport="rdma")
     assert out.items[0].transport == "shm"
     assert np.array_equal(out.pixel_values, ours("qwen2_vl")(small_jpegs["rocket"])["pixel_values"])
-    assert reg.get_sample_value("smg_fast_fallback_total",
-                                {"reason": "agent_failed", "used": "shm"}) == 1
+    assert reg.get_sample_value("smg_fast_fallback_total", {"reason": reason, "used": "shm"}) == 1
 
 
 def test_client_cli_pulls_and_exits_cleanly(rdma_server, small_jpegs, tmp_path):
