@@ -18,7 +18,6 @@ bfloat16.
 from __future__ import annotations
 
 import io
-import json
 import signal
 import subprocess
 import sys
@@ -43,33 +42,11 @@ def _nixl_installed() -> bool:
 needs_nixl = pytest.mark.skipif(not _nixl_installed(), reason="NIXL is not installed")
 
 
-class _Peer:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "smg_fast.bench.rdma_peer", "--port", "0", "--slots", "4",
-             "--slot-bytes", str(33 * MiB)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True)
-        self.ready = json.loads(self.proc.stdout.readline())
-
-    def cmd(self, **kw: object) -> dict:
-        deadline = time.monotonic() + 10
-        while True:  # pulled slots are freed by notifications that arrive a little later
-            self.proc.stdin.write(json.dumps(kw) + "\n")
-            self.proc.stdin.flush()
-            out = json.loads(self.proc.stdout.readline())
-            if out.get("refused") != "arena_full" or time.monotonic() > deadline:
-                return out
-            time.sleep(0.002)
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(30)
-        self.proc.stdout.close()
-
-
 @pytest.fixture(scope="module")
 def peer():
-    p = _Peer()
+    from smg_fast.bench.rdma_peer import PeerProcess
+
+    p = PeerProcess(slots=4, slot_bytes=33 * MiB)
     yield p
     p.close()
 
@@ -89,16 +66,12 @@ def _info(benchmark, transport: str, mb: int) -> None:
 @needs_nixl
 @pytest.mark.parametrize("mb", SIZES_MB)
 def test_payload_rdma(benchmark, peer, puller, mb):
-    from smg_fast._proto import tensor_pb2
     from smg_fast.bench.rdma_peer import payload
 
     nbytes = mb * MiB
 
     def setup():
-        r = peer.cmd(op="copy_in", nbytes=nbytes, seed=mb)
-        handle = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
-                                               descriptor=bytes.fromhex(r["descriptor"]))
-        return (handle,), {}
+        return (peer.export(nbytes, seed=mb, op="copy_in"),), {}
 
     got = puller.pull(setup()[0][0])
     assert np.array_equal(got, payload(nbytes, mb))  # checked once, outside the timing

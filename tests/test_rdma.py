@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -33,80 +32,25 @@ pytest.importorskip("grpc")
 from test_server_process import free_port, wait_serving  # noqa: E402
 
 from smg_fast._proto import tensor_pb2  # noqa: E402
-from smg_fast.bench.rdma_peer import payload  # noqa: E402
+from smg_fast.bench.rdma_peer import PeerProcess, payload  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.rdma import DescriptorError, Puller, PullError, StaleSlotError  # noqa: E402
 
 MiB = 1 << 20
 
 
-class Peer:
-    """An exporter process (smg_fast.bench.rdma_peer) driven over stdin/stdout."""
-
-    def __init__(self, port: int = 0, **opts: object) -> None:
-        argv = [sys.executable, "-m", "smg_fast.bench.rdma_peer", "--port", str(port)]
-        for k, v in opts.items():
-            argv += [f"--{k.replace('_', '-')}", str(v)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
-        self._lock = threading.Lock()
-        ready = self._line(timeout=60)
-        self.name, self.port = ready["ready"], ready["port"]
-
-    def _line(self, timeout: float = 30) -> dict:
-        out: list[str] = []
-        reader = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()))
-        reader.start()
-        reader.join(timeout)
-        assert out and out[0], f"rdma peer did not answer (exit code {self.proc.poll()})"
-        return json.loads(out[0])
-
-    def cmd(self, **kw: object) -> dict:
-        with self._lock:  # one request/answer pair at a time (tests call it from threads)
-            self.proc.stdin.write(json.dumps(kw) + "\n")
-            self.proc.stdin.flush()
-            return self._line()
-
-    def export(self, nbytes: int, seed: int = 0,
-               op: str = "export") -> tensor_pb2.RemoteTensorHandle:
-        deadline = time.monotonic() + 10
-        while True:  # a pulled slot is freed by a notification that arrives a little later
-            r = self.cmd(op=op, nbytes=nbytes, seed=seed)
-            if r.get("refused") != "arena_full" or time.monotonic() > deadline:
-                break
-            time.sleep(0.005)
-        assert "descriptor" in r, r
-        return tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
-                                             descriptor=bytes.fromhex(r["descriptor"]))
-
-    def wait_stats(self, pred, timeout: float = 10.0) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            s = self.cmd(op="stats")
-            if pred(s) or time.monotonic() > deadline:
-                return s
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-        for f in (self.proc.stdin, self.proc.stdout):
-            f.close()
-
-
 @pytest.fixture
 def peers():
-    started: list[Peer] = []
+    started: list[PeerProcess] = []
 
-    def factory(**opts: object) -> Peer:
-        p = Peer(**opts)
+    def factory(**opts: object) -> PeerProcess:
+        p = PeerProcess(**opts)
         started.append(p)
         return p
 
     yield factory
     for p in started:
-        p.kill()
+        p.close()
 
 
 @pytest.fixture(scope="module")

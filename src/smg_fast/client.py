@@ -143,19 +143,26 @@ def _info_dict(msg: Any) -> dict[str, Any]:
     return out
 
 
-class Client:
-    """Synchronous client. ``timeout`` (seconds) applies to every call unless overridden."""
+class _ClientBase:
+    _channel_factory: Any = None  # grpc.insecure_channel or grpc.aio.insecure_channel
 
     def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
                  timeout: float | None = None, puller: Any = None) -> None:
-        """``puller``: the :class:`smg_fast.rdma.Puller` for transport "rdma" (default: the
-        process-wide one, created on first use)."""
+        """``timeout`` (seconds) applies to every call unless overridden. ``puller``: the
+        :class:`smg_fast.rdma.Puller` for transport "rdma" (default: the process-wide one,
+        created on first use)."""
         self.target = target
         self.timeout = timeout
         self.puller = puller
         self.namespace = shm_namespace()
-        self._channel = grpc.insecure_channel(target, options=_options(max_message_mb))
+        self._channel = self._channel_factory(target, options=_options(max_message_mb))
         self._stub = pb_grpc.PreprocessorStub(self._channel)
+
+
+class Client(_ClientBase):
+    """Synchronous client. ``timeout`` (seconds) applies to every call unless overridden."""
+
+    _channel_factory = staticmethod(grpc.insecure_channel)
 
     def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
                    transport: str = "auto", *, min_pixels: int | None = None,
@@ -192,19 +199,10 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(_ClientBase):
     """asyncio client (grpc.aio); create it inside the event loop that uses it."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
-                 timeout: float | None = None, puller: Any = None) -> None:
-        """``puller``: the :class:`smg_fast.rdma.Puller` for transport "rdma" (default: the
-        process-wide one, created on first use)."""
-        self.target = target
-        self.timeout = timeout
-        self.puller = puller
-        self.namespace = shm_namespace()
-        self._channel = grpc.aio.insecure_channel(target, options=_options(max_message_mb))
-        self._stub = pb_grpc.PreprocessorStub(self._channel)
+    _channel_factory = staticmethod(grpc.aio.insecure_channel)
 
     async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
                          transport: str = "auto", *, min_pixels: int | None = None,

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +31,78 @@ from smg_fast.tensors import to_tensor_data
 
 def payload(nbytes: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8)
+
+
+class PeerProcess:
+    """Runs this module as a child process and drives it (tests and benchmarks). Thread-safe:
+    one command/answer pair at a time; every wait is bounded."""
+
+    def __init__(self, port: int = 0, **opts: object) -> None:
+        argv = [sys.executable, "-m", "smg_fast.bench.rdma_peer", "--port", str(port)]
+        for k, v in opts.items():
+            argv += [f"--{k.replace('_', '-')}", str(v)]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self._lock = threading.Lock()
+        ready = self._line(timeout=60)
+        self.name, self.port = ready["ready"], ready["port"]
+
+    def _line(self, timeout: float = 30) -> dict:
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()))
+        reader.start()
+        reader.join(timeout)
+        if not (out and out[0]):
+            raise RuntimeError(f"rdma peer did not answer (exit code {self.proc.poll()})")
+        return json.loads(out[0])
+
+    def cmd(self, **kw: object) -> dict:
+        with self._lock:
+            self.proc.stdin.write(json.dumps(kw) + "\n")
+            self.proc.stdin.flush()
+            return self._line()
+
+    def export(self, nbytes: int, seed: int = 0, op: str = "export") -> Any:
+        """A RemoteTensorHandle of payload(nbytes, seed), waiting (up to 10 s) for a free slot:
+        a pulled slot is freed by a notification that arrives a little later."""
+        from smg_fast._proto import tensor_pb2
+
+        deadline = time.monotonic() + 10
+        while True:
+            r = self.cmd(op=op, nbytes=nbytes, seed=seed)
+            if r.get("refused") != "arena_full" or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        if "descriptor" not in r:
+            raise RuntimeError(f"rdma peer refused the export: {r}")
+        return tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
+                                             descriptor=bytes.fromhex(r["descriptor"]))
+
+    def wait_stats(self, pred: Callable[[dict], bool], timeout: float = 10.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.cmd(op="stats")
+            if pred(s) or time.monotonic() > deadline:
+                return s
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        """Lets the peer exit on its own (it unlinks the shm segments nobody read)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        for f in (self.proc.stdin, self.proc.stdout):
+            if not f.closed:
+                f.close()
 
 
 def main() -> None:
