@@ -237,6 +237,7 @@ void bind_slot_arena(py::module_& m) {
         .def_property_readonly("slot_bytes", &SlotArena::slot_bytes)
         .def_property_readonly("max_payload", &SlotArena::max_payload)
         .def_property_readonly("ttl_s", &SlotArena::ttl_s)
+        .def_property_readonly("in_use", [](const SlotArena& a) { return a.counters().in_use; })
         .def("lease", [](SlotArena& a, const std::string& key, int64_t n) {
                  if (n < 0) throw py::value_error("lease: negative size");
                  return lease_py(a.lease(key, size_t(n)));

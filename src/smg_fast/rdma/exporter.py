@@ -171,7 +171,7 @@ class Exporter:
     def wait_released(self, timeout_s: float) -> bool:
         """Waits until every lease is freed or reaped (for draining); True when none is left."""
         deadline = time.monotonic() + timeout_s
-        while self.arena.counters()["in_use"]:
+        while self.arena.in_use:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
@@ -188,7 +188,7 @@ class Exporter:
         failures = 0
         while not self._stop.is_set():
             try:
-                busy = self.arena.counters()["in_use"] > 0
+                busy = self.arena.in_use > 0
                 for sk, _ in sel.select(BUSY_POLL_S if busy else IDLE_POLL_S):
                     if sk.fileobj is self._sock:
                         self._accept()
