@@ -18,6 +18,10 @@
 #include "scratch.hpp"
 #include "slot_arena.hpp"
 
+#ifndef SMG_FAST_VERSION
+#error "SMG_FAST_VERSION must be defined by the build (setup.py reads src/smg_fast/_version.py)"
+#endif
+
 namespace py = pybind11;
 using namespace smg;
 
@@ -283,6 +287,7 @@ void bind_slot_arena(py::module_& m) {
 
 PYBIND11_MODULE(_native, m) {
     m.doc() = "smg-fast native core (Pillow-exact resampling, fused normalize + patchify)";
+    m.attr("__version__") = SMG_FAST_VERSION;
     m.def("resize", &resize_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"),
           py::arg("pass_order"));
     m.def("build_lut", &build_lut_py, py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"),

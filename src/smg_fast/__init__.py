@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _native
+from ._version import __version__
 from .config import FAMILIES, ProcessorConfig
 from .errors import InvalidImageError
 from .processors import (
@@ -22,7 +23,11 @@ from .processors import (
 )
 from .resample import pillow_pass_order, resize
 
-__version__ = "0.1.0"
+if getattr(_native, "__version__", None) != __version__:
+    raise ImportError(
+        f"smg_fast._native was built for version {getattr(_native, '__version__', 'unknown')}, "
+        f"but the Python package is {__version__}: rebuild it (pip install . or python setup.py "
+        "build_ext --inplace)")
 
 
 def set_num_threads(n: int | None) -> None:
