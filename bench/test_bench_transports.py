@@ -161,7 +161,7 @@ def server_target():
 def jpeg_1080p():
     from PIL import Image
 
-    from smg_fast.__main__ import test_pattern
+    from smg_fast.patterns import test_pattern
 
     buf = io.BytesIO()
     Image.fromarray(test_pattern(1920, 1080)).save(buf, "JPEG", quality=90)

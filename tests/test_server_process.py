@@ -122,6 +122,13 @@ def test_process_end_to_end_and_sigterm_drain(real_images, small_jpegs, ours, tr
         assert len(lines) == 2 and all("identical to in-process" in ln for ln in lines)
         assert "cache_hit false" in lines[0] and "cache_hit true" in lines[1]
         assert "transport shm" in lines[0] and "grid_thw [1, " in lines[0]
+        # no image of one's own: the built-in test pattern, verified the same way
+        cli = subprocess.run([sys.executable, "-m", "smg_fast.client", "--test-pattern",
+                              "--target", target, "--verify"],
+                             capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 0, cli.stderr
+        assert cli.stdout.startswith("test-pattern 1920x1080 JPEG: pixel_values (10764, 1176)")
+        assert "identical to in-process" in cli.stdout
 
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                          timeout=10).read().decode()

@@ -15,15 +15,7 @@ import time
 import numpy as np
 
 from . import FAMILIES, InvalidImageError, get_num_threads, load_processor, set_num_threads
-
-
-def test_pattern(width: int = 1920, height: int = 1080) -> np.ndarray:
-    """A deterministic RGB image with gradients and hard edges (exercises every filter tap)."""
-    y, x = np.mgrid[0:height, 0:width]
-    r = (x * 255 // max(1, width - 1)).astype(np.uint8)
-    g = (y * 255 // max(1, height - 1)).astype(np.uint8)
-    b = (((x // 37) + (y // 23)) % 2 * 200 + (x * y) % 56).astype(np.uint8)
-    return np.stack([r, g, b], axis=2)
+from .patterns import test_pattern
 
 
 def _check(model: str, image: object, ours: np.ndarray) -> str:
@@ -32,11 +24,13 @@ def _check(model: str, image: object, ours: np.ndarray) -> str:
             Qwen2VLImageProcessorPil,
         )
     except ImportError:
-        return "check skipped: transformers is not installed"
+        return ("check skipped: transformers is not installed; pip install transformers==5.24.0 "
+                "(no torch needed) and rerun to compare bit for bit")
     proc = load_processor(model)
     cfg = proc.config
     if not cfg.is_qwen:
-        return "check skipped: transformers has no PIL reference for kimi_k25"
+        return ("check skipped: transformers has no PIL reference for kimi_k25 (its exactness "
+                "to the upstream code is proven by tests/test_kimi_parity.py)")
     hf = Qwen2VLImageProcessorPil(
         size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels},
         patch_size=cfg.patch_size, temporal_patch_size=cfg.temporal_patch_size,

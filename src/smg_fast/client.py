@@ -247,7 +247,7 @@ class AsyncClient(_ClientBase):
 # ------------------------------------------------------------------------------------------
 
 
-def _verify(info: dict[str, Any], model: str | None, image: str, dtype: str,
+def _verify(info: dict[str, Any], model: str | None, image: str | bytes, dtype: str,
             got: np.ndarray) -> str:
     """Compares with the in-process processor when the server's config is a built-in one."""
     from . import load_processor
@@ -273,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "shape, grid, tokens, cache hit, transport, latency.")
     ap.add_argument("images", nargs="*", help="image files (sent as bytes), or data:/file:// "
                                               "URLs (resolved by the server)")
+    ap.add_argument("--test-pattern", action="store_true",
+                    help="also send a built-in 1920x1080 JPEG test pattern (no image needed)")
     ap.add_argument("--target", default=os.environ.get("SMG_FAST_TARGET", DEFAULT_TARGET),
                     help="server host:port [env SMG_FAST_TARGET] (default %(default)s)")
     ap.add_argument("--model", default=None, help="model name (default: the server's)")
@@ -287,8 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--verify", action="store_true",
                     help="compare with the in-process processor (built-in models)")
     args = ap.parse_args(argv)
-    if not args.images and not args.info:
-        ap.error("give image files, or --info")
+    if not args.images and not args.info and not args.test_pattern:
+        ap.error("give image files, --test-pattern, or --info")
+    images: list[tuple[str, Any]] = [(str(i), i) for i in args.images]
+    if args.test_pattern:
+        from .patterns import test_pattern_bytes
+
+        images.append(("test-pattern 1920x1080 JPEG", test_pattern_bytes()))
     status = 0
     with Client(args.target, timeout=args.timeout) as client:
         try:
@@ -309,27 +316,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             import json
 
             print(json.dumps(info, indent=2))
-        for image in args.images:
+        for label, image in images:
             for _ in range(max(1, args.repeat)):
                 try:
                     out = client.preprocess(image, model=args.model, dtype=args.dtype,
                                             transport=args.transport)
                 except grpc.RpcError as exc:
-                    print(f"{image}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+                    print(f"{label}: {exc.code().name}: {exc.details()}", file=sys.stderr)
                     status = 1
                     break
                 except (OSError, ValueError, RuntimeError) as exc:  # files, handles, RdmaError
-                    print(f"{image}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    print(f"{label}: {type(exc).__name__}: {exc}", file=sys.stderr)
                     status = 1
                     break
                 it = out.items[0]
                 px = it.pixel_values
-                line = (f"{image}: pixel_values {tuple(px.shape)} {args.dtype} grid_thw "
+                line = (f"{label}: pixel_values {tuple(px.shape)} {args.dtype} grid_thw "
                         f"{list(it.grid_thw)} tokens {it.num_tokens} cache_hit "
                         f"{str(it.cache_hit).lower()} transport {it.transport} "
                         f"{out.latency_s * 1e3:.2f} ms (server {out.timings['total_us'] / 1e3:.2f}"
                         " ms)")
-                if args.verify and not image.startswith(("data:", "file:")):
+                if args.verify and not (isinstance(image, str)
+                                        and image.startswith(("data:", "file:"))):
                     line += " | " + _verify(info, args.model, image, args.dtype, px)
                 print(line, flush=True)
         if client.puller is not None:

@@ -204,9 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.image, "rb") as fh:
             data = fh.read()
     else:
-        from .load import default_image
+        from ..patterns import test_pattern_bytes
 
-        data = default_image()
+        data = test_pattern_bytes()
     results = run(data, model=args.model, requests=args.requests, gap_s=args.gap_s,
                   cache_mb=args.cache_mb, dtype=args.dtype, server_args=args.server_arg,
                   rounds=args.rounds)

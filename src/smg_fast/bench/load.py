@@ -15,22 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-
-def default_image(width: int = 1920, height: int = 1080) -> bytes:
-    from PIL import Image
-
-    from ..__main__ import test_pattern
-
-    buf = io.BytesIO()
-    Image.fromarray(test_pattern(width, height)).save(buf, "JPEG", quality=90)
-    return buf.getvalue()
 
 
 @dataclass
@@ -144,7 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.image or []:
         with open(path, "rb") as fh:
             images.append(fh.read())
-    images = images or [default_image()]
+    if not images:
+        from ..patterns import test_pattern_bytes
+
+        images = [test_pattern_bytes()]
     stats, elapsed = asyncio.run(run_load(
         args.target, images, concurrency=args.concurrency, seconds=args.seconds,
         transport=args.transport, dtype=args.dtype, model=args.model, unique=args.unique,

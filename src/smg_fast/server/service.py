@@ -115,16 +115,11 @@ class PreprocessService:
 
     def warm_up(self) -> None:
         """Runs every loaded processor once on a small image (builds LUTs, fills pools)."""
-        import io
+        from ..patterns import test_pattern_bytes
 
-        from PIL import Image
-
-        from ..__main__ import test_pattern
-
-        buf = io.BytesIO()
-        Image.fromarray(test_pattern(96, 64)).save(buf, "PNG")
+        png = test_pattern_bytes(96, 64, "PNG")
         for m in self.models.models.values():
-            batch = m.proc.prepare(buf.getvalue(), "float32")
+            batch = m.proc.prepare(png, "float32")
             batch.write_into(_native.pooled_empty(batch.nbytes).view(batch.np_dtype))
 
     # ---- Preprocess ----

@@ -1,0 +1,32 @@
+"""A built-in test image, so that the CLIs, the server's warm-up and the load generator work
+without an image of the user's own."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+
+def test_pattern(width: int = 1920, height: int = 1080) -> np.ndarray:
+    """A deterministic RGB uint8 (H, W, 3) image with gradients and hard edges (exercises every
+    filter tap)."""
+    y, x = np.mgrid[0:height, 0:width]
+    r = (x * 255 // max(1, width - 1)).astype(np.uint8)
+    g = (y * 255 // max(1, height - 1)).astype(np.uint8)
+    b = (((x // 37) + (y // 23)) % 2 * 200 + (x * y) % 56).astype(np.uint8)
+    return np.stack([r, g, b], axis=2)
+
+
+def test_pattern_bytes(width: int = 1920, height: int = 1080, fmt: str = "JPEG") -> bytes:
+    """The test pattern encoded (JPEG quality 90 by default, or PNG): what a caller sends."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    kwargs = {"quality": 90} if fmt.upper() == "JPEG" else {}
+    Image.fromarray(test_pattern(width, height)).save(buf, fmt, **kwargs)
+    return buf.getvalue()
+
+
+test_pattern.__test__ = False  # not a pytest test despite the name
+test_pattern_bytes.__test__ = False

@@ -1,0 +1,26 @@
+"""`python -m smg_fast`: the first command a newcomer runs shows the exactness claim, or says how
+to see it."""
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_check_compares_with_transformers() -> None:
+    out = _run("import sys; from smg_fast.__main__ import main; "
+               "sys.exit(main(['--check', '--repeat', '1']))")
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith("test-pattern 1920x1080: pixel_values (10764, 1176) float32")
+    assert line.endswith("| bit-exact with transformers")
+
+
+def test_check_without_transformers_says_how_to_get_it() -> None:
+    out = _run("import sys; sys.modules['transformers'] = None; "
+               "from smg_fast.__main__ import main; sys.exit(main(['--check', '--repeat', '1']))")
+    assert out.returncode == 0, out.stderr
+    assert "pip install transformers==5.24.0" in out.stdout
