@@ -8,7 +8,6 @@ import concurrent.futures
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,30 +20,11 @@ pytest.importorskip("grpc")
 
 import grpc  # noqa: E402
 
+from smg_fast.bench.servers import free_port, wait_serving  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.server.config import ServerConfig, config_from_args  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_serving(target: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    with Client(target) as c:
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "exited"
-            try:
-                if c.health(timeout=1) == "SERVING":
-                    return
-            except grpc.RpcError:
-                pass
-            assert time.monotonic() < deadline, "server did not become SERVING"
-            time.sleep(0.1)
 
 
 def test_defaults_flags_and_env():

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -30,12 +28,6 @@ from collections.abc import Sequence
 import numpy as np
 
 _SERVER_KEYS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _touch(arr: np.ndarray) -> int:
@@ -52,43 +44,6 @@ def in_process_hot(proc: object, data: bytes, count: int, dtype: str) -> list[fl
         out.append(time.perf_counter() - t0)
         del px
     return out
-
-
-class _Server:
-    def __init__(self, args: list[str]) -> None:
-        self.port = _free_port()
-        self.target = f"127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "smg_fast.server", "--port", str(self.port),
-               "--transport", "shm", "--log-level", "warning", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    def wait(self, timeout: float = 120.0) -> None:
-        import grpc
-
-        from ..client import Client
-
-        deadline = time.monotonic() + timeout
-        with Client(self.target) as c:
-            while True:
-                if self.proc.poll() is not None:
-                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                    raise RuntimeError(f"server exited: {err}")
-                try:
-                    if c.health(timeout=1) == "SERVING":
-                        return
-                except grpc.RpcError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError("server did not become SERVING")
-                time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def one_request(client: object, data: bytes, dtype: str) -> dict[str, float]:
@@ -124,10 +79,12 @@ def run(data: bytes, *, model: str, requests: int, gap_s: float, cache_mb: int, 
     Medians over every request."""
     from .. import load_processor
     from ..client import Client
+    from .servers import ServerProcess
 
-    servers = {"off": _Server(["--model", model, *server_args]),
-               "cache": _Server(["--model", model, "--pixel-cache-mb", str(cache_mb),
-                                 *server_args])}
+    common = ["--transport", "shm", "--log-level", "warning", "--model", model]
+    servers = {"off": ServerProcess([*common, *server_args]),
+               "cache": ServerProcess([*common, "--pixel-cache-mb", str(cache_mb),
+                                       *server_args])}
     rows: dict[str, list[dict[str, float]]] = {"off": [], "hit": [], "miss": []}
     hot: list[float] = []
     idle: list[float] = []
