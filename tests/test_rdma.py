@@ -107,7 +107,7 @@ def test_recycled_slot_is_detected_not_returned(peers, puller):
     r1 = peer.cmd(op="export", nbytes=5000, seed=1)
     peer.cmd(op="free", key=r1["key"])
     fresh = peer.export(5000, seed=2)  # the same slot, a new generation
-    old = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=5000,
+    old = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=5000,
                                         descriptor=bytes.fromhex(r1["descriptor"]))
     with pytest.raises(StaleSlotError, match="generation"):
         puller.pull(old)
@@ -117,11 +117,11 @@ def test_recycled_slot_is_detected_not_returned(peers, puller):
 _KILLED_PULLER = textwrap.dedent("""
     import os, signal, sys
     from smg_fast._proto import tensor_pb2
-    from smg_fast.rdma import Puller
+    from smg_fast.rdma import TRANSPORT, Puller
     p = Puller(slots=1, slot_bytes=1 << 20)
     # Die between the READ and the notification that would free the exporter's slot.
     p._notify = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-    h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
+    h = tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=int(sys.argv[2]),
                                       descriptor=bytes.fromhex(sys.argv[1]))
     p.pull(h)
 """)
@@ -216,14 +216,15 @@ def test_pull_async_keeps_the_loop_running(peers, puller):
 
 def test_bad_handles_and_unreachable_exporter(puller):
     with pytest.raises(DescriptorError):
-        puller.pull(tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=b"junk", nbytes=4))
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, descriptor=b"junk",
+                                                  nbytes=4))
     with pytest.raises(DescriptorError, match="transport"):
         puller.pull(tensor_pb2.RemoteTensorHandle(transport="tcp", descriptor=b"{}", nbytes=4))
     desc = rdma.Descriptor(agent="nobody", host="127.0.0.1", port=free_port(), addr=4096,
                            frame_len=80, nbytes=4, generation=1, key="k")
     with pytest.raises(PullError, match="cannot reach"):
-        puller.pull(tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=desc.encode(),
-                                                  nbytes=4))
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT,
+                                                  descriptor=desc.encode(), nbytes=4))
 
 
 def test_pin_memory_without_cuda_is_a_clear_error():
@@ -459,7 +460,7 @@ def test_bad_handle_does_not_break_concurrent_pulls(peers):
     good = peer.cmd(op="export", nbytes=1000, seed=1)
     desc = rdma.Descriptor.decode(bytes.fromhex(good["descriptor"]))
     outside = dataclasses.replace(desc, addr=desc.addr + (1 << 40), key="bogus")
-    bad = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=1000,
+    bad = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=1000,
                                         descriptor=outside.encode())
     with Puller(slots=4, slot_bytes=MiB) as p:
         assert np.array_equal(p.pull(peer.export(1000, seed=1)), payload(1000, 1))
@@ -518,7 +519,7 @@ def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
     silent.listen()
     dead = rdma.Descriptor(agent="silent", host="127.0.0.1", port=silent.getsockname()[1],
                            addr=4096, frame_len=80, nbytes=4, generation=1, key="k")
-    dead_handle = tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=dead.encode(),
+    dead_handle = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, descriptor=dead.encode(),
                                                 nbytes=4)
     done: dict[str, float] = {}
     with Puller(slots=2, slot_bytes=MiB, metadata_timeout_s=3) as p:
@@ -579,11 +580,11 @@ def test_closed_puller_and_oversized_handles(peers):
 _UNCLOSED = textwrap.dedent("""
     import sys
     from smg_fast._proto import tensor_pb2
-    from smg_fast.rdma import Puller
+    from smg_fast.rdma import TRANSPORT, Puller
 
     def pull(kept):
         p = Puller(slots=1, slot_bytes=1 << 20)
-        h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
+        h = tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=int(sys.argv[2]),
                                           descriptor=bytes.fromhex(sys.argv[1]))
         out = p.pull(h)
         if kept:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from smg_fast.rdma import Exporter, ExportRefused
+from smg_fast.rdma import TRANSPORT, Exporter, ExportRefused
 from smg_fast.shm import ShmRegistry
 from smg_fast.tensors import to_tensor_data
 
@@ -75,7 +75,7 @@ class PeerProcess:
             time.sleep(0.005)
         if "descriptor" not in r:
             raise RuntimeError(f"rdma peer refused the export: {r}")
-        return tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
+        return tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=nbytes,
                                              descriptor=bytes.fromhex(r["descriptor"]))
 
     def wait_stats(self, pred: Callable[[dict], bool], timeout: float = 10.0) -> dict:

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import _native
 from .descriptor import TRANSPORT, Descriptor, check_frame
-from .errors import DescriptorError, PullError, RdmaError, StaleSlotError
+from .errors import DescriptorError, ForeignHandleError, PullError, RdmaError, StaleSlotError
 from .nixl import fetch_metadata, load_nixl, make_agent, register
 from .notifier import Notifier
 
@@ -425,7 +425,7 @@ def parse_remote(tensor: Any) -> tuple[Descriptor, tuple[int, ...], str, np.dtyp
         handle, name, np_dtype = tensor, "uint8", np.dtype(np.uint8)
         shape = (int(handle.nbytes),)
     if handle.transport != TRANSPORT:
-        raise DescriptorError(f"remote transport {handle.transport!r} is not {TRANSPORT!r}")
+        raise ForeignHandleError(str(handle.transport), TRANSPORT)
     desc = Descriptor.decode(bytes(handle.descriptor))
     need = math.prod(shape) * np_dtype.itemsize
     if desc.nbytes != int(handle.nbytes) or desc.nbytes != need:
