@@ -262,7 +262,7 @@ def test_generations_are_random_per_lease():
         arena.commit(f"k{i}")
         assert arena.free(f"k{i}")
         gens.append(lease["generation"])
-    steps = {(b - a) % 2**64 for a, b in zip(gens, gens[1:])}
+    steps = {(b - a) % 2**64 for a, b in zip(gens, gens[1:], strict=False)}
     assert len(set(gens)) == 64 and 0 not in gens
     assert len(steps) > 60  # a counter (any stride) would give one step
 
