@@ -631,7 +631,6 @@ def test_own_handle_does_not_reach_another_tenants_slot(peers, puller):
     peer = peers(slots=2, slot_bytes=MiB)
     victim = rdma.Descriptor.decode(bytes(peer.export(5000, seed=11).descriptor))
     mine = rdma.Descriptor.decode(bytes(peer.export(5000, seed=12).descriptor))
-    assert victim.key != mine.key and len(mine.key) == 32  # 128-bit random hex
     forged = [dataclasses.replace(mine, addr=victim.addr if victim.addr != mine.addr
                                   else mine.addr + MiB, generation=mine.generation + d, key=k)
               for d in (-3, -2, -1, 1, 2, 3) for k in _neighbour_keys(mine.key)[:6]]
@@ -641,6 +640,7 @@ def test_own_handle_does_not_reach_another_tenants_slot(peers, puller):
         assert str(victim.generation) not in str(info.value)
     assert np.array_equal(puller.pull(_handle(victim)), payload(5000, 11))
     assert np.array_equal(puller.pull(_handle(mine)), payload(5000, 12))
+    assert victim.key != mine.key and len(mine.key) == 32  # 128-bit random hex
 
 
 def test_forged_and_early_notifications_free_nothing(peers):
@@ -658,8 +658,8 @@ def test_forged_and_early_notifications_free_nothing(peers):
         for key in guesses:
             attacker._notify(peer.name, key)
         stats = peer.wait_stats(lambda s: s.get("bad_notifications", 0) >= len(guesses))
-    assert stats["bad_notifications"] == len(guesses) and stats["refused_free"] == 1
     assert stats["in_use"] == 2  # the victim's slot and the one being written
+    assert stats["bad_notifications"] == len(guesses) and stats["refused_free"] == 1
     committed = peer.cmd(op="commit", key=writing)
     with Puller(slots=2, slot_bytes=MiB, timeout_s=10) as p:
         assert np.array_equal(p.pull(victim), payload(3000, 21))
