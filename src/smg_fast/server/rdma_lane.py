@@ -40,6 +40,9 @@ class RdmaLane:
         """Preflight + exporter, blocking (also when another thread already started them).
         True when the lane is ready. Never raises: any failure marks the lane unavailable."""
         with self._lock:
+            if self._closing and self.state == "off":  # a request during shutdown: stay off
+                self.state, self.reason = "unavailable", "closed"
+                self._started.set()
             starting_here = self.state == "off"
             if starting_here:
                 self.state = "starting"
