@@ -248,6 +248,7 @@ void bind_slot_arena(py::module_& m) {
              }, py::arg("key"), py::arg("payload_len"))
         .def("commit", &SlotArena::commit, py::arg("key"))
         .def("free", &SlotArena::free, py::arg("key"))
+        .def("abort", &SlotArena::abort, py::arg("key"))
         .def("reap", &SlotArena::reap)
         .def("reap_after", &SlotArena::reap_after, py::arg("seconds"))
         .def("view", [](py::object self, int64_t offset, int64_t n) {
@@ -277,6 +278,7 @@ void bind_slot_arena(py::module_& m) {
                  d["full"] = c.full;
                  d["too_large"] = c.too_large;
                  d["unknown_free"] = c.unknown_free;
+                 d["refused_free"] = c.refused_free;
                  d["in_use"] = c.in_use;
                  return d;
              })

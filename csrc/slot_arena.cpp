@@ -1,11 +1,12 @@
 #include "slot_arena.hpp"
 
 #include <sys/mman.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <new>
-#include <random>
 #include <stdexcept>
 
 #include "parallel.hpp"
@@ -51,12 +52,24 @@ SlotArena::SlotArena(size_t slots, size_t slot_bytes, double ttl_s)
              off += kPage)
             base_[off] = 0;
     });
-    // Generations start at a random 64-bit value: a reader compares them with payload bytes that
-    // may cover an old trailer, and small counters are values real tensors contain.
-    std::random_device rd;
-    next_generation_ = (uint64_t(rd()) << 32 | rd()) | 1;
     free_list_.reserve(slots);
     for (size_t i = slots; i-- > 0;) free_list_.push_back(i);  // slot 0 is leased first
+}
+
+// Each lease draws its generation from the kernel's CSPRNG: a reader compares it with payload
+// bytes that may cover an old trailer (small counters are values real tensors contain), and a
+// client that saw one generation must not be able to predict another lease's.
+uint64_t SlotArena::fresh_generation(uint64_t previous) {
+    for (;;) {
+        uint64_t g = 0;
+        size_t got = 0;
+        while (got < sizeof g) {
+            const ssize_t r = getrandom(reinterpret_cast<uint8_t*>(&g) + got, sizeof g - got, 0);
+            if (r > 0) got += size_t(r);
+            else if (errno != EINTR) throw std::runtime_error("getrandom failed");
+        }
+        if (g != 0 && g != previous) return g;  // 0 marks an invalidated trailer
+    }
 }
 
 SlotArena::~SlotArena() {
@@ -71,7 +84,7 @@ SlotLease SlotArena::lease(const std::string& key, size_t payload_len) {
                                 " bytes does not fit a slot (at most " +
                                 std::to_string(max_payload()) + ")");
     }
-    if (by_key_.count(key) != 0) throw std::invalid_argument("key already holds a slot: " + key);
+    if (by_key_.count(key) != 0) throw std::invalid_argument("key already holds a slot");
     SlotLease out;
     if (free_list_.empty()) reap_locked(Clock::now());
     if (free_list_.empty()) {
@@ -83,8 +96,7 @@ SlotLease SlotArena::lease(const std::string& key, size_t payload_len) {
     Slot& slot = table_[s];
     slot.busy = true;
     slot.committed = false;
-    slot.generation = next_generation_++;
-    if (next_generation_ == 0) next_generation_ = 1;  // 0 marks an invalidated trailer
+    slot.generation = fresh_generation(slot.generation);
     slot.since = Clock::now();
     slot.key = key;
     by_key_.emplace(key, s);
@@ -150,6 +162,19 @@ bool SlotArena::free(const std::string& key) {
         ++counters_.unknown_free;
         return false;
     }
+    if (!table_[it->second].committed) {
+        ++counters_.refused_free;
+        return false;
+    }
+    release_locked(it->second);
+    ++counters_.freed;
+    return true;
+}
+
+bool SlotArena::abort(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) return false;
     release_locked(it->second);
     ++counters_.freed;
     return true;

@@ -1,7 +1,10 @@
 // The RDMA slot arena: one contiguous, pre-faulted buffer of `slots` equal slots that a NIXL agent
 // registers once. A producer leases a slot for a key, writes its payload in place, and commits; a
 // remote reader READs the slot's frame and then asks (by key) for the slot to be freed. Leases whose
-// free never arrives are reaped after a TTL.
+// free never arrives are reaped after a TTL. The key is the lease's secret (the exporter makes it
+// 128-bit random and hands it only to the client): a free names it, so nobody can free a slot
+// whose handle they were not given. A slot being written belongs to its writer: free() refuses it
+// (only the writer's abort() or commit() ends that state), so no second lease can share it.
 //
 // Frame of a committed slot (little-endian), read in one piece by the remote side:
 //   [0, 64)              header: magic, version, generation, payload bytes, key hash
@@ -33,7 +36,7 @@ uint64_t key_hash(const std::string& key);
 
 struct SlotLease {
     int64_t slot = -1;        // -1: the arena was full
-    uint64_t generation = 0;  // unique per lease within this arena (random start, never 0)
+    uint64_t generation = 0;  // random per lease (getrandom), never 0, differs from the slot's last
     size_t frame_offset = 0;  // from the arena's base
     size_t frame_len = 0;     // frame_bytes(payload)
     size_t payload_offset = 0;
@@ -47,7 +50,8 @@ struct ArenaCounters {
     uint64_t reaped;       // released by the TTL sweep
     uint64_t full;         // lease refused: no free slot
     uint64_t too_large;    // lease refused: payload bigger than a slot
-    uint64_t unknown_free; // free for a key that holds no lease (late or duplicate notification)
+    uint64_t unknown_free; // free for a key that holds no lease (late, duplicate or forged)
+    uint64_t refused_free; // free of a lease still being written (refused: only its writer ends it)
     uint64_t in_use;       // slots leased right now
 };
 
@@ -73,8 +77,13 @@ public:
     // Marks the payload written (writes the trailer) and starts the TTL clock. False if key holds
     // no lease any more (reaped while it was written).
     bool commit(const std::string& key);
-    // Releases key's slot. False (and counted) when key holds no lease.
+    // Releases key's committed slot (a reader's notification, or the producer after delivery).
+    // False (and counted) when key holds no lease, or holds one not committed yet: releasing a
+    // slot still being written would let the next lease share it with the writer.
     bool free(const std::string& key);
+    // The writer gives up its lease (committed or not): it has stopped writing. False if key
+    // holds no lease.
+    bool abort(const std::string& key);
     // Releases committed leases older than the TTL (uncommitted ones belong to a producer still
     // writing; it frees them itself on failure); returns how many.
     size_t reap();
@@ -97,6 +106,7 @@ private:
         std::string key;
     };
     size_t reap_locked(Clock::time_point now);
+    uint64_t fresh_generation(uint64_t previous);
     void release_locked(size_t slot);
 
     uint8_t* base_ = nullptr;
@@ -107,7 +117,6 @@ private:
     std::vector<Slot> table_;
     std::unordered_map<std::string, size_t> by_key_;
     std::vector<size_t> free_list_;
-    uint64_t next_generation_ = 1;  // set from random_device in the constructor
     ArenaCounters counters_{};
 };
 

@@ -107,7 +107,7 @@ def test_recycled_slot_is_detected_not_returned(peers, puller):
     r1 = peer.cmd(op="export", nbytes=5000, seed=1)
     peer.cmd(op="free", key=r1["key"])
     fresh = peer.export(5000, seed=2)  # the same slot, a new generation
-    old = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=5000,
+    old = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=5000,
                                         descriptor=bytes.fromhex(r1["descriptor"]))
     with pytest.raises(StaleSlotError, match="generation"):
         puller.pull(old)
@@ -117,11 +117,11 @@ def test_recycled_slot_is_detected_not_returned(peers, puller):
 _KILLED_PULLER = textwrap.dedent("""
     import os, signal, sys
     from smg_fast._proto import tensor_pb2
-    from smg_fast.rdma import Puller
+    from smg_fast.rdma import TRANSPORT, Puller
     p = Puller(slots=1, slot_bytes=1 << 20)
     # Die between the READ and the notification that would free the exporter's slot.
     p._notify = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
-    h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
+    h = tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=int(sys.argv[2]),
                                       descriptor=bytes.fromhex(sys.argv[1]))
     p.pull(h)
 """)
@@ -216,14 +216,15 @@ def test_pull_async_keeps_the_loop_running(peers, puller):
 
 def test_bad_handles_and_unreachable_exporter(puller):
     with pytest.raises(DescriptorError):
-        puller.pull(tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=b"junk", nbytes=4))
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, descriptor=b"junk",
+                                                  nbytes=4))
     with pytest.raises(DescriptorError, match="transport"):
         puller.pull(tensor_pb2.RemoteTensorHandle(transport="tcp", descriptor=b"{}", nbytes=4))
     desc = rdma.Descriptor(agent="nobody", host="127.0.0.1", port=free_port(), addr=4096,
                            frame_len=80, nbytes=4, generation=1, key="k")
     with pytest.raises(PullError, match="cannot reach"):
-        puller.pull(tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=desc.encode(),
-                                                  nbytes=4))
+        puller.pull(tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT,
+                                                  descriptor=desc.encode(), nbytes=4))
 
 
 def test_pin_memory_without_cuda_is_a_clear_error():
@@ -459,7 +460,7 @@ def test_bad_handle_does_not_break_concurrent_pulls(peers):
     good = peer.cmd(op="export", nbytes=1000, seed=1)
     desc = rdma.Descriptor.decode(bytes.fromhex(good["descriptor"]))
     outside = dataclasses.replace(desc, addr=desc.addr + (1 << 40), key="bogus")
-    bad = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=1000,
+    bad = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=1000,
                                         descriptor=outside.encode())
     with Puller(slots=4, slot_bytes=MiB) as p:
         assert np.array_equal(p.pull(peer.export(1000, seed=1)), payload(1000, 1))
@@ -518,7 +519,7 @@ def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
     silent.listen()
     dead = rdma.Descriptor(agent="silent", host="127.0.0.1", port=silent.getsockname()[1],
                            addr=4096, frame_len=80, nbytes=4, generation=1, key="k")
-    dead_handle = tensor_pb2.RemoteTensorHandle(transport="nixl", descriptor=dead.encode(),
+    dead_handle = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, descriptor=dead.encode(),
                                                 nbytes=4)
     done: dict[str, float] = {}
     with Puller(slots=2, slot_bytes=MiB, metadata_timeout_s=3) as p:
@@ -579,11 +580,11 @@ def test_closed_puller_and_oversized_handles(peers):
 _UNCLOSED = textwrap.dedent("""
     import sys
     from smg_fast._proto import tensor_pb2
-    from smg_fast.rdma import Puller
+    from smg_fast.rdma import TRANSPORT, Puller
 
     def pull(kept):
         p = Puller(slots=1, slot_bytes=1 << 20)
-        h = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=int(sys.argv[2]),
+        h = tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=int(sys.argv[2]),
                                           descriptor=bytes.fromhex(sys.argv[1]))
         out = p.pull(h)
         if kept:
@@ -603,3 +604,164 @@ def test_unclosed_puller_exits_cleanly(peers, where):
     child = subprocess.run([sys.executable, "-c", _UNCLOSED, r["descriptor"], "100", where],
                            capture_output=True, text=True, timeout=60)
     assert child.returncode == 0, child.stderr[-2000:]
+
+
+# ---- hostile tenants (issue 8) ----
+
+
+def _handle(desc: rdma.Descriptor) -> tensor_pb2.RemoteTensorHandle:
+    return tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=desc.nbytes,
+                                         descriptor=desc.encode())
+
+
+def _neighbour_keys(key: str) -> list[str]:
+    """What an attacker tries from its own key: the counters next to it, and its own key with
+    one character changed."""
+    out = []
+    head, _, tail = key.rpartition(".")
+    if tail.isdigit():
+        out += [f"{head}.{int(tail) + d}" for d in (-3, -2, -1, 1, 2, 3)]
+    out += [key[:-1] + c for c in "0123456789abcdef" if c != key[-1]]
+    return out
+
+
+def test_own_handle_does_not_reach_another_tenants_slot(peers, puller):
+    """A tenant holding only its own handle forges handles for the neighbouring slot (its address
+    minus one slot, generations and keys next to its own): none returns the victim's bytes."""
+    peer = peers(slots=2, slot_bytes=MiB)
+    victim = rdma.Descriptor.decode(bytes(peer.export(5000, seed=11).descriptor))
+    mine = rdma.Descriptor.decode(bytes(peer.export(5000, seed=12).descriptor))
+    forged = [dataclasses.replace(mine, addr=victim.addr if victim.addr != mine.addr
+                                  else mine.addr + MiB, generation=mine.generation + d, key=k)
+              for d in (-3, -2, -1, 1, 2, 3) for k in _neighbour_keys(mine.key)[:6]]
+    for desc in forged:
+        with pytest.raises(StaleSlotError) as info:
+            puller.pull(_handle(desc))
+        assert str(victim.generation) not in str(info.value)
+    assert np.array_equal(puller.pull(_handle(victim)), payload(5000, 11))
+    assert np.array_equal(puller.pull(_handle(mine)), payload(5000, 12))
+    assert victim.key != mine.key and len(mine.key) == 32  # 128-bit random hex
+
+
+def test_forged_and_early_notifications_free_nothing(peers):
+    """Notifications are the free path: one naming a key that is not a lease's (guessed from the
+    sender's own key) or a lease still being written frees nothing, and each is counted."""
+    peer = peers(slots=4, slot_bytes=MiB)
+    victim = peer.export(3000, seed=21)
+    writing = peer.cmd(op="lease", nbytes=3000, seed=22)["key"]  # leased, not committed
+    with Puller(slots=2, slot_bytes=MiB, timeout_s=10) as attacker:
+        own = peer.export(3000, seed=23)
+        own_key = rdma.Descriptor.decode(bytes(own.descriptor)).key
+        assert np.array_equal(attacker.pull(own), payload(3000, 23))  # connects the notifier
+        peer.wait_stats(lambda s: s["in_use"] == 2)
+        guesses = _neighbour_keys(own_key) + [writing]
+        for key in guesses:
+            attacker._notify(peer.name, key)
+        stats = peer.wait_stats(lambda s: s.get("bad_notifications", 0) >= len(guesses))
+    assert stats["in_use"] == 2  # the victim's slot and the one being written
+    assert stats["bad_notifications"] == len(guesses) and stats["refused_free"] == 1
+    committed = peer.cmd(op="commit", key=writing)
+    with Puller(slots=2, slot_bytes=MiB, timeout_s=10) as p:
+        assert np.array_equal(p.pull(victim), payload(3000, 21))
+        late = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=3000,
+                                             descriptor=bytes.fromhex(committed["descriptor"]))
+        assert np.array_equal(p.pull(late), payload(3000, 22))
+    assert peer.wait_stats(lambda s: s["in_use"] == 0)["in_use"] == 0
+
+
+def test_idle_and_slow_metadata_peers_do_not_lock_out_pullers(peers):
+    """40 idle connections and 4 that drip a request byte by byte hold the metadata port; a new
+    puller still gets the metadata and pulls (the oldest connections make room)."""
+    import socket
+
+    peer = peers(slots=2, slot_bytes=MiB)
+    idle = [socket.create_connection(("127.0.0.1", peer.port), timeout=5) for _ in range(40)]
+    slow = [socket.create_connection(("127.0.0.1", peer.port), timeout=5) for _ in range(4)]
+    stop = threading.Event()
+
+    def drip() -> None:
+        for i in range(40):  # a valid request prefix, one byte at a time (bounded)
+            for s in slow:
+                try:
+                    s.send(b"SMGMETA1"[i % 7:i % 7 + 1])
+                except OSError:
+                    pass
+            if stop.wait(0.2):
+                return
+
+    dripper = threading.Thread(target=drip)
+    dripper.start()
+    try:
+        for seed in (31, 32):  # two fresh pullers, each fetching the metadata anew
+            with Puller(slots=1, slot_bytes=MiB, timeout_s=10, metadata_timeout_s=5) as p:
+                assert np.array_equal(p.pull(peer.export(100, seed=seed)), payload(100, seed))
+        stats = peer.cmd(op="stats")
+        assert stats["metadata_served"] == 2 and stats["metadata_dropped"] >= 36
+    finally:
+        stop.set()
+        dripper.join(30)
+        for s in idle + slow:
+            s.close()
+
+
+class _StallingAgent:
+    """A NIXL agent whose transfers look in progress while ``stall`` is set (a READ that times
+    out), and report their real state afterwards."""
+
+    def __init__(self, agent: object) -> None:
+        self._agent = agent
+        self.stall = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._agent, name)
+
+    def transfer(self, handle: object) -> str:
+        state = self._agent.transfer(handle)
+        return "PROC" if self.stall else state
+
+    def check_xfer_state(self, handle: object) -> str:
+        state = self._agent.check_xfer_state(handle)
+        return "PROC" if self.stall else state
+
+
+def test_timed_out_reads_give_their_landing_slots_back(peers):
+    """A READ that timed out quarantines its buffer (a late write could land); once the transfer
+    reports DONE the slot returns to the pool, so later pulls do not overflow forever."""
+    peer = peers(slots=8, slot_bytes=MiB)
+    with Puller(slots=2, slot_bytes=MiB, timeout_s=10) as p:
+        stalling = p._agent = _StallingAgent(p._agent)
+        first = p.pull(peer.export(1000, seed=41))  # connected before anything stalls
+        assert np.array_equal(first, payload(1000, 41))
+        del first
+        stalling.stall = True
+        for seed in (42, 43, 44):  # two landing slots and one one-off buffer
+            with pytest.raises(PullError, match="timed out"):
+                p.pull(peer.export(1000, seed=seed), timeout_s=0.3)
+        assert p.stats()["landing_free"] == 0  # still quarantined: the READs look in flight
+        stalling.stall = False
+        stats = p.stats()
+        assert (stats["landing_free"], stats["reclaimed"], stats["timeouts"]) == (2, 3, 3)
+        overflow = stats["overflow"]
+        for seed in (45, 46):
+            assert np.array_equal(p.pull(peer.export(1000, seed=seed)), payload(1000, seed))
+        assert p.stats()["overflow"] == overflow
+
+
+def test_foreign_transport_is_refused_by_name(peers, puller):
+    """smg's own RDMA handles say transport "nixl" with a binary descriptor: ours say
+    "nixl/smg-fast-v1", and each refuses the other's by name instead of misparsing it."""
+    from smg_fast.tensors import read_tensor
+
+    assert rdma.TRANSPORT == "nixl/smg-fast-v1"
+    peer = peers(slots=2, slot_bytes=MiB)
+    ours_handle = peer.export(100, seed=51)
+    assert ours_handle.transport == "nixl/smg-fast-v1"
+    foreign = tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=100,
+                                            descriptor=b"SMGRDMA1" + bytes(40))
+    with pytest.raises(rdma.ForeignHandleError, match="'nixl'") as info:
+        puller.pull(foreign)
+    assert info.value.transport == "nixl"
+    with pytest.raises(rdma.ForeignHandleError):
+        read_tensor(tensor_pb2.TensorData(shape=[100], dtype="uint8", remote=foreign),
+                    puller=puller)
+    assert np.array_equal(puller.pull(ours_handle), payload(100, 51))

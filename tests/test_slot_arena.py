@@ -58,7 +58,7 @@ def test_full_too_large_and_duplicate_keys():
     assert arena.lease("c", 10) is None  # full: refused, not blocking
     with pytest.raises(ValueError, match="does not fit a slot"):
         arena.lease("d", arena.max_payload + 1)
-    arena.free("a")
+    assert arena.abort("a")  # the writer gives its uncommitted lease up
     with pytest.raises(ValueError, match="already holds"):
         arena.lease("b", 10)
     assert arena.lease("e", arena.max_payload) is not None  # exactly one slot's payload fits
@@ -217,3 +217,66 @@ def test_reused_slot_with_a_longer_payload_is_detected():
     with pytest.raises(StaleSlotError):
         check_frame(torn, descriptor(arena, "old", old))
     assert new["generation"] != old["generation"]
+
+
+def test_free_during_write_never_mixes_frames():
+    """The early-free interleaving: A's lease is freed while A is still writing. If the free went
+    through, B would get A's slot, A's late bytes would land in B's payload, and B's frame would
+    pass every check (magic, both generations, key hash) with mixed data. The free is refused:
+    the slot stays A's until A commits or aborts, B gets another slot or none."""
+    for slots in (1, 2):
+        arena = _native.SlotArena(slots, 64 * 1024, 30.0)
+        n = 4000
+        a_data = np.full(n, 0xAA, np.uint8)
+        b_data = np.full(n, 0xBB, np.uint8)
+        a = arena.lease("A", n)
+        a_view = arena.view(a["payload_offset"], n)
+        a_view[:n // 2] = a_data[:n // 2]  # A is halfway through its write...
+        assert not arena.free("A")  # ...a free (forged or early) arrives: refused
+        assert arena.counters()["refused_free"] == 1
+        b = arena.lease("B", n)
+        if slots == 1:
+            assert b is None  # the only slot is still A's
+        else:
+            assert b["slot"] != a["slot"]
+            arena.view(b["payload_offset"], n)[:] = b_data
+        a_view[n // 2:] = a_data[n // 2:]  # A finishes
+        assert arena.commit("A")
+        if b is not None:
+            assert arena.commit("B")
+            b_frame = frame_of(arena, b)
+            check_frame(b_frame, descriptor(arena, "B", b))
+            assert np.array_equal(b_frame[64:64 + n], b_data)
+        a_frame = frame_of(arena, a)
+        check_frame(a_frame, descriptor(arena, "A", a))
+        assert np.array_equal(a_frame[64:64 + n], a_data)
+        assert arena.free("A")  # committed: the reader's free now goes through
+
+
+def test_generations_are_random_per_lease():
+    """Not +1 per lease: a client that saw one generation cannot name the next lease's."""
+    arena = _native.SlotArena(1, 64 * 1024, 30.0)
+    gens = []
+    for i in range(64):
+        lease = arena.lease(f"k{i}", 8)
+        arena.commit(f"k{i}")
+        assert arena.free(f"k{i}")
+        gens.append(lease["generation"])
+    steps = {(b - a) % 2**64 for a, b in zip(gens, gens[1:], strict=False)}
+    assert len(set(gens)) == 64 and 0 not in gens
+    assert len(steps) > 60  # a counter (any stride) would give one step
+
+
+def test_stale_error_does_not_leak_the_generation():
+    arena = _native.SlotArena(1, 64 * 1024, 30.0)
+    old = arena.lease("old", 100)
+    arena.commit("old")
+    stale = descriptor(arena, "old", old)
+    arena.free("old")
+    new = arena.lease("new", 100)
+    arena.commit("new")
+    with pytest.raises(StaleSlotError) as info:
+        check_frame(frame_of(arena, old), stale)
+    msg = str(info.value)
+    assert str(new["generation"]) not in msg and f"{new['generation']:x}" not in msg
+    assert str(old["generation"]) not in msg

@@ -142,7 +142,7 @@ def test_missing_segment_and_bad_payloads():
     with pytest.raises(TensorError, match="descriptor"):
         read_tensor(tensor_pb2.TensorData(
             shape=[1], dtype="float32",
-            remote=tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=4)))
+            remote=tensor_pb2.RemoteTensorHandle(transport="nixl/smg-fast-v1", nbytes=4)))
     with pytest.raises(TensorError, match="transport"):
         read_tensor(tensor_pb2.TensorData(
             shape=[1], dtype="float32",

@@ -7,6 +7,8 @@ Prints {"ready": ..., "port": ...} once the exporter serves, then one JSON answe
   {"op": "copy_in", "nbytes": N, "seed": S}  the same bytes, through the copy-in path
   {"op": "shm", "nbytes": N, "seed": S}      the same bytes in a /dev/shm segment: answers
                                              {"tensor": <hex of a serialized TensorData>}
+  {"op": "lease", "nbytes": N, "seed": S}    written but not committed (answers its key)
+  {"op": "commit", "key": K}                 commits such a lease (answers its descriptor)
   {"op": "free", "key": K}   {"op": "reap_after", "seconds": X}   {"op": "stats"}   {"op": "exit"}
 Exports answer {"descriptor": <hex>, "nbytes": N, "key": K} or {"refused": <reason>}.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from smg_fast.rdma import Exporter, ExportRefused
+from smg_fast.rdma import TRANSPORT, Exporter, ExportRefused
 from smg_fast.shm import ShmRegistry
 from smg_fast.tensors import to_tensor_data
 
@@ -75,7 +77,7 @@ class PeerProcess:
             time.sleep(0.005)
         if "descriptor" not in r:
             raise RuntimeError(f"rdma peer refused the export: {r}")
-        return tensor_pb2.RemoteTensorHandle(transport="nixl", nbytes=nbytes,
+        return tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=nbytes,
                                              descriptor=bytes.fromhex(r["descriptor"]))
 
     def wait_stats(self, pred: Callable[[dict], bool], timeout: float = 10.0) -> dict:
@@ -115,6 +117,7 @@ def main() -> None:
     exp = Exporter(slots=args.slots, slot_bytes=args.slot_bytes, ttl_s=args.ttl_s,
                    listen_port=args.port)
     registry = ShmRegistry()  # segments the consumer did not read are unlinked at exit
+    open_leases = {}
     print(json.dumps({"ready": exp.name, "port": exp.port}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -134,6 +137,14 @@ def main() -> None:
                 td = to_tensor_data(payload(cmd["nbytes"], cmd["seed"]), transport="shm",
                                     registry=registry)
                 out = {"tensor": td.SerializeToString().hex()}
+            elif op == "lease":
+                lease = exp.lease(cmd["nbytes"])
+                lease.array()[:] = payload(cmd["nbytes"], cmd["seed"])
+                open_leases[lease.key] = lease
+                out = {"key": lease.key}
+            elif op == "commit":
+                desc = open_leases.pop(cmd["key"]).commit()
+                out = {"descriptor": desc.encode().hex(), "nbytes": desc.nbytes, "key": desc.key}
             elif op == "free":
                 out = {"freed": exp.free(cmd["key"])}
             elif op == "reap_after":

@@ -14,6 +14,7 @@ from .descriptor import TRANSPORT, Descriptor
 from .errors import (
     DescriptorError,
     ExportRefused,
+    ForeignHandleError,
     PullError,
     RdmaError,
     RdmaUnavailable,
@@ -68,6 +69,7 @@ __all__ = [
     "ExportLease",
     "ExportRefused",
     "Exporter",
+    "ForeignHandleError",
     "PullError",
     "Puller",
     "RdmaError",

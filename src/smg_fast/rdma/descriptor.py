@@ -12,7 +12,10 @@ from .. import _native
 from .errors import DescriptorError, StaleSlotError
 
 VERSION = 1
-TRANSPORT = "nixl"  # RemoteTensorHandle.transport
+# RemoteTensorHandle.transport. Not plain "nixl": other readers of RemoteTensorHandle (smg's
+# TokenSpeed servicer) use "nixl" for their own binary descriptor, and each side must refuse the
+# other's handles by name instead of misparsing them.
+TRANSPORT = "nixl/smg-fast-v1"
 _MAX_BYTES = 4096
 _HEADER = struct.Struct("<QIIQQQ")  # magic, version, reserved, generation, payload bytes, key hash
 
@@ -69,7 +72,8 @@ def check_frame(frame: np.ndarray, desc: Descriptor) -> None:
     trailer_at = _native.FRAME_HEADER + ((desc.nbytes + 7) & ~7)
     (trailer,) = struct.unpack_from("<Q", frame, trailer_at)
     if gen != desc.generation or trailer != desc.generation:
-        raise StaleSlotError(f"slot generation is {gen}/{trailer}, the handle's is "
-                             f"{desc.generation}: the slot was reaped and reused")
+        # Says nothing about the generation found: it would help forge a handle for that lease.
+        raise StaleSlotError("the slot's generation does not match the handle's: the slot was "
+                             "reaped and reused")
     if nbytes != desc.nbytes or khash != _native.key_hash(desc.key):
         raise StaleSlotError("the slot holds another tensor than the handle names")

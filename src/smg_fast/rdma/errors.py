@@ -31,6 +31,16 @@ class DescriptorError(RdmaError, TensorError):
     does not match its TensorData's shape and dtype. A TensorError, hence a ValueError."""
 
 
+class ForeignHandleError(DescriptorError):
+    """A RemoteTensorHandle of another transport (``transport`` names it), e.g. smg's own "nixl"
+    descriptors: not an smg-fast handle, refused before its descriptor is parsed."""
+
+    def __init__(self, transport: str, expected: str) -> None:
+        super().__init__(f"remote transport {transport!r} is not smg-fast's ({expected!r}): "
+                         "this handle was made by another producer")
+        self.transport = transport
+
+
 class PullError(RdmaError):
     """A READ that did not deliver: peer unreachable, transfer error, or timeout."""
 

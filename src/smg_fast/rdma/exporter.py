@@ -10,7 +10,7 @@ notification never came.
 from __future__ import annotations
 
 import atexit
-import itertools
+import collections
 import logging
 import os
 import secrets
@@ -26,7 +26,7 @@ import numpy as np
 from .. import _native
 from .descriptor import TRANSPORT, Descriptor
 from .errors import ExportRefused, RdmaUnavailable
-from .nixl import answer_metadata, load_nixl, make_agent, register
+from .nixl import MAGIC, load_nixl, make_agent, metadata_answer, register
 
 log = logging.getLogger("smg_fast.rdma")
 
@@ -35,7 +35,12 @@ DEFAULT_SLOT_BYTES = 32 << 20
 DEFAULT_PORT = 18515
 BUSY_POLL_S = 0.001  # notification polling while leases are out
 IDLE_POLL_S = 0.02
-MAX_METADATA_CONNECTIONS = 16  # answered at once; each waits at most metadata_timeout_s
+# Metadata connections are served by the exporter's own selector loop, never by blocking reads:
+# each has an absolute deadline, and when a cap is reached the oldest connection is closed to make
+# room, so idle or slow peers can delay a new puller by at most one deadline, never lock it out.
+MAX_METADATA_CONNECTIONS = 64
+MAX_METADATA_PER_PEER = 8
+_MAX_NOTIF = 256  # a key is 32 hex characters; longer notifications are not ours
 
 
 class ExportLease:
@@ -62,7 +67,7 @@ class ExportLease:
     def abort(self) -> None:
         if not self._done:
             self._done = True
-            self._exporter.arena.free(self.key)
+            self._exporter.arena.abort(self.key)
 
 
 class Exporter:
@@ -81,8 +86,10 @@ class Exporter:
         self.host = advertise_host or _advertised(listen_host)
         self.port = self._sock.getsockname()[1]
         self._metadata_timeout_s = metadata_timeout_s
-        self._metadata_slots = threading.BoundedSemaphore(MAX_METADATA_CONNECTIONS)
-        self._keys = itertools.count()
+        # fd -> connection being answered, oldest first (see MAX_METADATA_CONNECTIONS)
+        self._conns: collections.OrderedDict[int, _MetaConn] = collections.OrderedDict()
+        self._meta_counters = {"metadata_served": 0, "metadata_dropped": 0,
+                               "bad_notifications": 0}
         self._closed = False
         try:
             slot_bytes = (slot_bytes + 63) // 64 * 64
@@ -137,7 +144,8 @@ class Exporter:
         return self.descriptor(key, info)
 
     def _take(self, fn: Any, arg: Any) -> tuple[str, dict[str, int]]:
-        key = f"{self.instance}.{next(self._keys)}"
+        # The key is the lease's secret: only the client the handle goes to can free the slot.
+        key = secrets.token_hex(16)
         try:
             info = fn(key, arg)
         except ValueError as exc:
@@ -160,10 +168,12 @@ class Exporter:
                           generation=info["generation"], key=key)
 
     def free(self, key: str) -> bool:
+        """Releases a committed lease (a slot still being written is refused)."""
         return bool(self.arena.free(key))
 
     def stats(self) -> dict[str, int]:
         out = dict(self.arena.counters())
+        out.update(self._meta_counters)
         out["slots"] = self.arena.slots
         out["slot_bytes"] = self.arena.slot_bytes
         return out
@@ -189,15 +199,23 @@ class Exporter:
         while not self._stop.is_set():
             try:
                 busy = self.arena.in_use > 0
-                for sk, _ in sel.select(BUSY_POLL_S if busy else IDLE_POLL_S):
+                wait = BUSY_POLL_S if busy else IDLE_POLL_S
+                for sk, events in sel.select(wait):
                     if sk.fileobj is self._sock:
-                        self._accept()
-                    else:
+                        self._accept(sel)
+                    elif sk.fileobj is self._wake_r:
                         self._drain_wake()
+                    else:
+                        self._serve(sel, sk.data, events)
                 for msgs in self._agent.get_new_notifs().values():
                     for msg in msgs:
-                        self.arena.free(msg.decode("utf-8", "replace"))
+                        # Frees only a committed lease, and only with its secret key; anything
+                        # else (forged, late, duplicate) changes nothing and is counted.
+                        if len(msg) > _MAX_NOTIF or not self.arena.free(
+                                msg.decode("utf-8", "replace")):
+                            self._meta_counters["bad_notifications"] += 1
                 now = time.monotonic()
+                self._expire(sel, now)
                 if now >= next_reap:
                     if self.arena.reap():
                         log.warning("rdma: reaped leases whose puller never confirmed (ttl %.0f s)",
@@ -209,6 +227,8 @@ class Exporter:
                 if failures in (1, 100) or failures % 10000 == 0:
                     log.exception("rdma exporter loop error (%d in a row)", failures)
                 time.sleep(min(0.1, 0.001 * failures))
+        for conn in list(self._conns.values()):
+            self._drop(sel, conn)
         sel.close()
 
     def _drain_wake(self) -> None:
@@ -218,32 +238,72 @@ class Exporter:
         except (BlockingIOError, OSError):
             pass
 
-    def _accept(self) -> None:
-        """Hands each pending metadata connection to a short-lived thread, so a client that
-        connects and says nothing never stalls notifications and reaping (at most
-        MAX_METADATA_CONNECTIONS are answered at once; more are closed at once)."""
+    def _accept(self, sel: selectors.BaseSelector) -> None:
+        """Takes every pending metadata connection into the selector loop. A full table (total,
+        or this peer's share) closes its oldest connection, never the new one."""
         while True:
             try:
-                conn, _ = self._sock.accept()
+                sock, addr = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 log.debug("rdma metadata accept failed: %s", exc)
                 return
-            if not self._metadata_slots.acquire(blocking=False):
-                conn.close()
-                continue
-            threading.Thread(target=self._answer, args=(conn,), daemon=True,
-                             name="smg-fast-rdma-metadata").start()
+            sock.setblocking(False)
+            peer = addr[0] if isinstance(addr, tuple) else str(addr)
+            mine = [c for c in self._conns.values() if c.peer == peer]
+            if len(mine) >= MAX_METADATA_PER_PEER:
+                self._drop(sel, mine[0])
+            elif len(self._conns) >= MAX_METADATA_CONNECTIONS:
+                self._drop(sel, next(iter(self._conns.values())))
+            conn = _MetaConn(sock, peer, time.monotonic() + self._metadata_timeout_s)
+            self._conns[sock.fileno()] = conn
+            sel.register(sock, selectors.EVENT_READ, conn)
 
-    def _answer(self, conn: socket.socket) -> None:
+    def _serve(self, sel: selectors.BaseSelector, conn: _MetaConn, events: int) -> None:
+        """Advances one metadata connection without blocking: read MAGIC, then send the answer."""
         try:
-            conn.setblocking(True)
-            answer_metadata(conn, self.name, self._metadata, self._metadata_timeout_s)
+            if conn.out is None and events & selectors.EVENT_READ:
+                chunk = conn.sock.recv(len(MAGIC) - len(conn.got))
+                if not chunk:
+                    self._drop(sel, conn)
+                    return
+                conn.got += chunk
+                if not MAGIC.startswith(bytes(conn.got)):
+                    self._drop(sel, conn)
+                    return
+                if len(conn.got) == len(MAGIC):
+                    conn.out = memoryview(metadata_answer(self.name, self._metadata))
+                    sel.modify(conn.sock, selectors.EVENT_WRITE, conn)
+            if conn.out is not None:
+                sent = conn.sock.send(conn.out)
+                conn.out = conn.out[sent:]
+                if not conn.out:
+                    self._meta_counters["metadata_served"] += 1
+                    self._drop(sel, conn, counted=False)
+        except (BlockingIOError, InterruptedError):
+            pass
         except OSError as exc:
             log.debug("rdma metadata request failed: %s", exc)
-        finally:
-            self._metadata_slots.release()
+            self._drop(sel, conn)
+
+    def _expire(self, sel: selectors.BaseSelector, now: float) -> None:
+        while self._conns:
+            oldest = next(iter(self._conns.values()))  # deadlines grow with insertion order
+            if oldest.deadline > now:
+                return
+            self._drop(sel, oldest)
+
+    def _drop(self, sel: selectors.BaseSelector, conn: _MetaConn, counted: bool = True) -> None:
+        if self._conns.pop(conn.fd, None) is None:
+            return
+        if counted:
+            self._meta_counters["metadata_dropped"] += 1
+        try:
+            sel.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
 
     def close(self) -> None:
         """Stops the thread and deregisters the arena (leases still out are dropped)."""
@@ -252,7 +312,7 @@ class Exporter:
         self._closed = True
         self._stop.set()
         self._wake()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=2)
         self._sock.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -270,6 +330,18 @@ class Exporter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _MetaConn:
+    __slots__ = ("sock", "fd", "peer", "deadline", "got", "out")
+
+    def __init__(self, sock: socket.socket, peer: str, deadline: float) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.deadline = deadline
+        self.got = bytearray()
+        self.out: memoryview | None = None
 
 
 _LIVE: weakref.WeakSet[Exporter] = weakref.WeakSet()

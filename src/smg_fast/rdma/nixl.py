@@ -68,14 +68,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def answer_metadata(conn: socket.socket, name: str, metadata: bytes, timeout_s: float) -> None:
-    """Serves one metadata request on an accepted connection, then closes it."""
-    with conn:
-        conn.settimeout(timeout_s)
-        if _recv_exact(conn, len(MAGIC)) != MAGIC:
-            return
-        raw = name.encode()
-        conn.sendall(MAGIC + _LENGTHS.pack(len(raw), len(metadata)) + raw + metadata)
+def metadata_answer(name: str, metadata: bytes) -> bytes:
+    """The bytes that answer one metadata request."""
+    raw = name.encode()
+    return MAGIC + _LENGTHS.pack(len(raw), len(metadata)) + raw + metadata
 
 
 def fetch_metadata(host: str, port: int, timeout_s: float) -> tuple[str, bytes]:

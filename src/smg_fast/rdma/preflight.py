@@ -36,13 +36,20 @@ def run_preflight(timeout_s: float = 60.0) -> tuple[str | None, str]:
                               capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return "agent_failed", f"NIXL preflight did not finish in {timeout_s:.0f} s"
+    except (OSError, ValueError) as exc:  # cannot spawn, or output that is not text
+        return "agent_failed", f"NIXL preflight could not run: {exc}"
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return "agent_failed", (f"NIXL preflight exited with {proc.returncode}: "
                                 + " | ".join(tail))
-    result = json.loads(lines[-1])
-    if result.get("ok"):
+    try:
+        result = json.loads(lines[-1])
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return "agent_failed", f"NIXL preflight printed a malformed line: {lines[-1][:200]!r}"
+    if result.get("ok") is True:
         return None, ""
     return str(result.get("reason", "agent_failed")), str(result.get("detail", ""))
 

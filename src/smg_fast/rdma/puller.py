@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import _native
 from .descriptor import TRANSPORT, Descriptor, check_frame
-from .errors import DescriptorError, PullError, RdmaError, StaleSlotError
+from .errors import DescriptorError, ForeignHandleError, PullError, RdmaError, StaleSlotError
 from .nixl import fetch_metadata, load_nixl, make_agent, register
 from .notifier import Notifier
 
@@ -124,7 +124,7 @@ class Puller:
             raise
         self._free = list(range(slots - 1, -1, -1))
         self.counters = {"pulls": 0, "bytes": 0, "overflow": 0, "refreshes": 0, "stale": 0,
-                         "errors": 0, "timeouts": 0, "poisoned": 0}
+                         "errors": 0, "timeouts": 0, "poisoned": 0, "reclaimed": 0}
         self._closed = False
         _LIVE.add(self)
 
@@ -239,22 +239,58 @@ class Puller:
         return _Buffer(self, arr, -1, reg)
 
     def _reclaim(self) -> None:
-        """Takes back the buffers released since the last call (see _Buffer.release)."""
+        """Takes back the buffers released since the last call (see _Buffer.release), and the
+        quarantined ones whose timed-out transfers have since settled."""
         while True:
             try:
                 buf = self._returned.popleft()
             except IndexError:
-                return
+                break
             if buf.poisoned:  # a late write could still land: keep it alive and registered
                 with self._pool_lock:
                     self.counters["poisoned"] += 1
                     self._quarantine.append(buf)
-            elif buf.slot >= 0:
-                with self._pool_lock:
-                    self._free.append(buf.slot)
-            elif buf.reg is not None and not self._closed:
-                with self._lock:
-                    _quiet(self._agent.deregister_memory, buf.reg)
+            else:
+                self._give_back(buf)
+        if self._quarantine and not self._closed:
+            self._settle_quarantine()
+
+    def _give_back(self, buf: _Buffer) -> None:
+        if buf.slot >= 0:
+            with self._pool_lock:
+                self._free.append(buf.slot)
+        elif buf.reg is not None and not self._closed:
+            with self._lock:
+                _quiet(self._agent.deregister_memory, buf.reg)
+
+    def _settle_quarantine(self) -> None:
+        """A quarantined buffer is reusable once every transfer into it reports DONE or ERR: then
+        nothing can land in it any more, and its handles can be released."""
+        with self._pool_lock:
+            held, self._quarantine = self._quarantine, []
+        keep = []
+        for buf in held:
+            with self._lock:
+                states = []
+                for handle in buf.handles:
+                    try:
+                        states.append(self._agent.check_xfer_state(handle))
+                    except Exception as exc:  # unknown: keep it quarantined
+                        log.debug("rdma: state of a timed-out READ: %s", exc)
+                        states.append("?")
+                settled = all(st in ("DONE", "ERR") for st in states)
+                if settled:
+                    for handle in buf.handles:
+                        _quiet(self._agent.release_xfer_handle, handle)
+                    buf.handles.clear()
+            if settled:
+                buf.poisoned = False
+                self._count("reclaimed")
+                self._give_back(buf)
+            else:
+                keep.append(buf)
+        with self._pool_lock:
+            self._quarantine.extend(keep)
 
     # ---- READ ----
 
@@ -425,7 +461,7 @@ def parse_remote(tensor: Any) -> tuple[Descriptor, tuple[int, ...], str, np.dtyp
         handle, name, np_dtype = tensor, "uint8", np.dtype(np.uint8)
         shape = (int(handle.nbytes),)
     if handle.transport != TRANSPORT:
-        raise DescriptorError(f"remote transport {handle.transport!r} is not {TRANSPORT!r}")
+        raise ForeignHandleError(str(handle.transport), TRANSPORT)
     desc = Descriptor.decode(bytes(handle.descriptor))
     need = math.prod(shape) * np_dtype.itemsize
     if desc.nbytes != int(handle.nbytes) or desc.nbytes != need:

@@ -32,41 +32,63 @@ class RdmaLane:
         self._lock = threading.Lock()
         self._started = threading.Event()  # set once the start (either outcome) is over
         self._warned: set[str] = set()
+        self._closing = False
 
     # ---- lifecycle ----
 
     def start(self) -> bool:
         """Preflight + exporter, blocking (also when another thread already started them).
-        True when the lane is ready."""
+        True when the lane is ready. Never raises: any failure marks the lane unavailable."""
         with self._lock:
+            if self._closing and self.state == "off":  # a request during shutdown: stay off
+                self.state, self.reason = "unavailable", "closed"
+                self._started.set()
             starting_here = self.state == "off"
             if starting_here:
                 self.state = "starting"
         if not starting_here:
             self._started.wait()
             return self.ready
-        cfg = self.config
-        reason, detail = run_preflight()
         exporter = None
-        if reason is None:
-            try:
-                exporter = Exporter(slots=cfg.rdma_slots, slot_bytes=cfg.rdma_slot_bytes,
-                                    ttl_s=cfg.rdma_slot_ttl_s, listen_host=cfg.rdma_listen_host,
-                                    listen_port=cfg.rdma_listen_port)
-            except RdmaUnavailable as exc:
-                reason, detail = exc.reason, exc.detail
-            except (MemoryError, ValueError) as exc:
-                reason, detail = "agent_failed", f"arena of {cfg.rdma_arena_bytes} bytes: {exc}"
-        with self._lock:
-            if exporter is not None:
-                self.exporter, self.state = exporter, "ready"
-            else:
-                self.state, self.reason = "unavailable", reason or "agent_failed"
-        self._started.set()
-        if exporter is None:
+        reason, detail = "agent_failed", "the exporter did not start"
+        try:
+            exporter, reason, detail = self._make_exporter()
+        except BaseException as exc:  # a raw NIXL error, a broken preflight: never stay "starting"
+            reason, detail = "agent_failed", f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            with self._lock:
+                closing = self._closing
+                if exporter is not None and not closing:
+                    self.exporter, self.state = exporter, "ready"
+                else:
+                    self.state, self.reason = "unavailable", reason or "agent_failed"
+                    if closing and exporter is not None:
+                        reason, detail = "closed", "the server closed while the lane started"
+            self._started.set()
+            if closing and exporter is not None:  # close() did not wait for us: clean up here
+                exporter.close()
+                exporter = None
+        if exporter is None and reason != "closed":
             log.error("rdma transport disabled (%s): %s; rdma requests go by shm/inline",
                       reason, detail)
         return exporter is not None
+
+    def _make_exporter(self) -> tuple[Exporter | None, str, str]:
+        cfg = self.config
+        reason, detail = run_preflight()
+        if reason is not None:
+            return None, reason, detail
+        try:
+            exporter = Exporter(slots=cfg.rdma_slots, slot_bytes=cfg.rdma_slot_bytes,
+                                ttl_s=cfg.rdma_slot_ttl_s, listen_host=cfg.rdma_listen_host,
+                                listen_port=cfg.rdma_listen_port)
+        except RdmaUnavailable as exc:
+            return None, exc.reason, exc.detail
+        except (MemoryError, ValueError) as exc:
+            return None, "agent_failed", f"arena of {cfg.rdma_arena_bytes} bytes: {exc}"
+        return exporter, "", ""
 
     def start_background(self) -> None:
         if self.state == "off":
@@ -77,10 +99,14 @@ class RdmaLane:
         return self.exporter is not None
 
     def close(self) -> None:
-        if self.state == "starting":  # let a start in progress finish, then close what it made
-            self._started.wait(120)
-        if self.exporter is not None:
-            self.exporter.close()
+        """Stops the exporter. Called from the event loop: never waits for a start still in
+        progress (that start closes what it makes); the exporter's own close is bounded."""
+        with self._lock:
+            self._closing = True
+            exporter = self.exporter
+            self.exporter = None
+        if exporter is not None:
+            exporter.close()
 
     def wait_released(self, timeout_s: float) -> bool:
         return self.exporter is None or self.exporter.wait_released(timeout_s)
