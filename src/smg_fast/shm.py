@@ -185,10 +185,12 @@ class ShmRegistry:
     ``max_outstanding_bytes`` > 0 caps the bytes of owned (unread) segments, and
     ``share_bytes`` > 0 the part of them one caller (``create``'s ``caller``) may hold:
     a creation over either raises :class:`ShmQuotaError` (after a prune, to count the reads
-    consumers made since the last one).
+    consumers made since the last one: of every segment over the cap, of the caller's over its
+    share, each at most once per ``PRESSURE_PRUNE_S``, so that a caller holding many segments
+    costs a bounded number of lstat calls).
     """
 
-    PRESSURE_PRUNE_S = 0.01  # at most one prune per this long when the cap is reached
+    PRESSURE_PRUNE_S = 0.01
 
     def __init__(self, directory: str = SHM_DIR, ttl_s: float = 0.0,
                  pool_bytes: int = 0, *, max_outstanding_bytes: int = 0,
@@ -209,7 +211,7 @@ class ShmRegistry:
         self._lock = threading.Lock()
         self._bytes = 0  # owned segments + reservations of ones being made
         self._by_caller: dict[str, int] = {}
-        self._last_pressure_prune = 0.0
+        self._pruned_at: dict[str | None, float] = {}  # caller (None: all) -> last pressure prune
         self.created = 0
         self.closed = False
         self.expired = 0
@@ -255,12 +257,13 @@ class ShmRegistry:
     def _reserve(self, nbytes: int, caller: str) -> None:
         with self._lock:
             over = self._over(nbytes, caller)
-            prune = bool(over) and (time.monotonic() - self._last_pressure_prune
-                                    >= self.PRESSURE_PRUNE_S)
+            scope = None if over == "cap" else caller
+            now = time.monotonic()
+            prune = bool(over) and now - self._pruned_at.get(scope, 0.0) >= self.PRESSURE_PRUNE_S
             if prune:
-                self._last_pressure_prune = time.monotonic()
+                self._pruned_at[scope] = now
         if prune:
-            self.prune()
+            self._prune(everyone=scope is None, caller=caller)
         with self._lock:
             over = self._over(nbytes, caller) if over else ""
             if over:
@@ -285,6 +288,7 @@ class ShmRegistry:
             self._by_caller[caller] = left
         else:
             self._by_caller.pop(caller, None)
+            self._pruned_at.pop(caller, None)
 
     def _pop(self, name: str) -> _Owned | None:
         """Stops owning name (lock held)."""
@@ -325,9 +329,12 @@ class ShmRegistry:
     def prune(self) -> int:
         """Forgets segments their consumers unlinked; unlinks expired ones. Returns how many
         are still outstanding."""
+        return self._prune()
+
+    def _prune(self, everyone: bool = True, caller: str = "") -> int:
         now = time.monotonic()
         with self._lock:
-            items = list(self._owned.items())
+            items = [(n, r) for n, r in self._owned.items() if everyone or r.caller == caller]
         gone, expired = [], []
         for name, rec in items:
             if not os.path.lexists(os.path.join(self.directory, name)):
