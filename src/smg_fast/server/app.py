@@ -85,6 +85,8 @@ class Server:
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
                                     pool_bytes=cfg.shm_pool_mb * 2**20,
                                     max_outstanding_bytes=cap, share_bytes=cap // 2)
+        log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
+                 "connection)", cap / 2**20, cfg.shm_dir, cap / 2**21)
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
