@@ -216,9 +216,10 @@ def test_unavailable_while_draining(start_server, small_jpegs, ok):
     waited for, then unlinked at the end."""
     srv = start_server(drain_timeout_s=30)
     with Client(srv.target, timeout=10) as c:
-        unread = raw_call(srv, [pb.MediaItem(data=small_jpegs["china"])], transport="shm")
+        unread = raw_call(srv, [pb.MediaItem(data=small_jpegs["china"])], transport="shm",
+                          shm_namespace=c.namespace)
         name = unread.items[0].pixel_values.shm.name
-        assert os.path.exists(f"/dev/shm/{name}")
+        assert name and os.path.exists(f"/dev/shm/{name}")
         srv.call(srv.server.request_stop, 1.5)  # drain in the background, 1.5 s budget
         deadline = time.monotonic() + 5
         while c.health() != "NOT_SERVING":

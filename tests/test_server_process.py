@@ -175,9 +175,10 @@ def test_sigterm_unlinks_unread_segments(small_jpegs, track_pid):
 
         with Client(target) as c:
             resp = c._stub.Preprocess(pb.PreprocessRequest(
-                items=[pb.MediaItem(data=small_jpegs["china"])], transport="shm"), timeout=30)
+                items=[pb.MediaItem(data=small_jpegs["china"])], transport="shm",
+                shm_namespace=c.namespace), timeout=30)  # (shm goes only where it can be read)
         name = resp.items[0].pixel_values.shm.name
-        assert os.path.exists(f"/dev/shm/{name}")  # delivered, never read
+        assert name and os.path.exists(f"/dev/shm/{name}")  # delivered, never read
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
         assert not os.path.exists(f"/dev/shm/{name}")

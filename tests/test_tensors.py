@@ -106,9 +106,9 @@ def test_rejects_bad_names(name):
 def test_rejects_symlink_fifo_and_wrong_sizes(tmp_path):
     target = tmp_path / "secret"
     target.write_bytes(b"\0" * 16)
-    link = f"smg-fast-test-link-{os.getpid()}"
-    fifo = f"smg-fast-test-fifo-{os.getpid()}"
-    small = f"smg-fast-test-small-{os.getpid()}"
+    link = f"smg-fast-{os.getpid()}-{'0' * 16}-1"  # (names of the segment pattern)
+    fifo = f"smg-fast-{os.getpid()}-{'0' * 16}-2"
+    small = f"smg-fast-{os.getpid()}-{'0' * 16}-3"
     os.symlink(target, os.path.join(SHM, link))
     os.mkfifo(os.path.join(SHM, fifo), 0o600)
     with open(os.path.join(SHM, small), "wb") as fh:
@@ -273,21 +273,20 @@ def test_registry_with_pool_and_close(ours, real_images):
     assert reg.pool.stats()["ready"] == 0
 
 
-def test_write_mapped_keeps_a_read_only_view_after_the_consumer_unlinks(ours, real_images):
+def test_segments_are_read_only_and_consumer_writes_stay_private(ours, real_images):
     proc = ours("qwen2_vl")
     img = real_images.rgb("rocket")
     ref = proc(img)["pixel_values"]
     batch = proc.prepare(img)
     reg = ShmRegistry()
-    name, view = reg.write_mapped(batch.nbytes,
-                                  lambda seg: batch.write_into(seg.array(batch.np_dtype)))
-    assert view.nbytes == batch.nbytes and not view.flags.writeable
+    name = reg.write(batch.nbytes, lambda seg: batch.write_into(seg.array(batch.np_dtype)))
     path = os.path.join(SHM, name)
-    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o400  # consumers cannot write into it
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o400  # other users cannot write into it
     if os.geteuid() != 0:  # (root bypasses file modes)
         with pytest.raises(PermissionError):
             os.open(path, os.O_RDWR)
-    got = read_tensor(tensors.shm_tensor_data(name, batch.shape, "float32", batch.nbytes))
+    td = tensors.shm_tensor_data(name, batch.shape, "float32", batch.nbytes)
+    got = read_tensor(td, unlink=False)
     got[0, 0] = 123.0  # the consumer's copy-on-write mapping: never reaches the file
+    assert np.array_equal(read_tensor(td), ref)
     assert not os.path.exists(path) and reg.prune() == 0
-    assert np.array_equal(view.view(np.float32).reshape(ref.shape), ref)  # still valid

@@ -1,10 +1,11 @@
-"""Shared-memory segments in /dev/shm: naming, creation, ownership, and the dead-pid sweeper.
+"""Shared-memory segments in /dev/shm: creation, ownership and the cap on unread bytes.
 
-Segments are files directly under /dev/shm named ``smg-fast-<pid>-<nonce>-<seq>``, read-only
-(mode 0400) from creation: the creator writes through the descriptor it opened, consumers can
-only open them for reading (root excepted).
-The nonce starts with 8 hex digits naming the creator's pid namespace, so the sweeper only ever
-judges pids it can see. ``smg_fast.tensors`` builds TensorData on top of these.
+Segments are files directly under /dev/shm named ``smg-fast-<pid>-<nonce>-<seq>`` (names,
+producer liveness and the sweeper of dead producers' segments: :mod:`smg_fast.shm_owner`),
+mode 0400 from creation: the creator writes through the descriptor it opened, then lets go of
+it. Nothing a consumer does to a delivered segment (its owner can chmod, write or truncate it)
+reaches the producer: a producer never reads a segment back, and never keeps one mapped to
+serve it again. ``smg_fast.tensors`` builds TensorData on top of these.
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import re
-import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -24,87 +22,57 @@ from typing import Any
 import numpy as np
 
 from ._background import call_later
-
-SHM_DIR = "/dev/shm"
-SHM_PREFIX = "smg-fast-"
-_NAME_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})-(\d+)$")
-_MAX_NAME = 255
-
-
-class ShmNameError(ValueError):
-    """A segment name that is not a plain file name."""
-
-# ------------------------------------------------------------------------------------------
-# Namespace token and segment names
-# ------------------------------------------------------------------------------------------
-
-
-def shm_namespace(directory: str = SHM_DIR) -> str:
-    """``"<boot_id>:<st_dev of /dev/shm>"``: equal on both sides exactly when they see the same
-    /dev/shm (same kernel boot, same tmpfs mount), which is when the shm transport works."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            boot = fh.read().strip()
-    except OSError:
-        boot = "unknown-boot"
-    try:
-        dev = os.stat(directory).st_dev
-    except OSError:
-        return f"{boot}:none"
-    return f"{boot}:{dev}"
-
-
-def _pidns_tag() -> str:
-    """8 hex digits naming this process's pid namespace (so a sweeper never judges the pids of
-    another namespace that shares /dev/shm)."""
-    try:
-        return f"{os.stat('/proc/self/ns/pid').st_ino & 0xFFFFFFFF:08x}"
-    except OSError:
-        return "00000000"
-
-
-class _Names:
-    """smg-fast-<pid>-<nonce>-<seq>; the nonce (pid-namespace tag + 32 random bits) is drawn
-    again after a fork."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._nonce = ""
-        self._seq = 0
-
-    def owner_id(self) -> str:
-        with self._lock:
-            self._refresh()
-            return f"smg-fast:{self._pid}-{self._nonce}"
-
-    def next(self) -> str:
-        with self._lock:
-            self._refresh()
-            self._seq += 1
-            return f"{SHM_PREFIX}{self._pid}-{self._nonce}-{self._seq}"
-
-    def _refresh(self) -> None:
-        pid = os.getpid()
-        if pid != self._pid:
-            self._pid, self._nonce, self._seq = pid, _pidns_tag() + secrets.token_hex(4), 0
-
-
-_NAMES = _Names()
-
-
-def check_shm_name(name: str) -> None:
-    """A segment name must be a plain file name: no separators, no '..', no NUL."""
-    if not isinstance(name, str) or not name:
-        raise ShmNameError("shm handle has an empty name")
-    if "/" in name or "\\" in name or "\0" in name or ".." in name or len(name) > _MAX_NAME:
-        raise ShmNameError(f"invalid shm segment name {name!r}: must be a plain file name "
-                          "(no path separators, no '..')")
-
+from .shm_owner import (  # noqa: F401  (_NAME_RE, _pidns_tag: used by tests and the pool)
+    _NAME_RE,
+    _NAMES,
+    SHM_DIR,
+    SHM_PREFIX,
+    ShmNameError,
+    _pidns_tag,
+    _unlink_quiet,
+    check_shm_name,
+    is_segment_name,
+    owner_id,
+    shm_namespace,
+    sweep_dead_segments,
+)
 
 # ------------------------------------------------------------------------------------------
 # Producer side
 # ------------------------------------------------------------------------------------------
+
+
+class ShmQuotaError(Exception):
+    """A new segment would exceed the registry's cap on unread bytes (``reason`` "cap") or
+    the caller's share of it ("share"). Nothing was created."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def tmpfs_bytes(directory: str = SHM_DIR) -> int:
+    """Size of the filesystem holding directory (0 if unknown)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return 0
+    return st.f_blocks * st.f_frsize
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return 0
+
+
+def default_outstanding_cap(directory: str = SHM_DIR) -> int:
+    """Half of the smaller of the tmpfs holding directory and physical memory (tmpfs pages are
+    memory; /dev/shm is often sized above it): room is left for the segment pool and for other
+    users of the tmpfs."""
+    sizes = [b for b in (tmpfs_bytes(directory), _ram_bytes()) if b > 0]
+    return min(sizes) // 2 if sizes else 1 << 30
 
 
 @dataclass
@@ -153,16 +121,6 @@ class ShmSegment:
             call_later(_close_mapping, self._mm)
             self._mm = None
 
-    def detach(self) -> np.ndarray:
-        """A read-only uint8 view of the whole segment that owns this process's mapping from
-        now on: it stays valid, and keeps the pages alive, after the name is unlinked, until
-        the view is dropped. The segment object itself is closed."""
-        view = self.array(np.uint8)
-        view.flags.writeable = False
-        self._close_fd()
-        self._mm = None
-        return view
-
 
 def _close_mapping(mm: mmap.mmap) -> None:
     try:
@@ -178,13 +136,13 @@ def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = Fa
     opened at creation (``populate``: with its page table filled in advance; ``keep_fd``: the
     descriptor stays open for ``shrink``).
 
-    Read-only because a consumer must never write into a segment: the server's pixel cache may
-    keep serving the pages of a segment it delivered (see ``ShmRegistry.write_mapped``). A
-    consumer running as root could still open it for writing; ``read_tensor`` maps it
-    copy-on-write, so writes to its array never reach the file."""
+    Read-only so that a consumer running as another user cannot write into it. Its owner (the
+    producer's user) can still chmod it and write or truncate it: producers must treat a
+    segment as gone once delivered (``read_tensor`` maps it copy-on-write, so a consumer's
+    writes to its array never reach the file)."""
     if nbytes < 1:
         raise ValueError(f"shm segment size must be positive, got {nbytes}")
-    name = _NAMES.next()
+    name = _NAMES.next(directory)
     path = os.path.join(directory, name)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
@@ -207,12 +165,11 @@ def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = Fa
     return ShmSegment(name, path, nbytes, mm)
 
 
-def _unlink_quiet(path: str) -> bool:
-    try:
-        os.unlink(path)
-        return True
-    except FileNotFoundError:
-        return False
+@dataclass
+class _Owned:
+    born: float
+    nbytes: int
+    caller: str
 
 
 class ShmRegistry:
@@ -222,58 +179,129 @@ class ShmRegistry:
     producer gives it up (``release``, on a failure path). ``close`` at shutdown removes
     whatever is left. ``ttl_s`` > 0: ``prune`` also unlinks segments nobody read in that time.
     ``pool_bytes`` > 0: segments come from a :class:`~smg_fast.shm_pool.SegmentPool` of
-    pre-faulted ones when it has one of the right size.
+    pre-faulted ones when it has one of the right size (its budget at most a quarter of the
+    tmpfs).
+
+    ``max_outstanding_bytes`` > 0 caps the bytes of owned (unread) segments, and
+    ``share_bytes`` > 0 the part of them one caller (``create``'s ``caller``) may hold:
+    a creation over either raises :class:`ShmQuotaError` (after a prune, to count the reads
+    consumers made since the last one: of every segment over the cap, of the caller's over its
+    share, each at most once per ``PRESSURE_PRUNE_S``, so that a caller holding many segments
+    costs a bounded number of lstat calls).
     """
 
+    PRESSURE_PRUNE_S = 0.01
+
     def __init__(self, directory: str = SHM_DIR, ttl_s: float = 0.0,
-                 pool_bytes: int = 0) -> None:
+                 pool_bytes: int = 0, *, max_outstanding_bytes: int = 0,
+                 share_bytes: int = 0) -> None:
         self.directory = directory
         self.ttl_s = float(ttl_s)
+        self.max_outstanding_bytes = int(max_outstanding_bytes)
+        self.share_bytes = int(share_bytes)
         self.pool = None
+        size = tmpfs_bytes(directory)
+        if size > 0:  # ready segments take tmpfs room from delivered ones: at most a quarter
+            pool_bytes = min(pool_bytes, size // 4)
         if pool_bytes > 0:
             from .shm_pool import SegmentPool
 
             self.pool = SegmentPool(pool_bytes, directory)
-        self._owned: dict[str, float] = {}
+        self._owned: dict[str, _Owned] = {}
         self._lock = threading.Lock()
+        self._bytes = 0  # owned segments + reservations of ones being made
+        self._by_caller: dict[str, int] = {}
+        self._pruned_at: dict[str | None, float] = {}  # caller (None: all) -> last pressure prune
         self.created = 0
         self.closed = False
         self.expired = 0
         self.released = 0
+        self.refused = 0
 
-    def create(self, nbytes: int) -> ShmSegment:
+    @property
+    def outstanding_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    def create(self, nbytes: int, caller: str = "") -> ShmSegment:
         if self.closed:
             raise RuntimeError("shm registry is closed (shutting down)")
-        seg = self.pool.take(nbytes) if self.pool is not None else None
-        if seg is None:
-            seg = create_segment(nbytes, self.directory)
+        self._reserve(nbytes, caller)
+        try:
+            seg = self.pool.take(nbytes) if self.pool is not None else None
+            if seg is None:
+                seg = create_segment(nbytes, self.directory)
+        except BaseException:
+            self._unreserve(nbytes, caller)
+            raise
         with self._lock:
             if not self.closed:
-                self._owned[seg.name] = time.monotonic()
+                self._owned[seg.name] = _Owned(time.monotonic(), nbytes, caller)
                 self.created += 1
                 return seg
+        self._unreserve(nbytes, caller)
         seg.close()
         _unlink_quiet(seg.path)
         raise RuntimeError("shm registry is closed (shutting down)")
 
-    def write(self, nbytes: int, fill: Callable[[ShmSegment], None]) -> str:
+    def _over(self, nbytes: int, caller: str) -> str:
+        """Which limit a new segment of nbytes would pass ("" = none); lock held."""
+        cap = self.max_outstanding_bytes
+        if cap > 0 and self._bytes + nbytes > cap:
+            return "cap"
+        share = self.share_bytes
+        if share > 0 and self._by_caller.get(caller, 0) + nbytes > share:
+            return "share"
+        return ""
+
+    def _reserve(self, nbytes: int, caller: str) -> None:
+        with self._lock:
+            over = self._over(nbytes, caller)
+            scope = None if over == "cap" else caller
+            now = time.monotonic()
+            prune = bool(over) and now - self._pruned_at.get(scope, 0.0) >= self.PRESSURE_PRUNE_S
+            if prune:
+                self._pruned_at[scope] = now
+        if prune:
+            self._prune(everyone=scope is None, caller=caller)
+        with self._lock:
+            over = self._over(nbytes, caller) if over else ""
+            if over:
+                self.refused += 1
+                held = (self._bytes if over == "cap" else self._by_caller.get(caller, 0))
+                limit = self.max_outstanding_bytes if over == "cap" else self.share_bytes
+                raise ShmQuotaError(over, f"{held} unread shm bytes held "
+                                    f"{'in all' if over == 'cap' else 'by this caller'}; "
+                                    f"{nbytes} more would pass the {limit}-byte limit")
+            self._bytes += nbytes
+            self._by_caller[caller] = self._by_caller.get(caller, 0) + nbytes
+
+    def _unreserve(self, nbytes: int, caller: str) -> None:
+        with self._lock:
+            self._forget(nbytes, caller)
+
+    def _forget(self, nbytes: int, caller: str) -> None:
+        """Takes a segment's bytes off the counts (lock held)."""
+        self._bytes -= nbytes
+        left = self._by_caller.get(caller, 0) - nbytes
+        if left > 0:
+            self._by_caller[caller] = left
+        else:
+            self._by_caller.pop(caller, None)
+            self._pruned_at.pop(caller, None)
+
+    def _pop(self, name: str) -> _Owned | None:
+        """Stops owning name (lock held)."""
+        rec = self._owned.pop(name, None)
+        if rec is not None:
+            self._forget(rec.nbytes, rec.caller)
+        return rec
+
+    def write(self, nbytes: int, fill: Callable[[ShmSegment], None], caller: str = "") -> str:
         """Creates a segment, lets fill() write it, unmaps it (on the background thread) and
         returns its name; on any failure the segment is unlinked before the exception
         propagates."""
-        seg = self._filled(nbytes, fill)
-        seg.close_later()
-        return seg.name
-
-    def write_mapped(self, nbytes: int, fill: Callable[[ShmSegment], None]
-                     ) -> tuple[str, np.ndarray]:
-        """Like ``write``, but keeps this process's mapping: returns the name and a read-only
-        uint8 view of the written bytes (``ShmSegment.detach``), valid after the consumer
-        unlinks the name, for as long as the view lives."""
-        seg = self._filled(nbytes, fill)
-        return seg.name, seg.detach()
-
-    def _filled(self, nbytes: int, fill: Callable[[ShmSegment], None]) -> ShmSegment:
-        seg = self.create(nbytes)
+        seg = self.create(nbytes, caller)
         try:
             fill(seg)
         except BaseException:
@@ -283,12 +311,13 @@ class ShmRegistry:
                 pass
             self.release(seg.name)
             raise
-        return seg
+        seg.close_later()
+        return seg.name
 
     def release(self, name: str) -> None:
         """Unlinks a segment this process still owns (failure paths)."""
         with self._lock:
-            owned = self._owned.pop(name, None) is not None
+            owned = self._pop(name) is not None
         if owned:
             self.released += 1
             _unlink_quiet(os.path.join(self.directory, name))
@@ -300,20 +329,23 @@ class ShmRegistry:
     def prune(self) -> int:
         """Forgets segments their consumers unlinked; unlinks expired ones. Returns how many
         are still outstanding."""
+        return self._prune()
+
+    def _prune(self, everyone: bool = True, caller: str = "") -> int:
         now = time.monotonic()
         with self._lock:
-            items = list(self._owned.items())
+            items = [(n, r) for n, r in self._owned.items() if everyone or r.caller == caller]
         gone, expired = [], []
-        for name, born in items:
+        for name, rec in items:
             if not os.path.lexists(os.path.join(self.directory, name)):
                 gone.append(name)
-            elif self.ttl_s > 0 and now - born > self.ttl_s:
+            elif self.ttl_s > 0 and now - rec.born > self.ttl_s:
                 expired.append(name)
         for name in expired:
             _unlink_quiet(os.path.join(self.directory, name))
         with self._lock:
             for name in gone + expired:
-                self._owned.pop(name, None)
+                self._pop(name)
             self.expired += len(expired)
             return len(self._owned)
 
@@ -329,60 +361,30 @@ class ShmRegistry:
         """Unlinks every segment still owned; returns how many files were removed."""
         with self._lock:
             names = list(self._owned)
-            self._owned.clear()
+            for name in names:
+                self._pop(name)
         return sum(_unlink_quiet(os.path.join(self.directory, n)) for n in names)
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
-    """Unlinks smg-fast segments left by dead processes of this pid namespace (and this user);
-    returns their names. Segments of live processes and of other namespaces are left alone."""
-    tag = _pidns_tag()
-    removed = []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return removed
-    for entry in entries:
-        m = _NAME_RE.match(entry.name)
-        if not m or m.group(2)[:8] != tag:
-            continue
-        pid = int(m.group(1))
-        if pid == os.getpid() or _pid_alive(pid):
-            continue
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            continue
-        if _unlink_quiet(entry.path):
-            removed.append(entry.name)
-    return removed
-
-
-def owner_id() -> str:
-    return _NAMES.owner_id()
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"outstanding": len(self._owned), "outstanding_bytes": self._bytes,
+                    "created": self.created, "expired": self.expired,
+                    "released": self.released, "refused": self.refused}
 
 
 __all__ = [
     "SHM_DIR",
     "SHM_PREFIX",
     "ShmNameError",
+    "ShmQuotaError",
     "ShmRegistry",
     "ShmSegment",
     "check_shm_name",
     "create_segment",
+    "default_outstanding_cap",
+    "is_segment_name",
     "owner_id",
     "shm_namespace",
     "sweep_dead_segments",
+    "tmpfs_bytes",
 ]

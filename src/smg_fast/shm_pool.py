@@ -9,6 +9,10 @@ itself, exactly as without a pool. Refills happen only after ``quiet_s`` without
 being taken and, when a ``busy`` callable is given (the server's "work in progress"), after
 ``quiet_s`` of not being busy: under saturation there is no idle time to move the work into, and
 the pool stays out of the way.
+
+A class whose segment cannot be made (a small or full tmpfs: Docker's /dev/shm is 64 MB) is
+retried after ``backoff_s``, doubling each time; after ``max_failures`` failures in a row the
+pool gives that class up for good (logged once per pool); requests of that size make their own.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ def ready_segment_names() -> set[str]:
 
 class SegmentPool:
     def __init__(self, budget_bytes: int, directory: str = SHM_DIR, *, depth: int = 2,
-                 granule: int = GRANULE, quiet_s: float = 0.02) -> None:
+                 granule: int = GRANULE, quiet_s: float = 0.02, backoff_s: float = 1.0,
+                 max_failures: int = 3) -> None:
         self.budget_bytes = int(budget_bytes)
         self.quiet_s = quiet_s
         self.busy: Callable[[], bool] | None = None
@@ -46,6 +51,13 @@ class SegmentPool:
         self.granule = granule
         self._ready: dict[int, list[ShmSegment]] = {}
         self._demand: OrderedDict[int, float] = OrderedDict()  # size class -> last request
+        self.backoff_s = backoff_s
+        self.max_failures = max_failures
+        self._failures: dict[int, int] = {}  # size class -> failures in a row
+        self._retry_at: dict[int, float] = {}  # size class -> not before (monotonic)
+        self._abandoned: set[int] = set()  # classes given up: never made again
+        self._warned = False
+        self.failed = 0
         self._bytes = 0  # ready segments + the one being made
         self._cond = threading.Condition()
         self._closed = False
@@ -72,8 +84,9 @@ class SegmentPool:
             if self._closed:
                 return None
             self._last_take = time.monotonic()
-            self._demand[cap] = self._last_take
-            self._demand.move_to_end(cap)
+            if cap not in self._abandoned:
+                self._demand[cap] = self._last_take
+                self._demand.move_to_end(cap)
             ready = self._ready.get(cap)
             seg = ready.pop() if ready else None
             if seg is not None:
@@ -92,12 +105,37 @@ class SegmentPool:
             return None
         return seg
 
-    def _wanted(self) -> int | None:
-        """The most recently requested class short of ready segments that fits the budget."""
+    def _wanted(self, now: float) -> tuple[int | None, float]:
+        """The most recently requested class short of ready segments that fits the budget and
+        is not backing off, and how long until a backing-off class may be tried (lock held)."""
+        wait = 1.0
         for cap in reversed(self._demand):
             if len(self._ready.get(cap, ())) < self.depth:
-                return cap if self._bytes + cap <= self.budget_bytes else None
-        return None
+                not_before = self._retry_at.get(cap, 0.0)
+                if not_before > now:
+                    wait = min(wait, not_before - now)
+                    continue
+                return (cap if self._bytes + cap <= self.budget_bytes else None), wait
+        return None, wait
+
+    def _failed(self, cap: int, exc: OSError) -> None:
+        """Backs off a class that could not be made; gives it up after max_failures."""
+        with self._cond:
+            self._bytes -= cap
+            self.failed += 1
+            n = self._failures.get(cap, 0) + 1
+            self._failures[cap] = n
+            if n < self.max_failures:
+                self._retry_at[cap] = time.monotonic() + self.backoff_s * 2 ** (n - 1)
+                return
+            self._abandoned.add(cap)
+            self._demand.pop(cap, None)
+            self._retry_at.pop(cap, None)
+            warn = not self._warned
+            self._warned = True
+        (log.warning if warn else log.debug)(
+            "shm pool: cannot pre-create %d-byte segments in %s (%s), %d tries; giving that "
+            "size up (requests make their own segments)", cap, self.directory, exc, n)
 
     def _run(self) -> None:
         while True:
@@ -115,23 +153,21 @@ class SegmentPool:
                     if wait > 0:  # requests are arriving: do not compete with them
                         self._cond.wait(wait)
                         continue
-                    cap = self._wanted()
+                    cap, until = self._wanted(now)
                     if cap is not None:
                         break
-                    self._cond.wait(1.0)
+                    self._cond.wait(until)
                     self._forget_old()
                 if self._closed:
                     return
                 self._bytes += cap
             try:
                 seg = create_segment(cap, self.directory, populate=True, keep_fd=True)
-            except OSError as exc:  # /dev/shm full: back off, requests make their own
-                with self._cond:
-                    self._bytes -= cap
-                log.warning("shm pool: cannot pre-create a %d-byte segment: %s", cap, exc)
-                time.sleep(1.0)
+            except OSError as exc:  # /dev/shm small or full: back off, requests make their own
+                self._failed(cap, exc)
                 continue
             with self._cond:
+                self._failures.pop(cap, None)
                 if self._closed:
                     self._bytes -= cap
                     seg.close()
@@ -145,6 +181,8 @@ class SegmentPool:
         now = time.monotonic()
         for cap in [c for c, t in self._demand.items() if now - t > horizon_s]:
             del self._demand[cap]
+            self._failures.pop(cap, None)
+            self._retry_at.pop(cap, None)
             for seg in self._ready.pop(cap, []):
                 self._bytes -= seg.nbytes
                 seg.close()
@@ -167,6 +205,7 @@ class SegmentPool:
     def stats(self) -> dict[str, int]:
         with self._cond:
             return {"hits": self.hits, "misses": self.misses, "made": self.made,
+                    "failed": self.failed, "abandoned": len(self._abandoned),
                     "ready": sum(len(v) for v in self._ready.values()),
                     "ready_bytes": sum(s.nbytes for v in self._ready.values() for s in v),
                     "budget_bytes": self.budget_bytes}

@@ -15,17 +15,20 @@ import math
 import mmap
 import os
 import stat
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from .shm import (
     SHM_DIR,
+    SHM_PREFIX,
     ShmNameError,
     ShmRegistry,
     ShmSegment,
     check_shm_name,
     create_segment,
+    is_segment_name,
     owner_id,
     shm_namespace,
     sweep_dead_segments,
@@ -50,6 +53,11 @@ _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": 
 
 class TensorError(ValueError):
     """A TensorData that cannot be read (bad dtype, shape, size or shm handle)."""
+
+
+class UntrustedSegmentError(TensorError):
+    """An shm handle naming a file that is not an smg-fast segment of a trusted producer
+    (another name pattern, or another owner): it is neither mapped nor unlinked."""
 
 
 def tensor_dtype(name: str) -> tuple[str, np.dtype]:
@@ -110,14 +118,18 @@ def to_tensor_data(array: np.ndarray, dtype: str | None = None, transport: str =
 
 
 def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True,
-                shm_dir: str = SHM_DIR, puller: Any = None) -> Any:
+                shm_dir: str = SHM_DIR, puller: Any = None,
+                trusted_uids: Iterable[int] | None = None) -> Any:
     """The array a TensorData describes, for any payload kind.
 
-    inline: a read-only view of the message bytes (a copy when ``as_torch``). shm: the file is
-    opened with O_NOFOLLOW, must be a regular file holding at least offset + nbytes, and nbytes
-    must equal product(shape) * itemsize; it is mapped copy-on-write (writable, no copy) and,
-    with ``unlink``, removed once mapped. bfloat16 comes back as uint16 bits with numpy and as
-    ``torch.bfloat16`` with ``as_torch``. remote: pulled by ``puller`` (default
+    inline: a read-only view of the message bytes (a copy when ``as_torch``). shm: the name must
+    be an smg-fast segment name (``smg-fast-<pid>-<nonce>-<seq>``, agreeing with the handle's
+    owner_id when it has one), the file is opened with O_NOFOLLOW, must be a regular file owned
+    by this process's user, root or one of ``trusted_uids``, hold at least offset + nbytes, and
+    nbytes must equal product(shape) * itemsize (else :class:`UntrustedSegmentError` /
+    TensorError, with nothing mapped or unlinked); it is mapped copy-on-write (writable, no
+    copy) and, with ``unlink``, removed once mapped. bfloat16 comes back as uint16 bits with
+    numpy and as ``torch.bfloat16`` with ``as_torch``. remote: pulled by ``puller`` (default
     :func:`smg_fast.rdma.default_puller`, created on first use) into its landing pool. Raises
     TensorError for a malformed handle, FileNotFoundError for a segment that no longer exists and
     :class:`smg_fast.rdma.RdmaError` subclasses for a remote tensor that cannot be pulled.
@@ -136,7 +148,8 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
         if as_torch:
             arr = arr.copy()
     elif kind == "shm":
-        arr = _read_shm(tensor_data.shm, shape, np_dtype, nbytes, unlink, shm_dir)
+        arr = _read_shm(tensor_data.shm, shape, np_dtype, nbytes, unlink, shm_dir,
+                        trusted_uids)
     elif kind == "remote":
         from .rdma import default_puller
         from .rdma.puller import parse_remote
@@ -152,13 +165,27 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
     return arr
 
 
-def _read_shm(handle: Any, shape: tuple[int, ...], np_dtype: np.dtype, nbytes: int,
-              unlink: bool, shm_dir: str) -> np.ndarray:
+def _check_producer(handle: Any) -> None:
+    """Only names of this project's segments, and agreeing with the handle's owner_id."""
     name = handle.name
     try:
         check_shm_name(name)
     except ShmNameError as exc:
         raise TensorError(str(exc)) from None
+    if not is_segment_name(name):
+        raise UntrustedSegmentError(f"shm handle names {name!r}, which is not an smg-fast "
+                                    "segment (smg-fast-<pid>-<nonce>-<seq>)")
+    owner = str(handle.owner_id)
+    if owner and not (owner.startswith("smg-fast:")
+                      and name.startswith(SHM_PREFIX + owner[len("smg-fast:"):] + "-")):
+        raise UntrustedSegmentError(f"shm segment {name!r} was not made by the handle's "
+                                    f"owner {owner!r}")
+
+
+def _read_shm(handle: Any, shape: tuple[int, ...], np_dtype: np.dtype, nbytes: int,
+              unlink: bool, shm_dir: str, trusted_uids: Iterable[int] | None) -> np.ndarray:
+    name = handle.name
+    _check_producer(handle)
     if int(handle.nbytes) != nbytes:
         raise TensorError(f"shm segment {name!r}: handle says {handle.nbytes} bytes, shape "
                           f"{list(shape)} {np_dtype} needs {nbytes}")
@@ -177,6 +204,9 @@ def _read_shm(handle: Any, shape: tuple[int, ...], np_dtype: np.dtype, nbytes: i
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise TensorError(f"shm segment {name!r} is not a regular file")
+        if st.st_uid not in {os.geteuid(), 0, *(trusted_uids or ())}:
+            raise UntrustedSegmentError(f"shm segment {name!r} belongs to uid {st.st_uid}, "
+                                        "not to this user, root or a trusted_uids entry")
         if st.st_size < offset + nbytes:
             raise TensorError(f"shm segment {name!r} holds {st.st_size} bytes, the handle needs "
                               f"{offset + nbytes} (offset {offset} + {nbytes})")
@@ -206,6 +236,7 @@ __all__ = [
     "ShmRegistry",
     "ShmSegment",
     "TensorError",
+    "UntrustedSegmentError",
     "check_shm_name",
     "create_segment",
     "inline_tensor_data",

@@ -20,7 +20,7 @@ from grpc_reflection.v1alpha import reflection
 from .. import scratch_stats
 from .._proto import preprocessor_pb2 as pb
 from ..cache import PixelCache
-from ..shm import ShmRegistry, shm_namespace, sweep_dead_segments
+from ..shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics
@@ -81,9 +81,13 @@ class Server:
         _keep_pillow_blocks(cfg.workers)
         self.models = ModelSet(cfg.models, cfg.max_image_pixels)
         self.cache = PixelCache(cfg.pixel_cache_mb * 2**20) if cfg.pixel_cache_mb else None
+        cap = cfg.shm_max_outstanding_mb * 2**20 or default_outstanding_cap(cfg.shm_dir)
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
-                                    pool_bytes=cfg.shm_pool_mb * 2**20)
-        sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self._shm_stats}
+                                    pool_bytes=cfg.shm_pool_mb * 2**20,
+                                    max_outstanding_bytes=cap, share_bytes=cap // 2)
+        log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
+                 "connection)", cap / 2**20, cfg.shm_dir, cap / 2**21)
+        sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -136,16 +140,15 @@ class Server:
                  cfg.transport, f"{cfg.pixel_cache_mb} MiB" if self.cache is not None else "off",
                  cfg.workers, f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
 
-    def _shm_stats(self) -> dict[str, int]:
-        r = self.registry
-        return {"outstanding": len(r.owned()), "created": r.created, "expired": r.expired,
-                "released": r.released}
-
     async def _prune_loop(self) -> None:
+        rounds = 0
         while True:
             await asyncio.sleep(5.0)
+            rounds += 1
             try:
                 await asyncio.to_thread(self.registry.prune)
+                if rounds % 12 == 0:  # producers that died since start, in any pid namespace
+                    await asyncio.to_thread(sweep_dead_segments, self.config.shm_dir)
             except Exception:  # keep pruning whatever happens
                 log.exception("shm prune failed")
 
@@ -159,7 +162,7 @@ class Server:
                                 "server is shutting down: retry on another replica")
         self.in_flight += 1
         self.metrics.in_flight.inc()
-        outcome = Outcome(b"")
+        outcome = Outcome(b"", caller=context.peer())
         code, message = grpc.StatusCode.OK, ""
         work = self.pool.submit(self.service.preprocess, raw, received, outcome)
         with self._work_lock:

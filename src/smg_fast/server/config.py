@@ -45,6 +45,7 @@ class ServerConfig:
     drain_timeout_s: float = 30.0
     shm_ttl_s: float = 600.0
     shm_pool_mb: int = 256
+    shm_max_outstanding_mb: int = 0  # 0: half of min(shm dir's tmpfs, RAM)
     shm_dir: str = "/dev/shm"
     rdma_listen_host: str = "127.0.0.1"
     rdma_listen_port: int = RDMA_DEFAULT_PORT
@@ -77,9 +78,9 @@ class ServerConfig:
         if not 1 <= self.max_message_mb <= 2047:
             raise ValueError(f"--max-message-mb must be 1..2047, got {self.max_message_mb}")
         if min(self.pixel_cache_mb, self.shm_min_bytes, self.max_image_pixels,
-               self.shm_pool_mb) < 0:
-            raise ValueError("--pixel-cache-mb, --shm-min-bytes, --shm-pool-mb and "
-                             "--max-image-pixels must be >= 0")
+               self.shm_pool_mb, self.shm_max_outstanding_mb) < 0:
+            raise ValueError("--pixel-cache-mb, --shm-min-bytes, --shm-pool-mb, "
+                             "--shm-max-outstanding-mb and --max-image-pixels must be >= 0")
         if self.transport not in TRANSPORTS:
             raise ValueError(f"--transport must be one of {TRANSPORTS}, got {self.transport!r}")
         if self.log_level not in LOG_LEVELS:
@@ -131,7 +132,11 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
     ("--shm-min-bytes", "SMG_MM_SHM_MIN_BYTES", int, "tensors smaller than this go inline"),
     ("--shm-pool-mb", "SMG_FAST_SHM_POOL_MB", int,
      "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
-     "does not pay for fresh pages (0 = off)"),
+     "does not pay for fresh pages (0 = off; at most a quarter of the tmpfs)"),
+    ("--shm-max-outstanding-mb", "SMG_FAST_SHM_MAX_OUTSTANDING_MB", int,
+     "cap on delivered shm segments not yet read, in MiB; one connection may hold half of it. "
+     "A tensor over the cap goes inline when it fits, else RESOURCE_EXHAUSTED (0 = half of "
+     "the smaller of the /dev/shm tmpfs and RAM)"),
     ("--max-image-pixels", "SMG_FAST_MAX_IMAGE_PIXELS", int,
      "reject decoded images with more pixels (0 = no limit); default Pillow's limit"),
     ("--metrics-port", "SMG_FAST_METRICS_PORT", int, "Prometheus /metrics port (0 = off)"),
@@ -227,6 +232,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         max_image_pixels=ns.max_image_pixels, metrics_port=ns.metrics_port,
         log_level=ns.log_level.lower(), drain_timeout_s=ns.drain_timeout_s,
         shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb,
+        shm_max_outstanding_mb=ns.shm_max_outstanding_mb,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=int(ns.rdma_slot_mb * 2**20),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,

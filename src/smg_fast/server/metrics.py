@@ -53,19 +53,20 @@ class Metrics:
                                            buckets=_LATENCY_BUCKETS, registry=r)
         self.bytes_out = Counter("smg_fast_bytes_out", "Tensor bytes handed out", ["transport"],
                                  registry=r)
-        self.fallbacks = Counter("smg_fast_fallback", "Items that asked for rdma and went by "
-                                 "another transport, by reason (nixl_unavailable, agent_failed, "
-                                 "register_failed, listen_failed, starting, arena_full, "
-                                 "too_large, lease_expired, below_min_bytes) and the transport "
-                                 "used",
+        self.fallbacks = Counter("smg_fast_fallback", "Items that asked for rdma or shm and "
+                                 "went by another transport, by reason (nixl_unavailable, "
+                                 "agent_failed, register_failed, listen_failed, starting, "
+                                 "arena_full, too_large, lease_expired, below_min_bytes; "
+                                 "shm_namespace, shm_cap, shm_share, shm_full) and the "
+                                 "transport used",
                                  ["reason", "used"], registry=r)
         self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
                                registry=r)
         counters = {f"pixel_cache.{k}" for k in ("hits", "misses", "coalesced", "evictions",
                                                  "inserts", "rejected")}
         counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops")}
-        counters |= {"shm.created", "shm.expired", "shm.released", "shm_pool.hits",
-                     "shm_pool.misses", "shm_pool.made"}
+        counters |= {"shm.created", "shm.expired", "shm.released", "shm.refused",
+                     "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free")}
         r.register(_StatsCollector(sources or {}, counters))

@@ -28,7 +28,7 @@ from ..errors import InvalidImageError
 from ..processors import Processor
 from ..rdma import TRANSPORT as RDMA_TRANSPORT
 from ..rdma import Descriptor, ExportRefused
-from ..shm import ShmRegistry, owner_id
+from ..shm import ShmQuotaError, ShmRegistry, owner_id
 from .config import TRANSPORTS, ServerConfig
 from .errors import RequestError
 from .inputs import resolve_item
@@ -64,6 +64,8 @@ class Outcome:
     leases: list[str] = field(default_factory=list)  # RDMA slot keys
     model: str = ""
     transport: str = ""
+    caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
+    shm_refused: str = ""  # why a request that asked for shm may not have it
 
 
 @dataclass
@@ -85,6 +87,7 @@ class PreprocessService:
         self.namespace = namespace
         self.rdma = rdma if rdma is not None else RdmaLane(config)
         self._info = self._model_info().SerializeToString()
+        self._shm_warned: set[str] = set()
 
     # ---- GetModelInfo ----
 
@@ -153,7 +156,7 @@ class PreprocessService:
         if len(req.items) > MAX_ITEMS:
             raise RequestError(_INVALID, f"{len(req.items)} items, at most {MAX_ITEMS} per "
                                          "request")
-        shm_ok = self._shm_allowed(requested, req.shm_namespace)
+        shm_ok, outcome.shm_refused = self._shm_allowed(requested, req.shm_namespace)
         resp = pb.PreprocessResponse(request_id=req.request_id)
         timer = Timer()
         inline_budget = self.config.max_message_bytes - _OVERHEAD
@@ -194,12 +197,14 @@ class PreprocessService:
             self.rdma.free(key)
         outcome.leases.clear()
 
-    def _shm_allowed(self, requested: str, namespace: str) -> bool:
+    def _shm_allowed(self, requested: str, namespace: str) -> tuple[bool, str]:
+        """Whether items may go by shm: only to a caller that sees the server's /dev/shm (its
+        shm_namespace equals ours); and, for a request that asked for shm, why not."""
         if requested == "inline":
-            return False
-        if requested == "shm":
-            return True
-        return namespace == self.namespace  # auto, and rdma's fallback
+            return False, ""
+        if namespace == self.namespace:
+            return True, ""
+        return False, "shm_namespace" if requested == "shm" else ""  # auto/rdma: inline
 
     def _too_big(self, nbytes: int) -> RequestError:
         limit = self.config.max_message_bytes
@@ -224,24 +229,55 @@ class PreprocessService:
     def _to_shm(self, nbytes: int, shm_ok: bool) -> bool:
         return shm_ok and nbytes >= self.config.shm_min_bytes
 
-    def _deliver(self, nbytes: int, shm_ok: bool, inline_budget: int) -> str:
+    def _deliver(self, nbytes: int, shm_ok: bool, inline_budget: int, outcome: Outcome) -> str:
         if self._to_shm(nbytes, shm_ok):
             return "shm"
-        if nbytes > inline_budget:
-            raise self._too_big(self.config.max_message_bytes - inline_budget + nbytes)
+        refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
+        self._inline_fits(nbytes, inline_budget, refused)
         return "inline"
 
-    def _new_segment(self, nbytes: int, fill: Any, mapped: bool = False) -> Any:
+    def _inline_fits(self, nbytes: int, inline_budget: int, refused: str) -> None:
+        """Raises unless nbytes fit in the response; counts an item that wanted shm."""
+        if nbytes <= inline_budget:
+            if refused:
+                self._count_shm_fallback(refused)
+            return
+        if not refused:
+            raise self._too_big(self.config.max_message_bytes - inline_budget + nbytes)
+        if refused == "shm_namespace":
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                               "transport 'shm' needs the request's shm_namespace to equal the "
+                               "server's (GetModelInfo.shm_namespace: the caller must see the "
+                               "server's /dev/shm), and the tensor is too large to send inline")
+        why = {"shm_cap": "the server's unread shm bytes are at --shm-max-outstanding-mb",
+               "shm_share": "this connection holds its share (half) of the server's unread "
+                            "shm bytes: read or unlink delivered segments first",
+               "shm_full": f"{self.registry.directory} is full"}[refused]
+        raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           f"no shm room for a {nbytes}-byte tensor ({why}), and it is too "
+                           "large to send inline")
+
+    def _count_shm_fallback(self, reason: str) -> None:
+        self.metrics.fallbacks.labels(reason, "inline").inc()
+        if reason not in self._shm_warned:
+            self._shm_warned.add(reason)
+            log.warning("shm: item sent inline instead (%s); counted in "
+                        "smg_fast_fallback_total", reason)
+
+    def _new_segment(self, nbytes: int, fill: Any, outcome: Outcome) -> tuple[str | None, str]:
+        """(name, "") of a delivered segment written by fill(), or (None, why) when shm has no
+        room for it: "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of
+        it), "shm_full" (the tmpfs itself)."""
         try:
-            if mapped:
-                return self.registry.write_mapped(nbytes, fill)
-            return self.registry.write(nbytes, fill)
+            name = self.registry.write(nbytes, fill, caller=outcome.caller)
+        except ShmQuotaError as exc:
+            return None, f"shm_{exc.reason}"
         except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.ENOMEM):
-                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                   f"no space left in {self.registry.directory} for a "
-                                   f"{nbytes}-byte tensor") from None
-            raise
+            if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EDQUOT):
+                raise
+            return None, "shm_full"
+        outcome.segments.append(name)
+        return name, ""
 
     def _uncached(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, out: Any,
                   timer: Timer, inline_budget: int, outcome: Outcome) -> int:
@@ -268,10 +304,9 @@ class PreprocessService:
                 self._finish_item(out, "rdma", batch.grid[0], int(batch.num_tokens[0]), False,
                                   batch.nbytes, t1 - t0, time.perf_counter() - t1, timer)
                 return inline_budget
-        kind = self._deliver(batch.nbytes, shm_ok, inline_budget)
-        if reason:
-            self._count_fallback(reason, kind)
+        kind = self._deliver(batch.nbytes, shm_ok, inline_budget, outcome)
         t0 = time.perf_counter()
+        name = None
         if kind == "shm":
             spent = [0.0]
 
@@ -280,8 +315,13 @@ class PreprocessService:
                 batch.write_into(seg.array(batch.np_dtype))
                 spent[0] = time.perf_counter() - t1
 
-            name = self._new_segment(batch.nbytes, fill)
-            outcome.segments.append(name)
+            name, why = self._new_segment(batch.nbytes, fill, outcome)
+            if name is None:  # no room in shm: inline when it fits
+                self._inline_fits(batch.nbytes, inline_budget, why)
+                kind = "inline"
+        if reason:
+            self._count_fallback(reason, kind)
+        if name is not None:
             total = time.perf_counter() - t0
             pre, tr = spent[0], total - spent[0]
             self._set_shm(out.pixel_values, name, batch.shape, dtype, batch.nbytes)
@@ -299,35 +339,20 @@ class PreprocessService:
     def _cached(self, proc: Processor, fingerprint: str, it: _Item, dtype: str, shm_ok: bool,
                 out: Any, timer: Timer, inline_budget: int, outcome: Outcome) -> int:
         assert self.cache is not None
-        computed = [0.0, 0.0]  # a miss's write, and its segment's making
-        written: list[str] = []  # the segment a miss wrote: delivered as is
+        computed = [0.0]  # a miss's write
 
         def compute() -> CacheEntry:
             batch = self._prepare(proc, it, dtype, timer)
             t1 = time.perf_counter()
             g = batch.grid[0]
             grid = (int(g[0]), int(g[1]), int(g[2]))
-            # (rdma requests deliver a copy of the entry: only an shm delivery writes in place)
-            if outcome.transport == "rdma" or not self._to_shm(batch.nbytes, shm_ok):
-                flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
-                px = batch.write_into(flat)
-                computed[0] = time.perf_counter() - t1
-                return CacheEntry(px, grid, int(batch.num_tokens[0]))
-            # Written once, into the segment this request delivers (pre-faulted by the pool);
-            # the cache keeps a read-only view of the server's own mapping of it, which outlives
-            # the consumer's unlink. Segments are read-only files (see shm.create_segment).
-
-            def fill(seg: Any) -> None:
-                t2 = time.perf_counter()
-                batch.write_into(seg.array(batch.np_dtype))
-                computed[0] = time.perf_counter() - t2
-
-            name, view = self._new_segment(batch.nbytes, fill, mapped=True)
-            outcome.segments.append(name)
-            written.append(name)
-            computed[1] = time.perf_counter() - t1 - computed[0]
-            px = view.view(batch.np_dtype).reshape(batch.shape)
-            return CacheEntry(px, grid, int(batch.num_tokens[0]), slow_release=True)
+            # Always the server's private memory, never a segment's pages: whoever receives a
+            # segment can write or truncate it, and later hits must not return that. An shm
+            # delivery copies the entry into its segment (7-13 ms for 1080p float32 here).
+            flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
+            px = batch.write_into(flat)
+            computed[0] = time.perf_counter() - t1
+            return CacheEntry(px, grid, int(batch.num_tokens[0]))
 
         t0 = time.perf_counter()
         try:
@@ -351,21 +376,22 @@ class PreprocessService:
                 self._finish_item(out, "rdma", entry.grid, entry.num_tokens, how != "miss",
                                   entry.nbytes, pre, time.perf_counter() - t1, timer)
                 return inline_budget
-        kind = self._deliver(entry.nbytes, shm_ok, inline_budget)
-        if reason:
-            self._count_fallback(reason, kind)
+        kind = self._deliver(entry.nbytes, shm_ok, inline_budget, outcome)
         t1 = time.perf_counter()
-        if written:
-            self._set_shm(out.pixel_values, written[0], entry.pixels.shape, dtype, entry.nbytes)
-            t1 -= computed[1]
-        elif kind == "shm":
+        name = None
+        if kind == "shm":
             src = entry.pixels.reshape(-1).view(np.uint8)
 
             def fill(seg: Any) -> None:
                 seg.array(np.uint8)[:] = src
 
-            name = self._new_segment(entry.nbytes, fill)
-            outcome.segments.append(name)
+            name, why = self._new_segment(entry.nbytes, fill, outcome)
+            if name is None:  # no room in shm: inline when it fits
+                self._inline_fits(entry.nbytes, inline_budget, why)
+                kind = "inline"
+        if reason:
+            self._count_fallback(reason, kind)
+        if name is not None:
             self._set_shm(out.pixel_values, name, entry.pixels.shape, dtype, entry.nbytes)
         else:
             self._set_inline(out.pixel_values, entry.pixels, dtype)
