@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _native
 from .config import FAMILIES, ProcessorConfig
-from .errors import InvalidImageError
+from .errors import InvalidImageError, OutputTooLargeError
 from .processors import (
     KimiK25Processor,
     Processor,
@@ -58,6 +58,7 @@ __all__ = [
     "FAMILIES",
     "InvalidImageError",
     "KimiK25Processor",
+    "OutputTooLargeError",
     "Processor",
     "ProcessorConfig",
     "ProcessorOutput",
