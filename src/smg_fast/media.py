@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import subprocess
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,8 +38,9 @@ ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
 # What a VLM service needs; none of these plugins runs an external program.
 DEFAULT_IMAGE_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "MPO")
 
+# (SubprocessError: a plugin's helper program failing, for formats an operator allowed)
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, UnidentifiedImageError, EOFError,
-                  Image.DecompressionBombError, MemoryError)
+                  Image.DecompressionBombError, MemoryError, subprocess.SubprocessError)
 _ORIENTATION = 0x0112
 _SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
@@ -198,13 +200,16 @@ def _load_image_hf(img: Image.Image) -> Image.Image:
     return _pil_to_rgb_hf(img)
 
 
-def _rgbx_view(img: Image.Image) -> np.ndarray | None:
+def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
     """Pillow keeps RGB as 4 bytes per pixel; when the image is one memory block its Arrow export
     gives a zero-copy (H, W, 4) view, saving the full copy np.asarray makes."""
     if img.mode != "RGB" or not hasattr(img, "__arrow_c_array__"):
         return None
     try:
         img.load()
+    except _DECODE_ERRORS as exc:
+        raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+    try:
         schema, array = img.__arrow_c_array__()
         return _native.arrow_rgbx(schema, array, img.width, img.height)
     except (ValueError, TypeError, OSError, AttributeError):
@@ -212,7 +217,7 @@ def _rgbx_view(img: Image.Image) -> np.ndarray | None:
 
 
 def _as_array(index: int, img: Image.Image) -> np.ndarray:
-    view = _rgbx_view(img)
+    view = _rgbx_view(index, img)
     if view is not None:
         return view
     try:
