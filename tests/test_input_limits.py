@@ -455,3 +455,31 @@ def test_limit_flags_env_and_help(capsys):
     for text in ("--max-output-mb", "SMG_FAST_MAX_OUTPUT_MB", "--image-formats",
                  "SMG_FAST_IMAGE_FORMATS"):
         assert text in out, text
+
+
+def test_a_failed_request_frees_what_it_built(server_process):
+    """Item 0 is served (a 146 MiB inline tensor), item 1 is garbage: the request fails, and its
+    tensor must not outlive it (it used to stay referenced by the exception's traceback until
+    a garbage collection happened to run)."""
+    proc, target, _ = server_process
+    rng = np.random.default_rng(7)
+    big = encode(Image.fromarray(rng.integers(0, 255, (2000, 3000, 3), dtype=np.uint8)), "JPEG",
+                 quality=80)
+
+    assert not isinstance(_call(target, big, transport="inline"), grpc.RpcError)  # alone: fine
+
+    def failing_request() -> None:
+        req = pb.PreprocessRequest(items=[pb.MediaItem(data=big),
+                                          pb.MediaItem(data=b"not an image" * 8)],
+                                   transport="inline")
+        with Client(target, timeout=60) as c, pytest.raises(grpc.RpcError) as info:
+            c._stub.Preprocess(req, timeout=60)
+        assert info.value.code() == INVALID and "item 1:" in info.value.details()
+
+    failing_request()  # pools, caches and allocator arenas warm up
+    rss0 = rss_bytes(proc.pid)
+    for _ in range(8):
+        failing_request()
+    grown = rss_bytes(proc.pid) - rss0
+    print(f"RSS grew by {grown / 2**20:.0f} MiB over 8 failed requests")
+    assert grown < 200 << 20  # one leaked tensor is 146 MiB

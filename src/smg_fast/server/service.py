@@ -11,6 +11,7 @@ import errno
 import logging
 import re
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,8 +189,13 @@ class PreprocessService:
                 raise self._too_big(len(payload))
             outcome.payload = payload
             return outcome
-        except BaseException:
+        except BaseException as exc:
             self.release(outcome)
+            # The caller keeps the exception (in a future, in a reference cycle through its
+            # traceback): drop what this request built (inline tensors, decoded images) now,
+            # not at the next garbage collection. Line numbers stay for the log.
+            raw = req = resp = out = it = data = payload = None  # noqa: F841
+            traceback.clear_frames(exc.__traceback__)
             raise
 
     def release(self, outcome: Outcome) -> None:
