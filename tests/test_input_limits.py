@@ -96,6 +96,12 @@ def test_limit_names_the_image_that_crosses_it(real_images):
     assert batch.nbytes == 2 * one
 
 
+def test_absurd_configured_range_is_a_typed_error():
+    proc = smg_fast.load_processor("qwen2_vl", min_pixels=2**63, max_pixels=2**63)
+    with pytest.raises(smg_fast.OutputTooLargeError):
+        proc(np.zeros((10, 10, 3), np.uint8))
+
+
 def test_exif_rotation_is_in_the_plan(real_images):
     """Orientation 6 (rotate 90) swaps the sides exif_transpose produces; the header-only plan
     knows it, and prepare's output is unchanged by the two-step path."""

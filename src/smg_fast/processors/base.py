@@ -19,6 +19,9 @@ from ..resample import order_code
 
 LUT_HF = 0  # f32(f32(f64(u) * rescale) - mean) / std
 LUT_KIMI = 1  # (f32(f64(u) / 255) - mean) * f32(1 / std)
+# No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
+# absurd min_pixels gets a typed error, not a failed allocation.
+_ADDRESSABLE = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,9 @@ class Processor(ABC):
         """
         planned = self.plan_batch(images, dtype)
         try:
-            if max_output_bytes is not None:
-                planned.check_nbytes(max_output_bytes)
+            limit = _ADDRESSABLE if max_output_bytes is None else min(max_output_bytes,
+                                                                       _ADDRESSABLE)
+            planned.check_nbytes(limit)
             return planned.decode()
         finally:
             planned.close()
