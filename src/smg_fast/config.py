@@ -213,6 +213,8 @@ def _validate(cfg: ProcessorConfig) -> None:
         raise ValueError("in_patch_limit and patch_limit_on_one_side must be positive")
     if cfg.max_image_pixels is not None and cfg.max_image_pixels < 1:
         raise ValueError("max_image_pixels must be positive or None")
+    if not cfg.image_formats or not isinstance(cfg.image_formats, tuple):
+        raise ValueError("image_formats must be a non-empty tuple of Pillow format names")
     if cfg.pass_order not in (None, "horizontal_first", "pillow13"):
         raise ValueError("pass_order must be None, 'horizontal_first' or 'pillow13'")
 
