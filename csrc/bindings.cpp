@@ -176,7 +176,7 @@ py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap
 }
 
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
-// thread that drops the last reference.
+// thread that took it, whichever thread drops the last reference.
 py::array pooled_empty(int64_t n, bool zero) {
     if (n < 0) throw py::value_error("pooled_empty: negative size");
     Block b;
@@ -200,9 +200,12 @@ py::dict stats_py() {
     d["misses"] = s.misses;
     d["gives"] = s.gives;
     d["drops"] = s.drops;
+    d["remote_gives"] = s.remote_gives;
     d["pooled_bytes"] = s.pooled_bytes;
     d["live_bytes"] = s.live_bytes;
     d["cap_bytes"] = scratch_cap();
+    d["total_cap_bytes"] = scratch_total_cap();
+    d["thread_pooled_bytes"] = scratch_thread_pooled();
     return d;
 }
 
@@ -305,6 +308,8 @@ PYBIND11_MODULE(_native, m) {
     m.def("scratch_reset_stats", &scratch_reset_stats);
     m.def("scratch_release", &scratch_release);
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"));
+    m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"),
+          "Process-wide cap on pooled scratch bytes (all threads together).");
     m.def("set_num_threads", [](int n) {
         py::gil_scoped_release release;
         set_num_threads(n);

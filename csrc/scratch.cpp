@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 namespace smg {
@@ -17,18 +19,20 @@ constexpr size_t kHuge = size_t(2) << 20;   // 2 MiB: THP page size
 constexpr size_t kSmallAlign = 64;
 constexpr size_t kMaxBlocksPerThread = 32;
 
-std::atomic<uint64_t> g_hits{0}, g_misses{0}, g_gives{0}, g_drops{0};
+std::atomic<uint64_t> g_hits{0}, g_misses{0}, g_gives{0}, g_drops{0}, g_remote{0};
 std::atomic<int64_t> g_pooled{0}, g_live{0};
 
-int64_t initial_cap() {
-    if (const char* env = std::getenv("SMG_FAST_SCRATCH_MB")) {
+int64_t env_mb(const char* name, int64_t fallback_mb) {
+    if (const char* env = std::getenv(name)) {
         const long mb = std::atol(env);
         if (mb >= 0) return int64_t(mb) << 20;
     }
-    return int64_t(512) << 20;
+    return fallback_mb << 20;
 }
 
-std::atomic<int64_t> g_cap{initial_cap()};
+std::atomic<int64_t> g_cap{env_mb("SMG_FAST_SCRATCH_MB", 512)};
+std::atomic<int64_t> g_total_cap{env_mb("SMG_FAST_SCRATCH_TOTAL_MB", 1024)};
+std::atomic<uint64_t> g_next_id{1};
 
 size_t round_capacity(size_t n) {
     if (n >= kHuge / 2) return (n + kHuge - 1) / kHuge * kHuge;
@@ -45,18 +49,21 @@ void* allocate(size_t cap) {
     return p;
 }
 
-struct ThreadPool {
+void drop(Block b) {
+    g_drops.fetch_add(1);
+    std::free(b.data);
+}
+
+// One thread's pool. Its own thread takes and gives; other threads give back blocks it took
+// (found through the registry below), so every access holds mu.
+struct Pool {
+    const uint64_t id = g_next_id.fetch_add(1);
+    std::mutex mu;
     std::vector<Block> free;  // most recently given last
     int64_t bytes = 0;
 
-    ~ThreadPool() {
-        for (Block& b : free) {
-            g_pooled.fetch_sub(int64_t(b.capacity));
-            std::free(b.data);
-        }
-    }
-
     bool take(size_t n, Block* out) {
+        std::lock_guard<std::mutex> lock(mu);
         // Smallest block that fits and does not waste more than half of itself.
         int best = -1;
         for (int i = 0; i < int(free.size()); ++i) {
@@ -72,26 +79,36 @@ struct ThreadPool {
     }
 
     void give(Block b) {
+        std::lock_guard<std::mutex> lock(mu);
         const int64_t cap = g_cap.load();
-        if (int64_t(b.capacity) > cap) {
+        const int64_t total_cap = g_total_cap.load();
+        const int64_t size = int64_t(b.capacity);
+        if (size > cap || size > total_cap) {
             drop(b);
             return;
         }
-        // Evict the oldest blocks until this one fits under the cap.
-        while (!free.empty() && (bytes + int64_t(b.capacity) > cap || free.size() >= kMaxBlocksPerThread)) {
+        // Evict this pool's oldest blocks until the new one fits under both caps.
+        while (!free.empty() && (bytes + size > cap || free.size() >= kMaxBlocksPerThread ||
+                                 g_pooled.load() + size > total_cap)) {
             Block old = free.front();
             free.erase(free.begin());
             bytes -= int64_t(old.capacity);
             g_pooled.fetch_sub(int64_t(old.capacity));
             drop(old);
         }
+        // Other pools may have filled the process-wide budget meanwhile: reserve, or free.
+        if (g_pooled.fetch_add(size) + size > total_cap) {
+            g_pooled.fetch_sub(size);
+            drop(b);
+            return;
+        }
         free.push_back(b);
-        bytes += int64_t(b.capacity);
-        g_pooled.fetch_add(int64_t(b.capacity));
+        bytes += size;
         g_gives.fetch_add(1);
     }
 
     void release() {
+        std::lock_guard<std::mutex> lock(mu);
         for (Block& b : free) {
             g_pooled.fetch_sub(int64_t(b.capacity));
             std::free(b.data);
@@ -99,27 +116,56 @@ struct ThreadPool {
         free.clear();
         bytes = 0;
     }
+};
 
-    static void drop(Block b) {
-        g_drops.fetch_add(1);
-        std::free(b.data);
+// Live pools by id. Lock order: g_registry_mu, then a pool's mu.
+std::mutex g_registry_mu;
+std::unordered_map<uint64_t, Pool*>& registry() {
+    static auto* map = new std::unordered_map<uint64_t, Pool*>();  // never destroyed: threads
+    return *map;                                                   // may exit after main
+}
+
+// The calling thread's pool, registered on first use and unregistered (then freed with its
+// blocks) when the thread exits; blocks it handed out and that come back later are freed.
+struct LocalPool {
+    Pool* pool = nullptr;
+
+    Pool& get() {
+        if (pool == nullptr) {
+            pool = new Pool();
+            std::lock_guard<std::mutex> lock(g_registry_mu);
+            registry()[pool->id] = pool;
+        }
+        return *pool;
+    }
+
+    ~LocalPool() {
+        if (pool == nullptr) return;
+        {
+            std::lock_guard<std::mutex> lock(g_registry_mu);
+            registry().erase(pool->id);
+        }
+        pool->release();  // nobody can reach it any more
+        delete pool;
     }
 };
 
-ThreadPool& local_pool() {
-    thread_local ThreadPool pool;
-    return pool;
+LocalPool& local() {
+    thread_local LocalPool holder;
+    return holder;
 }
 
 }  // namespace
 
 Block scratch_take(size_t n, bool zero) {
+    Pool& pool = local().get();
     Block b;
-    if (local_pool().take(n, &b)) {
+    if (pool.take(n, &b)) {
         g_hits.fetch_add(1);
     } else {
         b.capacity = round_capacity(n);
         b.data = allocate(b.capacity);
+        b.owner = pool.id;
         g_misses.fetch_add(1);
     }
     g_live.fetch_add(int64_t(b.capacity));
@@ -130,12 +176,24 @@ Block scratch_take(size_t n, bool zero) {
 void scratch_give(Block b) {
     if (!b.data) return;
     g_live.fetch_sub(int64_t(b.capacity));
-    local_pool().give(b);
+    LocalPool& me = local();
+    if (me.pool != nullptr && me.pool->id == b.owner) {
+        me.pool->give(b);
+        return;
+    }
+    g_remote.fetch_add(1);
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    auto it = registry().find(b.owner);
+    if (it == registry().end()) {
+        drop(b);  // its thread has exited
+        return;
+    }
+    it->second->give(b);
 }
 
 ScratchStats scratch_stats() {
-    return ScratchStats{g_hits.load(), g_misses.load(), g_gives.load(),
-                        g_drops.load(), g_pooled.load(), g_live.load()};
+    return ScratchStats{g_hits.load(), g_misses.load(), g_gives.load(), g_drops.load(),
+                        g_remote.load(), g_pooled.load(), g_live.load()};
 }
 
 void scratch_reset_stats() {
@@ -143,12 +201,27 @@ void scratch_reset_stats() {
     g_misses = 0;
     g_gives = 0;
     g_drops = 0;
+    g_remote = 0;
 }
 
 void scratch_set_cap(int64_t bytes) { g_cap.store(std::max<int64_t>(0, bytes)); }
 
 int64_t scratch_cap() { return g_cap.load(); }
 
-void scratch_release() { local_pool().release(); }
+void scratch_set_total_cap(int64_t bytes) { g_total_cap.store(std::max<int64_t>(0, bytes)); }
+
+int64_t scratch_total_cap() { return g_total_cap.load(); }
+
+int64_t scratch_thread_pooled() {
+    LocalPool& me = local();
+    if (me.pool == nullptr) return 0;
+    std::lock_guard<std::mutex> lock(me.pool->mu);
+    return me.pool->bytes;
+}
+
+void scratch_release() {
+    LocalPool& me = local();
+    if (me.pool != nullptr) me.pool->release();
+}
 
 }  // namespace smg

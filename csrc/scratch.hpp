@@ -1,6 +1,8 @@
-// Thread-local pools of large buffers. take() reuses a pooled block when one fits, so repeated
+// Per-thread pools of large buffers. take() reuses a pooled block when one fits, so repeated
 // calls of the same size allocate (and page-fault) nothing; give() returns a block to the pool of
-// the calling thread, freeing it instead when that pool is at its byte cap.
+// the thread that took it (its owner; from another thread too, so a producer thread whose
+// buffers a consumer thread drops keeps reusing them), freeing it instead when the owner has
+// exited or parking it would pass the owner's cap or the process-wide cap.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +13,7 @@ namespace smg {
 struct Block {
     void* data = nullptr;
     size_t capacity = 0;
+    uint64_t owner = 0;  // id of the pool (thread) that took it
 };
 
 struct ScratchStats {
@@ -18,6 +21,7 @@ struct ScratchStats {
     uint64_t misses;       // take() had to allocate
     uint64_t gives;        // blocks returned to a pool
     uint64_t drops;        // blocks freed because a pool was full
+    uint64_t remote_gives; // blocks given back by another thread than their owner
     int64_t pooled_bytes;  // bytes parked in pools right now (all threads)
     int64_t live_bytes;    // bytes handed out and not yet given back
 };
@@ -31,6 +35,12 @@ void scratch_reset_stats();
 // Per-thread cap on pooled bytes (default 512 MiB, env SMG_FAST_SCRATCH_MB).
 void scratch_set_cap(int64_t bytes);
 int64_t scratch_cap();
+// Process-wide cap on pooled bytes, all threads together (default 1024 MiB, env
+// SMG_FAST_SCRATCH_TOTAL_MB).
+void scratch_set_total_cap(int64_t bytes);
+int64_t scratch_total_cap();
+// Bytes parked in the calling thread's pool.
+int64_t scratch_thread_pooled();
 // Frees every block pooled by the calling thread.
 void scratch_release();
 

@@ -13,7 +13,7 @@ from typing import Any
 from . import _native
 from ._version import __version__
 from .config import FAMILIES, ProcessorConfig
-from .errors import InvalidImageError
+from .errors import InvalidImageError, OutputTooLargeError
 from .processors import (
     KimiK25Processor,
     Processor,
@@ -50,7 +50,10 @@ def get_num_threads() -> int:
 
 
 def scratch_stats() -> dict[str, Any]:
-    """Buffer-pool counters: hits, misses, gives, drops, pooled_bytes, live_bytes, cap_bytes."""
+    """Buffer-pool counters: hits, misses, gives, drops, remote_gives (blocks given back to their
+    owner's pool from another thread), pooled_bytes (all threads), live_bytes, cap_bytes (per
+    thread, SMG_FAST_SCRATCH_MB), total_cap_bytes (process, SMG_FAST_SCRATCH_TOTAL_MB) and
+    thread_pooled_bytes (the calling thread's pool)."""
     return dict(_native.scratch_stats())
 
 
@@ -63,6 +66,7 @@ __all__ = [
     "FAMILIES",
     "InvalidImageError",
     "KimiK25Processor",
+    "OutputTooLargeError",
     "Processor",
     "ProcessorConfig",
     "ProcessorOutput",

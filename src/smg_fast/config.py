@@ -11,6 +11,8 @@ from typing import Any
 
 from PIL import Image
 
+from .media import DEFAULT_IMAGE_FORMATS, normalize_formats
+
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 HALF = (0.5, 0.5, 0.5)
@@ -46,11 +48,14 @@ class ProcessorConfig:
     # Input limits and resampling rule (not part of the model's config)
     max_image_pixels: int | None = field(default_factory=default_max_image_pixels)
     pass_order: str | None = None  # None: the installed Pillow's rule
+    # Pillow formats encoded inputs may be in (an allowlist: see media.DEFAULT_IMAGE_FORMATS)
+    image_formats: tuple[str, ...] = DEFAULT_IMAGE_FORMATS
 
     @property
     def fingerprint(self) -> str:
         fields = dataclasses.asdict(self)
         fields.pop("max_image_pixels")  # limits reject inputs; they never change an output
+        fields.pop("image_formats")
         if fields["pass_order"] is None:
             from .resample import pillow_pass_order
 
@@ -95,10 +100,10 @@ MODEL_TYPES = {
 
 QWEN_OVERRIDES = {"min_pixels", "max_pixels", "patch_size", "temporal_patch_size", "merge_size",
                   "image_mean", "image_std", "rescale_factor", "resample", "max_image_pixels",
-                  "pass_order"}
+                  "pass_order", "image_formats"}
 KIMI_OVERRIDES = {"in_patch_limit", "patch_limit_on_one_side", "patch_size", "merge_size",
                   "merge_kernel_size", "image_mean", "image_std", "resample", "max_image_pixels",
-                  "pass_order"}
+                  "pass_order", "image_formats"}
 
 
 def _read_json(path: str) -> dict[str, Any]:
@@ -185,6 +190,8 @@ def build_config(family: str, fields: dict[str, Any]) -> ProcessorConfig:
                 "in_patch_limit", "patch_limit_on_one_side", "resample"):
         if key in fields and fields[key] is not None:
             fields[key] = int(fields[key])
+    if "image_formats" in fields:
+        fields["image_formats"] = normalize_formats(fields["image_formats"])
     cfg = dataclasses.replace(base, **fields)
     _validate(cfg)
     return cfg
@@ -206,6 +213,8 @@ def _validate(cfg: ProcessorConfig) -> None:
         raise ValueError("in_patch_limit and patch_limit_on_one_side must be positive")
     if cfg.max_image_pixels is not None and cfg.max_image_pixels < 1:
         raise ValueError("max_image_pixels must be positive or None")
+    if not cfg.image_formats or not isinstance(cfg.image_formats, tuple):
+        raise ValueError("image_formats must be a non-empty tuple of Pillow format names")
     if cfg.pass_order not in (None, "horizontal_first", "pillow13"):
         raise ValueError("pass_order must be None, 'horizontal_first' or 'pillow13'")
 

@@ -10,3 +10,14 @@ class InvalidImageError(ValueError):
         self.index = index
         self.problem = problem
         super().__init__(f"image {index}: {problem}")
+
+
+class OutputTooLargeError(InvalidImageError):
+    """The output would exceed a caller's byte limit; raised from the plan, before decoding.
+    ``index`` is the image at which the running total crosses ``limit``."""
+
+    def __init__(self, index: int, nbytes: int, limit: int) -> None:
+        self.nbytes = nbytes
+        self.limit = limit
+        super().__init__(index, f"the output would be {nbytes} bytes, over the limit of "
+                                f"{limit} bytes")

@@ -10,13 +10,21 @@ numpy HWC uint8 with 1 channel is repeated, with 4 channels blended onto white w
 float64 arithmetic, as ``convert_to_rgb`` does.
 
 Kimi-K2.5 (upstream): every input is ``convert("RGB")`` (alpha dropped), no EXIF handling.
+
+Two steps: ``open_image`` reads only the header (size, format, EXIF orientation) so a caller can
+size the output and refuse it before a pixel is decoded; ``ImageHeader.decode`` then decodes.
+Encoded inputs are opened only by the Pillow plugins of an allowlist of formats, so no plugin that
+runs an external program (EPS: Ghostscript) ever sees a request's bytes.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
+import subprocess
 import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,8 +35,41 @@ from .errors import InvalidImageError
 
 ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
 
+# What a VLM service needs; none of these plugins runs an external program.
+DEFAULT_IMAGE_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "MPO")
+
+# (SubprocessError: a plugin's helper program failing, for formats an operator allowed)
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, UnidentifiedImageError, EOFError,
-                  Image.DecompressionBombError, MemoryError)
+                  Image.DecompressionBombError, MemoryError, subprocess.SubprocessError)
+_ORIENTATION = 0x0112
+_SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
+_XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
+
+
+def pillow_formats() -> frozenset[str]:
+    """Every format the installed Pillow can open (MPO: JPEG files that Pillow's JPEG plugin
+    opens as multi-picture; allowing it needs JPEG too)."""
+    Image.init()
+    return frozenset(Image.OPEN) | {"MPO"}
+
+
+def normalize_formats(formats: Sequence[str] | str) -> tuple[str, ...]:
+    """Upper-cased, de-duplicated format names (a string may be comma-separated); ValueError
+    names any the installed Pillow cannot open."""
+    if isinstance(formats, str):
+        formats = formats.split(",")
+    out: list[str] = []
+    for f in formats:
+        name = str(f).strip().upper()
+        if name and name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("image_formats must name at least one format")
+    unknown = [f for f in out if f not in pillow_formats()]
+    if unknown:
+        raise ValueError(f"image format(s) {unknown} are not known to Pillow; known: "
+                         f"{sorted(pillow_formats())}")
+    return tuple(out)
 
 
 def check_size(index: int, width: int, height: int, max_pixels: int | None) -> None:
@@ -40,20 +81,90 @@ def check_size(index: int, width: int, height: int, max_pixels: int | None) -> N
         )
 
 
-def _open_encoded(index: int, source: Any, max_pixels: int | None) -> Image.Image:
+def _sniff_format(prefix: bytes) -> str | None:
+    """The format whose signature check accepts prefix. Only the plugins' prefix tests run
+    (never an _open), so naming a refused format opens nothing."""
+    Image.init()
+    for fmt in Image.ID:
+        accept = Image.OPEN[fmt][1]
+        try:
+            if accept is not None and accept(prefix):
+                return fmt
+        except Exception:  # a plugin's signature test on odd bytes  # noqa: BLE001
+            continue
+    return None
+
+
+def _refused(index: int, prefix: bytes, formats: tuple[str, ...], exc: Exception) -> None:
+    fmt = _sniff_format(prefix)
+    if fmt is not None and fmt not in formats:
+        raise InvalidImageError(index, f"image format {fmt} is not accepted (allowed: "
+                                       f"{', '.join(formats)})") from None
+    raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+
+
+def _open_encoded(index: int, source: Any, max_pixels: int | None,
+                  formats: tuple[str, ...]) -> Image.Image:
+    Image.init()  # registers every plugin once, so the filter below sees WEBP, TIFF...
     try:
         with warnings.catch_warnings():
             # Our own limit (checked below, before decoding) replaces Pillow's warning.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(source)
+            img = Image.open(source, formats=[f for f in formats if f in Image.OPEN])
     except FileNotFoundError:
         raise InvalidImageError(index, f"no such file: {source!r}") from None
     except IsADirectoryError:
         raise InvalidImageError(index, f"is a directory: {source!r}") from None
     except _DECODE_ERRORS as exc:
-        raise InvalidImageError(index, f"cannot decode image: {exc}") from None
-    check_size(index, img.width, img.height, max_pixels)
+        prefix = b""
+        try:
+            if isinstance(source, io.BytesIO):
+                prefix = source.getvalue()[:64]
+            else:
+                with open(source, "rb") as fh:
+                    prefix = fh.read(64)
+        except OSError:
+            pass
+        _refused(index, prefix, formats, exc)
+        raise AssertionError("unreachable") from None
+    try:
+        if img.format not in formats:  # a plugin may open a related format (JPEG -> MPO)
+            raise InvalidImageError(index, f"image format {img.format} is not accepted "
+                                           f"(allowed: {', '.join(formats)})")
+        check_size(index, img.width, img.height, max_pixels)
+    except BaseException:
+        img.close()
+        raise
     return img
+
+
+def _header_orientation(img: Image.Image) -> int:
+    """The EXIF orientation exif_transpose will apply, read from the header only. Reads its own
+    Exif object: calling img.getexif() before load would cache a possibly incomplete copy (a
+    PNG's eXIf chunk may follow the pixels), and for PNG it would decode the image."""
+    value: Any = None
+    tags = getattr(img, "tag_v2", None)  # TIFF: the first IFD is the header
+    if tags is not None:
+        value = tags.get(_ORIENTATION)
+    raw = img.info.get("exif")
+    if value is None and isinstance(raw, (bytes, bytearray)):
+        try:
+            exif = Image.Exif()
+            exif.load(bytes(raw))
+            value = exif.get(_ORIENTATION)
+        except Exception:  # unreadable EXIF: the decode step will say  # noqa: BLE001
+            value = None
+    if value is None:
+        xmp = img.info.get("XML:com.adobe.xmp") or img.info.get("xmp")
+        if isinstance(xmp, str):
+            xmp = xmp.encode("utf-8", "replace")
+        if isinstance(xmp, (bytes, bytearray)):
+            m = _XMP_ORIENTATION.search(xmp)
+            value = int(m.group(1)) if m else None
+    try:
+        return int(value) if value is not None else 1
+    except (TypeError, ValueError):
+        return 1
 
 
 def _decode(index: int, img: Image.Image, fn: Any) -> Image.Image:
@@ -89,13 +200,16 @@ def _load_image_hf(img: Image.Image) -> Image.Image:
     return _pil_to_rgb_hf(img)
 
 
-def _rgbx_view(img: Image.Image) -> np.ndarray | None:
+def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
     """Pillow keeps RGB as 4 bytes per pixel; when the image is one memory block its Arrow export
     gives a zero-copy (H, W, 4) view, saving the full copy np.asarray makes."""
     if img.mode != "RGB" or not hasattr(img, "__arrow_c_array__"):
         return None
     try:
         img.load()
+    except _DECODE_ERRORS as exc:
+        raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+    try:
         schema, array = img.__arrow_c_array__()
         return _native.arrow_rgbx(schema, array, img.width, img.height)
     except (ValueError, TypeError, OSError, AttributeError):
@@ -103,7 +217,7 @@ def _rgbx_view(img: Image.Image) -> np.ndarray | None:
 
 
 def _as_array(index: int, img: Image.Image) -> np.ndarray:
-    view = _rgbx_view(img)
+    view = _rgbx_view(index, img)
     if view is not None:
         return view
     try:
@@ -115,7 +229,7 @@ def _as_array(index: int, img: Image.Image) -> np.ndarray:
     return arr
 
 
-def _from_numpy(index: int, arr: np.ndarray, hf: bool, max_pixels: int | None) -> np.ndarray:
+def _check_numpy(index: int, arr: np.ndarray, max_pixels: int | None) -> np.ndarray:
     if arr.dtype != np.uint8:
         raise InvalidImageError(index, f"numpy images must be uint8 HWC, got dtype {arr.dtype}")
     if arr.ndim == 2:
@@ -125,6 +239,10 @@ def _from_numpy(index: int, arr: np.ndarray, hf: bool, max_pixels: int | None) -
             index, f"numpy images must have shape (H, W) or (H, W, 1|3|4), got {arr.shape}"
         )
     check_size(index, arr.shape[1], arr.shape[0], max_pixels)
+    return arr
+
+
+def _from_numpy(arr: np.ndarray, hf: bool) -> np.ndarray:
     channels = arr.shape[2]
     if channels == 1:
         return np.repeat(arr, 3, axis=2)
@@ -139,27 +257,113 @@ def _from_numpy(index: int, arr: np.ndarray, hf: bool, max_pixels: int | None) -
     return arr
 
 
-def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None) -> np.ndarray:
-    """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
-    own memory (4th byte ignored); raises InvalidImageError naming index."""
+class ImageHeader:
+    """One input whose size is known and whose pixels are not decoded yet.
+
+    ``width`` x ``height`` is the size ``decode()`` returns (for encoded Qwen inputs, after the
+    EXIF orientation read from the header). ``decode()`` may be called once; ``close()`` releases
+    an open file without decoding.
+    """
+
+    def __init__(self, index: int, width: int, height: int,
+                 decode: Callable[[], np.ndarray], close: Callable[[], None] | None = None
+                 ) -> None:
+        self.index = index
+        self.width = width
+        self.height = height
+        self._decode = decode
+        self._close = close
+
+    def decode(self) -> np.ndarray:
+        """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
+        own memory (4th byte ignored); raises InvalidImageError naming the index."""
+        fn, self._decode = self._decode, None
+        if fn is None:
+            raise RuntimeError(f"image {self.index} was already decoded or closed")
+        try:
+            arr = fn()
+        finally:
+            self.close()
+        # The header's size is what the output was sized (and admitted) by: a decoder that
+        # returns another size is refused rather than trusted. (An orientation the header did
+        # not show may swap the sides; the output's size does not depend on it.)
+        if sorted(arr.shape[:2]) != sorted((self.height, self.width)):
+            raise InvalidImageError(self.index, f"decoded size {arr.shape[1]}x{arr.shape[0]} "
+                                                f"differs from the header's "
+                                                f"{self.width}x{self.height}")
+        return arr
+
+    def close(self) -> None:
+        fn, self._close = self._close, None
+        self._decode = None
+        if fn is not None:
+            fn()
+
+
+def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
+                formats: tuple[str, ...]) -> ImageHeader:
+    # An opened but not yet loaded image decodes on first use, with its own plugin: refuse the
+    # formats outside the allowlist before that happens.
+    if getattr(item, "tile", None) and item.format and item.format not in formats:
+        raise InvalidImageError(index, f"image format {item.format} is not accepted (allowed: "
+                                       f"{', '.join(formats)})")
+    check_size(index, item.width, item.height, max_pixels)
+    conv = _pil_to_rgb_hf if hf else _pil_to_rgb_plain
+    return ImageHeader(index, item.width, item.height,
+                       lambda: _as_array(index, _decode(index, item, conv)))
+
+
+def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[], Image.Image]
+                    | None) -> ImageHeader:
+    """img: opened (header read). reopen: for files, opens it again at decode time (the header
+    pass closes it so a long list of paths does not hold a descriptor each)."""
+    w, h = img.width, img.height
+    if hf and _header_orientation(img) in _SWAPPING:
+        w, h = h, w
+    conv = _load_image_hf if hf else _pil_to_rgb_plain
+    held: list[Image.Image | None] = [img]
+    if reopen is not None:
+        img.close()
+        held[0] = None
+
+    def decode() -> np.ndarray:
+        src = held[0] if held[0] is not None else reopen()  # type: ignore[misc]
+        held[0] = src
+        return _as_array(index, _decode(index, src, conv))
+
+    def close() -> None:
+        if held[0] is not None:
+            held[0].close()
+            held[0] = None
+
+    return ImageHeader(index, w, h, decode, close)
+
+
+def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
+               formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> ImageHeader:
+    """Reads item's header only (Image.open is lazy) and checks its size; raises
+    InvalidImageError naming index."""
+    formats = tuple(formats)
     if isinstance(item, Image.Image):
-        check_size(index, item.width, item.height, max_pixels)
-        conv = _pil_to_rgb_hf if hf else _pil_to_rgb_plain
-        return _as_array(index, _decode(index, item, conv))
+        return _pil_header(index, item, hf, max_pixels, formats)
     if isinstance(item, np.ndarray):
-        return _from_numpy(index, item, hf, max_pixels)
+        arr = _check_numpy(index, item, max_pixels)
+        return ImageHeader(index, arr.shape[1], arr.shape[0], lambda: _from_numpy(arr, hf))
     if isinstance(item, (bytes, bytearray, memoryview)):
         if len(item) == 0:
             raise InvalidImageError(index, "empty byte string")
-        img = _open_encoded(index, io.BytesIO(bytes(item)), max_pixels)
-    elif isinstance(item, (str, os.PathLike)):
-        img = _open_encoded(index, os.fspath(item), max_pixels)
-    else:
-        raise InvalidImageError(index, f"unsupported input type {type(item).__name__}")
-    with img:
-        conv = _load_image_hf if hf else _pil_to_rgb_plain
-        out = _decode(index, img, conv)
-        arr = _as_array(index, out)
-    # A transpose or convert may change the size only by swapping sides; re-check anyway.
-    check_size(index, arr.shape[1], arr.shape[0], max_pixels)
-    return arr
+        img = _open_encoded(index, io.BytesIO(bytes(item)), max_pixels, formats)
+        return _encoded_header(index, img, hf, None)
+    if isinstance(item, (str, os.PathLike)):
+        path = os.fspath(item)
+        img = _open_encoded(index, path, max_pixels, formats)
+        return _encoded_header(index, img, hf,
+                               lambda: _open_encoded(index, path, max_pixels, formats))
+    raise InvalidImageError(index, f"unsupported input type {type(item).__name__}")
+
+
+def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
+             formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> np.ndarray:
+    """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
+    own memory (4th byte ignored); raises InvalidImageError naming index."""
+    return open_image(index, item, hf=hf, max_pixels=max_pixels, formats=formats).decode()

@@ -13,12 +13,15 @@ import numpy as np
 from .. import _native
 from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..config import ProcessorConfig
-from ..errors import InvalidImageError
-from ..media import ImageInput, load_rgb
+from ..errors import InvalidImageError, OutputTooLargeError
+from ..media import ImageHeader, ImageInput, open_image
 from ..resample import order_code
 
 LUT_HF = 0  # f32(f32(f64(u) * rescale) - mean) / std
 LUT_KIMI = 1  # (f32(f64(u) / 255) - mean) * f32(1 / std)
+# No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
+# absurd min_pixels gets a typed error, not a failed allocation.
+_ADDRESSABLE = 1 << 48
 
 
 @dataclass(frozen=True)
@@ -111,22 +114,45 @@ class Processor(ABC):
         pixel_values = batch.write_into(flat)
         return self._wrap(pixel_values, batch.grid, batch.num_tokens, return_tensors, batch.dtype)
 
-    def prepare(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
-                dtype: Any = "float32") -> PreparedBatch:
-        """Decodes and validates the images and sizes the output, without computing it.
-
-        Lets a caller choose the destination (a shared-memory file, an RDMA slot) before the
-        tensor is written exactly once: ``batch.write_into(buffer)``.
-        """
+    def plan_batch(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+                   dtype: Any = "float32") -> PlannedBatch:
+        """Reads the images' headers only and sizes the output: ``nbytes``, ``shape``, ``grid``
+        are known before any pixel is decoded or any buffer allocated. ``decode()`` it next (or
+        ``close()`` it to give up)."""
         dtype_name = parse_dtype(dtype)
         items = list(images) if isinstance(images, (list, tuple)) else [images]
         if not items:
             raise ValueError("no images given")
         cfg = self.config
-        arrays = [load_rgb(i, it, hf=cfg.is_qwen, max_pixels=cfg.max_image_pixels)
-                  for i, it in enumerate(items)]
-        plans = [self.plan(a.shape[1], a.shape[0], i) for i, a in enumerate(arrays)]
-        return PreparedBatch(self, arrays, plans, dtype_name)
+        headers: list[ImageHeader] = []
+        try:
+            for i, it in enumerate(items):
+                headers.append(open_image(i, it, hf=cfg.is_qwen, max_pixels=cfg.max_image_pixels,
+                                          formats=cfg.image_formats))
+            plans = [self.plan(h.width, h.height, h.index) for h in headers]
+        except BaseException:
+            for h in headers:
+                h.close()
+            raise
+        return PlannedBatch(self, headers, plans, dtype_name)
+
+    def prepare(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+                dtype: Any = "float32", max_output_bytes: int | None = None) -> PreparedBatch:
+        """Decodes and validates the images and sizes the output, without computing it.
+
+        Lets a caller choose the destination (a shared-memory file, an RDMA slot) before the
+        tensor is written exactly once: ``batch.write_into(buffer)``. With
+        ``max_output_bytes``, an output larger than that raises OutputTooLargeError before
+        anything is decoded.
+        """
+        planned = self.plan_batch(images, dtype)
+        try:
+            limit = _ADDRESSABLE if max_output_bytes is None else min(max_output_bytes,
+                                                                       _ADDRESSABLE)
+            planned.check_nbytes(limit)
+            return planned.decode()
+        finally:
+            planned.close()
 
     def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
               return_tensors: str | None, dtype_name: str) -> ProcessorOutput:
@@ -139,13 +165,11 @@ class Processor(ABC):
         return ProcessorOutput(pixel_values=pixel_values, image_grid_thw=grid, num_tokens=tokens)
 
 
-class PreparedBatch:
-    """Images decoded and sized for one processor call; ``write_into`` runs the native core."""
+class _Sized:
+    """Output geometry shared by a planned and a prepared batch."""
 
-    def __init__(self, proc: Processor, arrays: list[np.ndarray], plans: list[Plan],
-                 dtype: str) -> None:
+    def _size(self, proc: Processor, plans: list[Plan], dtype: str) -> None:
         self._proc = proc
-        self._arrays = arrays
         self.plans = plans
         self.dtype = dtype
         self.np_dtype = DTYPES[dtype][1]
@@ -161,6 +185,64 @@ class PreparedBatch:
     def item_shape(self, index: int) -> tuple[int, ...]:
         """Shape of one image's slice of pixel_values."""
         return self._proc._pixel_shape(self.rows[index])
+
+
+class PlannedBatch(_Sized):
+    """Images whose headers were read and whose output is sized; nothing decoded yet.
+
+    The sizes do not depend on an EXIF orientation the header did not show (a rotation by 90
+    degrees swaps the grid's sides, never its cell count), so ``nbytes`` is exact.
+    """
+
+    def __init__(self, proc: Processor, headers: list[ImageHeader], plans: list[Plan],
+                 dtype: str) -> None:
+        self._headers = headers
+        self._size(proc, plans, dtype)
+
+    def check_nbytes(self, limit: int) -> None:
+        """Raises OutputTooLargeError (naming the first image that crosses the limit) when the
+        output exceeds limit bytes."""
+        if self.nbytes <= limit:
+            return
+        per_row = self.row_elems * self.np_dtype.itemsize
+        total = 0
+        for i, rows in enumerate(self.rows):
+            total += rows * per_row
+            if total > limit:
+                raise OutputTooLargeError(i, self.nbytes, limit)
+
+    def decode(self) -> PreparedBatch:
+        """Decodes every image (once; the headers are consumed either way)."""
+        try:
+            arrays = [h.decode() for h in self._headers]
+        finally:
+            self.close()
+        proc = self._proc
+        plans = [proc.plan(a.shape[1], a.shape[0], i) for i, a in enumerate(arrays)]
+        batch = PreparedBatch(proc, arrays, plans, self.dtype)
+        if batch.nbytes != self.nbytes:  # cannot happen: decode() checked every size
+            raise RuntimeError("an image's output size changed in decoding")
+        return batch
+
+    def close(self) -> None:
+        """Releases what the headers hold open (files) without decoding."""
+        for h in self._headers:
+            h.close()
+
+    def __enter__(self) -> PlannedBatch:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class PreparedBatch(_Sized):
+    """Images decoded and sized for one processor call; ``write_into`` runs the native core."""
+
+    def __init__(self, proc: Processor, arrays: list[np.ndarray], plans: list[Plan],
+                 dtype: str) -> None:
+        self._arrays = arrays
+        self._size(proc, plans, dtype)
 
     def write_into(self, out: np.ndarray, index: int | None = None) -> np.ndarray:
         """Writes all images (or only image ``index``) into ``out``, a writable C-contiguous
@@ -197,4 +279,4 @@ def check_aspect(index: int, width: int, height: int, limit: float = 200) -> Non
                                        f"got {ratio:g} ({width}x{height})")
 
 
-__all__ = ["Plan", "PreparedBatch", "Processor", "ProcessorOutput", "check_aspect"]
+__all__ = ["Plan", "PlannedBatch", "PreparedBatch", "Processor", "ProcessorOutput", "check_aspect"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
 
@@ -53,6 +54,8 @@ class ServerConfig:
     rdma_slot_bytes: int = DEFAULT_SLOT_BYTES
     rdma_slot_ttl_s: float = DEFAULT_SLOT_TTL_S
     rdma_min_bytes: int = 65536
+    max_output_mb: int = 1024
+    image_formats: str = ",".join(DEFAULT_IMAGE_FORMATS)
 
     @property
     def rdma_arena_bytes(self) -> int:
@@ -62,6 +65,14 @@ class ServerConfig:
     @property
     def max_message_bytes(self) -> int:
         return self.max_message_mb * 1024 * 1024
+
+    @property
+    def max_output_bytes(self) -> int:
+        return self.max_output_mb * 1024 * 1024
+
+    @property
+    def image_format_list(self) -> tuple[str, ...]:
+        return normalize_formats(self.image_formats)
 
     def validate(self) -> ServerConfig:
         if not self.models:
@@ -95,6 +106,12 @@ class ServerConfig:
             raise ValueError("--rdma-slot-mb must be at least 64 KiB and at most 1 TiB")
         if self.rdma_slot_ttl_s < 1 or self.rdma_min_bytes < 0:
             raise ValueError("--rdma-slot-ttl-s must be >= 1 and --rdma-min-bytes >= 0")
+        if self.max_output_mb < 1:
+            raise ValueError(f"--max-output-mb must be >= 1, got {self.max_output_mb}")
+        try:
+            normalize_formats(self.image_formats)
+        except ValueError as exc:
+            raise ValueError(f"--image-formats: {exc}") from None
         for d in self.allowed_media_dirs:
             if not os.path.isdir(d):
                 raise ValueError(f"--allowed-media-dir {d!r} is not a directory")
@@ -139,6 +156,12 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "the smaller of the /dev/shm tmpfs and RAM)"),
     ("--max-image-pixels", "SMG_FAST_MAX_IMAGE_PIXELS", int,
      "reject decoded images with more pixels (0 = no limit); default Pillow's limit"),
+    ("--max-output-mb", "SMG_FAST_MAX_OUTPUT_MB", int,
+     "largest output of one request in MiB (all its tensors, any transport): a request over "
+     "it gets RESOURCE_EXHAUSTED, decided from the image headers before decoding"),
+    ("--image-formats", "SMG_FAST_IMAGE_FORMATS", str,
+     "comma-separated Pillow formats accepted for encoded images; others get "
+     "INVALID_ARGUMENT before any decoder runs (never add EPS: it runs Ghostscript)"),
     ("--metrics-port", "SMG_FAST_METRICS_PORT", int, "Prometheus /metrics port (0 = off)"),
     ("--log-level", "SMG_FAST_LOG_LEVEL", str, "debug | info | warning | error"),
     ("--drain-timeout-s", "SMG_FAST_DRAIN_TIMEOUT_S", float,
@@ -236,6 +259,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=int(ns.rdma_slot_mb * 2**20),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
+        max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
     )
     try:
         return cfg.validate()

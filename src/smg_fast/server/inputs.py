@@ -1,13 +1,17 @@
 """MediaItem -> encoded image bytes: inline data, data: URLs, and files under the allowed
-directories (opened without following a final symlink, regular files only, size-capped)."""
+directories (resolved below the directory's fd with no symlink followed anywhere on the path,
+regular files only, size-capped)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import ctypes
+import errno
 import os
 import re
 import stat
+import sys
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any
@@ -77,6 +81,106 @@ def _inside(path: str, root: str) -> bool:
         return False
 
 
+# openat2(2) (Linux >= 5.6): the kernel resolves the whole path below a directory fd, refusing
+# "..", absolute symlinks and any symlink at all, so a directory swapped for a symlink between
+# a check and the open cannot lead outside. Older kernels (ENOSYS) or seccomp filters (EPERM)
+# fall back to a walk that opens one component at a time with O_NOFOLLOW.
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture (asm-generic)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+class _Escape(Exception):
+    """The path would leave the allowed directory (a symlink or '..' on the way)."""
+
+
+_openat2_state: dict[str, Any] = {}
+
+
+def _libc_syscall() -> Any:
+    fn = _openat2_state.get("syscall")
+    if fn is None and "syscall" not in _openat2_state:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.syscall
+            fn.restype = ctypes.c_long
+        except (OSError, AttributeError):
+            fn = None
+        _openat2_state["syscall"] = fn
+    return fn
+
+
+def _openat2(dir_fd: int, rel: str) -> int | None:
+    """fd of rel below dir_fd, or None when openat2 is not available here."""
+    syscall = _libc_syscall()
+    if syscall is None or _openat2_state.get("missing") or sys.platform != "linux":
+        return None
+    how = _OpenHow(_OPEN_FLAGS, 0,
+                   _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    path = os.fsencode(rel)
+    for _ in range(8):
+        fd = syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dir_fd), ctypes.c_char_p(path),
+                     ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+        if fd >= 0:
+            return int(fd)
+        err = ctypes.get_errno()
+        if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG):
+            _openat2_state["missing"] = True
+            return None
+        if err in (errno.ELOOP, errno.EXDEV):
+            raise _Escape()
+        if err in (errno.EAGAIN, errno.EINTR):  # a rename raced the lookup: try again
+            continue
+        raise OSError(err, os.strerror(err))
+    raise OSError(errno.EAGAIN, "the path kept changing while it was opened")
+
+
+def _walk(dir_fd: int, rel: str) -> int:
+    """The fallback: one component at a time, each directory opened with O_NOFOLLOW relative
+    to its parent's fd, so no symlink anywhere on the path is followed."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")] or ["."]
+    if ".." in parts:
+        raise _Escape()
+    fd = os.dup(dir_fd)
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a symlink (or a file) here
+                    raise _Escape() from None
+                raise
+            os.close(fd)
+            fd = nxt
+        try:
+            return os.open(parts[-1], _OPEN_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _Escape() from None
+            raise
+    finally:
+        os.close(fd)
+
+
+def open_beneath(root: str, rel: str) -> int:
+    """A read-only fd of root/rel that cannot resolve outside root; _Escape if the path holds
+    a symlink or climbs out, OSError otherwise."""
+    dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = _openat2(dir_fd, rel)
+        return fd if fd is not None else _walk(dir_fd, rel)
+    finally:
+        os.close(dir_fd)
+
+
 def _read_allowed_file(index: int, path: str, allowed_dirs: Sequence[str],
                        max_bytes: int) -> bytes:
     if not allowed_dirs:
@@ -86,15 +190,30 @@ def _read_allowed_file(index: int, path: str, allowed_dirs: Sequence[str],
         raise _bad(index, "path contains a NUL byte")
     if not os.path.isabs(path):
         raise _bad(index, f"file path must be absolute, got {path!r}")
-    real = os.path.realpath(path)
-    roots = [os.path.realpath(d) for d in allowed_dirs]
-    if not any(_inside(real, r) for r in roots):
-        raise _bad(index, f"path {path!r} is outside the allowed media directories")
+    # Lexical only: which allowed directory the path names. The kernel (or the walk) then
+    # resolves the rest below that directory's fd; nothing is looked up by name twice.
+    norm = os.path.normpath(path)
+    outside = _bad(index, f"path {path!r} is outside the allowed media directories (symbolic "
+                          "links are not followed)")
+    found = None
+    for d in allowed_dirs:
+        for root in dict.fromkeys((os.path.normpath(os.path.abspath(d)), os.path.realpath(d))):
+            if _inside(norm, root):
+                found = (os.path.realpath(d), os.path.relpath(norm, root))
+                break
+        if found:
+            break
+    if found is None:
+        raise outside
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_beneath(*found)
+    except _Escape:
+        raise outside from None
     except FileNotFoundError:
         raise _bad(index, f"no such file: {path!r}") from None
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise _bad(index, f"no such file: {path!r}") from None
         raise _bad(index, f"cannot open {path!r}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from ..config import _validate as validate_config
+from ..media import DEFAULT_IMAGE_FORMATS
 from ..processors import KimiK25Processor, Processor, QwenVLProcessor, load_processor
 from .errors import RequestError
 
@@ -28,12 +30,14 @@ class LoadedModel:
 class ModelSet:
     """The processors loaded at start, plus a small LRU of per-request min/max-pixel variants."""
 
-    def __init__(self, specs: list[tuple[str, str]], max_image_pixels: int) -> None:
+    def __init__(self, specs: list[tuple[str, str]], max_image_pixels: int,
+                 image_formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> None:
         limit = max_image_pixels or None
         self.models: dict[str, LoadedModel] = {}
         for name, source in specs:
             try:
-                proc = load_processor(source, max_image_pixels=limit)
+                proc = load_processor(source, max_image_pixels=limit,
+                                      image_formats=tuple(image_formats))
             except (ValueError, TypeError, OSError) as exc:
                 raise ValueError(f"--model {name}={source}: {exc}") from exc
             self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
@@ -59,6 +63,12 @@ class ModelSet:
                                          f"{model.name!r} is {cfg.family}")
         lo = cfg.min_pixels if min_pixels is None else min_pixels
         hi = cfg.max_pixels if max_pixels is None else max_pixels
+        # A request may narrow the model's range, never widen it: the configured max_pixels is
+        # what bounds one image's output (and min = max = 2**63 must not reach the arithmetic).
+        if not cfg.min_pixels <= lo <= hi <= cfg.max_pixels:
+            raise RequestError(_INVALID, f"min_pixels={lo}, max_pixels={hi}: need "
+                                         f"{cfg.min_pixels} <= min_pixels <= max_pixels <= "
+                                         f"{cfg.max_pixels} (model {model.name!r})")
         key = (model.name, lo, hi)
         with self._lock:
             hit = self._variants.get(key)

@@ -11,6 +11,7 @@ import errno
 import logging
 import re
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,7 @@ class Outcome:
     transport: str = ""
     caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
     shm_refused: str = ""  # why a request that asked for shm may not have it
+    output_bytes: int = 0  # planned output of the items admitted so far
 
 
 @dataclass
@@ -73,6 +75,7 @@ class _Item:
     index: int
     data: bytes
     digest: bytes
+    planned: Any = None  # its PlannedBatch (header read, nothing decoded), set by _admit
 
 
 class PreprocessService:
@@ -184,8 +187,13 @@ class PreprocessService:
                 raise self._too_big(len(payload))
             outcome.payload = payload
             return outcome
-        except BaseException:
+        except BaseException as exc:
             self.release(outcome)
+            # The caller keeps the exception (in a future, in a reference cycle through its
+            # traceback): drop what this request built (inline tensors, decoded images) now,
+            # not at the next garbage collection. Line numbers stay for the log.
+            raw = req = resp = out = it = data = payload = None  # noqa: F841
+            traceback.clear_frames(exc.__traceback__)
             raise
 
     def release(self, outcome: Outcome) -> None:
@@ -214,13 +222,54 @@ class PreprocessService:
             f"{limit / 2**20:.0f} MiB message limit: request transport 'shm' (same host) or "
             "'rdma', or send fewer images per request")
 
-    def _prepare(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Any:
+    @staticmethod
+    def _invalid(it: _Item, exc: InvalidImageError) -> RequestError:
+        problem = _OBJECT_REPR.sub("the data", exc.problem)
+        return RequestError(_INVALID, f"item {it.index}: {problem}")
+
+    def _admit(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, inline_budget: int,
+               outcome: Outcome, timer: Timer) -> None:
+        """Reads the item's header and sizes its output (nothing decoded, nothing allocated),
+        then refuses it when the request's outputs would pass --max-output-mb or when it could
+        only go inline and does not fit the message."""
         t0 = time.perf_counter()
         try:
-            batch = proc.prepare(it.data, dtype)
+            planned = proc.plan_batch(it.data, dtype)
         except InvalidImageError as exc:
-            problem = _OBJECT_REPR.sub("the data", exc.problem)
-            raise RequestError(_INVALID, f"item {it.index}: {problem}") from None
+            raise self._invalid(it, exc) from None
+        timer.decode += time.perf_counter() - t0
+        nbytes = planned.nbytes
+        total = outcome.output_bytes + nbytes
+        try:
+            if total > self.config.max_output_bytes:
+                raise RequestError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"item {it.index}: the request's outputs would be {total / 2**20:.1f} MiB, "
+                    f"over this server's limit of {self.config.max_output_mb} MiB per request "
+                    "(--max-output-mb): send fewer or smaller images per request")
+            if (not self._rdma_possible(nbytes, outcome.transport)
+                    and not self._to_shm(nbytes, shm_ok) and nbytes > inline_budget):
+                refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
+                self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
+        except RequestError:
+            planned.close()
+            raise
+        outcome.output_bytes = total
+        it.planned = planned
+
+    def _rdma_possible(self, nbytes: int, transport: str) -> bool:
+        exporter = self.rdma.exporter if self.rdma.ready else None
+        return (transport == "rdma" and exporter is not None
+                and self.config.rdma_min_bytes <= nbytes <= exporter.max_payload)
+
+    def _prepare(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Any:
+        """Decodes the item _admit planned."""
+        t0 = time.perf_counter()
+        planned, it.planned = it.planned, None
+        try:
+            batch = planned.decode()
+        except InvalidImageError as exc:
+            raise self._invalid(it, exc) from None
         dt = time.perf_counter() - t0
         timer.decode += dt
         self.metrics.decode_seconds.observe(dt)
@@ -281,6 +330,7 @@ class PreprocessService:
 
     def _uncached(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, out: Any,
                   timer: Timer, inline_budget: int, outcome: Outcome) -> int:
+        self._admit(proc, it, dtype, shm_ok, inline_budget, outcome, timer)
         batch = self._prepare(proc, it, dtype, timer)
         reason = ""
         if outcome.transport == "rdma":
@@ -339,6 +389,9 @@ class PreprocessService:
     def _cached(self, proc: Processor, fingerprint: str, it: _Item, dtype: str, shm_ok: bool,
                 out: Any, timer: Timer, inline_budget: int, outcome: Outcome) -> int:
         assert self.cache is not None
+        # Before the lookup: a hit counts towards the request's output too, and a refusal here
+        # is this request's own, never handed to the waiters of a computation.
+        self._admit(proc, it, dtype, shm_ok, inline_budget, outcome, timer)
         computed = [0.0]  # a miss's write
 
         def compute() -> CacheEntry:
@@ -365,6 +418,9 @@ class PreprocessService:
                 msg = f"item {it.index}:" + msg.split(":", 1)[1]
             raise RequestError(exc.code, msg) from None
         waited = time.perf_counter() - t0
+        if it.planned is not None:  # a hit: the header was all this item needed
+            it.planned.close()
+            it.planned = None
         pre = computed[0] if how == "miss" else waited
         reason = ""
         if outcome.transport == "rdma":
