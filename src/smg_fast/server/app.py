@@ -1,6 +1,8 @@
 """Server lifecycle: grpc.aio server with the Preprocessor service, health, reflection and
-metrics; start (sweep, load, warm up, SERVING) and drain (NOT_SERVING, finish in-flight work,
-let consumers read delivered segments, stop, unlink what is left)."""
+metrics; admission (bounded requests and bytes admitted at once, the rest RESOURCE_EXHAUSTED at
+once); start (sweep, load, warm up, SERVING) and drain (NOT_SERVING, finish in-flight work up to
+the drain timeout, then cut it with UNAVAILABLE, let consumers read delivered segments, stop,
+unlink what is left), all of it bounded by the drain timeout plus a few seconds."""
 
 from __future__ import annotations
 
@@ -26,13 +28,16 @@ from .errors import RequestError
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
-from .service import Outcome, PreprocessService
+from .service import Outcome, PreprocessService, Ticket
 
 log = logging.getLogger("smg_fast.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+_CLOSE_S = 3.0  # past the drain deadline: what closing the registry, RDMA and metrics may take
+_SHUTTING_DOWN = "server is shutting down: retry on another replica"
 
 
 def _address(host: str, port: int) -> str:
@@ -61,8 +66,12 @@ class Server:
         self.port: int | None = None
         self.draining = False
         self.in_flight = 0  # Preprocess calls not yet answered
-        self.work_pending = 0  # their pool work items still running (outlive cancelled calls)
+        self.work_pending = 0  # admitted work not yet finished (outlives cancelled calls)
+        self.work_bytes = 0  # their request bytes
+        self.rejected = 0  # refused by admission
+        self.stopped_work = 0  # work stopped early: cancelled, past its deadline, cut by drain
         self._work_lock = threading.Lock()
+        self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
         self._deadline = 0.0
         self._stopping: asyncio.Task | None = None
@@ -83,7 +92,8 @@ class Server:
         self.cache = PixelCache(cfg.pixel_cache_mb * 2**20) if cfg.pixel_cache_mb else None
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
                                     pool_bytes=cfg.shm_pool_mb * 2**20)
-        sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self._shm_stats}
+        sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self._shm_stats,
+                                   "admission": self._admission_stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -98,7 +108,10 @@ class Server:
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         limit = cfg.max_message_bytes
-        self.server = grpc.aio.server(options=[
+        # grpc's own bound (it stops taking calls off the wire past it) sits above admission,
+        # which answers RESOURCE_EXHAUSTED itself; the headroom keeps health checks answered.
+        self.server = grpc.aio.server(maximum_concurrent_rpcs=cfg.queued_requests_limit + 64,
+                                      options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),
             ("grpc.so_reuseport", 0),
@@ -136,6 +149,12 @@ class Server:
                  cfg.transport, f"{cfg.pixel_cache_mb} MiB" if self.cache is not None else "off",
                  cfg.workers, f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
 
+    def _admission_stats(self) -> dict[str, int]:
+        return {"requests": self.work_pending, "bytes": self.work_bytes,
+                "max_requests": self.config.queued_requests_limit,
+                "max_bytes": self.config.queued_bytes_limit, "rejected": self.rejected,
+                "stopped": self.stopped_work}
+
     def _shm_stats(self) -> dict[str, int]:
         r = self.registry
         return {"outstanding": len(r.owned()), "created": r.created, "expired": r.expired,
@@ -151,36 +170,74 @@ class Server:
 
     # ---- handlers ----
 
+    def _admit(self, size: int) -> bool:
+        """Takes a place for a request of ``size`` bytes, or False. A lone request is always
+        admitted (it is within the message limit), so the byte bound never starves big ones."""
+        cfg = self.config
+        with self._work_lock:
+            if self.work_pending >= cfg.queued_requests_limit or (
+                    self.work_pending and self.work_bytes + size > cfg.queued_bytes_limit):
+                self.rejected += 1
+                return False
+            self.work_pending += 1
+            self.work_bytes += size
+            return True
+
     async def _preprocess(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         received = time.perf_counter()
         if self.draining:
             self.metrics.requests.labels("", "", "UNAVAILABLE").inc()
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                "server is shutting down: retry on another replica")
+            await context.abort(_UNAVAILABLE, _SHUTTING_DOWN)
+        size = len(raw)
+        if not self._admit(size):
+            self.metrics.requests.labels("", "", "RESOURCE_EXHAUSTED").inc()
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"server busy: {self.work_pending} request(s) / "
+                f"{self.work_bytes / 2**20:.0f} MiB admitted, the limits are "
+                f"{self.config.queued_requests_limit} / "
+                f"{self.config.queued_bytes_limit / 2**20:.0f} MiB: retry with backoff or on "
+                "another replica")
+        remaining = context.time_remaining()
+        ticket = Ticket(None if remaining is None else time.monotonic() + remaining)
+        loop = asyncio.get_running_loop()
+        cut = loop.create_future()
         self.in_flight += 1
         self.metrics.in_flight.inc()
         outcome = Outcome(b"")
         code, message = grpc.StatusCode.OK, ""
-        work = self.pool.submit(self.service.preprocess, raw, received, outcome)
-        with self._work_lock:
-            self.work_pending += 1
-        work.add_done_callback(self._work_done)
         try:
-            outcome = await asyncio.wrap_future(work)
+            work = self.pool.submit(self.service.preprocess, raw, received, outcome, ticket)
+        except RuntimeError:  # the pool was shut down: the drain began under us
+            self._release(size, ticket)
+            work = None
+        try:
+            if work is None:
+                raise RequestError(_UNAVAILABLE, _SHUTTING_DOWN)
+            work.add_done_callback(lambda w: self._release(size, ticket))
+            self._live[ticket] = cut
+            done = asyncio.wrap_future(work)
+            try:
+                await asyncio.wait((done, cut), return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # the caller went away: stop its work
+                code = grpc.StatusCode.CANCELLED
+                self._abandon(work, ticket, code, "the call was cancelled")
+                raise
+            if not done.done():  # cut by the drain timeout
+                self._abandon(work, ticket, _UNAVAILABLE, _SHUTTING_DOWN)
+                raise RequestError(_UNAVAILABLE, "server is shutting down: the drain timeout "
+                                                 "cut this request; retry on another replica")
+            if done.cancelled():  # the pool dropped it before it started (shutdown)
+                raise RequestError(_UNAVAILABLE, _SHUTTING_DOWN)
+            outcome = done.result()
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            work.add_done_callback(self._release_late)
             raise
         except RequestError as exc:
             code, message = exc.code, exc.message
-        except RuntimeError as exc:
-            if self.draining:  # the pool or the shm registry was shut down under us
-                code, message = grpc.StatusCode.UNAVAILABLE, "server is shutting down"
-            else:
-                code, message = self._internal(exc)
         except Exception as exc:
             code, message = self._internal(exc)
         finally:
+            self._live.pop(ticket, None)
             self.in_flight -= 1
             self.metrics.in_flight.dec()
             self.metrics.requests.labels(outcome.model, outcome.transport, code.name).inc()
@@ -191,9 +248,20 @@ class Server:
             await context.abort(code, message)
         return outcome.payload
 
-    def _work_done(self, work: concurrent.futures.Future) -> None:
+    def _release(self, size: int, ticket: Ticket) -> None:
         with self._work_lock:
             self.work_pending -= 1
+            self.work_bytes -= size
+            self.stopped_work += ticket.fired
+
+    def _abandon(self, work: concurrent.futures.Future, ticket: Ticket,
+                 code: grpc.StatusCode, reason: str) -> None:
+        """Nobody will read this call's answer: its work stops before its next item (or never
+        starts), and what it delivered anyway is unlinked."""
+        ticket.stop(code, reason)
+        if work.cancel():  # never started
+            ticket.fired = True
+        work.add_done_callback(self._release_late)
 
     def _internal(self, exc: BaseException) -> tuple[grpc.StatusCode, str]:
         log.error("internal error while preprocessing", exc_info=exc)
@@ -222,8 +290,10 @@ class Server:
 
     async def stop(self, timeout: float | None = None) -> None:
         """Drain: NOT_SERVING and UNAVAILABLE for new requests; wait (up to the drain timeout)
-        for in-flight requests, then for consumers to read delivered shm segments; stop the
-        gRPC server; unlink every segment still owned."""
+        for in-flight requests, then for consumers to read delivered shm segments; cut what is
+        still running (UNAVAILABLE, its work stops before its next item); stop the gRPC
+        server; unlink every segment still owned. Blocking closes run off the event loop, so
+        the whole stop takes at most about the drain timeout + _CLOSE_S."""
         assert self._stopped is not None
         if self.draining:
             await self._stopped.wait()
@@ -236,8 +306,13 @@ class Server:
         await self.health.enter_graceful_shutdown()
         while (self.in_flight or self.work_pending) and loop.time() < self._deadline:
             await asyncio.sleep(0.01)
-        if self.in_flight:
-            log.warning("drain timeout: cancelling %d request(s)", self.in_flight)
+        if self.in_flight or self.work_pending:
+            log.warning("drain timeout: cutting %d request(s)", self.in_flight)
+        for ticket, cut in list(self._live.items()):  # answered UNAVAILABLE, work stopped
+            ticket.stop(_UNAVAILABLE, _SHUTTING_DOWN)
+            if not cut.done():
+                cut.set_result(None)
+        self.pool.shutdown(wait=False, cancel_futures=True)
         while loop.time() < self._deadline and await asyncio.to_thread(self.registry.prune):
             await asyncio.sleep(0.02)
         if not await asyncio.to_thread(self.rdma.wait_released,
@@ -245,12 +320,13 @@ class Server:
             log.warning("drain timeout: RDMA slots still unconfirmed; closing the exporter")
         if self._pruner is not None:
             self._pruner.cancel()
-        await self.server.stop(grace=min(1.0, max(0.0, self._deadline - loop.time())))
-        removed = self.registry.close()
-        self.rdma.close()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self.metrics.close()
-        log.info("stopped; unlinked %d unread shm segment(s)", removed)
+        # a short grace even past the deadline: the cut calls' UNAVAILABLE answers go out
+        await self.server.stop(grace=max(0.25, min(1.0, self._deadline - loop.time())))
+        end = loop.time() + _CLOSE_S
+        removed = await _off_loop(self.registry.close, end, "unlinking shm segments")
+        await _off_loop(self.rdma.close, end, "closing the RDMA lane")
+        await _off_loop(self.metrics.close, end, "closing the metrics endpoint")
+        log.info("stopped; unlinked %s unread shm segment(s)", removed)
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
@@ -258,8 +334,40 @@ class Server:
         await self._stopped.wait()
 
 
-async def serve(config: ServerConfig, *, handle_signals: bool = True) -> None:
-    """Runs a server until SIGTERM / SIGINT (drain, then stop)."""
+async def _off_loop(fn: Any, end: float, what: str) -> Any:
+    """fn() on a daemon thread, awaited until the loop time ``end`` at most: a stuck close
+    neither blocks the event loop nor (being a daemon) the process's exit."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def settle(res: Any, exc: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_result(res) if exc is None else fut.set_exception(exc)
+
+    def run() -> None:
+        res: Any = None
+        err: BaseException | None = None
+        try:
+            res = fn()
+        except BaseException as exc:  # reported on the loop
+            err = exc
+        try:
+            loop.call_soon_threadsafe(settle, res, err)
+        except RuntimeError:  # the loop is gone: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="smg-fast-close", daemon=True).start()
+    try:
+        return await asyncio.wait_for(fut, max(0.05, end - loop.time()))
+    except asyncio.TimeoutError:
+        log.warning("stop: %s did not finish in time; going on", what)
+    except Exception:
+        log.exception("stop: %s failed", what)
+    return None
+
+
+async def serve(config: ServerConfig, *, handle_signals: bool = True) -> Server:
+    """Runs a server until SIGTERM / SIGINT (drain, then stop); returns it, stopped."""
     server = Server(config)
     await server.start()
     if handle_signals:
@@ -267,6 +375,7 @@ async def serve(config: ServerConfig, *, handle_signals: bool = True) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, server.request_stop)
     await server.wait_stopped()
+    return server
 
 
 class BackgroundServer:

@@ -52,11 +52,30 @@ class ServerConfig:
     rdma_slot_bytes: int = DEFAULT_SLOT_BYTES
     rdma_slot_ttl_s: float = DEFAULT_SLOT_TTL_S
     rdma_min_bytes: int = 65536
+    max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
+    max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
+    single_flight_wait_s: float = 10.0
 
     @property
     def rdma_arena_bytes(self) -> int:
         """Memory the RDMA arena pins once the lane is up."""
         return self.rdma_slots * self.rdma_slot_bytes
+
+    @property
+    def queued_requests_limit(self) -> int:
+        """Preprocess requests admitted at once (running or waiting for a worker)."""
+        return self.max_queued_requests or max(32, 8 * self.workers)
+
+    @property
+    def queued_bytes_limit(self) -> int:
+        """Request bytes admitted at once; auto: 1/8 of physical memory, at most 1 GiB."""
+        if self.max_queued_mb:
+            return self.max_queued_mb * 2**20
+        try:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            mem = 8 << 30
+        return max(64 << 20, min(1 << 30, mem // 8))
 
     @property
     def max_message_bytes(self) -> int:
@@ -94,6 +113,10 @@ class ServerConfig:
             raise ValueError("--rdma-slot-mb must be at least 64 KiB and at most 1 TiB")
         if self.rdma_slot_ttl_s < 1 or self.rdma_min_bytes < 0:
             raise ValueError("--rdma-slot-ttl-s must be >= 1 and --rdma-min-bytes >= 0")
+        if self.max_queued_requests < 0 or self.max_queued_mb < 0:
+            raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
+        if not 0 < self.single_flight_wait_s <= 3600:
+            raise ValueError("--single-flight-wait-s must be in (0, 3600]")
         for d in self.allowed_media_dirs:
             if not os.path.isdir(d):
                 raise ValueError(f"--allowed-media-dir {d!r} is not a directory")
@@ -153,6 +176,15 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "default is 3x a puller's default pull timeout"),
     ("--rdma-min-bytes", "SMG_FAST_RDMA_MIN_BYTES", int,
      "tensors smaller than this do not go by rdma"),
+    ("--max-queued-requests", "SMG_FAST_MAX_QUEUED_REQUESTS", int,
+     "Preprocess requests admitted at once (running or waiting for a worker); more get "
+     "RESOURCE_EXHAUSTED at once (0 = auto: 8 x workers, at least 32)"),
+    ("--max-queued-mb", "SMG_FAST_MAX_QUEUED_MB", int,
+     "MiB of request messages admitted at once; a request over it gets RESOURCE_EXHAUSTED "
+     "unless nothing else is admitted (0 = auto: 1/8 of physical memory, 64..1024 MiB)"),
+    ("--single-flight-wait-s", "SMG_FAST_SINGLE_FLIGHT_WAIT_S", float,
+     "pixel cache: longest wait for another request computing the same image (bounded "
+     "also by the request's deadline); then the waiter computes it itself"),
 ]
 
 
@@ -230,6 +262,8 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=int(ns.rdma_slot_mb * 2**20),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
+        max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
+        single_flight_wait_s=ns.single_flight_wait_s,
     )
     try:
         return cfg.validate()
