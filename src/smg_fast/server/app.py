@@ -38,6 +38,8 @@ _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 _CLOSE_S = 3.0  # past the drain deadline: what closing the registry, RDMA and metrics may take
 _SHUTTING_DOWN = "server is shutting down: retry on another replica"
+_PREPROCESS = f"/{SERVICE_NAME}/Preprocess"
+_MODEL_INFO = f"/{SERVICE_NAME}/GetModelInfo"
 
 
 def _address(host: str, port: int) -> str:
@@ -58,6 +60,27 @@ def _keep_pillow_blocks(workers: int) -> None:
         core.set_blocks_max(2 + 2 * workers)
 
 
+class _Handlers(grpc.GenericRpcHandler):
+    """Picks a call's handler before its message is read: while admission is full (for a
+    request of the recent typical size), a Preprocess call is refused by a handler that never
+    reads the message, so a flood of big messages is not received only to be dropped.
+    Admission in the handler stays the exact check: it knows the size."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._preprocess = grpc.unary_unary_rpc_method_handler(server._preprocess)
+        self._refuse = grpc.stream_unary_rpc_method_handler(server._refuse)
+        self._info = grpc.unary_unary_rpc_method_handler(server._model_info)
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        method = details.method
+        if method == _PREPROCESS:
+            return self._refuse if self._server.admission_full() else self._preprocess
+        if method == _MODEL_INFO:
+            return self._info
+        return None
+
+
 class Server:
     """One smg-fast server. ``await start()``, then ``await stop()`` (or ``serve()``)."""
 
@@ -69,6 +92,7 @@ class Server:
         self.work_pending = 0  # admitted work not yet finished (outlives cancelled calls)
         self.work_bytes = 0  # their request bytes
         self.rejected = 0  # refused by admission
+        self._typical = 0  # recent admitted request size (bytes), for the pre-read check
         self.stopped_work = 0  # work stopped early: cancelled, past its deadline, cut by drain
         self._work_lock = threading.Lock()
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
@@ -108,20 +132,16 @@ class Server:
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         limit = cfg.max_message_bytes
-        # grpc's own bound (it stops taking calls off the wire past it) sits above admission,
-        # which answers RESOURCE_EXHAUSTED itself; the headroom keeps health checks answered.
-        self.server = grpc.aio.server(maximum_concurrent_rpcs=cfg.queued_requests_limit + 64,
+        # grpc's own bound answers RESOURCE_EXHAUSTED before reading most of a message, so a
+        # flood of big messages is not all received at once; it sits a little above
+        # admission (which sees sizes) to leave room for health checks and answers going out.
+        self.server = grpc.aio.server(maximum_concurrent_rpcs=cfg.queued_requests_limit + 8,
                                       options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),
             ("grpc.so_reuseport", 0),
         ])
-        handlers = {
-            "Preprocess": grpc.unary_unary_rpc_method_handler(self._preprocess),
-            "GetModelInfo": grpc.unary_unary_rpc_method_handler(self._model_info),
-        }
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        self.server.add_generic_rpc_handlers((_Handlers(self),))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         for name in ("", SERVICE_NAME):
@@ -170,6 +190,29 @@ class Server:
 
     # ---- handlers ----
 
+    def admission_full(self) -> bool:
+        """The pre-read check: a request of the recent typical size would not be admitted."""
+        cfg = self.config
+        pending = self.work_pending
+        return pending >= cfg.queued_requests_limit or (
+            pending > 0 and self.work_bytes + self._typical > cfg.queued_bytes_limit)
+
+    def _busy(self) -> str:
+        return (f"server busy: {self.work_pending} request(s) / "
+                f"{self.work_bytes / 2**20:.0f} MiB admitted, the limits are "
+                f"{self.config.queued_requests_limit} / "
+                f"{self.config.queued_bytes_limit / 2**20:.0f} MiB: retry with backoff or on "
+                "another replica")
+
+    async def _refuse(self, messages: Any, context: grpc.aio.ServicerContext) -> bytes:
+        """A Preprocess call met a full admission: refused unread."""
+        code = _UNAVAILABLE if self.draining else grpc.StatusCode.RESOURCE_EXHAUSTED
+        with self._work_lock:
+            self.rejected += code != _UNAVAILABLE
+        self.metrics.requests.labels("", "", code.name).inc()
+        await context.abort(code, _SHUTTING_DOWN if self.draining else self._busy())
+        return b""
+
     def _admit(self, size: int) -> bool:
         """Takes a place for a request of ``size`` bytes, or False. A lone request is always
         admitted (it is within the message limit), so the byte bound never starves big ones."""
@@ -181,6 +224,7 @@ class Server:
                 return False
             self.work_pending += 1
             self.work_bytes += size
+            self._typical += (size - self._typical) // 4  # moving average of admitted sizes
             return True
 
     async def _preprocess(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -191,13 +235,7 @@ class Server:
         size = len(raw)
         if not self._admit(size):
             self.metrics.requests.labels("", "", "RESOURCE_EXHAUSTED").inc()
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"server busy: {self.work_pending} request(s) / "
-                f"{self.work_bytes / 2**20:.0f} MiB admitted, the limits are "
-                f"{self.config.queued_requests_limit} / "
-                f"{self.config.queued_bytes_limit / 2**20:.0f} MiB: retry with backoff or on "
-                "another replica")
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._busy())
         remaining = context.time_remaining()
         ticket = Ticket(None if remaining is None else time.monotonic() + remaining)
         loop = asyncio.get_running_loop()
@@ -217,6 +255,7 @@ class Server:
             work.add_done_callback(lambda w: self._release(size, ticket))
             self._live[ticket] = cut
             done = asyncio.wrap_future(work)
+            done.add_done_callback(_retrieved)  # no "never retrieved" log once abandoned
             try:
                 await asyncio.wait((done, cut), return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # the caller went away: stop its work
@@ -260,7 +299,8 @@ class Server:
         starts), and what it delivered anyway is unlinked."""
         ticket.stop(code, reason)
         if work.cancel():  # never started
-            ticket.fired = True
+            with self._work_lock:
+                self.stopped_work += 1
         work.add_done_callback(self._release_late)
 
     def _internal(self, exc: BaseException) -> tuple[grpc.StatusCode, str]:
@@ -332,6 +372,11 @@ class Server:
     async def wait_stopped(self) -> None:
         assert self._stopped is not None
         await self._stopped.wait()
+
+
+def _retrieved(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 async def _off_loop(fn: Any, end: float, what: str) -> Any:

@@ -42,6 +42,7 @@ from .rdma_lane import RdmaLane
 log = logging.getLogger("smg_fast.server")
 
 MAX_ITEMS = 1024  # images per request
+_MAX_PIXELS_FIELD = 1 << 40  # a per-request min/max_pixels above it is refused
 _OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
@@ -227,6 +228,9 @@ class PreprocessService:
         outcome.transport = requested
         min_px = req.min_pixels if req.HasField("min_pixels") and req.min_pixels else None
         max_px = req.max_pixels if req.HasField("max_pixels") and req.max_pixels else None
+        if max(min_px or 0, max_px or 0) > _MAX_PIXELS_FIELD:  # beyond any image; sizes overflow
+            raise RequestError(_INVALID, f"min_pixels/max_pixels must be at most 2**40, got "
+                                         f"{min_px}/{max_px}")
         proc, fingerprint = self.models.variant(model, min_px, max_px)
         if not req.items:
             raise RequestError(_INVALID, "request has no items")
