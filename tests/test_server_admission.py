@@ -348,3 +348,38 @@ def test_admission_flags_and_env():
     for flag in ("--max-queued-requests", "SMG_FAST_MAX_QUEUED_REQUESTS", "--max-queued-mb",
                  "SMG_FAST_MAX_QUEUED_MB", "--single-flight-wait-s"):
         assert flag in text
+
+
+def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours):
+    """Two requests for one image on a server with the pixel cache: the first (the leader)
+    hangs inside its computation; the second does not wait for it past
+    --single-flight-wait-s and is served, exactly, by computing the image itself."""
+    srv = start_server(pixel_cache_mb=32, single_flight_wait_s=0.3)
+    service = srv.server.service
+    real_prepare = service._prepare
+    stuck, entered = threading.Event(), threading.Event()
+    first = [True]
+
+    def prepare(*args):
+        if first[0]:
+            first[0] = False
+            entered.set()
+            stuck.wait(60)
+        return real_prepare(*args)
+
+    service._prepare = prepare
+    img = small_jpegs["flower"]
+    try:
+        with Client(srv.target, timeout=60) as c:
+            leader = c._stub.Preprocess.future(build_request(img, transport="inline"),
+                                               timeout=60)
+            assert entered.wait(30)
+            out = c.preprocess(img, transport="inline", timeout=30)
+            assert not leader.done()
+            assert np.array_equal(out.pixel_values, ours("qwen2_vl")(img)["pixel_values"])
+            assert srv.server.cache.stats()["takeovers"] == 1
+            stuck.set()
+            leader.result(30)
+    finally:
+        stuck.set()
+        service._prepare = real_prepare
