@@ -99,8 +99,8 @@ def test_cancelled_call_stops_its_work(one_worker, media_dir):
         settle(srv)
     done = items_done(srv) - before
     assert 1 <= done < HEAVY_ITEMS, done
-    assert srv.server._admission_stats()["stopped"] >= 1
-    assert srv.server._admission_stats()["requests"] == 0
+    assert srv.server.admission.stats()["stopped"] >= 1
+    assert srv.server.admission.stats()["requests"] == 0
 
 
 def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, media_dir,
@@ -118,7 +118,7 @@ def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, me
         settle(srv)
         done = items_done(srv) - before
         assert done < HEAVY_ITEMS, done  # the first stopped; the second did nothing
-        assert srv.server._admission_stats()["stopped"] >= 2
+        assert srv.server.admission.stats()["stopped"] >= 2
         out = c.preprocess(small_jpegs["rocket"], transport="inline")  # still serving
     assert np.array_equal(out.pixel_values, ours("qwen2_vl")(small_jpegs["rocket"])
                           ["pixel_values"])

@@ -23,6 +23,7 @@ from .. import scratch_stats
 from .._proto import preprocessor_pb2 as pb
 from ..cache import PixelCache
 from ..shm import ShmRegistry, shm_namespace, sweep_dead_segments
+from .admission import Admission
 from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics
@@ -75,7 +76,7 @@ class _Handlers(grpc.GenericRpcHandler):
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method = details.method
         if method == _PREPROCESS:
-            return self._refuse if self._server.admission_full() else self._preprocess
+            return self._refuse if self._server.admission.full() else self._preprocess
         if method == _MODEL_INFO:
             return self._info
         return None
@@ -89,12 +90,8 @@ class Server:
         self.port: int | None = None
         self.draining = False
         self.in_flight = 0  # Preprocess calls not yet answered
-        self.work_pending = 0  # admitted work not yet finished (outlives cancelled calls)
-        self.work_bytes = 0  # their request bytes
-        self.rejected = 0  # refused by admission
-        self._typical = 0  # recent admitted request size (bytes), for the pre-read check
-        self.stopped_work = 0  # work stopped early: cancelled, past its deadline, cut by drain
-        self._work_lock = threading.Lock()
+        self.admission = Admission(self.config.queued_requests_limit,
+                                   self.config.queued_bytes_limit)
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
         self._deadline = 0.0
@@ -117,7 +114,7 @@ class Server:
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
                                     pool_bytes=cfg.shm_pool_mb * 2**20)
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self._shm_stats,
-                                   "admission": self._admission_stats}
+                                   "admission": self.admission.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -169,11 +166,10 @@ class Server:
                  cfg.transport, f"{cfg.pixel_cache_mb} MiB" if self.cache is not None else "off",
                  cfg.workers, f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
 
-    def _admission_stats(self) -> dict[str, int]:
-        return {"requests": self.work_pending, "bytes": self.work_bytes,
-                "max_requests": self.config.queued_requests_limit,
-                "max_bytes": self.config.queued_bytes_limit, "rejected": self.rejected,
-                "stopped": self.stopped_work}
+    @property
+    def work_pending(self) -> int:
+        """Admitted work not yet finished (it outlives a cancelled call until its next item)."""
+        return self.admission.pending
 
     def _shm_stats(self) -> dict[str, int]:
         r = self.registry
@@ -190,42 +186,15 @@ class Server:
 
     # ---- handlers ----
 
-    def admission_full(self) -> bool:
-        """The pre-read check: a request of the recent typical size would not be admitted."""
-        cfg = self.config
-        pending = self.work_pending
-        return pending >= cfg.queued_requests_limit or (
-            pending > 0 and self.work_bytes + self._typical > cfg.queued_bytes_limit)
-
-    def _busy(self) -> str:
-        return (f"server busy: {self.work_pending} request(s) / "
-                f"{self.work_bytes / 2**20:.0f} MiB admitted, the limits are "
-                f"{self.config.queued_requests_limit} / "
-                f"{self.config.queued_bytes_limit / 2**20:.0f} MiB: retry with backoff or on "
-                "another replica")
-
     async def _refuse(self, messages: Any, context: grpc.aio.ServicerContext) -> bytes:
         """A Preprocess call met a full admission: refused unread."""
         code = _UNAVAILABLE if self.draining else grpc.StatusCode.RESOURCE_EXHAUSTED
-        with self._work_lock:
-            self.rejected += code != _UNAVAILABLE
+        if code != _UNAVAILABLE:
+            self.admission.refused()
         self.metrics.requests.labels("", "", code.name).inc()
-        await context.abort(code, _SHUTTING_DOWN if self.draining else self._busy())
+        await context.abort(code, _SHUTTING_DOWN if self.draining
+                            else self.admission.busy_message())
         return b""
-
-    def _admit(self, size: int) -> bool:
-        """Takes a place for a request of ``size`` bytes, or False. A lone request is always
-        admitted (it is within the message limit), so the byte bound never starves big ones."""
-        cfg = self.config
-        with self._work_lock:
-            if self.work_pending >= cfg.queued_requests_limit or (
-                    self.work_pending and self.work_bytes + size > cfg.queued_bytes_limit):
-                self.rejected += 1
-                return False
-            self.work_pending += 1
-            self.work_bytes += size
-            self._typical += (size - self._typical) // 4  # moving average of admitted sizes
-            return True
 
     async def _preprocess(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         received = time.perf_counter()
@@ -233,9 +202,10 @@ class Server:
             self.metrics.requests.labels("", "", "UNAVAILABLE").inc()
             await context.abort(_UNAVAILABLE, _SHUTTING_DOWN)
         size = len(raw)
-        if not self._admit(size):
+        if not self.admission.admit(size):
             self.metrics.requests.labels("", "", "RESOURCE_EXHAUSTED").inc()
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self._busy())
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                self.admission.busy_message())
         remaining = context.time_remaining()
         ticket = Ticket(None if remaining is None else time.monotonic() + remaining)
         loop = asyncio.get_running_loop()
@@ -288,10 +258,7 @@ class Server:
         return outcome.payload
 
     def _release(self, size: int, ticket: Ticket) -> None:
-        with self._work_lock:
-            self.work_pending -= 1
-            self.work_bytes -= size
-            self.stopped_work += ticket.fired
+        self.admission.release(size, ticket.fired)
 
     def _abandon(self, work: concurrent.futures.Future, ticket: Ticket,
                  code: grpc.StatusCode, reason: str) -> None:
@@ -299,8 +266,7 @@ class Server:
         starts), and what it delivered anyway is unlinked."""
         ticket.stop(code, reason)
         if work.cancel():  # never started
-            with self._work_lock:
-                self.stopped_work += 1
+            self.admission.note_stopped()
         work.add_done_callback(self._release_late)
 
     def _internal(self, exc: BaseException) -> tuple[grpc.StatusCode, str]:
