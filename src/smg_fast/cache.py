@@ -5,8 +5,9 @@ output dtype). Entries hold the computed buffer itself (no copy on insert) made 
 hit hands out that same buffer (no copy on lookup). Evicted entries marked ``slow_release``
 (views of shared-memory mappings, whose unmapping costs milliseconds) are dropped on a
 background thread. Concurrent misses for one key compute once:
-the first caller computes, the others wait for its result (or its exception). Thread-safe; a
-lookup is a dict access under a lock.
+the first caller computes, the others wait for its result (or its exception), each for at most
+its ``wait_s``: a stuck leader cannot pin the waiters, which then compute for themselves.
+Thread-safe; a lookup is a dict access under a lock.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +64,7 @@ class PixelCache:
         self.evictions = 0
         self.inserts = 0
         self.rejected = 0  # larger than the whole budget
+        self.takeovers = 0  # waiters that gave up on a slow leader and computed themselves
 
     # ---- plain access ----
 
@@ -91,13 +94,15 @@ class PixelCache:
 
     # ---- single flight ----
 
-    def get_or_compute(self, key: Hashable,
-                       compute: Callable[[], CacheEntry]) -> tuple[CacheEntry, str]:
+    def get_or_compute(self, key: Hashable, compute: Callable[[], CacheEntry],
+                       wait_s: float | None = None) -> tuple[CacheEntry, str]:
         """The cached entry, or compute() run once however many threads ask at the same time.
 
         Returns (entry, how) with how one of "hit", "miss" (this call computed) and "coalesced"
         (waited for another call's computation). An exception of compute() reaches every caller
-        that waited for it; nothing is cached then.
+        that waited for it; nothing is cached then. A waiter waits at most ``wait_s`` seconds
+        (None: no bound); then it runs compute() itself (a "miss"; the leader's flight is left
+        alone), so compute() should itself refuse work whose deadline has passed.
         """
         with self._lock:
             entry = self._entries.get(key)
@@ -114,7 +119,15 @@ class PixelCache:
             else:
                 self.coalesced += 1
         if not leader:
-            return flight.result(), COALESCED
+            try:
+                return flight.result(wait_s), COALESCED
+            except FutureTimeout:
+                with self._lock:
+                    self.takeovers += 1
+            entry = compute()
+            with self._lock:
+                self._insert(key, entry)
+            return entry, MISS
         try:
             entry = compute()
         except BaseException as exc:
@@ -166,7 +179,7 @@ class PixelCache:
                     "evictions": self.evictions, "inserts": self.inserts,
                     "rejected": self.rejected, "bytes": self._bytes,
                     "entries": len(self._entries), "capacity_bytes": self.capacity_bytes,
-                    "in_flight": len(self._flights)}
+                    "in_flight": len(self._flights), "takeovers": self.takeovers}
 
 
 __all__ = ["COALESCED", "HIT", "MISS", "CacheEntry", "PixelCache", "cache_key"]

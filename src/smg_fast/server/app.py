@@ -1,6 +1,8 @@
 """Server lifecycle: grpc.aio server with the Preprocessor service, health, reflection and
-metrics; start (sweep, load, warm up, SERVING) and drain (NOT_SERVING, finish in-flight work,
-let consumers read delivered segments, stop, unlink what is left)."""
+metrics; admission (bounded requests and bytes admitted at once, the rest RESOURCE_EXHAUSTED at
+once); start (sweep, load, warm up, SERVING) and drain (NOT_SERVING, finish in-flight work up to
+the drain timeout, then cut it with UNAVAILABLE, let consumers read delivered segments, stop,
+unlink what is left), all of it bounded by the drain timeout plus a few seconds."""
 
 from __future__ import annotations
 
@@ -21,18 +23,24 @@ from .. import scratch_stats
 from .._proto import preprocessor_pb2 as pb
 from ..cache import PixelCache
 from ..shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
+from .admission import Admission
 from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
-from .service import Outcome, PreprocessService
+from .service import Outcome, PreprocessService, Ticket
 
 log = logging.getLogger("smg_fast.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+_CLOSE_S = 3.0  # past the drain deadline: what closing the registry, RDMA and metrics may take
+_SHUTTING_DOWN = "server is shutting down: retry on another replica"
+_PREPROCESS = f"/{SERVICE_NAME}/Preprocess"
+_MODEL_INFO = f"/{SERVICE_NAME}/GetModelInfo"
 
 
 def _address(host: str, port: int) -> str:
@@ -53,6 +61,27 @@ def _keep_pillow_blocks(workers: int) -> None:
         core.set_blocks_max(2 + 2 * workers)
 
 
+class _Handlers(grpc.GenericRpcHandler):
+    """Picks a call's handler before its message is read: while admission is full (for a
+    request of the recent typical size), a Preprocess call is refused by a handler that never
+    reads the message, so a flood of big messages is not received only to be dropped.
+    Admission in the handler stays the exact check: it knows the size."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._preprocess = grpc.unary_unary_rpc_method_handler(server._preprocess)
+        self._refuse = grpc.stream_unary_rpc_method_handler(server._refuse)
+        self._info = grpc.unary_unary_rpc_method_handler(server._model_info)
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        method = details.method
+        if method == _PREPROCESS:
+            return self._refuse if self._server.admission.full() else self._preprocess
+        if method == _MODEL_INFO:
+            return self._info
+        return None
+
+
 class Server:
     """One smg-fast server. ``await start()``, then ``await stop()`` (or ``serve()``)."""
 
@@ -61,8 +90,9 @@ class Server:
         self.port: int | None = None
         self.draining = False
         self.in_flight = 0  # Preprocess calls not yet answered
-        self.work_pending = 0  # their pool work items still running (outlive cancelled calls)
-        self._work_lock = threading.Lock()
+        self.admission = Admission(self.config.queued_requests_limit,
+                                   self.config.queued_bytes_limit)
+        self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
         self._deadline = 0.0
         self._stopping: asyncio.Task | None = None
@@ -87,7 +117,8 @@ class Server:
                                     max_outstanding_bytes=cap, share_bytes=cap // 2)
         log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
                  "connection)", cap / 2**20, cfg.shm_dir, cap / 2**21)
-        sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats}
+        sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
+                                   "admission": self.admission.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -102,17 +133,16 @@ class Server:
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         limit = cfg.max_message_bytes
-        self.server = grpc.aio.server(options=[
+        # grpc's own bound answers RESOURCE_EXHAUSTED before reading most of a message, so a
+        # flood of big messages is not all received at once; it sits a little above
+        # admission (which sees sizes) to leave room for health checks and answers going out.
+        self.server = grpc.aio.server(maximum_concurrent_rpcs=cfg.queued_requests_limit + 8,
+                                      options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),
             ("grpc.so_reuseport", 0),
         ])
-        handlers = {
-            "Preprocess": grpc.unary_unary_rpc_method_handler(self._preprocess),
-            "GetModelInfo": grpc.unary_unary_rpc_method_handler(self._model_info),
-        }
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        self.server.add_generic_rpc_handlers((_Handlers(self),))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         for name in ("", SERVICE_NAME):
@@ -140,6 +170,11 @@ class Server:
                  cfg.transport, f"{cfg.pixel_cache_mb} MiB" if self.cache is not None else "off",
                  cfg.workers, f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
 
+    @property
+    def work_pending(self) -> int:
+        """Admitted work not yet finished (it outlives a cancelled call until its next item)."""
+        return self.admission.pending
+
     async def _prune_loop(self) -> None:
         rounds = 0
         while True:
@@ -154,36 +189,67 @@ class Server:
 
     # ---- handlers ----
 
+    async def _refuse(self, messages: Any, context: grpc.aio.ServicerContext) -> bytes:
+        """A Preprocess call met a full admission: refused unread."""
+        code = _UNAVAILABLE if self.draining else grpc.StatusCode.RESOURCE_EXHAUSTED
+        if code != _UNAVAILABLE:
+            self.admission.refused()
+        self.metrics.requests.labels("", "", code.name).inc()
+        await context.abort(code, _SHUTTING_DOWN if self.draining
+                            else self.admission.busy_message())
+        return b""
+
     async def _preprocess(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         received = time.perf_counter()
         if self.draining:
             self.metrics.requests.labels("", "", "UNAVAILABLE").inc()
-            await context.abort(grpc.StatusCode.UNAVAILABLE,
-                                "server is shutting down: retry on another replica")
+            await context.abort(_UNAVAILABLE, _SHUTTING_DOWN)
+        size = len(raw)
+        if not self.admission.admit(size):
+            self.metrics.requests.labels("", "", "RESOURCE_EXHAUSTED").inc()
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                self.admission.busy_message())
+        remaining = context.time_remaining()
+        ticket = Ticket(None if remaining is None else time.monotonic() + remaining)
+        loop = asyncio.get_running_loop()
+        cut = loop.create_future()
         self.in_flight += 1
         self.metrics.in_flight.inc()
         outcome = Outcome(b"", caller=context.peer())
         code, message = grpc.StatusCode.OK, ""
-        work = self.pool.submit(self.service.preprocess, raw, received, outcome)
-        with self._work_lock:
-            self.work_pending += 1
-        work.add_done_callback(self._work_done)
         try:
-            outcome = await asyncio.wrap_future(work)
+            work = self.pool.submit(self.service.preprocess, raw, received, outcome, ticket)
+        except RuntimeError:  # the pool was shut down: the drain began under us
+            self._release(size, ticket)
+            work = None
+        try:
+            if work is None:
+                raise RequestError(_UNAVAILABLE, _SHUTTING_DOWN)
+            work.add_done_callback(lambda w: self._release(size, ticket))
+            self._live[ticket] = cut
+            done = asyncio.wrap_future(work)
+            done.add_done_callback(_retrieved)  # no "never retrieved" log once abandoned
+            try:
+                await asyncio.wait((done, cut), return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # the caller went away: stop its work
+                code = grpc.StatusCode.CANCELLED
+                self._abandon(work, ticket, code, "the call was cancelled")
+                raise
+            if not done.done():  # cut by the drain timeout
+                self._abandon(work, ticket, _UNAVAILABLE, _SHUTTING_DOWN)
+                raise RequestError(_UNAVAILABLE, "server is shutting down: the drain timeout "
+                                                 "cut this request; retry on another replica")
+            if done.cancelled():  # the pool dropped it before it started (shutdown)
+                raise RequestError(_UNAVAILABLE, _SHUTTING_DOWN)
+            outcome = done.result()
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            work.add_done_callback(self._release_late)
             raise
         except RequestError as exc:
             code, message = exc.code, exc.message
-        except RuntimeError as exc:
-            if self.draining:  # the pool or the shm registry was shut down under us
-                code, message = grpc.StatusCode.UNAVAILABLE, "server is shutting down"
-            else:
-                code, message = self._internal(exc)
         except Exception as exc:
             code, message = self._internal(exc)
         finally:
+            self._live.pop(ticket, None)
             self.in_flight -= 1
             self.metrics.in_flight.dec()
             self.metrics.requests.labels(outcome.model, outcome.transport, code.name).inc()
@@ -191,12 +257,23 @@ class Server:
                 self.metrics.request_seconds.labels(outcome.model).observe(
                     time.perf_counter() - received)
         if code != grpc.StatusCode.OK:
+            # The failed future's exception holds this frame through its traceback: drop our
+            # references so nothing of the request outlives it.
+            work = done = None  # noqa: F841
             await context.abort(code, message)
         return outcome.payload
 
-    def _work_done(self, work: concurrent.futures.Future) -> None:
-        with self._work_lock:
-            self.work_pending -= 1
+    def _release(self, size: int, ticket: Ticket) -> None:
+        self.admission.release(size, ticket.fired)
+
+    def _abandon(self, work: concurrent.futures.Future, ticket: Ticket,
+                 code: grpc.StatusCode, reason: str) -> None:
+        """Nobody will read this call's answer: its work stops before its next item (or never
+        starts), and what it delivered anyway is unlinked."""
+        ticket.stop(code, reason)
+        if work.cancel():  # never started
+            self.admission.note_stopped()
+        work.add_done_callback(self._release_late)
 
     def _internal(self, exc: BaseException) -> tuple[grpc.StatusCode, str]:
         log.error("internal error while preprocessing", exc_info=exc)
@@ -225,8 +302,10 @@ class Server:
 
     async def stop(self, timeout: float | None = None) -> None:
         """Drain: NOT_SERVING and UNAVAILABLE for new requests; wait (up to the drain timeout)
-        for in-flight requests, then for consumers to read delivered shm segments; stop the
-        gRPC server; unlink every segment still owned."""
+        for in-flight requests, then for consumers to read delivered shm segments; cut what is
+        still running (UNAVAILABLE, its work stops before its next item); stop the gRPC
+        server; unlink every segment still owned. Blocking closes run off the event loop, so
+        the whole stop takes at most about the drain timeout + _CLOSE_S."""
         assert self._stopped is not None
         if self.draining:
             await self._stopped.wait()
@@ -239,8 +318,13 @@ class Server:
         await self.health.enter_graceful_shutdown()
         while (self.in_flight or self.work_pending) and loop.time() < self._deadline:
             await asyncio.sleep(0.01)
-        if self.in_flight:
-            log.warning("drain timeout: cancelling %d request(s)", self.in_flight)
+        if self.in_flight or self.work_pending:
+            log.warning("drain timeout: cutting %d request(s)", self.in_flight)
+        for ticket, cut in list(self._live.items()):  # answered UNAVAILABLE, work stopped
+            ticket.stop(_UNAVAILABLE, _SHUTTING_DOWN)
+            if not cut.done():
+                cut.set_result(None)
+        self.pool.shutdown(wait=False, cancel_futures=True)
         while loop.time() < self._deadline and await asyncio.to_thread(self.registry.prune):
             await asyncio.sleep(0.02)
         if not await asyncio.to_thread(self.rdma.wait_released,
@@ -248,12 +332,13 @@ class Server:
             log.warning("drain timeout: RDMA slots still unconfirmed; closing the exporter")
         if self._pruner is not None:
             self._pruner.cancel()
-        await self.server.stop(grace=min(1.0, max(0.0, self._deadline - loop.time())))
-        removed = self.registry.close()
-        self.rdma.close()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self.metrics.close()
-        log.info("stopped; unlinked %d unread shm segment(s)", removed)
+        # a short grace even past the deadline: the cut calls' UNAVAILABLE answers go out
+        await self.server.stop(grace=max(0.25, min(1.0, self._deadline - loop.time())))
+        end = loop.time() + _CLOSE_S
+        removed = await _off_loop(self.registry.close, end, "unlinking shm segments")
+        await _off_loop(self.rdma.close, end, "closing the RDMA lane")
+        await _off_loop(self.metrics.close, end, "closing the metrics endpoint")
+        log.info("stopped; unlinked %s unread shm segment(s)", removed)
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
@@ -261,8 +346,45 @@ class Server:
         await self._stopped.wait()
 
 
-async def serve(config: ServerConfig, *, handle_signals: bool = True) -> None:
-    """Runs a server until SIGTERM / SIGINT (drain, then stop)."""
+def _retrieved(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+async def _off_loop(fn: Any, end: float, what: str) -> Any:
+    """fn() on a daemon thread, awaited until the loop time ``end`` at most: a stuck close
+    neither blocks the event loop nor (being a daemon) the process's exit."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def settle(res: Any, exc: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_result(res) if exc is None else fut.set_exception(exc)
+
+    def run() -> None:
+        res: Any = None
+        err: BaseException | None = None
+        try:
+            res = fn()
+        except BaseException as exc:  # reported on the loop
+            err = exc
+        try:
+            loop.call_soon_threadsafe(settle, res, err)
+        except RuntimeError:  # the loop is gone: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="smg-fast-close", daemon=True).start()
+    try:
+        return await asyncio.wait_for(fut, max(0.05, end - loop.time()))
+    except asyncio.TimeoutError:
+        log.warning("stop: %s did not finish in time; going on", what)
+    except Exception:
+        log.exception("stop: %s failed", what)
+    return None
+
+
+async def serve(config: ServerConfig, *, handle_signals: bool = True) -> Server:
+    """Runs a server until SIGTERM / SIGINT (drain, then stop); returns it, stopped."""
     server = Server(config)
     await server.start()
     if handle_signals:
@@ -270,6 +392,7 @@ async def serve(config: ServerConfig, *, handle_signals: bool = True) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, server.request_stop)
     await server.wait_stopped()
+    return server
 
 
 class BackgroundServer:

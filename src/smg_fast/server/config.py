@@ -56,11 +56,30 @@ class ServerConfig:
     rdma_min_bytes: int = 65536
     max_output_mb: int = 1024
     image_formats: str = ",".join(DEFAULT_IMAGE_FORMATS)
+    max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
+    max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
+    single_flight_wait_s: float = 10.0
 
     @property
     def rdma_arena_bytes(self) -> int:
         """Memory the RDMA arena pins once the lane is up."""
         return self.rdma_slots * self.rdma_slot_bytes
+
+    @property
+    def queued_requests_limit(self) -> int:
+        """Preprocess requests admitted at once (running or waiting for a worker)."""
+        return self.max_queued_requests or max(32, 8 * self.workers)
+
+    @property
+    def queued_bytes_limit(self) -> int:
+        """Request bytes admitted at once; auto: 1/8 of physical memory, at most 1 GiB."""
+        if self.max_queued_mb:
+            return self.max_queued_mb * 2**20
+        try:
+            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError):
+            mem = 8 << 30
+        return max(64 << 20, min(1 << 30, mem // 8))
 
     @property
     def max_message_bytes(self) -> int:
@@ -112,6 +131,10 @@ class ServerConfig:
             normalize_formats(self.image_formats)
         except ValueError as exc:
             raise ValueError(f"--image-formats: {exc}") from None
+        if self.max_queued_requests < 0 or self.max_queued_mb < 0:
+            raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
+        if not 0 < self.single_flight_wait_s <= 3600:
+            raise ValueError("--single-flight-wait-s must be in (0, 3600]")
         for d in self.allowed_media_dirs:
             if not os.path.isdir(d):
                 raise ValueError(f"--allowed-media-dir {d!r} is not a directory")
@@ -181,6 +204,15 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "default is 3x a puller's default pull timeout"),
     ("--rdma-min-bytes", "SMG_FAST_RDMA_MIN_BYTES", int,
      "tensors smaller than this do not go by rdma"),
+    ("--max-queued-requests", "SMG_FAST_MAX_QUEUED_REQUESTS", int,
+     "Preprocess requests admitted at once (running or waiting for a worker); more get "
+     "RESOURCE_EXHAUSTED at once (0 = auto: 8 x workers, at least 32)"),
+    ("--max-queued-mb", "SMG_FAST_MAX_QUEUED_MB", int,
+     "MiB of request messages admitted at once; a request over it gets RESOURCE_EXHAUSTED "
+     "unless nothing else is admitted (0 = auto: 1/8 of physical memory, 64..1024 MiB)"),
+    ("--single-flight-wait-s", "SMG_FAST_SINGLE_FLIGHT_WAIT_S", float,
+     "pixel cache: longest wait for another request computing the same image (bounded "
+     "also by the request's deadline); then the waiter computes it itself"),
 ]
 
 
@@ -260,6 +292,8 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=int(ns.rdma_slot_mb * 2**20),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
+        max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
+        single_flight_wait_s=ns.single_flight_wait_s,
     )
     try:
         return cfg.validate()

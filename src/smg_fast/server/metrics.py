@@ -67,6 +67,7 @@ class Metrics:
         counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops")}
         counters |= {"shm.created", "shm.expired", "shm.released", "shm.refused",
                      "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed"}
+        counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free")}
         r.register(_StatsCollector(sources or {}, counters))

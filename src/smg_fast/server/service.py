@@ -2,7 +2,8 @@
 the pixel cache when on), deliver each tensor inline or in /dev/shm, serialize.
 
 Every failure becomes a RequestError carrying its gRPC status; every shm segment created for a
-request that then fails is unlinked before the error leaves.
+request that then fails is unlinked before the error leaves. A Ticket from the handler stops the
+work between items once the RPC is cancelled, its deadline passes or the drain cuts it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import re
+import subprocess
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -40,9 +42,18 @@ from .rdma_lane import RdmaLane
 log = logging.getLogger("smg_fast.server")
 
 MAX_ITEMS = 1024  # images per request
+_MAX_PIXELS_FIELD = 1 << 40  # a per-request min/max_pixels above it is refused
 _OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def _forget(exc: BaseException) -> None:
+    """Drops the locals of the frames a failed request's exception went through (a decoded
+    image, an output buffer): the exception may outlive this request (a coalesced waiter's,
+    a log record's), its buffers must not."""
+    traceback.clear_frames(exc.__traceback__)
+    exc.__traceback__ = None
 
 
 def _us(seconds: float) -> int:
@@ -68,6 +79,36 @@ class Outcome:
     caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
+
+
+class Ticket:
+    """The handler's word to the work: stop (a code and a reason), and the RPC's deadline (on
+    time.monotonic()). Plain attribute writes: safe to set from the event loop thread."""
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
+        self.code: grpc.StatusCode | None = None
+        self.reason = ""
+        self.fired = False  # the work stopped because of this ticket
+
+    def stop(self, code: grpc.StatusCode, reason: str) -> None:
+        if self.code is None:
+            self.reason = reason
+            self.code = code
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        """Raises RequestError when the work must not go on."""
+        code = self.code
+        if code is not None:
+            self.fired = True
+            raise RequestError(code, self.reason)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.fired = True
+            raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                               "the request's deadline passed; its remaining work was skipped")
 
 
 @dataclass
@@ -130,11 +171,45 @@ class PreprocessService:
 
     # ---- Preprocess ----
 
-    def preprocess(self, raw: bytes, received: float, outcome: Outcome | None = None) -> Outcome:
+    def preprocess(self, raw: bytes, received: float, outcome: Outcome | None = None,
+                   ticket: Ticket | None = None) -> Outcome:
         """Serves one request (in a worker thread); fills and returns outcome (its model and
-        transport are set as soon as known, for the caller's metrics). Raises RequestError."""
-        start = time.perf_counter()
+        transport are set as soon as known, for the caller's metrics). Raises RequestError only,
+        and a fresh one: its traceback does not reach the frames (and the big buffers) of the
+        work that failed."""
         outcome = Outcome(b"") if outcome is None else outcome
+        try:
+            return self._serve(raw, received, outcome, Ticket() if ticket is None else ticket)
+        except RequestError as exc:
+            err = RequestError(exc.code, exc.message)
+            _forget(exc)
+        except MemoryError as exc:
+            err = RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               "the server ran out of memory for this request: retry later "
+                               "with backoff, or send fewer or smaller images")
+            _forget(exc)
+        except OverflowError as exc:  # a numeric request field past what the math can hold
+            err = RequestError(_INVALID, f"a numeric value in the request is out of range "
+                                         f"({_OBJECT_REPR.sub('the data', str(exc))})")
+            _forget(exc)
+        except subprocess.SubprocessError as exc:  # an external decoder failed on the data
+            err = RequestError(_INVALID, "cannot decode the image: its decoder failed")
+            _forget(exc)
+        except Exception as exc:
+            if isinstance(exc, RuntimeError) and self.registry.closed:  # shut down under us
+                err = RequestError(grpc.StatusCode.UNAVAILABLE, "server is shutting down: "
+                                                                "retry on another replica")
+            else:
+                log.error("internal error while preprocessing", exc_info=exc)
+                err = RequestError(grpc.StatusCode.INTERNAL,
+                                   f"internal error while preprocessing ({type(exc).__name__}); "
+                                   "details are in the server log")
+            _forget(exc)
+        raise err
+
+    def _serve(self, raw: bytes, received: float, outcome: Outcome, ticket: Ticket) -> Outcome:
+        ticket.check()  # cancelled or past its deadline while queued: never start
+        start = time.perf_counter()
         try:
             req = pb.PreprocessRequest.FromString(raw)
         except DecodeError:
@@ -153,6 +228,9 @@ class PreprocessService:
         outcome.transport = requested
         min_px = req.min_pixels if req.HasField("min_pixels") and req.min_pixels else None
         max_px = req.max_pixels if req.HasField("max_pixels") and req.max_pixels else None
+        if max(min_px or 0, max_px or 0) > _MAX_PIXELS_FIELD:  # beyond any image; sizes overflow
+            raise RequestError(_INVALID, f"min_pixels/max_pixels must be at most 2**40, got "
+                                         f"{min_px}/{max_px}")
         proc, fingerprint = self.models.variant(model, min_px, max_px)
         if not req.items:
             raise RequestError(_INVALID, "request has no items")
@@ -165,6 +243,7 @@ class PreprocessService:
         inline_budget = self.config.max_message_bytes - _OVERHEAD
         try:
             for index, item in enumerate(req.items):
+                ticket.check()
                 t0 = time.perf_counter()
                 data = resolve_item(index, item, self.config.allowed_media_dirs,
                                     self.config.max_message_bytes)
@@ -176,7 +255,7 @@ class PreprocessService:
                                                    inline_budget, outcome)
                 else:
                     inline_budget = self._cached(proc, fingerprint, it, dtype, shm_ok, out,
-                                                 timer, inline_budget, outcome)
+                                                 timer, inline_budget, outcome, ticket)
             resp.timings.queue_us = _us(start - received)
             resp.timings.decode_us = _us(timer.decode)
             resp.timings.preprocess_us = _us(timer.preprocess)
@@ -387,7 +466,8 @@ class PreprocessService:
         return inline_budget
 
     def _cached(self, proc: Processor, fingerprint: str, it: _Item, dtype: str, shm_ok: bool,
-                out: Any, timer: Timer, inline_budget: int, outcome: Outcome) -> int:
+                out: Any, timer: Timer, inline_budget: int, outcome: Outcome,
+                ticket: Ticket) -> int:
         assert self.cache is not None
         # Before the lookup: a hit counts towards the request's output too, and a refusal here
         # is this request's own, never handed to the waiters of a computation.
@@ -395,6 +475,7 @@ class PreprocessService:
         computed = [0.0]  # a miss's write
 
         def compute() -> CacheEntry:
+            ticket.check()  # also after a waiter's timeout: a late takeover does no work
             batch = self._prepare(proc, it, dtype, timer)
             t1 = time.perf_counter()
             g = batch.grid[0]
@@ -408,9 +489,13 @@ class PreprocessService:
             return CacheEntry(px, grid, int(batch.num_tokens[0]))
 
         t0 = time.perf_counter()
+        wait = self.config.single_flight_wait_s
+        left = ticket.remaining()
+        if left is not None:
+            wait = max(0.0, min(wait, left))
         try:
             entry, how = self.cache.get_or_compute(cache_key(it.digest, fingerprint, dtype),
-                                                   compute)
+                                                   compute, wait)
         except RequestError as exc:
             # A coalesced wait receives the computing request's error: name our own item.
             msg = exc.message
