@@ -62,15 +62,41 @@ def test_unknown_model_fails_to_start(start_server):
         start_server(models=[("x", "llava")])
 
 
-def test_help_lists_every_setting():
+def test_help_and_readme_list_every_setting():
+    from pathlib import Path
+
+    from smg_fast.server.config import _OPTIONS, ALIASES
+
     out = subprocess.run([sys.executable, "-m", "smg_fast.server", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
-    for text in ("--host", "--port", "--model", "--workers", "--max-message-mb",
-                 "--pixel-cache-mb", "SMG_MM_PIXEL_CACHE_MB", "--transport",
-                 "SMG_MM_TENSOR_TRANSPORT", "--shm-min-bytes", "SMG_MM_SHM_MIN_BYTES",
-                 "--allowed-media-dir", "--max-image-pixels", "--metrics-port", "--log-level",
-                 "--drain-timeout-s"):
-        assert text in out, text
+    help_words = set(re.sub(r"[\[\];,]", " ", out).split())
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = {ln.split("|")[1] + ln.split("|")[2] for ln in readme.splitlines()
+             if ln.startswith("| `--")}
+    names = [(flag, var) for flag, var, _, _ in _OPTIONS]
+    names += [("--model", "SMG_FAST_MODELS"), ("--allowed-media-dir",
+                                               "SMG_FAST_ALLOWED_MEDIA_DIRS")]
+    for flag, var in names:
+        assert flag in help_words and var in help_words, (flag, var)
+        row = [r for r in table if f"`{flag}`" in r or f"`{flag} " in r]
+        assert row and f"`{var}`" in row[0], (flag, var, row)
+        alias = ALIASES.get(var)
+        if alias:
+            assert alias[0] in help_words and f"`{alias[0]}`" in row[0], alias
+
+
+def test_smg_alias_names_and_units():
+    cfg = config_from_args([], environ={"SMG_RDMA_SLOT_BYTES": str(48 << 20),
+                                        "SMG_MM_TENSOR_TRANSPORT": "shm"})
+    assert cfg.rdma_slot_bytes == 48 << 20 and cfg.transport == "shm"
+    # the SMG_FAST_ name wins over smg's, and the flag over both; the MiB variable is in MiB
+    cfg = config_from_args([], environ={"SMG_FAST_RDMA_SLOT_MB": "16",
+                                        "SMG_RDMA_SLOT_BYTES": str(48 << 20),
+                                        "SMG_FAST_TRANSPORT": "auto",
+                                        "SMG_MM_TENSOR_TRANSPORT": "shm"})
+    assert cfg.rdma_slot_bytes == 16 << 20 and cfg.transport == "auto"
+    cfg = config_from_args(["--rdma-slot-mb", "8"], environ={"SMG_FAST_RDMA_SLOT_MB": "16"})
+    assert cfg.rdma_slot_bytes == 8 << 20
 
 
 def test_process_end_to_end_and_sigterm_drain(real_images, small_jpegs, ours, track_pid,

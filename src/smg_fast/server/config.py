@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from PIL import Image
@@ -59,6 +59,10 @@ class ServerConfig:
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
     single_flight_wait_s: float = 10.0
+
+    @property
+    def rdma_slot_mb(self) -> float:
+        return self.rdma_slot_bytes / 2**20
 
     @property
     def rdma_arena_bytes(self) -> int:
@@ -164,12 +168,12 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "loop); default: the CPUs this process may use"),
     ("--max-message-mb", "SMG_FAST_MAX_MESSAGE_MB", int,
      "largest gRPC message in MiB, both directions"),
-    ("--pixel-cache-mb", "SMG_MM_PIXEL_CACHE_MB", int,
+    ("--pixel-cache-mb", "SMG_FAST_PIXEL_CACHE_MB", int,
      "pixel cache budget in MiB (0 = off)"),
-    ("--transport", "SMG_MM_TENSOR_TRANSPORT", str,
+    ("--transport", "SMG_FAST_TRANSPORT", str,
      "transport when a request names none: inline | shm | auto | rdma (rdma: NIXL handles; "
      "an item that cannot go by rdma goes by shm on the same host, else inline)"),
-    ("--shm-min-bytes", "SMG_MM_SHM_MIN_BYTES", int, "tensors smaller than this go inline"),
+    ("--shm-min-bytes", "SMG_FAST_SHM_MIN_BYTES", int, "tensors smaller than this go inline"),
     ("--shm-pool-mb", "SMG_FAST_SHM_POOL_MB", int,
      "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
      "does not pay for fresh pages (0 = off; at most a quarter of the tmpfs)"),
@@ -192,13 +196,16 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "delivered shm segments before unlinking them"),
     ("--shm-ttl-s", "SMG_FAST_SHM_TTL_S", float,
      "unlink shm segments no consumer read within this time (0 = keep until shutdown)"),
-    ("--rdma-listen-host", "SMG_RDMA_LISTEN_IP", str,
+    ("--rdma-listen-host", "SMG_FAST_RDMA_LISTEN_HOST", str,
      "address the RDMA exporter serves its NIXL metadata on, and advertises in handles "
      "(0.0.0.0 only if you mean every interface)"),
-    ("--rdma-listen-port", "SMG_RDMA_LISTEN_PORT", int,
+    ("--rdma-listen-port", "SMG_FAST_RDMA_LISTEN_PORT", int,
      "port of the RDMA metadata endpoint (0 = any free port)"),
-    ("--rdma-slots", "SMG_RDMA_POOL_SLOTS", int,
+    ("--rdma-slots", "SMG_FAST_RDMA_SLOTS", int,
      "slots in the RDMA arena (tensors waiting to be pulled at once)"),
+    ("--rdma-slot-mb", "SMG_FAST_RDMA_SLOT_MB", float,
+     "size of one RDMA slot in MiB; a larger tensor goes by shm/inline; the arena pins slots "
+     "x this much memory"),
     ("--rdma-slot-ttl-s", "SMG_FAST_RDMA_SLOT_TTL_S", float,
      "free an RDMA slot this long after it was written if no puller confirmed it; the "
      "default is 3x a puller's default pull timeout"),
@@ -216,6 +223,38 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
 ]
 
 
+def _bytes_to_mib(raw: str) -> float:
+    return int(raw) / 2**20
+
+
+# The upstream smg gateway's names for the same settings, still read (the SMG_FAST_ name wins
+# when both are set), with the conversion from the alias's unit to the flag's.
+ALIASES: dict[str, tuple[str, Callable[[str], object] | None]] = {
+    "SMG_FAST_PIXEL_CACHE_MB": ("SMG_MM_PIXEL_CACHE_MB", None),
+    "SMG_FAST_TRANSPORT": ("SMG_MM_TENSOR_TRANSPORT", None),
+    "SMG_FAST_SHM_MIN_BYTES": ("SMG_MM_SHM_MIN_BYTES", None),
+    "SMG_FAST_RDMA_LISTEN_HOST": ("SMG_RDMA_LISTEN_IP", None),
+    "SMG_FAST_RDMA_LISTEN_PORT": ("SMG_RDMA_LISTEN_PORT", None),
+    "SMG_FAST_RDMA_SLOTS": ("SMG_RDMA_POOL_SLOTS", None),
+    "SMG_FAST_RDMA_SLOT_MB": ("SMG_RDMA_SLOT_BYTES", _bytes_to_mib),  # bytes there
+}
+
+
+def _env_default(ap: argparse.ArgumentParser, env: Mapping[str, str], var: str, typ: type,
+                 default: object) -> object:
+    """The value of var, else of its smg alias (converted to the flag's unit), else default."""
+    alias, convert = ALIASES.get(var, (None, None))
+    for name, conv in ((var, typ), (alias, convert or typ)):
+        raw = env.get(name, "") if name else ""
+        if raw != "":
+            try:
+                return typ(conv(raw))
+            except ValueError:
+                ap.error(f"environment variable {name}={raw!r} is not a valid "
+                         f"{'int' if conv is _bytes_to_mib else typ.__name__}")
+    return default
+
+
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     env = os.environ if environ is None else environ
     base = ServerConfig()
@@ -228,24 +267,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     )
     for flag, var, typ, text in _OPTIONS:
         dest = flag[2:].replace("-", "_")
-        default = getattr(base, dest)
-        if var in env and env[var] != "":
-            try:
-                default = typ(env[var])
-            except ValueError:
-                ap.error(f"environment variable {var}={env[var]!r} is not a valid {typ.__name__}")
-        ap.add_argument(flag, type=typ, default=default, help=f"{text} [env {var}]")
-    slot_default = base.rdma_slot_bytes
-    if env.get("SMG_RDMA_SLOT_BYTES"):
-        try:
-            slot_default = int(env["SMG_RDMA_SLOT_BYTES"])
-        except ValueError:
-            ap.error(f"environment variable SMG_RDMA_SLOT_BYTES={env['SMG_RDMA_SLOT_BYTES']!r} "
-                     "is not a valid int")
-    ap.add_argument("--rdma-slot-mb", type=float, default=slot_default / 2**20,
-                    help="size of one RDMA slot in MiB; a larger tensor goes by shm/inline; the "
-                         "arena pins slots x this much memory [env SMG_RDMA_SLOT_BYTES, in "
-                         "bytes]")
+        default = _env_default(ap, env, var, typ, getattr(base, dest))
+        alias = ALIASES.get(var)
+        where = f"env {var}" + (f"; smg's {alias[0]} too" if alias else "")
+        if alias and alias[1] is _bytes_to_mib:
+            where += " (in bytes)"
+        ap.add_argument(flag, type=typ, default=default, help=f"{text} [{where}]")
     env_models = [s for s in env.get("SMG_FAST_MODELS", "").split(",") if s.strip()]
     ap.add_argument(
         "--model", dest="models", action="append", type=parse_model,
