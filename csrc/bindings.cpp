@@ -224,7 +224,6 @@ py::object lease_py(const SlotLease& l) {
 
 void bind_slot_arena(py::module_& m) {
     m.attr("FRAME_HEADER") = kFrameHeader;
-    m.attr("FRAME_TRAILER") = kFrameTrailer;
     m.attr("FRAME_MAGIC") = kFrameMagic;
     m.attr("FRAME_VERSION") = kFrameVersion;
     m.def("frame_bytes", [](size_t n) { return frame_bytes(n); }, py::arg("payload_len"));
@@ -284,8 +283,7 @@ void bind_slot_arena(py::module_& m) {
                  d["refused_free"] = c.refused_free;
                  d["in_use"] = c.in_use;
                  return d;
-             })
-        .def("leased_keys", &SlotArena::leased_keys);
+             });
 }
 
 }  // namespace
@@ -305,7 +303,6 @@ PYBIND11_MODULE(_native, m) {
     m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"));
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false);
     m.def("scratch_stats", &stats_py);
-    m.def("scratch_reset_stats", &scratch_reset_stats);
     m.def("scratch_release", &scratch_release);
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"));
     m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"),

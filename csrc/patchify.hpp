@@ -46,8 +46,6 @@ public:
     // padding. band.channels is 3 (RGB) or 4 (RGBX, the 4th byte ignored). dst points at the
     // first patch row of the whole image.
     void block_row(const ImageView& band, int bh, void* dst) const;
-    bool simd() const { return simd_; }
-    bool fast() const { return fast_; }
 
 private:
     PatchLayout L_;

@@ -196,14 +196,6 @@ ScratchStats scratch_stats() {
                         g_remote.load(), g_pooled.load(), g_live.load()};
 }
 
-void scratch_reset_stats() {
-    g_hits = 0;
-    g_misses = 0;
-    g_gives = 0;
-    g_drops = 0;
-    g_remote = 0;
-}
-
 void scratch_set_cap(int64_t bytes) { g_cap.store(std::max<int64_t>(0, bytes)); }
 
 int64_t scratch_cap() { return g_cap.load(); }

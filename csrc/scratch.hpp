@@ -31,7 +31,6 @@ struct ScratchStats {
 Block scratch_take(size_t n, bool zero);
 void scratch_give(Block b);
 ScratchStats scratch_stats();
-void scratch_reset_stats();
 // Per-thread cap on pooled bytes (default 512 MiB, env SMG_FAST_SCRATCH_MB).
 void scratch_set_cap(int64_t bytes);
 int64_t scratch_cap();

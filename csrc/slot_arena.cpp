@@ -224,12 +224,4 @@ ArenaCounters SlotArena::counters() const {
     return counters_;
 }
 
-std::vector<std::string> SlotArena::leased_keys() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::string> out;
-    out.reserve(by_key_.size());
-    for (const auto& kv : by_key_) out.push_back(kv.first);
-    return out;
-}
-
 }  // namespace smg

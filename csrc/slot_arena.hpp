@@ -94,7 +94,6 @@ public:
     SlotLease copy_in(const std::string& key, const void* src, size_t n);
 
     ArenaCounters counters() const;
-    std::vector<std::string> leased_keys() const;
 
 private:
     using Clock = std::chrono::steady_clock;

@@ -2,9 +2,9 @@
 
 One entry per image, keyed by (content hash of the encoded bytes, processor config fingerprint,
 output dtype). Entries hold the computed buffer itself (no copy on insert) made read-only, and a
-hit hands out that same buffer (no copy on lookup). Evicted entries marked ``slow_release``
-(views of shared-memory mappings, whose unmapping costs milliseconds) are dropped on a
-background thread. Concurrent misses for one key compute once:
+hit hands out that same buffer (no copy on lookup). Entries are the server's private memory,
+never a view of memory a consumer can write (see server/service.py). Concurrent misses for one
+key compute once:
 the first caller computes, the others wait for its result (or its exception), each for at most
 its ``wait_s``: a stuck leader cannot pin the waiters, which then compute for themselves.
 Thread-safe; a lookup is a dict access under a lock.
@@ -22,8 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from ._background import call_later
-
 HIT = "hit"
 MISS = "miss"
 COALESCED = "coalesced"
@@ -36,7 +34,6 @@ class CacheEntry:
     pixels: np.ndarray
     grid: tuple[int, int, int]
     num_tokens: int
-    slow_release: bool = False  # dropping pixels unmaps memory: evict on a background thread
 
     @property
     def nbytes(self) -> int:
@@ -65,24 +62,6 @@ class PixelCache:
         self.inserts = 0
         self.rejected = 0  # larger than the whole budget
         self.takeovers = 0  # waiters that gave up on a slow leader and computed themselves
-
-    # ---- plain access ----
-
-    def get(self, key: Hashable) -> CacheEntry | None:
-        """The entry (marked most recently used) or None; counts a hit or a miss."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end(key)
-            self.hits += 1
-            return entry
-
-    def put(self, key: Hashable, entry: CacheEntry) -> bool:
-        """Stores entry (its buffer becomes read-only); False when it exceeds the budget."""
-        with self._lock:
-            return self._insert(key, entry)
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -153,16 +132,10 @@ class PixelCache:
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= old.nbytes
-        slow: list[CacheEntry] = []
         while self._entries and self._bytes + size > self.capacity_bytes:
             _, victim = self._entries.popitem(last=False)
             self._bytes -= victim.nbytes
             self.evictions += 1
-            if victim.slow_release:
-                slow.append(victim)
-            del victim
-        if slow:  # the background thread drops the last references (unless a reader holds one)
-            call_later(slow.clear)
         self._entries[key] = entry
         self._bytes += size
         self.inserts += 1

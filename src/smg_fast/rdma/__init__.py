@@ -21,7 +21,6 @@ from .errors import (
     StaleSlotError,
 )
 from .exporter import DEFAULT_PORT, DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, Exporter, ExportLease
-from .nixl import load_nixl
 from .puller import DEFAULT_TIMEOUT_S, Puller
 
 # A slot is reaped this long after it was written if no puller confirmed it: three times the
@@ -48,15 +47,6 @@ def default_puller() -> Puller:
         return _default
 
 
-def available() -> bool:
-    """Whether NIXL can be imported here (agent creation is checked by the server's preflight)."""
-    try:
-        load_nixl()
-    except RdmaUnavailable:
-        return False
-    return True
-
-
 __all__ = [
     "DEFAULT_PORT",
     "DEFAULT_SLOTS",
@@ -75,7 +65,6 @@ __all__ = [
     "RdmaError",
     "RdmaUnavailable",
     "StaleSlotError",
-    "available",
     "default_puller",
     "set_default_puller",
 ]

@@ -321,10 +321,6 @@ class Exporter:
         except Exception as exc:
             log.debug("rdma deregistration failed: %s", exc)
 
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True) and hasattr(self, "_thread"):
-            self.close()
-
     def __enter__(self) -> Exporter:
         return self
 
