@@ -106,9 +106,6 @@ def test_concurrent_python_threads(big_photo, real_images, ours, smg, restore_th
 
 
 def test_scratch_pools_reused(real_images, ours, smg):
-    stats = smg.scratch_stats()
-    assert isinstance(stats, dict)
-    assert isinstance(stats["hits"], int) and isinstance(stats["misses"], int)
     proc = ours("qwen2_vl")
     image = real_images.open("grace_hopper")
     proc(image.copy(), return_tensors="np")  # warm: sizes seen once
@@ -116,8 +113,8 @@ def test_scratch_pools_reused(real_images, ours, smg):
     for _ in range(3):
         proc(image.copy(), return_tensors="np")
     after = smg.scratch_stats()
-    assert after["hits"] > before["hits"], (before, after)
-    assert after["hits"] >= before["hits"] and after["misses"] >= before["misses"]
+    # the same sizes again: every buffer comes from the pool, none is allocated anew
+    assert after["hits"] > before["hits"] and after["misses"] == before["misses"], (before, after)
 
 
 def test_pooled_outputs_are_not_recycled(real_images, ours):
@@ -135,8 +132,8 @@ def test_pooled_outputs_are_not_recycled(real_images, ours):
 
     scribble = proc(a, return_tensors="np")
     pv = np.asarray(scribble["pixel_values"])
-    if pv.flags.writeable:
-        pv[:] = 0
+    assert pv.flags.writeable  # a caller's own array, as transformers returns
+    pv[:] = 0
     again = np.asarray(proc(a, return_tensors="np")["pixel_values"])
     assert np.array_equal(again, ref_a)
 

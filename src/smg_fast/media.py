@@ -95,12 +95,31 @@ def _sniff_format(prefix: bytes) -> str | None:
     return None
 
 
-def _refused(index: int, prefix: bytes, formats: tuple[str, ...], exc: Exception) -> None:
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def _source_name(source: Any) -> str:
+    """How an error names the input: its path, or "the N bytes" (never an object repr)."""
+    if isinstance(source, io.BytesIO):
+        return f"the {len(source.getbuffer())} bytes"
+    return repr(os.fspath(source))
+
+
+def _problem(exc: BaseException, source: Any) -> str:
+    """The decoder's complaint in words a caller can act on."""
+    if isinstance(exc, UnidentifiedImageError):
+        return f"cannot identify {_source_name(source)} as an image"
+    text = _OBJECT_REPR.sub(_source_name(source), str(exc)) or type(exc).__name__
+    return f"cannot decode {_source_name(source)}: {text}"
+
+
+def _refused(index: int, prefix: bytes, formats: tuple[str, ...], exc: Exception,
+             source: Any) -> None:
     fmt = _sniff_format(prefix)
     if fmt is not None and fmt not in formats:
         raise InvalidImageError(index, f"image format {fmt} is not accepted (allowed: "
                                        f"{', '.join(formats)})") from None
-    raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+    raise InvalidImageError(index, _problem(exc, source)) from None
 
 
 def _open_encoded(index: int, source: Any, max_pixels: int | None,
@@ -125,7 +144,7 @@ def _open_encoded(index: int, source: Any, max_pixels: int | None,
                     prefix = fh.read(64)
         except OSError:
             pass
-        _refused(index, prefix, formats, exc)
+        _refused(index, prefix, formats, exc, source)
         raise AssertionError("unreachable") from None
     try:
         if img.format not in formats:  # a plugin may open a related format (JPEG -> MPO)
@@ -167,13 +186,18 @@ def _header_orientation(img: Image.Image) -> int:
         return 1
 
 
+def _decode_error(index: int, exc: BaseException) -> InvalidImageError:
+    text = _OBJECT_REPR.sub("the image data", str(exc)) or type(exc).__name__
+    return InvalidImageError(index, f"cannot decode the image: {text}")
+
+
 def _decode(index: int, img: Image.Image, fn: Any) -> Image.Image:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             return fn(img)
     except _DECODE_ERRORS as exc:
-        raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+        raise _decode_error(index, exc) from None
 
 
 def _composite_on_white(img: Image.Image) -> Image.Image:
@@ -208,7 +232,7 @@ def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
     try:
         img.load()
     except _DECODE_ERRORS as exc:
-        raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+        raise _decode_error(index, exc) from None
     try:
         schema, array = img.__arrow_c_array__()
         return _native.arrow_rgbx(schema, array, img.width, img.height)
@@ -223,7 +247,7 @@ def _as_array(index: int, img: Image.Image) -> np.ndarray:
     try:
         arr = np.asarray(img)
     except _DECODE_ERRORS as exc:
-        raise InvalidImageError(index, f"cannot decode image: {exc}") from None
+        raise _decode_error(index, exc) from None
     if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
         raise InvalidImageError(index, f"conversion to RGB gave {arr.dtype} {arr.shape}")
     return arr
