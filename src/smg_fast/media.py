@@ -108,7 +108,7 @@ def _source_name(source: Any) -> str:
 def _problem(exc: BaseException, source: Any) -> str:
     """The decoder's complaint in words a caller can act on."""
     if isinstance(exc, UnidentifiedImageError):
-        return f"cannot identify {_source_name(source)} as an image"
+        return f"cannot decode {_source_name(source)}: not an image in an accepted format"
     text = _OBJECT_REPR.sub(_source_name(source), str(exc)) or type(exc).__name__
     return f"cannot decode {_source_name(source)}: {text}"
 
