@@ -33,6 +33,8 @@ from .service import Outcome, PreprocessService, Ticket
 
 log = logging.getLogger("smg_fast.server")
 
+_STREAMS_PER_CONNECTION = 64  # concurrent RPCs one client connection may have open
+
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -133,13 +135,14 @@ class Server:
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         limit = cfg.max_message_bytes
-        # grpc's own bound answers RESOURCE_EXHAUSTED before reading most of a message, so a
-        # flood of big messages is not all received at once; it sits a little above
-        # admission (which sees sizes) to leave room for health checks and answers going out.
-        self.server = grpc.aio.server(maximum_concurrent_rpcs=cfg.queued_requests_limit + 8,
-                                      options=[
+        # No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health
+        # Watch streams included, so a few idle streams would lock out health checks and all
+        # work. Admission (which refuses most calls before their message is read) bounds the
+        # work; HTTP/2's stream limit bounds what one connection can upload at once.
+        self.server = grpc.aio.server(options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),
+            ("grpc.max_concurrent_streams", _STREAMS_PER_CONNECTION),
             ("grpc.so_reuseport", 0),
         ])
         self.server.add_generic_rpc_handlers((_Handlers(self),))
