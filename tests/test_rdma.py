@@ -625,21 +625,31 @@ def _neighbour_keys(key: str) -> list[str]:
     return out
 
 
-def test_own_handle_does_not_reach_another_tenants_slot(peers, puller):
+def test_forged_handles_never_hand_out_or_keep_another_tenants_bytes(peers):
     """A tenant holding only its own handle forges handles for the neighbouring slot (its address
-    minus one slot, generations and keys next to its own): none returns the victim's bytes."""
+    minus one slot, generations and keys next to its own). NIXL does READ the victim's frame (a
+    peer speaking NIXL directly could keep it: no confidentiality, see the README), but our
+    puller refuses every one without revealing the generation, and wipes the landing slot: the
+    victim's bytes are neither returned nor left behind."""
     peer = peers(slots=2, slot_bytes=MiB)
     victim = rdma.Descriptor.decode(bytes(peer.export(5000, seed=11).descriptor))
     mine = rdma.Descriptor.decode(bytes(peer.export(5000, seed=12).descriptor))
+    secret = payload(5000, 11)
     forged = [dataclasses.replace(mine, addr=victim.addr if victim.addr != mine.addr
                                   else mine.addr + MiB, generation=mine.generation + d, key=k)
               for d in (-3, -2, -1, 1, 2, 3) for k in _neighbour_keys(mine.key)[:6]]
-    for desc in forged:
-        with pytest.raises(StaleSlotError) as info:
-            puller.pull(_handle(desc))
-        assert str(victim.generation) not in str(info.value)
-    assert np.array_equal(puller.pull(_handle(victim)), payload(5000, 11))
-    assert np.array_equal(puller.pull(_handle(mine)), payload(5000, 12))
+    with Puller(slots=1, slot_bytes=MiB, timeout_s=10) as p:
+        landing = p._pool[:victim.frame_len]
+        for desc in forged:
+            with pytest.raises(StaleSlotError) as info:
+                p.pull(_handle(desc))
+            assert str(victim.generation) not in str(info.value)
+            assert p.stats()["landing_free"] == 1
+            assert not np.array_equal(landing[64:64 + 5000], secret)
+            assert np.count_nonzero(landing) == 0
+        assert p.stats()["stale"] == len(forged)
+        assert np.array_equal(p.pull(_handle(victim)), secret)  # the victim's own handle works
+        assert np.array_equal(p.pull(_handle(mine)), payload(5000, 12))
     assert victim.key != mine.key and len(mine.key) == 32  # 128-bit random hex
 
 

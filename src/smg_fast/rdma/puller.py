@@ -166,6 +166,10 @@ class Puller:
         try:
             self._read_checked(buf, desc, deadline)
         except BaseException:
+            # A refused frame (StaleSlotError) or a failed READ may have landed another slot's
+            # bytes, possibly another tenant's tensor: none may stay in a buffer we reuse.
+            if not buf.poisoned:  # a poisoned one is wiped when its transfer settles
+                buf.array[:desc.frame_len] = 0
             buf.release()
             raise
         holder = _Holder(buf, _native.FRAME_HEADER, shape, np_dtype)
@@ -284,6 +288,7 @@ class Puller:
                         _quiet(self._agent.release_xfer_handle, handle)
                     buf.handles.clear()
             if settled:
+                buf.array[:] = 0  # whatever the late READ landed is not ours to keep
                 buf.poisoned = False
                 self._count("reclaimed")
                 self._give_back(buf)
