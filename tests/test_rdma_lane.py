@@ -232,3 +232,18 @@ def test_expired_connections_are_closed_and_unregistered(meta):
     meta.handle([], 10.0)  # past every deadline
     assert not meta.conns and meta.counters["metadata_dropped"] == 3
     _consistent(meta)
+
+
+def test_rdma_and_scratch_event_counts_are_exported_as_counters():
+    from prometheus_client import generate_latest
+
+    from smg_fast.server.metrics import Metrics
+
+    names = ("refused_free", "bad_notifications", "metadata_served", "metadata_dropped")
+    m = Metrics({"rdma": lambda: dict.fromkeys(names, 3),
+                 "scratch": lambda: {"remote_gives": 5}})
+    text = generate_latest(m.registry).decode()
+    for name in [f"rdma_{n}" for n in names]:  # a gauge has neither the type nor the suffix
+        assert f"# TYPE smg_fast_{name}_total counter" in text, name
+        assert f"\nsmg_fast_{name}_total 3.0\n" in text, name
+    assert "\nsmg_fast_scratch_remote_gives_total 5.0\n" in text
