@@ -49,10 +49,24 @@ void* allocate(size_t cap) {
     return p;
 }
 
-void drop(Block b) {
+void drop(const Block& b) {
     g_drops.fetch_add(1);
     std::free(b.data);
 }
+
+// Blocks to free once the locks are released. Fixed capacity: a give runs in destructors and
+// must not allocate (a pool holds at most kMaxBlocksPerThread blocks, plus the one given).
+struct ToFree {
+    Block items[kMaxBlocksPerThread + 1];
+    size_t n = 0;
+    void push_back(const Block& b) {
+        if (n < kMaxBlocksPerThread + 1) items[n++] = b;
+        else std::free(b.data);  // unreachable by the bound above; never leak
+    }
+    ~ToFree() {
+        for (size_t i = 0; i < n; ++i) drop(items[i]);
+    }
+};
 
 // One thread's pool. Its own thread takes and gives; other threads give back blocks it took
 // (found through the registry below), so every access holds mu.
@@ -78,13 +92,15 @@ struct Pool {
         return true;
     }
 
-    void give(Block b) {
+    // Parks b, or hands it back in *to_free (with any blocks evicted to make room): the caller
+    // frees them after releasing its locks (munmap of a large block is slow).
+    void give(Block b, ToFree* to_free) {
         std::lock_guard<std::mutex> lock(mu);
         const int64_t cap = g_cap.load();
         const int64_t total_cap = g_total_cap.load();
         const int64_t size = int64_t(b.capacity);
         if (size > cap || size > total_cap) {
-            drop(b);
+            to_free->push_back(b);
             return;
         }
         // Evict this pool's oldest blocks until the new one fits under both caps.
@@ -94,27 +110,31 @@ struct Pool {
             free.erase(free.begin());
             bytes -= int64_t(old.capacity);
             g_pooled.fetch_sub(int64_t(old.capacity));
-            drop(old);
+            to_free->push_back(old);
         }
-        // Other pools may have filled the process-wide budget meanwhile: reserve, or free.
-        if (g_pooled.fetch_add(size) + size > total_cap) {
-            g_pooled.fetch_sub(size);
-            drop(b);
-            return;
-        }
+        // Other pools may have filled the process-wide budget meanwhile: reserve, or free. A
+        // compare-exchange, so the total never passes the cap, not even for a moment.
+        int64_t pooled = g_pooled.load();
+        do {
+            if (pooled + size > total_cap) {
+                to_free->push_back(b);
+                return;
+            }
+        } while (!g_pooled.compare_exchange_weak(pooled, pooled + size));
         free.push_back(b);
         bytes += size;
         g_gives.fetch_add(1);
     }
 
     void release() {
-        std::lock_guard<std::mutex> lock(mu);
-        for (Block& b : free) {
-            g_pooled.fetch_sub(int64_t(b.capacity));
-            std::free(b.data);
+        std::vector<Block> out;
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            out.swap(free);
+            for (const Block& b : out) g_pooled.fetch_sub(int64_t(b.capacity));
+            bytes = 0;
         }
-        free.clear();
-        bytes = 0;
+        for (const Block& b : out) std::free(b.data);
     }
 };
 
@@ -176,19 +196,19 @@ Block scratch_take(size_t n, bool zero) {
 void scratch_give(Block b) {
     if (!b.data) return;
     g_live.fetch_sub(int64_t(b.capacity));
+    ToFree to_free;  // freed when this function returns, after every lock is released
     LocalPool& me = local();
     if (me.pool != nullptr && me.pool->id == b.owner) {
-        me.pool->give(b);
-        return;
+        me.pool->give(b, &to_free);
+    } else {
+        g_remote.fetch_add(1);
+        // The registry lock keeps the owner's pool alive while we park b in it; nothing is
+        // freed under it, so other threads' gives and thread exits do not wait on munmap.
+        std::lock_guard<std::mutex> lock(g_registry_mu);
+        auto it = registry().find(b.owner);
+        if (it == registry().end()) to_free.push_back(b);  // its thread has exited
+        else it->second->give(b, &to_free);
     }
-    g_remote.fetch_add(1);
-    std::lock_guard<std::mutex> lock(g_registry_mu);
-    auto it = registry().find(b.owner);
-    if (it == registry().end()) {
-        drop(b);  // its thread has exited
-        return;
-    }
-    it->second->give(b);
 }
 
 ScratchStats scratch_stats() {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 #include "parallel.hpp"
 
@@ -92,14 +93,17 @@ SlotLease SlotArena::lease(const std::string& key, size_t payload_len) {
         return out;
     }
     const size_t s = free_list_.back();
-    free_list_.pop_back();
     Slot& slot = table_[s];
+    // Drawn before any state changes: if getrandom fails (throws), the slot stays free.
+    const uint64_t generation = fresh_generation(slot.generation);
+    std::string owned = key;  // may throw bad_alloc, as the emplace: also before the slot is taken
+    by_key_.emplace(key, s);
+    free_list_.pop_back();
     slot.busy = true;
     slot.committed = false;
-    slot.generation = fresh_generation(slot.generation);
+    slot.generation = generation;
     slot.since = Clock::now();
-    slot.key = key;
-    by_key_.emplace(key, s);
+    slot.key = std::move(owned);
     ++counters_.leased;
     ++counters_.in_use;
 

@@ -72,7 +72,8 @@ public:
 
     // Leases a free slot for key and writes its header (the trailer comes with commit). Returns a
     // lease with slot -1 when every slot is taken. Throws std::length_error when the payload cannot
-    // fit a slot and std::invalid_argument when key already holds a lease.
+    // fit a slot, std::invalid_argument when key already holds a lease, and std::runtime_error
+    // when the kernel gives no random bytes (the arena is then unchanged).
     SlotLease lease(const std::string& key, size_t payload_len);
     // Marks the payload written (writes the trailer) and starts the TTL clock. False if key holds
     // no lease any more (reaped while it was written).

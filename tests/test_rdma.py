@@ -625,21 +625,31 @@ def _neighbour_keys(key: str) -> list[str]:
     return out
 
 
-def test_own_handle_does_not_reach_another_tenants_slot(peers, puller):
+def test_forged_handles_never_hand_out_or_keep_another_tenants_bytes(peers):
     """A tenant holding only its own handle forges handles for the neighbouring slot (its address
-    minus one slot, generations and keys next to its own): none returns the victim's bytes."""
+    minus one slot, generations and keys next to its own). NIXL does READ the victim's frame (a
+    peer speaking NIXL directly could keep it: no confidentiality, see the README), but our
+    puller refuses every one without revealing the generation, and wipes the landing slot: the
+    victim's bytes are neither returned nor left behind."""
     peer = peers(slots=2, slot_bytes=MiB)
     victim = rdma.Descriptor.decode(bytes(peer.export(5000, seed=11).descriptor))
     mine = rdma.Descriptor.decode(bytes(peer.export(5000, seed=12).descriptor))
+    secret = payload(5000, 11)
     forged = [dataclasses.replace(mine, addr=victim.addr if victim.addr != mine.addr
                                   else mine.addr + MiB, generation=mine.generation + d, key=k)
               for d in (-3, -2, -1, 1, 2, 3) for k in _neighbour_keys(mine.key)[:6]]
-    for desc in forged:
-        with pytest.raises(StaleSlotError) as info:
-            puller.pull(_handle(desc))
-        assert str(victim.generation) not in str(info.value)
-    assert np.array_equal(puller.pull(_handle(victim)), payload(5000, 11))
-    assert np.array_equal(puller.pull(_handle(mine)), payload(5000, 12))
+    with Puller(slots=1, slot_bytes=MiB, timeout_s=10) as p:
+        landing = p._pool[:victim.frame_len]
+        for desc in forged:
+            with pytest.raises(StaleSlotError) as info:
+                p.pull(_handle(desc))
+            assert str(victim.generation) not in str(info.value)
+            assert p.stats()["landing_free"] == 1
+            assert not np.array_equal(landing[64:64 + 5000], secret)
+            assert np.count_nonzero(landing) == 0
+        assert p.stats()["stale"] == len(forged)
+        assert np.array_equal(p.pull(_handle(victim)), secret)  # the victim's own handle works
+        assert np.array_equal(p.pull(_handle(mine)), payload(5000, 12))
     assert victim.key != mine.key and len(mine.key) == 32  # 128-bit random hex
 
 
@@ -765,3 +775,85 @@ def test_foreign_transport_is_refused_by_name(peers, puller):
         read_tensor(tensor_pb2.TensorData(shape=[100], dtype="uint8", remote=foreign),
                     puller=puller)
     assert np.array_equal(puller.pull(ours_handle), payload(100, 51))
+
+
+_CONNECT_FLOOD = textwrap.dedent("""
+    import socket, sys
+    port, total = int(sys.argv[1]), int(sys.argv[2])
+    held = []
+    print("flooding", flush=True)
+    for i in range(total):  # idle connections in a burst, the newest 100 held open
+        try:
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        except OSError:
+            pass
+        if len(held) > 100:
+            held.pop(0).close()
+    print("done", flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_connect_flood_from_the_pullers_address_does_not_starve_a_puller(peers):
+    """Every local puller shares 127.0.0.1 with a local flood of idle connects (8 per address):
+    fresh pullers fetching metadata in the middle of the flood still get it and pull."""
+    peer = peers(slots=2, slot_bytes=MiB)
+    flood = subprocess.Popen([sys.executable, "-c", _CONNECT_FLOOD, str(peer.port), "2000"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert flood.stdout.readline().strip() == "flooding"
+        for seed in (61, 62, 63):
+            with Puller(slots=1, slot_bytes=MiB, timeout_s=10, metadata_timeout_s=5) as p:
+                assert np.array_equal(p.pull(peer.export(100, seed=seed)), payload(100, seed))
+        assert flood.stdout.readline().strip() == "done"
+        stats = peer.cmd(op="stats")
+        assert stats["metadata_served"] >= 3 and stats["metadata_dropped"] >= 100
+    finally:
+        flood.stdin.close()
+        flood.wait(30)
+        flood.stdout.close()
+
+
+class _StuckNotifications:
+    """A NIXL agent whose get_new_notifs blocks while ``stuck`` is set (a NIXL call that does
+    not return), and that counts deregistrations."""
+
+    def __init__(self, agent: object) -> None:
+        self._agent = agent
+        self.stuck = threading.Event()
+        self.inside = threading.Event()
+        self.gate = threading.Event()
+        self.deregistered = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._agent, name)
+
+    def get_new_notifs(self) -> dict:
+        if self.stuck.is_set():
+            self.inside.set()
+            self.gate.wait(60)
+        return self._agent.get_new_notifs()
+
+    def deregister_memory(self, reg: object) -> None:
+        self.deregistered += 1
+        self._agent.deregister_memory(reg)
+
+
+def test_close_never_frees_what_a_stuck_exporter_thread_uses():
+    """close() waits a bounded time; an exporter thread still inside a NIXL call keeps its
+    sockets and registration until it ends, and then releases them itself."""
+    exporter = rdma.Exporter(slots=1, slot_bytes=MiB, ttl_s=30, listen_port=0)
+    agent = exporter._agent = _StuckNotifications(exporter._agent)
+    try:
+        agent.stuck.set()
+        assert agent.inside.wait(10)
+        t0 = time.monotonic()
+        exporter.close(join_timeout_s=0.2)
+        assert time.monotonic() - t0 < 5
+        assert exporter._thread.is_alive()
+        assert agent.deregistered == 0 and exporter._sock.fileno() != -1
+    finally:
+        agent.gate.set()
+    exporter._thread.join(30)
+    assert not exporter._thread.is_alive()
+    assert agent.deregistered == 1 and exporter._sock.fileno() == -1

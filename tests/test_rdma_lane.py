@@ -105,3 +105,145 @@ def test_close_during_start_does_not_wait_and_closes_the_late_exporter(monkeypat
     assert len(made) == 1 and made[0].closed  # the start that finished late cleaned up
     assert not lane.ready and lane.state == "unavailable"
     closer.join(150)
+
+
+# ---- the exporter's metadata endpoint (no NIXL: MetadataServer on its own) ----
+
+import selectors  # noqa: E402
+import socket  # noqa: E402
+
+from smg_fast.rdma.exporter import MAX_METADATA_PER_PEER, MetadataServer  # noqa: E402
+from smg_fast.rdma.nixl import MAGIC  # noqa: E402
+
+ANSWER = MAGIC + b"\x00" * 8 + b"metadata answer"
+
+
+@pytest.fixture
+def meta():
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(128)
+    lsock.setblocking(False)
+    sel = selectors.DefaultSelector()
+    counters = {"metadata_served": 0, "metadata_dropped": 0}
+    srv = MetadataServer(lsock, sel, ANSWER, 2.0, counters)
+    clients: list[socket.socket] = []
+
+    def connect(n: int) -> list[socket.socket]:
+        new = [socket.create_connection(lsock.getsockname(), timeout=5) for _ in range(n)]
+        clients.extend(new)
+        return new
+
+    srv.connect = connect
+    srv.clients = clients
+    try:
+        yield srv
+    finally:
+        srv.close()
+        sel.close()
+        lsock.close()
+        for c in clients:
+            c.close()
+
+
+def _ready(srv: MetadataServer, n: int) -> list:
+    """One select() batch once at least n connections are readable (bounded wait)."""
+    for _ in range(500):
+        ready = srv.sel.select(0.01)
+        if sum(k.data is not srv and k.data is not None for k, _ in ready) >= n:
+            return ready
+    raise AssertionError(f"fewer than {n} connections became readable")
+
+
+def _consistent(srv: MetadataServer) -> None:
+    """Every selector registration is a tracked, open connection (or the listener), and every
+    tracked connection is registered: nothing is left registered that nobody will close."""
+    registered = [k for k in srv.sel.get_map().values() if k.data is not srv]
+    assert {id(k.data) for k in registered} == {id(c) for c in srv.conns}
+    assert len(registered) == len(srv.conns)
+    for k in registered:
+        assert k.data.open and k.fileobj is k.data.sock and k.fileobj.fileno() == k.fd
+
+
+def test_a_connection_closed_to_make_room_never_hits_its_fd_successor(meta):
+    """The cap closes the oldest connection while this select() batch still holds its event; the
+    next accept gets its fd number. The stale event must not touch the new connection (it used
+    to: dropped from the table while still registered for EVENT_WRITE, a 100% CPU spin)."""
+    first = meta.connect(MAX_METADATA_PER_PEER)
+    meta.accept(0.0)
+    oldest = next(iter(meta.conns))
+    for c in first:
+        c.send(MAGIC[:1])  # every one has spoken: the oldest is the one that goes
+    batch = _ready(meta, MAX_METADATA_PER_PEER)
+    old_fd = oldest.sock.fileno()
+    meta.connect(2)
+    meta.accept(0.0)  # closes the two oldest; the second new socket reuses the first's fd
+    assert not oldest.open and oldest not in meta.conns
+    reused = [c for c in meta.conns if c.sock.fileno() == old_fd]
+    _consistent(meta)
+    meta.handle(batch, 0.0)  # the batch from before the evictions, stale events included
+    _consistent(meta)
+    assert all(c.open for c in reused)
+    # Every live client completes its request; then nothing is left registered or ready.
+    tracked = {c.sock.getpeername() for c in meta.conns}
+    live = [c for c in meta.clients if c.getsockname() in tracked]
+    for c in live:
+        c.send(MAGIC[1:] if c in first else MAGIC)
+    for _ in range(500):
+        if not meta.conns:
+            break
+        meta.handle(meta.sel.select(0.01), 0.0)
+    assert not meta.conns
+    _consistent(meta)
+    assert meta.sel.select(0) == []  # no ready-forever socket
+    for c in live:
+        got = b""
+        while len(got) < len(ANSWER):
+            chunk = c.recv(4096)
+            assert chunk
+            got += chunk
+        assert got == ANSWER
+    assert meta.counters["metadata_served"] == len(live) == MAX_METADATA_PER_PEER
+
+
+def test_a_connect_flood_does_not_evict_a_request_waiting_to_be_read(meta):
+    """All local pullers share 127.0.0.1: a puller whose request is already sent, followed by a
+    burst of idle connects in the same accept batch, is answered, not closed to make room."""
+    meta.connect(MAX_METADATA_PER_PEER)
+    meta.accept(0.0)
+    (puller,) = meta.connect(1)
+    puller.sendall(MAGIC)
+    meta.connect(2 * MAX_METADATA_PER_PEER)  # all pending at once: one accept() call takes them
+    meta.accept(0.0)
+    got = b""
+    while len(got) < len(ANSWER):
+        chunk = puller.recv(4096)
+        assert chunk, "the puller's connection was closed to make room"
+        got += chunk
+    assert got == ANSWER and meta.counters["metadata_served"] == 1
+    assert len(meta.conns) == MAX_METADATA_PER_PEER
+    _consistent(meta)
+
+
+def test_expired_connections_are_closed_and_unregistered(meta):
+    meta.connect(3)
+    meta.accept(0.0)
+    assert len(meta.conns) == 3
+    meta.handle([], 10.0)  # past every deadline
+    assert not meta.conns and meta.counters["metadata_dropped"] == 3
+    _consistent(meta)
+
+
+def test_rdma_and_scratch_event_counts_are_exported_as_counters():
+    from prometheus_client import generate_latest
+
+    from smg_fast.server.metrics import Metrics
+
+    names = ("refused_free", "bad_notifications", "metadata_served", "metadata_dropped")
+    m = Metrics({"rdma": lambda: dict.fromkeys(names, 3),
+                 "scratch": lambda: {"remote_gives": 5}})
+    text = generate_latest(m.registry).decode()
+    for name in [f"rdma_{n}" for n in names]:  # a gauge has neither the type nor the suffix
+        assert f"# TYPE smg_fast_{name}_total counter" in text, name
+        assert f"\nsmg_fast_{name}_total 3.0\n" in text, name
+    assert "\nsmg_fast_scratch_remote_gives_total 5.0\n" in text

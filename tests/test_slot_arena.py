@@ -3,6 +3,7 @@ copy-in, and concurrent use."""
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 
@@ -280,3 +281,61 @@ def test_stale_error_does_not_leak_the_generation():
     msg = str(info.value)
     assert str(new["generation"]) not in msg and f"{new['generation']:x}" not in msg
     assert str(old["generation"]) not in msg
+
+
+_FAILING_GETRANDOM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/types.h>
+/* getrandom that fails with EIO while SMG_TEST_GETRANDOM_FAIL is set. */
+ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
+    static ssize_t (*real)(void *, size_t, unsigned int);
+    if (getenv("SMG_TEST_GETRANDOM_FAIL")) { errno = EIO; return -1; }
+    if (!real) real = (ssize_t (*)(void *, size_t, unsigned int))dlsym(RTLD_NEXT, "getrandom");
+    return real(buf, n, flags);
+}
+"""
+
+_LEASE_WITHOUT_RANDOMNESS = r"""
+import os
+import numpy as np
+from smg_fast import _native
+from smg_fast.rdma.errors import ExportRefused
+from smg_fast.rdma.exporter import call_arena
+
+arena = _native.SlotArena(1, 65536, 30.0)
+os.environ["SMG_TEST_GETRANDOM_FAIL"] = "1"
+reasons = []
+for fn, arg in ((arena.lease, 10), (arena.copy_in, np.zeros(10, np.uint8))):
+    try:
+        call_arena(fn, "k" * 32, arg)
+    except ExportRefused as exc:
+        reasons.append(exc.reason)
+del os.environ["SMG_TEST_GETRANDOM_FAIL"]
+c = arena.counters()
+ok = arena.lease("m" * 32, 10) is not None
+print(reasons, c["in_use"], c["leased"], ok)
+"""
+
+
+def test_lease_that_cannot_draw_a_generation_loses_no_slot(tmp_path):
+    """getrandom failing inside lease() is a typed refusal the lane counts as a fallback
+    ("arena_error"), and the arena is unchanged: the slot is still there for the next lease."""
+    import shutil
+    import subprocess
+    import sys
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler for the getrandom shim")
+    src = tmp_path / "shim.c"
+    src.write_text(_FAILING_GETRANDOM)
+    lib = tmp_path / "shim.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"], check=True)
+    env = dict(os.environ, LD_PRELOAD=str(lib))
+    out = subprocess.run([sys.executable, "-c", _LEASE_WITHOUT_RANDOMNESS], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "['arena_error', 'arena_error'] 0 0 True"

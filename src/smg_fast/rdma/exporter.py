@@ -86,11 +86,15 @@ class Exporter:
         self.host = advertise_host or _advertised(listen_host)
         self.port = self._sock.getsockname()[1]
         self._metadata_timeout_s = metadata_timeout_s
-        # fd -> connection being answered, oldest first (see MAX_METADATA_CONNECTIONS)
-        self._conns: collections.OrderedDict[int, _MetaConn] = collections.OrderedDict()
+        self._meta: MetadataServer | None = None  # made by the thread, with its selector
         self._meta_counters = {"metadata_served": 0, "metadata_dropped": 0,
                                "bad_notifications": 0}
         self._closed = False
+        # Whoever finishes last of close() and the thread frees sockets and registration: a
+        # thread still inside a NIXL call must not have them freed under it.
+        self._cleanup_lock = threading.Lock()
+        self._loop_done = False
+        self._cleanup_deferred = False
         try:
             slot_bytes = (slot_bytes + 63) // 64 * 64
             self.arena = _native.SlotArena(slots, slot_bytes, ttl_s)
@@ -145,11 +149,7 @@ class Exporter:
 
     def _take(self, fn: Any, arg: Any) -> tuple[str, dict[str, int]]:
         # The key is the lease's secret: only the client the handle goes to can free the slot.
-        key = secrets.token_hex(16)
-        try:
-            info = fn(key, arg)
-        except ValueError as exc:
-            raise ExportRefused("too_large", str(exc)) from None
+        key, info = call_arena(fn, secrets.token_hex(16), arg)
         if info is None:
             raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
         self._wake()
@@ -191,45 +191,52 @@ class Exporter:
 
     def _run(self) -> None:
         sel = selectors.DefaultSelector()
-        sel.register(self._sock, selectors.EVENT_READ)
+        meta = self._meta = MetadataServer(self._sock, sel,
+                                           metadata_answer(self.name, self._metadata),
+                                           self._metadata_timeout_s, self._meta_counters)
         sel.register(self._wake_r, selectors.EVENT_READ)
         next_reap = 0.0
         reap_every = min(1.0, self.arena.ttl_s / 4)
         failures = 0
-        while not self._stop.is_set():
-            try:
-                busy = self.arena.in_use > 0
-                wait = BUSY_POLL_S if busy else IDLE_POLL_S
-                for sk, events in sel.select(wait):
-                    if sk.fileobj is self._sock:
-                        self._accept(sel)
-                    elif sk.fileobj is self._wake_r:
+        try:
+            while not self._stop.is_set():
+                try:
+                    busy = self.arena.in_use > 0
+                    wait = BUSY_POLL_S if busy else IDLE_POLL_S
+                    ready = sel.select(wait)
+                    if any(sk.fileobj is self._wake_r for sk, _ in ready):
                         self._drain_wake()
-                    else:
-                        self._serve(sel, sk.data, events)
-                for msgs in self._agent.get_new_notifs().values():
-                    for msg in msgs:
-                        # Frees only a committed lease, and only with its secret key; anything
-                        # else (forged, late, duplicate) changes nothing and is counted.
-                        if len(msg) > _MAX_NOTIF or not self.arena.free(
-                                msg.decode("utf-8", "replace")):
-                            self._meta_counters["bad_notifications"] += 1
-                now = time.monotonic()
-                self._expire(sel, now)
-                if now >= next_reap:
-                    if self.arena.reap():
-                        log.warning("rdma: reaped leases whose puller never confirmed (ttl %.0f s)",
-                                    self.arena.ttl_s)
-                    next_reap = now + reap_every
-                failures = 0
-            except Exception:  # keep serving; a persistent fault is logged, not spun on
-                failures += 1
-                if failures in (1, 100) or failures % 10000 == 0:
-                    log.exception("rdma exporter loop error (%d in a row)", failures)
-                time.sleep(min(0.1, 0.001 * failures))
-        for conn in list(self._conns.values()):
-            self._drop(sel, conn)
-        sel.close()
+                    meta.handle(ready, time.monotonic())
+                    if self._stop.is_set():
+                        break
+                    for msgs in self._agent.get_new_notifs().values():
+                        for msg in msgs:
+                            # Frees only a committed lease, and only with its secret key;
+                            # anything else (forged, late, duplicate) changes nothing, counted.
+                            if len(msg) > _MAX_NOTIF or not self.arena.free(
+                                    msg.decode("utf-8", "replace")):
+                                self._meta_counters["bad_notifications"] += 1
+                    now = time.monotonic()
+                    if now >= next_reap:
+                        if self.arena.reap():
+                            log.warning("rdma: reaped leases whose puller never confirmed "
+                                        "(ttl %.0f s)", self.arena.ttl_s)
+                        next_reap = now + reap_every
+                    failures = 0
+                except Exception:  # keep serving; a persistent fault is logged, not spun on
+                    failures += 1
+                    if failures in (1, 100) or failures % 10000 == 0:
+                        log.exception("rdma exporter loop error (%d in a row)", failures)
+                    self._stop.wait(min(0.1, 0.001 * failures))
+        finally:
+            meta.close()
+            sel.close()
+            with self._cleanup_lock:
+                self._loop_done = True
+                deferred = self._cleanup_deferred
+            if deferred:  # close() gave up waiting for us: we are the last user
+                self._release()
+                log.info("rdma exporter %s: thread ended late; resources released", self.name)
 
     def _drain_wake(self) -> None:
         try:
@@ -238,81 +245,26 @@ class Exporter:
         except (BlockingIOError, OSError):
             pass
 
-    def _accept(self, sel: selectors.BaseSelector) -> None:
-        """Takes every pending metadata connection into the selector loop. A full table (total,
-        or this peer's share) closes its oldest connection, never the new one."""
-        while True:
-            try:
-                sock, addr = self._sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                log.debug("rdma metadata accept failed: %s", exc)
-                return
-            sock.setblocking(False)
-            peer = addr[0] if isinstance(addr, tuple) else str(addr)
-            mine = [c for c in self._conns.values() if c.peer == peer]
-            if len(mine) >= MAX_METADATA_PER_PEER:
-                self._drop(sel, mine[0])
-            elif len(self._conns) >= MAX_METADATA_CONNECTIONS:
-                self._drop(sel, next(iter(self._conns.values())))
-            conn = _MetaConn(sock, peer, time.monotonic() + self._metadata_timeout_s)
-            self._conns[sock.fileno()] = conn
-            sel.register(sock, selectors.EVENT_READ, conn)
-
-    def _serve(self, sel: selectors.BaseSelector, conn: _MetaConn, events: int) -> None:
-        """Advances one metadata connection without blocking: read MAGIC, then send the answer."""
-        try:
-            if conn.out is None and events & selectors.EVENT_READ:
-                chunk = conn.sock.recv(len(MAGIC) - len(conn.got))
-                if not chunk:
-                    self._drop(sel, conn)
-                    return
-                conn.got += chunk
-                if not MAGIC.startswith(bytes(conn.got)):
-                    self._drop(sel, conn)
-                    return
-                if len(conn.got) == len(MAGIC):
-                    conn.out = memoryview(metadata_answer(self.name, self._metadata))
-                    sel.modify(conn.sock, selectors.EVENT_WRITE, conn)
-            if conn.out is not None:
-                sent = conn.sock.send(conn.out)
-                conn.out = conn.out[sent:]
-                if not conn.out:
-                    self._meta_counters["metadata_served"] += 1
-                    self._drop(sel, conn, counted=False)
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError as exc:
-            log.debug("rdma metadata request failed: %s", exc)
-            self._drop(sel, conn)
-
-    def _expire(self, sel: selectors.BaseSelector, now: float) -> None:
-        while self._conns:
-            oldest = next(iter(self._conns.values()))  # deadlines grow with insertion order
-            if oldest.deadline > now:
-                return
-            self._drop(sel, oldest)
-
-    def _drop(self, sel: selectors.BaseSelector, conn: _MetaConn, counted: bool = True) -> None:
-        if self._conns.pop(conn.fd, None) is None:
-            return
-        if counted:
-            self._meta_counters["metadata_dropped"] += 1
-        try:
-            sel.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
-        conn.sock.close()
-
-    def close(self) -> None:
-        """Stops the thread and deregisters the arena (leases still out are dropped)."""
+    def close(self, join_timeout_s: float = 2.0) -> None:
+        """Stops the thread and deregisters the arena (leases still out are dropped). The thread
+        is woken and normally ends within one poll; if it does not end within join_timeout_s
+        (stuck in a NIXL call), nothing it may still use is freed here: it frees them itself
+        when it ends, or the process exit does."""
         if self._closed:
             return
         self._closed = True
         self._stop.set()
         self._wake()
-        self._thread.join(timeout=2)
+        self._thread.join(timeout=join_timeout_s)
+        with self._cleanup_lock:
+            if not self._loop_done:
+                self._cleanup_deferred = True
+                log.warning("rdma exporter %s: thread still busy after %.1f s; its sockets and "
+                            "registration are released when it ends", self.name, join_timeout_s)
+                return
+        self._release()
+
+    def _release(self) -> None:
         self._sock.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -329,15 +281,163 @@ class Exporter:
 
 
 class _MetaConn:
-    __slots__ = ("sock", "fd", "peer", "deadline", "got", "out")
+    __slots__ = ("sock", "peer", "deadline", "got", "out", "open")
 
     def __init__(self, sock: socket.socket, peer: str, deadline: float) -> None:
         self.sock = sock
-        self.fd = sock.fileno()
         self.peer = peer
         self.deadline = deadline
         self.got = bytearray()
         self.out: memoryview | None = None
+        self.open = True
+
+    @property
+    def idle(self) -> bool:
+        """Has sent nothing yet (a connect flood's connections stay like this)."""
+        return not self.got and self.out is None
+
+
+class MetadataServer:
+    """Answers metadata requests on a non-blocking listening socket, driven by its owner's
+    selector loop (``handle`` once per select). Never blocks on a peer: each connection has an
+    absolute deadline, and when a cap is reached a connection is closed to make room, so idle or
+    slow peers can delay a new puller by at most one deadline, never lock it out.
+
+    Connections are tracked by identity, never by file descriptor: closing one to make room
+    frees its fd number, which the next accept in the same batch may get, while the batch still
+    holds the closed connection's event."""
+
+    def __init__(self, sock: socket.socket, sel: selectors.BaseSelector, answer: bytes,
+                 timeout_s: float, counters: dict[str, int]) -> None:
+        self.sock = sock
+        self.sel = sel
+        self.answer = answer
+        self.timeout_s = timeout_s
+        self.counters = counters
+        self.conns: collections.OrderedDict[_MetaConn, None] = collections.OrderedDict()
+        sel.register(sock, selectors.EVENT_READ, self)
+
+    def handle(self, ready: list[tuple[selectors.SelectorKey, int]], now: float) -> None:
+        """Processes one select() batch: connections first (a request already sent is answered
+        before any eviction), then new connections, then deadlines."""
+        accept = False
+        for sk, events in ready:
+            if sk.data is self:
+                accept = True
+            elif isinstance(sk.data, _MetaConn):
+                if sk.data.open and sk.data in self.conns:  # else closed earlier in this batch
+                    self.serve(sk.data, events)
+        if accept:
+            self.accept(now)
+        self.expire(now)
+
+    def accept(self, now: float) -> None:
+        """Takes every pending connection. A full table (total, or this peer's share) first
+        advances the connections that may hold a request, then closes one that has sent nothing
+        (the oldest), else the oldest; never the new one."""
+        while True:
+            try:
+                sock, addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.debug("rdma metadata accept failed: %s", exc)
+                return
+            sock.setblocking(False)
+            peer = addr[0] if isinstance(addr, tuple) else str(addr)
+            self._make_room(peer)
+            conn = _MetaConn(sock, peer, now + self.timeout_s)
+            self.conns[conn] = None
+            self.sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _make_room(self, peer: str) -> None:
+        crowd = self._crowd(peer)
+        if not crowd:
+            return
+        for conn in crowd:  # a puller's request may be waiting unread: answer it instead
+            if conn.idle:
+                self.serve(conn, selectors.EVENT_READ)
+        crowd = self._crowd(peer)
+        if crowd:
+            self.drop(next((c for c in crowd if c.idle), crowd[0]))
+
+    def _crowd(self, peer: str) -> list[_MetaConn]:
+        """The connections one of which must go before peer's new one fits (oldest first), or
+        none when it fits."""
+        mine = [c for c in self.conns if c.peer == peer]
+        if len(mine) >= MAX_METADATA_PER_PEER:
+            return mine
+        if len(self.conns) >= MAX_METADATA_CONNECTIONS:
+            return list(self.conns)
+        return []
+
+    def serve(self, conn: _MetaConn, events: int) -> None:
+        """Advances one connection without blocking: read MAGIC, then send the answer."""
+        try:
+            if conn.out is None and events & selectors.EVENT_READ:
+                chunk = conn.sock.recv(len(MAGIC) - len(conn.got))
+                if not chunk:
+                    self.drop(conn)
+                    return
+                conn.got += chunk
+                if not MAGIC.startswith(bytes(conn.got)):
+                    self.drop(conn)
+                    return
+                if len(conn.got) == len(MAGIC):
+                    conn.out = memoryview(self.answer)
+                    self.sel.modify(conn.sock, selectors.EVENT_WRITE, conn)
+            if conn.out is not None:
+                sent = conn.sock.send(conn.out)
+                conn.out = conn.out[sent:]
+                if not conn.out:
+                    self.counters["metadata_served"] += 1
+                    self.drop(conn, counted=False)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            log.debug("rdma metadata request failed: %s", exc)
+            self.drop(conn)
+
+    def expire(self, now: float) -> None:
+        while self.conns:
+            oldest = next(iter(self.conns))  # deadlines grow with insertion order
+            if oldest.deadline > now:
+                return
+            self.drop(oldest)
+
+    def drop(self, conn: _MetaConn, counted: bool = True) -> None:
+        if conn not in self.conns:
+            return  # already dropped
+        del self.conns[conn]
+        conn.open = False
+        if counted:
+            self.counters["metadata_dropped"] += 1
+        # Unregister through the selector's own map, and only this connection's entry: its fd
+        # number may already belong to another connection.
+        key = self.sel.get_map().get(conn.sock.fileno()) if conn.sock.fileno() >= 0 else None
+        if key is not None and key.data is conn:
+            self.sel.unregister(key.fileobj)
+        conn.sock.close()
+
+    def close(self) -> None:
+        for conn in list(self.conns):
+            self.drop(conn, counted=False)
+        try:
+            self.sel.unregister(self.sock)
+        except (KeyError, ValueError):
+            pass
+
+
+def call_arena(fn: Any, key: str, arg: Any) -> tuple[str, dict[str, int] | None]:
+    """(key, fn(key, arg)) with the arena's failures typed: a payload too large for a slot is
+    ExportRefused("too_large"); the kernel refusing random bytes (getrandom) or memory is
+    ExportRefused("arena_error"), which the lane counts as a fallback."""
+    try:
+        return key, fn(key, arg)
+    except ValueError as exc:
+        raise ExportRefused("too_large", str(exc)) from None
+    except (RuntimeError, MemoryError) as exc:
+        raise ExportRefused("arena_error", f"{type(exc).__name__}: {exc}") from None
 
 
 _LIVE: weakref.WeakSet[Exporter] = weakref.WeakSet()
@@ -357,4 +457,4 @@ def _advertised(listen_host: str) -> str:
 
 
 __all__ = ["DEFAULT_PORT", "DEFAULT_SLOTS", "DEFAULT_SLOT_BYTES", "ExportLease", "Exporter",
-           "TRANSPORT"]
+           "MetadataServer", "TRANSPORT", "call_arena"]

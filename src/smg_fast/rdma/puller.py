@@ -124,7 +124,8 @@ class Puller:
             raise
         self._free = list(range(slots - 1, -1, -1))
         self.counters = {"pulls": 0, "bytes": 0, "overflow": 0, "refreshes": 0, "stale": 0,
-                         "errors": 0, "timeouts": 0, "poisoned": 0, "reclaimed": 0}
+                         "errors": 0, "timeouts": 0, "poisoned": 0, "reclaimed": 0,
+                         "metadata_retries": 0}
         self._closed = False
         _LIVE.add(self)
 
@@ -166,6 +167,10 @@ class Puller:
         try:
             self._read_checked(buf, desc, deadline)
         except BaseException:
+            # A refused frame (StaleSlotError) or a failed READ may have landed another slot's
+            # bytes, possibly another tenant's tensor: none may stay in a buffer we reuse.
+            if not buf.poisoned:  # a poisoned one is wiped when its transfer settles
+                buf.array[:desc.frame_len] = 0
             buf.release()
             raise
         holder = _Holder(buf, _native.FRAME_HEADER, shape, np_dtype)
@@ -284,6 +289,7 @@ class Puller:
                         _quiet(self._agent.release_xfer_handle, handle)
                     buf.handles.clear()
             if settled:
+                buf.array[:] = 0  # whatever the late READ landed is not ours to keep
                 buf.poisoned = False
                 self._count("reclaimed")
                 self._give_back(buf)
@@ -336,13 +342,7 @@ class Puller:
             peer = self._peers.get(where)  # another thread may have refreshed it meanwhile
             if peer is not None and peer.name == desc.agent and peer is not failed:
                 return peer
-            timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
-            try:
-                name, metadata = fetch_metadata(desc.host, desc.port, timeout)
-            except (OSError, ConnectionError) as exc:
-                self._count("errors")
-                raise PullError(f"cannot reach the exporter at {desc.host}:{desc.port}: {exc}") \
-                    from None
+            name, metadata = self._fetch(desc, deadline)
             if peer is not None and peer is not failed and name == peer.name:
                 # Still the exporter we know: the handle comes from an earlier one.
                 self._count("stale")
@@ -368,6 +368,24 @@ class Puller:
             raise StaleSlotError(f"the exporter at {desc.host}:{desc.port} restarted (now "
                                  f"{peer.name}, the handle is from {desc.agent})")
         return peer
+
+    def _fetch(self, desc: Descriptor, deadline: float) -> tuple[str, bytes]:
+        """The exporter's (name, metadata). A connection the exporter closed before answering
+        (it makes room that way when a connect flood fills its table) is retried, twice at most
+        and within the deadline; refused or timed-out connections are not."""
+        for attempt in range(3):
+            timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
+            try:
+                return fetch_metadata(desc.host, desc.port, timeout)
+            except OSError as exc:
+                dropped = isinstance(exc, (ConnectionResetError, BrokenPipeError)) or \
+                    type(exc) is ConnectionError  # "closed the metadata connection early"
+                if not dropped or attempt == 2 or time.monotonic() + 0.05 >= deadline:
+                    self._count("errors")
+                    raise PullError(f"cannot reach the exporter at {desc.host}:{desc.port}: "
+                                    f"{exc}") from None
+                self._count("metadata_retries")
+        raise AssertionError("unreachable")
 
     def _read(self, buf: _Buffer, desc: Descriptor, peer: _Peer, deadline: float) -> None:
         step = self.chunk_bytes or desc.frame_len

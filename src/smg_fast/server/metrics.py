@@ -64,12 +64,14 @@ class Metrics:
                                registry=r)
         counters = {f"pixel_cache.{k}" for k in ("hits", "misses", "coalesced", "evictions",
                                                  "inserts", "rejected")}
-        counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops")}
+        counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops", "remote_gives")}
         counters |= {"shm.created", "shm.expired", "shm.released", "shm.refused",
                      "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed"}
         counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
-                                           "too_large", "unknown_free")}
+                                           "too_large", "unknown_free", "refused_free",
+                                           "bad_notifications", "metadata_served",
+                                           "metadata_dropped")}
         r.register(_StatsCollector(sources or {}, counters))
         self._http: Any = None
 
