@@ -624,3 +624,38 @@ def test_same_uid_attacker_truncating_segments_cannot_crash_the_server(
             proc.wait(30)
     assert proc.returncode == 0, proc.stderr.read()
     assert _segment_files(shm_subdir) == []
+
+
+def test_without_o_tmpfile_segments_are_named_from_creation(shm_subdir, monkeypatch):
+    """A filesystem that refuses O_TMPFILE (EOPNOTSUPP) gets today's named 0400 files: visible
+    while filled (the documented residual risk), delivered and read exactly the same."""
+    import errno
+
+    real_open = os.open
+
+    def no_tmpfile(path, flags, *args, **kwargs):
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, "no O_TMPFILE here")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    reg = shm.ShmRegistry(shm_subdir)
+    seen = []
+
+    def fill(seg):
+        seen.append(_segment_files(shm_subdir))
+        seg.array().fill(7)
+
+    try:
+        name = reg.write(1000, fill)
+        assert seen == [[name]] and _segment_files(shm_subdir) == [name]
+        assert os.stat(os.path.join(shm_subdir, name)).st_mode & 0o777 == 0o400
+        td = tensor_pb2.TensorData(shape=[1000], dtype="uint8",
+                                   shm=tensor_pb2.ShmHandle(name=name, offset=0, nbytes=1000))
+        assert np.array_equal(read_tensor(td, shm_dir=shm_subdir), np.full(1000, 7, np.uint8))
+        with pytest.raises(RuntimeError):  # a failed fill leaves no file behind
+            reg.write(1000, lambda seg: (_ for _ in ()).throw(RuntimeError("fill failed")))
+        assert _segment_files(shm_subdir) == [] and reg.prune() == 0
+        assert reg.stats()["outstanding_bytes"] == 0
+    finally:
+        reg.close()
