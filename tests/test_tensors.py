@@ -235,12 +235,13 @@ def test_segment_pool_serves_exact_sized_prefaulted_segments(ours, real_images):
         batch = proc.prepare(img)
         assert pool.take(batch.nbytes) is None  # nothing ready yet: demand recorded
         _wait(lambda: pool.stats()["ready"] == pool.depth)
-        names = set(pool.ready_names())
-        assert names <= ready_segment_names()
+        # Ready segments are unnamed: nothing in /dev/shm until one is published.
+        assert pool.ready_names() == [] and not ready_segment_names()
         seg = pool.take(batch.nbytes)
-        assert seg is not None and seg.name in names and seg.nbytes == batch.nbytes
-        assert os.path.getsize(seg.path) == batch.nbytes  # shrunk from its size class
+        assert seg is not None and not seg.published and seg.nbytes == batch.nbytes
         batch.write_into(seg.array(batch.np_dtype))
+        seg.publish()
+        assert os.path.getsize(seg.path) == batch.nbytes  # shrunk from its size class
         seg.close()
         td = tensors.shm_tensor_data(seg.name, batch.shape, "float32", batch.nbytes)
         assert np.array_equal(read_tensor(td), ref)
@@ -248,9 +249,8 @@ def test_segment_pool_serves_exact_sized_prefaulted_segments(ours, real_images):
         s = pool.stats()
         assert s["hits"] == 1 and s["misses"] == 1 and s["made"] >= 2
     finally:
-        ready = pool.ready_names()
-        assert pool.close() == len(ready)
-    assert not any(os.path.exists(os.path.join(SHM, n)) for n in ready)
+        ready = pool.stats()["ready"]
+        assert pool.close() == ready
 
 
 def test_registry_with_pool_and_close(ours, real_images):

@@ -1,11 +1,17 @@
 """Shared-memory segments in /dev/shm: creation, ownership and the cap on unread bytes.
 
-Segments are files directly under /dev/shm named ``smg-fast-<pid>-<nonce>-<seq>`` (names,
-producer liveness and the sweeper of dead producers' segments: :mod:`smg_fast.shm_owner`),
-mode 0400 from creation: the creator writes through the descriptor it opened, then lets go of
-it. Nothing a consumer does to a delivered segment (its owner can chmod, write or truncate it)
-reaches the producer: a producer never reads a segment back, and never keeps one mapped to
-serve it again. ``smg_fast.tensors`` builds TensorData on top of these.
+A segment is born unnamed (``O_TMPFILE`` on the tmpfs, mode 0400), filled through the
+producer's own mapping, and only then given its name ``smg-fast-<pid>-<nonce>-<seq>`` by
+``publish`` (a link of ``/proc/self/fd/N``) when it is delivered (names, producer liveness and
+the sweeper of dead producers' segments: :mod:`smg_fast.shm_owner`). So no other process can
+reach a segment while the producer writes into it: a consumer running as the producer's user
+could otherwise chmod and truncate a visible segment (the pool's ready ones, or a fresh one
+being filled), and the producer's next store into its MAP_SHARED mapping would raise SIGBUS
+and kill it. After ``publish`` the producer never touches the pages again (it never reads a
+segment back nor serves one twice), so nothing a consumer does to a delivered segment reaches
+it. A filesystem without O_TMPFILE gets today's named files (created 0400 under their final
+name), with that SIGBUS window open to same-user consumers. ``smg_fast.tensors`` builds
+TensorData on top of these.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from .shm_owner import (  # noqa: F401  (_NAME_RE, _pidns_tag: used by tests and
     _unlink_quiet,
     check_shm_name,
     is_segment_name,
+    link_fd,
     owner_id,
     shm_namespace,
     sweep_dead_segments,
@@ -77,13 +84,21 @@ def default_outstanding_cap(directory: str = SHM_DIR) -> int:
 
 @dataclass
 class ShmSegment:
-    """A freshly created, still mapped segment; ``array(dtype)`` is the writable destination."""
+    """A freshly created, still mapped segment; ``array(dtype)`` is the writable destination.
+
+    ``name`` and ``path`` are "" until ``publish`` links it into its directory (a segment
+    made on a filesystem without O_TMPFILE is named from creation)."""
 
     name: str
     path: str
     nbytes: int
     _mm: mmap.mmap | None
-    _fd: int = -1  # kept open by pooled segments, to shrink them when taken
+    _fd: int = -1  # open until published (unnamed ones) or while a pool may shrink it
+    directory: str = SHM_DIR
+
+    @property
+    def published(self) -> bool:
+        return bool(self.name)
 
     def array(self, dtype: Any = np.uint8) -> np.ndarray:
         """The first nbytes of the mapping as a writable array of dtype."""
@@ -99,7 +114,29 @@ class ShmSegment:
                 raise ValueError("segment has no open descriptor to shrink it")
             os.ftruncate(self._fd, nbytes)
             self.nbytes = nbytes
-        self._close_fd()
+        if self.published:
+            self._close_fd()
+
+    def publish(self) -> str:
+        """Gives the segment its name in its directory (the first free one of this process's
+        sequence: a same-user process may have taken a predictable name first) and returns it.
+        The producer must not write into the segment after this."""
+        if self.published:
+            return self.name
+        if self._fd < 0:
+            raise ValueError("segment is closed")
+        for _ in range(_PUBLISH_TRIES):
+            name = _NAMES.next(self.directory)
+            path = os.path.join(self.directory, name)
+            try:
+                link_fd(self._fd, self.directory, name)
+            except FileExistsError:
+                continue
+            self.name, self.path = name, path
+            self._close_fd()
+            return name
+        raise FileExistsError(errno.EEXIST, f"no free segment name in {self.directory} after "
+                              f"{_PUBLISH_TRIES} tries (another process takes them)")
 
     def _close_fd(self) -> None:
         if self._fd >= 0:
@@ -107,11 +144,21 @@ class ShmSegment:
             self._fd = -1
 
     def close(self) -> None:
-        """Unmaps (the file stays). Every array() view must be gone first."""
+        """Unmaps (a published file stays; an unpublished one is gone once unmapped). Every
+        array() view must be gone first."""
         self._close_fd()
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+
+    def discard(self) -> None:
+        """Unmaps (or leaves it to the last view) and removes the file, named or not."""
+        try:
+            self.close()
+        except BufferError:  # a view is still alive (e.g. in a traceback); GC unmaps it
+            self._mm = None
+        if self.path:
+            _unlink_quiet(self.path)
 
     def close_later(self) -> None:
         """Unmaps on the background thread (unmapping tens of MB costs milliseconds); a view
@@ -120,6 +167,11 @@ class ShmSegment:
         if self._mm is not None:
             call_later(_close_mapping, self._mm)
             self._mm = None
+
+
+_PUBLISH_TRIES = 16
+# errno of open(O_TMPFILE) where the filesystem or kernel lacks it: make named files instead
+_NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
 
 
 def _close_mapping(mm: mmap.mmap) -> None:
@@ -131,22 +183,37 @@ def _close_mapping(mm: mmap.mmap) -> None:
 
 def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = False,
                    keep_fd: bool = False) -> ShmSegment:
-    """A new read-only (0400) file of nbytes under directory, space reserved (so a full tmpfs
-    fails here with ENOSPC instead of SIGBUS later) and mapped read-write through the descriptor
-    opened at creation (``populate``: with its page table filled in advance; ``keep_fd``: the
-    descriptor stays open for ``shrink``).
+    """A new read-only (0400) file of nbytes on the filesystem of directory, space reserved (so
+    a full tmpfs fails here with ENOSPC instead of SIGBUS later) and mapped read-write through
+    the descriptor opened at creation (``populate``: with its page table filled in advance).
+
+    The file is unnamed (O_TMPFILE) until ``publish``, which needs the descriptor: it stays
+    open until then. Where O_TMPFILE is missing, the file is created under its final name and
+    the descriptor is kept only with ``keep_fd`` (for ``shrink``).
 
     Read-only so that a consumer running as another user cannot write into it. Its owner (the
-    producer's user) can still chmod it and write or truncate it: producers must treat a
-    segment as gone once delivered (``read_tensor`` maps it copy-on-write, so a consumer's
-    writes to its array never reach the file)."""
+    producer's user) can still chmod it and write or truncate it once it is named: producers
+    must treat a segment as gone once published (``read_tensor`` maps it copy-on-write, so a
+    consumer's writes to its array never reach the file)."""
     if nbytes < 1:
         raise ValueError(f"shm segment size must be positive, got {nbytes}")
-    name = _NAMES.next(directory)
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    name = path = ""
+    fd = -1
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            fd = os.open(directory, tmpfile | os.O_RDWR | os.O_CLOEXEC, 0o400)
+        except OSError as exc:
+            if exc.errno not in _NO_TMPFILE:
+                raise
+    if fd < 0:
+        name = _NAMES.next(directory)
+        path = os.path.join(directory, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
     try:
-        os.fchmod(fd, 0o400)  # (not 0o600 & ~umask): nobody opens it for writing again
+        if name:
+            os.fchmod(fd, 0o400)  # (not 0o600 & ~umask): nobody opens it for writing again
         try:
             os.posix_fallocate(fd, 0, nbytes)
         except OSError as exc:
@@ -157,12 +224,13 @@ def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = Fa
         mm = mmap.mmap(fd, nbytes, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except BaseException:
         os.close(fd)
-        _unlink_quiet(path)
+        if path:
+            _unlink_quiet(path)
         raise
-    if keep_fd:
-        return ShmSegment(name, path, nbytes, mm, fd)
+    if keep_fd or not name:
+        return ShmSegment(name, path, nbytes, mm, fd, directory)
     os.close(fd)
-    return ShmSegment(name, path, nbytes, mm)
+    return ShmSegment(name, path, nbytes, mm, -1, directory)
 
 
 @dataclass
@@ -175,9 +243,11 @@ class _Owned:
 class ShmRegistry:
     """Creates segments and remembers the ones this process still owns.
 
-    A segment is owned from creation until the consumer unlinks it (``prune`` notices) or the
-    producer gives it up (``release``, on a failure path). ``close`` at shutdown removes
-    whatever is left. ``ttl_s`` > 0: ``prune`` also unlinks segments nobody read in that time.
+    A segment is owned from ``publish`` (its bytes are counted from ``create``) until the
+    consumer unlinks it (``prune`` notices) or the producer gives it up (``release``, on a
+    failure path); an unpublished one has no name, and vanishes with its descriptor. ``close``
+    at shutdown removes whatever is left. ``ttl_s`` > 0: ``prune`` also unlinks segments
+    nobody read in that time.
     ``pool_bytes`` > 0: segments come from a :class:`~smg_fast.shm_pool.SegmentPool` of
     pre-faulted ones when it has one of the right size (its budget at most a quarter of the
     tmpfs).
@@ -224,6 +294,9 @@ class ShmRegistry:
             return self._bytes
 
     def create(self, nbytes: int, caller: str = "") -> ShmSegment:
+        """An unpublished segment of nbytes, its bytes reserved against the caller's limits
+        (:class:`ShmQuotaError` otherwise). Hand it to ``publish`` once written, or to
+        ``abandon``: ``write`` does all three."""
         if self.closed:
             raise RuntimeError("shm registry is closed (shutting down)")
         self._reserve(nbytes, caller)
@@ -234,15 +307,32 @@ class ShmRegistry:
         except BaseException:
             self._unreserve(nbytes, caller)
             raise
+        return seg
+
+    def publish(self, seg: ShmSegment, caller: str = "") -> str:
+        """Names a written segment from ``create`` and owns it from then on (until its
+        consumer unlinks it, ``release``, the TTL or ``close``); returns its name."""
+        nbytes = seg.nbytes
+        try:
+            if self.closed:
+                raise RuntimeError("shm registry is closed (shutting down)")
+            name = seg.publish()
+        except BaseException:
+            self.abandon(seg, caller)
+            raise
         with self._lock:
             if not self.closed:
-                self._owned[seg.name] = _Owned(time.monotonic(), nbytes, caller)
+                self._owned[name] = _Owned(time.monotonic(), nbytes, caller)
                 self.created += 1
-                return seg
-        self._unreserve(nbytes, caller)
-        seg.close()
-        _unlink_quiet(seg.path)
+                return name
+            self._forget(nbytes, caller)
+        seg.discard()
         raise RuntimeError("shm registry is closed (shutting down)")
+
+    def abandon(self, seg: ShmSegment, caller: str = "") -> None:
+        """Drops a segment from ``create`` that will not be published (its reservation too)."""
+        self._unreserve(seg.nbytes, caller)
+        seg.discard()
 
     def _over(self, nbytes: int, caller: str) -> str:
         """Which limit a new segment of nbytes would pass ("" = none); lock held."""
@@ -254,7 +344,9 @@ class ShmRegistry:
             return "share"
         return ""
 
-    def _reserve(self, nbytes: int, caller: str) -> None:
+    def _over_after_prune(self, nbytes: int, caller: str) -> str:
+        """Like ``_over``; over a limit, first counts the reads consumers made since the last
+        pressure prune of that scope (at most one per PRESSURE_PRUNE_S)."""
         with self._lock:
             over = self._over(nbytes, caller)
             scope = None if over == "cap" else caller
@@ -264,6 +356,19 @@ class ShmRegistry:
                 self._pruned_at[scope] = now
         if prune:
             self._prune(everyone=scope is None, caller=caller)
+        return over
+
+    def would_fit(self, nbytes: int, caller: str = "") -> str:
+        """"" when a segment of nbytes for caller would pass neither limit now, else the one it
+        would pass ("cap" or "share"). Advisory (lets a server refuse work before doing it):
+        ``create`` decides."""
+        if not self._over_after_prune(nbytes, caller):
+            return ""
+        with self._lock:
+            return self._over(nbytes, caller)
+
+    def _reserve(self, nbytes: int, caller: str) -> None:
+        over = self._over_after_prune(nbytes, caller)
         with self._lock:
             over = self._over(nbytes, caller) if over else ""
             if over:
@@ -298,21 +403,18 @@ class ShmRegistry:
         return rec
 
     def write(self, nbytes: int, fill: Callable[[ShmSegment], None], caller: str = "") -> str:
-        """Creates a segment, lets fill() write it, unmaps it (on the background thread) and
-        returns its name; on any failure the segment is unlinked before the exception
-        propagates."""
+        """Creates an unnamed segment, lets fill() write it, names it, unmaps it (on the
+        background thread) and returns its name; on any failure the segment is gone before the
+        exception propagates."""
         seg = self.create(nbytes, caller)
         try:
             fill(seg)
         except BaseException:
-            try:
-                seg.close()
-            except BufferError:  # a view is still alive in the traceback; GC unmaps it
-                pass
-            self.release(seg.name)
+            self.abandon(seg, caller)
             raise
+        name = self.publish(seg, caller)
         seg.close_later()
-        return seg.name
+        return name
 
     def release(self, name: str) -> None:
         """Unlinks a segment this process still owns (failure paths)."""

@@ -76,6 +76,18 @@ def _pidns_tag() -> str:
         return "00000000"
 
 
+def link_fd(fd: int, directory: str, name: str) -> None:
+    """Gives the unnamed (O_TMPFILE) file open at fd the name directory/name: linkat of
+    /proc/self/fd/N with AT_SYMLINK_FOLLOW, which needs no CAP_DAC_READ_SEARCH (unlike
+    AT_EMPTY_PATH). A destination directory descriptor is what makes CPython call linkat: with
+    plain paths it calls link(), which links the /proc symlink itself (EXDEV)."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dfd, follow_symlinks=True)
+    finally:
+        os.close(dfd)
+
+
 def _locked_file(directory: str, path: str) -> int:
     """A descriptor holding an exclusive flock on a new file at path. The file appears under its
     name already locked (O_TMPFILE + link, else a private name + rename), so no sweeper ever
@@ -90,7 +102,7 @@ def _locked_file(directory: str, path: str) -> int:
         if fd >= 0:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                os.link(f"/proc/self/fd/{fd}", path)  # linkat(AT_SYMLINK_FOLLOW)
+                link_fd(fd, directory, os.path.basename(path))
                 return fd
             except OSError:
                 os.close(fd)

@@ -10,6 +10,9 @@ being taken and, when a ``busy`` callable is given (the server's "work in progre
 ``quiet_s`` of not being busy: under saturation there is no idle time to move the work into, and
 the pool stays out of the way.
 
+Ready segments are unnamed (see :mod:`smg_fast.shm`): nothing outside this process can reach
+them until the registry publishes one at delivery.
+
 A class whose segment cannot be made (a small or full tmpfs: Docker's /dev/shm is 64 MB) is
 retried after ``backoff_s``, doubling each time; after ``max_failures`` failures in a row the
 pool gives that class up for good (logged once per pool); requests of that size make their own.
@@ -24,7 +27,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .shm import SHM_DIR, ShmSegment, _unlink_quiet, create_segment
+from .shm import SHM_DIR, ShmSegment, create_segment
 
 log = logging.getLogger("smg_fast.shm")
 
@@ -33,7 +36,8 @@ _POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
 
 
 def ready_segment_names() -> set[str]:
-    """Names of the segments every live pool of this process holds ready (not handed out)."""
+    """Names of the segments every live pool of this process holds ready (not handed out):
+    only where the filesystem lacks O_TMPFILE are ready segments named."""
     return {name for pool in list(_POOLS) for name in pool.ready_names()}
 
 
@@ -70,7 +74,7 @@ class SegmentPool:
 
     def ready_names(self) -> list[str]:
         with self._cond:
-            return [s.name for segs in self._ready.values() for s in segs]
+            return [s.name for segs in self._ready.values() for s in segs if s.name]
 
     def size_class(self, nbytes: int) -> int:
         return -(-nbytes // self.granule) * self.granule
@@ -100,8 +104,7 @@ class SegmentPool:
         try:
             seg.shrink(nbytes)
         except OSError:
-            seg.close()
-            _unlink_quiet(seg.path)
+            seg.discard()
             return None
         return seg
 
@@ -170,8 +173,7 @@ class SegmentPool:
                 self._failures.pop(cap, None)
                 if self._closed:
                     self._bytes -= cap
-                    seg.close()
-                    _unlink_quiet(seg.path)
+                    seg.discard()
                     return
                 self._ready.setdefault(cap, []).append(seg)
                 self.made += 1
@@ -185,8 +187,7 @@ class SegmentPool:
             self._retry_at.pop(cap, None)
             for seg in self._ready.pop(cap, []):
                 self._bytes -= seg.nbytes
-                seg.close()
-                _unlink_quiet(seg.path)
+                seg.discard()
 
     def close(self) -> int:
         """Stops the refill thread and unlinks every ready segment; returns how many."""
@@ -197,8 +198,7 @@ class SegmentPool:
             self._bytes = 0
             self._cond.notify_all()
         for seg in ready:
-            seg.close()
-            _unlink_quiet(seg.path)
+            seg.discard()
         self._thread.join(10)
         return len(ready)
 

@@ -116,9 +116,9 @@ class Server:
         cap = cfg.shm_max_outstanding_mb * 2**20 or default_outstanding_cap(cfg.shm_dir)
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
                                     pool_bytes=cfg.shm_pool_mb * 2**20,
-                                    max_outstanding_bytes=cap, share_bytes=cap // 2)
+                                    max_outstanding_bytes=cap, share_bytes=cap // 4)
         log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
-                 "connection)", cap / 2**20, cfg.shm_dir, cap / 2**21)
+                 "connection)", cap / 2**20, cfg.shm_dir, cap / 2**22)
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
                                    "admission": self.admission.stats}
         if self.registry.pool is not None:

@@ -178,8 +178,9 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
      "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
      "does not pay for fresh pages (0 = off; at most a quarter of the tmpfs)"),
     ("--shm-max-outstanding-mb", "SMG_FAST_SHM_MAX_OUTSTANDING_MB", int,
-     "cap on delivered shm segments not yet read, in MiB; one connection may hold half of it. "
-     "A tensor over the cap goes inline when it fits, else RESOURCE_EXHAUSTED (0 = half of "
+     "cap on delivered shm segments not yet read, in MiB; one gRPC connection may hold a "
+     "quarter of it (shares are per connection: more connections, more shares). A tensor "
+     "over the cap goes inline when it fits, else RESOURCE_EXHAUSTED (0 = half of "
      "the smaller of the /dev/shm tmpfs and RAM)"),
     ("--max-image-pixels", "SMG_FAST_MAX_IMAGE_PIXELS", int,
      "reject decoded images with more pixels (0 = no limit); default Pillow's limit"),

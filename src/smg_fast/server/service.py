@@ -326,10 +326,15 @@ class PreprocessService:
                     f"item {it.index}: the request's outputs would be {total / 2**20:.1f} MiB, "
                     f"over this server's limit of {self.config.max_output_mb} MiB per request "
                     "(--max-output-mb): send fewer or smaller images per request")
-            if (not self._rdma_possible(nbytes, outcome.transport)
-                    and not self._to_shm(nbytes, shm_ok) and nbytes > inline_budget):
-                refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
-                self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
+            if not self._rdma_possible(nbytes, outcome.transport) and nbytes > inline_budget:
+                if not self._to_shm(nbytes, shm_ok):
+                    refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
+                    self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
+                # Too big for inline and shm has no room now: refuse before decoding (the
+                # creation after the decode stays the authority, for races either way).
+                over = self.registry.would_fit(nbytes, outcome.caller)
+                if over:
+                    self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
         except RequestError:
             planned.close()
             raise
@@ -378,7 +383,7 @@ class PreprocessService:
                                "server's (GetModelInfo.shm_namespace: the caller must see the "
                                "server's /dev/shm), and the tensor is too large to send inline")
         why = {"shm_cap": "the server's unread shm bytes are at --shm-max-outstanding-mb",
-               "shm_share": "this connection holds its share (half) of the server's unread "
+               "shm_share": "this connection holds its share (a quarter) of the server's unread "
                             "shm bytes: read or unlink delivered segments first",
                "shm_full": f"{self.registry.directory} is full"}[refused]
         raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
