@@ -44,82 +44,129 @@ ImageView image_view(const py::array& a, const char* what) {
     return ImageView{static_cast<const uint8_t*>(a.data()), int(w), int(h), int(c), int64_t(a.strides(0))};
 }
 
-DType parse_dtype(int d) {
-    if (d < 0 || d > 2) throw py::value_error("dtype code must be 0 (float32), 1 (bfloat16) or 2 (float16)");
-    return DType(d);
-}
-
-PassOrder parse_order(int o) {
-    if (o != 0 && o != 1) throw py::value_error("pass_order code must be 0 (horizontal first) or 1 (pillow13)");
-    return PassOrder(o);
-}
-
-Filter parse_filter(int f) {
-    if (!is_valid_filter(f)) throw py::value_error("unknown resampling filter " + std::to_string(f));
-    return Filter(f);
-}
-
-py::array resize_py(const py::array& src, int out_w, int out_h, int filter, int order) {
+// The enums arrive from Python as any integer (py::enum_ constructs from int), so each is
+// checked before it reaches code that switches on it.
+py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order) {
     const ImageView in = image_view(src, "resize");
     if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
         throw py::value_error("resize: output size must be positive and at most 2^20 per side");
-    const Filter f = parse_filter(filter);
-    const PassOrder po = parse_order(order);
+    if (!is_valid_filter(filter)) throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
+    if (!is_valid_pass_order(order)) throw py::value_error("resize: unknown pass order " + std::to_string(int(order)));
     std::vector<py::ssize_t> shape{out_h, out_w};
     if (src.ndim() == 3) shape.push_back(in.channels);
     py::array_t<uint8_t> out(shape);
     const MutImageView ov{out.mutable_data(), out_w, out_h, in.channels, int64_t(out_w) * in.channels};
     {
         py::gil_scoped_release release;
-        resize(in, ov, f, po);
+        resize(in, ov, filter, order);
     }
     return out;
 }
 
-py::array build_lut_py(int recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_, int dtype) {
-    if (recipe != 0 && recipe != 1) throw py::value_error("unknown LUT recipe");
-    const DType dt = parse_dtype(dtype);
-    py::array out = dt == DType::Float32 ? py::array(py::array_t<float>({3, 256})) : py::array(py::array_t<uint16_t>({3, 256}));
-    try {
-        build_lut(LutRecipe(recipe), rescale, mean.data(), std_.data(), dt, out.mutable_data());
-    } catch (const std::invalid_argument& e) {
-        throw py::value_error(e.what());
-    }
-    return out;
-}
+void make_read_only(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_; }
 
-// Writes one image's encoder input into dst (a C-contiguous writable array) starting at element
-// offset `offset`; dst must hold grid_h * grid_w patch rows from there.
-void preprocess_into_py(const py::array& src, int resize_w, int resize_h, int filter, int order,
-                        int patch, int merge, int temporal, int grid_h, int grid_w,
-                        const py::array& lut, int recipe, double rescale, std::array<double, 3> mean,
-                        std::array<double, 3> std_, int dtype, py::array dst, int64_t offset) {
-    if (recipe != 0 && recipe != 1) throw py::value_error("unknown LUT recipe");
-    const ImageView in = image_view(src, "preprocess");
-    if (in.channels != 3 && in.channels != 4)
-        throw py::value_error("preprocess: expected an RGB (H, W, 3) or RGBX (H, W, 4) image");
-    if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
-        throw py::value_error("preprocess: patch must be 1..64, merge and temporal 1..16");
-    if (grid_h < merge || grid_w < merge || grid_h % merge || grid_w % merge)
-        throw py::value_error("preprocess: grid must be a positive multiple of merge");
-    if (resize_w < 1 || resize_h < 1 || resize_w > int64_t(grid_w) * patch || resize_h > int64_t(grid_h) * patch)
-        throw py::value_error("preprocess: resized image must fit inside the patch grid");
-    const DType dt = parse_dtype(dtype);
-    const int esize = dtype_size(dt);
-    if (lut.itemsize() != esize || lut.size() != 3 * 256 || !(lut.flags() & py::array::c_style))
-        throw py::value_error("preprocess: lut must be a C-contiguous 3 x 256 table of the output dtype");
+// Writes one image's encoder input into dst (a C-contiguous writable array of the pipeline's
+// dtype) starting at element `offset`; dst must hold the image's patch rows from there.
+void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h, int grid_h, int grid_w,
+            py::array dst, int64_t offset) {
+    const ImageView in = image_view(src, "run");
+    const int esize = dtype_size(pl.dtype());
     if (dst.itemsize() != esize || !(dst.flags() & py::array::c_style) || !dst.writeable())
-        throw py::value_error("preprocess: dst must be a writable C-contiguous array of the output dtype");
-    const PatchLayout L{patch, merge, temporal, grid_h, grid_w};
-    const int64_t need = int64_t(grid_h) * grid_w * patch_row_elems(L);
+        throw py::value_error("run: dst must be a writable C-contiguous array of the output dtype");
+    const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w);
     if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
-        throw py::value_error("preprocess: dst too small for this image at this offset");
-    Normalization norm{lut.data(), LutRecipe(recipe), rescale, {mean[0], mean[1], mean[2]},
-                       {std_[0], std_[1], std_[2]}};
-    const PreprocessSpec spec{resize_w, resize_h, parse_filter(filter), parse_order(order), L, dt, norm};
+        throw py::value_error("run: dst too small for this image at this offset");
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
     py::gil_scoped_release release;
-    preprocess(in, spec, out);
+    pl.run(in, resize_w, resize_h, grid_h, grid_w, out);
+}
+
+const char* kernel_name(Normalizer::Kernel k) {
+    switch (k) {
+        case Normalizer::Kernel::SimdFast: return "avx512-fast";
+        case Normalizer::Kernel::Simd: return "avx512";
+        default: return "table";
+    }
+}
+
+void bind_enums(py::module_& m) {
+    py::enum_<Filter>(m, "Filter", "Resampling filter; values are Pillow's Image.Resampling values.")
+        .value("NEAREST", Filter::Nearest, "Nearest neighbour (Pillow's affine NEAREST path).")
+        .value("LANCZOS", Filter::Lanczos, "Lanczos, 3 lobes.")
+        .value("BILINEAR", Filter::Bilinear, "Bilinear (triangle) filter.")
+        .value("BICUBIC", Filter::Bicubic, "Bicubic, a = -0.5 (what the Qwen and Kimi processors use).")
+        .value("BOX", Filter::Box, "Box (area average).")
+        .value("HAMMING", Filter::Hamming, "Hamming-windowed sinc.");
+    py::enum_<PassOrder>(m, "PassOrder", "Which separable pass runs first; Pillow 13 changed the rule.")
+        .value("HORIZONTAL_FIRST", PassOrder::HorizontalFirst, "Pillow <= 12: horizontal, then vertical.")
+        .value("PILLOW13", PassOrder::Pillow13,
+               "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
+    py::enum_<DType>(m, "DType", "Output element type.")
+        .value("FLOAT32", DType::Float32, "float32.")
+        .value("BFLOAT16", DType::BFloat16, "bfloat16 (NumPy arrays hold its bits as uint16).")
+        .value("FLOAT16", DType::Float16, "IEEE float16.");
+    py::enum_<LutRecipe>(m, "LutRecipe", "The reference's normalization arithmetic, operation for operation.")
+        .value("HF_RESCALE_NORMALIZE", LutRecipe::HfRescaleNormalize,
+               "transformers' PIL processors: f32(f32(f64(u) * rescale) - f32(mean)) / f32(std).")
+        .value("KIMI_DIVIDE_MULTIPLY", LutRecipe::KimiDivideMultiply,
+               "Kimi-K2.5 upstream: (f32(f64(u) / 255) - f32(mean)) * f32(1 / f32(std)); rescale unused.");
+}
+
+void bind_pipeline(py::module_& m) {
+    py::class_<Pipeline>(m, "Pipeline",
+                         "Resize + normalize + patchify for one processor and output dtype.\n\n"
+                         "Everything fixed per processor is validated once here, including the 3 x 256\n"
+                         "normalization table and the check that the SIMD kernel reproduces it; run()\n"
+                         "then takes only what differs per image. Safe to share between threads.")
+        .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_,
+                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal) {
+                 const NormParams norm{recipe, rescale, {mean[0], mean[1], mean[2]}, {std_[0], std_[1], std_[2]}};
+                 return new Pipeline(norm, dtype, filter, order, patch, merge, temporal);
+             }),
+             py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"),
+             py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
+             "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, patch\n"
+             "outside 1..64, merge or temporal outside 1..16, a zero or non-finite std, a non-finite mean.")
+        .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
+             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0,
+             "Resizes src (uint8 (H, W, 3) RGB or (H, W, 4) RGBX, the 4th byte ignored) to\n"
+             "resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the\n"
+             "pipeline's dtype, into the flat C-contiguous array dst from element offset on; grid\n"
+             "cells past the resized image are padding (pixel value 0). Releases the GIL.")
+        .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
+             py::arg("grid_w"),
+             "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
+             "multiple of merge and the resized image fits inside it.")
+        .def_property_readonly("lut", [](py::object self) {
+                 const Pipeline& pl = self.cast<const Pipeline&>();
+                 const py::dtype dt = pl.dtype() == DType::Float32 ? py::dtype::of<float>() : py::dtype::of<uint16_t>();
+                 py::array out(dt, {3, 256}, {}, pl.normalizer().lut(), self);
+                 make_read_only(out);
+                 return out;
+             }, "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
+                "float16), indexed [channel, pixel value]: the definition of every output value.")
+        .def_property_readonly("kernel", [](const Pipeline& pl) { return kernel_name(pl.normalizer().kernel()); },
+             "The patchify kernel chosen at construction: 'avx512-fast', 'avx512' or 'table' (patch\n"
+             "sizes over 16 use the table whatever this says).")
+        .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
+        .def_property_readonly("recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; },
+             "Normalization recipe.")
+        .def_property_readonly("rescale", [](const Pipeline& pl) { return pl.normalizer().params().rescale; },
+             "Rescale factor (HF_RESCALE_NORMALIZE only).")
+        .def_property_readonly("mean", [](const Pipeline& pl) {
+                 const double* v = pl.normalizer().params().mean;
+                 return py::make_tuple(v[0], v[1], v[2]);
+             }, "Per-channel mean.")
+        .def_property_readonly("std", [](const Pipeline& pl) {
+                 const double* v = pl.normalizer().params().std_;
+                 return py::make_tuple(v[0], v[1], v[2]);
+             }, "Per-channel standard deviation.")
+        .def_property_readonly("filter", &Pipeline::filter, "Resampling filter.")
+        .def_property_readonly("pass_order", &Pipeline::pass_order, "Resampling pass order.")
+        .def_property_readonly("patch", &Pipeline::patch, "Patch side in pixels.")
+        .def_property_readonly("merge", &Pipeline::merge, "Merge size (patches per merged block side).")
+        .def_property_readonly("temporal", &Pipeline::temporal, "Temporal copies of each patch.")
+        .def_property_readonly("row_elems", &Pipeline::row_elems, "Elements per patch row: 3 * temporal * patch^2.");
 }
 
 // The Arrow C data interface (its published ABI), used to read a Pillow image's pixel memory
@@ -171,7 +218,7 @@ py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap
     const auto* data = static_cast<const uint8_t*>(child->buffers[1]);
     py::tuple owner = py::make_tuple(schema_cap, array_cap);
     py::array out(py::dtype::of<uint8_t>(), {height, width, int64_t(4)}, {width * 4, int64_t(4), int64_t(1)}, data, owner);
-    py::detail::array_proxy(out.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    make_read_only(out);
     return out;
 }
 
@@ -226,9 +273,12 @@ void bind_slot_arena(py::module_& m) {
     m.attr("FRAME_HEADER") = kFrameHeader;
     m.attr("FRAME_MAGIC") = kFrameMagic;
     m.attr("FRAME_VERSION") = kFrameVersion;
-    m.def("frame_bytes", [](size_t n) { return frame_bytes(n); }, py::arg("payload_len"));
-    m.def("key_hash", &key_hash, py::arg("key"));
-    py::class_<SlotArena, std::shared_ptr<SlotArena>>(m, "SlotArena")
+    m.def("frame_bytes", [](size_t n) { return frame_bytes(n); }, py::arg("payload_len"),
+          "Bytes a slot frame with a payload_len-byte payload occupies (header, padded payload, trailer).");
+    m.def("key_hash", &key_hash, py::arg("key"), "FNV-1a hash of a lease key, as stored in a frame header.");
+    py::class_<SlotArena, std::shared_ptr<SlotArena>>(m, "SlotArena",
+                                                      "The RDMA slot arena: one pre-faulted buffer of equal slots leased by key,\n"
+                                                      "written in place, committed, and freed by key (or reaped after ttl_s).")
         .def(py::init([](int64_t slots, int64_t slot_bytes, double ttl_s) {
                  if (slots < 1 || slot_bytes < 80 || slot_bytes % 64 != 0 || !(ttl_s > 0))
                      throw py::value_error("SlotArena: need slots >= 1, slot_bytes >= 80 and a "
@@ -236,29 +286,40 @@ void bind_slot_arena(py::module_& m) {
                  py::gil_scoped_release release;  // pre-faulting the arena takes a while
                  return std::make_shared<SlotArena>(size_t(slots), size_t(slot_bytes), ttl_s);
              }),
-             py::arg("slots"), py::arg("slot_bytes"), py::arg("ttl_s"))
-        .def_property_readonly("address", [](const SlotArena& a) { return reinterpret_cast<uintptr_t>(a.data()); })
-        .def_property_readonly("size", &SlotArena::size)
-        .def_property_readonly("slots", &SlotArena::slots)
-        .def_property_readonly("slot_bytes", &SlotArena::slot_bytes)
-        .def_property_readonly("max_payload", &SlotArena::max_payload)
-        .def_property_readonly("ttl_s", &SlotArena::ttl_s)
-        .def_property_readonly("in_use", [](const SlotArena& a) { return a.counters().in_use; })
+             py::arg("slots"), py::arg("slot_bytes"), py::arg("ttl_s"),
+             "Allocates and pre-faults slots * slot_bytes bytes (slot_bytes a multiple of 64, >= 80,\n"
+             "frame included); committed leases older than ttl_s seconds are reaped.")
+        .def_property_readonly("address", [](const SlotArena& a) { return reinterpret_cast<uintptr_t>(a.data()); },
+                               "Base address of the arena (for NIXL registration).")
+        .def_property_readonly("size", &SlotArena::size, "Arena bytes: slots * slot_bytes.")
+        .def_property_readonly("slots", &SlotArena::slots, "Number of slots.")
+        .def_property_readonly("slot_bytes", &SlotArena::slot_bytes, "Bytes per slot, frame included.")
+        .def_property_readonly("max_payload", &SlotArena::max_payload, "Largest payload one slot holds.")
+        .def_property_readonly("ttl_s", &SlotArena::ttl_s, "Seconds a committed lease lives without a free.")
+        .def_property_readonly("in_use", [](const SlotArena& a) { return a.counters().in_use; }, "Slots leased right now.")
         .def("lease", [](SlotArena& a, const std::string& key, int64_t n) {
                  if (n < 0) throw py::value_error("lease: negative size");
                  return lease_py(a.lease(key, size_t(n)));
-             }, py::arg("key"), py::arg("payload_len"))
-        .def("commit", &SlotArena::commit, py::arg("key"))
-        .def("free", &SlotArena::free, py::arg("key"))
-        .def("abort", &SlotArena::abort, py::arg("key"))
-        .def("reap", &SlotArena::reap)
-        .def("reap_after", &SlotArena::reap_after, py::arg("seconds"))
+             }, py::arg("key"), py::arg("payload_len"),
+             "Leases a slot for key and writes its header: a dict (slot, generation, frame_offset,\n"
+             "frame_len, payload_offset, payload_len), or None when every slot is taken. ValueError\n"
+             "when the payload cannot fit a slot or key already holds a lease.")
+        .def("commit", &SlotArena::commit, py::arg("key"),
+             "Marks key's payload written and starts its TTL; False if key holds no lease any more.")
+        .def("free", &SlotArena::free, py::arg("key"),
+             "Releases key's committed slot; False (and counted) for no lease or one still being written.")
+        .def("abort", &SlotArena::abort, py::arg("key"),
+             "The writer gives up key's lease, committed or not; False if key holds no lease.")
+        .def("reap", &SlotArena::reap, "Releases committed leases older than the TTL; returns how many.")
+        .def("reap_after", &SlotArena::reap_after, py::arg("seconds"),
+             "Reaps as if seconds had passed (tests the TTL path without sleeping); returns how many.")
         .def("view", [](py::object self, int64_t offset, int64_t n) {
                  auto& a = self.cast<SlotArena&>();
                  if (offset < 0 || n < 0 || size_t(offset) > a.size() || size_t(n) > a.size() - size_t(offset))
                      throw py::value_error("view: range outside the arena");
                  return py::array_t<uint8_t>({n}, {1}, a.data() + offset, self);
-             }, py::arg("offset"), py::arg("nbytes"))
+             }, py::arg("offset"), py::arg("nbytes"),
+             "A writable uint8 view of nbytes of the arena from offset; it keeps the arena alive.")
         .def("copy_in", [](SlotArena& a, const std::string& key, const py::array& arr) {
                  if (!(arr.flags() & py::array::c_style))
                      throw py::value_error("copy_in: expected a C-contiguous array");
@@ -269,7 +330,9 @@ void bind_slot_arena(py::module_& m) {
                      l = a.copy_in(key, arr.data(), n);
                  }
                  return lease_py(l);
-             }, py::arg("key"), py::arg("src"))
+             }, py::arg("key"), py::arg("src"),
+             "Leases a slot for key, copies the C-contiguous array src in (thread pool, GIL released)\n"
+             "and commits; the lease dict, or None when full.")
         .def("counters", [](const SlotArena& a) {
                  const ArenaCounters c = a.counters();
                  py::dict d;
@@ -283,36 +346,39 @@ void bind_slot_arena(py::module_& m) {
                  d["refused_free"] = c.refused_free;
                  d["in_use"] = c.in_use;
                  return d;
-             });
+             }, "Lifetime counters: leased, committed, freed, reaped, full, too_large, unknown_free,\n"
+                "refused_free, and in_use (slots leased now).");
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
-    m.doc() = "smg-fast native core (Pillow-exact resampling, fused normalize + patchify)";
+    m.doc() = "smg-fast native core: Pillow-exact resampling, fused normalize + patchify, pooled buffers,\n"
+              "the RDMA slot arena. Plain C++ below this module; see _native.pyi for the types.";
     m.attr("__version__") = SMG_FAST_VERSION;
+    bind_enums(m);
+    bind_pipeline(m);
     m.def("resize", &resize_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"),
-          py::arg("pass_order"));
-    m.def("build_lut", &build_lut_py, py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"),
-          py::arg("dtype"));
-    m.def("preprocess_into", &preprocess_into_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"),
-          py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
-          py::arg("grid_h"), py::arg("grid_w"), py::arg("lut"), py::arg("recipe"), py::arg("rescale"),
-          py::arg("mean"), py::arg("std"), py::arg("dtype"), py::arg("dst"),
-          py::arg("offset"));
-    m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"));
-    m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false);
-    m.def("scratch_stats", &stats_py);
-    m.def("scratch_release", &scratch_release);
-    m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"));
+          py::arg("pass_order"),
+          "Pillow-exact resize of a packed uint8 (H, W) or (H, W, C <= 4) array to out_w x out_h;\n"
+          "returns a new array with src's channel count. Releases the GIL.");
+    m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"),
+          "A read-only (height, width, 4) uint8 view of a Pillow RGB image exported through the Arrow\n"
+          "C data interface (its arrow_schema and arrow_array capsules), without a copy.");
+    m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false,
+          "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
+          "its memory returns to that pool when the array is dropped, from any thread.");
+    m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
+    m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
+    m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");
     m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"),
           "Process-wide cap on pooled scratch bytes (all threads together).");
     m.def("set_num_threads", [](int n) {
         py::gil_scoped_release release;
         set_num_threads(n);
-    }, py::arg("n"));
-    m.def("num_threads", &num_threads);
-    m.def("available_cpus", &available_cpus);
+    }, py::arg("n"), "Threads the native kernels may use, the caller included (n < 1: every available CPU).");
+    m.def("num_threads", &num_threads, "Threads the native kernels may use, the caller included.");
+    m.def("available_cpus", &available_cpus, "CPUs this process may run on (its affinity mask).");
     m.def("cpu_features", [] {
         py::dict d;
         d["avx2"] = cpu_has_avx2();
@@ -320,6 +386,6 @@ PYBIND11_MODULE(_native, m) {
         d["avx512vbmi"] = cpu_has_avx512vbmi();
         d["avx512vnni"] = cpu_has_avx512vnni();
         return d;
-    });
+    }, "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
     bind_slot_arena(m);
 }

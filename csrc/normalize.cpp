@@ -8,6 +8,12 @@ namespace smg {
 
 int dtype_size(DType d) { return d == DType::Float32 ? 4 : 2; }
 
+bool is_valid_dtype(DType d) { return d == DType::Float32 || d == DType::BFloat16 || d == DType::Float16; }
+
+bool is_valid_recipe(LutRecipe r) {
+    return r == LutRecipe::HfRescaleNormalize || r == LutRecipe::KimiDivideMultiply;
+}
+
 uint16_t float_to_bf16(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -38,18 +44,20 @@ uint16_t float_to_f16(float f) {
     return uint16_t(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-void build_lut(LutRecipe recipe, double rescale, const double mean[3], const double std_[3],
-               DType dtype, void* out) {
+void build_lut(const NormParams& p, DType dtype, void* out) {
+    // Checked here because the enums may hold any integer when they come from outside C++.
+    if (!is_valid_recipe(p.recipe)) throw std::invalid_argument("unknown normalization recipe");
+    if (!is_valid_dtype(dtype)) throw std::invalid_argument("unknown output dtype");
     for (int c = 0; c < 3; ++c) {
-        const float m = float(mean[c]);
-        const float s = float(std_[c]);
+        const float m = float(p.mean[c]);
+        const float s = float(p.std_[c]);
         if (!(s != 0.0f) || !std::isfinite(s) || !std::isfinite(m))
             throw std::invalid_argument("image_std must be finite and non-zero, image_mean finite");
         const float s_inv = 1.0f / s;
         for (int u = 0; u < 256; ++u) {
             float y;
-            if (recipe == LutRecipe::HfRescaleNormalize) {
-                const float r = float(double(u) * rescale);
+            if (p.recipe == LutRecipe::HfRescaleNormalize) {
+                const float r = float(double(u) * p.rescale);
                 y = (r - m) / s;
             } else {
                 const float r = float(double(u) / 255.0);

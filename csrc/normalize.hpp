@@ -17,9 +17,21 @@ enum class LutRecipe : int {
     KimiDivideMultiply = 1,
 };
 
-// Fills out[c * 256 + u] for c in 0..2 in the element type of `dtype`.
-void build_lut(LutRecipe recipe, double rescale, const double mean[3], const double std_[3],
-               DType dtype, void* out);
+bool is_valid_dtype(DType d);
+bool is_valid_recipe(LutRecipe r);
+
+// What the reference normalizes with: the recipe (operation order) and its constants.
+struct NormParams {
+    LutRecipe recipe;
+    double rescale;  // used by HfRescaleNormalize; Kimi's recipe divides by 255
+    double mean[3];
+    double std_[3];
+};
+
+// Fills out[c * 256 + u] for c in 0..2 in the element type of `dtype`. Throws
+// std::invalid_argument for a zero or non-finite std, a non-finite mean, or an unknown recipe or
+// dtype.
+void build_lut(const NormParams& p, DType dtype, void* out);
 
 // Round-to-nearest-even conversions of a float32 value (NaN stays NaN).
 uint16_t float_to_bf16(float f);

@@ -49,16 +49,6 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define SMG_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,fma")))
 
-struct SimdNorm {
-    int recipe;
-    bool fast;   // single-precision form (see normalize16); used only if it matches the table
-    float k_hi, k_lo;  // the rescale constant as an unevaluated float sum
-    double rescale;
-    float mean[3];
-    float std_[3];
-    float inv[3];
-};
-
 // float32 values -> the output dtype's bits in int32 lanes.
 #define SMG_INLINE __attribute__((always_inline)) inline
 SMG_AVX512 SMG_INLINE __m512i finish16(__m512 f, DType dt) {
@@ -84,7 +74,7 @@ SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, D
         // Single precision throughout: u * k with k = k_hi + k_lo as one FMA, u * k_hi exact
         // inside it plus the (tiny, rounded) u * k_lo, then division as x * (1/s) corrected by
         // one FMA residual. Not provably the reference's rounding for every input, which is why
-        // Patchifier checks all 768 table values first and otherwise uses the double-precision
+        // Normalizer checks all 768 table values first and otherwise uses the double-precision
         // form.
         const __m512 uf = _mm512_cvtepi32_ps(u);
         f = _mm512_fmadd_ps(uf, _mm512_set1_ps(n.k_hi), _mm512_mul_ps(uf, _mm512_set1_ps(n.k_lo)));
@@ -271,17 +261,17 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
 #endif
 
 #if defined(__x86_64__)
-SimdNorm simd_norm(const Normalization& n, bool fast) {
+SimdNorm simd_norm(const NormParams& p, bool fast) {
     SimdNorm s{};
     s.fast = fast;
-    const double k = n.recipe == LutRecipe::HfRescaleNormalize ? n.rescale : 1.0 / 255.0;
+    const double k = p.recipe == LutRecipe::HfRescaleNormalize ? p.rescale : 1.0 / 255.0;
     s.k_hi = float(k);
     s.k_lo = float(k - double(s.k_hi));
-    s.recipe = int(n.recipe);
-    s.rescale = n.rescale;
+    s.recipe = int(p.recipe);
+    s.rescale = p.rescale;
     for (int c = 0; c < 3; ++c) {
-        s.mean[c] = float(n.mean[c]);
-        s.std_[c] = float(n.std_[c]);
+        s.mean[c] = float(p.mean[c]);
+        s.std_[c] = float(p.std_[c]);
         s.inv[c] = 1.0f / s.std_[c];
     }
     return s;
@@ -290,28 +280,36 @@ SimdNorm simd_norm(const Normalization& n, bool fast) {
 
 }  // namespace
 
-Patchifier::Patchifier(const PatchLayout& L, DType dtype, const Normalization& norm)
-    : L_(L), dtype_(dtype), norm_(norm) {
+Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params), dtype_(dtype) {
+    build_lut(params_, dtype_, lut_);
 #if defined(__x86_64__)
-    if (L.patch <= 16 && cpu_has_avx512vbmi()) {
-        fast_ = simd_matches_lut(simd_norm(norm, true), dtype, norm.lut);
-        simd_ = fast_ || simd_matches_lut(simd_norm(norm, false), dtype, norm.lut);
+    if (cpu_has_avx512vbmi()) {
+        if (simd_matches_lut(simd_norm(params_, true), dtype_, lut_)) {
+            kernel_ = Kernel::SimdFast;
+        } else if (simd_matches_lut(simd_norm(params_, false), dtype_, lut_)) {
+            kernel_ = Kernel::Simd;
+        }
     }
+    if (kernel_ != Kernel::Table) simd_ = simd_norm(params_, kernel_ == Kernel::SimdFast);
 #endif
 }
 
+Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm)
+    : L_(L), norm_(&norm), simd_(norm.kernel() != Normalizer::Kernel::Table && L.patch <= 16) {}
+
 void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
+    const DType dt = norm_->dtype();
 #if defined(__x86_64__)
     if (simd_) {
-        const SimdNorm n = simd_norm(norm_, fast_);
-        pick_kernel(L_.patch, L_.temporal, fast_, n.recipe, dtype_)(band, L_, n, dtype_, dst, bh);
+        const SimdNorm& n = norm_->simd();
+        pick_kernel(L_.patch, L_.temporal, n.fast, n.recipe, dt)(band, L_, n, dt, dst, bh);
         return;
     }
 #endif
-    if (dtype_ == DType::Float32) {
-        block_row_scalar<float>(band, L_, static_cast<const float*>(norm_.lut), static_cast<float*>(dst), bh);
+    if (dt == DType::Float32) {
+        block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {
-        block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_.lut), static_cast<uint16_t*>(dst), bh);
+        block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_->lut()), static_cast<uint16_t*>(dst), bh);
     }
 }
 

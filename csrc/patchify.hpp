@@ -26,21 +26,51 @@ inline int64_t patch_row_elems(const PatchLayout& L) {
     return int64_t(3) * L.temporal * L.patch * L.patch;
 }
 
-// The normalization: `lut` (3 x 256 in the output dtype, from build_lut) is the definition; the
-// recipe parameters let the SIMD kernel compute the same values arithmetically, which it does
-// only after checking all 768 of them against the table.
-struct Normalization {
-    const void* lut;
-    LutRecipe recipe;
+// The normalization constants in the form the AVX-512 kernels read them (see patchify.cpp).
+struct SimdNorm {
+    int recipe;
+    bool fast;         // single-precision form; used only if it matches the table
+    float k_hi, k_lo;  // the rescale constant as an unevaluated float sum
     double rescale;
-    double mean[3];
-    double std_[3];
+    float mean[3];
+    float std_[3];
+    float inv[3];
 };
 
-// Prepared per call: picks the kernel (SIMD when its values match the table bit for bit).
+// One normalization in one output dtype, prepared once: the 3 x 256 table (the definition of
+// every output value) and the kernel that reproduces it. The SIMD kernels compute the values
+// arithmetically; they are chosen only if all 768 of their values equal the table, which is
+// checked here, at construction, not per image.
+class Normalizer {
+public:
+    enum class Kernel {
+        Table,     // table lookups (no AVX-512 VBMI, or no SIMD form matched the table)
+        Simd,      // AVX-512, the reference's double-precision operation order
+        SimdFast,  // AVX-512, single precision (matched the table for these constants)
+    };
+    // Throws std::invalid_argument for parameters build_lut refuses.
+    Normalizer(const NormParams& params, DType dtype);
+
+    const NormParams& params() const { return params_; }
+    DType dtype() const { return dtype_; }
+    Kernel kernel() const { return kernel_; }
+    // 3 x 256 values in the element type of dtype(), channel-major.
+    const void* lut() const { return lut_; }
+    const SimdNorm& simd() const { return simd_; }
+
+private:
+    NormParams params_;
+    DType dtype_;
+    Kernel kernel_ = Kernel::Table;
+    SimdNorm simd_{};
+    alignas(64) unsigned char lut_[3 * 256 * 4];
+};
+
+// Writes the patch rows of one image; cheap to make (the Normalizer did the preparation). The
+// Normalizer must outlive it.
 class Patchifier {
 public:
-    Patchifier(const PatchLayout& L, DType dtype, const Normalization& norm);
+    Patchifier(const PatchLayout& L, const Normalizer& norm);
     // Writes the m * gw patch rows of merged block row bh. `band` holds image rows
     // [bh * m * P, bh * m * P + band.height) with band.width valid columns; anything outside is
     // padding. band.channels is 3 (RGB) or 4 (RGBX, the 4th byte ignored). dst points at the
@@ -49,11 +79,8 @@ public:
 
 private:
     PatchLayout L_;
-    DType dtype_;
-    Normalization norm_;
-    bool simd_ = false;
-    bool fast_ = false;  // the single-precision normalization matched every table value
+    const Normalizer* norm_;
+    bool simd_ = false;  // the SIMD kernels handle P <= 16
 };
-
 
 }  // namespace smg

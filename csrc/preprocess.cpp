@@ -1,32 +1,71 @@
 #include "preprocess.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "parallel.hpp"
 #include "scratch.hpp"
 
 namespace smg {
 
-void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst) {
-    const PatchLayout& L = spec.layout;
-    const Patchifier patchifier(L, spec.dtype, spec.norm);
+namespace {
+
+constexpr int64_t kMaxSide = 1 << 20;  // far beyond any real image; keeps index math in range
+
+// Runs before norm_ is built, so a bad layout is reported before the table is computed.
+Filter checked(Filter f, PassOrder order, int patch, int merge, int temporal) {
+    if (!is_valid_filter(f)) throw std::invalid_argument("unknown resampling filter " + std::to_string(int(f)));
+    if (!is_valid_pass_order(order))
+        throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
+    if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
+        throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");
+    return f;
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, int patch, int merge,
+                   int temporal)
+    : filter_(checked(filter, order, patch, merge, temporal)),
+      order_(order),
+      patch_(patch),
+      merge_(merge),
+      temporal_(temporal),
+      norm_(norm, dtype) {}
+
+int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_w) const {
+    if (grid_h < merge_ || grid_w < merge_ || grid_h % merge_ || grid_w % merge_ || grid_h > kMaxSide ||
+        grid_w > kMaxSide)
+        throw std::invalid_argument("grid must be a positive multiple of merge (at most 2^20 per side)");
+    if (resize_w < 1 || resize_h < 1 || resize_w > int64_t(grid_w) * patch_ || resize_h > int64_t(grid_h) * patch_)
+        throw std::invalid_argument("resized image must fit inside the patch grid");
+    return int64_t(grid_h) * grid_w * row_elems();
+}
+
+void Pipeline::run(const ImageView& src, int resize_w, int resize_h, int grid_h, int grid_w, void* dst) const {
+    output_elems(resize_w, resize_h, grid_h, grid_w);
+    if (src.channels != 3 && src.channels != 4)
+        throw std::invalid_argument("expected an RGB (3 channels) or RGBX (4 channels) image");
+    const PatchLayout L{patch_, merge_, temporal_, grid_h, grid_w};
+    const Patchifier patchifier(L, norm_);
     // Same size: Pillow's resize is a copy, and so is ours (Resizer's copy mode). The band copy
     // is cheap and sequential; patchifying straight from a large image is not (rows far apart
     // miss the cache on every patch).
-    Resizer resizer(src, spec.resize_w, spec.resize_h, spec.filter, spec.order, /*rgb_out=*/true);
+    Resizer resizer(src, resize_w, resize_h, filter_, order_, /*rgb_out=*/true);
     // One merged block row (m * P image rows) at a time into a small pooled band that is still
     // in cache when the patchifier reads it.
     const int band_rows = L.merge * L.patch;
     const int C = resizer.out_channels();
-    const int64_t stride = int64_t(spec.resize_w) * C;
+    const int64_t stride = int64_t(resize_w) * C;
     parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
         ScratchBuffer band(size_t(stride) * band_rows + 64);
         RowCarry carry;
         for (int64_t bh = b; bh < e; ++bh) {
             const int y0 = int(bh) * band_rows;
-            const int h = std::max(0, std::min(band_rows, spec.resize_h - y0));
+            const int h = std::max(0, std::min(band_rows, resize_h - y0));
             if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride, &carry);
-            patchifier.block_row(ImageView{band.as<uint8_t>(), spec.resize_w, h, C, stride}, int(bh), dst);
+            patchifier.block_row(ImageView{band.as<uint8_t>(), resize_w, h, C, stride}, int(bh), dst);
         }
     });
 }

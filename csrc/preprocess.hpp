@@ -2,6 +2,8 @@
 // then the fused normalize + patchify straight into the caller's destination.
 #pragma once
 
+#include <cstdint>
+
 #include "image.hpp"
 #include "normalize.hpp"
 #include "patchify.hpp"
@@ -9,16 +11,41 @@
 
 namespace smg {
 
-struct PreprocessSpec {
-    int resize_w;
-    int resize_h;
-    Filter filter;
-    PassOrder order;
-    PatchLayout layout;
-    DType dtype;
-    Normalization norm;
-};
+// What stays fixed for one processor and output dtype: resampling filter and pass order,
+// normalization, patch size, merge and temporal copies. Validated and prepared once (the
+// normalization table and its kernel choice included); run() then takes only what differs per
+// image. Immutable after construction, so any number of threads may run() at once.
+class Pipeline {
+public:
+    // Throws std::invalid_argument for an unknown filter, pass order, recipe or dtype, patch
+    // outside 1..64, merge or temporal outside 1..16, or what build_lut refuses.
+    Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, int patch, int merge,
+             int temporal);
 
-void preprocess(const ImageView& src, const PreprocessSpec& spec, void* dst);
+    // Elements run() writes for these sizes. Throws std::invalid_argument unless the grid is a
+    // positive multiple of merge and the resized image fits inside it.
+    int64_t output_elems(int resize_w, int resize_h, int grid_h, int grid_w) const;
+
+    // Resizes src (3 or 4 channels, the 4th ignored) to resize_w x resize_h and writes its
+    // grid_h * grid_w patch rows to dst, which must hold output_elems(...) elements of dtype().
+    // Throws std::invalid_argument for sizes output_elems() refuses or another channel count.
+    void run(const ImageView& src, int resize_w, int resize_h, int grid_h, int grid_w, void* dst) const;
+
+    const Normalizer& normalizer() const { return norm_; }
+    DType dtype() const { return norm_.dtype(); }
+    Filter filter() const { return filter_; }
+    PassOrder pass_order() const { return order_; }
+    int patch() const { return patch_; }
+    int merge() const { return merge_; }
+    int temporal() const { return temporal_; }
+    // Elements of one patch row: 3 * temporal * patch * patch.
+    int64_t row_elems() const { return int64_t(3) * temporal_ * patch_ * patch_; }
+
+private:
+    Filter filter_;
+    PassOrder order_;
+    int patch_, merge_, temporal_;
+    Normalizer norm_;
+};
 
 }  // namespace smg

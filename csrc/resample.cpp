@@ -68,7 +68,11 @@ FilterDef filter_def(Filter f) {
 
 }  // namespace
 
-bool is_valid_filter(int f) { return f >= 0 && f <= 5; }
+bool is_valid_filter(Filter f) { return int(f) >= 0 && int(f) <= 5; }
+
+bool is_valid_pass_order(PassOrder order) {
+    return order == PassOrder::HorizontalFirst || order == PassOrder::Pillow13;
+}
 
 Kernel make_kernel(int in_size, int out_size, Filter f) {
     const FilterDef fd = filter_def(f);

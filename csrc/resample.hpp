@@ -20,7 +20,8 @@ enum class PassOrder : int {
     Pillow13 = 1,         // Pillow 13: vertical first when the height shrinks by more than 2x the width
 };
 
-bool is_valid_filter(int f);
+bool is_valid_filter(Filter f);
+bool is_valid_pass_order(PassOrder order);
 
 // Fixed-point weights of one axis. Pillow's window for output i is trimmed to the run of its
 // weights between the first and the last nonzero one: [pil_min[i], pil_min[i] + pil_len[i]).

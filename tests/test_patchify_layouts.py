@@ -11,12 +11,13 @@ import pytest
 
 from smg_fast import _native
 
+DType, Filter, PassOrder = _native.DType, _native.Filter, _native.PassOrder
+HF, KIMI = _native.LutRecipe.HF_RESCALE_NORMALIZE, _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 ODD_MEAN = [0.123456789, 0.987654321, 0.5]  # arbitrary values: may need the double-precision form
 ODD_STD = [0.0123456789, 3.21, 0.333333333]
-BICUBIC = 3
-DTYPES = {0: np.float32, 1: np.uint16, 2: np.float16}
+DTYPES = {DType.FLOAT32: np.float32, DType.BFLOAT16: np.uint16, DType.FLOAT16: np.float16}
 
 
 def reference(resized: np.ndarray, lut: np.ndarray, patch: int, merge: int, temporal: int,
@@ -37,9 +38,10 @@ def photo(real_images) -> np.ndarray:
 
 
 @pytest.mark.parametrize("channels", [3, 4])
-@pytest.mark.parametrize("dtype", [0, 1, 2])
-@pytest.mark.parametrize("recipe,mean,std", [(0, CLIP_MEAN, CLIP_STD), (1, [0.5] * 3, [0.5] * 3),
-                                             (0, ODD_MEAN, ODD_STD), (1, ODD_MEAN, ODD_STD)])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("recipe,mean,std", [
+    (HF, CLIP_MEAN, CLIP_STD), (KIMI, [0.5] * 3, [0.5] * 3),
+    (HF, ODD_MEAN, ODD_STD), (KIMI, ODD_MEAN, ODD_STD)])
 @pytest.mark.parametrize("patch,merge,temporal", [(14, 2, 2), (14, 1, 1), (16, 2, 2), (16, 2, 1),
                                                   (14, 2, 1), (16, 1, 2), (8, 2, 3), (5, 1, 2),
                                                   (17, 2, 2)])
@@ -51,11 +53,13 @@ def test_layout_equals_numpy(photo, channels, dtype, recipe, mean, std, patch, m
     resize_w, resize_h = 331, 203
     grid_w = -(-resize_w // (patch * merge)) * merge + merge
     grid_h = -(-resize_h // (patch * merge)) * merge
-    lut = _native.build_lut(recipe, 1 / 255, mean, std, dtype)
+    pipe = _native.Pipeline(recipe=recipe, rescale=1 / 255, mean=mean, std=std, dtype=dtype,
+                            filter=Filter.BICUBIC, pass_order=PassOrder.PILLOW13, patch=patch,
+                            merge=merge, temporal=temporal)
     rows = grid_h * grid_w
     out = np.full(rows * 3 * temporal * patch * patch, 7, DTYPES[dtype])
-    _native.preprocess_into(src, resize_w, resize_h, BICUBIC, 1, patch, merge, temporal, grid_h,
-                            grid_w, lut, recipe, 1 / 255, mean, std, dtype, out, 0)
-    resized = _native.resize(np.ascontiguousarray(src[..., :3]), resize_w, resize_h, BICUBIC, 1)
-    want = reference(resized, lut, patch, merge, temporal, grid_h, grid_w)
+    pipe.run(src, resize_w, resize_h, grid_h, grid_w, out, 0)
+    resized = _native.resize(np.ascontiguousarray(src[..., :3]), resize_w, resize_h,
+                             Filter.BICUBIC, PassOrder.PILLOW13)
+    want = reference(resized, pipe.lut, patch, merge, temporal, grid_h, grid_w)
     assert np.array_equal(out.reshape(want.shape).view(np.uint8), want.view(np.uint8))

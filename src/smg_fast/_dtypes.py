@@ -1,4 +1,4 @@
-"""Output dtypes: names, native codes, and numpy / torch views of the raw bits."""
+"""Output dtypes: names, native enums, and numpy / torch views of the raw bits."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from typing import Any
 
 import numpy as np
 
-# name -> (native code, numpy dtype holding the bits)
-DTYPES: dict[str, tuple[int, np.dtype]] = {
-    "float32": (0, np.dtype(np.float32)),
-    "bfloat16": (1, np.dtype(np.uint16)),  # numpy has no bfloat16: raw bits in uint16
-    "float16": (2, np.dtype(np.float16)),
+from . import _native
+
+# name -> (native enum, numpy dtype holding the bits)
+DTYPES: dict[str, tuple[_native.DType, np.dtype]] = {
+    "float32": (_native.DType.FLOAT32, np.dtype(np.float32)),
+    "bfloat16": (_native.DType.BFLOAT16, np.dtype(np.uint16)),  # no numpy bfloat16: raw bits
+    "float16": (_native.DType.FLOAT16, np.dtype(np.float16)),
 }
 
 

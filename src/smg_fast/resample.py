@@ -10,7 +10,9 @@ from . import _native
 
 HORIZONTAL_FIRST = "horizontal_first"
 PILLOW13 = "pillow13"
-_ORDERS = {HORIZONTAL_FIRST: 0, PILLOW13: 1}
+_ORDERS = {HORIZONTAL_FIRST: _native.PassOrder.HORIZONTAL_FIRST,
+           PILLOW13: _native.PassOrder.PILLOW13}
+_FILTERS = {int(f): f for f in _native.Filter.__members__.values()}
 
 
 def pillow_pass_order() -> str:
@@ -21,7 +23,8 @@ def pillow_pass_order() -> str:
     return PILLOW13 if major >= 13 else HORIZONTAL_FIRST
 
 
-def order_code(pass_order: str | None) -> int:
+def native_pass_order(pass_order: str | None) -> _native.PassOrder:
+    """The native enum for a pass order name (None: the installed Pillow's)."""
     if pass_order is None:
         pass_order = pillow_pass_order()
     if pass_order not in _ORDERS:
@@ -29,11 +32,12 @@ def order_code(pass_order: str | None) -> int:
     return _ORDERS[pass_order]
 
 
-def filter_code(resample: Any) -> int:
+def native_filter(resample: Any) -> _native.Filter:
+    """The native enum for a filter given as PIL.Image.Resampling or its integer value."""
     code = int(resample)
-    if code not in range(6):
+    if code not in _FILTERS:
         raise ValueError(f"unknown resampling filter {resample!r} (use PIL.Image.Resampling)")
-    return code
+    return _FILTERS[code]
 
 
 def resize(
@@ -60,4 +64,5 @@ def resize(
         # 2 channels would be Pillow's LA, which it premultiplies by alpha: not this function.
         raise ValueError(f"resize expects 1, 3 or 4 channels, got shape {arr.shape}")
     width, height = (int(v) for v in size)
-    return _native.resize(arr, width, height, filter_code(resample), order_code(pass_order))
+    return _native.resize(arr, width, height, native_filter(resample),
+                          native_pass_order(pass_order))

@@ -15,10 +15,10 @@ from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..config import ProcessorConfig
 from ..errors import InvalidImageError, OutputTooLargeError
 from ..media import ImageHeader, ImageInput, open_image
-from ..resample import order_code
+from ..resample import native_filter, native_pass_order
 
-LUT_HF = 0  # f32(f32(f64(u) * rescale) - mean) / std
-LUT_KIMI = 1  # (f32(f64(u) / 255) - mean) * f32(1 / std)
+LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
+LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY  # (f32(f64(u) / 255) - mean) * f32(1 / std)
 # No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
 # absurd min_pixels gets a typed error, not a failed allocation.
 _ADDRESSABLE = 1 << 48
@@ -47,11 +47,11 @@ class ProcessorOutput(dict):
 class Processor(ABC):
     """Turns images into a family's encoder inputs, bit-identical to its reference."""
 
-    lut_recipe: int = LUT_HF
+    lut_recipe: _native.LutRecipe = LUT_HF
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
-        self._luts: dict[str, np.ndarray] = {}
+        self._pipelines: dict[str, _native.Pipeline] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -83,17 +83,25 @@ class Processor(ABC):
         _, gh, gw = self.grid(width, height)
         return gh * gw // (self.config.merge_size**2)
 
-    def lut(self, dtype: str) -> np.ndarray:
-        """The 3 x 256 normalization table in the output dtype (built once, then cached)."""
-        table = self._luts.get(dtype)
-        if table is None:
+    def pipeline(self, dtype: str) -> _native.Pipeline:
+        """The native pipeline for one output dtype ("float32", "bfloat16", "float16"): filter,
+        normalization table and patch layout validated once, then cached. ``.lut`` is its
+        3 x 256 normalization table."""
+        pipe = self._pipelines.get(dtype)
+        if pipe is None:
             cfg = self.config
-            code = DTYPES[dtype][0]
+            merge, temporal = self._layout()
             with self._lock:
-                table = _native.build_lut(self.lut_recipe, cfg.rescale_factor,
-                                          list(cfg.image_mean), list(cfg.image_std), code)
-                self._luts[dtype] = table
-        return table
+                pipe = self._pipelines.get(dtype)
+                if pipe is None:
+                    pipe = _native.Pipeline(
+                        recipe=self.lut_recipe, rescale=cfg.rescale_factor,
+                        mean=list(cfg.image_mean), std=list(cfg.image_std),
+                        dtype=DTYPES[dtype][0], filter=native_filter(cfg.resample),
+                        pass_order=native_pass_order(cfg.pass_order), patch=cfg.patch_size,
+                        merge=merge, temporal=temporal)
+                    self._pipelines[dtype] = pipe
+        return pipe
 
     def __call__(
         self,
@@ -248,24 +256,17 @@ class PreparedBatch(_Sized):
         """Writes all images (or only image ``index``) into ``out``, a writable C-contiguous
         array of this batch's dtype with at least that many elements; returns the filled part
         shaped like pixel_values."""
-        proc, cfg = self._proc, self._proc.config
-        code = DTYPES[self.dtype][0]
         if not out.flags.c_contiguous or not out.flags.writeable:
             raise ValueError("destination must be a writable C-contiguous array")
         flat = out.reshape(-1)
         if flat.dtype != self.np_dtype:
             raise ValueError(f"destination dtype {flat.dtype} does not hold {self.dtype}")
-        merge, temporal = proc._layout()
-        lut = proc.lut(self.dtype)
-        order = order_code(cfg.pass_order)
+        pipe = self._proc.pipeline(self.dtype)
         which = range(len(self.plans)) if index is None else [index]
         offset = 0
         for i in which:
             pl = self.plans[i]
-            _native.preprocess_into(self._arrays[i], pl.resize_w, pl.resize_h, cfg.resample,
-                                    order, cfg.patch_size, merge, temporal, pl.grid_h, pl.grid_w,
-                                    lut, proc.lut_recipe, cfg.rescale_factor,
-                                    list(cfg.image_mean), list(cfg.image_std), code, flat, offset)
+            pipe.run(self._arrays[i], pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
