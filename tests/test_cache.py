@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 
@@ -139,3 +140,32 @@ def test_many_lookups_count_hits():
 def test_negative_capacity_rejected():
     with pytest.raises(ValueError):
         PixelCache(-1)
+
+
+class _Mine(Exception):
+    """An error that belongs to the computing caller alone (its own cancellation, say)."""
+
+
+def test_a_leaders_personal_error_is_not_handed_to_waiters():
+    cache = PixelCache(1 << 20)
+    entered, go = threading.Event(), threading.Event()
+
+    def leader() -> CacheEntry:
+        entered.set()
+        go.wait(30)
+        raise _Mine("the leader was cancelled")
+
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        first = ex.submit(cache.get_or_compute, "k", leader, None, (_Mine,))
+        assert entered.wait(30)
+        second = ex.submit(cache.get_or_compute, "k", lambda: entry(64, 5), 30, (_Mine,))
+        deadline = time.monotonic() + 30
+        while cache.stats()["coalesced"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        go.set()
+        with pytest.raises(_Mine):
+            first.result(30)
+        got, how = second.result(30)
+    assert how == MISS and np.array_equal(got.pixels, entry(64, 5).pixels)
+    assert cache.stats()["takeovers"] == 1 and "k" in cache

@@ -145,9 +145,13 @@ _GS_PROBE = textwrap.dedent("""
     from PIL import Image
     import smg_fast
     eps = sys.stdin.buffer.read()
-    formats = sys.argv[1]
-    kw = {} if formats == "default" else {"image_formats": formats}
-    proc = smg_fast.load_processor("qwen2_vl", **kw)
+    if sys.argv[1] == "pillow":  # the control: Pillow itself, no allowlist
+        try:
+            Image.open(io.BytesIO(eps)).load()
+        except Exception as exc:  # the fake gs fails: Pillow reports its exit status
+            print("pillow failed:", type(exc).__name__)
+        sys.exit(0)
+    proc = smg_fast.load_processor("qwen2_vl")
     for item in (eps, Image.open(io.BytesIO(eps))):  # bytes, and a lazily opened PIL image
         try:
             proc(item)
@@ -175,9 +179,12 @@ def test_eps_never_runs_ghostscript(tmp_path):
     text, ran = _run_with_fake_gs(tmp_path, "default")
     assert text.count("image format EPS is not accepted") == 2, text
     assert not ran
-    # Control: allowing EPS does run the (fake) gs, so the check above can see it.
-    text, ran = _run_with_fake_gs(tmp_path, "EPS,JPEG")
+    # Control: Pillow alone does run the (fake) gs, so the check above can see it.
+    text, ran = _run_with_fake_gs(tmp_path, "pillow")
     assert ran, text
+    # and no configuration can allow it
+    with pytest.raises(ValueError, match=r"\['EPS'\] are refused"):
+        smg_fast.load_processor("qwen2_vl", image_formats="JPEG,EPS")
 
 
 # ---- scratch pools ----

@@ -74,14 +74,17 @@ class PixelCache:
     # ---- single flight ----
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], CacheEntry],
-                       wait_s: float | None = None) -> tuple[CacheEntry, str]:
+                       wait_s: float | None = None,
+                       personal: tuple[type[BaseException], ...] = ()) -> tuple[CacheEntry, str]:
         """The cached entry, or compute() run once however many threads ask at the same time.
 
         Returns (entry, how) with how one of "hit", "miss" (this call computed) and "coalesced"
         (waited for another call's computation). An exception of compute() reaches every caller
         that waited for it; nothing is cached then. A waiter waits at most ``wait_s`` seconds
         (None: no bound); then it runs compute() itself (a "miss"; the leader's flight is left
-        alone), so compute() should itself refuse work whose deadline has passed.
+        alone), so compute() should itself refuse work whose deadline has passed. A leader's
+        exception of a ``personal`` type (its own cancellation, say) is not handed on: the
+        waiter computes for itself instead.
         """
         with self._lock:
             entry = self._entries.get(key)
@@ -101,6 +104,9 @@ class PixelCache:
             try:
                 return flight.result(wait_s), COALESCED
             except FutureTimeout:
+                with self._lock:
+                    self.takeovers += 1
+            except personal:
                 with self._lock:
                     self.takeovers += 1
             entry = compute()

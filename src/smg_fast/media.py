@@ -53,9 +53,14 @@ def pillow_formats() -> frozenset[str]:
     return frozenset(Image.OPEN) | {"MPO"}
 
 
+# Pillow formats whose decoder runs an external program on the data (EPS: Ghostscript): never
+# accepted, whatever the configuration says.
+RUNS_PROGRAMS = frozenset({"EPS"})
+
+
 def normalize_formats(formats: Sequence[str] | str) -> tuple[str, ...]:
     """Upper-cased, de-duplicated format names (a string may be comma-separated); ValueError
-    names any the installed Pillow cannot open."""
+    names any the installed Pillow cannot open, and any whose decoder runs a program."""
     if isinstance(formats, str):
         formats = formats.split(",")
     out: list[str] = []
@@ -65,6 +70,10 @@ def normalize_formats(formats: Sequence[str] | str) -> tuple[str, ...]:
             out.append(name)
     if not out:
         raise ValueError("image_formats must name at least one format")
+    dangerous = [f for f in out if f in RUNS_PROGRAMS]
+    if dangerous:
+        raise ValueError(f"image format(s) {dangerous} are refused: Pillow decodes them by "
+                         "running an external program on the data")
     unknown = [f for f in out if f not in pillow_formats()]
     if unknown:
         raise ValueError(f"image format(s) {unknown} are not known to Pillow; known: "

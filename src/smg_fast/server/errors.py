@@ -12,3 +12,8 @@ class RequestError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class StoppedError(RequestError):
+    """The request's own stop (cancelled, past its deadline, cut by the drain): never another
+    request's answer, so a coalesced waiter that receives it computes for itself."""

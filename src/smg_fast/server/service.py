@@ -33,7 +33,7 @@ from ..rdma import TRANSPORT as RDMA_TRANSPORT
 from ..rdma import Descriptor, ExportRefused
 from ..shm import ShmQuotaError, ShmRegistry, owner_id
 from .config import TRANSPORTS, ServerConfig
-from .errors import RequestError
+from .errors import RequestError, StoppedError
 from .inputs import resolve_item
 from .metrics import Metrics
 from .models import ModelSet
@@ -104,10 +104,10 @@ class Ticket:
         code = self.code
         if code is not None:
             self.fired = True
-            raise RequestError(code, self.reason)
+            raise StoppedError(code, self.reason)
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.fired = True
-            raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED,
+            raise StoppedError(grpc.StatusCode.DEADLINE_EXCEEDED,
                                "the request's deadline passed; its remaining work was skipped")
 
 
@@ -242,11 +242,22 @@ class PreprocessService:
         timer = Timer()
         inline_budget = self.config.max_message_bytes - _OVERHEAD
         try:
+            read = 0  # bytes this request made the server read from files and data: URLs
             for index, item in enumerate(req.items):
                 ticket.check()
                 t0 = time.perf_counter()
                 data = resolve_item(index, item, self.config.allowed_media_dirs,
                                     self.config.max_message_bytes)
+                if item.WhichOneof("source") == "url":
+                    # A few bytes of URL must not buy unbounded reading: all of a request's
+                    # URLs together resolve to at most one message's worth.
+                    read += len(data)
+                    if read > self.config.max_message_bytes:
+                        raise RequestError(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"item {index}: the request's URLs resolve to more than "
+                            f"{self.config.max_message_mb} MiB (--max-message-mb): send fewer "
+                            "per request")
                 it = _Item(index, data, blake3(data).digest())
                 timer.decode += time.perf_counter() - t0
                 out = resp.items.add(content_hash=it.digest)
@@ -500,7 +511,7 @@ class PreprocessService:
             wait = max(0.0, min(wait, left))
         try:
             entry, how = self.cache.get_or_compute(cache_key(it.digest, fingerprint, dtype),
-                                                   compute, wait)
+                                                   compute, wait, personal=(StoppedError,))
         except RequestError as exc:
             # A coalesced wait receives the computing request's error: name our own item.
             msg = exc.message
