@@ -9,9 +9,10 @@ References
   (``Qwen2VLImageProcessorPil``) with the family's published hub config; the torchvision
   processor (``Qwen2VLImageProcessor``) as a second reference when torchvision is installed.
 - Kimi-K2.5: transformers has no PIL processor for it, so the reference is ``kimi_upstream_numpy``
-  below, a NumPy/PIL implementation of the upstream MoonViT preprocessing written for this suite
-  (labelled "upstream NumPy reference" in the results). transformers' torchvision
-  ``Kimi_K25ImageProcessor`` is the torchvision reference when torchvision is installed.
+  (bench/references.py), a NumPy/PIL implementation of the upstream MoonViT preprocessing
+  written for this suite (labelled "upstream NumPy reference" in the results). transformers'
+  torchvision ``Kimi_K25ImageProcessor`` is the torchvision reference when torchvision is
+  installed.
 
 Each reference's output is compared with smg-fast's after it has been timed (np.array_equal for
 the exact references, shape only for torchvision), so a misconfigured reference cannot produce a
@@ -20,21 +21,24 @@ misleading number silently.
 
 from __future__ import annotations
 
-import importlib.util
-import math
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
+from references import (
+    HF_QWEN_CONFIGS,
+    KIMI_UPSTREAM_CONFIG,
+    kimi_upstream_numpy,
+    load_photos,
+    make_hf_pil_qwen,
+)
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
 QWEN_FAMILIES = FAMILIES[:3]
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
-PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
 # a few minutes on a 2-core machine: transformers' PIL processor needs ~0.5 s per 3840x2160 call.
@@ -42,96 +46,14 @@ PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 ROUNDS_FAST = {(640, 480): 200, (1280, 720): 100, (1920, 1080): 60, (3840, 2160): 25}
 ROUNDS_REFERENCE = {(640, 480): 40, (1280, 720): 20, (1920, 1080): 12, (3840, 2160): 6}
 
-CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-
-# Published hub configs, written out here independently of smg_fast's own tables.
-HF_QWEN_CONFIGS = {
-    "qwen2_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
-                     mean=CLIP_MEAN, std=CLIP_STD),
-    "qwen2_5_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
-                       mean=CLIP_MEAN, std=CLIP_STD),
-    "qwen3_vl": dict(min_pixels=65536, max_pixels=16777216, patch_size=16,
-                     mean=[0.5] * 3, std=[0.5] * 3),
-}
-
-# Kimi-K2.5 media_proc_cfg defaults.
-KIMI_UPSTREAM_CONFIG = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14,
-                            merge_kernel_size=2, image_mean=(0.5, 0.5, 0.5),
-                            image_std=(0.5, 0.5, 0.5))
-
 
 def size_id(size: tuple[int, int]) -> str:
     return f"{size[0]}x{size[1]}"
 
 
 # --------------------------------------------------------------------------------------------
-# Upstream NumPy reference for Kimi-K2.5 (MoonViT). Written for this benchmark from the published
-# algorithm: navit resize, PIL bicubic, zero padding right/bottom, (x / 255.0) in float64 cast to
-# float32, minus mean, times 1/std, patches [N, 3, P, P] in row-major order.
-# --------------------------------------------------------------------------------------------
-
-
-def kimi_navit_size(width: int, height: int, cfg=KIMI_UPSTREAM_CONFIG) -> tuple[int, int]:
-    """Target (width, height): never upscales, truncates, caps each side at limit * patch."""
-    patch = cfg["patch_size"]
-    side_cap = cfg["patch_limit_on_one_side"] * patch
-    patches_w = float(max(1, width // patch))
-    patches_h = float(max(1, height // patch))
-    scale = min(
-        1.0,
-        math.sqrt(cfg["in_patch_limit"] / (patches_w * patches_h)),
-        side_cap / width,
-        side_cap / height,
-    )
-    return (min(max(1, int(width * scale)), side_cap),
-            min(max(1, int(height * scale)), side_cap))
-
-
-def kimi_upstream_numpy(image: Image.Image, cfg=KIMI_UPSTREAM_CONFIG) -> np.ndarray:
-    """Kimi-K2.5 upstream NumPy reference: pixel_values [N, 3, P, P] float32."""
-    patch = cfg["patch_size"]
-    multiple = patch * cfg["merge_kernel_size"]
-    rgb = image.convert("RGB")
-    new_w, new_h = kimi_navit_size(rgb.width, rgb.height, cfg)
-    resized = np.asarray(rgb.resize((new_w, new_h), Image.Resampling.BICUBIC))
-    padded_w = -(-new_w // multiple) * multiple
-    padded_h = -(-new_h // multiple) * multiple
-    canvas = np.zeros((padded_h, padded_w, 3), dtype=np.uint8)
-    canvas[:new_h, :new_w] = resized
-    pixels = (canvas / 255.0).astype(np.float32)
-    pixels -= np.asarray(cfg["image_mean"], dtype=np.float32)
-    pixels *= np.float32(1.0) / np.asarray(cfg["image_std"], dtype=np.float32)
-    rows, cols = padded_h // patch, padded_w // patch
-    # HWC -> (rows, patch_y, cols, patch_x, C) -> (rows, cols, C, patch_y, patch_x)
-    tiles = pixels.reshape(rows, patch, cols, patch, 3).transpose(0, 2, 4, 1, 3)
-    return np.ascontiguousarray(tiles).reshape(rows * cols, 3, patch, patch)
-
-
-# --------------------------------------------------------------------------------------------
 # References from transformers
 # --------------------------------------------------------------------------------------------
-
-
-def make_hf_pil_qwen(family: str):
-    """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config."""
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
-
-    cfg = HF_QWEN_CONFIGS[family]
-    proc = Qwen2VLImageProcessorPil(
-        size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
-        patch_size=cfg["patch_size"],
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=list(cfg["mean"]),
-        image_std=list(cfg["std"]),
-    )
-    assert proc.size["shortest_edge"] == cfg["min_pixels"]
-    assert proc.size["longest_edge"] == cfg["max_pixels"]
-    assert proc.patch_size == cfg["patch_size"]
-    return proc
 
 
 def make_hf_torchvision(family: str):
@@ -203,22 +125,13 @@ def hf_torchvision():
 # --------------------------------------------------------------------------------------------
 
 
-def photo_path() -> Path:
-    spec = importlib.util.find_spec("skimage")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("scikit-image is not installed (its sample photo is the benchmark input)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / PHOTO
-    if not path.is_file():
-        pytest.skip(f"{path} is missing")
-    return path
-
-
 @pytest.fixture(scope="session")
 def photos() -> dict[tuple[int, int], Image.Image]:
     """The photo resized once with LANCZOS to every benchmark size (RGB, fully loaded)."""
-    with Image.open(photo_path()) as im:
-        base = im.convert("RGB")
-    return {size: base.resize(size, Image.Resampling.LANCZOS) for size in SIZES}
+    try:
+        return load_photos(SIZES)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
 
 
 # --------------------------------------------------------------------------------------------

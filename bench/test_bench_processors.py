@@ -6,7 +6,7 @@ In every group:
   smg_bf16_1t   smg-fast, 1 native thread, bfloat16 (uint16 bits)
   smg_f32_all   smg-fast, all CPUs, float32
   reference     Qwen: transformers' Qwen2VLImageProcessorPil (NumPy, single-threaded);
-                Kimi: the upstream NumPy reference in bench/conftest.py
+                Kimi: the upstream NumPy reference in bench/references.py
   torchvision   transformers' torchvision processor, torch.set_num_threads(1) (skipped when
                 torchvision is not installed)
   copy_floor    np.copyto of the float32 output's bytes into a preallocated, already touched
@@ -63,7 +63,7 @@ def test_reference(benchmark, case, hf_pil, kimi_reference):
         def run():
             return _pixel_values(hf(image, return_tensors="np"))
     else:
-        label = "upstream NumPy reference (bench/conftest.py)"
+        label = "upstream NumPy reference (bench/references.py)"
 
         def run():
             return kimi_reference(image)
