@@ -18,9 +18,7 @@ bfloat16.
 from __future__ import annotations
 
 import io
-import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -124,37 +122,15 @@ def test_payload_inline(benchmark, mb):
 # ---- 1080p end to end ----
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_target():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
-         "--rdma-listen-port", "0", "--rdma-slots", "4", "--rdma-slot-mb", "64",
-         "--log-level", "warning"], stderr=subprocess.DEVNULL)
-    target = f"127.0.0.1:{port}"
-    from smg_fast.client import Client
+    from smg_fast.bench.servers import ServerProcess
 
-    deadline = time.monotonic() + 60
-    with Client(target) as c:
-        while True:
-            try:
-                if c.health(timeout=1) == "SERVING":
-                    break
-            except Exception:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.1)
-    yield target
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
+    srv = ServerProcess(["--transport", "rdma", "--rdma-listen-port", "0", "--rdma-slots", "4",
+                         "--rdma-slot-mb", "64", "--log-level", "warning"],
+                        stderr=subprocess.DEVNULL)
+    with srv:
+        yield srv.target
 
 
 @pytest.fixture(scope="module")

@@ -350,23 +350,13 @@ SHM_DIR = Path("/dev/shm")
 OUR_PIDS: set[int] = set()
 
 
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def shm_files() -> set[str]:
     """smg-fast segment files in /dev/shm created by this session's processes (and the
     liveness lock files of those that are gone: a live producer keeps its own)."""
     import os
     import re
+
+    from smg_fast.shm_owner import pid_alive
 
     pids = {os.getpid(), *OUR_PIDS}
     pattern = re.compile(r"^smg-fast-(\d+)-")
@@ -375,7 +365,7 @@ def shm_files() -> set[str]:
         for p in SHM_DIR.iterdir():
             m = pattern.match(p.name)
             if m and int(m.group(1)) in pids:
-                if p.name.endswith(".lock") and _alive(int(m.group(1))):
+                if p.name.endswith(".lock") and pid_alive(int(m.group(1))):
                     continue
                 out.add(p.name)
     except OSError:

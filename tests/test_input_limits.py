@@ -7,12 +7,10 @@ from __future__ import annotations
 import io
 import os
 import queue
-import socket
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.request
 
 import numpy as np
@@ -27,6 +25,7 @@ import grpc  # noqa: E402
 import smg_fast  # noqa: E402
 from smg_fast import _native  # noqa: E402
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
+from smg_fast.bench.servers import ServerProcess, free_port
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.server import inputs  # noqa: E402
 from smg_fast.server.errors import RequestError  # noqa: E402
@@ -333,42 +332,18 @@ def test_file_url_race_through_the_server(racing_dir, start_server):
 # ---- the real server ----
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_process():
     """A server process with the pixel cache on (the path that built the oversized output)."""
-    port, metrics_port = _free_port(), _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "smg_fast.server", "--host", "127.0.0.1",
-                             "--port", str(port), "--metrics-port", str(metrics_port),
-                             "--workers", "2", "--pixel-cache-mb", "256",
-                             "--transport", "inline", "--rdma-listen-port", "0",
-                             "--log-level", "warning"], stderr=subprocess.PIPE, text=True)
-    target = f"127.0.0.1:{port}"
+    metrics_port = free_port()
+    srv = ServerProcess(["--metrics-port", str(metrics_port), "--workers", "2",
+                         "--pixel-cache-mb", "256", "--transport", "inline",
+                         "--rdma-listen-port", "0", "--log-level", "warning"])
     try:
-        deadline = time.monotonic() + 60
-        with Client(target) as c:
-            while True:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else "exited"
-                try:
-                    if c.health(timeout=1) == "SERVING":
-                        break
-                except grpc.RpcError:
-                    pass
-                assert time.monotonic() < deadline, "server did not become SERVING"
-                time.sleep(0.1)
-        yield proc, target, metrics_port
+        srv.wait(60)
+        yield srv.proc, srv.target, metrics_port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        srv.stop(30)
 
 
 def _call(target: str, data: bytes, **fields) -> grpc.RpcError | pb.PreprocessResponse:

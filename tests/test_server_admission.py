@@ -9,7 +9,6 @@ import concurrent.futures
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ pytest.importorskip("grpc")
 import grpc  # noqa: E402
 
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
+from smg_fast.bench.servers import free_port, wait_serving  # noqa: E402
 from smg_fast.cache import COALESCED, MISS, CacheEntry, PixelCache  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
 
@@ -31,26 +31,6 @@ pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 SMALL_PX = 20_000  # per-request max_pixels: the heavy part of an item is decoding retina.jpg
 HEAVY_ITEMS = 200
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_serving(target: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    with Client(target) as c:
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "exited"
-            try:
-                if c.health(timeout=1) == "SERVING":
-                    return
-            except grpc.RpcError:
-                pass
-            assert time.monotonic() < deadline, "server did not become SERVING"
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

@@ -161,7 +161,7 @@ def test_leaks_nothing_and_keeps_serving(server, client, ok, small_jpegs, ours):
             err = rpc_error(client.preprocess, [*good, bad], transport=transport)
             check(err, INVALID, "item 2:")
     assert len(server.server.registry.owned()) == owned0
-    assert smg_fast.scratch_stats()["live_bytes"] == live0
+    assert smg_fast.scratch_stats()["live_bytes"] <= live0  # (process-wide: others may free)
     assert client.health() == "SERVING"
     out = client.preprocess(good, transport="shm")
     ref = ours("qwen2_vl")(good)["pixel_values"]

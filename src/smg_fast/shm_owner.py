@@ -222,7 +222,8 @@ def _unlink_quiet(path: str) -> bool:
         return False
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether pid names a live process in our pid namespace (EPERM: alive, not ours)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -303,7 +304,7 @@ def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
             continue
         pid_s, nonce = producer.split("-", 1)
         pid = int(pid_s)
-        if nonce[:8] != tag or pid == os.getpid() or _pid_alive(pid):
+        if nonce[:8] != tag or pid == os.getpid() or pid_alive(pid):
             continue
         removed += _remove_segments(segments[producer], euid)
     return removed
