@@ -12,9 +12,10 @@ from typing import Any
 
 from . import _native
 from ._version import __version__
-from .config import FAMILIES, ProcessorConfig
+from .config import ProcessorConfig
 from .errors import InvalidImageError, OutputTooLargeError
 from .processors import (
+    FAMILIES,
     KimiK25Processor,
     Processor,
     ProcessorOutput,

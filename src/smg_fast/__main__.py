@@ -16,6 +16,7 @@ import numpy as np
 
 from . import FAMILIES, InvalidImageError, get_num_threads, load_processor, set_num_threads
 from .patterns import test_pattern
+from .processors import QwenVLProcessor
 
 
 def _check(model: str, image: object, ours: np.ndarray) -> str:
@@ -28,7 +29,7 @@ def _check(model: str, image: object, ours: np.ndarray) -> str:
                 "(no torch needed) and rerun to compare bit for bit")
     proc = load_processor(model)
     cfg = proc.config
-    if not cfg.is_qwen:
+    if not isinstance(proc, QwenVLProcessor):
         return ("check skipped: transformers has no PIL reference for kimi_k25 (its exactness "
                 "to the upstream code is proven by tests/test_kimi_parity.py)")
     hf = Qwen2VLImageProcessorPil(

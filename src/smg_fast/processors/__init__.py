@@ -1,25 +1,18 @@
-"""Processor families and the loader."""
+"""Processor families, their registry and the loader. Importing this package registers the
+built-in families (qwen.py, kimi.py)."""
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
-from ..config import resolve_config
+# Import order is registration order, the order of FAMILIES: Qwen first (qwen2_vl is the
+# default everywhere), then Kimi.
+# isort: off
 from .base import Processor, ProcessorOutput
-from .kimi import KimiK25Processor
 from .qwen import QwenVLProcessor
+from .kimi import KimiK25Processor
+# isort: on
+from .registry import Family, get_family, load_processor, make_processor, names, register
 
+FAMILIES = names()
 
-def load_processor(name_or_dir: str | os.PathLike[str], **overrides: Any) -> Processor:
-    """A processor for a built-in family name or a HuggingFace model folder.
-
-    Overrides (e.g. ``min_pixels=..., max_pixels=..., max_image_pixels=...``) win over the
-    folder's or family's values.
-    """
-    cfg = resolve_config(name_or_dir, overrides)
-    return QwenVLProcessor(cfg) if cfg.is_qwen else KimiK25Processor(cfg)
-
-
-__all__ = ["KimiK25Processor", "Processor", "ProcessorOutput", "QwenVLProcessor",
-           "load_processor"]
+__all__ = ["FAMILIES", "Family", "KimiK25Processor", "Processor", "ProcessorOutput",
+           "QwenVLProcessor", "get_family", "load_processor", "make_processor", "register"]

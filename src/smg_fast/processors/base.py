@@ -48,6 +48,10 @@ class Processor(ABC):
     """Turns images into a family's encoder inputs, bit-identical to its reference."""
 
     lut_recipe: _native.LutRecipe = LUT_HF
+    # Encoded bytes and paths are opened as transformers' load_image does (EXIF transpose,
+    # alpha composited onto white); False: plain convert("RGB"), as upstream Kimi code does.
+    load_like_transformers: bool = True
+    per_request_pixels: bool = False  # a server request may narrow min_pixels / max_pixels
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -135,7 +139,8 @@ class Processor(ABC):
         headers: list[ImageHeader] = []
         try:
             for i, it in enumerate(items):
-                headers.append(open_image(i, it, hf=cfg.is_qwen, max_pixels=cfg.max_image_pixels,
+                headers.append(open_image(i, it, hf=self.load_like_transformers,
+                                          max_pixels=cfg.max_image_pixels,
                                           formats=cfg.image_formats))
             plans = [self.plan(h.width, h.height, h.index) for h in headers]
         except BaseException:

@@ -6,10 +6,13 @@ row-major order, grid in P-pixel patches. Normalization follows the upstream Num
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from ..config import HALF, ProcessorConfig
 from .base import LUT_KIMI, Plan, Processor, ProcessorOutput, check_aspect
+from .registry import Family, register
 
 
 def navit_size(width: int, height: int, patch: int, merge: int, in_patch_limit: int,
@@ -27,6 +30,8 @@ def navit_size(width: int, height: int, patch: int, merge: int, in_patch_limit: 
 
 class KimiK25Processor(Processor):
     lut_recipe = LUT_KIMI
+    load_like_transformers = False  # upstream: convert("RGB") (alpha dropped), no EXIF
+    per_request_pixels = False
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         cfg = self.config
@@ -49,5 +54,29 @@ class KimiK25Processor(Processor):
         out["grid_thws"] = out["image_grid_thw"]  # the upstream key
         return out
 
+
+def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
+    """The fields of Kimi-K2.5's preprocessor_config.json (under media_proc_cfg)."""
+    media = pre.get("media_proc_cfg", pre)
+    out: dict[str, Any] = {}
+    for key in ("in_patch_limit", "patch_limit_on_one_side", "patch_size", "image_mean",
+                "image_std", "merge_kernel_size"):
+        if media.get(key) is not None:
+            out[key] = media[key]
+    return out
+
+
+def validate(cfg: ProcessorConfig) -> None:
+    if not cfg.in_patch_limit or not cfg.patch_limit_on_one_side:
+        raise ValueError("in_patch_limit and patch_limit_on_one_side must be positive")
+
+
+# Kimi-K2.5 media_proc_cfg.
+register(Family("kimi_k25", KimiK25Processor,
+                ProcessorConfig("kimi_k25", 14, 2, 1, HALF, HALF, in_patch_limit=16384,
+                                patch_limit_on_one_side=512),
+                frozenset({"in_patch_limit", "patch_limit_on_one_side", "merge_kernel_size"}),
+                read_folder, validate=validate, model_types=("kimi_k25",),
+                recognizes=lambda pre: "media_proc_cfg" in pre, unambiguous=True))
 
 __all__ = ["KimiK25Processor", "navit_size"]

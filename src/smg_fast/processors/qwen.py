@@ -1,12 +1,15 @@
 """Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' smart_resize, BICUBIC, merge-ordered patches
-with the temporal copy; output [sum(gh*gw), 3*T*P*P]."""
+with the temporal copy; output [sum(gh*gw), 3*T*P*P]. Registers the three families."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from ..config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..errors import InvalidImageError
 from .base import Plan, Processor, check_aspect
+from .registry import Family, register
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int,
@@ -30,6 +33,9 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int,
 
 
 class QwenVLProcessor(Processor):
+    load_like_transformers = True  # bytes and paths: load_image's EXIF transpose, alpha on white
+    per_request_pixels = True  # a request may narrow min_pixels / max_pixels
+
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         cfg = self.config
         check_aspect(index, width, height)
@@ -45,3 +51,68 @@ class QwenVLProcessor(Processor):
     def _pixel_shape(self, rows: int) -> tuple[int, ...]:
         p = self.config.patch_size
         return (rows, 3 * self.config.temporal_patch_size * p * p)
+
+
+# transformers' Qwen2VLImageProcessorPil class attributes: what a model folder's
+# preprocessor_config.json lacks takes these (not our published-config defaults), as there.
+HF_CLASS_DEFAULTS: dict[str, Any] = {
+    "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2, "min_pixels": 56 * 56,
+    "max_pixels": 28 * 28 * 1280, "image_mean": OPENAI_CLIP_MEAN, "image_std": OPENAI_CLIP_STD,
+    "rescale_factor": 1 / 255, "resample": 3,
+}
+
+
+def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a Qwen preprocessor_config.json (size or min/max_pixels, do_* flags)."""
+    out: dict[str, Any] = {}
+    size = pre.get("size") or {}
+    if isinstance(size, dict):
+        lo = size.get("shortest_edge", size.get("min_pixels"))
+        hi = size.get("longest_edge", size.get("max_pixels"))
+        if lo is not None:
+            out["min_pixels"] = lo
+        if hi is not None:
+            out["max_pixels"] = hi
+    for key in ("min_pixels", "max_pixels", "patch_size", "temporal_patch_size", "merge_size",
+                "image_mean", "image_std", "rescale_factor", "resample"):
+        if pre.get(key) is not None:
+            out[key] = pre[key]
+    if pre.get("do_resize") is False:
+        raise ValueError("do_resize=False is not supported")
+    if pre.get("do_rescale") is False:
+        out["rescale_factor"] = 1.0
+    if pre.get("do_normalize") is False:
+        out["image_mean"], out["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    return out
+
+
+def validate(cfg: ProcessorConfig) -> None:
+    if not cfg.min_pixels or not cfg.max_pixels or cfg.min_pixels > cfg.max_pixels:
+        raise ValueError("need 0 < min_pixels <= max_pixels")
+
+
+def _is_qwen_processor(pre: dict[str, Any]) -> bool:
+    return "Qwen2VLImageProcessor" in str(pre.get("image_processor_type", ""))
+
+
+_OPTIONS = frozenset({"min_pixels", "max_pixels", "temporal_patch_size", "rescale_factor"})
+
+
+def _family(name: str, builtin: ProcessorConfig, recognizes: Any = lambda pre: False,
+            model_types: tuple[str, ...] = ()) -> Family:
+    return register(Family(name, QwenVLProcessor, builtin, _OPTIONS, read_folder,
+                           HF_CLASS_DEFAULTS, validate, model_types=(name, *model_types),
+                           recognizes=recognizes))
+
+
+# Published Qwen2-VL-7B-Instruct / Qwen2.5-VL-7B-Instruct preprocessor configs.
+_family("qwen2_vl", ProcessorConfig("qwen2_vl", 14, 2, 2, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD,
+                                    min_pixels=3136, max_pixels=12845056),
+        lambda pre: _is_qwen_processor(pre) and int(pre.get("patch_size", 14)) != 16)
+_family("qwen2_5_vl", ProcessorConfig("qwen2_5_vl", 14, 2, 2, OPENAI_CLIP_MEAN,
+                                      OPENAI_CLIP_STD, min_pixels=3136, max_pixels=12845056))
+# Qwen3-VL-8B-Instruct: size 65536..16777216, patch 16, mean/std 0.5 (and its MoE sibling).
+QWEN3 = _family("qwen3_vl", ProcessorConfig("qwen3_vl", 16, 2, 2, HALF, HALF, min_pixels=65536,
+                                            max_pixels=16777216),
+                lambda pre: _is_qwen_processor(pre) and int(pre.get("patch_size", 14)) == 16,
+                ("qwen3_vl_moe",))

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from ..config import _validate as validate_config
 from ..media import DEFAULT_IMAGE_FORMATS
-from ..processors import KimiK25Processor, Processor, QwenVLProcessor, load_processor
+from ..processors import Processor, load_processor
+from ..processors.registry import check_config
 from .errors import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -58,7 +58,7 @@ class ModelSet:
         if min_pixels is None and max_pixels is None:
             return model.proc, model.fingerprint
         cfg = model.proc.config
-        if not cfg.is_qwen:
+        if not model.proc.per_request_pixels:
             raise RequestError(_INVALID, f"min_pixels/max_pixels apply to Qwen models only, "
                                          f"{model.name!r} is {cfg.family}")
         lo = cfg.min_pixels if min_pixels is None else min_pixels
@@ -77,11 +77,10 @@ class ModelSet:
                 return hit
         try:
             new_cfg = dataclasses.replace(cfg, min_pixels=lo, max_pixels=hi)
-            validate_config(new_cfg)
+            check_config(new_cfg)
         except ValueError as exc:
             raise RequestError(_INVALID, f"min_pixels={lo}, max_pixels={hi}: {exc}") from None
-        cls = QwenVLProcessor if new_cfg.is_qwen else KimiK25Processor
-        proc = cls(new_cfg)
+        proc = type(model.proc)(new_cfg)
         out = (proc, new_cfg.fingerprint)
         with self._lock:
             self._variants[key] = out

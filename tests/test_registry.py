@@ -1,0 +1,62 @@
+"""The processor registry: a family registered in one place is what load_processor, config
+folders and the server use; nothing else needs to know it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import smg_fast
+from smg_fast.processors import QwenVLProcessor, get_family, names, register
+from smg_fast.processors import registry as reg
+
+
+def test_builtin_families_are_registered_in_order():
+    assert names() == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25") == smg_fast.FAMILIES
+    assert get_family("qwen3_vl").processor is QwenVLProcessor
+    with pytest.raises(ValueError, match="unknown family"):
+        get_family("llava")
+
+
+@pytest.fixture
+def toy_family():
+    """A new family: Qwen2-VL's computation with its own name, model_type and defaults."""
+    base = get_family("qwen2_vl")
+    fam = dataclasses.replace(base, name="toy_vl", model_types=("toy_vl",),
+                              builtin=dataclasses.replace(base.builtin, family="toy_vl",
+                                                          max_pixels=200_000),
+                              recognizes=lambda pre: False)
+    register(fam)
+    yield fam
+    reg._FAMILIES.pop("toy_vl")
+
+
+def test_a_registered_family_loads_by_name_folder_and_in_the_server(toy_family, tmp_path,
+                                                                     real_images):
+    img = real_images.rgb("chelsea")
+    toy = smg_fast.load_processor("toy_vl")
+    ref = smg_fast.load_processor("qwen2_vl", max_pixels=200_000)
+    assert np.array_equal(toy(img)["pixel_values"], ref(img)["pixel_values"])
+    assert toy.config.fingerprint != ref.config.fingerprint  # the family is part of it
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "toy_vl"}))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"max_pixels": 100_000}))
+    folder = smg_fast.load_processor(tmp_path)
+    assert folder.config.family == "toy_vl" and folder.config.max_pixels == 100_000
+    from smg_fast.server.models import ModelSet
+
+    models = ModelSet([("t", "toy_vl")], 0)
+    proc, _ = models.variant(models.get("t"), 50_000, 100_000)  # Qwen's per-request range
+    assert isinstance(proc, QwenVLProcessor) and proc.config.family == "toy_vl"
+
+
+def test_a_family_registers_once(toy_family):
+    with pytest.raises(ValueError, match="registered twice"):
+        register(toy_family)
+
+
+def test_missing_folder_is_named_as_such():
+    with pytest.raises(ValueError, match="no such model folder: '/no/such/model'"):
+        smg_fast.load_processor("/no/such/model")
