@@ -116,7 +116,7 @@ def test_sigterm_stop_is_bounded_by_the_drain_timeout(media_dir, track_pid, smal
     try:
         wait_serving(target, proc)
         with Client(target) as c:
-            calls = [c._stub.Preprocess.future(heavy_request(media_dir, 600), timeout=300)
+            calls = [c._stub.Preprocess.future(heavy_request(media_dir, 400), timeout=300)
                      for _ in range(3)]
             time.sleep(1.0)  # the workers are inside the item loops
             assert not any(call.done() for call in calls)

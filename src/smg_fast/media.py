@@ -39,8 +39,10 @@ ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
 DEFAULT_IMAGE_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "MPO")
 
 # (SubprocessError: a plugin's helper program failing, for formats an operator allowed)
+# Not MemoryError: running out of memory is not a bad image (the server answers it with
+# RESOURCE_EXHAUSTED, so that callers retry instead of dropping the image).
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, UnidentifiedImageError, EOFError,
-                  Image.DecompressionBombError, MemoryError, subprocess.SubprocessError)
+                  Image.DecompressionBombError, subprocess.SubprocessError)
 _ORIENTATION = 0x0112
 _SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')

@@ -122,8 +122,7 @@ class Processor(ABC):
         if return_tensors not in (None, "np", "pt"):
             raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
         batch = self.prepare(images, dtype)
-        flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
-        pixel_values = batch.write_into(flat)
+        pixel_values = batch.compute()
         return self._wrap(pixel_values, batch.grid, batch.num_tokens, return_tensors, batch.dtype)
 
     def plan_batch(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
@@ -256,6 +255,11 @@ class PreparedBatch(_Sized):
                  dtype: str) -> None:
         self._arrays = arrays
         self._size(proc, plans, dtype)
+
+    def compute(self) -> np.ndarray:
+        """pixel_values in a new buffer from the native pools (pre-faulted when the same sizes
+        came before), shaped like pixel_values."""
+        return self.write_into(_native.pooled_empty(self.nbytes).view(self.np_dtype))
 
     def write_into(self, out: np.ndarray, index: int | None = None) -> np.ndarray:
         """Writes all images (or only image ``index``) into ``out``, a writable C-contiguous

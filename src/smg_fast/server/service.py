@@ -8,31 +8,27 @@ work between items once the RPC is cancelled, its deadline passes or the drain c
 
 from __future__ import annotations
 
-import errno
 import logging
 import re
 import subprocess
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
-import numpy as np
 from blake3 import blake3
 from google.protobuf.message import DecodeError
 
-from .. import __version__, _native
+from .. import __version__
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
-from .._proto import tensor_pb2
 from ..cache import CacheEntry, PixelCache, cache_key
 from ..errors import InvalidImageError
 from ..processors import Processor
-from ..rdma import TRANSPORT as RDMA_TRANSPORT
-from ..rdma import Descriptor, ExportRefused
-from ..shm import ShmQuotaError, ShmRegistry, owner_id
+from ..shm import ShmRegistry
 from .config import TRANSPORTS, ServerConfig
+from .delivery import OVERHEAD, Delivery, Outcome, Tensor, Timer
 from .errors import RequestError, StoppedError
 from .inputs import resolve_item
 from .metrics import Metrics
@@ -43,7 +39,6 @@ log = logging.getLogger("smg_fast.server")
 
 MAX_ITEMS = 1024  # images per request
 _MAX_PIXELS_FIELD = 1 << 40  # a per-request min/max_pixels above it is refused
-_OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
@@ -58,27 +53,6 @@ def _forget(exc: BaseException) -> None:
 
 def _us(seconds: float) -> int:
     return max(0, int(seconds * 1e6))
-
-
-@dataclass
-class Timer:
-    decode: float = 0.0
-    preprocess: float = 0.0
-    transport: float = 0.0
-
-
-@dataclass
-class Outcome:
-    """A served request: the serialized response and what the caller's side needs to know."""
-
-    payload: bytes
-    segments: list[str] = field(default_factory=list)
-    leases: list[str] = field(default_factory=list)  # RDMA slot keys
-    model: str = ""
-    transport: str = ""
-    caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
-    shm_refused: str = ""  # why a request that asked for shm may not have it
-    output_bytes: int = 0  # planned output of the items admitted so far
 
 
 class Ticket:
@@ -130,8 +104,8 @@ class PreprocessService:
         self.metrics = metrics
         self.namespace = namespace
         self.rdma = rdma if rdma is not None else RdmaLane(config)
+        self.delivery = Delivery(config, registry, self.rdma, metrics)
         self._info = self._model_info().SerializeToString()
-        self._shm_warned: set[str] = set()
 
     # ---- GetModelInfo ----
 
@@ -166,8 +140,7 @@ class PreprocessService:
 
         png = test_pattern_bytes(96, 64, "PNG")
         for m in self.models.models.values():
-            batch = m.proc.prepare(png, "float32")
-            batch.write_into(_native.pooled_empty(batch.nbytes).view(batch.np_dtype))
+            m.proc.prepare(png, "float32").compute()
 
     # ---- Preprocess ----
 
@@ -240,8 +213,11 @@ class PreprocessService:
         shm_ok, outcome.shm_refused = self._shm_allowed(requested, req.shm_namespace)
         resp = pb.PreprocessResponse(request_id=req.request_id)
         timer = Timer()
-        inline_budget = self.config.max_message_bytes - _OVERHEAD
+        inline_budget = planned_budget = self.config.max_message_bytes - OVERHEAD
+        items: list[_Item] = []
         try:
+            # First every item's bytes and header: the whole request's output is sized, and
+            # refused when it cannot be served, before any pixel is decoded.
             read = 0  # bytes this request made the server read from files and data: URLs
             for index, item in enumerate(req.items):
                 ticket.check()
@@ -259,14 +235,21 @@ class PreprocessService:
                             f"{self.config.max_message_mb} MiB (--max-message-mb): send fewer "
                             "per request")
                 it = _Item(index, data, blake3(data).digest())
+                items.append(it)
                 timer.decode += time.perf_counter() - t0
+                planned_budget = self._admit(proc, it, dtype, shm_ok, planned_budget, outcome,
+                                             timer)
+            raw = req = None  # the message is no longer needed: its bytes are in items
+            for it in items:
+                ticket.check()
                 out = resp.items.add(content_hash=it.digest)
                 if self.cache is None:
-                    inline_budget = self._uncached(proc, it, dtype, shm_ok, out, timer,
-                                                   inline_budget, outcome)
+                    tensor, pre = Tensor.of_batch(self._prepare(it, timer)), 0.0
                 else:
-                    inline_budget = self._cached(proc, fingerprint, it, dtype, shm_ok, out,
-                                                 timer, inline_budget, outcome, ticket)
+                    tensor, pre = self._cached(fingerprint, it, dtype, timer, ticket)
+                inline_budget = self.delivery.deliver(tensor, dtype, shm_ok, out, timer,
+                                                      inline_budget, outcome, pre)
+                tensor = it.data = None  # done with this item's buffers
             resp.timings.queue_us = _us(start - received)
             resp.timings.decode_us = _us(timer.decode)
             resp.timings.preprocess_us = _us(timer.preprocess)
@@ -274,26 +257,24 @@ class PreprocessService:
             resp.timings.total_us = _us(time.perf_counter() - received)
             payload = resp.SerializeToString()
             if len(payload) > self.config.max_message_bytes:
-                raise self._too_big(len(payload))
+                raise self.delivery.too_big(len(payload))
             outcome.payload = payload
             return outcome
         except BaseException as exc:
-            self.release(outcome)
+            self.delivery.release(outcome)
+            for it in items:  # headers planned but never decoded
+                if it.planned is not None:
+                    it.planned.close()
             # The caller keeps the exception (in a future, in a reference cycle through its
             # traceback): drop what this request built (inline tensors, decoded images) now,
             # not at the next garbage collection. Line numbers stay for the log.
-            raw = req = resp = out = it = data = payload = None  # noqa: F841
+            raw = req = resp = out = it = items = data = payload = tensor = None  # noqa: F841
             traceback.clear_frames(exc.__traceback__)
             raise
 
     def release(self, outcome: Outcome) -> None:
-        """Unlinks the segments of a request that will not be answered."""
-        for name in outcome.segments:
-            self.registry.release(name)
-        outcome.segments.clear()
-        for key in outcome.leases:
-            self.rdma.free(key)
-        outcome.leases.clear()
+        """Unlinks the segments and frees the slots of a request that will not be answered."""
+        self.delivery.release(outcome)
 
     def _shm_allowed(self, requested: str, namespace: str) -> tuple[bool, str]:
         """Whether items may go by shm: only to a caller that sees the server's /dev/shm (its
@@ -304,24 +285,16 @@ class PreprocessService:
             return True, ""
         return False, "shm_namespace" if requested == "shm" else ""  # auto/rdma: inline
 
-    def _too_big(self, nbytes: int) -> RequestError:
-        limit = self.config.max_message_bytes
-        return RequestError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            f"response would be about {nbytes / 2**20:.1f} MiB, over the "
-            f"{limit / 2**20:.0f} MiB message limit: request transport 'shm' (same host) or "
-            "'rdma', or send fewer images per request")
-
     @staticmethod
     def _invalid(it: _Item, exc: InvalidImageError) -> RequestError:
         problem = _OBJECT_REPR.sub("the data", exc.problem)
         return RequestError(_INVALID, f"item {it.index}: {problem}")
 
     def _admit(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, inline_budget: int,
-               outcome: Outcome, timer: Timer) -> None:
+               outcome: Outcome, timer: Timer) -> int:
         """Reads the item's header and sizes its output (nothing decoded, nothing allocated),
         then refuses it when the request's outputs would pass --max-output-mb or when it could
-        only go inline and does not fit the message."""
+        only go inline and does not fit what is left of the message (returned)."""
         t0 = time.perf_counter()
         try:
             planned = proc.plan_batch(it.data, dtype)
@@ -337,27 +310,15 @@ class PreprocessService:
                     f"item {it.index}: the request's outputs would be {total / 2**20:.1f} MiB, "
                     f"over this server's limit of {self.config.max_output_mb} MiB per request "
                     "(--max-output-mb): send fewer or smaller images per request")
-            if not self._rdma_possible(nbytes, outcome.transport) and nbytes > inline_budget:
-                if not self._to_shm(nbytes, shm_ok):
-                    refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
-                    self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
-                # Too big for inline and shm has no room now: refuse before decoding (the
-                # creation after the decode stays the authority, for races either way).
-                over = self.registry.would_fit(nbytes, outcome.caller)
-                if over:
-                    self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
+            inline = self.delivery.check_room(nbytes, shm_ok, inline_budget, outcome)
         except RequestError:
             planned.close()
             raise
         outcome.output_bytes = total
         it.planned = planned
+        return inline_budget - nbytes if inline else inline_budget
 
-    def _rdma_possible(self, nbytes: int, transport: str) -> bool:
-        exporter = self.rdma.exporter if self.rdma.ready else None
-        return (transport == "rdma" and exporter is not None
-                and self.config.rdma_min_bytes <= nbytes <= exporter.max_payload)
-
-    def _prepare(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Any:
+    def _prepare(self, it: _Item, timer: Timer) -> Any:
         """Decodes the item _admit planned."""
         t0 = time.perf_counter()
         planned, it.planned = it.planned, None
@@ -370,139 +331,25 @@ class PreprocessService:
         self.metrics.decode_seconds.observe(dt)
         return batch
 
-    def _to_shm(self, nbytes: int, shm_ok: bool) -> bool:
-        return shm_ok and nbytes >= self.config.shm_min_bytes
-
-    def _deliver(self, nbytes: int, shm_ok: bool, inline_budget: int, outcome: Outcome) -> str:
-        if self._to_shm(nbytes, shm_ok):
-            return "shm"
-        refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
-        self._inline_fits(nbytes, inline_budget, refused)
-        return "inline"
-
-    def _inline_fits(self, nbytes: int, inline_budget: int, refused: str) -> None:
-        """Raises unless nbytes fit in the response; counts an item that wanted shm."""
-        if nbytes <= inline_budget:
-            if refused:
-                self._count_shm_fallback(refused)
-            return
-        if not refused:
-            raise self._too_big(self.config.max_message_bytes - inline_budget + nbytes)
-        if refused == "shm_namespace":
-            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
-                               "transport 'shm' needs the request's shm_namespace to equal the "
-                               "server's (GetModelInfo.shm_namespace: the caller must see the "
-                               "server's /dev/shm), and the tensor is too large to send inline")
-        why = {"shm_cap": "the server's unread shm bytes are at --shm-max-outstanding-mb",
-               "shm_share": "this connection holds its share (a quarter) of the server's unread "
-                            "shm bytes: read or unlink delivered segments first",
-               "shm_full": f"{self.registry.directory} is full"}[refused]
-        raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                           f"no shm room for a {nbytes}-byte tensor ({why}), and it is too "
-                           "large to send inline")
-
-    def _count_shm_fallback(self, reason: str) -> None:
-        self.metrics.fallbacks.labels(reason, "inline").inc()
-        if reason not in self._shm_warned:
-            self._shm_warned.add(reason)
-            log.warning("shm: item sent inline instead (%s); counted in "
-                        "smg_fast_fallback_total", reason)
-
-    def _new_segment(self, nbytes: int, fill: Any, outcome: Outcome) -> tuple[str | None, str]:
-        """(name, "") of a delivered segment written by fill(), or (None, why) when shm has no
-        room for it: "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of
-        it), "shm_full" (the tmpfs itself)."""
-        try:
-            name = self.registry.write(nbytes, fill, caller=outcome.caller)
-        except ShmQuotaError as exc:
-            return None, f"shm_{exc.reason}"
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EDQUOT):
-                raise
-            return None, "shm_full"
-        outcome.segments.append(name)
-        return name, ""
-
-    def _uncached(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, out: Any,
-                  timer: Timer, inline_budget: int, outcome: Outcome) -> int:
-        self._admit(proc, it, dtype, shm_ok, inline_budget, outcome, timer)
-        batch = self._prepare(proc, it, dtype, timer)
-        reason = ""
-        if outcome.transport == "rdma":
-            t0 = time.perf_counter()
-            lease, reason = self.rdma.lease(batch.nbytes)
-            desc = None
-            if lease is not None:
-                try:
-                    batch.write_into(lease.array(batch.np_dtype))
-                    t1 = time.perf_counter()
-                    desc = lease.commit()
-                except ExportRefused as exc:  # the lease vanished meanwhile: fall back below
-                    lease.abort()
-                    reason = exc.reason
-                except BaseException:
-                    lease.abort()
-                    raise
-            if lease is not None and desc is not None:
-                outcome.leases.append(lease.key)
-                self._set_remote(out.pixel_values, desc, batch.shape, dtype)
-                self._finish_item(out, "rdma", batch.grid[0], int(batch.num_tokens[0]), False,
-                                  batch.nbytes, t1 - t0, time.perf_counter() - t1, timer)
-                return inline_budget
-        kind = self._deliver(batch.nbytes, shm_ok, inline_budget, outcome)
-        t0 = time.perf_counter()
-        name = None
-        if kind == "shm":
-            spent = [0.0]
-
-            def fill(seg: Any) -> None:
-                t1 = time.perf_counter()
-                batch.write_into(seg.array(batch.np_dtype))
-                spent[0] = time.perf_counter() - t1
-
-            name, why = self._new_segment(batch.nbytes, fill, outcome)
-            if name is None:  # no room in shm: inline when it fits
-                self._inline_fits(batch.nbytes, inline_budget, why)
-                kind = "inline"
-        if reason:
-            self._count_fallback(reason, kind)
-        if name is not None:
-            total = time.perf_counter() - t0
-            pre, tr = spent[0], total - spent[0]
-            self._set_shm(out.pixel_values, name, batch.shape, dtype, batch.nbytes)
-        else:
-            flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
-            px = batch.write_into(flat)
-            t1 = time.perf_counter()
-            self._set_inline(out.pixel_values, px, dtype)
-            pre, tr = t1 - t0, time.perf_counter() - t1
-            inline_budget -= batch.nbytes
-        self._finish_item(out, kind, batch.grid[0], int(batch.num_tokens[0]), False,
-                          batch.nbytes, pre, tr, timer)
-        return inline_budget
-
-    def _cached(self, proc: Processor, fingerprint: str, it: _Item, dtype: str, shm_ok: bool,
-                out: Any, timer: Timer, inline_budget: int, outcome: Outcome,
-                ticket: Ticket) -> int:
+    def _cached(self, fingerprint: str, it: _Item, dtype: str, timer: Timer,
+                ticket: Ticket) -> tuple[Tensor, float]:
+        """The item's tensor through the pixel cache, and the time it took (a miss computes
+        it, a coalesced wait waits for it)."""
         assert self.cache is not None
-        # Before the lookup: a hit counts towards the request's output too, and a refusal here
-        # is this request's own, never handed to the waiters of a computation.
-        self._admit(proc, it, dtype, shm_ok, inline_budget, outcome, timer)
-        computed = [0.0]  # a miss's write
+        computed = 0.0
 
         def compute() -> CacheEntry:
+            nonlocal computed
             ticket.check()  # also after a waiter's timeout: a late takeover does no work
-            batch = self._prepare(proc, it, dtype, timer)
+            batch = self._prepare(it, timer)
             t1 = time.perf_counter()
-            g = batch.grid[0]
-            grid = (int(g[0]), int(g[1]), int(g[2]))
             # Always the server's private memory, never a segment's pages: whoever receives a
             # segment can write or truncate it, and later hits must not return that. An shm
             # delivery copies the entry into its segment (7-13 ms for 1080p float32 here).
-            flat = _native.pooled_empty(batch.nbytes).view(batch.np_dtype)
-            px = batch.write_into(flat)
-            computed[0] = time.perf_counter() - t1
-            return CacheEntry(px, grid, int(batch.num_tokens[0]))
+            t = Tensor.of_batch(batch)
+            entry = CacheEntry(t.array(), t.grid, t.num_tokens)
+            computed = time.perf_counter() - t1
+            return entry
 
         t0 = time.perf_counter()
         wait = self.config.single_flight_wait_s
@@ -522,74 +369,4 @@ class PreprocessService:
         if it.planned is not None:  # a hit: the header was all this item needed
             it.planned.close()
             it.planned = None
-        pre = computed[0] if how == "miss" else waited
-        reason = ""
-        if outcome.transport == "rdma":
-            t1 = time.perf_counter()
-            desc, reason = self.rdma.export_array(entry.pixels)
-            if desc is not None:
-                outcome.leases.append(desc.key)
-                self._set_remote(out.pixel_values, desc, entry.pixels.shape, dtype)
-                self._finish_item(out, "rdma", entry.grid, entry.num_tokens, how != "miss",
-                                  entry.nbytes, pre, time.perf_counter() - t1, timer)
-                return inline_budget
-        kind = self._deliver(entry.nbytes, shm_ok, inline_budget, outcome)
-        t1 = time.perf_counter()
-        name = None
-        if kind == "shm":
-            src = entry.pixels.reshape(-1).view(np.uint8)
-
-            def fill(seg: Any) -> None:
-                seg.array(np.uint8)[:] = src
-
-            name, why = self._new_segment(entry.nbytes, fill, outcome)
-            if name is None:  # no room in shm: inline when it fits
-                self._inline_fits(entry.nbytes, inline_budget, why)
-                kind = "inline"
-        if reason:
-            self._count_fallback(reason, kind)
-        if name is not None:
-            self._set_shm(out.pixel_values, name, entry.pixels.shape, dtype, entry.nbytes)
-        else:
-            self._set_inline(out.pixel_values, entry.pixels, dtype)
-            inline_budget -= entry.nbytes
-        tr = time.perf_counter() - t1
-        self._finish_item(out, kind, entry.grid, entry.num_tokens, how != "miss", entry.nbytes,
-                          pre, tr, timer)
-        return inline_budget
-
-    @staticmethod
-    def _set_shm(td: Any, name: str, shape: tuple[int, ...], dtype: str, nbytes: int) -> None:
-        td.shape.extend(int(s) for s in shape)
-        td.dtype = dtype
-        td.shm.CopyFrom(tensor_pb2.ShmHandle(name=name, offset=0, nbytes=nbytes,
-                                             owner_id=owner_id()))
-
-    def _count_fallback(self, reason: str, used: str) -> None:
-        self.metrics.fallbacks.labels(reason, used).inc()
-        self.rdma.note_fallback(reason, used)
-
-    @staticmethod
-    def _set_remote(td: Any, desc: Descriptor, shape: tuple[int, ...], dtype: str) -> None:
-        td.shape.extend(int(s) for s in shape)
-        td.dtype = dtype
-        td.remote.CopyFrom(tensor_pb2.RemoteTensorHandle(
-            transport=RDMA_TRANSPORT, descriptor=desc.encode(), nbytes=desc.nbytes))
-
-    @staticmethod
-    def _set_inline(td: Any, px: np.ndarray, dtype: str) -> None:
-        td.shape.extend(int(s) for s in px.shape)
-        td.dtype = dtype
-        td.inline = px.tobytes()
-
-    def _finish_item(self, out: Any, kind: str, grid: Any, tokens: int, hit: bool, nbytes: int,
-                     pre: float, tr: float, timer: Timer) -> None:
-        out.grid_thw.extend(int(v) for v in grid)
-        out.num_tokens = tokens
-        out.cache_hit = hit
-        out.transport = kind
-        timer.preprocess += pre
-        timer.transport += tr
-        self.metrics.preprocess_seconds.observe(pre)
-        self.metrics.transport_seconds.labels(kind).observe(tr)
-        self.metrics.bytes_out.labels(kind).inc(nbytes)
+        return Tensor.of_entry(entry, how != "miss"), computed if how == "miss" else waited

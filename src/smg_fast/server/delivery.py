@@ -1,0 +1,304 @@
+"""Delivery: where one item's tensor goes (an RDMA slot, a /dev/shm segment or the response
+itself), chosen before it is written so that it is written exactly once, with counted
+fallbacks when the chosen transport has no room; and what a request that fails leaves behind
+(unlinked, freed)."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+
+from .._proto import tensor_pb2
+from ..cache import CacheEntry
+from ..processors.base import PreparedBatch
+from ..rdma import TRANSPORT as RDMA_TRANSPORT
+from ..rdma import Descriptor, ExportRefused
+from ..shm import ShmQuotaError, ShmRegistry, owner_id
+from .config import ServerConfig
+from .errors import RequestError
+from .metrics import Metrics
+from .rdma_lane import RdmaLane
+
+log = logging.getLogger("smg_fast.server")
+
+OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
+
+
+@dataclass
+class Timer:
+    decode: float = 0.0
+    preprocess: float = 0.0
+    transport: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """A served request: the serialized response and what the caller's side needs to know."""
+
+    payload: bytes
+    segments: list[str] = field(default_factory=list)
+    leases: list[str] = field(default_factory=list)  # RDMA slot keys
+    model: str = ""
+    transport: str = ""
+    caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
+    shm_refused: str = ""  # why a request that asked for shm may not have it
+    output_bytes: int = 0  # planned output of the items admitted so far
+
+
+@dataclass
+class Tensor:
+    """One item's encoder input on its way out: still to be computed (a prepared batch, written
+    straight into its destination) or already computed (a pixel-cache entry, copied there)."""
+
+    nbytes: int
+    np_dtype: np.dtype
+    shape: tuple[int, ...]
+    grid: tuple[int, int, int]
+    num_tokens: int
+    hit: bool = False
+    batch: PreparedBatch | None = None
+    pixels: np.ndarray | None = None
+
+    @classmethod
+    def of_batch(cls, batch: PreparedBatch) -> Tensor:
+        g = batch.grid[0]
+        return cls(batch.nbytes, batch.np_dtype, tuple(batch.shape),
+                   (int(g[0]), int(g[1]), int(g[2])), int(batch.num_tokens[0]), batch=batch)
+
+    @classmethod
+    def of_entry(cls, entry: CacheEntry, hit: bool) -> Tensor:
+        px = entry.pixels
+        return cls(entry.nbytes, px.dtype, tuple(px.shape), entry.grid, entry.num_tokens,
+                   hit=hit, pixels=px)
+
+    def write(self, dst: np.ndarray) -> None:
+        """Writes the tensor into dst, a flat writable array of its dtype (or bytes)."""
+        if self.batch is not None:
+            self.batch.write_into(dst)
+        else:
+            assert self.pixels is not None
+            dst.reshape(-1).view(np.uint8)[:self.nbytes] = self.pixels.reshape(-1).view(np.uint8)
+
+    def array(self) -> np.ndarray:
+        """The tensor as an array (computed into a pooled buffer if it is not yet)."""
+        if self.pixels is None:
+            assert self.batch is not None
+            self.pixels = self.batch.compute()
+        return self.pixels
+
+
+class Delivery:
+    """The transports of one server: the shm registry, the RDMA lane, the response's budget."""
+
+    def __init__(self, config: ServerConfig, registry: ShmRegistry, rdma: RdmaLane,
+                 metrics: Metrics) -> None:
+        self.config = config
+        self.registry = registry
+        self.rdma = rdma
+        self.metrics = metrics
+        self._shm_warned: set[str] = set()
+
+    # ---- before anything is decoded ----
+
+    def check_room(self, nbytes: int, shm_ok: bool, inline_budget: int,
+                   outcome: Outcome) -> bool:
+        """Whether a tensor of nbytes will go inline (neither rdma nor shm takes it); raises
+        RequestError when it could go nowhere: too big for what is left of the response, and
+        no other transport has room. The check after computing stays the authority: room may
+        come or go meanwhile."""
+        if self._rdma_possible(nbytes, outcome.transport):
+            return False
+        if not self._to_shm(nbytes, shm_ok):
+            if nbytes > inline_budget:
+                refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
+                self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
+            return True
+        if nbytes > inline_budget:
+            over = self.registry.would_fit(nbytes, outcome.caller)
+            if over:
+                self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
+        return False
+
+    # ---- the one delivery step ----
+
+    def deliver(self, t: Tensor, dtype: str, shm_ok: bool, out: Any, timer: Timer,
+                inline_budget: int, outcome: Outcome, pre: float = 0.0) -> int:
+        """Puts t where it goes, fills the response item ``out`` and returns what is left of
+        the inline budget. ``pre``: time already spent computing t (a cache miss, a wait)."""
+        reason = ""
+        if outcome.transport == "rdma":
+            t0 = time.perf_counter()
+            desc, reason, wrote = self._to_rdma(t)
+            if desc is not None:
+                outcome.leases.append(desc.key)
+                self._set_remote(out.pixel_values, desc, t.shape, dtype)
+                self._finish(out, t, "rdma", pre + wrote,
+                             time.perf_counter() - t0 - wrote, timer)
+                return inline_budget
+        kind = self._choose(t.nbytes, shm_ok, inline_budget, outcome)
+        t0 = time.perf_counter()
+        name = None
+        wrote = 0.0
+        if kind == "shm":
+            def fill(seg: Any) -> None:
+                nonlocal wrote
+                t1 = time.perf_counter()
+                t.write(seg.array(t.np_dtype))
+                wrote = time.perf_counter() - t1
+
+            name, why = self._new_segment(t.nbytes, fill, outcome)
+            if name is None:  # no room in shm: inline when it fits
+                self._inline_fits(t.nbytes, inline_budget, why)
+                kind = "inline"
+        if reason:
+            self._count_fallback(reason, kind)
+        if name is not None:
+            self._set_shm(out.pixel_values, name, t.shape, dtype, t.nbytes)
+        else:
+            px = t.array()
+            wrote = time.perf_counter() - t0
+            self._set_inline(out.pixel_values, px, dtype)
+            inline_budget -= t.nbytes
+        self._finish(out, t, kind, pre + wrote, time.perf_counter() - t0 - wrote, timer)
+        return inline_budget
+
+    def release(self, outcome: Outcome) -> None:
+        """Unlinks the segments and frees the slots of a request that will not be answered."""
+        for name in outcome.segments:
+            self.registry.release(name)
+        outcome.segments.clear()
+        for key in outcome.leases:
+            self.rdma.free(key)
+        outcome.leases.clear()
+
+    def too_big(self, nbytes: int) -> RequestError:
+        limit = self.config.max_message_bytes
+        return RequestError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"response would be about {nbytes / 2**20:.1f} MiB, over the "
+            f"{limit / 2**20:.0f} MiB message limit: request transport 'shm' (same host) or "
+            "'rdma', or send fewer images per request")
+
+    # ---- the transports ----
+
+    def _to_rdma(self, t: Tensor) -> tuple[Descriptor | None, str, float]:
+        """(descriptor, "", seconds spent writing) or (None, fallback reason, 0)."""
+        if t.batch is None:  # a computed tensor: the lane copies it in, GIL released
+            desc, reason = self.rdma.export_array(t.array())
+            return desc, reason, 0.0
+        lease, reason = self.rdma.lease(t.nbytes)
+        if lease is None:
+            return None, reason, 0.0
+        try:
+            t0 = time.perf_counter()
+            t.write(lease.array(t.np_dtype))
+            wrote = time.perf_counter() - t0
+            return lease.commit(), "", wrote
+        except ExportRefused as exc:  # the lease vanished meanwhile: fall back
+            lease.abort()
+            return None, exc.reason, 0.0
+        except BaseException:
+            lease.abort()
+            raise
+
+    def _rdma_possible(self, nbytes: int, transport: str) -> bool:
+        exporter = self.rdma.exporter if self.rdma.ready else None
+        return (transport == "rdma" and exporter is not None
+                and self.config.rdma_min_bytes <= nbytes <= exporter.max_payload)
+
+    def _to_shm(self, nbytes: int, shm_ok: bool) -> bool:
+        return shm_ok and nbytes >= self.config.shm_min_bytes
+
+    def _choose(self, nbytes: int, shm_ok: bool, inline_budget: int, outcome: Outcome) -> str:
+        if self._to_shm(nbytes, shm_ok):
+            return "shm"
+        refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
+        self._inline_fits(nbytes, inline_budget, refused)
+        return "inline"
+
+    def _inline_fits(self, nbytes: int, inline_budget: int, refused: str) -> None:
+        """Raises unless nbytes fit in the response; counts an item that wanted shm."""
+        if nbytes <= inline_budget:
+            if refused:
+                self._count_shm_fallback(refused)
+            return
+        if not refused:
+            raise self.too_big(self.config.max_message_bytes - inline_budget + nbytes)
+        if refused == "shm_namespace":
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                               "transport 'shm' needs the request's shm_namespace to equal the "
+                               "server's (GetModelInfo.shm_namespace: the caller must see the "
+                               "server's /dev/shm), and the tensor is too large to send inline")
+        why = {"shm_cap": "the server's unread shm bytes are at --shm-max-outstanding-mb",
+               "shm_share": "this connection holds its share (a quarter) of the server's unread "
+                            "shm bytes: read or unlink delivered segments first",
+               "shm_full": f"{self.registry.directory} is full"}[refused]
+        raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           f"no shm room for a {nbytes}-byte tensor ({why}), and it is too "
+                           "large to send inline")
+
+    def _new_segment(self, nbytes: int, fill: Any, outcome: Outcome) -> tuple[str | None, str]:
+        """(name, "") of a delivered segment written by fill(), or (None, why) when shm has no
+        room for it: "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of
+        it), "shm_full" (the tmpfs itself)."""
+        try:
+            name = self.registry.write(nbytes, fill, caller=outcome.caller)
+        except ShmQuotaError as exc:
+            return None, f"shm_{exc.reason}"
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EDQUOT):
+                raise
+            return None, "shm_full"
+        outcome.segments.append(name)
+        return name, ""
+
+    # ---- counting and the response ----
+
+    def _count_shm_fallback(self, reason: str) -> None:
+        self.metrics.fallbacks.labels(reason, "inline").inc()
+        if reason not in self._shm_warned:
+            self._shm_warned.add(reason)
+            log.warning("shm: item sent inline instead (%s); counted in "
+                        "smg_fast_fallback_total", reason)
+
+    def _count_fallback(self, reason: str, used: str) -> None:
+        self.metrics.fallbacks.labels(reason, used).inc()
+        self.rdma.note_fallback(reason, used)
+
+    @staticmethod
+    def _set_shm(td: Any, name: str, shape: tuple[int, ...], dtype: str, nbytes: int) -> None:
+        td.shape.extend(int(s) for s in shape)
+        td.dtype = dtype
+        td.shm.CopyFrom(tensor_pb2.ShmHandle(name=name, offset=0, nbytes=nbytes,
+                                             owner_id=owner_id()))
+
+    @staticmethod
+    def _set_remote(td: Any, desc: Descriptor, shape: tuple[int, ...], dtype: str) -> None:
+        td.shape.extend(int(s) for s in shape)
+        td.dtype = dtype
+        td.remote.CopyFrom(tensor_pb2.RemoteTensorHandle(
+            transport=RDMA_TRANSPORT, descriptor=desc.encode(), nbytes=desc.nbytes))
+
+    @staticmethod
+    def _set_inline(td: Any, px: np.ndarray, dtype: str) -> None:
+        td.shape.extend(int(s) for s in px.shape)
+        td.dtype = dtype
+        td.inline = px.tobytes()
+
+    def _finish(self, out: Any, t: Tensor, kind: str, pre: float, tr: float,
+                timer: Timer) -> None:
+        out.grid_thw.extend(int(v) for v in t.grid)
+        out.num_tokens = t.num_tokens
+        out.cache_hit = t.hit
+        out.transport = kind
+        timer.preprocess += pre
+        timer.transport += tr
+        self.metrics.preprocess_seconds.observe(pre)
+        self.metrics.transport_seconds.labels(kind).observe(tr)
+        self.metrics.bytes_out.labels(kind).inc(t.nbytes)
