@@ -21,6 +21,7 @@ misleading number silently.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass
@@ -29,7 +30,6 @@ import numpy as np
 import pytest
 from PIL import Image
 from references import (
-    HF_QWEN_CONFIGS,
     KIMI_UPSTREAM_CONFIG,
     kimi_upstream_numpy,
     load_photos,
@@ -76,15 +76,9 @@ def make_hf_torchvision(family: str):
         )
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
-    cfg = HF_QWEN_CONFIGS[family]
-    return Qwen2VLImageProcessor(
-        size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
-        patch_size=cfg["patch_size"],
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=list(cfg["mean"]),
-        image_std=list(cfg["std"]),
-    )
+    from smg_fast.bench.oracles import hf_qwen
+
+    return hf_qwen(Qwen2VLImageProcessor, family)
 
 
 @pytest.fixture(scope="session")
@@ -96,28 +90,14 @@ def kimi_reference():
 @pytest.fixture(scope="session")
 def hf_pil():
     """Factory: hf_pil(family) -> transformers' PIL Qwen processor (cached per family)."""
-    cache: dict = {}
-
-    def factory(family: str):
-        if family not in cache:
-            cache[family] = make_hf_pil_qwen(family)
-        return cache[family]
-
-    return factory
+    return functools.cache(make_hf_pil_qwen)
 
 
 @pytest.fixture(scope="session")
 def hf_torchvision():
     """Factory: hf_torchvision(family) -> transformers' torchvision processor; skips the test
     when torchvision is not installed."""
-    cache: dict = {}
-
-    def factory(family: str):
-        if family not in cache:
-            cache[family] = make_hf_torchvision(family)
-        return cache[family]
-
-    return factory
+    return functools.cache(make_hf_torchvision)
 
 
 # --------------------------------------------------------------------------------------------

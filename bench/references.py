@@ -18,18 +18,7 @@ from PIL import Image
 
 PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
-CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-
-# Published hub configs, written out here independently of smg_fast's own tables.
-HF_QWEN_CONFIGS = {
-    "qwen2_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
-                     mean=CLIP_MEAN, std=CLIP_STD),
-    "qwen2_5_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
-                       mean=CLIP_MEAN, std=CLIP_STD),
-    "qwen3_vl": dict(min_pixels=65536, max_pixels=16777216, patch_size=16,
-                     mean=[0.5] * 3, std=[0.5] * 3),
-}
+from smg_fast.bench.oracles import HUB_QWEN as HF_QWEN_CONFIGS  # noqa: E402,F401
 
 # Kimi-K2.5 media_proc_cfg defaults.
 KIMI_UPSTREAM_CONFIG = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14,
@@ -91,19 +80,9 @@ def make_hf_pil_qwen(family: str):
         Qwen2VLImageProcessorPil,
     )
 
-    cfg = HF_QWEN_CONFIGS[family]
-    proc = Qwen2VLImageProcessorPil(
-        size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
-        patch_size=cfg["patch_size"],
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=list(cfg["mean"]),
-        image_std=list(cfg["std"]),
-    )
-    assert proc.size["shortest_edge"] == cfg["min_pixels"]
-    assert proc.size["longest_edge"] == cfg["max_pixels"]
-    assert proc.patch_size == cfg["patch_size"]
-    return proc
+    from smg_fast.bench.oracles import hf_qwen
+
+    return hf_qwen(Qwen2VLImageProcessorPil, family)
 
 
 def photo_file() -> Path:

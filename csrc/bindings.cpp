@@ -240,33 +240,29 @@ py::array pooled_empty(int64_t n, bool zero) {
     return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
 }
 
+// A dict of named integers (counters, offsets); values are Python ints, so 64-bit unsigned
+// generations keep every bit.
+py::dict int_dict(std::initializer_list<std::pair<const char*, py::int_>> items) {
+    py::dict d;
+    for (const auto& kv : items) d[kv.first] = kv.second;
+    return d;
+}
+
 py::dict stats_py() {
     const ScratchStats s = scratch_stats();
-    py::dict d;
-    d["hits"] = s.hits;
-    d["misses"] = s.misses;
-    d["gives"] = s.gives;
-    d["drops"] = s.drops;
-    d["remote_gives"] = s.remote_gives;
-    d["pooled_bytes"] = s.pooled_bytes;
-    d["live_bytes"] = s.live_bytes;
-    d["cap_bytes"] = scratch_cap();
-    d["total_cap_bytes"] = scratch_total_cap();
-    d["thread_pooled_bytes"] = scratch_thread_pooled();
-    return d;
+    return int_dict({{"hits", s.hits}, {"misses", s.misses}, {"gives", s.gives}, {"drops", s.drops},
+                     {"remote_gives", s.remote_gives}, {"pooled_bytes", s.pooled_bytes},
+                     {"live_bytes", s.live_bytes}, {"cap_bytes", scratch_cap()},
+                     {"total_cap_bytes", scratch_total_cap()},
+                     {"thread_pooled_bytes", scratch_thread_pooled()}});
 }
 
 
 py::object lease_py(const SlotLease& l) {
     if (l.slot < 0) return py::none();
-    py::dict d;
-    d["slot"] = l.slot;
-    d["generation"] = l.generation;
-    d["frame_offset"] = l.frame_offset;
-    d["frame_len"] = l.frame_len;
-    d["payload_offset"] = l.payload_offset;
-    d["payload_len"] = l.payload_len;
-    return d;
+    return int_dict({{"slot", l.slot}, {"generation", l.generation}, {"frame_offset", l.frame_offset},
+                     {"frame_len", l.frame_len}, {"payload_offset", l.payload_offset},
+                     {"payload_len", l.payload_len}});
 }
 
 void bind_slot_arena(py::module_& m) {
@@ -335,17 +331,10 @@ void bind_slot_arena(py::module_& m) {
              "and commits; the lease dict, or None when full.")
         .def("counters", [](const SlotArena& a) {
                  const ArenaCounters c = a.counters();
-                 py::dict d;
-                 d["leased"] = c.leased;
-                 d["committed"] = c.committed;
-                 d["freed"] = c.freed;
-                 d["reaped"] = c.reaped;
-                 d["full"] = c.full;
-                 d["too_large"] = c.too_large;
-                 d["unknown_free"] = c.unknown_free;
-                 d["refused_free"] = c.refused_free;
-                 d["in_use"] = c.in_use;
-                 return d;
+                 return int_dict({{"leased", c.leased}, {"committed", c.committed}, {"freed", c.freed},
+                                  {"reaped", c.reaped}, {"full", c.full}, {"too_large", c.too_large},
+                                  {"unknown_free", c.unknown_free}, {"refused_free", c.refused_free},
+                                  {"in_use", c.in_use}});
              }, "Lifetime counters: leased, committed, freed, reaped, full, too_large, unknown_free,\n"
                 "refused_free, and in_use (slots leased now).");
 }

@@ -191,21 +191,8 @@ def exif_rotated_jpeg(tmp_path_factory, real_images) -> Path:
 # The oracle: transformers' PIL Qwen2-VL processor
 # --------------------------------------------------------------------------------------------
 
-CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+from smg_fast.bench.oracles import HUB_QWEN as QWEN_HF_CONFIGS  # noqa: E402
 
-# Published hub configs of each Qwen family (REFERENCE.md section 1).
-QWEN_HF_CONFIGS = {
-    "qwen2_vl": dict(
-        min_pixels=3136, max_pixels=12845056, patch_size=14, mean=CLIP_MEAN, std=CLIP_STD
-    ),
-    "qwen2_5_vl": dict(
-        min_pixels=3136, max_pixels=12845056, patch_size=14, mean=CLIP_MEAN, std=CLIP_STD
-    ),
-    "qwen3_vl": dict(
-        min_pixels=65536, max_pixels=16777216, patch_size=16, mean=[0.5] * 3, std=[0.5] * 3
-    ),
-}
 QWEN_FAMILIES = tuple(QWEN_HF_CONFIGS)
 
 
@@ -216,29 +203,10 @@ def make_hf_qwen(family: str, *, min_pixels=None, max_pixels=None, patch_size=No
         Qwen2VLImageProcessorPil,
     )
 
-    cfg = dict(QWEN_HF_CONFIGS[family])
-    if min_pixels is not None:
-        cfg["min_pixels"] = min_pixels
-    if max_pixels is not None:
-        cfg["max_pixels"] = max_pixels
-    if patch_size is not None:
-        cfg["patch_size"] = patch_size
-    proc = Qwen2VLImageProcessorPil(
-        size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
-        patch_size=cfg["patch_size"],
-        temporal_patch_size=2,
-        merge_size=2,
-        image_mean=list(cfg["mean"]),
-        image_std=list(cfg["std"]),
-    )
-    # The constructor must really have taken the config (a silently ignored kwarg would make
-    # every parity test compare against the wrong oracle).
-    assert proc.size["shortest_edge"] == cfg["min_pixels"]
-    assert proc.size["longest_edge"] == cfg["max_pixels"]
-    assert proc.patch_size == cfg["patch_size"]
-    assert proc.merge_size == 2 and proc.temporal_patch_size == 2
-    assert list(proc.image_mean) == list(cfg["mean"])
-    assert list(proc.image_std) == list(cfg["std"])
+    from smg_fast.bench.oracles import hf_qwen
+
+    proc = hf_qwen(Qwen2VLImageProcessorPil, family, min_pixels=min_pixels,
+                   max_pixels=max_pixels, patch_size=patch_size)
     assert proc.resample == Image.Resampling.BICUBIC
     assert proc.do_resize and proc.do_rescale and proc.do_normalize and proc.do_convert_rgb
     return proc

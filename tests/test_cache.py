@@ -61,6 +61,20 @@ def test_hits_and_inserts_do_not_copy():
         again.pixels[0, 0] = 1
 
 
+def run_coalesced(cache: PixelCache, worker, n: int, gate: threading.Event) -> None:
+    """n threads run worker; once n - 1 of them wait on the first one's computation, the gate
+    lets that computation finish."""
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 5
+    while cache.stats()["coalesced"] < n - 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    gate.set()
+    for t in threads:
+        t.join()
+
+
 def test_single_flight_threads():
     cache = PixelCache(1 << 20)
     calls = []
@@ -76,15 +90,7 @@ def test_single_flight_threads():
     def worker():
         results.append(cache.get_or_compute("key", compute))
 
-    threads = [threading.Thread(target=worker) for _ in range(16)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 5
-    while cache.stats()["coalesced"] < 15 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    gate.set()
-    for t in threads:
-        t.join()
+    run_coalesced(cache, worker, 16, gate)
     assert len(calls) == 1
     hows = sorted(h for _, h in results)
     assert hows.count(MISS) == 1 and hows.count(COALESCED) == 15
@@ -109,15 +115,7 @@ def test_single_flight_error_reaches_waiters_and_is_not_cached():
         except ValueError as exc:
             errors.append(str(exc))
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 5
-    while cache.stats()["coalesced"] < 3 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    gate.set()
-    for t in threads:
-        t.join()
+    run_coalesced(cache, worker, 4, gate)
     assert errors == ["bad image"] * 4
     assert "k" not in cache
     got, how = cache.get_or_compute("k", lambda: entry(64))  # computed again afterwards

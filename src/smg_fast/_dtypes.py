@@ -16,15 +16,18 @@ DTYPES: dict[str, tuple[_native.DType, np.dtype]] = {
 }
 
 
+# Other spellings of dtype names (torch's, shorthand), for outputs and TensorData alike.
+DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16",
+                 "bf16": "bfloat16", "double": "float64", "long": "int64", "int": "int32"}
+
+
 def parse_dtype(dtype: Any) -> str:
     """Accepts "float32" / "bfloat16" / "float16", numpy dtypes and torch dtypes."""
     name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
     if name is None:
         name = str(dtype)
     name = str(name).removeprefix("torch.")
-    aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
-               "float": "float32"}
-    name = aliases.get(name, name)
+    name = DTYPE_ALIASES.get(name, name)
     if name not in DTYPES:
         raise ValueError(f"unsupported dtype {dtype!r}: use 'float32', 'bfloat16' or 'float16'")
     return name

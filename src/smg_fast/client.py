@@ -158,6 +158,14 @@ class _ClientBase:
         self._channel = self._channel_factory(target, options=_options(max_message_mb))
         self._stub = pb_grpc.PreprocessorStub(self._channel)
 
+    def _request(self, images: Any, model: str | None, dtype: str, transport: str,
+                 min_pixels: int | None, max_pixels: int | None,
+                 request_id: str | None) -> pb.PreprocessRequest:
+        """The PreprocessRequest both clients send (with this host's shm namespace)."""
+        return build_request(images, model=model, dtype=dtype, transport=transport,
+                             min_pixels=min_pixels, max_pixels=max_pixels,
+                             request_id=request_id, namespace=self.namespace)
+
 
 class Client(_ClientBase):
     """Synchronous client. ``timeout`` (seconds) applies to every call unless overridden."""
@@ -169,9 +177,7 @@ class Client(_ClientBase):
                    max_pixels: int | None = None, request_id: str | None = None,
                    as_torch: bool = False, timeout: float | None = None) -> PreprocessResult:
         """Raises grpc.RpcError with the server's status code and message on failure."""
-        req = build_request(images, model=model, dtype=dtype, transport=transport,
-                            min_pixels=min_pixels, max_pixels=max_pixels,
-                            request_id=request_id, namespace=self.namespace)
+        req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id)
         t0 = time.perf_counter()
         resp = self._stub.Preprocess(req, timeout=timeout or self.timeout)
         out = read_response(resp, as_torch=as_torch, puller=self.puller)
@@ -209,9 +215,7 @@ class AsyncClient(_ClientBase):
                          max_pixels: int | None = None, request_id: str | None = None,
                          as_torch: bool = False,
                          timeout: float | None = None) -> PreprocessResult:
-        req = build_request(images, model=model, dtype=dtype, transport=transport,
-                            min_pixels=min_pixels, max_pixels=max_pixels,
-                            request_id=request_id, namespace=self.namespace)
+        req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id)
         t0 = time.perf_counter()
         resp = await self._stub.Preprocess(req, timeout=timeout or self.timeout)
         if any(it.pixel_values.WhichOneof("payload") == "remote" for it in resp.items):

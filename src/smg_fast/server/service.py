@@ -51,6 +51,10 @@ def _forget(exc: BaseException) -> None:
     exc.__traceback__ = None
 
 
+def _exhausted(message: str) -> RequestError:
+    return RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+
+
 def _us(seconds: float) -> int:
     return max(0, int(seconds * 1e6))
 
@@ -229,11 +233,9 @@ class PreprocessService:
                     # URLs together resolve to at most one message's worth.
                     read += len(data)
                     if read > self.config.max_message_bytes:
-                        raise RequestError(
-                            grpc.StatusCode.RESOURCE_EXHAUSTED,
-                            f"item {index}: the request's URLs resolve to more than "
-                            f"{self.config.max_message_mb} MiB (--max-message-mb): send fewer "
-                            "per request")
+                        raise _exhausted(f"item {index}: the request's URLs resolve to more "
+                                         f"than {self.config.max_message_mb} MiB "
+                                         "(--max-message-mb): send fewer per request")
                 it = _Item(index, data, blake3(data).digest())
                 items.append(it)
                 timer.decode += time.perf_counter() - t0
@@ -305,11 +307,10 @@ class PreprocessService:
         total = outcome.output_bytes + nbytes
         try:
             if total > self.config.max_output_bytes:
-                raise RequestError(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"item {it.index}: the request's outputs would be {total / 2**20:.1f} MiB, "
-                    f"over this server's limit of {self.config.max_output_mb} MiB per request "
-                    "(--max-output-mb): send fewer or smaller images per request")
+                raise _exhausted(f"item {it.index}: the request's outputs would be "
+                                 f"{total / 2**20:.1f} MiB, over this server's limit of "
+                                 f"{self.config.max_output_mb} MiB per request "
+                                 "(--max-output-mb): send fewer or smaller images per request")
             inline = self.delivery.check_room(nbytes, shm_ok, inline_budget, outcome)
         except RequestError:
             planned.close()
