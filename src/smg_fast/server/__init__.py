@@ -4,7 +4,8 @@ Embedding: ``await Server(ServerConfig(...)).start()`` on your event loop, or
 ``BackgroundServer(config)`` on a thread of its own.
 """
 
-from .app import SERVICE_NAME, BackgroundServer, Server, serve
+from .app import SERVICE_NAME, Server, serve
+from .background import BackgroundServer
 from .config import ServerConfig, config_from_args
 
 __all__ = ["SERVICE_NAME", "BackgroundServer", "Server", "ServerConfig", "config_from_args",
