@@ -24,7 +24,7 @@ import time
 import numpy as np
 import pytest
 
-from smg_fast.rdma.nixl import NIXL_MODULES
+from smg_fast.transport.rdma.nixl import NIXL_MODULES
 
 MiB = 1 << 20
 SIZES_MB = (1, 8, 24, 32)  # 24 MiB: a 1080p image in bfloat16
@@ -51,7 +51,7 @@ def peer():
 
 @pytest.fixture(scope="module")
 def puller():
-    from smg_fast.rdma import Puller
+    from smg_fast.transport.rdma import Puller
 
     with Puller(slots=2, slot_bytes=33 * MiB) as p:
         yield p
@@ -84,7 +84,7 @@ def test_payload_rdma(benchmark, peer, puller, mb):
 def test_payload_shm(benchmark, peer, mb):
     from smg_fast._proto import tensor_pb2
     from smg_fast.bench.rdma_peer import payload
-    from smg_fast.tensors import read_tensor
+    from smg_fast.transport.tensors import read_tensor
 
     nbytes = mb * MiB
 
@@ -105,7 +105,7 @@ def test_payload_shm(benchmark, peer, mb):
 @pytest.mark.parametrize("mb", SIZES_MB)
 def test_payload_inline(benchmark, mb):
     from smg_fast._proto import tensor_pb2
-    from smg_fast.tensors import read_tensor
+    from smg_fast.transport.tensors import read_tensor
 
     data = np.random.default_rng(mb).integers(0, 256, mb * MiB, dtype=np.uint8)
     wire = tensor_pb2.TensorData(shape=[data.size], dtype="uint8",
@@ -149,7 +149,7 @@ def jpeg_1080p():
 @pytest.mark.parametrize("transport", ["rdma", "shm"])
 def test_e2e_1080p(benchmark, server_target, jpeg_1080p, transport, dtype):
     from smg_fast.client import Client
-    from smg_fast.rdma import Puller
+    from smg_fast.transport.rdma import Puller
 
     with Puller(slots=2, slot_bytes=64 * MiB) as p, Client(server_target, puller=p) as c:
         out = c.preprocess(jpeg_1080p, transport=transport, dtype=dtype)

@@ -324,7 +324,7 @@ def shm_files() -> set[str]:
     import os
     import re
 
-    from smg_fast.shm_owner import pid_alive
+    from smg_fast.transport.shm_owner import pid_alive
 
     pids = {os.getpid(), *OUR_PIDS}
     pattern = re.compile(r"^smg-fast-(\d+)-")
@@ -369,7 +369,7 @@ def _pool_ready() -> set[str]:
     """Segments servers in this process hold ready in their pools (owned, not leaked)."""
     import sys
 
-    pool = sys.modules.get("smg_fast.shm_pool")
+    pool = sys.modules.get("smg_fast.transport.shm_pool")
     return pool.ready_segment_names() if pool is not None else set()
 
 

@@ -16,9 +16,9 @@ import pytest
 pytest.importorskip("grpc")
 
 from smg_fast.client import Client  # noqa: E402
-from smg_fast.rdma import preflight  # noqa: E402
 from smg_fast.server import rdma_lane  # noqa: E402
 from smg_fast.server.config import ServerConfig  # noqa: E402
+from smg_fast.transport.rdma import preflight  # noqa: E402
 
 
 def _wait(pred, timeout: float = 20.0) -> bool:
@@ -112,8 +112,8 @@ def test_close_during_start_does_not_wait_and_closes_the_late_exporter(monkeypat
 import selectors  # noqa: E402
 import socket  # noqa: E402
 
-from smg_fast.rdma.exporter import MAX_METADATA_PER_PEER, MetadataServer  # noqa: E402
-from smg_fast.rdma.nixl import MAGIC  # noqa: E402
+from smg_fast.transport.rdma.metadata_server import MAX_METADATA_PER_PEER, MetadataServer  # noqa: E402
+from smg_fast.transport.rdma.nixl import MAGIC  # noqa: E402
 
 ANSWER = MAGIC + b"\x00" * 8 + b"metadata answer"
 

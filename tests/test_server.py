@@ -206,7 +206,7 @@ def test_reflection_only_client(server, small_jpegs, ours):
         ProtoReflectionDescriptorDatabase,
     )
 
-    from smg_fast.tensors import read_tensor
+    from smg_fast.transport.tensors import read_tensor
 
     with grpc.insecure_channel(server.target) as ch:
         db = ProtoReflectionDescriptorDatabase(ch)
@@ -220,7 +220,7 @@ def test_reflection_only_client(server, small_jpegs, ours):
         call = ch.unary_unary(f"/{SERVICE_NAME}/Preprocess",
                               request_serializer=Req.SerializeToString,
                               response_deserializer=Resp.FromString)
-        from smg_fast.tensors import shm_namespace
+        from smg_fast.transport.tensors import shm_namespace
 
         for transport in ("inline", "shm"):
             req = Req(model="qwen2_vl", dtype="bfloat16", transport=transport,
@@ -273,7 +273,7 @@ def test_sweeps_dead_segments_at_start(start_server, tmp_path):
     import subprocess
     import sys
 
-    from smg_fast import shm
+    from smg_fast.transport import shm
 
     pid = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                              capture_output=True, text=True, check=True).stdout)

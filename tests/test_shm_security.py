@@ -25,11 +25,11 @@ import grpc  # noqa: E402
 from conftest import encode  # noqa: E402
 from test_server_process import free_port, wait_serving  # noqa: E402
 
-from smg_fast import shm  # noqa: E402
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc  # noqa: E402
 from smg_fast._proto import tensor_pb2  # noqa: E402
 from smg_fast.client import Client, build_request, read_response  # noqa: E402
-from smg_fast.tensors import (  # noqa: E402
+from smg_fast.transport import shm  # noqa: E402
+from smg_fast.transport.tensors import (  # noqa: E402
     UntrustedSegmentError,
     read_tensor,
     shm_namespace,
@@ -365,7 +365,7 @@ def test_read_tensor_refuses_foreign_files_without_mapping_or_unlinking(tmp_path
 
 _PRODUCER = """
 import sys, time
-from smg_fast.shm import ShmRegistry
+from smg_fast.transport.shm import ShmRegistry
 reg = ShmRegistry(sys.argv[1])
 print(" ".join(reg.write(4096, lambda s: None) for _ in range(3)), flush=True)
 time.sleep(120)
@@ -472,7 +472,7 @@ def test_a_killed_server_process_is_swept_and_a_live_one_is_not(small_jpegs, shm
 
 
 def test_pool_backs_off_and_gives_up_a_size_it_cannot_make(tmpfs, caplog):
-    from smg_fast.shm_pool import SegmentPool
+    from smg_fast.transport.shm_pool import SegmentPool
 
     d = tmpfs(4)
     pool = SegmentPool(64 << 20, d, quiet_s=0.0, backoff_s=0.01, max_failures=3)
@@ -556,7 +556,7 @@ def test_same_uid_attacker_truncating_segments_cannot_crash_the_server(
     reads back exact."""
     import threading
 
-    from smg_fast.tensors import TensorError
+    from smg_fast.transport.tensors import TensorError
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", _ATTACKED_SERVER, str(port), shm_subdir,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from smg_fast import _native
-from smg_fast.rdma.descriptor import Descriptor, check_frame
-from smg_fast.rdma.errors import DescriptorError, StaleSlotError
+from smg_fast.transport.rdma.descriptor import Descriptor, check_frame
+from smg_fast.transport.rdma.errors import DescriptorError, StaleSlotError
 
 MiB = 1 << 20
 
@@ -302,8 +302,8 @@ _LEASE_WITHOUT_RANDOMNESS = r"""
 import os
 import numpy as np
 from smg_fast import _native
-from smg_fast.rdma.errors import ExportRefused
-from smg_fast.rdma.exporter import call_arena
+from smg_fast.transport.rdma.errors import ExportRefused
+from smg_fast.transport.rdma.exporter import call_arena
 
 arena = _native.SlotArena(1, 65536, 30.0)
 os.environ["SMG_TEST_GETRANDOM_FAIL"] = "1"

@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("google.protobuf")
 
-from smg_fast import shm, tensors  # noqa: E402
 from smg_fast._proto import tensor_pb2  # noqa: E402
-from smg_fast.tensors import (  # noqa: E402
+from smg_fast.transport import shm, tensors  # noqa: E402
+from smg_fast.transport.tensors import (  # noqa: E402
     ShmRegistry,
     TensorError,
     read_tensor,
@@ -225,7 +225,7 @@ def _wait(cond, timeout=10.0):
 
 
 def test_segment_pool_serves_exact_sized_prefaulted_segments(ours, real_images):
-    from smg_fast.shm_pool import SegmentPool, ready_segment_names
+    from smg_fast.transport.shm_pool import SegmentPool, ready_segment_names
 
     pool = SegmentPool(64 << 20, quiet_s=0.0)
     try:

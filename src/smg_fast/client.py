@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ._proto import preprocessor_pb2 as pb
 from ._proto import preprocessor_pb2_grpc as pb_grpc
-from .tensors import read_tensor, shm_namespace
+from .transport.tensors import read_tensor, shm_namespace
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -108,7 +108,7 @@ def build_request(images: Any, *, model: str | None = None, dtype: str = "float3
 def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
                   puller: Any = None) -> PreprocessResult:
     """Materializes every item (mapping and unlinking shm segments, pulling rdma handles with
-    ``puller``, default :func:`smg_fast.rdma.default_puller`)."""
+    ``puller``, default :func:`smg_fast.transport.rdma.default_puller`)."""
     items = []
     for it in resp.items:
         items.append(PreprocessedImage(
@@ -149,7 +149,7 @@ class _ClientBase:
     def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
                  timeout: float | None = None, puller: Any = None) -> None:
         """``timeout`` (seconds) applies to every call unless overridden. ``puller``: the
-        :class:`smg_fast.rdma.Puller` for transport "rdma" (default: the process-wide one,
+        :class:`smg_fast.transport.rdma.Puller` for transport "rdma" (default: the process-wide one,
         created on first use)."""
         self.target = target
         self.timeout = timeout
@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {args.target}: {exc.code().name}: {exc.details()}", file=sys.stderr)
             return 1
         if info.get("rdma_available") and args.transport == "rdma":
-            from .rdma import Puller, RdmaError
+            from .transport.rdma import Puller, RdmaError
 
             try:  # made before the first timed request, with slots the server's tensors fit
                 client.puller = Puller(slots=1, slot_bytes=int(info["rdma_max_bytes"]) + 4096)

@@ -47,7 +47,7 @@ async def run_load(target: str, images: list[bytes], *, concurrency: int, second
         if transport == "rdma":
             info = await client.model_info()
             if info.get("rdma_available"):
-                from ..rdma import Puller
+                from ..transport.rdma import Puller
 
                 # One landing slot per worker, each fitting the server's largest tensor.
                 client.puller = Puller(slots=concurrency,

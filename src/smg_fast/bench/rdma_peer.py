@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from smg_fast.rdma import TRANSPORT, Exporter, ExportRefused
-from smg_fast.shm import ShmRegistry
-from smg_fast.tensors import to_tensor_data
+from smg_fast.transport.rdma import TRANSPORT, Exporter, ExportRefused
+from smg_fast.transport.shm import ShmRegistry
+from smg_fast.transport.tensors import to_tensor_data
 
 
 def payload(nbytes: int, seed: int) -> np.ndarray:

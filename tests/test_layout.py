@@ -1,0 +1,170 @@
+"""The package's shape: no import cycle between modules of src/smg_fast, the transport layer below
+the server and the processors, and the old flat paths (smg_fast.shm, smg_fast.rdma ...) still the
+same module objects as their new homes in smg_fast.transport.
+
+Imports are read with ast, lazy ones (inside functions) included: a lazy import still ties two
+modules together, it only hides the cycle until the function runs."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = "smg_fast"
+MAX_LINES = 450
+
+# Old flat path -> new home. Each old path must be the very same module object.
+COMPAT = {
+    "smg_fast.shm": "smg_fast.transport.shm",
+    "smg_fast.shm_pool": "smg_fast.transport.shm_pool",
+    "smg_fast.shm_owner": "smg_fast.transport.shm_owner",
+    "smg_fast.tensors": "smg_fast.transport.tensors",
+    **{f"smg_fast.rdma.{m}": f"smg_fast.transport.rdma.{m}"
+       for m in ("descriptor", "errors", "exporter", "nixl", "notifier", "preflight", "puller")},
+}
+
+
+def module_names(root: Path, package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py and extension module under root/package (a
+    package is its __init__)."""
+    out = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    for path in (root / package).rglob("*.so"):  # extension modules: leaves (name.<abi>.so)
+        rel = path.relative_to(root)
+        out.setdefault(".".join([*rel.parent.parts, path.name.split(".")[0]]), path)
+    return out
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in its body). ``from X import y``
+    counts as importing X.y when that is a module, else X; a package's own submodules being
+    loaded through it (the implicit parent import) is not an edge."""
+    mods = module_names(root, package)
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        if path.suffix == ".so":
+            graph[name] = set()
+            continue
+        is_pkg = path.name == "__init__.py"
+        here = name.split(".") if is_pkg else name.split(".")[:-1]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base_parts = here[:len(here) - node.level + 1]
+                    base = ".".join(base_parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                           for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in mods:  # import a.b.c of a module a.b: the module a.b
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    deps.add(t)
+        graph[name] = deps
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path = [start]
+        stack = [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(import_graph(SRC, PACKAGE))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
+    """The checker itself: a cycle through a lazy relative import and a ``from . import m`` is
+    found; the same package without it is clean."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from .a import A\n")
+    (pkg / "sub" / "a.py").write_text("from .. import b\nA = 1\n")
+    (pkg / "b.py").write_text("def f():\n    from .sub.a import A\n    return A\n")
+    cycle = find_cycle(import_graph(tmp_path, "pkg"))
+    assert cycle is not None and set(cycle) == {"pkg.sub.a", "pkg.b"}
+    (pkg / "b.py").write_text("def f():\n    return 1\n")
+    assert find_cycle(import_graph(tmp_path, "pkg")) is None
+
+
+def test_transport_stands_below_server_and_processors():
+    """transport never imports the server, the processors, or the compatibility paths (which
+    import transport back)."""
+    graph = import_graph(SRC, PACKAGE)
+    banned = ("smg_fast.server", "smg_fast.processors", "smg_fast.rdma", *COMPAT)
+    bad = {mod: sorted(d for d in deps if d.startswith(banned) and d not in ("smg_fast",))
+           for mod, deps in graph.items() if mod.startswith("smg_fast.transport")}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"transport imports upward: {bad}"
+
+
+def test_transport_files_stay_small():
+    long = {str(p.relative_to(SRC)): n for p in (SRC / PACKAGE / "transport").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+@pytest.mark.parametrize("old", sorted(COMPAT))
+def test_old_paths_are_the_new_modules(old):
+    assert importlib.import_module(old) is importlib.import_module(COMPAT[old])
+
+
+def test_old_rdma_package_reexports_the_same_objects():
+    old = importlib.import_module("smg_fast.rdma")
+    new = importlib.import_module("smg_fast.transport.rdma")
+    assert old.__all__ == new.__all__
+    for name in new.__all__:
+        assert getattr(old, name) is getattr(new, name), name
+    from smg_fast.tensors import TensorError
+    from smg_fast.transport.errors import TensorError as NewTensorError
+    assert TensorError is NewTensorError and issubclass(old.DescriptorError, TensorError)
+
+
+@pytest.mark.parametrize("path", ["smg_fast.rdma.preflight", "smg_fast.transport.rdma.preflight"])
+def test_preflight_runs_under_both_paths(path):
+    """The server runs the preflight as ``python -m``; the old path must still print its line."""
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", path], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert isinstance(result.get("ok"), bool)
