@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from .. import scratch_stats
 from .._proto import preprocessor_pb2 as pb
 from ..cache import PixelCache
-from ..shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
+from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .admission import Admission
 from .config import ServerConfig
 from .errors import RequestError

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from PIL import Image
 
 from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
-from ..rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
-from ..rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
+from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
 
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
 LOG_LEVELS = ("debug", "info", "warning", "error")

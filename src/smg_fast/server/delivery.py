@@ -17,9 +17,9 @@ import numpy as np
 from .._proto import tensor_pb2
 from ..cache import CacheEntry
 from ..processors.base import PreparedBatch
-from ..rdma import TRANSPORT as RDMA_TRANSPORT
-from ..rdma import Descriptor, ExportRefused
-from ..shm import ShmQuotaError, ShmRegistry, owner_id
+from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
+from ..transport.rdma import Descriptor, ExportRefused
+from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
 from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics

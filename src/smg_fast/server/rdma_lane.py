@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..rdma import Descriptor, Exporter, ExportLease, ExportRefused, RdmaUnavailable
-from ..rdma.preflight import run_preflight
+from ..transport.rdma import Descriptor, Exporter, ExportLease, ExportRefused, RdmaUnavailable
+from ..transport.rdma.preflight import run_preflight
 from .config import ServerConfig
 
 log = logging.getLogger("smg_fast.server")

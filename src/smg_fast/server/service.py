@@ -26,7 +26,7 @@ from .._proto import preprocessor_pb2 as pb
 from ..cache import CacheEntry, PixelCache, cache_key
 from ..errors import InvalidImageError
 from ..processors import Processor
-from ..shm import ShmRegistry
+from ..transport.shm import ShmRegistry
 from .config import TRANSPORTS, ServerConfig
 from .delivery import OVERHEAD, Delivery, Outcome, Tensor, Timer
 from .errors import RequestError, StoppedError

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._dtypes import DTYPE_ALIASES
 from .errors import TensorError
 
 # TensorData dtype names -> numpy dtype holding the bytes (bfloat16: raw bits in uint16).
@@ -20,14 +21,12 @@ TENSOR_DTYPES: dict[str, np.dtype] = {
     "uint8": np.dtype("u1"),
     "bool": np.dtype("?"),
 }
-_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64",
-            "int": "int32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
 def tensor_dtype(name: str) -> tuple[str, np.dtype]:
     """(canonical name, numpy dtype) for a TensorData dtype string (``torch.`` prefix allowed)."""
     key = str(name).removeprefix("torch.")
-    key = _ALIASES.get(key, key)
+    key = DTYPE_ALIASES.get(key, key)
     if key not in TENSOR_DTYPES:
         raise TensorError(f"unsupported tensor dtype {name!r}; known: {sorted(TENSOR_DTYPES)}")
     return key, TENSOR_DTYPES[key]
