@@ -47,10 +47,12 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
     return out
 
 
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+def import_graph(root: Path, package: str,
+                 missing: list[str] | None = None) -> dict[str, set[str]]:
     """Module -> the package's modules it imports (anywhere in its body). ``from X import y``
     counts as importing X.y when that is a module, else X; a package's own submodules being
-    loaded through it (the implicit parent import) is not an edge."""
+    loaded through it (the implicit parent import) is not an edge. Imports of the package's
+    modules that do not exist (a relative import one level off) go to ``missing``."""
     mods = module_names(root, package)
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
@@ -63,6 +65,7 @@ def import_graph(root: Path, package: str) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
+                wanted = targets
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base_parts = here[:len(here) - node.level + 1]
@@ -71,8 +74,12 @@ def import_graph(root: Path, package: str) -> dict[str, set[str]]:
                     base = node.module or ""
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
                            for a in node.names]
+                wanted = [base]
             else:
                 continue
+            if missing is not None:
+                missing += [f"{name}:{node.lineno} imports {w}" for w in wanted
+                            if w.split(".")[0] == package and w not in mods]
             for t in targets:
                 while t and t not in mods:  # import a.b.c of a module a.b: the module a.b
                     t = t.rpartition(".")[0]
@@ -110,6 +117,14 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def test_every_import_of_the_package_resolves():
+    """Lazy imports run only when their function does: one that names a module that does not
+    exist (``from .._dtypes`` one package too shallow after a move) is caught here."""
+    missing: list[str] = []
+    import_graph(SRC, PACKAGE, missing)
+    assert not missing, missing
+
+
 def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
     """The checker itself: a cycle through a lazy relative import and a ``from . import m`` is
     found; the same package without it is clean."""
@@ -121,8 +136,10 @@ def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
     (pkg / "b.py").write_text("def f():\n    from .sub.a import A\n    return A\n")
     cycle = find_cycle(import_graph(tmp_path, "pkg"))
     assert cycle is not None and set(cycle) == {"pkg.sub.a", "pkg.b"}
-    (pkg / "b.py").write_text("def f():\n    return 1\n")
-    assert find_cycle(import_graph(tmp_path, "pkg")) is None
+    (pkg / "b.py").write_text("def f():\n    from .gone import A\n    return A\n")
+    missing: list[str] = []
+    assert find_cycle(import_graph(tmp_path, "pkg", missing)) is None
+    assert missing == ["pkg.b:2 imports pkg.gone"]
 
 
 def test_transport_stands_below_server_and_processors():

@@ -22,7 +22,7 @@ from smg_fast.bench.rdma_peer import payload
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller, PullError, StaleSlotError
 
-pytest_plugins = ["rdma_common"]  # the peers and puller fixtures
+pytest_plugins = ["rdma_fixtures"]  # the peers and puller fixtures
 
 
 def test_recycled_slot_is_detected_not_returned(peers, puller):

@@ -19,7 +19,7 @@ from smg_fast.bench.rdma_peer import payload
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller
 
-pytest_plugins = ["rdma_common"]  # the peers and puller fixtures
+pytest_plugins = ["rdma_fixtures"]  # the peers and puller fixtures
 
 
 @pytest.mark.parametrize("op", ["export", "copy_in"])

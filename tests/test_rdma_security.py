@@ -20,7 +20,7 @@ from smg_fast.bench.rdma_peer import payload
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import Puller, PullError, StaleSlotError
 
-pytest_plugins = ["rdma_common"]  # the peers and puller fixtures
+pytest_plugins = ["rdma_fixtures"]  # the peers and puller fixtures
 
 
 def _handle(desc: rdma.Descriptor) -> tensor_pb2.RemoteTensorHandle:

@@ -20,7 +20,7 @@ from test_server_process import free_port, wait_serving
 from smg_fast.client import Client
 from smg_fast.transport.rdma import Puller, PullError
 
-pytest_plugins = ["rdma_common"]  # the peers and puller fixtures
+pytest_plugins = ["rdma_fixtures"]  # the peers and puller fixtures
 
 
 @pytest.fixture(scope="module")

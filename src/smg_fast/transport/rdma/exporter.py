@@ -25,7 +25,11 @@ import numpy as np
 from ... import _native
 from .descriptor import TRANSPORT, Descriptor
 from .errors import ExportRefused, RdmaUnavailable
-from .metadata_server import MetadataServer
+from .metadata_server import (  # noqa: F401  (the caps: their old home)
+    MAX_METADATA_CONNECTIONS,
+    MAX_METADATA_PER_PEER,
+    MetadataServer,
+)
 from .nixl import load_nixl, make_agent, metadata_answer, register
 
 log = logging.getLogger("smg_fast.rdma")

@@ -130,7 +130,7 @@ class Puller:
         if cast is not None:
             return cast_result(arr, dtype_name, cast, as_torch)
         if as_torch:
-            from .._dtypes import to_torch
+            from ..._dtypes import to_torch
 
             return to_torch(arr, dtype_name)
         return arr
