@@ -4,7 +4,6 @@ imported by name, so pytest can rewrite its asserts and no test signature shadow
 from __future__ import annotations
 
 import pytest
-from rdma_common import MiB
 
 from smg_fast.bench.rdma_peer import PeerProcess
 from smg_fast.transport.rdma import Puller
@@ -28,5 +27,5 @@ def peers():
 
 @pytest.fixture(scope="module")
 def puller():
-    with Puller(slots=4, slot_bytes=32 * MiB, timeout_s=10) as p:
+    with Puller(slots=4, slot_bytes=32 << 20, timeout_s=10) as p:
         yield p
