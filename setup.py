@@ -25,6 +25,8 @@ VERSION = re.search(r'__version__ = "([^"]+)"',
 ext = Pybind11Extension(
     "smg_fast._native",
     sorted(glob("csrc/*.cpp")),
+    # a header or the version changing rebuilds everything (the version is compiled in)
+    depends=[*sorted(glob("csrc/*.hpp")), "src/smg_fast/_version.py"],
     include_dirs=["csrc"],
     cxx_std=17,
     extra_compile_args=CXX_FLAGS,

@@ -14,3 +14,18 @@ def test_extension_and_metadata_carry_the_package_version() -> None:
     except metadata.PackageNotFoundError:  # run from a source tree (PYTHONPATH=src)
         return
     assert installed == smg_fast.__version__
+
+
+def test_a_stale_extension_is_refused_by_name() -> None:
+    """An extension of another version (and without today's bindings) fails the import with the
+    rebuild advice, not with a missing attribute somewhere."""
+    import subprocess
+    import sys
+
+    code = ("import sys, types; m = types.ModuleType('smg_fast._native'); "
+            "m.__version__ = '0.0.1'; sys.modules['smg_fast._native'] = m; import smg_fast")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode != 0
+    assert "ImportError: smg_fast._native was built for version 0.0.1" in out.stderr
+    assert "build_ext --inplace --force" in out.stderr

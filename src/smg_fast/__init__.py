@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _native
-from ._version import __version__
+from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
 from .config import ProcessorConfig
 from .errors import InvalidImageError, OutputTooLargeError
 from .processors import (
@@ -23,12 +23,6 @@ from .processors import (
     load_processor,
 )
 from .resample import pillow_pass_order, resize
-
-if getattr(_native, "__version__", None) != __version__:
-    raise ImportError(
-        f"smg_fast._native was built for version {getattr(_native, '__version__', 'unknown')}, "
-        f"but the Python package is {__version__}: rebuild it (pip install . or python setup.py "
-        "build_ext --inplace)")
 
 
 def set_num_threads(n: int | None) -> None:

@@ -49,6 +49,7 @@ class Outcome:
     caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
+    shm_bytes: int = 0  # of which planned to go by shm
 
 
 @dataclass
@@ -107,23 +108,25 @@ class Delivery:
     # ---- before anything is decoded ----
 
     def check_room(self, nbytes: int, shm_ok: bool, inline_budget: int,
-                   outcome: Outcome) -> bool:
-        """Whether a tensor of nbytes will go inline (neither rdma nor shm takes it); raises
-        RequestError when it could go nowhere: too big for what is left of the response, and
-        no other transport has room. The check after computing stays the authority: room may
-        come or go meanwhile."""
+                   outcome: Outcome) -> str:
+        """The transport a tensor of nbytes is planned for ("rdma", "shm" or "inline"), given
+        what the request's earlier items already planned; raises RequestError when it could go
+        nowhere: too big for what is left of the response, and no other transport has room.
+        The check after computing stays the authority: room may come or go meanwhile."""
         if self._rdma_possible(nbytes, outcome.transport):
-            return False
+            return "rdma"
         if not self._to_shm(nbytes, shm_ok):
             if nbytes > inline_budget:
                 refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
                 self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
-            return True
+            return "inline"
+        over = self.registry.would_fit(outcome.shm_bytes + nbytes, outcome.caller)
+        if not over:
+            outcome.shm_bytes += nbytes
+            return "shm"
         if nbytes > inline_budget:
-            over = self.registry.would_fit(nbytes, outcome.caller)
-            if over:
-                self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
-        return False
+            self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
+        return "inline"  # no shm room for it: it will fall back inline
 
     # ---- the one delivery step ----
 
@@ -161,10 +164,13 @@ class Delivery:
         if name is not None:
             self._set_shm(out.pixel_values, name, t.shape, dtype, t.nbytes)
         else:
+            computing = t.pixels is None
             px = t.array()
-            wrote = time.perf_counter() - t0
+            wrote = time.perf_counter() - t0 if computing else 0.0
             self._set_inline(out.pixel_values, px, dtype)
             inline_budget -= t.nbytes
+        if t.batch is None:  # copying a computed tensor in is transport, not preprocessing
+            wrote = 0.0
         self._finish(out, t, kind, pre + wrote, time.perf_counter() - t0 - wrote, timer)
         return inline_budget
 

@@ -311,13 +311,13 @@ class PreprocessService:
                                  f"{total / 2**20:.1f} MiB, over this server's limit of "
                                  f"{self.config.max_output_mb} MiB per request "
                                  "(--max-output-mb): send fewer or smaller images per request")
-            inline = self.delivery.check_room(nbytes, shm_ok, inline_budget, outcome)
+            kind = self.delivery.check_room(nbytes, shm_ok, inline_budget, outcome)
         except RequestError:
             planned.close()
             raise
         outcome.output_bytes = total
         it.planned = planned
-        return inline_budget - nbytes if inline else inline_budget
+        return inline_budget - nbytes if kind == "inline" else inline_budget
 
     def _prepare(self, it: _Item, timer: Timer) -> Any:
         """Decodes the item _admit planned."""

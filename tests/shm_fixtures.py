@@ -1,0 +1,39 @@
+"""Fixtures of the shm security tests, loaded with ``pytest_plugins = ["shm_fixtures"]``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Factory: tmpfs(size_mb) -> a private tmpfs mount (root only), unmounted at the end."""
+    mounts = []
+
+    def make(size_mb: int) -> str:
+        d = tmp_path / f"tmpfs{len(mounts)}"
+        d.mkdir()
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs",
+                              str(d)], capture_output=True, text=True)
+        if res.returncode != 0:
+            pytest.skip(f"cannot mount a private tmpfs: {res.stderr.strip()}")
+        mounts.append(str(d))
+        return str(d)
+
+    yield make
+    for d in mounts:  # lazy: this process keeps its liveness lock file there open
+        subprocess.run(["umount", "-l", d], check=False)
+
+
+@pytest.fixture
+def shm_subdir():
+    """A private directory on the real /dev/shm tmpfs (sweeps there touch nothing else)."""
+    d = os.path.join("/dev/shm", f"smg-fast-test-{uuid.uuid4().hex[:12]}")
+    os.mkdir(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
