@@ -71,7 +71,10 @@ void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h
             py::array dst, int64_t offset) {
     const ImageView in = image_view(src, "run");
     const int esize = dtype_size(pl.dtype());
-    if (dst.itemsize() != esize || !(dst.flags() & py::array::c_style) || !dst.writeable())
+    // bfloat16 travels as its raw bits (uint16): no numpy bfloat16 exists
+    const char kind = pl.dtype() == DType::BFloat16 ? 'u' : 'f';
+    if (dst.itemsize() != esize || dst.dtype().kind() != kind || !(dst.flags() & py::array::c_style) ||
+        !dst.writeable())
         throw py::value_error("run: dst must be a writable C-contiguous array of the output dtype");
     const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w);
     if (offset < 0 || offset > dst.size() || dst.size() - offset < need)

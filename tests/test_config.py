@@ -276,7 +276,7 @@ def test_overrides_on_family(smg):
 
 
 # ---------------------------------------------------------------------------------------------
-# Token arithmetic (no pixels): REFERENCE worked examples, checked against transformers
+# Token arithmetic (no pixels): worked examples of transformers' smart_resize, checked against transformers
 # ---------------------------------------------------------------------------------------------
 
 WORKED = [

@@ -1,5 +1,5 @@
 """Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream PIL/NumPy algorithm
-(REFERENCE.md section 3), re-implemented here in plain NumPy + Pillow as the oracle."""
+(the upstream MoonViT preprocessing code), re-implemented here in plain NumPy + Pillow as the oracle."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def check_kimi(assert_equal):
 
 
 # ---------------------------------------------------------------------------------------------
-# The oracle itself: the worked example from REFERENCE.md
+# The oracle itself: the worked example of the upstream navit resize (600x400 -> 616x420)
 # ---------------------------------------------------------------------------------------------
 
 

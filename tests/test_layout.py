@@ -153,10 +153,15 @@ def test_transport_stands_below_server_and_processors():
     assert not bad, f"transport imports upward: {bad}"
 
 
-def test_transport_files_stay_small():
-    long = {str(p.relative_to(SRC)): n for p in (SRC / PACKAGE / "transport").rglob("*.py")
+def test_no_file_grows_past_the_limit():
+    """Files are about one thing (DESIGN.md): none of the project's sources or tests passes
+    MAX_LINES; generated stubs are exempt."""
+    root = SRC.parent
+    files = [p for d in ("src", "tests", "bench", "csrc") for p in (root / d).rglob("*")
+             if p.suffix in (".py", ".cpp", ".hpp") and "_proto" not in p.parts]
+    long = {str(p.relative_to(root)): n for p in files
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert not long, f"over {MAX_LINES} lines: {long}"
+    assert files and not long, f"over {MAX_LINES} lines: {long}"
 
 
 @pytest.mark.parametrize("old", sorted(COMPAT))

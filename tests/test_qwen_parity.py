@@ -267,7 +267,7 @@ def test_min_max_pixel_thresholds(qwen_family, case, real_images, ours, hf_qwen,
 
 
 def test_max_branch_has_no_recheck(ours):
-    """REFERENCE: no re-check after the max branch; 28x5600 with max 64*28^2 stays over max."""
+    """no re-check after the max branch; 28x5600 with max 64*28^2 stays over max."""
     proc = ours("qwen2_vl", min_pixels=16 * 784, max_pixels=64 * 784)
     rh, rw = smart_resize(5600, 28, factor=28, min_pixels=16 * 784, max_pixels=64 * 784)
     assert rh * rw > 64 * 784

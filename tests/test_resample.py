@@ -161,7 +161,7 @@ def test_pillow_pass_order_reports_installed_pillow(smg):
 
 
 def test_pass_orders_differ_on_real_photo(smg, real_images):
-    """REFERENCE: 640x427 -> 644x420 differs between the two orders (vertical first in 13.0)."""
+    """640x427 -> 644x420 differs between the two orders (vertical first in 13.0)."""
     arr = real_images.rgb_array("rocket")
     assert arr.shape[:2] == (427, 640)
     size = (644, 420)

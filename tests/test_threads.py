@@ -105,7 +105,8 @@ def test_concurrent_python_threads(big_photo, real_images, ours, smg, restore_th
     assert not errors, errors
 
 
-def test_scratch_pools_reused(real_images, ours, smg):
+def test_scratch_pools_reused(real_images, ours, smg, restore_threads):
+    smg.set_num_threads(1)  # one native thread: every buffer comes from this thread's pool
     proc = ours("qwen2_vl")
     image = real_images.open("grace_hopper")
     proc(image.copy(), return_tensors="np")  # warm: sizes seen once

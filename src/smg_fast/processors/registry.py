@@ -107,7 +107,8 @@ def _family_of_folder(folder: str, pre: dict[str, Any]) -> Family:
             known = sorted(t for f in _FAMILIES.values() for t in f.model_types)
             raise ValueError(f"{cfg_path}: unsupported model_type {model_type!r}; "
                              f"supported: {known}")
-    for fam in _FAMILIES.values():
+    # unambiguous formats first (Kimi's media_proc_cfg wins over a Qwen processor type)
+    for fam in sorted(_FAMILIES.values(), key=lambda f: not f.unambiguous):
         if fam.recognizes(pre):
             return fam
     raise ValueError(f"{folder}: cannot tell the model family (no config.json model_type and "

@@ -4,6 +4,7 @@ environment variable, else the built-in default shown in ``--help``."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from PIL import Image
 
 from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
+from ..processors import FAMILIES
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
 
@@ -98,6 +100,12 @@ class ServerConfig:
         return normalize_formats(self.image_formats)
 
     def validate(self) -> ServerConfig:
+        floats = {"--drain-timeout-s": self.drain_timeout_s, "--shm-ttl-s": self.shm_ttl_s,
+                  "--rdma-slot-ttl-s": self.rdma_slot_ttl_s,
+                  "--single-flight-wait-s": self.single_flight_wait_s}
+        for flag, value in floats.items():
+            if not math.isfinite(value):
+                raise ValueError(f"{flag} must be a finite number, got {value}")
         if not self.models:
             raise ValueError("at least one --model is needed")
         names = [n for n, _ in self.models]
@@ -237,6 +245,7 @@ ALIASES: dict[str, tuple[str, Callable[[str], object] | None]] = {
     "SMG_FAST_RDMA_LISTEN_HOST": ("SMG_RDMA_LISTEN_IP", None),
     "SMG_FAST_RDMA_LISTEN_PORT": ("SMG_RDMA_LISTEN_PORT", None),
     "SMG_FAST_RDMA_SLOTS": ("SMG_RDMA_POOL_SLOTS", None),
+    "SMG_FAST_RDMA_SLOT_TTL_S": ("SMG_RDMA_SLOT_TTL_S", None),
     "SMG_FAST_RDMA_SLOT_MB": ("SMG_RDMA_SLOT_BYTES", _bytes_to_mib),  # bytes there
 }
 
@@ -279,7 +288,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         "--model", dest="models", action="append", type=parse_model,
         default=argparse.SUPPRESS,
         metavar="NAME=FAMILY_OR_DIR",
-        help="a processor to load: NAME=qwen2_vl|qwen2_5_vl|qwen3_vl|kimi_k25 or "
+        help=f"a processor to load: NAME={'|'.join(FAMILIES)} or "
              "NAME=/path/to/hf_model_folder (repeatable; the first is the default) "
              "[env SMG_FAST_MODELS, comma-separated] (default: qwen2_vl=qwen2_vl)")
     ap.add_argument(
@@ -293,6 +302,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                     _env_dirs=[d for d in env.get("SMG_FAST_ALLOWED_MEDIA_DIRS", "")
                                .split(os.pathsep) if d])
     return ap
+
+
+def _slot_bytes(ap: argparse.ArgumentParser, mib: float) -> int:
+    if not math.isfinite(mib) or mib <= 0:
+        ap.error(f"--rdma-slot-mb must be a positive finite number, got {mib}")
+    return int(mib * 2**20)
 
 
 def config_from_args(argv: Sequence[str] | None = None,
@@ -317,7 +332,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb,
         shm_max_outstanding_mb=ns.shm_max_outstanding_mb,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
-        rdma_slots=ns.rdma_slots, rdma_slot_bytes=int(ns.rdma_slot_mb * 2**20),
+        rdma_slots=ns.rdma_slots, rdma_slot_bytes=_slot_bytes(ap, ns.rdma_slot_mb),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,

@@ -12,7 +12,7 @@ import grpc
 
 from ..media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
-from ..processors.registry import check_config
+from ..processors.registry import check_config, make_processor
 from .errors import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -80,7 +80,7 @@ class ModelSet:
             check_config(new_cfg)
         except ValueError as exc:
             raise RequestError(_INVALID, f"min_pixels={lo}, max_pixels={hi}: {exc}") from None
-        proc = type(model.proc)(new_cfg)
+        proc = make_processor(new_cfg)
         out = (proc, new_cfg.fingerprint)
         with self._lock:
             self._variants[key] = out
