@@ -56,8 +56,14 @@ def fleet():
             s.wait()
         yield servers
     finally:
-        for s in servers:
-            s.kill()
+        _stop(servers)
+
+
+def _stop(servers) -> None:
+    for s in servers:
+        s.kill()
+        if s.proc.stderr is not None:
+            s.proc.stderr.close()
 
 
 def _check(out, picks, refs) -> None:
@@ -156,8 +162,7 @@ def test_member_with_other_fingerprint_is_refused(images):
             _check(out, picks, refs)
             assert other.target not in {it.worker for it in out.items}
     finally:
-        for s in (*same, other):
-            s.kill()
+        _stop((*same, other))
 
 
 def test_release_unlinks_unused_shm_segments(fleet, images):
@@ -172,3 +177,12 @@ def test_release_unlinks_unused_shm_segments(fleet, images):
     assert all(os.path.exists(p) for p in paths)
     assert release(resp) == 3
     assert not any(os.path.exists(p) for p in paths)
+
+
+def test_caller_deadline_is_propagated_not_retried(fleet, images):
+    imgs, _ = images
+    with RoutedClient([s.target for s in fleet]) as rc:
+        with pytest.raises(RoutedError) as err:
+            rc.preprocess(imgs[:8], timeout=1e-4)  # passes before any server can answer
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert rc.stats()["retries"] == {}  # the caller's time was up: nothing sent again

@@ -118,10 +118,11 @@ class AsyncRoutedClient:
     async def _ready(self) -> None:
         """Waits (once, bounded) for the first join attempt of the members given at start."""
         if self._joining:
-            waits = [m.joined.wait() for m in self._joining]
-            await asyncio.wait([asyncio.ensure_future(w) for w in waits],
-                               timeout=self.join_timeout)
+            waits = [asyncio.ensure_future(m.joined.wait()) for m in self._joining]
             self._joining = []
+            _, slow = await asyncio.wait(waits, timeout=self.join_timeout)
+            for w in slow:  # still joining: they are placed on once SERVING
+                w.cancel()
 
     async def add(self, target: str) -> bool:
         """Joins target; False when it was refused (a different config) or not yet reachable."""
@@ -329,9 +330,13 @@ class RoutedClient:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
-                   transport: str = "auto", **kwargs: Any) -> PreprocessResult:
+                   transport: str = "auto", *, min_pixels: int | None = None,
+                   max_pixels: int | None = None, request_id: str | None = None,
+                   as_torch: bool = False, timeout: float | None = None) -> PreprocessResult:
         """As :meth:`smg_fast.client.Client.preprocess`; raises :class:`RoutedError`."""
-        return self._run(self._fleet.preprocess(images, model, dtype, transport, **kwargs))
+        return self._run(self._fleet.preprocess(
+            images, model, dtype, transport, min_pixels=min_pixels, max_pixels=max_pixels,
+            request_id=request_id, as_torch=as_torch, timeout=timeout))
 
     def add(self, target: str) -> bool:
         return self._run(self._fleet.add(target))
