@@ -45,6 +45,7 @@ class PreprocessedImage:
     content_hash: bytes
     cache_hit: bool
     transport: str
+    worker: str = ""  # the server that made it (routing.RoutedClient); "" for Client
 
 
 @dataclass

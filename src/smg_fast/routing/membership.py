@@ -1,0 +1,187 @@
+"""The fleet's members: joining (GetModelInfo, fingerprint check), health (grpc.health.v1
+Watch), passive ejection after transport failures, and in-flight counts for the load bound.
+
+Asyncio only: one task per member keeps its Watch stream open (a draining server turns
+NOT_SERVING on it; a dead one breaks it) and rejoins after a reconnect. A member is refused
+when a model it serves has a different config fingerprint from the fleet's (the first admitted
+member defines it): the same image must give the same bytes wherever it lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from .._proto import preprocessor_pb2 as pb
+from .._proto import preprocessor_pb2_grpc as pb_grpc
+
+log = logging.getLogger("smg_fast.routing")
+
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+JOIN_TIMEOUT_S = 5.0
+RECONNECT_MAX_S = 2.0
+
+
+class FingerprintMismatch(ValueError):
+    """A member's processor config for a model differs from the fleet's."""
+
+
+@dataclass(eq=False)  # members are identities (dict keys), not values
+class Member:
+    target: str
+    channel: Any
+    stub: Any
+    info: Any = None  # GetModelInfoResponse once joined
+    state: str = "joining"  # joining | serving | not_serving | down | refused
+    in_flight: int = 0
+    failures: int = 0  # consecutive transport failures
+    ejections: int = 0  # consecutive ejections (the next lasts twice as long)
+    ejected_until: float = 0.0
+    probing: bool = False  # half-open: one request in flight decides
+    items: dict[str, int] = field(default_factory=dict)  # outcome -> items
+    joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
+    lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when it stops serving
+    task: asyncio.Task | None = None
+
+    def usable(self, now: float) -> bool:
+        if self.state != "serving" or now < self.ejected_until:
+            return False
+        return not (self.ejections and self.probing)  # half-open: one probe at a time
+
+
+class Membership:
+    """Members by target. ``eject_after`` consecutive transport failures eject a member for
+    ``eject_base_s`` x 2^(n-1) (at most ``eject_max_s``); then one request probes it."""
+
+    def __init__(self, *, channel_options: list[tuple[str, int]], eject_after: int = 3,
+                 eject_base_s: float = 1.0, eject_max_s: float = 60.0) -> None:
+        self.options = channel_options
+        self.eject_after = eject_after
+        self.eject_base_s = eject_base_s
+        self.eject_max_s = eject_max_s
+        self.members: dict[str, Member] = {}
+        self.fingerprints: dict[str, str] = {}  # model name -> the fleet's fingerprint
+        self.default_model = ""
+        self.refused = 0
+        self.ejected = 0
+
+    # ---- joining and leaving ----
+
+    def add(self, target: str) -> Member:
+        """Starts joining target (idempotent); await ``member.joined`` for the first attempt."""
+        if target in self.members:
+            return self.members[target]
+        channel = grpc.aio.insecure_channel(target, options=self.options)
+        m = Member(target, channel, pb_grpc.PreprocessorStub(channel))
+        self.members[target] = m
+        m.task = asyncio.get_running_loop().create_task(self._run(m))
+        return m
+
+    async def remove(self, target: str) -> None:
+        m = self.members.pop(target, None)
+        if m is None:
+            return
+        m.state = "down"
+        m.lost.set()
+        if m.task is not None:
+            m.task.cancel()
+        await m.channel.close()
+
+    async def close(self) -> None:
+        for target in list(self.members):
+            await self.remove(target)
+
+    def _admit(self, m: Member, info: Any) -> None:
+        """Checks the member's fingerprints against the fleet's, then records new models."""
+        for model in info.models:
+            want = self.fingerprints.get(model.name)
+            if want is not None and want != model.config_fingerprint:
+                raise FingerprintMismatch(
+                    f"{m.target}: model {model.name!r} has config fingerprint "
+                    f"{model.config_fingerprint}, the fleet's is {want}")
+        for model in info.models:
+            self.fingerprints.setdefault(model.name, model.config_fingerprint)
+        self.default_model = self.default_model or info.default_model
+        m.info = info
+
+    async def _run(self, m: Member) -> None:
+        """Joins, then follows the member's health until removed; reconnects with backoff."""
+        health = health_pb2_grpc.HealthStub(m.channel)
+        backoff = 0.05
+        while True:
+            try:
+                if m.info is None:
+                    info = await m.stub.GetModelInfo(pb.GetModelInfoRequest(),
+                                                     timeout=JOIN_TIMEOUT_S)
+                    try:
+                        self._admit(m, info)
+                    except FingerprintMismatch as exc:
+                        log.error("refusing member: %s", exc)
+                        self.refused += 1
+                        m.state = "refused"
+                        m.lost.set()
+                        m.joined.set()
+                        return
+                call = health.Watch(health_pb2.HealthCheckRequest(service=""))
+                async for resp in call:
+                    serving = resp.status == _SERVING
+                    self._set_state(m, "serving" if serving else "not_serving")
+                    m.joined.set()
+                    backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                log.debug("member %s: %s", m.target, exc.code().name)
+            self._set_state(m, "down")
+            m.joined.set()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RECONNECT_MAX_S)
+
+    def _set_state(self, m: Member, state: str) -> None:
+        if state == "down":
+            m.lost.set()  # calls in flight there stop waiting and retry elsewhere
+        elif m.lost.is_set():
+            m.lost = asyncio.Event()  # a draining member still finishes what it has
+        if state != m.state:
+            log.info("member %s: %s", m.target, state)
+        m.state = state
+
+    # ---- passive ejection ----
+
+    def success(self, m: Member) -> None:
+        m.failures = 0
+        m.ejections = 0
+        m.probing = False
+
+    def failure(self, m: Member) -> None:
+        """One transport failure; ejects at the threshold, or at once when it was a probe."""
+        m.failures += 1
+        half_open = m.ejections > 0
+        m.probing = False
+        if half_open or m.failures >= self.eject_after:
+            m.ejections += 1
+            m.failures = 0
+            span = min(self.eject_max_s, self.eject_base_s * 2 ** (m.ejections - 1))
+            m.ejected_until = time.monotonic() + span
+            self.ejected += 1
+            log.warning("member %s: ejected for %.1f s", m.target, span)
+
+    # ---- views ----
+
+    def usable(self) -> list[Member]:
+        now = time.monotonic()
+        return [m for m in self.members.values() if m.usable(now)]
+
+    def stats(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "refused": self.refused, "ejections": self.ejected,
+            "members": {t: {"state": m.state, "in_flight": m.in_flight,
+                            "ejected": now < m.ejected_until, "items": dict(m.items)}
+                        for t, m in self.members.items()}}

@@ -1,0 +1,188 @@
+"""RoutedClient / AsyncRoutedClient over three real server processes on loopback: exact and in
+order against the in-process processor, errors naming the caller's item, nothing failed, lost,
+duplicated or reordered when a worker is SIGKILLed or drained mid-run, a member whose config
+differs refused, and late responses released."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import random
+import signal
+
+import grpc
+import numpy as np
+import pytest
+
+from smg_fast import load_processor
+from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+from smg_fast.bench.servers import ServerProcess
+from smg_fast.client import build_request
+from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
+from smg_fast.routing.client import release
+from smg_fast.transport.tensors import shm_namespace
+
+SERVER_ARGS = ["--workers", "2", "--drain-timeout-s", "5", "--pixel-cache-mb", "64"]
+
+
+def _crops(real_images, count: int) -> list[bytes]:
+    """Distinct small real-photo JPEGs (different crops and sizes: different grids)."""
+    out = []
+    names = ["chelsea", "coffee", "rocket", "astronaut"]
+    for i in range(count):
+        im = real_images.rgb(names[i % len(names)])
+        w, h = 56 + 14 * (i % 7), 42 + 14 * (i % 5)
+        x, y = 7 * i % (im.width - w), 5 * i % (im.height - h)
+        buf = io.BytesIO()
+        im.crop((x, y, x + w, y + h)).save(buf, "JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
+@pytest.fixture(scope="module")
+def images(real_images):
+    imgs = _crops(real_images, 16)
+    proc = load_processor("qwen2_vl")
+    return imgs, [proc(im)["pixel_values"] for im in imgs]
+
+
+@pytest.fixture
+def fleet():
+    """Three servers started side by side (each waits for SERVING); stopped whatever happens."""
+    servers = [ServerProcess(SERVER_ARGS) for _ in range(3)]
+    try:
+        for s in servers:
+            s.wait()
+        yield servers
+    finally:
+        _stop(servers)
+
+
+def _stop(servers) -> None:
+    for s in servers:
+        s.kill()
+        if s.proc.stderr is not None:
+            s.proc.stderr.close()
+
+
+def _check(out, picks, refs) -> None:
+    assert len(out.items) == len(picks)
+    for it, k in zip(out.items, picks, strict=True):
+        assert np.array_equal(it.pixel_values, refs[k]), k
+
+
+def test_multi_image_exact_and_in_order(fleet, images):
+    imgs, refs = images
+    targets = [s.target for s in fleet]
+    with RoutedClient(targets, timeout=30, floor=1) as rc:
+        workers = set()
+        for transport in ("shm", "inline"):
+            picks = [3, 0, 15, 7, 7, 1, 12, 9]  # a duplicate inside the request too
+            out = rc.preprocess([imgs[k] for k in picks], transport=transport)
+            _check(out, picks, refs)
+            assert all(it.worker in targets for it in out.items)
+            assert {it.transport for it in out.items} == {transport}
+            workers |= {it.worker for it in out.items}
+        assert len(workers) > 1  # the images really were spread
+        again = rc.preprocess([imgs[k] for k in picks])  # same keys: same members, now cached
+        assert [it.worker for it in again.items] == [it.worker for it in out.items]
+        assert all(it.cache_hit for it in again.items)
+        assert rc.stats()["items"] == 24
+
+
+def test_invalid_item_names_the_callers_index(fleet, images):
+    imgs, _ = images
+    with RoutedClient([s.target for s in fleet], timeout=30) as rc:
+        with pytest.raises(RoutedError) as err:
+            rc.preprocess([imgs[0], imgs[1], imgs[2], imgs[3], b"not an image", imgs[4]])
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.index == 4
+    assert "item 4" in err.value.details(), err.value.details()
+
+
+async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int) -> dict:
+    """Concurrency 8 over `requests` requests of 1-5 images; disrupt() after the 6th completes.
+    Every request must succeed with its items exact and in order."""
+    rnd = random.Random(seed)
+    plans = [[rnd.randrange(len(imgs)) for _ in range(rnd.randint(1, 5))]
+             for _ in range(requests)]
+    queue = list(range(requests))
+    done = 0
+    async with AsyncRoutedClient(targets, timeout=30) as fleet:
+        async def worker() -> None:
+            nonlocal done
+            while queue:
+                picks = plans[queue.pop()]
+                out = await fleet.preprocess([imgs[k] for k in picks])
+                _check(out, picks, refs)
+                done += 1
+                if done == 6:
+                    disrupt()
+
+        await asyncio.gather(*(worker() for _ in range(8)))
+        return fleet.stats()
+
+
+def test_sigkill_one_worker_mid_run(fleet, images):
+    imgs, refs = images
+    victim = fleet[0]
+    stats = asyncio.run(_run([s.target for s in fleet], imgs, refs, requests=60,
+                             disrupt=victim.kill, seed=1))
+    assert victim.proc.returncode == -signal.SIGKILL
+    assert stats["members"][victim.target]["state"] == "down"
+    assert stats["requests"] == 60
+    assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
+
+
+def test_sigterm_drain_one_worker_mid_run(fleet, images):
+    imgs, refs = images
+    victim = fleet[1]
+    stats = asyncio.run(_run([s.target for s in fleet], imgs, refs, requests=60,
+                             disrupt=lambda: victim.proc.send_signal(signal.SIGTERM), seed=2))
+    assert victim.proc.wait(30) == 0
+    assert stats["requests"] == 60
+    assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
+
+
+def test_member_with_other_fingerprint_is_refused(images):
+    imgs, refs = images
+    same = [ServerProcess(SERVER_ARGS) for _ in range(2)]
+    other = ServerProcess([*SERVER_ARGS, "--model", "qwen2_vl=qwen2_5_vl"])  # same name
+    try:
+        for s in (*same, other):
+            s.wait()
+        with RoutedClient([s.target for s in same], timeout=30) as rc:
+            assert rc.add(other.target) is False
+            stats = rc.stats()
+            assert stats["refused"] == 1
+            assert stats["members"][other.target]["state"] == "refused"
+            picks = list(range(10))
+            out = rc.preprocess([imgs[k] for k in picks])
+            _check(out, picks, refs)
+            assert other.target not in {it.worker for it in out.items}
+    finally:
+        _stop((*same, other))
+
+
+def test_release_unlinks_unused_shm_segments(fleet, images):
+    imgs, _ = images
+    channel = grpc.insecure_channel(fleet[0].target)
+    try:
+        req = build_request(imgs[:3], transport="shm", namespace=shm_namespace())
+        resp = pb_grpc.PreprocessorStub(channel).Preprocess(req, timeout=30)
+    finally:
+        channel.close()
+    paths = [os.path.join("/dev/shm", it.pixel_values.shm.name) for it in resp.items]
+    assert all(os.path.exists(p) for p in paths)
+    assert release(resp) == 3
+    assert not any(os.path.exists(p) for p in paths)
+
+
+def test_caller_deadline_is_propagated_not_retried(fleet, images):
+    imgs, _ = images
+    with RoutedClient([s.target for s in fleet]) as rc:
+        with pytest.raises(RoutedError) as err:
+            rc.preprocess(imgs[:8], timeout=1e-4)  # passes before any server can answer
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert rc.stats()["retries"] == {}  # the caller's time was up: nothing sent again

@@ -1,0 +1,85 @@
+"""Placement properties: the rendezvous order is a function of (key, member set) only, the load
+bound holds for every placement, removing a member moves only its keys, adding one moves about
+1/(N+1) of them (all to it), and the key is the server cache's identity of an image."""
+
+from __future__ import annotations
+
+import base64
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from smg_fast._proto import preprocessor_pb2 as pb
+from smg_fast.routing.placement import bound, choose, content_id, item_key, order
+
+members_st = st.lists(st.from_regex(r"10\.0\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{4,5}", fullmatch=True),
+                      min_size=1, max_size=12, unique=True)
+keys_st = st.lists(st.binary(min_size=1, max_size=48), min_size=1, max_size=200)
+
+
+@given(members_st, st.binary(max_size=64), st.randoms(use_true_random=False))
+def test_order_is_deterministic_permutation(members, key, rnd):
+    shuffled = list(members)
+    rnd.shuffle(shuffled)
+    ranked = order(key, members)
+    assert ranked == order(key, shuffled)  # another router, members listed in another order
+    assert sorted(ranked) == sorted(members)
+
+
+@given(members_st, keys_st, st.floats(1.0, 3.0), st.integers(1, 8))
+def test_bound_holds_for_every_placement(members, keys, load_factor, floor):
+    load = dict.fromkeys(members, 0)
+    for key in keys:
+        cap = bound(sum(load.values()), len(members), load_factor, floor)
+        target, spilled = choose(key, members, load, load_factor, floor)
+        assert load[target] < cap
+        # Spilled exactly when every member ahead of it in the key's order was at the bound.
+        ahead = order(key, members)[:order(key, members).index(target)]
+        assert spilled == bool(ahead) and all(load[m] >= cap for m in ahead)
+        load[target] += 1
+        total = sum(load.values())
+        assert max(load.values()) <= max(floor, math.ceil(load_factor * total / len(members)))
+
+
+@given(members_st.filter(lambda m: len(m) >= 2), keys_st, st.data())
+def test_removing_a_member_moves_only_its_keys(members, keys, data):
+    gone = data.draw(st.sampled_from(members))
+    rest = [m for m in members if m != gone]
+    for key in keys:
+        before = order(key, members)
+        after = order(key, rest)
+        assert after == [m for m in before if m != gone]  # the others keep their relative order
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(2, 9), st.integers(0, 2**32))
+def test_adding_a_member_moves_about_one_in_n_plus_one(n, salt):
+    members = [f"10.1.{salt % 251}.{i}:50051" for i in range(n)]
+    new = f"10.2.{salt % 241}.{n}:50051"
+    keys = [f"{salt}-{i}".encode() for i in range(2000)]
+    moved = 0
+    for key in keys:
+        first = order(key, members)[0]
+        now = order(key, members + [new])[0]
+        if now != first:
+            assert now == new  # a key only ever moves to the new member
+            moved += 1
+    expected = len(keys) / (n + 1)
+    assert 0.75 * expected <= moved <= 1.25 * expected, (moved, expected)
+
+
+def test_key_is_the_cache_identity():
+    data = b"\x89PNG fake bytes"
+    as_bytes = pb.MediaItem(data=data)
+    as_url = pb.MediaItem(url="data:image/png;base64," + base64.b64encode(data).decode())
+    assert content_id(as_bytes) == content_id(as_url)  # data: URLs by their decoded bytes
+    assert content_id(pb.MediaItem(url="file:///a/b.png")) != content_id(
+        pb.MediaItem(url="file:///a/c.png"))  # file:// URLs by path
+    base = item_key(as_bytes, "qwen2_vl", "float32", None, None)
+    assert base == item_key(as_url, "qwen2_vl", "float32", None, None)
+    for other in (item_key(as_bytes, "qwen3_vl", "float32", None, None),
+                  item_key(as_bytes, "qwen2_vl", "bfloat16", None, None),
+                  item_key(as_bytes, "qwen2_vl", "float32", 3136, None),
+                  item_key(as_bytes, "qwen2_vl", "float32", None, 100352)):
+        assert other != base  # each field that changes the output changes the key
