@@ -276,7 +276,7 @@ def test_overrides_on_family(smg):
 
 
 # ---------------------------------------------------------------------------------------------
-# Token arithmetic (no pixels): worked examples of transformers' smart_resize, checked against transformers
+# Token arithmetic (no pixels): transformers' smart_resize worked examples, checked against it
 # ---------------------------------------------------------------------------------------------
 
 WORKED = [

@@ -1,5 +1,5 @@
-"""Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream PIL/NumPy algorithm
-(the upstream MoonViT preprocessing code), re-implemented here in plain NumPy + Pillow as the oracle."""
+"""Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream PIL/NumPy
+preprocessing code, re-implemented here in plain NumPy + Pillow as the oracle."""
 
 from __future__ import annotations
 
