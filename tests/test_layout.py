@@ -183,8 +183,11 @@ def test_old_rdma_package_reexports_the_same_objects():
 @pytest.mark.parametrize("path", ["smg_fast.rdma.preflight", "smg_fast.transport.rdma.preflight"])
 def test_preflight_runs_under_both_paths(path):
     """The server runs the preflight as ``python -m``; the old path must still print its line."""
+    import smg_fast  # the child imports the package this test runs against (installed or src)
+
+    here = str(Path(smg_fast.__file__).resolve().parent.parent)
     env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", path], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
