@@ -15,10 +15,10 @@ import time
 import numpy as np
 import pytest
 from rdma_common import MiB  # skips this module when NIXL is not installed
-from test_server_process import free_port
 
 from smg_fast._proto import tensor_pb2
 from smg_fast.bench.rdma_peer import payload
+from smg_fast.bench.servers import free_port
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller, PullError, StaleSlotError
 

@@ -15,8 +15,8 @@ import types
 import numpy as np
 import pytest
 from rdma_common import MiB  # skips this module when NIXL is not installed
-from test_server_process import free_port, wait_serving
 
+from smg_fast.bench.servers import free_port, wait_serving
 from smg_fast.client import Client
 from smg_fast.transport.rdma import Puller, PullError
 
