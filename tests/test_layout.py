@@ -41,7 +41,9 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
         if parts[-1] == "__init__":
             parts.pop()
         out[".".join(parts)] = path
-    for path in (root / package).rglob("*.so"):  # extension modules: leaves (name.<abi>.so)
+    # extension modules are leaves: built (name.<abi>.so), or known by their stub (name.pyi)
+    # in a source tree where the build went elsewhere (site-packages, as in CI)
+    for path in [*(root / package).rglob("*.so"), *(root / package).rglob("*.pyi")]:
         rel = path.relative_to(root)
         out.setdefault(".".join([*rel.parent.parts, path.name.split(".")[0]]), path)
     return out
@@ -56,7 +58,7 @@ def import_graph(root: Path, package: str,
     mods = module_names(root, package)
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
-        if path.suffix == ".so":
+        if path.suffix in (".so", ".pyi"):
             graph[name] = set()
             continue
         is_pkg = path.name == "__init__.py"
