@@ -186,3 +186,30 @@ def test_caller_deadline_is_propagated_not_retried(fleet, images):
             rc.preprocess(imgs[:8], timeout=1e-4)  # passes before any server can answer
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert rc.stats()["retries"] == {}  # the caller's time was up: nothing sent again
+        for _ in range(3):  # more of the caller's own expired deadlines...
+            with pytest.raises(RoutedError):
+                rc.preprocess(imgs[:8], timeout=1e-4)
+        assert rc.stats()["ejections"] == 0  # ...are not the members' failures
+        out = rc.preprocess(imgs[:2], timeout=30)  # and every member still takes work
+        assert len(out.items) == 2
+
+
+def test_concurrent_requests_respect_the_load_bound(fleet, images):
+    """Requests placed in the same moment see each other's items: 12 concurrent requests for
+    one hot image spread over the fleet instead of all landing on its first choice."""
+    imgs, refs = images
+
+    async def main():
+        async with AsyncRoutedClient([s.target for s in fleet], timeout=60, floor=1) as rc:
+            outs = await asyncio.gather(*[rc.preprocess([imgs[0]]) for _ in range(12)])
+            return outs, rc.stats()
+
+    outs, stats = asyncio.run(main())
+    for out in outs:
+        _check(out, [0], refs)
+    per_worker: dict[str, int] = {}
+    for out in outs:
+        per_worker[out.items[0].worker] = per_worker.get(out.items[0].worker, 0) + 1
+    # bound: max(floor, ceil(1.25 * (in-flight + 1) / 3)) <= 5 for 12 items placed together
+    assert max(per_worker.values()) <= 5, per_worker
+    assert stats["spills"] >= 7, stats

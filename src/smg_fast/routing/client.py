@@ -169,7 +169,7 @@ class AsyncRoutedClient:
         try:
             while pending or live:
                 for m, idx in self._place(pending, keys, tried, last).items():
-                    task = loop.create_task(self._call(m, idx, req, deadline, as_torch))
+                    task = loop.create_task(self._call(m, idx, req, name, deadline, as_torch))
                     live[task] = (m, idx)
                 pending = []
                 done, _ = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
@@ -204,11 +204,8 @@ class AsyncRoutedClient:
 
     def _retryable(self, code: grpc.StatusCode, deadline: float | None,
                    loop: asyncio.AbstractEventLoop) -> bool:
-        if code not in _TRANSIENT:
-            return False
-        # DEADLINE_EXCEEDED / CANCELLED: from a peer that went away only while time is left.
-        return code not in (_C.DEADLINE_EXCEEDED, _C.CANCELLED) or deadline is None or \
-            loop.time() < deadline
+        # nothing is retried once the caller's own deadline has passed
+        return code in _TRANSIENT and (deadline is None or loop.time() < deadline)
 
     def _place(self, pending: list[int], keys: list[bytes], tried: list[set[str]],
                last: list[tuple[grpc.StatusCode, str] | None]) -> dict[Member, list[int]]:
@@ -226,22 +223,29 @@ class AsyncRoutedClient:
             load[target] += 1
             self.counts["spills"] += spilled
             groups.setdefault(usable[target], []).append(i)
-        for m in groups:
+        for m, idx in groups.items():
             m.probing = m.ejections > 0  # half-open: this call decides
+            # counted at once, so that requests placed in the same moment see each other
+            m.in_flight += len(idx)
         return groups
 
-    async def _call(self, m: Member, idx: list[int], req: Any, deadline: float | None,
-                    as_torch: bool) -> tuple[str, Any]:
+    async def _call(self, m: Member, idx: list[int], req: Any, model: str,
+                    deadline: float | None, as_torch: bool) -> tuple[str, Any]:
         """("ok", PreprocessResult) or ("error", (code, details)); the member's in-flight count
         covers the RPC until it really ends, even when we stopped waiting for it."""
         sub = pb.PreprocessRequest()
         sub.CopyFrom(req)
+        sub.model = model
         del sub.items[:]
         sub.items.extend(req.items[i] for i in idx)
         loop = asyncio.get_running_loop()
         timeout = None if deadline is None else max(0.0, deadline - loop.time())
-        m.in_flight += len(idx)
-        rpc = asyncio.ensure_future(m.stub.Preprocess(sub, timeout=timeout))
+        try:  # (the in-flight count was taken by _place; released when the RPC really ends)
+            rpc = asyncio.ensure_future(m.stub.Preprocess(sub, timeout=timeout))
+        except BaseException:
+            m.in_flight -= len(idx)
+            m.probing = False
+            raise
 
         def ended(_: asyncio.Future) -> None:
             m.in_flight -= len(idx)
@@ -262,8 +266,11 @@ class AsyncRoutedClient:
             return "error", (_C.UNAVAILABLE, f"{m.target} stopped serving")
         exc = rpc.exception()
         if isinstance(exc, grpc.aio.AioRpcError):
-            if exc.code() in _PEER:
-                self.membership.failure(m)
+            expired = deadline is not None and loop.time() >= deadline
+            if exc.code() in _PEER and not expired:
+                self.membership.failure(m)  # the peer, not the caller's own deadline
+            else:  # the server answered (or our deadline ended it): the member is alive
+                self.membership.success(m)
             self._outcome(m, exc.code().name.lower(), len(idx))
             return "error", (exc.code(), exc.details() or "")
         resp = rpc.result()

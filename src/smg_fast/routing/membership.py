@@ -138,7 +138,10 @@ class Membership:
                 raise
             except grpc.aio.AioRpcError as exc:
                 log.debug("member %s: %s", m.target, exc.code().name)
+            except Exception:  # keep following the member whatever broke
+                log.exception("member %s: health follower failed", m.target)
             self._set_state(m, "down")
+            m.info = None  # whatever answers at this address next is checked again on rejoin
             m.joined.set()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, RECONNECT_MAX_S)
