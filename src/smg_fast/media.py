@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from . import _native
+from . import _native, decoders
 from .errors import InvalidImageError
 
 ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
@@ -308,6 +308,9 @@ class ImageHeader:
         self.height = height
         self._decode = decode
         self._close = close
+        # Which decoder made the pixels of an encoded input (decoders.PILLOW, LIBJPEG_TURBO,
+        # LIBSPNG), once decode() ran; None for arrays and PIL images.
+        self.decoder: str | None = None
 
     def decode(self) -> np.ndarray:
         """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
@@ -349,19 +352,27 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
 
 
 def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[], Image.Image]
-                    | None) -> ImageHeader:
-    """img: opened (header read). reopen: for files, opens it again at decode time (the header
-    pass closes it so a long list of paths does not hold a descriptor each)."""
+                    | None, data: bytes | None = None, path: str | None = None) -> ImageHeader:
+    """img: opened (header read) from data or path. reopen: for files, opens it again at decode
+    time (the header pass closes it so a long list of paths does not hold a descriptor each)."""
     w, h = img.width, img.height
     if hf and _header_orientation(img) in _SWAPPING:
         w, h = h, w
     conv = _load_image_hf if hf else _pil_to_rgb_plain
+    fast = decoders.fast_path(img, hf, _header_orientation(img) if hf else 1)
     held: list[Image.Image | None] = [img]
     if reopen is not None:
         img.close()
         held[0] = None
 
     def decode() -> np.ndarray:
+        if fast is not None:
+            raw = data if data is not None else decoders.read_file(path) if path else None
+            arr = fast(raw) if raw is not None else None
+            if arr is not None:
+                header.decoder = decoders.LIBJPEG_TURBO if img.format != "PNG" else decoders.LIBSPNG
+                return arr
+        header.decoder = decoders.PILLOW
         src = held[0] if held[0] is not None else reopen()  # type: ignore[misc]
         held[0] = src
         return _as_array(index, _decode(index, src, conv))
@@ -371,7 +382,8 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
             held[0].close()
             held[0] = None
 
-    return ImageHeader(index, w, h, decode, close)
+    header = ImageHeader(index, w, h, decode, close)
+    return header
 
 
 def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
@@ -387,13 +399,14 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
     if isinstance(item, (bytes, bytearray, memoryview)):
         if len(item) == 0:
             raise InvalidImageError(index, "empty byte string")
-        img = _open_encoded(index, io.BytesIO(bytes(item)), max_pixels, formats)
-        return _encoded_header(index, img, hf, None)
+        data = bytes(item)
+        img = _open_encoded(index, io.BytesIO(data), max_pixels, formats)
+        return _encoded_header(index, img, hf, None, data=data)
     if isinstance(item, (str, os.PathLike)):
         path = os.fspath(item)
         img = _open_encoded(index, path, max_pixels, formats)
         return _encoded_header(index, img, hf,
-                               lambda: _open_encoded(index, path, max_pixels, formats))
+                               lambda: _open_encoded(index, path, max_pixels, formats), path=path)
     raise InvalidImageError(index, f"unsupported input type {type(item).__name__}")
 
 

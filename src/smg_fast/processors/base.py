@@ -16,6 +16,7 @@ from ..config import ProcessorConfig
 from ..errors import InvalidImageError, OutputTooLargeError
 from ..media import ImageHeader, ImageInput, open_image
 from ..resample import native_filter, native_pass_order
+from .decode_pool import decode_all
 
 LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
 LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY  # (f32(f64(u) / 255) - mean) * f32(1 / std)
@@ -226,7 +227,7 @@ class PlannedBatch(_Sized):
     def decode(self) -> PreparedBatch:
         """Decodes every image (once; the headers are consumed either way)."""
         try:
-            arrays = [h.decode() for h in self._headers]
+            arrays = decode_all(self._headers)
         finally:
             self.close()
         proc = self._proc

@@ -1,0 +1,187 @@
+"""Fast decoders for the two formats that carry nearly all VLM traffic, bit-identical to Pillow.
+
+JPEG: libjpeg-turbo through simplejpeg, with Pillow's settings (accurate integer IDCT, fancy
+upsampling), output straight into a pooled buffer, GIL released. PNG: libspng through imagecodecs
+(an optional extra: ``pip install smg-fast[png]``), GIL released. Both decode the same bytes with
+the same arithmetic as Pillow's own libjpeg-turbo / zlib path, and the tests compare them with
+Pillow on every run.
+
+A fast decoder only takes the cases it reproduces exactly (JPEG in Pillow's RGB or L mode; 8-bit
+grey / RGB / RGBA PNG without a transparency key, not interlaced); anything else, and any input
+either library complains about (strict mode: even a recoverable warning), goes to Pillow, which then
+decodes it, or raises, exactly as it always did. So a corrupt or truncated file fails, or not, where
+Pillow does, and the fast path never returns pixels Pillow would not.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from . import _native
+
+try:  # a declared dependency; without it every JPEG takes Pillow's path
+    import simplejpeg
+except ImportError:  # pragma: no cover - exercised only in a broken install
+    simplejpeg = None
+
+try:  # optional extra "png"
+    import imagecodecs
+
+    _spng: Any = getattr(imagecodecs, "spng_decode", None)
+except ImportError:
+    _spng = None
+
+PILLOW = "pillow"
+LIBJPEG_TURBO = "libjpeg-turbo"
+LIBSPNG = "libspng"
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# IHDR colour types the fast path takes, as libspng returns them: grey, RGB, RGBA (8 bits each).
+_PNG_CHANNELS = {0: 1, 2: 3, 6: 4}
+
+
+def available() -> dict[str, bool]:
+    """Which fast decoders this install has."""
+    return {LIBJPEG_TURBO: simplejpeg is not None, LIBSPNG: _spng is not None}
+
+
+def _pooled(height: int, width: int, channels: int) -> np.ndarray:
+    # Pre-faulted memory reused across calls: a fresh 6 MB array costs its page faults each time.
+    return _native.pooled_empty(height * width * channels).reshape(height, width, channels)
+
+
+def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
+    """RGB uint8 (height, width, 3) as Pillow decodes (and converts to RGB) these bytes, or None
+    when the fast decoder does not reproduce them or reports anything wrong (Pillow decides)."""
+    if simplejpeg is None:
+        return None
+    try:
+        h, w, _colorspace, _sub = simplejpeg.decode_jpeg_header(data, strict=True)
+        if (w, h) != (width, height):
+            return None
+        out = _pooled(h, w, 3)
+        return simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False,
+                                      buffer=out, strict=True)
+    except (ValueError, TypeError):  # corrupt, truncated, or a colour space it will not give
+        return None
+
+
+def png_header(data: bytes) -> tuple[int, int, int, int, int] | None:
+    """(width, height, bit depth, colour type, interlace) from the IHDR chunk, or None."""
+    if len(data) < 33 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        return None
+    width, height, depth, ctype, _comp, _filt, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    return width, height, depth, ctype, interlace
+
+
+def png_channels(data: bytes, width: int, height: int) -> int | None:
+    """Channels libspng will return for a PNG the fast path takes (1, 3 or 4), else None."""
+    if _spng is None:
+        return None
+    hdr = png_header(data)
+    if hdr is None or hdr[:2] != (width, height) or hdr[2] != 8 or hdr[4] != 0:
+        return None
+    return _PNG_CHANNELS.get(hdr[3])
+
+
+def decode_png(data: bytes, width: int, height: int, channels: int) -> np.ndarray | None:
+    """The PNG's own samples, uint8 (height, width, channels), or None when libspng reports
+    anything (Pillow decides)."""
+    if _spng is None:
+        return None
+    out = _pooled(height, width, channels)
+    try:
+        got = _spng(data, out=out if channels > 1 else out.reshape(height, width))
+    except Exception:  # imagecodecs raises its own error types for corrupt data  # noqa: BLE001
+        return None
+    got = np.asarray(got)
+    if got.dtype != np.uint8 or got.shape[:2] != (height, width):
+        return None
+    return got.reshape(height, width, channels)
+
+
+def chunks_after_pixels(data: bytes) -> bool:
+    """Whether the PNG has a chunk other than IEND after its image data (Pillow reads those, an
+    eXIf or XMP orientation among them, only after decoding); True when the chunks do not parse."""
+    pos, seen_idat = 8, False
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        if kind == b"IDAT":
+            seen_idat = True
+        elif kind == b"IEND":
+            return False
+        elif seen_idat:
+            return True
+        pos += 12 + length
+    return True
+
+
+# EXIF orientation (what Pillow's exif_transpose applies) as an array view.
+def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
+    """arr (H, W, C) turned as ImageOps.exif_transpose turns an image with that orientation."""
+    if orientation == 2:
+        return arr[:, ::-1]
+    if orientation == 3:
+        return arr[::-1, ::-1]
+    if orientation == 4:
+        return arr[::-1]
+    if orientation == 5:
+        return arr.transpose(1, 0, 2)
+    if orientation == 6:
+        return arr.transpose(1, 0, 2)[:, ::-1]
+    if orientation == 7:
+        return arr[::-1, ::-1].transpose(1, 0, 2)
+    if orientation == 8:
+        return arr.transpose(1, 0, 2)[::-1]
+    return arr
+
+
+def fast_path(img: Image.Image, hf: bool, orientation: int
+              ) -> Callable[[bytes], np.ndarray | None] | None:
+    """The fast decode of what Pillow opened as img (header read, orientation: the EXIF
+    orientation Qwen's loading applies), when it reproduces Pillow's result for such a header:
+    a function bytes -> RGB (or RGBX: alpha ignored) array that returns None to decline."""
+    w, h = img.width, img.height
+    if orientation not in range(1, 9):
+        orientation = 1  # exif_transpose ignores values outside 1-8
+    if img.format in ("JPEG", "MPO") and img.mode in ("RGB", "L"):
+
+        def jpeg(data: bytes) -> np.ndarray | None:
+            arr = decode_jpeg(data, w, h)
+            if arr is None or orientation == 1:
+                return arr
+            return np.ascontiguousarray(orient(arr, orientation))
+
+        return jpeg
+    if img.format == "PNG" and img.info.get("transparency") is None:
+
+        def png(data: bytes) -> np.ndarray | None:
+            channels = png_channels(data, w, h)
+            if channels is None or img.mode != {1: "L", 3: "RGB", 4: "RGBA"}[channels]:
+                return None
+            # Qwen composites alpha onto white (Pillow's to do), and applies an EXIF or XMP
+            # orientation, which the header shows unless a chunk after the pixels carries it.
+            if hf and (channels == 4 or chunks_after_pixels(data)):
+                return None
+            arr = decode_png(data, w, h, channels)
+            if arr is not None and channels == 1:
+                arr = np.repeat(arr, 3, axis=2)
+            if arr is not None and orientation != 1:
+                arr = np.ascontiguousarray(orient(arr, orientation))
+            return arr  # 4 channels (Kimi): read as RGBX, alpha dropped as convert("RGB") does
+
+        return png
+    return None
+
+
+def read_file(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None  # Pillow's path reopens it and reports the problem

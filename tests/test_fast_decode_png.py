@@ -1,0 +1,160 @@
+"""The libspng fast path against Pillow and transformers' loading: the 8-bit grey / RGB / RGBA
+cases it takes are exact; every other PNG (other depths, palettes, transparency keys, grey+alpha,
+Adam7, alpha under Qwen) is Pillow's; broken files fail exactly where the reference fails."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from decode_common import check, chunk, ours, reference, write_png
+from PIL import Image, ImageCms, PngImagePlugin
+
+from smg_fast import decoders
+
+FAST, PIL = decoders.LIBSPNG, decoders.PILLOW
+HF = pytest.mark.parametrize("hf", [True, False], ids=["qwen", "kimi"])
+
+
+def png(img: Image.Image, **kw) -> bytes:
+    b = io.BytesIO()
+    img.save(b, "PNG", **kw)
+    return b.getvalue()
+
+
+@pytest.fixture(scope="module")
+def photo(real_images) -> Image.Image:
+    return real_images.rgb("chelsea")  # 451x300
+
+
+@pytest.fixture(scope="module")
+def rgba(real_images) -> Image.Image:
+    return real_images.mode_image("RGBA")
+
+
+def test_fast_decoder_is_installed():
+    assert decoders.available()[FAST], "the test extra installs imagecodecs (libspng)"
+
+
+@HF
+def test_rgb_and_grey(photo, hf):
+    check(png(photo), hf, FAST)
+    check(png(photo, compress_level=0), hf, FAST)
+    check(png(photo.convert("L")), hf, FAST)
+
+
+@HF
+def test_shipped_pngs(real_images, hf):
+    for name in ("astronaut", "chelsea", "coffee", "camera"):
+        check(real_images.bytes(name), hf, FAST)
+    for name in ("logo", "logo2"):  # RGBA: Kimi drops alpha natively, Qwen composites (Pillow)
+        check(real_images.bytes(name), hf, PIL if hf else FAST)
+
+
+@HF
+def test_rgba(rgba, hf):
+    check(png(rgba), hf, PIL if hf else FAST)
+
+
+@HF
+@pytest.mark.parametrize("mode", ["LA", "P", "P_transparency", "RGB_colorkey", "1", "I;16"])
+def test_other_modes_take_pillow(real_images, hf, mode):
+    check(png(real_images.mode_image(mode)), hf, PIL)
+
+
+@HF
+@pytest.mark.parametrize("depth", [1, 2, 4, 16])
+def test_grey_depths_take_pillow(photo, hf, depth):
+    grey = np.asarray(photo.convert("L"), dtype=np.uint16)[:, :, None]
+    samples = grey * 257 if depth == 16 else grey >> (8 - depth)
+    check(write_png(samples, 0, depth), hf, PIL)
+
+
+@HF
+@pytest.mark.parametrize("ctype,channels", [(2, 3), (6, 4)])
+def test_16_bit_colour_takes_pillow(photo, hf, ctype, channels):
+    rgb = np.asarray(photo, dtype=np.uint16)
+    samples = rgb * 257 + 3 if channels == 3 else np.dstack([rgb * 257 + 3, rgb[:, :, :1] * 200])
+    check(write_png(samples, ctype, 16), hf, PIL)
+
+
+@HF
+def test_adam7_interlaced_takes_pillow(photo, hf):
+    data = write_png(np.asarray(photo.crop((0, 0, 37, 23))), 2, 8, interlace=True)
+    assert decoders.png_header(data)[4] == 1
+    check(data, hf, PIL)
+
+
+@HF
+def test_hand_written_8_bit_files(photo, hf):
+    rgb = np.asarray(photo)
+    check(write_png(rgb, 2, 8), hf, FAST)
+    check(write_png(rgb[:, :, :1], 0, 8), hf, FAST)
+
+
+@HF
+def test_gamma_and_icc_chunks_are_ignored(photo, hf):
+    info = PngImagePlugin.PngInfo()
+    info.add(b"gAMA", (100000).to_bytes(4, "big"))  # gamma 1.0: a decoder applying it would differ
+    check(png(photo, pnginfo=info), hf, FAST)
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("LAB")).tobytes()
+    check(png(photo, icc_profile=icc), hf, FAST)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_before_the_pixels(photo, orientation):
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    data = png(photo, exif=exif.tobytes())
+    assert data.index(b"eXIf") < data.index(b"IDAT")
+    check(data, True, FAST)  # Qwen turns it as load_image does
+    check(data, False, FAST)  # Kimi ignores it
+
+
+def test_exif_after_the_pixels_is_pillows(photo):
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = write_png(np.asarray(photo), 2, 8)
+    iend = data.rindex(b"IEND") - 4
+    data = data[:iend] + chunk(b"eXIf", exif.tobytes()) + data[iend:]
+    assert reference(data, True).shape[:2] == (photo.width, photo.height)  # it does turn
+    check(data, True, PIL)
+    check(data, False, FAST)
+
+
+@HF
+@pytest.mark.parametrize("size", [(1, 1), (1, 37), (37, 1), (17, 9)])
+def test_odd_sizes(photo, hf, size):
+    check(png(photo.resize(size)), hf, FAST)
+
+
+@HF
+@pytest.mark.parametrize("cut", [0.2, 0.7, -12, -4])
+def test_truncated(photo, hf, cut):
+    data = png(photo)
+    end = int(len(data) * cut) if isinstance(cut, float) else len(data) + cut
+    # -12: no IEND; -4: IEND without its CRC: the pixels are whole, and Pillow keeps them.
+    # (Qwen: with no IEND, the chunks after the pixels are unknown, so Pillow decodes.)
+    fast = cut == -4 or (cut == -12 and not hf)
+    check(data[:end], hf, FAST if fast else PIL)
+
+
+@HF
+def test_corrupt_data_and_crc(photo, hf):
+    data = bytearray(png(photo))
+    at = data.index(b"IDAT") + 400
+    data[at] ^= 0x21
+    check(bytes(data), hf, PIL)  # a CRC error: libspng declines, Pillow decides
+
+
+@HF
+def test_trailing_garbage(photo, hf):
+    data = png(photo) + b"garbage after IEND"
+    err = check(data, hf, FAST)
+    assert err is None
+
+
+def test_without_imagecodecs_pillow_decodes(photo, monkeypatch):
+    monkeypatch.setattr(decoders, "_spng", None)
+    assert ours(png(photo), True)[1] == PIL
