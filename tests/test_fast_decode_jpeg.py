@@ -148,3 +148,18 @@ def test_bad_header_is_refused_like_pillow(photo, hf):
 def test_no_simplejpeg_means_pillow(photo, monkeypatch):
     monkeypatch.setattr(decoders, "simplejpeg", None)
     check(jpeg(photo, quality=90), True, PIL)
+
+
+def test_a_decoder_that_differs_is_switched_off(photo, monkeypatch, caplog):
+    monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
+    real = simplejpeg.decode_jpeg
+
+    def off_by_one(*args, **kwargs):
+        out = real(*args, **kwargs)
+        out[0, 0, 0] ^= 1
+        return out
+
+    monkeypatch.setattr(simplejpeg, "decode_jpeg", off_by_one)
+    check(jpeg(photo, quality=90), True, PIL)
+    assert decoders.available() == {FAST: False, decoders.LIBSPNG: True}
+    assert "does not reproduce Pillow's pixels" in caplog.text

@@ -46,6 +46,18 @@ def _check(model: str, image: object, ours: np.ndarray) -> str:
     return "bit-exact with transformers" if same else "DIFFERS from transformers"
 
 
+def _decoders_line() -> str:
+    """Each fast decoder's state; in use means it matched Pillow on this install's self-check."""
+    from . import decoders
+
+    state = decoders.available()
+    jpeg = ("in use (bit-exact with Pillow)" if state[decoders.LIBJPEG_TURBO] else
+            "off (Pillow decodes JPEG)")
+    png = ("in use (bit-exact with Pillow)" if state[decoders.LIBSPNG] else
+           "off (Pillow decodes PNG; pip install 'smg-fast[png]' for libspng)")
+    return f"libjpeg-turbo {jpeg}; libspng {png}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m smg_fast",
@@ -75,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         ("test-pattern 1920x1080", test_pattern())
     ]
     print(f"model={args.model} dtype={args.dtype} threads={get_num_threads()}")
+    if args.check:
+        print(f"fast decoders: {_decoders_line()}")
     status = 0
     for name, image in inputs:
         try:

@@ -15,7 +15,10 @@ Pillow does, and the fast path never returns pixels Pillow would not.
 
 from __future__ import annotations
 
+import io
+import logging
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +39,8 @@ try:  # optional extra "png"
 except ImportError:
     _spng = None
 
+log = logging.getLogger("smg_fast.decoders")
+
 PILLOW = "pillow"
 LIBJPEG_TURBO = "libjpeg-turbo"
 LIBSPNG = "libspng"
@@ -46,8 +51,62 @@ _PNG_CHANNELS = {0: 1, 2: 3, 6: 4}
 
 
 def available() -> dict[str, bool]:
-    """Which fast decoders this install has."""
-    return {LIBJPEG_TURBO: simplejpeg is not None, LIBSPNG: _spng is not None}
+    """Which fast decoders this install has and uses (False too when one failed its check)."""
+    return {LIBJPEG_TURBO: simplejpeg is not None and _verified(LIBJPEG_TURBO),
+            LIBSPNG: _spng is not None and _verified(LIBSPNG)}
+
+
+# Each fast decoder is checked against Pillow once per process, before its first use, on images
+# made here with Pillow's encoder: a library build that decodes differently (another
+# libjpeg-turbo release, say) is switched off (logged) instead of changing anyone's pixels.
+_checked: dict[str, bool] = {}
+_check_lock = threading.Lock()
+
+
+def _self_check(kind: str) -> bool:
+    from .patterns import test_pattern
+
+    rgb = Image.fromarray(test_pattern(67, 45))
+    cases = []
+    for img in (rgb, rgb.convert("L")):
+        for kw in ({"format": "PNG"},) if kind == LIBSPNG else (
+                {"format": "JPEG", "quality": 90},
+                {"format": "JPEG", "quality": 75, "subsampling": 0, "progressive": True},
+                {"format": "JPEG", "quality": 95, "subsampling": 1}):
+            buf = io.BytesIO()
+            img.save(buf, **kw)
+            cases.append(buf.getvalue())
+    for data in cases:
+        with Image.open(io.BytesIO(data)) as im:
+            want = np.asarray(im.convert("RGB"))
+            w, h, mode = im.width, im.height, im.mode
+        if kind == LIBJPEG_TURBO:
+            got = decode_jpeg(data, w, h)
+        else:
+            got = decode_png(data, w, h, 1 if mode == "L" else 3)
+            if got is not None and got.shape[2] == 1:
+                got = np.repeat(got, 3, axis=2)
+        if got is None or not np.array_equal(got, want):
+            return False
+    return True
+
+
+def _verified(kind: str) -> bool:
+    ok = _checked.get(kind)
+    if ok is None:
+        with _check_lock:
+            ok = _checked.get(kind)
+            if ok is None:
+                try:
+                    ok = _self_check(kind)
+                except Exception:  # noqa: BLE001 - a broken library is one we do not use
+                    log.exception("the %s fast decoder failed its self-check", kind)
+                    ok = False
+                if not ok:
+                    log.warning("the %s fast decoder does not reproduce Pillow's pixels on this "
+                                "install; Pillow decodes those images instead", kind)
+                _checked[kind] = ok
+    return ok
 
 
 def _pooled(height: int, width: int, channels: int) -> np.ndarray:
@@ -147,9 +206,10 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
     orientation Qwen's loading applies), when it reproduces Pillow's result for such a header:
     a function bytes -> RGB (or RGBX: alpha ignored) array that returns None to decline."""
     w, h = img.width, img.height
+    fast = available()
     if orientation not in range(1, 9):
         orientation = 1  # exif_transpose ignores values outside 1-8
-    if img.format in ("JPEG", "MPO") and img.mode in ("RGB", "L"):
+    if fast[LIBJPEG_TURBO] and img.format in ("JPEG", "MPO") and img.mode in ("RGB", "L"):
 
         def jpeg(data: bytes) -> np.ndarray | None:
             arr = decode_jpeg(data, w, h)
@@ -158,7 +218,7 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             return np.ascontiguousarray(orient(arr, orientation))
 
         return jpeg
-    if img.format == "PNG" and img.info.get("transparency") is None:
+    if fast[LIBSPNG] and img.format == "PNG" and img.info.get("transparency") is None:
 
         def png(data: bytes) -> np.ndarray | None:
             channels = png_channels(data, w, h)
