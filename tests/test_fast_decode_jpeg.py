@@ -163,3 +163,24 @@ def test_a_decoder_that_differs_is_switched_off(photo, monkeypatch, caplog):
     check(jpeg(photo, quality=90), True, PIL)
     assert decoders.available() == {FAST: False, decoders.LIBSPNG: True}
     assert "does not reproduce Pillow's pixels" in caplog.text
+
+
+@HF
+@pytest.mark.parametrize("kw", [{"lossless": True}, {"lossless": True, "predictor": 3},
+                                {"colorspace": "RGB", "outcolorspace": "RGB"},
+                                {"optimize": True}, {"smoothing": 50}],
+                         ids=["lossless", "lossless-p3", "rgb-components", "optimized", "smooth"])
+def test_other_encoders_jpegs(photo, hf, kw):
+    """libjpeg-turbo's own encoder (imagecodecs): lossless (SOF3), RGB components without YCbCr,
+    optimized Huffman tables."""
+    import imagecodecs
+
+    check(imagecodecs.jpeg8_encode(np.asarray(photo), **kw), hf, FAST)
+
+
+@HF
+def test_12_bit_is_refused_like_pillow(photo, hf):
+    import imagecodecs
+
+    data = imagecodecs.jpeg8_encode(np.asarray(photo).astype(np.uint16) * 16, bitspersample=12)
+    assert check(data, hf, PIL) is not None  # Pillow cannot open it; neither do we
