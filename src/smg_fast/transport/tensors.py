@@ -76,8 +76,8 @@ def to_tensor_data(array: np.ndarray, dtype: str | None = None, transport: str =
     def fill(seg: ShmSegment) -> None:
         seg.array(np.uint8)[:] = src.reshape(-1).view(np.uint8)
 
-    seg_name = reg.write(src.nbytes, fill)
-    return shm_tensor_data(seg_name, src.shape, name, src.nbytes)
+    seg_name, offset = reg.deliver(src.nbytes, fill)
+    return shm_tensor_data(seg_name, src.shape, name, src.nbytes, offset)
 
 
 # ------------------------------------------------------------------------------------------
