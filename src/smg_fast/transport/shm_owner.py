@@ -34,7 +34,7 @@ SHM_DIR = "/dev/shm"
 SHM_PREFIX = "smg-fast-"
 _NAME_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})-(\d+)$")
 _LOCK_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})\.lock$")
-_DIR_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})-reuse$")  # private names of reused ones
+_DIR_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})-reuse\d+$")  # private names of reused ones
 _MAX_NAME = 255
 
 
@@ -146,13 +146,14 @@ class _Names:
             return f"{SHM_PREFIX}{self._pid}-{self._nonce}-{self._seq}"
 
     def reuse_dir(self, directory: str = SHM_DIR) -> str:
-        """The name of this process's private directory for reused segments in directory
-        (``smg-fast-<pid>-<nonce>-reuse``); first makes sure this process holds its lock there,
-        so that sweepers see it alive."""
+        """A new name for a private directory of reused segments in directory
+        (``smg-fast-<pid>-<nonce>-reuse<n>``); first makes sure this process holds its lock
+        there, so that sweepers see it alive."""
         with self._lock:
             self._refresh()
             self._hold(directory)
-            return f"{SHM_PREFIX}{self._pid}-{self._nonce}-reuse"
+            self._seq += 1
+            return f"{SHM_PREFIX}{self._pid}-{self._nonce}-reuse{self._seq}"
 
     def _refresh(self) -> None:
         pid = os.getpid()

@@ -6,7 +6,7 @@ allocated and mapped, instead of a new file whose pages the kernel must zero and
 Life of a slab:
 
 - made: ``O_TMPFILE`` in the shm directory, 0400, space reserved, mapped read-write by the
-  producer, and linked under a private name in ``smg-fast-<pid>-<nonce>-reuse/`` (0700). That
+  producer, and linked under a private name in ``smg-fast-<pid>-<nonce>-reuse<n>/`` (0700). That
   name keeps the file linkable once a consumer unlinks its public name (an unlinked file that
   once had a name can never be linked again).
 - leased: before every write the producer takes a write lease (``F_SETLEASE F_WRLCK``). The
@@ -28,6 +28,7 @@ Life of a slab:
 
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import logging
@@ -129,6 +130,7 @@ class SlabPool:
         self.granule = granule
         self.dir_name = ""
         self._dir_fd = -1
+        self.pid = os.getpid()
         self._idle: dict[int, deque[Slab]] = {}
         self._idle_bytes = 0
         self._lock = threading.Lock()
@@ -234,9 +236,17 @@ class SlabPool:
         with self._lock:
             if self._dir_fd >= 0:
                 return
-            name = _NAMES.reuse_dir(self.directory)
-            path = os.path.join(self.directory, name)
-            os.mkdir(path, 0o700)
+            for _ in range(16):  # (a same-user process may take a predictable name first)
+                name = _NAMES.reuse_dir(self.directory)
+                path = os.path.join(self.directory, name)
+                try:
+                    os.mkdir(path, 0o700)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise FileExistsError(errno.EEXIST, f"no free directory name in "
+                                      f"{self.directory}")
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             self.dir_name, self._dir_fd = name, fd
 
@@ -337,6 +347,17 @@ class SlabPool:
             return {"reused": self.reused, "made": self.made, "busy": self.busy,
                     "dropped": self.dropped, "idle": sum(len(q) for q in self._idle.values()),
                     "idle_bytes": self._idle_bytes, "budget_bytes": self.budget_bytes}
+
+
+def _remove_dirs_at_exit() -> None:
+    """A process exiting with pools still open removes their private directories (their
+    files vanish with its descriptors); delivered segments stay for their consumers."""
+    for pool in list(_POOLS):
+        if pool.dir_name and pool.pid == os.getpid():
+            shutil.rmtree(os.path.join(pool.directory, pool.dir_name), ignore_errors=True)
+
+
+atexit.register(_remove_dirs_at_exit)
 
 
 def _close_mapping(mm: mmap.mmap) -> None:
