@@ -116,7 +116,8 @@ class Server:
         cap = cfg.shm_max_outstanding_mb * 2**20 or default_outstanding_cap(cfg.shm_dir)
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
                                     pool_bytes=cfg.shm_pool_mb * 2**20,
-                                    max_outstanding_bytes=cap, share_bytes=cap // 4)
+                                    max_outstanding_bytes=cap, share_bytes=cap // 4,
+                                    reuse=bool(cfg.shm_reuse))
         log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
                  "connection)", cap / 2**20, cfg.shm_dir, cap / 2**22)
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
@@ -124,6 +125,8 @@ class Server:
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
+        if self.registry.slabs is not None:
+            sources["shm_reuse"] = self.registry.slabs.stats
         if self.cache is not None:
             sources["pixel_cache"] = self.cache.stats
         self.rdma = RdmaLane(cfg)

@@ -48,6 +48,7 @@ class ServerConfig:
     drain_timeout_s: float = 30.0
     shm_ttl_s: float = 600.0
     shm_pool_mb: int = 256
+    shm_reuse: int = 1
     shm_max_outstanding_mb: int = 0  # 0: half of min(shm dir's tmpfs, RAM)
     shm_dir: str = "/dev/shm"
     rdma_listen_host: str = "127.0.0.1"
@@ -123,6 +124,8 @@ class ServerConfig:
                self.shm_pool_mb, self.shm_max_outstanding_mb) < 0:
             raise ValueError("--pixel-cache-mb, --shm-min-bytes, --shm-pool-mb, "
                              "--shm-max-outstanding-mb and --max-image-pixels must be >= 0")
+        if self.shm_reuse not in (0, 1):
+            raise ValueError(f"--shm-reuse must be 0 or 1, got {self.shm_reuse}")
         if self.transport not in TRANSPORTS:
             raise ValueError(f"--transport must be one of {TRANSPORTS}, got {self.transport!r}")
         if self.log_level not in LOG_LEVELS:
@@ -185,6 +188,10 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
     ("--shm-pool-mb", "SMG_FAST_SHM_POOL_MB", int,
      "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
      "does not pay for fresh pages (0 = off; at most a quarter of the tmpfs)"),
+    ("--shm-reuse", "SMG_FAST_SHM_REUSE", int,
+     "1: deliver shm tensors in segments the server reuses once their consumer has unlinked "
+     "the name and closed the file (the tensor at offset 4096; --shm-pool-mb bounds the idle "
+     "ones); 0: a new file per tensor, at offset 0. Where file leases do not work, 0"),
     ("--shm-max-outstanding-mb", "SMG_FAST_SHM_MAX_OUTSTANDING_MB", int,
      "cap on delivered shm segments not yet read, in MiB; one gRPC connection may hold a "
      "quarter of it (shares are per connection: more connections, more shares). A tensor "
@@ -329,7 +336,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         allowed_media_dirs=[os.path.abspath(d) for d in dirs],
         max_image_pixels=ns.max_image_pixels, metrics_port=ns.metrics_port,
         log_level=ns.log_level.lower(), drain_timeout_s=ns.drain_timeout_s,
-        shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb,
+        shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb, shm_reuse=ns.shm_reuse,
         shm_max_outstanding_mb=ns.shm_max_outstanding_mb,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=_slot_bytes(ap, ns.rdma_slot_mb),

@@ -66,7 +66,9 @@ class Metrics:
                                                  "inserts", "rejected")}
         counters |= {f"scratch.{k}" for k in ("hits", "misses", "gives", "drops", "remote_gives")}
         counters |= {"shm.created", "shm.expired", "shm.released", "shm.refused",
-                     "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed"}
+                     "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed",
+                     "shm_reuse.reused", "shm_reuse.made", "shm_reuse.busy",
+                     "shm_reuse.dropped"}
         counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",
