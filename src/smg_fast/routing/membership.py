@@ -42,11 +42,13 @@ class Member:
     in_flight: int = 0
     failures: int = 0  # consecutive transport failures
     ejections: int = 0  # consecutive ejections (the next lasts twice as long)
+    epoch: int = 0  # ejections so far: a call's failure counts only in the epoch it began in
     ejected_until: float = 0.0
     probing: bool = False  # half-open: one request in flight decides
     items: dict[str, int] = field(default_factory=dict)  # outcome -> items
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when it stops serving
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
     task: asyncio.Task | None = None
 
     def usable(self, now: float) -> bool:
@@ -87,11 +89,23 @@ class Membership:
         m = self.members.pop(target, None)
         if m is None:
             return
-        m.state = "down"
-        m.lost.set()
+        self._set_state(m, "down")
         if m.task is not None:
             m.task.cancel()
+            await asyncio.wait([m.task])
         await m.channel.close()
+
+    async def settled(self, m: Member, timeout: float) -> bool:
+        """Waits (at most timeout) until m serves (True) or is refused or removed (False)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while m.state not in ("serving", "refused") and self.members.get(m.target) is m:
+            changed = m.changed
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, end - loop.time()))
+            except asyncio.TimeoutError:
+                return False
+        return m.state == "serving" and self.members.get(m.target) is m
 
     async def close(self) -> None:
         for target in list(self.members):
@@ -124,8 +138,7 @@ class Membership:
                     except FingerprintMismatch as exc:
                         log.error("refusing member: %s", exc)
                         self.refused += 1
-                        m.state = "refused"
-                        m.lost.set()
+                        self._set_state(m, "refused")
                         m.joined.set()
                         return
                 call = health.Watch(health_pb2.HealthCheckRequest(service=""))
@@ -147,13 +160,15 @@ class Membership:
             backoff = min(backoff * 2, RECONNECT_MAX_S)
 
     def _set_state(self, m: Member, state: str) -> None:
-        if state == "down":
+        if state in ("down", "refused"):
             m.lost.set()  # calls in flight there stop waiting and retry elsewhere
         elif m.lost.is_set():
             m.lost = asyncio.Event()  # a draining member still finishes what it has
         if state != m.state:
             log.info("member %s: %s", m.target, state)
         m.state = state
+        m.changed.set()  # wakes add()s waiting for this member
+        m.changed = asyncio.Event()
 
     # ---- passive ejection ----
 
@@ -162,13 +177,19 @@ class Membership:
         m.ejections = 0
         m.probing = False
 
-    def failure(self, m: Member) -> None:
-        """One transport failure; ejects at the threshold, or at once when it was a probe."""
+    def failure(self, m: Member, epoch: int) -> None:
+        """One transport failure of a call that began in ``epoch``; ejects at the threshold, or
+        at once when it was a probe. Calls that began before the last ejection do not count:
+        one crash fails every call in flight at once, and that is one ejection, not several
+        (each doubling the next one's length)."""
+        if epoch != m.epoch:
+            return
         m.failures += 1
         half_open = m.ejections > 0
         m.probing = False
         if half_open or m.failures >= self.eject_after:
             m.ejections += 1
+            m.epoch += 1
             m.failures = 0
             span = min(self.eject_max_s, self.eject_base_s * 2 ** (m.ejections - 1))
             m.ejected_until = time.monotonic() + span
