@@ -202,6 +202,37 @@ class Membership:
         now = time.monotonic()
         return [m for m in self.members.values() if m.usable(now)]
 
+    def info(self, version: str, max_message_bytes: int) -> Any:
+        """GetModelInfo for the fleet: the models every serving member serves with the fleet's
+        fingerprints (described as the first member does); what must hold everywhere as the
+        strictest member's value; what members share as theirs, else empty. None when no
+        member serves."""
+        infos = [m.info for m in self.members.values() if m.state == "serving" and m.info]
+        if not infos:
+            return None
+        common = None
+        for info in infos:
+            names = {x.name for x in info.models
+                     if self.fingerprints.get(x.name) == x.config_fingerprint}
+            common = names if common is None else common & names
+        out = pb.GetModelInfoResponse(
+            models=[x for x in infos[0].models if x.name in (common or set())],
+            version=version,
+            max_message_bytes=min([max_message_bytes, *(i.max_message_bytes for i in infos)]),
+            shm_min_bytes=max(i.shm_min_bytes for i in infos),
+            pixel_cache_bytes=sum(i.pixel_cache_bytes for i in infos),
+            rdma_available=all(i.rdma_available for i in infos))
+        if out.rdma_available:
+            out.rdma_max_bytes = min(i.rdma_max_bytes for i in infos)
+        if len({i.shm_namespace for i in infos}) == 1:  # one host: shm works as with a server
+            out.shm_namespace = infos[0].shm_namespace
+        if len({i.default_transport for i in infos}) == 1:
+            out.default_transport = infos[0].default_transport
+        names = [x.name for x in out.models]
+        out.default_model = self.default_model if self.default_model in names else (
+            names[0] if names else "")
+        return out
+
     def stats(self) -> dict[str, Any]:
         now = time.monotonic()
         return {

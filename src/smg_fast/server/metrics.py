@@ -13,7 +13,7 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0
                     0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class _StatsCollector:
+class StatsCollector:
     """Exports dicts of counters / gauges read at scrape time (pixel cache, scratch pools, shm)."""
 
     def __init__(self, sources: dict[str, Callable[[], dict[str, Any]]],
@@ -92,4 +92,4 @@ class Metrics(MetricsEndpoint):
                                            "too_large", "unknown_free", "refused_free",
                                            "bad_notifications", "metadata_served",
                                            "metadata_dropped")}
-        r.register(_StatsCollector(sources or {}, counters))
+        r.register(StatsCollector(sources or {}, counters))
