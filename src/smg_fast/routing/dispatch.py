@@ -100,9 +100,9 @@ def _says_retryable(exc: grpc.aio.AioRpcError) -> bool:
 
 
 def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
-    """Pings every keepalive_s on a member's connection, even while its only call is an idle
-    health Watch; no answer within keepalive_s closes it, which fails that member's calls (a
-    hung process, a dead host) long before any deadline. 0: off."""
+    """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
+    connection closes without waiting for TCP). The membership also sends a health Check
+    every keepalive_s, which finds a hung process for sure. 0: off."""
     if not keepalive_s:
         return []
     ms = int(keepalive_s * 1000)
@@ -135,7 +135,7 @@ class Fleet:
         self.namespace = shm_namespace()
         self.membership = Membership(
             channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
-            eject_after=eject_after, eject_base_s=eject_base_s)
+            eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
         self._joining = [self.membership.add(t) for t in targets]
         self._tasks: set[asyncio.Future] = set()  # sub-calls abandoned, still ending
         self.counts: Counter[str] = Counter()
