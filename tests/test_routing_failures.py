@@ -8,27 +8,22 @@ ends every task."""
 from __future__ import annotations
 
 import asyncio
-import io
 import signal
 
 import grpc
-import numpy as np
 import pytest
-from PIL import Image
+from routing_common import SERVER_ARGS, first_choice, png
 
 from smg_fast.bench.servers import ServerProcess
-from smg_fast.client import _media_item
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.membership import Member, Membership
-from smg_fast.routing.placement import item_key, order
 
-SERVER_ARGS = ["--workers", "2", "--drain-timeout-s", "5", "--pixel-cache-mb", "64",
-               "--max-output-mb", "64"]
+ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
 
 
 @pytest.fixture(scope="module")
 def fleet():
-    servers = [ServerProcess(SERVER_ARGS) for _ in range(3)]
+    servers = [ServerProcess(ARGS) for _ in range(3)]
     try:
         for s in servers:
             s.wait()
@@ -42,25 +37,13 @@ def fleet():
                 s.proc.stderr.close()
 
 
-def _png(w: int, h: int, seed: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    buf = io.BytesIO()
-    Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(buf, "PNG",
-                                                                          compress_level=1)
-    return buf.getvalue()
-
-
-def _first_choice(image: bytes, targets: list[str]) -> str:
-    return order(item_key(_media_item(image), "qwen2_vl", "float32", None, None), targets)[0]
-
-
 def _on(target: str, targets: list[str], count: int, start: int = 0) -> list[bytes]:
     """count small distinct images whose first choice is target."""
     out, seed = [], start
     while len(out) < count:
-        im = _png(40, 30, seed)
+        im = png(40, 30, seed)
         seed += 1
-        if _first_choice(im, targets) == target:
+        if first_choice(im, targets) == target:
             out.append(im)
     return out
 
@@ -92,10 +75,10 @@ def test_hung_worker_is_ejected_and_its_items_go_elsewhere(fleet, how):
 
 def test_size_limit_is_not_retried(fleet):
     targets = [s.target for s in fleet]
-    huge = _png(3000, 3000, 7)  # 3000x3000 float32: far over --max-output-mb 64
+    huge = png(3000, 3000, 7)  # 3000x3000 float32: far over --max-output-mb 64
     with RoutedClient(targets, timeout=30) as rc:
         with pytest.raises(RoutedError) as err:
-            rc.preprocess([_png(40, 30, 1), huge])
+            rc.preprocess([png(40, 30, 1), huge])
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert err.value.index == 1 and not err.value.retryable
         assert rc.stats()["retries"] == {}  # the old client tried it on every member
@@ -106,8 +89,8 @@ def test_size_limit_is_not_retried(fleet):
 def test_admission_resource_exhausted_is_retried_elsewhere():
     """A server whose admission is full answers RESOURCE_EXHAUSTED with retryable=1: the item
     goes to the next member and the request succeeds."""
-    busy = ServerProcess([*SERVER_ARGS, "--max-queued-requests", "1", "--workers", "1"])
-    free = ServerProcess(SERVER_ARGS)
+    busy = ServerProcess([*ARGS, "--max-queued-requests", "1", "--workers", "1"])
+    free = ServerProcess(ARGS)
     try:
         busy.wait()
         free.wait()
@@ -147,9 +130,9 @@ def test_one_crash_is_one_ejection():
 
 def _slow_and_bad(targets: list[str]) -> tuple[bytes, bytes, str]:
     """A slow image (big, inline) and a bad one whose first choices differ."""
-    big = _png(1500, 1000, 11)
-    slow_member = _first_choice(big, targets)
-    bad = next(b for k in range(200) if _first_choice(b := b"not an image %d" % k, targets)
+    big = png(1500, 1000, 11)
+    slow_member = first_choice(big, targets)
+    bad = next(b for k in range(200) if first_choice(b := b"not an image %d" % k, targets)
                != slow_member)
     return big, bad, slow_member
 
@@ -173,7 +156,7 @@ def test_abandoned_sub_calls_are_cancelled(fleet):
 
 
 def test_concurrent_adds_wait_for_the_join(fleet):
-    late = ServerProcess(SERVER_ARGS)  # not serving yet
+    late = ServerProcess(ARGS)  # not serving yet
     try:
         async def main():
             async with AsyncRoutedClient([fleet[0].target], timeout=30,
@@ -193,7 +176,7 @@ def test_close_ends_every_task(fleet):
     targets = [s.target for s in fleet]
     big, bad, _ = _slow_and_bad(targets)
     rc = RoutedClient(targets, timeout=30)
-    rc.preprocess([_png(40, 30, 5)])
+    rc.preprocess([png(40, 30, 5)])
     with pytest.raises(RoutedError):  # its big item's sub-call is still running now
         rc.preprocess([big, bad], transport="inline")
 
