@@ -4,10 +4,12 @@ real-photo crops, noise PNGs, and where an image goes first."""
 from __future__ import annotations
 
 import io
+import signal
 
 import numpy as np
 from PIL import Image
 
+from smg_fast.bench.servers import ServerProcess
 from smg_fast.client import _media_item
 from smg_fast.routing.placement import item_key, order
 
@@ -47,3 +49,27 @@ def check(out, picks, refs) -> None:
     assert len(out.items) == len(picks)
     for it, k in zip(out.items, picks, strict=True):
         assert np.array_equal(it.pixel_values, refs[k]), k
+
+
+def start_servers(n: int, args: list[str]) -> list:
+    """n server processes started side by side, each SERVING (all stopped if one fails)."""
+    servers = [ServerProcess(args) for _ in range(n)]
+    try:
+        for s in servers:
+            s.wait()
+    except BaseException:
+        stop(servers)
+        raise
+    return servers
+
+
+def stop(procs) -> None:
+    """Kills server/router processes (resuming a stopped one first) and closes their pipes."""
+    for p in procs:
+        if p is None:
+            continue
+        if p.proc.poll() is None:
+            p.proc.send_signal(signal.SIGCONT)
+        p.kill()
+        if p.proc.stderr is not None:
+            p.proc.stderr.close()

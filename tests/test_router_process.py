@@ -19,10 +19,10 @@ import pytest
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-from routing_common import SERVER_ARGS, check, crops, png
+from routing_common import SERVER_ARGS, check, crops, png, start_servers, stop
 
 from smg_fast import load_processor
-from smg_fast.bench.servers import RouterProcess, ServerProcess, free_port
+from smg_fast.bench.servers import RouterProcess, free_port
 from smg_fast.client import AsyncClient, Client
 from smg_fast.server.errors import RETRYABLE_KEY
 
@@ -37,25 +37,14 @@ def images(real_images):
 
 
 def _start(n: int = 3, router_args: tuple[str, ...] = ()):
-    servers = [ServerProcess(ARGS) for _ in range(n)]
-    router = None
+    servers = start_servers(n, ARGS)
+    router = RouterProcess([s.target for s in servers], list(router_args))
     try:
-        for s in servers:
-            s.wait()
-        router = RouterProcess([s.target for s in servers], list(router_args))
         router.wait()
     except BaseException:
-        _stop(servers, router)
+        stop([*servers, router])
         raise
     return servers, router
-
-
-def _stop(servers, router) -> None:
-    for p in [*servers, router]:
-        if p is not None:
-            p.kill()
-            if p.proc.stderr is not None:
-                p.proc.stderr.close()
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +54,7 @@ def routed():
     try:
         yield servers, router, metrics
     finally:
-        _stop(servers, router)
+        stop([*servers, router])
 
 
 def test_exact_in_order_every_transport(routed, images):
@@ -183,7 +172,7 @@ def test_worker_killed_and_drained_mid_run(images):
         assert done == 60
         assert servers[1].proc.wait(30) == 0
     finally:
-        _stop(servers, router)
+        stop([*servers, router])
 
 
 def test_router_drains_on_sigterm(images):
@@ -195,7 +184,7 @@ def test_router_drains_on_sigterm(images):
         router.proc.send_signal(signal.SIGTERM)
         assert router.proc.wait(15) == 0
     finally:
-        _stop(servers, router)
+        stop([*servers, router])
 
 
 @pytest.mark.parametrize("argv, message", [

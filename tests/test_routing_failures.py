@@ -12,7 +12,7 @@ import signal
 
 import grpc
 import pytest
-from routing_common import SERVER_ARGS, first_choice, png
+from routing_common import SERVER_ARGS, first_choice, png, start_servers, stop
 
 from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
@@ -23,18 +23,11 @@ ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
 
 @pytest.fixture(scope="module")
 def fleet():
-    servers = [ServerProcess(ARGS) for _ in range(3)]
+    servers = start_servers(3, ARGS)
     try:
-        for s in servers:
-            s.wait()
         yield servers
     finally:
-        for s in servers:
-            if s.proc.poll() is None:
-                s.proc.send_signal(signal.SIGCONT)
-            s.kill()
-            if s.proc.stderr is not None:
-                s.proc.stderr.close()
+        stop(servers)
 
 
 def _on(target: str, targets: list[str], count: int, start: int = 0) -> list[bytes]:

@@ -12,7 +12,7 @@ import signal
 
 import grpc
 import pytest
-from routing_common import SERVER_ARGS, check, crops
+from routing_common import SERVER_ARGS, check, crops, start_servers, stop
 
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
@@ -33,20 +33,11 @@ def images(real_images):
 @pytest.fixture
 def fleet():
     """Three servers started side by side (each waits for SERVING); stopped whatever happens."""
-    servers = [ServerProcess(SERVER_ARGS) for _ in range(3)]
+    servers = start_servers(3, SERVER_ARGS)
     try:
-        for s in servers:
-            s.wait()
         yield servers
     finally:
-        _stop(servers)
-
-
-def _stop(servers) -> None:
-    for s in servers:
-        s.kill()
-        if s.proc.stderr is not None:
-            s.proc.stderr.close()
+        stop(servers)
 
 
 def test_multi_image_exact_and_in_order(fleet, images):
@@ -139,7 +130,7 @@ def test_member_with_other_fingerprint_is_refused(images):
             check(out, picks, refs)
             assert other.target not in {it.worker for it in out.items}
     finally:
-        _stop((*same, other))
+        stop((*same, other))
 
 
 def test_release_unlinks_unused_shm_segments(fleet, images):
