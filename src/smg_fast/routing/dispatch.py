@@ -246,7 +246,7 @@ class Fleet:
                 self.counts["failed"] += 1
                 raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
                                         "member(s))", i)
-            target, spilled = choose(keys[i], candidates, load, self.load_factor, self.floor)
+            target, spilled = self._choose(keys[i], candidates, load)
             load[target] += 1
             self.counts["spills"] += spilled
             groups.setdefault(usable[target], []).append(i)
@@ -255,6 +255,12 @@ class Fleet:
             # counted at once, so that requests placed in the same moment see each other
             m.in_flight += len(idx)
         return {m: (idx, m.epoch) for m, idx in groups.items()}
+
+    def _choose(self, key: bytes, candidates: list[str],
+                load: dict[str, int]) -> tuple[str, bool]:
+        """(member, spilled) for one key: rendezvous order under the load bound (a benchmark
+        overrides this to compare policies)."""
+        return choose(key, candidates, load, self.load_factor, self.floor)
 
     async def _call(self, m: Member, epoch: int, idx: list[int], req: Any, model: str,
                     deadline: float | None, finish: Finish, local: bool) -> tuple[str, Any]:
