@@ -247,7 +247,7 @@ class Delivery:
                "shm_full": f"{self.registry.directory} is full"}[refused]
         raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                            f"no shm room for a {nbytes}-byte tensor ({why}), and it is too "
-                           "large to send inline")
+                           "large to send inline", retryable=True)  # room comes back
 
     def _new_segment(self, nbytes: int, fill: Any,
                      outcome: Outcome) -> tuple[str | None, int, str]:
