@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "convert.hpp"
 #include "cpu.hpp"
 #include "normalize.hpp"
 #include "parallel.hpp"
@@ -39,7 +40,8 @@ ImageView image_view(const py::array& a, const char* what) {
     if (h < 1 || w < 1) throw py::value_error(std::string(what) + ": empty image");
     if (h > kMaxSide || w > kMaxSide) throw py::value_error(std::string(what) + ": image side too large");
     if (c < 1 || c > 4) throw py::value_error(std::string(what) + ": expected 1 to 4 channels");
-    const bool packed = (a.ndim() == 2 || a.strides(2) == 1) && a.strides(1) == c && a.strides(0) >= w * c;
+    // (A single channel's own stride is meaningless: arr[:, :, None] gives it 0.)
+    const bool packed = (a.ndim() == 2 || c == 1 || a.strides(2) == 1) && a.strides(1) == c && a.strides(0) >= w * c;
     if (!packed) throw py::value_error(std::string(what) + ": pixels must be packed (use np.ascontiguousarray)");
     return ImageView{static_cast<const uint8_t*>(a.data()), int(w), int(h), int(c), int64_t(a.strides(0))};
 }
@@ -67,9 +69,29 @@ void make_read_only(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~
 
 // Writes one image's encoder input into dst (a C-contiguous writable array of the pipeline's
 // dtype) starting at element `offset`; dst must hold the image's patch rows from there.
+// fmt None: RGB for 3 channels, RGBX for 4 (what run() read before pixel formats existed).
+PixelFormat checked_format(const py::object& fmt, const ImageView& in, const char* what) {
+    PixelFormat f;
+    if (fmt.is_none()) {
+        if (in.channels != 3 && in.channels != 4)
+            throw py::value_error(std::string(what) + ": an image with " + std::to_string(in.channels) +
+                                  " channels needs an explicit fmt (3 and 4 default to RGB and RGBX)");
+        f = default_format(in.channels);
+    } else {
+        f = fmt.cast<PixelFormat>();
+    }
+    if (!is_valid_format(f)) throw py::value_error(std::string(what) + ": unknown pixel format " + std::to_string(int(f)));
+    if (in.channels != format_channels(f))
+        throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " +
+                              std::to_string(format_channels(f)) + " channels, the image has " +
+                              std::to_string(in.channels));
+    return f;
+}
+
 void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h, int grid_h, int grid_w,
-            py::array dst, int64_t offset) {
+            py::array dst, int64_t offset, const py::object& fmt) {
     const ImageView in = image_view(src, "run");
+    const PixelFormat f = checked_format(fmt, in, "run");
     const int esize = dtype_size(pl.dtype());
     // bfloat16 travels as its raw bits (uint16): no numpy bfloat16 exists
     const char kind = pl.dtype() == DType::BFloat16 ? 'u' : 'f';
@@ -81,7 +103,23 @@ void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h
         throw py::value_error("run: dst too small for this image at this offset");
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
     py::gil_scoped_release release;
-    pl.run(in, resize_w, resize_h, grid_h, grid_w, out);
+    pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out);
+}
+
+// The whole image converted to a new packed (H, W, 3) RGB array: what run() reads, row by row.
+py::array to_rgb_py(const py::array& src, PixelFormat fmt) {
+    const ImageView in = image_view(src, "to_rgb");
+    const PixelFormat f = checked_format(py::cast(fmt), in, "to_rgb");
+    py::array_t<uint8_t> out({int64_t(in.height), int64_t(in.width), int64_t(3)});
+    uint8_t* o = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        over_white_table(f);  // build a table once here, not racing inside the workers
+        parallel_for(in.height, 64, [&](int64_t b, int64_t e) {
+            convert_rows(f, in, b, e, o + b * int64_t(in.width) * 3, int64_t(in.width) * 3);
+        });
+    }
+    return out;
 }
 
 const char* kernel_name(Normalizer::Kernel k) {
@@ -104,6 +142,21 @@ void bind_enums(py::module_& m) {
         .value("HORIZONTAL_FIRST", PassOrder::HorizontalFirst, "Pillow <= 12: horizontal, then vertical.")
         .value("PILLOW13", PassOrder::Pillow13,
                "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
+    py::enum_<PixelFormat>(m, "PixelFormat",
+                           "How run() reads a decoded image's bytes; formats other than RGB and RGBX are\n"
+                           "converted to RGB row by row while the resampler reads them, with the named\n"
+                           "reference's arithmetic.")
+        .value("RGB", PixelFormat::RGB, "3 bytes per pixel: R, G, B.")
+        .value("RGBX", PixelFormat::RGBX, "4 bytes: R, G, B and one ignored (Pillow's RGB memory; RGBA with alpha dropped).")
+        .value("GRAY", PixelFormat::Gray, "1 byte, replicated to R = G = B (Pillow's L -> RGB; np.repeat).")
+        .value("GRAY_ALPHA_DROP", PixelFormat::GrayAlphaDrop, "2 bytes (L, A): L replicated, A dropped (Pillow's LA -> RGB).")
+        .value("GRAY_ALPHA_OVER_WHITE_PILLOW", PixelFormat::GrayAlphaOverWhitePillow,
+               "2 bytes (L, A): LA -> RGBA (L replicated), then RGBA_OVER_WHITE_PILLOW.")
+        .value("RGBA_OVER_WHITE_PILLOW", PixelFormat::RgbaOverWhitePillow,
+               "4 bytes: Image.alpha_composite(opaque white, rgba).convert('RGB') (Pillow's integer arithmetic).")
+        .value("RGBA_OVER_WHITE_NUMPY", PixelFormat::RgbaOverWhiteNumpy,
+               "4 bytes: transformers' convert_to_rgb on uint8 arrays: np.round(a / 255 * c + (1 - a / 255) * 255)\n"
+               "in float64.");
     py::enum_<DType>(m, "DType", "Output element type.")
         .value("FLOAT32", DType::Float32, "float32.")
         .value("BFLOAT16", DType::BFloat16, "bfloat16 (NumPy arrays hold its bits as uint16).")
@@ -131,11 +184,12 @@ void bind_pipeline(py::module_& m) {
              "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, patch\n"
              "outside 1..64, merge or temporal outside 1..16, a zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
-             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0,
-             "Resizes src (uint8 (H, W, 3) RGB or (H, W, 4) RGBX, the 4th byte ignored) to\n"
-             "resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the\n"
-             "pipeline's dtype, into the flat C-contiguous array dst from element offset on; grid\n"
-             "cells past the resized image are padding (pixel value 0). Releases the GIL.")
+             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
+             "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3\n"
+             "channels, RGBX for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows,\n"
+             "normalized in the pipeline's dtype, into the flat C-contiguous array dst from element\n"
+             "offset on; grid cells past the resized image are padding (pixel value 0). Formats other\n"
+             "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
@@ -354,6 +408,9 @@ PYBIND11_MODULE(_native, m) {
           py::arg("pass_order"),
           "Pillow-exact resize of a packed uint8 (H, W) or (H, W, C <= 4) array to out_w x out_h;\n"
           "returns a new array with src's channel count. Releases the GIL.");
+    m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
+          "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
+          "exactly as run() converts it. Releases the GIL.");
     m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"),
           "A read-only (height, width, 4) uint8 view of a Pillow RGB image exported through the Arrow\n"
           "C data interface (its arrow_schema and arrow_array capsules), without a copy.");

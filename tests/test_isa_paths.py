@@ -15,7 +15,8 @@ import pytest
 import smg_fast
 
 TESTS = Path(__file__).parent
-SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py"]
+SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py",
+          "test_convert.py"]
 
 
 @pytest.mark.parametrize("isa", ["avx512-novnni", "avx2", "baseline"])

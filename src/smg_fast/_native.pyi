@@ -42,6 +42,18 @@ class PassOrder(_Enum):
     HORIZONTAL_FIRST: ClassVar[PassOrder]
     PILLOW13: ClassVar[PassOrder]
 
+class PixelFormat(_Enum):
+    """How run() reads a decoded image's bytes; other formats than RGB / RGBX are converted to
+    RGB row by row while read, with the named reference's arithmetic."""
+
+    RGB: ClassVar[PixelFormat]
+    RGBX: ClassVar[PixelFormat]
+    GRAY: ClassVar[PixelFormat]
+    GRAY_ALPHA_DROP: ClassVar[PixelFormat]
+    GRAY_ALPHA_OVER_WHITE_PILLOW: ClassVar[PixelFormat]
+    RGBA_OVER_WHITE_PILLOW: ClassVar[PixelFormat]
+    RGBA_OVER_WHITE_NUMPY: ClassVar[PixelFormat]
+
 class DType(_Enum):
     """Output element type (bfloat16 is held as uint16 bits in NumPy)."""
 
@@ -81,6 +93,8 @@ class Pipeline:
         grid_w: int,
         dst: np.ndarray,
         offset: int = 0,
+        *,
+        fmt: PixelFormat | None = None,
     ) -> None: ...
     def output_elems(self, resize_w: int, resize_h: int, grid_h: int, grid_w: int) -> int: ...
     @property
@@ -113,6 +127,7 @@ class Pipeline:
 def resize(
     src: npt.NDArray[np.uint8], out_w: int, out_h: int, filter: Filter, pass_order: PassOrder
 ) -> npt.NDArray[np.uint8]: ...
+def to_rgb(src: npt.NDArray[np.uint8], fmt: PixelFormat) -> npt.NDArray[np.uint8]: ...
 def arrow_rgbx(schema: Any, array: Any, width: int, height: int) -> npt.NDArray[np.uint8]: ...
 def pooled_empty(nbytes: int, zero: bool = False) -> npt.NDArray[np.uint8]: ...
 
