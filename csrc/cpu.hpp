@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 // SMG_X86: x86 intrinsics (<immintrin.h>, target attributes) are compiled only under this.
 #if defined(__x86_64__) || defined(_M_X64)
@@ -18,10 +19,13 @@ namespace smg {
 // Kernel levels, ordered: a cap admits its own level and every level below it.
 enum IsaLevel : int { kIsaBaseline = 0, kIsaAvx2 = 1, kIsaAvx512 = 2, kIsaAvx512Vnni = 3 };
 
-// The SMG_FAST_ISA value, or nullptr when unset.
+// The SMG_FAST_ISA value, or nullptr when unset; read once, like the cap it sets.
 inline const char* isa_cap_env() {
-    const char* v = std::getenv("SMG_FAST_ISA");
-    return v && *v ? v : nullptr;
+    static const std::string v = [] {
+        const char* e = std::getenv("SMG_FAST_ISA");
+        return std::string(e ? e : "");
+    }();
+    return v.empty() ? nullptr : v.c_str();
 }
 
 // SMG_FAST_ISA caps the hand-written kernels: "avx512" (default: whatever the CPU has),
