@@ -11,6 +11,7 @@
 
 #include "convert.hpp"
 #include "cpu.hpp"
+#include "kernel_log.hpp"
 #include "normalize.hpp"
 #include "parallel.hpp"
 #include "patchify.hpp"
@@ -396,6 +397,40 @@ void bind_slot_arena(py::module_& m) {
                 "refused_free, and in_use (slots leased now).");
 }
 
+py::dict kernel_info_py() {
+    // IsaLevel -> the SMG_FAST_ISA value of that cap.
+    static const char* const kLevels[] = {"baseline", "avx2", "avx512-novnni", "avx512"};
+    py::dict d;
+    d["isa_cap"] = kLevels[isa_cap()];
+    const char* env = isa_cap_env();
+    d["isa_cap_env"] = env ? py::object(py::str(env)) : py::object(py::none());
+    const HostIsa h = host_isa();
+    py::dict host;
+    host["avx2"] = h.avx2;
+    host["avx512"] = h.avx512;
+    host["avx512vbmi"] = h.avx512vbmi;
+    host["avx512vnni"] = h.avx512vnni;
+    d["host"] = host;
+    py::dict selected;
+    for (KernelId id : {vertical_kernel(), horizontal_kernel(), patchify_kernel()})
+        selected[kernel_desc(id).stage] = kernel_desc(id).name;
+    d["selected"] = selected;
+    // Every kernel, with the lowest SMG_FAST_ISA cap that admits it and whether it has run.
+    py::list kernels;
+    const uint32_t ran = g_kernels_ran.load(std::memory_order_relaxed);
+    for (int i = 0; i < int(KernelId::Count); ++i) {
+        const KernelDesc& k = kernel_desc(KernelId(i));
+        py::dict e;
+        e["stage"] = k.stage;
+        e["name"] = k.name;
+        e["min_cap"] = kLevels[k.level];
+        e["ran"] = bool(ran & (uint32_t(1) << i));
+        kernels.append(e);
+    }
+    d["kernels"] = kernels;
+    return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -436,5 +471,8 @@ PYBIND11_MODULE(_native, m) {
         d["avx512vnni"] = cpu_has_avx512vnni();
         return d;
     }, "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
+    m.def("kernel_info", &kernel_info_py,
+          "The ISA cap in force (SMG_FAST_ISA), what the CPU supports, the kernel each stage's\n"
+          "dispatch selects, and every kernel that has run in this process, with the level it needs.");
     bind_slot_arena(m);
 }

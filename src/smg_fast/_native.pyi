@@ -152,6 +152,21 @@ def num_threads() -> int: ...
 def available_cpus() -> int: ...
 def cpu_features() -> dict[str, bool]: ...
 
+class _KernelEntry(TypedDict):
+    stage: str
+    name: str
+    min_cap: str
+    ran: bool
+
+class _KernelInfo(TypedDict):
+    isa_cap: str
+    isa_cap_env: str | None
+    host: dict[str, bool]
+    selected: dict[str, str]
+    kernels: list[_KernelEntry]
+
+def kernel_info() -> _KernelInfo: ...
+
 FRAME_HEADER: int
 FRAME_MAGIC: int
 FRAME_VERSION: int
