@@ -5,6 +5,7 @@ Adam7) is Pillow's; broken files fail exactly where the reference fails."""
 from __future__ import annotations
 
 import io
+import struct
 
 import numpy as np
 import pytest
@@ -135,9 +136,8 @@ def test_truncated(photo, hf, cut):
     data = png(photo)
     end = int(len(data) * cut) if isinstance(cut, float) else len(data) + cut
     # -12: no IEND; -4: IEND without its CRC: the pixels are whole, and Pillow keeps them.
-    # (Qwen: with no IEND, the chunks after the pixels are unknown, so Pillow decodes.)
-    fast = cut == -4 or (cut == -12 and not hf)
-    check(data[:end], hf, FAST if fast else PIL)
+    # (With no IEND the chunks are not all known, so Pillow decodes.)
+    check(data[:end], hf, FAST if cut == -4 else PIL)
 
 
 @HF
@@ -158,3 +158,38 @@ def test_trailing_garbage(photo, hf):
 def test_without_imagecodecs_pillow_decodes(photo, monkeypatch):
     monkeypatch.setattr(decoders, "_spng", None)
     assert ours(png(photo), True)[1] == PIL
+
+
+def _exif(orientation: int) -> bytes:
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    return exif.tobytes()
+
+
+def _with_chunks(photo: Image.Image, *chunks: tuple[bytes, bytes]) -> bytes:
+    return write_png(np.asarray(photo.crop((0, 0, 29, 17))), 2, 8, extra=chunks)
+
+
+def test_raw_profile_exif_text_is_pillows(photo):
+    """Pillow's getexif falls back to ImageMagick's "Raw profile type exif" text chunk: an
+    orientation there turns the image under Qwen."""
+    ex = _exif(6)
+    text = b"Raw profile type exif\0" + f"\nexif\n{len(ex):8d}\n{ex.hex()}\n".encode()
+    data = _with_chunks(photo, (b"tEXt", text))
+    assert reference(data, True).shape[:2] == (29, 17)
+    check(data, True, PIL)
+    check(data, False, FAST)
+
+
+def test_unreadable_exif_is_pillows(photo):
+    data = _with_chunks(photo, (b"eXIf", b"XXXXXXXXXXXXXXXX"))
+    check(data, True, PIL)  # transformers' load_image raises on it: so do we
+
+
+@HF
+@pytest.mark.parametrize("frames,region", [(1, (3, 4, 1, 1)), (1, (29, 17, 0, 0))])
+def test_apng_is_pillows(photo, hf, frames, region):
+    w, h, x, y = region
+    fctl = struct.pack(">IIIIIHHBB", 0, w, h, x, y, 1, 10, 0, 0)
+    data = _with_chunks(photo, (b"acTL", struct.pack(">II", frames, 0)), (b"fcTL", fctl))
+    check(data, hf, PIL)

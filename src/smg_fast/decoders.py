@@ -167,20 +167,28 @@ def decode_png(data: bytes, width: int, height: int, channels: int) -> np.ndarra
     return got.reshape(height, width, channels)
 
 
-def chunks_after_pixels(data: bytes) -> bool:
-    """Whether the PNG has a chunk other than IEND after its image data (Pillow reads those, an
-    eXIf or XMP orientation among them, only after decoding); True when the chunks do not parse."""
-    pos, seen_idat = 8, False
+# APNG: Pillow reads the default image within its frame control (or refuses a bad one); libspng
+# decodes IDAT as a still image.
+_ANIMATION = {"acTL", "fcTL", "fdAT"}
+
+
+def png_chunks(data: bytes) -> set[str] | None:
+    """The chunk types of a PNG up to IEND, plus "after pixels" when a chunk other than IEND
+    follows its image data (Pillow reads those, an eXIf or XMP orientation among them, only
+    after decoding); None when the chunks do not parse up to an IEND."""
+    pos, seen_idat, kinds = 8, False, set()
     while pos + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, pos)
+        name = kind.decode("latin-1")
+        if kind == b"IEND":
+            return kinds
+        kinds.add(name)
         if kind == b"IDAT":
             seen_idat = True
-        elif kind == b"IEND":
-            return False
         elif seen_idat:
-            return True
+            kinds.add("after pixels")
         pos += 12 + length
-    return True
+    return None
 
 
 # EXIF orientation (what Pillow's exif_transpose applies) as an array view.
@@ -209,6 +217,8 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
     orientation Qwen's loading applies), when it reproduces Pillow's result for such a header:
     a function bytes -> Pixels that returns None to decline."""
     w, h = img.width, img.height
+    if orientation < 0:  # EXIF only Pillow can read (or refuse) as exif_transpose does
+        return None
     fast = available()
     if orientation not in range(1, 9):
         orientation = 1  # exif_transpose ignores values outside 1-8
@@ -232,7 +242,8 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             # Qwen applies an EXIF or XMP orientation, which the header shows unless a chunk
             # after the pixels carries it. (Alpha: load_image's convert("RGB") drops it, as
             # Kimi's does; the RGBX format reads past it.)
-            if hf and chunks_after_pixels(data):
+            chunks = png_chunks(data)
+            if chunks is None or chunks & _ANIMATION or (hf and "after pixels" in chunks):
                 return None
             arr = decode_png(data, w, h, channels)
             if arr is None:

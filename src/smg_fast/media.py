@@ -52,7 +52,8 @@ ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
 DEFAULT_IMAGE_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "MPO")
 
 _ORIENTATION = 0x0112
-_SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
+_SWAPPING = (5, 6, 7, 8)
+UNKNOWN_ORIENTATION = -1  # EXIF orientations whose transpose swaps width and height
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
 
 
@@ -174,9 +175,14 @@ def _open_encoded(index: int, source: Any, max_pixels: int | None,
 
 
 def _header_orientation(img: Image.Image) -> int:
-    """The EXIF orientation exif_transpose will apply, read from the header only. Reads its own
-    Exif object: calling img.getexif() before load would cache a possibly incomplete copy (a
-    PNG's eXIf chunk may follow the pixels), and for PNG it would decode the image."""
+    """The EXIF orientation exif_transpose will apply, read from the header only, or
+    UNKNOWN_ORIENTATION when the header holds EXIF this cannot read as Pillow would (an
+    unreadable block, a PNG's "Raw profile type exif" text): the fast decoders leave such images
+    to Pillow. Reads its own Exif object: calling img.getexif() before load would cache a
+    possibly incomplete copy (a PNG's eXIf chunk may follow the pixels), and for PNG it would
+    decode the image."""
+    if "Raw profile type exif" in img.info:
+        return UNKNOWN_ORIENTATION
     value: Any = None
     tags = getattr(img, "tag_v2", None)  # TIFF: the first IFD is the header
     if tags is not None:
@@ -187,8 +193,8 @@ def _header_orientation(img: Image.Image) -> int:
             exif = Image.Exif()
             exif.load(bytes(raw))
             value = exif.get(_ORIENTATION)
-        except Exception:  # unreadable EXIF: the decode step will say  # noqa: BLE001
-            value = None
+        except Exception:  # unreadable EXIF: Pillow's exif_transpose decides  # noqa: BLE001
+            return UNKNOWN_ORIENTATION
     if value is None:
         xmp = img.info.get("XML:com.adobe.xmp") or img.info.get("xmp")
         if isinstance(xmp, str):

@@ -16,9 +16,11 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 
 
-def _executor(workers: int) -> ThreadPoolExecutor:
+def _submit(workers: int, headers: Sequence[ImageHeader]) -> list[Future[Pixels]]:
     # One pool per process, shared by every caller (a server's concurrent requests): the decode
-    # threads in use never exceed the thread count, however many requests arrive at once.
+    # threads in use never exceed the thread count, however many requests arrive at once. A new
+    # thread count replaces the pool; submitting under the lock keeps another caller from
+    # submitting to the one being shut down (its queued work still runs).
     global _pool, _pool_size
     with _lock:
         if _pool is None or _pool_size != workers:
@@ -26,7 +28,7 @@ def _executor(workers: int) -> ThreadPoolExecutor:
                 _pool.shutdown(wait=False)
             _pool = ThreadPoolExecutor(workers, thread_name_prefix="smg-fast-decode")
             _pool_size = workers
-        return _pool
+        return [_pool.submit(h.decode) for h in headers]
 
 
 def decode_all(headers: Sequence[ImageHeader]) -> list[Pixels]:
@@ -35,7 +37,7 @@ def decode_all(headers: Sequence[ImageHeader]) -> list[Pixels]:
     workers = min(len(headers), int(_native.num_threads()))
     if workers <= 1:
         return [h.decode() for h in headers]
-    futures: list[Future[Pixels]] = [_executor(workers).submit(h.decode) for h in headers]
+    futures = _submit(workers, headers)
     arrays: list[Pixels] = []
     error: BaseException | None = None
     for f in futures:

@@ -175,7 +175,8 @@ class SlabPool:
                 with self._lock:  # someone still has it open or mapped: keep it for later
                     keep = not self._closed
                     if keep:
-                        self._idle.setdefault(cap, deque()).appendleft(slab)
+                        # at the back: the next acquire tries the free ones first
+                        self._idle.setdefault(cap, deque()).append(slab)
                         self._idle_bytes += cap
                 if not keep:
                     self._drop(slab)
