@@ -130,7 +130,15 @@ class Router:
         self.in_flight += 1
         code, message, retryable, payload = _C.OK, "", False, b""
         try:
-            payload = await self._route(raw, context.time_remaining())
+            payload, handles = await self._route(raw, context.time_remaining())
+            if handles is not None:
+                # A caller gone between here and the send (cancelled, or its deadline passed)
+                # never reads the shm segments: unlink them, as a server does for its own.
+                def unread(ctx: Any, resp: Any = handles) -> None:
+                    if ctx.cancelled():
+                        release(resp)
+
+                context.add_done_callback(unread)
         except RoutedError as exc:
             code, message, retryable = exc.code(), exc.details(), exc.retryable
         except _Refused as exc:
@@ -152,7 +160,9 @@ class Router:
             await abort(context, code, message, retryable)
         return payload
 
-    async def _route(self, raw: bytes, remaining: float | None) -> bytes:
+    async def _route(self, raw: bytes, remaining: float | None) -> tuple[bytes, Any]:
+        """The response payload, and the response again when its shm segments are this host's
+        to unlink if the caller never reads them (else None)."""
         try:
             req = pb.PreprocessRequest.FromString(raw)
         except DecodeError:
@@ -172,6 +182,10 @@ class Router:
             await asyncio.wait([work])
         except asyncio.CancelledError:
             work.cancel()
+            if (work.done() and not work.cancelled() and work.exception() is None
+                    and req.shm_namespace == self.fleet.namespace):
+                # routed just as the caller left: nobody will read these segments
+                release(pb.PreprocessResponse(items=work.result()[0]))
             raise
         finally:
             self._live.discard(work)
@@ -189,7 +203,9 @@ class Router:
                 f"response would be about {len(payload) / 2**20:.1f} MiB, over the router's "
                 f"{self.config.max_message_mb} MiB message limit: request transport 'shm' "
                 "(same host) or 'rdma', or send fewer images per request"))
-        return payload
+        local = req.shm_namespace == self.fleet.namespace and any(
+            it.pixel_values.WhichOneof("payload") == "shm" for it in resp.items)
+        return payload, resp if local else None
 
     async def _model_info(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         info = self.fleet.membership.info(__version__, self.config.max_message_bytes)
