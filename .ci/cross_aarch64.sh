@@ -37,5 +37,16 @@ aarch64-linux-gnu-readelf -h "$out/libsmg_core.so" | grep -q "Machine:.*AArch64"
 python -c "import pybind11" 2>/dev/null || python -m pip install -q "pybind11>=2.12"
 PY_INC=$(python -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 PYBIND_INC=$(python -c "import pybind11; print(pybind11.get_include())")
-"$CXX" "${FLAGS[@]}" -I"$PY_INC" -I"$PYBIND_INC" -c csrc/bindings.cpp -o "$out/bindings.o"
+# Debian's own Python has a multiarch pyconfig.h that, under __aarch64__, includes
+# aarch64-linux-gnu/python3.X/pyconfig.h (absent without libpython3-dev:arm64): point that name at
+# the x86-64 one, whose LP64 type sizes are aarch64's.
+MULTI=$(python -c "import sysconfig; print(sysconfig.get_config_var('MULTIARCH') or '')")
+PYVER=$(python -c "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
+if [ -n "$MULTI" ] && [ -f "/usr/include/$MULTI/python$PYVER/pyconfig.h" ]; then
+    mkdir -p "$out/inc/aarch64-linux-gnu/python$PYVER"
+    ln -s "/usr/include/$MULTI/python$PYVER/pyconfig.h" "$out/inc/aarch64-linux-gnu/python$PYVER/"
+fi
+mkdir -p "$out/inc"
+"$CXX" "${FLAGS[@]}" -I"$PY_INC" -I"$PYBIND_INC" -I"$out/inc" -c csrc/bindings.cpp \
+    -o "$out/bindings.o"
 echo "aarch64 cross-compile: OK ($(ls csrc/*.cpp | wc -l) sources, core linked without undefined symbols)"
