@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -121,7 +122,7 @@ def test_exif_after_the_pixels_is_pillows(photo):
     data = data[:iend] + chunk(b"eXIf", exif.tobytes()) + data[iend:]
     assert reference(data, True).shape[:2] == (photo.width, photo.height)  # it does turn
     check(data, True, PIL)
-    check(data, False, FAST)
+    check(data, False, PIL)  # any chunk after the pixels is Pillow's (it may refuse it)
 
 
 @HF
@@ -193,3 +194,37 @@ def test_apng_is_pillows(photo, hf, frames, region):
     fctl = struct.pack(">IIIIIHHBB", 0, w, h, x, y, 1, 10, 0, 0)
     data = _with_chunks(photo, (b"acTL", struct.pack(">II", frames, 0)), (b"fcTL", fctl))
     check(data, hf, PIL)
+
+
+def _exif_entry(kind: int, count: int, value: bytes, extra: bytes = b"") -> bytes:
+    """A little-endian TIFF block with one IFD entry: Orientation of the given TIFF type."""
+    ifd = struct.pack("<HHHI", 1, 0x0112, kind, count) + value.ljust(4, b"\0") + b"\0" * 4
+    return b"II*\0" + struct.pack("<I", 8) + ifd + extra
+
+
+@pytest.mark.parametrize("block", [
+    _exif_entry(2, 2, b"6\0"),  # ASCII "6": exif_transpose does not turn it
+    _exif_entry(5, 1, struct.pack("<I", 26), struct.pack("<II", 13, 2)),  # RATIONAL 13/2
+    _exif_entry(5, 1, struct.pack("<I", 26), struct.pack("<II", 6, 1)),  # RATIONAL 6/1: turns
+    _exif_entry(3, 1, struct.pack("<H", 6)),  # SHORT 6: the ordinary case, turns
+], ids=["ascii", "rational-13/2", "rational-6/1", "short"])
+def test_orientation_of_other_tiff_types(photo, block):
+    png_data = _with_chunks(photo, (b"eXIf", block))
+    jpeg = io.BytesIO()
+    photo.crop((0, 0, 29, 17)).save(jpeg, "JPEG", quality=90, exif=b"Exif\0\0" + block)
+    plain = block == _exif_entry(3, 1, struct.pack("<H", 6))
+    for data, fast in ((png_data, FAST), (jpeg.getvalue(), decoders.LIBJPEG_TURBO)):
+        check(data, True, fast if plain else PIL)
+
+
+@HF
+@pytest.mark.parametrize("after", [
+    chunk(b"zTXt", b"k\0\1" + zlib.compress(b"x")),  # compression method 1: SyntaxError
+    chunk(b"pHYs", b"\0\1"),  # truncated: ValueError
+    chunk(b"gAMA", b"\0"),
+    chunk(b"tEXt", b"comment\0made after the pixels"),  # harmless, still Pillow's to read
+], ids=["ztxt-method", "phys-short", "gama-short", "text"])
+def test_chunks_after_the_pixels_are_pillows(photo, hf, after):
+    data = write_png(np.asarray(photo.crop((0, 0, 29, 17))), 2, 8)
+    iend = data.rindex(b"IEND") - 4
+    check(data[:iend] + after + data[iend:], hf, PIL)

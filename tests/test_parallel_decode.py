@@ -68,3 +68,17 @@ def test_paths_are_closed_after_a_failed_batch(real_images, threads, tmp_path):
     with pytest.raises(InvalidImageError):
         smg_fast.load_processor("qwen2_vl")(paths)
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_the_pool_outlives_batches_of_other_sizes(real_images, threads):
+    """Its threads (and the decode buffers they keep warm) are made once per thread count."""
+    from smg_fast.processors import decode_pool
+
+    images = _encoded(real_images)
+    threads(2)
+    proc = smg_fast.load_processor("qwen2_vl")
+    proc(images[:2])
+    pool = decode_pool._pool
+    for n in (3, 2, 5, 4):
+        proc(images[:n])
+        assert decode_pool._pool is pool

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import struct
 import threading
 from collections.abc import Callable
@@ -240,10 +241,11 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             if channels is None or img.mode != {1: "L", 3: "RGB", 4: "RGBA"}[channels]:
                 return None
             # Qwen applies an EXIF or XMP orientation, which the header shows unless a chunk
-            # after the pixels carries it. (Alpha: load_image's convert("RGB") drops it, as
-            # Kimi's does; the RGBX format reads past it.)
+            # after the pixels carries it (declined below). (Alpha: load_image's convert("RGB")
+            # drops it, as Kimi's does; the RGBX format reads past it.)
             chunks = png_chunks(data)
-            if chunks is None or chunks & _ANIMATION or (hf and "after pixels" in chunks):
+            # Pillow reads (and may refuse) chunks after the pixels only once it decoded them.
+            if chunks is None or chunks & _ANIMATION or "after pixels" in chunks:
                 return None
             arr = decode_png(data, w, h, channels)
             if arr is None:
@@ -256,9 +258,15 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
     return None
 
 
-def read_file(path: str) -> bytes | None:
+def read_file(path: str, width: int, height: int) -> bytes | None:
+    """The file's bytes for a fast decoder, or None (Pillow then reopens it, streams it, and
+    reports any problem): a file far larger than any encoding of its pixels (trailing data) is
+    not read into memory whole."""
     try:
         with open(path, "rb") as fh:
-            return fh.read()
+            size = os.fstat(fh.fileno()).st_size
+            if size > 8 * width * height + (16 << 20):
+                return None
+            return fh.read(size + 1)
     except OSError:
-        return None  # Pillow's path reopens it and reports the problem
+        return None

@@ -52,8 +52,8 @@ ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
 DEFAULT_IMAGE_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "MPO")
 
 _ORIENTATION = 0x0112
-_SWAPPING = (5, 6, 7, 8)
-UNKNOWN_ORIENTATION = -1  # EXIF orientations whose transpose swaps width and height
+_SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
+UNKNOWN_ORIENTATION = -1
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
 
 
@@ -202,10 +202,11 @@ def _header_orientation(img: Image.Image) -> int:
         if isinstance(xmp, (bytes, bytearray)):
             m = _XMP_ORIENTATION.search(xmp)
             value = int(m.group(1)) if m else None
-    try:
-        return int(value) if value is not None else 1
-    except (TypeError, ValueError):
+    if value is None:
         return 1
+    # exif_transpose looks the value up in a dict of ints: an ASCII "6" does not turn the image,
+    # a RATIONAL 6/1 (equal to 6) does. Only a plain int is certain here.
+    return value if type(value) is int else UNKNOWN_ORIENTATION
 
 
 def _check_numpy(index: int, arr: np.ndarray, max_pixels: int | None) -> np.ndarray:
@@ -295,7 +296,8 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
     def decode() -> Pixels:
         if fast is not None:
-            raw = data if data is not None else decoders.read_file(path) if path else None
+            raw = (data if data is not None else
+                   decoders.read_file(path, img.width, img.height) if path else None)
             px = fast(raw) if raw is not None else None
             if px is not None:
                 header.decoder = decoders.LIBJPEG_TURBO if img.format != "PNG" else decoders.LIBSPNG

@@ -34,10 +34,12 @@ def _submit(workers: int, headers: Sequence[ImageHeader]) -> list[Future[Pixels]
 def decode_all(headers: Sequence[ImageHeader]) -> list[Pixels]:
     """Every header decoded, in order. All decodes finish before this returns or raises; the
     error raised is the one of the first failing image, as a serial loop would raise it."""
-    workers = min(len(headers), int(_native.num_threads()))
-    if workers <= 1:
+    threads = int(_native.num_threads())
+    if threads <= 1 or len(headers) <= 1:
         return [h.decode() for h in headers]
-    futures = _submit(workers, headers)
+    # The pool's size follows the thread count only (not the batch): its threads, and the
+    # pooled decode buffers each keeps warm, live across calls.
+    futures = _submit(threads, headers)
     arrays: list[Pixels] = []
     error: BaseException | None = None
     for f in futures:
