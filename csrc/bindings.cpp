@@ -46,19 +46,22 @@ ImageView image_view(const py::array& a, const char* what) {
 
 // The enums arrive from Python as any integer (py::enum_ constructs from int), so each is
 // checked before it reaches code that switches on it.
-py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order) {
+py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {
     const ImageView in = image_view(src, "resize");
     if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
         throw py::value_error("resize: output size must be positive and at most 2^20 per side");
     if (!is_valid_filter(filter)) throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
     if (!is_valid_pass_order(order)) throw py::value_error("resize: unknown pass order " + std::to_string(int(order)));
+    if (!is_valid_resampler(rs)) throw py::value_error("resize: unknown resampler " + std::to_string(int(rs)));
+    if (rs == Resampler::Torch && filter != Filter::Bicubic)
+        throw py::value_error("resize: the torch resampler implements BICUBIC only");
     std::vector<py::ssize_t> shape{out_h, out_w};
     if (src.ndim() == 3) shape.push_back(in.channels);
     py::array_t<uint8_t> out(shape);
     const MutImageView ov{out.mutable_data(), out_w, out_h, in.channels, int64_t(out_w) * in.channels};
     {
         py::gil_scoped_release release;
-        resize(in, ov, filter, order);
+        resize(in, ov, filter, order, rs);
     }
     return out;
 }
@@ -104,6 +107,11 @@ void bind_enums(py::module_& m) {
         .value("HORIZONTAL_FIRST", PassOrder::HorizontalFirst, "Pillow <= 12: horizontal, then vertical.")
         .value("PILLOW13", PassOrder::Pillow13,
                "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
+    py::enum_<Resampler>(m, "Resampler", "Whose resize arithmetic is reproduced.")
+        .value("PILLOW", Resampler::Pillow, "Pillow's Resample.c (pass order per PassOrder).")
+        .value("TORCH", Resampler::Torch,
+               "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC only,\n"
+               "horizontal pass first whatever the PassOrder.");
     py::enum_<DType>(m, "DType", "Output element type.")
         .value("FLOAT32", DType::Float32, "float32.")
         .value("BFLOAT16", DType::BFloat16, "bfloat16 (NumPy arrays hold its bits as uint16).")
@@ -112,7 +120,10 @@ void bind_enums(py::module_& m) {
         .value("HF_RESCALE_NORMALIZE", LutRecipe::HfRescaleNormalize,
                "transformers' PIL processors: f32(f32(f64(u) * rescale) - f32(mean)) / f32(std).")
         .value("KIMI_DIVIDE_MULTIPLY", LutRecipe::KimiDivideMultiply,
-               "Kimi-K2.5 upstream: (f32(f64(u) / 255) - f32(mean)) * f32(1 / f32(std)); rescale unused.");
+               "Kimi-K2.5 upstream: (f32(f64(u) / 255) - f32(mean)) * f32(1 / f32(std)); rescale unused.")
+        .value("TORCH_FUSED_NORMALIZE", LutRecipe::TorchFusedNormalize,
+               "transformers' torchvision processors: (f32(u) - M) / S, M = f32(f32(mean) * f32(1 / rescale)),\n"
+               "S likewise from std.");
 }
 
 void bind_pipeline(py::module_& m) {
@@ -122,14 +133,17 @@ void bind_pipeline(py::module_& m) {
                          "normalization table and the check that the SIMD kernel reproduces it; run()\n"
                          "then takes only what differs per image. Safe to share between threads.")
         .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_,
-                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal) {
+                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal,
+                         Resampler resampler) {
                  const NormParams norm{recipe, rescale, {mean[0], mean[1], mean[2]}, {std_[0], std_[1], std_[2]}};
-                 return new Pipeline(norm, dtype, filter, order, patch, merge, temporal);
+                 return new Pipeline(norm, dtype, filter, order, resampler, patch, merge, temporal);
              }),
              py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"),
              py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
-             "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, patch\n"
-             "outside 1..64, merge or temporal outside 1..16, a zero or non-finite std, a non-finite mean.")
+             py::arg("resampler") = Resampler::Pillow,
+             "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, a filter\n"
+             "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
+             "zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0,
              "Resizes src (uint8 (H, W, 3) RGB or (H, W, 4) RGBX, the 4th byte ignored) to\n"
@@ -166,6 +180,7 @@ void bind_pipeline(py::module_& m) {
              }, "Per-channel standard deviation.")
         .def_property_readonly("filter", &Pipeline::filter, "Resampling filter.")
         .def_property_readonly("pass_order", &Pipeline::pass_order, "Resampling pass order.")
+        .def_property_readonly("resampler", &Pipeline::resampler, "Whose resize arithmetic.")
         .def_property_readonly("patch", &Pipeline::patch, "Patch side in pixels.")
         .def_property_readonly("merge", &Pipeline::merge, "Merge size (patches per merged block side).")
         .def_property_readonly("temporal", &Pipeline::temporal, "Temporal copies of each patch.")
@@ -351,9 +366,10 @@ PYBIND11_MODULE(_native, m) {
     bind_enums(m);
     bind_pipeline(m);
     m.def("resize", &resize_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"),
-          py::arg("pass_order"),
-          "Pillow-exact resize of a packed uint8 (H, W) or (H, W, C <= 4) array to out_w x out_h;\n"
-          "returns a new array with src's channel count. Releases the GIL.");
+          py::arg("pass_order"), py::arg("resampler") = Resampler::Pillow,
+          "Exact resize (Pillow's, or torch's uint8 antialias with Resampler.TORCH) of a packed uint8\n"
+          "(H, W) or (H, W, C <= 4) array to out_w x out_h; returns a new array with src's channel\n"
+          "count. Releases the GIL.");
     m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"),
           "A read-only (height, width, 4) uint8 view of a Pillow RGB image exported through the Arrow\n"
           "C data interface (its arrow_schema and arrow_array capsules), without a copy.");
