@@ -16,6 +16,7 @@ from ..config import ProcessorConfig
 from ..errors import InvalidImageError, OutputTooLargeError
 from ..media import ImageHeader, ImageInput, open_image
 from ..resample import native_filter, native_pass_order
+from . import torchvision as tv
 from .decode_pool import decode_all
 
 LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
@@ -56,6 +57,12 @@ class Processor(ABC):
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
+        self._resampler = _native.Resampler.PILLOW
+        self._torchvision = config.backend == tv.NAME
+        if self._torchvision:  # the same for every family: see processors/torchvision.py
+            self.lut_recipe = tv.LUT_TORCH
+            self._resampler = tv.RESAMPLER
+            self.load_like_transformers = True
         self._pipelines: dict[str, _native.Pipeline] = {}
         self._lock = threading.Lock()
 
@@ -104,7 +111,7 @@ class Processor(ABC):
                         mean=list(cfg.image_mean), std=list(cfg.image_std),
                         dtype=DTYPES[dtype][0], filter=native_filter(cfg.resample),
                         pass_order=native_pass_order(cfg.pass_order), patch=cfg.patch_size,
-                        merge=merge, temporal=temporal)
+                        merge=merge, temporal=temporal, resampler=self._resampler)
                     self._pipelines[dtype] = pipe
         return pipe
 
@@ -139,6 +146,8 @@ class Processor(ABC):
         headers: list[ImageHeader] = []
         try:
             for i, it in enumerate(items):
+                if self._torchvision:
+                    it = tv.adapt_input(i, it, cfg.max_image_pixels)
                 headers.append(open_image(i, it, hf=self.load_like_transformers,
                                           max_pixels=cfg.max_image_pixels,
                                           formats=cfg.image_formats))
