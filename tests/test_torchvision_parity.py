@@ -126,3 +126,18 @@ def test_batch_exact(family, real_images, oracle):
     key = ("kimi", "hub", "batch") if family == "kimi_k25" else ("qwen", family, "batch")
     proc = load_processor(family, backend="torchvision")
     check(proc, [make_input(real_images, n) for n in BATCH], oracle[key])
+
+
+def test_backend_is_validated_and_fingerprinted():
+    pil, tv = load_processor("qwen2_vl"), load_processor("qwen2_vl", backend="torchvision")
+    assert (pil.config.backend, tv.config.backend) == ("pil", "torchvision")
+    assert load_processor("kimi_k25").config.backend == "upstream"
+    assert pil.config.fingerprint != tv.config.fingerprint
+    with pytest.raises(ValueError, match="no 'pil' backend"):
+        load_processor("kimi_k25", backend="pil")
+    with pytest.raises(ValueError, match="no 'upstream' backend"):
+        load_processor("qwen3_vl", backend="upstream")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        load_processor("qwen2_vl", backend="tv")
+    with pytest.raises(ValueError, match="BICUBIC"):
+        load_processor("qwen2_vl", backend="torchvision", resample=2)

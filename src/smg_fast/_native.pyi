@@ -42,6 +42,12 @@ class PassOrder(_Enum):
     HORIZONTAL_FIRST: ClassVar[PassOrder]
     PILLOW13: ClassVar[PassOrder]
 
+class Resampler(_Enum):
+    """Whose resize arithmetic is reproduced: Pillow's, or torch's uint8 antialias (BICUBIC)."""
+
+    PILLOW: ClassVar[Resampler]
+    TORCH: ClassVar[Resampler]
+
 class DType(_Enum):
     """Output element type (bfloat16 is held as uint16 bits in NumPy)."""
 
@@ -54,6 +60,7 @@ class LutRecipe(_Enum):
 
     HF_RESCALE_NORMALIZE: ClassVar[LutRecipe]
     KIMI_DIVIDE_MULTIPLY: ClassVar[LutRecipe]
+    TORCH_FUSED_NORMALIZE: ClassVar[LutRecipe]
 
 class Pipeline:
     """Resize + normalize + patchify for one processor and output dtype, validated once."""
@@ -71,6 +78,7 @@ class Pipeline:
         patch: int,
         merge: int,
         temporal: int,
+        resampler: Resampler = ...,
     ) -> None: ...
     def run(
         self,
@@ -102,6 +110,8 @@ class Pipeline:
     @property
     def pass_order(self) -> PassOrder: ...
     @property
+    def resampler(self) -> Resampler: ...
+    @property
     def patch(self) -> int: ...
     @property
     def merge(self) -> int: ...
@@ -111,7 +121,12 @@ class Pipeline:
     def row_elems(self) -> int: ...
 
 def resize(
-    src: npt.NDArray[np.uint8], out_w: int, out_h: int, filter: Filter, pass_order: PassOrder
+    src: npt.NDArray[np.uint8],
+    out_w: int,
+    out_h: int,
+    filter: Filter,
+    pass_order: PassOrder,
+    resampler: Resampler = ...,
 ) -> npt.NDArray[np.uint8]: ...
 def arrow_rgbx(schema: Any, array: Any, width: int, height: int) -> npt.NDArray[np.uint8]: ...
 def pooled_empty(nbytes: int, zero: bool = False) -> npt.NDArray[np.uint8]: ...
