@@ -4,12 +4,14 @@
 #include <pybind11/stl.h>
 
 #include <array>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
+#include "arrow.hpp"
+#include "convert.hpp"
 #include "cpu.hpp"
+#include "kernel_log.hpp"
 #include "normalize.hpp"
 #include "parallel.hpp"
 #include "patchify.hpp"
@@ -39,7 +41,8 @@ ImageView image_view(const py::array& a, const char* what) {
     if (h < 1 || w < 1) throw py::value_error(std::string(what) + ": empty image");
     if (h > kMaxSide || w > kMaxSide) throw py::value_error(std::string(what) + ": image side too large");
     if (c < 1 || c > 4) throw py::value_error(std::string(what) + ": expected 1 to 4 channels");
-    const bool packed = (a.ndim() == 2 || a.strides(2) == 1) && a.strides(1) == c && a.strides(0) >= w * c;
+    // (A single channel's own stride is meaningless: arr[:, :, None] gives it 0.)
+    const bool packed = (a.ndim() == 2 || c == 1 || a.strides(2) == 1) && a.strides(1) == c && a.strides(0) >= w * c;
     if (!packed) throw py::value_error(std::string(what) + ": pixels must be packed (use np.ascontiguousarray)");
     return ImageView{static_cast<const uint8_t*>(a.data()), int(w), int(h), int(c), int64_t(a.strides(0))};
 }
@@ -70,9 +73,29 @@ void make_read_only(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~
 
 // Writes one image's encoder input into dst (a C-contiguous writable array of the pipeline's
 // dtype) starting at element `offset`; dst must hold the image's patch rows from there.
+// fmt None: RGB for 3 channels, RGBX for 4 (what run() read before pixel formats existed).
+PixelFormat checked_format(const py::object& fmt, const ImageView& in, const char* what) {
+    PixelFormat f;
+    if (fmt.is_none()) {
+        if (in.channels != 3 && in.channels != 4)
+            throw py::value_error(std::string(what) + ": an image with " + std::to_string(in.channels) +
+                                  " channels needs an explicit fmt (3 and 4 default to RGB and RGBX)");
+        f = default_format(in.channels);
+    } else {
+        f = fmt.cast<PixelFormat>();
+    }
+    if (!is_valid_format(f)) throw py::value_error(std::string(what) + ": unknown pixel format " + std::to_string(int(f)));
+    if (in.channels != format_channels(f))
+        throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " +
+                              std::to_string(format_channels(f)) + " channels, the image has " +
+                              std::to_string(in.channels));
+    return f;
+}
+
 void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h, int grid_h, int grid_w,
-            py::array dst, int64_t offset) {
+            py::array dst, int64_t offset, const py::object& fmt) {
     const ImageView in = image_view(src, "run");
+    const PixelFormat f = checked_format(fmt, in, "run");
     const int esize = dtype_size(pl.dtype());
     // bfloat16 travels as its raw bits (uint16): no numpy bfloat16 exists
     const char kind = pl.dtype() == DType::BFloat16 ? 'u' : 'f';
@@ -84,7 +107,18 @@ void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h
         throw py::value_error("run: dst too small for this image at this offset");
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
     py::gil_scoped_release release;
-    pl.run(in, resize_w, resize_h, grid_h, grid_w, out);
+    pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out);
+}
+
+// The whole image converted to a new packed (H, W, 3) RGB array: what run() reads, row by row.
+py::array to_rgb_py(const py::array& src, PixelFormat fmt) {
+    const ImageView in = image_view(src, "to_rgb");
+    const PixelFormat f = checked_format(py::cast(fmt), in, "to_rgb");
+    py::array_t<uint8_t> out({int64_t(in.height), int64_t(in.width), int64_t(3)});
+    uint8_t* o = out.mutable_data();
+    py::gil_scoped_release release;
+    convert_image(f, in, o, int64_t(in.width) * 3);
+    return out;
 }
 
 const char* kernel_name(Normalizer::Kernel k) {
@@ -112,6 +146,24 @@ void bind_enums(py::module_& m) {
         .value("TORCH", Resampler::Torch,
                "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC only,\n"
                "horizontal pass first whatever the PassOrder.");
+    py::enum_<PixelFormat>(m, "PixelFormat",
+                           "How run() reads a decoded image's bytes; formats other than RGB and RGBX are\n"
+                           "converted to RGB row by row while the resampler reads them, with the named\n"
+                           "reference's arithmetic.")
+        .value("RGB", PixelFormat::RGB, "3 bytes per pixel: R, G, B.")
+        .value("RGBX", PixelFormat::RGBX, "4 bytes: R, G, B and one ignored (Pillow's RGB memory; RGBA with alpha dropped).")
+        .value("GRAY", PixelFormat::Gray, "1 byte, replicated to R = G = B (Pillow's L -> RGB; np.repeat).")
+        .value("GRAY_ALPHA_DROP", PixelFormat::GrayAlphaDrop, "2 bytes (L, A): L replicated, A dropped (Pillow's LA -> RGB).")
+        .value("GRAY_ALPHA_OVER_WHITE_PILLOW", PixelFormat::GrayAlphaOverWhitePillow,
+               "2 bytes (L, A): LA -> RGBA (L replicated), then RGBA_OVER_WHITE_PILLOW.")
+        .value("RGBA_OVER_WHITE_PILLOW", PixelFormat::RgbaOverWhitePillow,
+               "4 bytes: Image.alpha_composite(opaque white, rgba).convert('RGB') (Pillow's integer arithmetic).")
+        .value("RGBA_OVER_WHITE_NUMPY", PixelFormat::RgbaOverWhiteNumpy,
+               "4 bytes: transformers' convert_to_rgb on uint8 arrays: np.round(a / 255 * c + (1 - a / 255) * 255)\n"
+               "in float64.")
+        .value("RGBA_OVER_WHITE_TORCH", PixelFormat::RgbaOverWhiteTorch,
+               "4 bytes: transformers' torchvision backend on uint8 arrays: c * a + (1 - a) in float32 after\n"
+               "tvF.to_dtype (u * f32(1 / 255)), back by tvF.to_dtype (times f32(255.999), truncated).");
     py::enum_<DType>(m, "DType", "Output element type.")
         .value("FLOAT32", DType::Float32, "float32.")
         .value("BFLOAT16", DType::BFloat16, "bfloat16 (NumPy arrays hold its bits as uint16).")
@@ -145,11 +197,12 @@ void bind_pipeline(py::module_& m) {
              "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
              "zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
-             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0,
-             "Resizes src (uint8 (H, W, 3) RGB or (H, W, 4) RGBX, the 4th byte ignored) to\n"
-             "resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the\n"
-             "pipeline's dtype, into the flat C-contiguous array dst from element offset on; grid\n"
-             "cells past the resized image are padding (pixel value 0). Releases the GIL.")
+             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
+             "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3\n"
+             "channels, RGBX for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows,\n"
+             "normalized in the pipeline's dtype, into the flat C-contiguous array dst from element\n"
+             "offset on; grid cells past the resized image are padding (pixel value 0). Formats other\n"
+             "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
@@ -187,53 +240,14 @@ void bind_pipeline(py::module_& m) {
         .def_property_readonly("row_elems", &Pipeline::row_elems, "Elements per patch row: 3 * temporal * patch^2.");
 }
 
-// The Arrow C data interface (its published ABI), used to read a Pillow image's pixel memory
-// without the copy np.asarray(image) makes.
-struct ArrowSchema {
-    const char* format;
-    const char* name;
-    const char* metadata;
-    int64_t flags;
-    int64_t n_children;
-    ArrowSchema** children;
-    ArrowSchema* dictionary;
-    void (*release)(ArrowSchema*);
-    void* private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void** buffers;
-    ArrowArray** children;
-    ArrowArray* dictionary;
-    void (*release)(ArrowArray*);
-    void* private_data;
-};
-
 // A (height, width, 4) uint8 view of a Pillow RGB image exported as Arrow (fixed-size lists of 4
 // bytes: R, G, B, pad). The view keeps both capsules (and so the exported memory) alive.
 py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap, int64_t width, int64_t height) {
     if (std::string(schema_cap.name() ? schema_cap.name() : "") != "arrow_schema" ||
         std::string(array_cap.name() ? array_cap.name() : "") != "arrow_array")
         throw py::value_error("arrow_rgbx: expected arrow_schema and arrow_array capsules");
-    const auto* schema = schema_cap.get_pointer<ArrowSchema>();
-    const auto* array = array_cap.get_pointer<ArrowArray>();
-    if (!schema || !array || !schema->release || !array->release || !schema->format)
-        throw py::value_error("arrow_rgbx: released or empty Arrow structures");
-    if (std::string(schema->format) != "+w:4" || schema->n_children != 1 || !schema->children[0] ||
-        std::string(schema->children[0]->format ? schema->children[0]->format : "") != "C")
-        throw py::value_error("arrow_rgbx: not a fixed-size list of 4 uint8");
-    if (width < 1 || height < 1 || array->length != width * height || array->offset != 0 ||
-        array->null_count > 0 || array->n_children != 1 || !array->children[0])
-        throw py::value_error("arrow_rgbx: unexpected array layout");
-    const ArrowArray* child = array->children[0];
-    if (child->n_buffers != 2 || child->offset != 0 || child->length != width * height * 4 || !child->buffers[1])
-        throw py::value_error("arrow_rgbx: unexpected pixel buffer");
-    const auto* data = static_cast<const uint8_t*>(child->buffers[1]);
+    const uint8_t* data = arrow_rgbx_pixels(schema_cap.get_pointer<ArrowSchema>(), array_cap.get_pointer<ArrowArray>(),
+                                            width, height);
     py::tuple owner = py::make_tuple(schema_cap, array_cap);
     py::array out(py::dtype::of<uint8_t>(), {height, width, int64_t(4)}, {width * 4, int64_t(4), int64_t(1)}, data, owner);
     make_read_only(out);
@@ -274,7 +288,6 @@ py::dict stats_py() {
                      {"total_cap_bytes", scratch_total_cap()},
                      {"thread_pooled_bytes", scratch_thread_pooled()}});
 }
-
 
 py::object lease_py(const SlotLease& l) {
     if (l.slot < 0) return py::none();
@@ -357,6 +370,40 @@ void bind_slot_arena(py::module_& m) {
                 "refused_free, and in_use (slots leased now).");
 }
 
+py::dict isa_dict(bool avx2, bool avx512, bool vbmi, bool vnni) {
+    return py::dict(py::arg("avx2") = avx2, py::arg("avx512") = avx512, py::arg("avx512vbmi") = vbmi,
+                    py::arg("avx512vnni") = vnni);
+}
+
+py::dict kernel_info_py() {
+    // IsaLevel -> the SMG_FAST_ISA value of that cap.
+    static const char* const kLevels[] = {"baseline", "avx2", "avx512-novnni", "avx512"};
+    py::dict d;
+    d["isa_cap"] = kLevels[isa_cap()];
+    const char* env = isa_cap_env();
+    d["isa_cap_env"] = env ? py::object(py::str(env)) : py::object(py::none());
+    const HostIsa h = host_isa();
+    d["host"] = isa_dict(h.avx2, h.avx512, h.avx512vbmi, h.avx512vnni);
+    py::dict selected;
+    for (KernelId id : {vertical_kernel(), horizontal_kernel(), patchify_kernel()})
+        selected[kernel_desc(id).stage] = kernel_desc(id).name;
+    d["selected"] = selected;
+    // Every kernel, with the lowest SMG_FAST_ISA cap that admits it and whether it has run.
+    py::list kernels;
+    const uint32_t ran = g_kernels_ran.load(std::memory_order_relaxed);
+    for (int i = 0; i < int(KernelId::Count); ++i) {
+        const KernelDesc& k = kernel_desc(KernelId(i));
+        py::dict e;
+        e["stage"] = k.stage;
+        e["name"] = k.name;
+        e["min_cap"] = kLevels[k.level];
+        e["ran"] = bool(ran & (uint32_t(1) << i));
+        kernels.append(e);
+    }
+    d["kernels"] = kernels;
+    return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -370,6 +417,9 @@ PYBIND11_MODULE(_native, m) {
           "Exact resize (Pillow's, or torch's uint8 antialias with Resampler.TORCH) of a packed uint8\n"
           "(H, W) or (H, W, C <= 4) array to out_w x out_h; returns a new array with src's channel\n"
           "count. Releases the GIL.");
+    m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
+          "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
+          "exactly as run() converts it. Releases the GIL.");
     m.def("arrow_rgbx", &arrow_rgbx, py::arg("schema"), py::arg("array"), py::arg("width"), py::arg("height"),
           "A read-only (height, width, 4) uint8 view of a Pillow RGB image exported through the Arrow\n"
           "C data interface (its arrow_schema and arrow_array capsules), without a copy.");
@@ -388,12 +438,10 @@ PYBIND11_MODULE(_native, m) {
     m.def("num_threads", &num_threads, "Threads the native kernels may use, the caller included.");
     m.def("available_cpus", &available_cpus, "CPUs this process may run on (its affinity mask).");
     m.def("cpu_features", [] {
-        py::dict d;
-        d["avx2"] = cpu_has_avx2();
-        d["avx512"] = cpu_has_avx512();
-        d["avx512vbmi"] = cpu_has_avx512vbmi();
-        d["avx512vnni"] = cpu_has_avx512vnni();
-        return d;
+        return isa_dict(cpu_has_avx2(), cpu_has_avx512(), cpu_has_avx512vbmi(), cpu_has_avx512vnni());
     }, "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
+    m.def("kernel_info", &kernel_info_py,
+          "The ISA cap in force (SMG_FAST_ISA), what the CPU supports, the kernel each stage's\n"
+          "dispatch selects, and every kernel that has run in this process, with the level it needs.");
     bind_slot_arena(m);
 }

@@ -1,11 +1,14 @@
 #include "patchify.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "cpu.hpp"
+#include "kernel_log.hpp"
+
+#if SMG_X86
+#include <immintrin.h>
+#endif
 
 namespace smg {
 
@@ -43,7 +46,7 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
     }
 }
 
-#if defined(__x86_64__)
+#if SMG_X86
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 header false positive
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -260,7 +263,7 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
 #pragma GCC diagnostic pop
 #endif
 
-#if defined(__x86_64__)
+#if SMG_X86
 SimdNorm simd_norm(const NormParams& params, bool fast) {
     const NormParams p = effective_params(params);  // two recipes only from here on
     SimdNorm s{};
@@ -283,7 +286,7 @@ SimdNorm simd_norm(const NormParams& params, bool fast) {
 
 Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params), dtype_(dtype) {
     build_lut(params_, dtype_, lut_);
-#if defined(__x86_64__)
+#if SMG_X86
     if (cpu_has_avx512vbmi()) {
         if (simd_matches_lut(simd_norm(params_, true), dtype_, lut_)) {
             kernel_ = Kernel::SimdFast;
@@ -300,13 +303,15 @@ Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm)
 
 void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
     const DType dt = norm_->dtype();
-#if defined(__x86_64__)
+#if SMG_X86
     if (simd_) {
+        note_ran(KernelId::PatchifyAvx512Vbmi);
         const SimdNorm& n = norm_->simd();
         pick_kernel(L_.patch, L_.temporal, n.fast, n.recipe, dt)(band, L_, n, dt, dst, bh);
         return;
     }
 #endif
+    note_ran(KernelId::PatchifyTable);
     if (dt == DType::Float32) {
         block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {

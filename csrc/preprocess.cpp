@@ -47,16 +47,20 @@ int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_
     return int64_t(grid_h) * grid_w * row_elems();
 }
 
-void Pipeline::run(const ImageView& src, int resize_w, int resize_h, int grid_h, int grid_w, void* dst) const {
+void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                   void* dst) const {
     output_elems(resize_w, resize_h, grid_h, grid_w);
-    if (src.channels != 3 && src.channels != 4)
-        throw std::invalid_argument("expected an RGB (3 channels) or RGBX (4 channels) image");
+    if (!is_valid_format(fmt)) throw std::invalid_argument("unknown pixel format " + std::to_string(int(fmt)));
+    if (src.channels != format_channels(fmt))
+        throw std::invalid_argument("pixel format " + std::to_string(int(fmt)) + " reads " +
+                                    std::to_string(format_channels(fmt)) + " channels, the image has " +
+                                    std::to_string(src.channels));
     const PatchLayout L{patch_, merge_, temporal_, grid_h, grid_w};
     const Patchifier patchifier(L, norm_);
     // Same size: Pillow's (and torch's) resize is a copy, and so is ours (Resizer's copy mode). The band copy
     // is cheap and sequential; patchifying straight from a large image is not (rows far apart
     // miss the cache on every patch).
-    Resizer resizer(src, resize_w, resize_h, filter_, order_, resampler_, /*rgb_out=*/true);
+    Resizer resizer(src, resize_w, resize_h, filter_, order_, resampler_, /*rgb_out=*/true, fmt);
     // One merged block row (m * P image rows) at a time into a small pooled band that is still
     // in cache when the patchifier reads it.
     const int band_rows = L.merge * L.patch;

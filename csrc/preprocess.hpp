@@ -1,9 +1,11 @@
-// One image from decoded RGB to encoder input: exact resize (Pillow's or torch's arithmetic),
+// One decoded image (RGB, or a format converted while read) to encoder input: exact resize
+// (Pillow's or torch's arithmetic) into a pooled scratch image,
 // then the fused normalize + patchify straight into the caller's destination.
 #pragma once
 
 #include <cstdint>
 
+#include "convert.hpp"
 #include "image.hpp"
 #include "normalize.hpp"
 #include "patchify.hpp"
@@ -27,10 +29,13 @@ public:
     // positive multiple of merge and the resized image fits inside it.
     int64_t output_elems(int resize_w, int resize_h, int grid_h, int grid_w) const;
 
-    // Resizes src (3 or 4 channels, the 4th ignored) to resize_w x resize_h and writes its
-    // grid_h * grid_w patch rows to dst, which must hold output_elems(...) elements of dtype().
-    // Throws std::invalid_argument for sizes output_elems() refuses or another channel count.
-    void run(const ImageView& src, int resize_w, int resize_h, int grid_h, int grid_w, void* dst) const;
+    // Resizes src, read in pixel format fmt (src.channels == format_channels(fmt); formats other
+    // than RGB / RGBX are converted to RGB while the resampler reads), to resize_w x resize_h and
+    // writes its grid_h * grid_w patch rows to dst, which must hold output_elems(...) elements of
+    // dtype(). Throws std::invalid_argument for sizes output_elems() refuses, an unknown format
+    // or a channel count that does not match it.
+    void run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+             void* dst) const;
 
     const Normalizer& normalizer() const { return norm_; }
     DType dtype() const { return norm_.dtype(); }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "convert.hpp"
 #include "image.hpp"
 #include "scratch.hpp"
 
@@ -92,9 +93,16 @@ class Resizer {
 public:
     // rgb_out: for a 4-channel (RGBX) source, output 3 channels where a horizontal pass makes
     // that free (see out_channels()); the pad byte is never read by the RGB consumers.
-    // Throws std::invalid_argument for an unknown resampler, or a filter it does not implement.
+    // Reads src's channels as they are (1..4, each filtered on its own). Throws
+    // std::invalid_argument for an unknown resampler, or a filter it does not implement.
     Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
             bool rgb_out = false);
+    // Reads src in pixel format fmt (src.channels must be format_channels(fmt)). RGB and RGBX are
+    // read in place; any other format is converted to RGB a band of source rows at a time into
+    // pooled scratch (never a full-size copy), and the output then has 3 channels. The
+    // conversion comes before either resampler, as the references convert before resizing.
+    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs, bool rgb_out,
+            PixelFormat fmt);
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;

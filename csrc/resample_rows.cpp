@@ -1,11 +1,14 @@
 #include "resample_rows.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "cpu.hpp"
+#include "kernel_log.hpp"
+
+#if SMG_X86
+#include <immintrin.h>
+#endif
 
 namespace smg {
 
@@ -18,8 +21,11 @@ inline uint8_t clip8(int32_t ss) {
 
 // ---- vertical pass: out[x] = clip(sum_j row_j[x] * k[j]) over a whole row of bytes ----
 
-SMG_CLONES void vertical_row(const uint8_t* first, int64_t stride, const int32_t* k, int taps,
-                             uint8_t* out, int len) {
+// The portable loop, inlined into one function per ISA below so that the compiler vectorizes it
+// for that ISA; which one runs is chosen by vertical_kernel() under the SMG_FAST_ISA cap (an
+// ifunc's choice, as with target_clones, would ignore the cap).
+__attribute__((always_inline)) inline void vertical_row_body(const uint8_t* first, int64_t stride, const int32_t* k,
+                                                             int taps, uint8_t* out, int len) {
     constexpr int kChunk = 512;  // accumulators stay in L1
     int32_t acc[kChunk];
     for (int x0 = 0; x0 < len; x0 += kChunk) {
@@ -37,7 +43,16 @@ SMG_CLONES void vertical_row(const uint8_t* first, int64_t stride, const int32_t
     }
 }
 
-#if defined(__x86_64__)
+void vertical_row_scalar(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+    vertical_row_body(first, stride, k, taps, out, len);
+}
+
+#if SMG_X86
+__attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k,
+                                                      int taps, uint8_t* out, int len) {
+    vertical_row_body(first, stride, k, taps, out, len);
+}
+
 // AVX-512: 64 output bytes per step, four int32 accumulators, exact integer sums as above.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 AVX-512 header false positive
@@ -66,7 +81,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(
         _mm_storeu_si128((__m128i*)(out + x + 32), clip8_x16(a2));
         _mm_storeu_si128((__m128i*)(out + x + 48), clip8_x16(a3));
     }
-    if (x < len) vertical_row(first + x, stride, k, taps, out + x, len - x);
+    if (x < len) vertical_row_body(first + x, stride, k, taps, out + x, len - x);
 }
 
 #pragma GCC diagnostic pop
@@ -89,7 +104,7 @@ void horizontal_row_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, in
     }
 }
 
-#if defined(__x86_64__)
+#if SMG_X86
 // 3 or 4 channels: one pixel's channels in the int32 lanes of an SSE register. Reads 4 bytes per
 // source pixel, so for C == 3 the caller guarantees one readable byte after the row.
 template <int CI, int CO = CI>
@@ -205,8 +220,8 @@ void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, co
 
 template <int C, int CO = C>
 void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
-                         int out_w) {
-    if (cpu_has_avx512vnni()) {
+                         int out_w, KernelId kernel) {
+    if (kernel == KernelId::HorizontalAvx512Vnni) {
         horizontal_row_vbmi_pairs<C, CO, true>(in, in_w, kn, plan, out, out_w);
     } else {
         horizontal_row_vbmi_pairs<C, CO, false>(in, in_w, kn, plan, out, out_w);
@@ -215,38 +230,38 @@ void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HP
 #pragma GCC diagnostic pop
 #endif
 
+// kernel: horizontal_kernel()'s choice for 3 or 4 channels (the VBMI ones need the plan).
 void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const Kernel& kn,
-                    const HPlan* plan, uint8_t* out, int out_w, bool may_overread) {
+                    const HPlan* plan, uint8_t* out, int out_w, bool may_overread, KernelId kernel) {
+#if SMG_X86
+    const bool vbmi = kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni;
+    const bool avx2 = kernel == KernelId::HorizontalAvx2;
     if (channels == 4 && out_channels == 3) {  // RGBX in, RGB out
-#if defined(__x86_64__)
-        if (plan) {
-            horizontal_row_vbmi<4, 3>(in, in_w, kn, *plan, out, out_w);
-        } else if (cpu_has_avx2()) {
+        if (vbmi) {
+            horizontal_row_vbmi<4, 3>(in, in_w, kn, *plan, out, out_w, kernel);
+        } else if (avx2) {
             horizontal_row_sse<4, 3>(in, kn, out, out_w);
-        } else
-#endif
-        {
+        } else {
             horizontal_row_scalar<4, 3>(in, kn, out, out_w);
         }
         return;
     }
-#if defined(__x86_64__)
-    if (plan && channels == 4) {
-        horizontal_row_vbmi<4>(in, in_w, kn, *plan, out, out_w);
+    if (vbmi && channels == 4) {
+        horizontal_row_vbmi<4>(in, in_w, kn, *plan, out, out_w, kernel);
         return;
     }
-    if (plan && channels == 3) {
+    if (vbmi && channels == 3) {
         if (!may_overread) {
             // The per-pixel fallback inside may read one byte past the row: give it a padded copy.
             ScratchBuffer pad(size_t(in_w) * 3 + 16);
             std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
-            horizontal_row_vbmi<3>(pad.as<uint8_t>(), in_w, kn, *plan, out, out_w);
+            horizontal_row_vbmi<3>(pad.as<uint8_t>(), in_w, kn, *plan, out, out_w, kernel);
             return;
         }
-        horizontal_row_vbmi<3>(in, in_w, kn, *plan, out, out_w);
+        horizontal_row_vbmi<3>(in, in_w, kn, *plan, out, out_w, kernel);
         return;
     }
-    if (channels >= 3 && cpu_has_avx2()) {
+    if (avx2 && channels >= 3) {
         if (channels == 4) {
             horizontal_row_sse<4>(in, kn, out, out_w);
             return;
@@ -265,7 +280,12 @@ void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels,
     (void)in_w;
     (void)plan;
     (void)may_overread;
+    (void)kernel;
 #endif
+    if (channels == 4 && out_channels == 3) {
+        horizontal_row_scalar<4, 3>(in, kn, out, out_w);
+        return;
+    }
     switch (channels) {
         case 1: horizontal_row_scalar<1>(in, kn, out, out_w); break;
         case 2: horizontal_row_scalar<2>(in, kn, out, out_w); break;
@@ -310,12 +330,16 @@ HPlan make_hplan(const Kernel& kn, int out_w, int C) {
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
                      int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan* plan) {
     const int64_t row_bytes = int64_t(src.width) * src.channels;
+    KernelId kernel = src.channels >= 3 ? horizontal_kernel() : KernelId::HorizontalScalar;
+    if (!plan && (kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni))
+        kernel = cpu_has_avx2() ? KernelId::HorizontalAvx2 : KernelId::HorizontalScalar;  // no plan made
+    if (y0 < y1) note_ran(kernel);
     for (int64_t y = y0; y < y1; ++y) {
         const int64_t sy = row0 + y;
         // Reading one byte past a row is safe when another row (or stride slack) follows.
         const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
         horizontal_row(src.data + sy * src.stride, src.width, src.channels, out_channels, kn, plan,
-                       out + (y - y0) * out_stride, out_w, may_overread);
+                       out + (y - y0) * out_stride, out_w, may_overread, kernel);
     }
 }
 
@@ -324,17 +348,20 @@ void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uin
 void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out,
                    int64_t out_stride, int out_w, const Kernel& kn) {
     const int len = out_w * src.channels;
+    const KernelId kernel = vertical_kernel();
+    if (y0 < y1) note_ran(kernel);
     for (int64_t yy = y0; yy < y1; ++yy) {
         const int ymin = kn.pil_min[yy] - shift;
         const int32_t* k = &kn.weights[size_t(yy) * kn.taps] + (kn.pil_min[yy] - kn.start[yy]);
         const uint8_t* first = src.data + int64_t(ymin) * src.stride;
-#if defined(__x86_64__)
-        if (cpu_has_avx512()) {
-            vertical_row_avx512(first, src.stride, k, kn.pil_len[yy], out + (yy - y0) * out_stride, len);
-            continue;
-        }
+        uint8_t* o = out + (yy - y0) * out_stride;
+        switch (kernel) {
+#if SMG_X86
+            case KernelId::VerticalAvx512: vertical_row_avx512(first, src.stride, k, kn.pil_len[yy], o, len); break;
+            case KernelId::VerticalAvx2: vertical_row_avx2(first, src.stride, k, kn.pil_len[yy], o, len); break;
 #endif
-        vertical_row(first, src.stride, k, kn.pil_len[yy], out + (yy - y0) * out_stride, len);
+            default: vertical_row_scalar(first, src.stride, k, kn.pil_len[yy], o, len); break;
+        }
     }
 }
 

@@ -366,11 +366,14 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 
 
 def _pool_ready() -> set[str]:
-    """Segments servers in this process hold ready in their pools (owned, not leaked)."""
+    """Segments servers in this process hold ready in their pools, and the private directories
+    of their reused segments (owned, not leaked)."""
     import sys
 
     pool = sys.modules.get("smg_fast.transport.shm_pool")
-    return pool.ready_segment_names() if pool is not None else set()
+    reuse = sys.modules.get("smg_fast.transport.shm_reuse")  # live servers' private dirs
+    return ((pool.ready_segment_names() if pool is not None else set())
+            | (reuse.live_reuse_dirs() if reuse is not None else set()))
 
 
 @pytest.fixture

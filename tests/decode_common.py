@@ -30,8 +30,7 @@ def reference(data: bytes, hf: bool) -> np.ndarray:
 
 def ours(data: bytes, hf: bool) -> tuple[np.ndarray, str | None]:
     header = open_image(0, data, hf=hf, max_pixels=None)
-    arr = header.decode()
-    return np.asarray(arr)[..., :3], header.decoder
+    return header.decode().to_rgb()[..., :3], header.decoder
 
 
 def check(data: bytes, hf: bool, decoder: str) -> BaseException | None:

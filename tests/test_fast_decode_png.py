@@ -1,6 +1,6 @@
 """The libspng fast path against Pillow and transformers' loading: the 8-bit grey / RGB / RGBA
 cases it takes are exact; every other PNG (other depths, palettes, transparency keys, grey+alpha,
-Adam7, alpha under Qwen) is Pillow's; broken files fail exactly where the reference fails."""
+Adam7) is Pillow's; broken files fail exactly where the reference fails."""
 
 from __future__ import annotations
 
@@ -48,13 +48,13 @@ def test_rgb_and_grey(photo, hf):
 def test_shipped_pngs(real_images, hf):
     for name in ("astronaut", "chelsea", "coffee", "camera"):
         check(real_images.bytes(name), hf, FAST)
-    for name in ("logo", "logo2"):  # RGBA: Kimi drops alpha natively, Qwen composites (Pillow)
-        check(real_images.bytes(name), hf, PIL if hf else FAST)
+    for name in ("logo", "logo2"):  # RGBA: load_image and Kimi's convert("RGB") drop alpha
+        check(real_images.bytes(name), hf, FAST)
 
 
 @HF
 def test_rgba(rgba, hf):
-    check(png(rgba), hf, PIL if hf else FAST)
+    check(png(rgba), hf, FAST)
 
 
 @HF

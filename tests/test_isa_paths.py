@@ -1,11 +1,15 @@
-"""Every kernel family, not only the fastest one this CPU has: rerun the parity suites with the
-hand-written kernels capped to AVX-512 without VNNI, to AVX2 and to baseline x86-64
-(SMG_FAST_ISA), each in a fresh
-process because the choice is made once per process."""
+"""Every kernel family, not only the fastest one this CPU has: the parity suites rerun under each
+SMG_FAST_ISA cap (each in a fresh process, because the choice is made once per process), and
+each run proves with smg_fast.kernel_info() which kernels ran: per stage, the best kernel that
+the cap and this CPU allow (read from /proc/cpuinfo, not from our own detection), and nothing
+above the cap. On a host without AVX-512 the avx512 caps must fall back to avx2; a host with
+AVX-512 VBMI and VNNI runs all of them."""
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -15,28 +19,93 @@ import pytest
 import smg_fast
 
 TESTS = Path(__file__).parent
-SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py"]
+SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py",
+          "test_patchify_layouts.py", "test_convert.py", "test_resample_torch.py"]
+CAPS = ["baseline", "avx2", "avx512-novnni", "avx512"]  # lowest first: the rank of each cap
+# kernel -> (the lowest cap that admits it, the host flags it needs); the same per-stage order as
+# kernel_info()["kernels"], lowest first.
+KERNELS = {
+    "resample.vertical": [("scalar", "baseline", ()), ("avx2", "avx2", ("avx2",)),
+                          ("avx512", "avx512-novnni", ("avx512",))],
+    "resample.horizontal": [("scalar", "baseline", ()), ("avx2", "avx2", ("avx2",)),
+                            ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi")),
+                            ("avx512vnni", "avx512", ("avx512", "avx512vbmi", "avx512vnni"))],
+    "patchify": [("table", "baseline", ()),
+                 ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi"))],
+}
 
 
-@pytest.mark.parametrize("isa", ["avx512-novnni", "avx2", "baseline"])
-def test_parity_suites_under_isa_cap(isa):
-    env = dict(os.environ, SMG_FAST_ISA=isa)
-    probe = subprocess.run(
-        [sys.executable, "-c", "import smg_fast, json; print(json.dumps(smg_fast.cpu_features()))"],
-        env=env, capture_output=True, text=True, check=True,
-    )
-    assert '"avx512vnni": false' in probe.stdout
-    if isa != "avx512-novnni":
-        assert '"avx512vbmi": false' in probe.stdout
-    if isa == "baseline":
-        assert '"avx2": false' in probe.stdout
-    args = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+def host_flags() -> dict[str, bool]:
+    """What this CPU supports, from the kernel's view of it rather than from smg_fast's."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return {"avx2": False, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
+    text = Path("/proc/cpuinfo").read_text()  # an x86 Linux host always has it: never skip
+    flags = set(text.split("flags")[1].split("\n")[0].split())
+    avx512 = {"avx512f", "avx512bw", "avx512vl"} <= flags
+    return {"avx2": "avx2" in flags, "avx512": avx512,
+            "avx512vbmi": avx512 and "avx512vbmi" in flags,
+            "avx512vnni": avx512 and "avx512vbmi" in flags and "avx512_vnni" in flags}
+
+
+def allowed(cap: str, host: dict[str, bool]) -> dict[str, list[str]]:
+    """Per stage, the kernels that may run under cap on this host, lowest first (the last one is
+    what the dispatch must select)."""
+    rank = CAPS.index(cap)
+    return {stage: [name for name, min_cap, needs in kernels
+                    if CAPS.index(min_cap) <= rank and all(host[f] for f in needs)]
+            for stage, kernels in KERNELS.items()}
+
+
+def test_expectations_follow_the_host_and_the_cap():
+    """The expectation itself: an AVX2-only host falls back to avx2 under the avx512 caps, an
+    AVX-512 VBMI+VNNI host runs a different top kernel under each cap."""
+    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
+    full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
+    tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only).items()} for cap in CAPS}
+    assert tops["avx512"] == tops["avx2"] == {
+        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "table"}
+    assert tops["baseline"] == {
+        "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
+    assert [allowed(cap, full)["resample.horizontal"][-1] for cap in CAPS] == [
+        "scalar", "avx2", "avx512vbmi", "avx512vnni"]
+
+
+def check_kernels(info: dict, cap: str, host: dict[str, bool]) -> None:
+    expect = allowed(cap, host)
+    assert info["isa_cap"] == cap
+    assert info["host"] == host
+    assert info["selected"] == {s: k[-1] for s, k in expect.items()}, info["selected"]
+    for stage, names in expect.items():
+        ran = info["ran"][stage]
+        assert names[-1] in ran, f"{stage}: {names[-1]} never ran under {cap} (ran: {ran})"
+        assert set(ran) <= set(names), f"{stage}: {ran} ran, above the cap {cap} ({names})"
+
+
+@pytest.mark.parametrize("cap", CAPS)
+def test_parity_suites_under_isa_cap(cap, tmp_path):
+    host = host_flags()
+    out = tmp_path / "kernel_info.json"
+    # pytest in-process, then kernel_info() from the same process: what those suites ran.
+    code = ("import json, sys, pytest; rc = pytest.main(sys.argv[2:]); import smg_fast; "
+            "open(sys.argv[1], 'w').write(json.dumps(smg_fast.kernel_info())); sys.exit(int(rc))")
+    args = [sys.executable, "-c", code, str(out), "-q", "-x", "-p", "no:cacheprovider",
             *[str(TESTS / s) for s in SUITES]]
-    run = subprocess.run(args, env=env, capture_output=True, text=True, cwd=TESTS.parent)
+    run = subprocess.run(args, env=dict(os.environ, SMG_FAST_ISA=cap), capture_output=True,
+                         text=True, cwd=TESTS.parent)
     tail = "\n".join(run.stdout.splitlines()[-15:])
     detail = f"{tail}\n{run.stderr[-2000:]}"
-    assert run.returncode == 0, f"suites failed with SMG_FAST_ISA={isa}:\n{detail}"
+    assert run.returncode == 0, f"suites failed with SMG_FAST_ISA={cap}:\n{detail}"
     assert " passed" in tail
+    check_kernels(json.loads(out.read_text()), cap, host)
+
+
+def test_unknown_cap_means_baseline():
+    code = "import json, smg_fast; print(json.dumps(smg_fast.kernel_info()))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, SMG_FAST_ISA="avx-512"))
+    info = json.loads(run.stdout)
+    assert (info["isa_cap"], info["isa_cap_env"]) == ("baseline", "avx-512")
+    assert set(info["selected"].values()) == {"scalar", "table"}
 
 
 def test_default_uses_what_the_cpu_has():
@@ -44,13 +113,7 @@ def test_default_uses_what_the_cpu_has():
     to a detection bug would otherwise go unnoticed: its results are identical)."""
     if os.environ.get("SMG_FAST_ISA"):
         pytest.skip("SMG_FAST_ISA caps the kernels in this run")
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0].split())
-    except (OSError, IndexError):
-        pytest.skip("no /proc/cpuinfo flags here")
-    avx512 = {"avx512f", "avx512bw", "avx512vl"} <= flags
-    expected = {"avx2": "avx2" in flags, "avx512": avx512,
-                "avx512vbmi": avx512 and "avx512vbmi" in flags,
-                "avx512vnni": avx512 and "avx512vbmi" in flags and "avx512_vnni" in flags}
+    expected = host_flags()
     feats = smg_fast.cpu_features()
     assert {k: feats[k] for k in expected} == expected, (feats, expected)
+    assert smg_fast.kernel_info()["host"] == expected

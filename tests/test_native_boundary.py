@@ -23,7 +23,7 @@ CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 HF = _native.LutRecipe.HF_RESCALE_NORMALIZE
 KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
-ENUMS = ("Filter", "PassOrder", "Resampler", "DType", "LutRecipe")
+ENUMS = ("Filter", "PassOrder", "Resampler", "DType", "LutRecipe", "PixelFormat")
 
 
 def pipeline(**kw) -> _native.Pipeline:

@@ -6,14 +6,13 @@ differs refused, and late responses released."""
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import random
 import signal
 
 import grpc
-import numpy as np
 import pytest
+from routing_common import SERVER_ARGS, check, crops, start_servers, stop
 
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
@@ -23,26 +22,10 @@ from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.client import release
 from smg_fast.transport.tensors import shm_namespace
 
-SERVER_ARGS = ["--workers", "2", "--drain-timeout-s", "5", "--pixel-cache-mb", "64"]
-
-
-def _crops(real_images, count: int) -> list[bytes]:
-    """Distinct small real-photo JPEGs (different crops and sizes: different grids)."""
-    out = []
-    names = ["chelsea", "coffee", "rocket", "astronaut"]
-    for i in range(count):
-        im = real_images.rgb(names[i % len(names)])
-        w, h = 56 + 14 * (i % 7), 42 + 14 * (i % 5)
-        x, y = 7 * i % (im.width - w), 5 * i % (im.height - h)
-        buf = io.BytesIO()
-        im.crop((x, y, x + w, y + h)).save(buf, "JPEG", quality=90)
-        out.append(buf.getvalue())
-    return out
-
 
 @pytest.fixture(scope="module")
 def images(real_images):
-    imgs = _crops(real_images, 16)
+    imgs = crops(real_images, 16)
     proc = load_processor("qwen2_vl")
     return imgs, [proc(im)["pixel_values"] for im in imgs]
 
@@ -50,26 +33,11 @@ def images(real_images):
 @pytest.fixture
 def fleet():
     """Three servers started side by side (each waits for SERVING); stopped whatever happens."""
-    servers = [ServerProcess(SERVER_ARGS) for _ in range(3)]
+    servers = start_servers(3, SERVER_ARGS)
     try:
-        for s in servers:
-            s.wait()
         yield servers
     finally:
-        _stop(servers)
-
-
-def _stop(servers) -> None:
-    for s in servers:
-        s.kill()
-        if s.proc.stderr is not None:
-            s.proc.stderr.close()
-
-
-def _check(out, picks, refs) -> None:
-    assert len(out.items) == len(picks)
-    for it, k in zip(out.items, picks, strict=True):
-        assert np.array_equal(it.pixel_values, refs[k]), k
+        stop(servers)
 
 
 def test_multi_image_exact_and_in_order(fleet, images):
@@ -80,7 +48,7 @@ def test_multi_image_exact_and_in_order(fleet, images):
         for transport in ("shm", "inline"):
             picks = [3, 0, 15, 7, 7, 1, 12, 9]  # a duplicate inside the request too
             out = rc.preprocess([imgs[k] for k in picks], transport=transport)
-            _check(out, picks, refs)
+            check(out, picks, refs)
             assert all(it.worker in targets for it in out.items)
             assert {it.transport for it in out.items} == {transport}
             workers |= {it.worker for it in out.items}
@@ -115,7 +83,7 @@ async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int) -> dic
             while queue:
                 picks = plans[queue.pop()]
                 out = await fleet.preprocess([imgs[k] for k in picks])
-                _check(out, picks, refs)
+                check(out, picks, refs)
                 done += 1
                 if done == 6:
                     disrupt()
@@ -159,10 +127,10 @@ def test_member_with_other_fingerprint_is_refused(images):
             assert stats["members"][other.target]["state"] == "refused"
             picks = list(range(10))
             out = rc.preprocess([imgs[k] for k in picks])
-            _check(out, picks, refs)
+            check(out, picks, refs)
             assert other.target not in {it.worker for it in out.items}
     finally:
-        _stop((*same, other))
+        stop((*same, other))
 
 
 def test_release_unlinks_unused_shm_segments(fleet, images):
@@ -206,7 +174,7 @@ def test_concurrent_requests_respect_the_load_bound(fleet, images):
 
     outs, stats = asyncio.run(main())
     for out in outs:
-        _check(out, [0], refs)
+        check(out, [0], refs)
     per_worker: dict[str, int] = {}
     for out in outs:
         per_worker[out.items[0].worker] = per_worker.get(out.items[0].worker, 0) + 1

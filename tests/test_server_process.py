@@ -71,7 +71,8 @@ def test_help_and_readme_list_every_setting():
                          capture_output=True, text=True, timeout=60, check=True).stdout
     help_words = set(re.sub(r"[\[\];,]", " ", out).split())
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    table = {ln.split("|")[1] + ln.split("|")[2] for ln in readme.splitlines()
+    service = readme[readme.index("## Service"):readme.index("## Running a fleet")]
+    table = {ln.split("|")[1] + ln.split("|")[2] for ln in service.splitlines()
              if ln.startswith("| `--")}
     names = [(flag, var) for flag, var, _, _ in _OPTIONS]
     names += [("--model", "SMG_FAST_MODELS"), ("--allowed-media-dir",

@@ -7,13 +7,15 @@ compared with np.array_equal. The oracle runs once per module on the whole corpu
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from conftest import MODE_KINDS, REAL_IMAGE_NAMES
 from PIL import Image
 from tv_oracle import KIMI_HUB, run_oracle
 
-from smg_fast import load_processor
+from smg_fast import _native, load_processor
 from smg_fast.bench.oracles import HUB_QWEN
 
 QWEN = tuple(HUB_QWEN)
@@ -53,6 +55,12 @@ KIMI_CLIP = {**KIMI_HUB, "image_mean": list(CLIP["mean"]), "image_std": list(CLI
 BATCH = ["size:37x53", "real:chelsea", "size:37x53", "mode:RGBA", "real:coffee"]
 
 
+def every_value_alpha_pair() -> np.ndarray:
+    """256 x 256 RGBA: rows alpha, columns value, the colour channels in three orders."""
+    v, a = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))
+    return np.ascontiguousarray(np.stack([v, 255 - v, v[:, ::-1] ^ 0x5A, a], axis=2))
+
+
 def qwen_kwargs(family: str) -> dict:
     c = HUB_QWEN[family]
     return dict(size={"shortest_edge": c["min_pixels"], "longest_edge": c["max_pixels"]},
@@ -79,6 +87,9 @@ def jobs_and_keys(images):
     keys.append(("kimi", "hub", "batch"))
     jobs.append({"cls": "kimi", "kwargs": KIMI_HUB,
                  "images": [make_input(images, n) for n in BATCH]})
+    keys.append(("convert", "rgba"))
+    jobs.append({"cls": "qwen", "kwargs": qwen_kwargs("qwen2_vl"), "convert": True,
+                 "images": [every_value_alpha_pair()]})
     return jobs, keys
 
 
@@ -141,3 +152,27 @@ def test_backend_is_validated_and_fingerprinted():
         load_processor("qwen2_vl", backend="tv")
     with pytest.raises(ValueError, match="BICUBIC"):
         load_processor("qwen2_vl", backend="torchvision", resample=2)
+
+
+def test_numpy_rgba_blend_equals_torchvision_on_every_pair(oracle):
+    """PixelFormat.RGBA_OVER_WHITE_TORCH, the format the torchvision backend reads numpy RGBA
+    in, against the backend's own convert_to_rgb for every (value, alpha) pair."""
+    rgba = every_value_alpha_pair()
+    ref = oracle[("convert", "rgba")]["rgb"]
+    assert ref.shape == (256, 256, 3) and ref.dtype == np.uint8
+    assert np.array_equal(_native.to_rgb(rgba, _native.PixelFormat.RGBA_OVER_WHITE_TORCH), ref)
+
+
+def test_numpy_rgba_is_read_in_place_without_a_full_size_temporary():
+    """The blend happens while the native core reads the caller's array: no converted copy
+    (before, the backend built a blended (H, W, 3) array and index arrays in NumPy)."""
+    proc = load_processor("qwen2_vl", backend="torchvision")
+    arr = np.random.default_rng(5).integers(0, 256, (900, 1100, 4), dtype=np.uint8)
+    proc(arr)  # warm: pipelines, pools
+    tracemalloc.start()
+    try:
+        proc(arr)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < arr.shape[0] * arr.shape[1] // 4, f"peak {peak} bytes"

@@ -38,7 +38,9 @@ def tv_python() -> str:
 def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
     """Runs jobs in the oracle venv. A job: {"cls": "qwen" | "kimi", "kwargs": constructor
     kwargs, "images": [PIL image or numpy array, ...]}. Returns per job {"pixel_values"
-    (float32), "bf16" (uint16 bits of pixel_values.to(torch.bfloat16)), "grid"}."""
+    (float32), "bf16" (uint16 bits of pixel_values.to(torch.bfloat16)), "grid"}; a job with
+    "convert": True runs only the processor's convert_to_rgb on its one (H, W, C) uint8 array
+    and returns {"rgb": (H, W, 3)}."""
     workdir.mkdir(parents=True, exist_ok=True)
     with open(workdir / "jobs.pkl", "wb") as fh:
         pickle.dump(jobs, fh)
@@ -46,5 +48,6 @@ def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.n
                           text=True, timeout=1800)
     if proc.returncode != 0:
         pytest.fail(f"torchvision oracle failed:\n{proc.stderr[-4000:]}", pytrace=False)
-    return [{k: np.load(workdir / f"{i}_{k}.npy") for k in ("pixel_values", "bf16", "grid")}
-            for i in range(len(jobs))]
+    keys = ("pixel_values", "bf16", "grid")
+    return [{"rgb": np.load(workdir / f"{i}_rgb.npy")} if job.get("convert") else
+            {k: np.load(workdir / f"{i}_{k}.npy") for k in keys} for i, job in enumerate(jobs)]

@@ -25,6 +25,11 @@ def main(workdir: Path) -> None:
             procs[key] = CLASSES[job["cls"]](**job["kwargs"])
         proc = procs[key]
         assert proc.backend == "torchvision"
+        if job.get("convert"):  # the backend's convert_to_rgb alone, on one HWC uint8 array
+            chw = torch.from_numpy(job["images"][0]).permute(2, 0, 1)
+            rgb = proc.convert_to_rgb(chw, input_data_format="channels_first")
+            np.save(workdir / f"{i}_rgb.npy", rgb.permute(1, 2, 0).contiguous().numpy())
+            continue
         out = proc(job["images"], return_tensors="pt")
         pv = out["pixel_values"]
         assert pv.dtype == torch.float32, pv.dtype

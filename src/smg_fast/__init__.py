@@ -68,6 +68,7 @@ __all__ = [
     "QwenVLProcessor",
     "cpu_features",
     "get_num_threads",
+    "kernel_info",
     "load_processor",
     "pillow_pass_order",
     "release_scratch",
@@ -80,3 +81,25 @@ __all__ = [
 def cpu_features() -> dict[str, bool]:
     """Instruction sets the hand-written kernels use (after the SMG_FAST_ISA cap)."""
     return dict(_native.cpu_features())
+
+
+def kernel_info() -> dict[str, Any]:
+    """Which hand-written kernels this process uses: the proof that a fast (or capped) path ran.
+
+    Keys: ``isa_cap`` (the SMG_FAST_ISA cap in force: avx512, avx512-novnni, avx2 or baseline;
+    an unknown value means baseline), ``isa_cap_env`` (the variable as set, or None), ``host``
+    (what the CPU supports, ignoring the cap), ``selected`` (per stage, the kernel the dispatch
+    picks for RGB/RGBX input), ``ran`` (per stage, the kernels that have run in this process,
+    lowest first) and ``kernels`` (every kernel with its stage, name, the lowest cap that admits
+    it, ``min_cap``, and ``ran``). Stages: resample.vertical, resample.horizontal (1- and
+    2-channel images always use its scalar kernel), patchify (its SIMD kernel is used only where
+    it reproduces the lookup table's values, and for patches up to 16 pixels).
+    """
+    info = dict(_native.kernel_info())
+    ran: dict[str, list[str]] = {}
+    for k in info["kernels"]:
+        ran.setdefault(k["stage"], [])
+        if k["ran"]:
+            ran[k["stage"]].append(k["name"])
+    info["ran"] = ran
+    return info

@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="native threads (default: SMG_FAST_NUM_THREADS or all CPUs)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per image (median shown)")
     ap.add_argument("--check", action="store_true",
-                    help="compare float32 output with transformers' PIL processor")
+                    help="compare float32 output with transformers' PIL processor (exit status "
+                         "1 when it differs) and report the fast decoders' self-check")
     args = ap.parse_args(argv)
 
     if args.threads is not None:
@@ -107,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"tokens {int(out['num_tokens'][0])} {statistics.median(times) * 1e3:.2f} ms")
         if args.check:
             f32 = out["pixel_values"] if args.dtype == "float32" else proc(image)["pixel_values"]
-            line += f" | {_check(args.model, image, f32)}"
+            verdict = _check(args.model, image, f32)
+            line += f" | {verdict}"
+            if verdict.startswith("DIFFERS"):
+                status = 1
         print(line)
     return status
 

@@ -48,6 +48,19 @@ class Resampler(_Enum):
     PILLOW: ClassVar[Resampler]
     TORCH: ClassVar[Resampler]
 
+class PixelFormat(_Enum):
+    """How run() reads a decoded image's bytes; other formats than RGB / RGBX are converted to
+    RGB row by row while read, with the named reference's arithmetic."""
+
+    RGB: ClassVar[PixelFormat]
+    RGBX: ClassVar[PixelFormat]
+    GRAY: ClassVar[PixelFormat]
+    GRAY_ALPHA_DROP: ClassVar[PixelFormat]
+    GRAY_ALPHA_OVER_WHITE_PILLOW: ClassVar[PixelFormat]
+    RGBA_OVER_WHITE_PILLOW: ClassVar[PixelFormat]
+    RGBA_OVER_WHITE_NUMPY: ClassVar[PixelFormat]
+    RGBA_OVER_WHITE_TORCH: ClassVar[PixelFormat]
+
 class DType(_Enum):
     """Output element type (bfloat16 is held as uint16 bits in NumPy)."""
 
@@ -89,6 +102,8 @@ class Pipeline:
         grid_w: int,
         dst: np.ndarray,
         offset: int = 0,
+        *,
+        fmt: PixelFormat | None = None,
     ) -> None: ...
     def output_elems(self, resize_w: int, resize_h: int, grid_h: int, grid_w: int) -> int: ...
     @property
@@ -128,6 +143,7 @@ def resize(
     pass_order: PassOrder,
     resampler: Resampler = ...,
 ) -> npt.NDArray[np.uint8]: ...
+def to_rgb(src: npt.NDArray[np.uint8], fmt: PixelFormat) -> npt.NDArray[np.uint8]: ...
 def arrow_rgbx(schema: Any, array: Any, width: int, height: int) -> npt.NDArray[np.uint8]: ...
 def pooled_empty(nbytes: int, zero: bool = False) -> npt.NDArray[np.uint8]: ...
 
@@ -151,6 +167,21 @@ def set_num_threads(n: int) -> None: ...
 def num_threads() -> int: ...
 def available_cpus() -> int: ...
 def cpu_features() -> dict[str, bool]: ...
+
+class _KernelEntry(TypedDict):
+    stage: str
+    name: str
+    min_cap: str
+    ran: bool
+
+class _KernelInfo(TypedDict):
+    isa_cap: str
+    isa_cap_env: str | None
+    host: dict[str, bool]
+    selected: dict[str, str]
+    kernels: list[_KernelEntry]
+
+def kernel_info() -> _KernelInfo: ...
 
 FRAME_HEADER: int
 FRAME_MAGIC: int

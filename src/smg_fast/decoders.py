@@ -26,6 +26,7 @@ import numpy as np
 from PIL import Image
 
 from . import _native
+from .pixels import Pixels
 
 try:  # a declared dependency; without it every JPEG takes Pillow's path
     import simplejpeg
@@ -40,6 +41,8 @@ except ImportError:
     _spng = None
 
 log = logging.getLogger("smg_fast.decoders")
+
+_F = _native.PixelFormat
 
 PILLOW = "pillow"
 LIBJPEG_TURBO = "libjpeg-turbo"
@@ -201,39 +204,42 @@ def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
 
 
 def fast_path(img: Image.Image, hf: bool, orientation: int
-              ) -> Callable[[bytes], np.ndarray | None] | None:
+              ) -> Callable[[bytes], Pixels | None] | None:
     """The fast decode of what Pillow opened as img (header read, orientation: the EXIF
     orientation Qwen's loading applies), when it reproduces Pillow's result for such a header:
-    a function bytes -> RGB (or RGBX: alpha ignored) array that returns None to decline."""
+    a function bytes -> Pixels that returns None to decline."""
     w, h = img.width, img.height
     fast = available()
     if orientation not in range(1, 9):
         orientation = 1  # exif_transpose ignores values outside 1-8
     if fast[LIBJPEG_TURBO] and img.format in ("JPEG", "MPO") and img.mode in ("RGB", "L"):
 
-        def jpeg(data: bytes) -> np.ndarray | None:
+        def jpeg(data: bytes) -> Pixels | None:
             arr = decode_jpeg(data, w, h)
-            if arr is None or orientation == 1:
-                return arr
-            return np.ascontiguousarray(orient(arr, orientation))
+            if arr is None:
+                return None
+            if orientation != 1:
+                arr = np.ascontiguousarray(orient(arr, orientation))
+            return Pixels(arr, _F.RGB)
 
         return jpeg
     if fast[LIBSPNG] and img.format == "PNG" and img.info.get("transparency") is None:
 
-        def png(data: bytes) -> np.ndarray | None:
+        def png(data: bytes) -> Pixels | None:
             channels = png_channels(data, w, h)
             if channels is None or img.mode != {1: "L", 3: "RGB", 4: "RGBA"}[channels]:
                 return None
-            # Qwen composites alpha onto white (Pillow's to do), and applies an EXIF or XMP
-            # orientation, which the header shows unless a chunk after the pixels carries it.
-            if hf and (channels == 4 or chunks_after_pixels(data)):
+            # Qwen applies an EXIF or XMP orientation, which the header shows unless a chunk
+            # after the pixels carries it. (Alpha: load_image's convert("RGB") drops it, as
+            # Kimi's does; the RGBX format reads past it.)
+            if hf and chunks_after_pixels(data):
                 return None
             arr = decode_png(data, w, h, channels)
-            if arr is not None and channels == 1:
-                arr = np.repeat(arr, 3, axis=2)
-            if arr is not None and orientation != 1:
+            if arr is None:
+                return None
+            if orientation != 1:
                 arr = np.ascontiguousarray(orient(arr, orientation))
-            return arr  # 4 channels (Kimi): read as RGBX, alpha dropped as convert("RGB") does
+            return Pixels(arr, {1: _F.GRAY, 3: _F.RGB, 4: _F.RGBX}[channels])
 
         return png
     return None

@@ -7,9 +7,15 @@ white, everything else goes through ``convert("RGB")``; encoded bytes and paths 
 and then go through the same conversion as PIL objects (a colour key left by a palette
 transparency index still turns white);
 numpy HWC uint8 with 1 channel is repeated, with 4 channels blended onto white with NumPy's
-float64 arithmetic, as ``convert_to_rgb`` does.
+float64 arithmetic, as ``convert_to_rgb`` does (``torchvision=True``: in float32, as transformers'
+torchvision backend does; PIL images, bytes and paths convert as above).
 
 Kimi-K2.5 (upstream): every input is ``convert("RGB")`` (alpha dropped), no EXIF handling.
+
+Decoding returns ``Pixels``: the decoded image's own memory and the ``_native.PixelFormat`` that
+reproduces the conversion above. Modes L, LA, RGBA (without a transparency key) and 1- / 4-channel
+arrays are converted by the native core while it reads them (no full-size converted copy);
+Pillow's convert remains for every other mode and for colour keys.
 
 Two steps: ``open_image`` reads only the header (size, format, EXIF orientation) so a caller can
 size the output and refuse it before a pixel is decoded; ``ImageHeader.decode`` then decodes.
@@ -22,27 +28,30 @@ from __future__ import annotations
 import io
 import os
 import re
-import subprocess
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
-from . import _native, decoders
+from . import decoders
 from .errors import InvalidImageError
+from .pixels import (
+    DECODE_ERRORS,
+    OBJECT_REPR,
+    Pixels,
+    from_numpy,
+    pixels_hf,
+    pixels_load_image_hf,
+    pixels_plain,
+)
 
 ImageInput = Any  # PIL.Image.Image | np.ndarray | bytes | str | os.PathLike
 
 # What a VLM service needs; none of these plugins runs an external program.
 DEFAULT_IMAGE_FORMATS: tuple[str, ...] = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF", "MPO")
 
-# (SubprocessError: a plugin's helper program failing, for formats an operator allowed)
-# Not MemoryError: running out of memory is not a bad image (the server answers it with
-# RESOURCE_EXHAUSTED, so that callers retry instead of dropping the image).
-_DECODE_ERRORS = (OSError, ValueError, SyntaxError, UnidentifiedImageError, EOFError,
-                  Image.DecompressionBombError, subprocess.SubprocessError)
 _ORIENTATION = 0x0112
 _SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
@@ -106,9 +115,6 @@ def _sniff_format(prefix: bytes) -> str | None:
     return None
 
 
-_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
-
-
 def _source_name(source: Any) -> str:
     """How an error names the input: its path, or "the N bytes" (never an object repr)."""
     if isinstance(source, io.BytesIO):
@@ -120,7 +126,7 @@ def _problem(exc: BaseException, source: Any) -> str:
     """The decoder's complaint in words a caller can act on."""
     if isinstance(exc, UnidentifiedImageError):
         return f"cannot decode {_source_name(source)}: not an image in an accepted format"
-    text = _OBJECT_REPR.sub(_source_name(source), str(exc)) or type(exc).__name__
+    text = OBJECT_REPR.sub(_source_name(source), str(exc)) or type(exc).__name__
     return f"cannot decode {_source_name(source)}: {text}"
 
 
@@ -145,7 +151,7 @@ def _open_encoded(index: int, source: Any, max_pixels: int | None,
         raise InvalidImageError(index, f"no such file: {source!r}") from None
     except IsADirectoryError:
         raise InvalidImageError(index, f"is a directory: {source!r}") from None
-    except _DECODE_ERRORS as exc:
+    except DECODE_ERRORS as exc:
         prefix = b""
         try:
             if isinstance(source, io.BytesIO):
@@ -197,73 +203,6 @@ def _header_orientation(img: Image.Image) -> int:
         return 1
 
 
-def _decode_error(index: int, exc: BaseException) -> InvalidImageError:
-    text = _OBJECT_REPR.sub("the image data", str(exc)) or type(exc).__name__
-    return InvalidImageError(index, f"cannot decode the image: {text}")
-
-
-def _decode(index: int, img: Image.Image, fn: Any) -> Image.Image:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            return fn(img)
-    except _DECODE_ERRORS as exc:
-        raise _decode_error(index, exc) from None
-
-
-def _composite_on_white(img: Image.Image) -> Image.Image:
-    rgba = img.convert("RGBA")
-    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return Image.alpha_composite(white, rgba).convert("RGB")
-
-
-def _pil_to_rgb_hf(img: Image.Image) -> Image.Image:
-    if "A" in img.getbands() or img.info.get("transparency") is not None:
-        return _composite_on_white(img)
-    return img if img.mode == "RGB" else img.convert("RGB")
-
-
-def _pil_to_rgb_plain(img: Image.Image) -> Image.Image:
-    return img if img.mode == "RGB" else img.convert("RGB")
-
-
-def _load_image_hf(img: Image.Image) -> Image.Image:
-    # load_image, then the processor's own convert_to_rgb: a palette image with a transparency
-    # index becomes RGB carrying a colour key, and the second step turns that colour white.
-    img = ImageOps.exif_transpose(img)
-    img = img if img.mode == "RGB" else img.convert("RGB")
-    return _pil_to_rgb_hf(img)
-
-
-def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
-    """Pillow keeps RGB as 4 bytes per pixel; when the image is one memory block its Arrow export
-    gives a zero-copy (H, W, 4) view, saving the full copy np.asarray makes."""
-    if img.mode != "RGB" or not hasattr(img, "__arrow_c_array__"):
-        return None
-    try:
-        img.load()
-    except _DECODE_ERRORS as exc:
-        raise _decode_error(index, exc) from None
-    try:
-        schema, array = img.__arrow_c_array__()
-        return _native.arrow_rgbx(schema, array, img.width, img.height)
-    except (ValueError, TypeError, OSError, AttributeError):
-        return None  # multi-block image or an older Pillow: take the copying path
-
-
-def _as_array(index: int, img: Image.Image) -> np.ndarray:
-    view = _rgbx_view(index, img)
-    if view is not None:
-        return view
-    try:
-        arr = np.asarray(img)
-    except _DECODE_ERRORS as exc:
-        raise _decode_error(index, exc) from None
-    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] != 3:
-        raise InvalidImageError(index, f"conversion to RGB gave {arr.dtype} {arr.shape}")
-    return arr
-
-
 def _check_numpy(index: int, arr: np.ndarray, max_pixels: int | None) -> np.ndarray:
     if arr.dtype != np.uint8:
         raise InvalidImageError(index, f"numpy images must be uint8 HWC, got dtype {arr.dtype}")
@@ -277,21 +216,6 @@ def _check_numpy(index: int, arr: np.ndarray, max_pixels: int | None) -> np.ndar
     return arr
 
 
-def _from_numpy(arr: np.ndarray, hf: bool) -> np.ndarray:
-    channels = arr.shape[2]
-    if channels == 1:
-        return np.repeat(arr, 3, axis=2)
-    if channels == 4:
-        if not hf:
-            return np.ascontiguousarray(arr[:, :, :3])
-        alpha = arr[:, :, 3:4] / 255
-        blended = alpha * arr[:, :, :3] + (1 - alpha) * 255
-        return np.round(blended).astype(np.uint8)
-    if arr.strides[2] != 1 or arr.strides[1] != 3 or arr.strides[0] < 3 * arr.shape[1]:
-        return np.ascontiguousarray(arr)
-    return arr
-
-
 class ImageHeader:
     """One input whose size is known and whose pixels are not decoded yet.
 
@@ -301,7 +225,7 @@ class ImageHeader:
     """
 
     def __init__(self, index: int, width: int, height: int,
-                 decode: Callable[[], np.ndarray], close: Callable[[], None] | None = None
+                 decode: Callable[[], Pixels], close: Callable[[], None] | None = None
                  ) -> None:
         self.index = index
         self.width = width
@@ -312,24 +236,24 @@ class ImageHeader:
         # LIBSPNG), once decode() ran; None for arrays and PIL images.
         self.decoder: str | None = None
 
-    def decode(self) -> np.ndarray:
-        """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
-        own memory (4th byte ignored); raises InvalidImageError naming the index."""
+    def decode(self) -> Pixels:
+        """The decoded image and the PixelFormat it is read in (converted to RGB by the native
+        core as it reads); raises InvalidImageError naming the index."""
         fn, self._decode = self._decode, None
         if fn is None:
             raise RuntimeError(f"image {self.index} was already decoded or closed")
         try:
-            arr = fn()
+            px = fn()
         finally:
             self.close()
         # The header's size is what the output was sized (and admitted) by: a decoder that
         # returns another size is refused rather than trusted. (An orientation the header did
         # not show may swap the sides; the output's size does not depend on it.)
-        if sorted(arr.shape[:2]) != sorted((self.height, self.width)):
-            raise InvalidImageError(self.index, f"decoded size {arr.shape[1]}x{arr.shape[0]} "
+        if sorted((px.height, px.width)) != sorted((self.height, self.width)):
+            raise InvalidImageError(self.index, f"decoded size {px.width}x{px.height} "
                                                 f"differs from the header's "
                                                 f"{self.width}x{self.height}")
-        return arr
+        return px
 
     def close(self) -> None:
         fn, self._close = self._close, None
@@ -346,9 +270,8 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
         raise InvalidImageError(index, f"image format {item.format} is not accepted (allowed: "
                                        f"{', '.join(formats)})")
     check_size(index, item.width, item.height, max_pixels)
-    conv = _pil_to_rgb_hf if hf else _pil_to_rgb_plain
-    return ImageHeader(index, item.width, item.height,
-                       lambda: _as_array(index, _decode(index, item, conv)))
+    conv = pixels_hf if hf else pixels_plain
+    return ImageHeader(index, item.width, item.height, lambda: conv(index, item))
 
 
 def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[], Image.Image]
@@ -358,24 +281,24 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
     w, h = img.width, img.height
     if hf and _header_orientation(img) in _SWAPPING:
         w, h = h, w
-    conv = _load_image_hf if hf else _pil_to_rgb_plain
+    conv = pixels_load_image_hf if hf else pixels_plain
     fast = decoders.fast_path(img, hf, _header_orientation(img) if hf else 1)
     held: list[Image.Image | None] = [img]
     if reopen is not None:
         img.close()
         held[0] = None
 
-    def decode() -> np.ndarray:
+    def decode() -> Pixels:
         if fast is not None:
             raw = data if data is not None else decoders.read_file(path) if path else None
-            arr = fast(raw) if raw is not None else None
-            if arr is not None:
+            px = fast(raw) if raw is not None else None
+            if px is not None:
                 header.decoder = decoders.LIBJPEG_TURBO if img.format != "PNG" else decoders.LIBSPNG
-                return arr
+                return px
         header.decoder = decoders.PILLOW
         src = held[0] if held[0] is not None else reopen()  # type: ignore[misc]
         held[0] = src
-        return _as_array(index, _decode(index, src, conv))
+        return conv(index, src)
 
     def close() -> None:
         if held[0] is not None:
@@ -387,15 +310,18 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
 
 def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
-               formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> ImageHeader:
+               formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
+               torchvision: bool = False) -> ImageHeader:
     """Reads item's header only (Image.open is lazy) and checks its size; raises
-    InvalidImageError naming index."""
+    InvalidImageError naming index. torchvision (with hf): 4-channel arrays are blended as
+    transformers' torchvision backend does."""
     formats = tuple(formats)
     if isinstance(item, Image.Image):
         return _pil_header(index, item, hf, max_pixels, formats)
     if isinstance(item, np.ndarray):
         arr = _check_numpy(index, item, max_pixels)
-        return ImageHeader(index, arr.shape[1], arr.shape[0], lambda: _from_numpy(arr, hf))
+        return ImageHeader(index, arr.shape[1], arr.shape[0],
+                           lambda: from_numpy(arr, hf, torchvision))
     if isinstance(item, (bytes, bytearray, memoryview)):
         if len(item) == 0:
             raise InvalidImageError(index, "empty byte string")
@@ -414,4 +340,4 @@ def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
              formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> np.ndarray:
     """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
     own memory (4th byte ignored); raises InvalidImageError naming index."""
-    return open_image(index, item, hf=hf, max_pixels=max_pixels, formats=formats).decode()
+    return open_image(index, item, hf=hf, max_pixels=max_pixels, formats=formats).decode().to_rgb()

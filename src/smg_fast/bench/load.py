@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -76,6 +77,7 @@ async def run_load(target: str, images: list[bytes], *, concurrency: int, second
                 stats.nbytes += sum(int(it.pixel_values.nbytes) for it in out.items)
                 stats.hits += sum(it.cache_hit for it in out.items)
                 counter[0] += 1
+                del out  # done with it: a reused shm segment goes back to the server
 
         async def show() -> None:
             while True:
@@ -111,6 +113,13 @@ def report(stats: Stats, elapsed: float) -> str:
     return line
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of pid so far (all its threads)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m smg_fast.bench.load",
                                  description=__doc__.split("\n\n")[0])
@@ -126,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--unique", action="store_true",
                     help="make every request's bytes unique (always a cache miss)")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--server-pid", type=int, default=0,
+                    help="also report this process's CPU time per request (user + system, "
+                         "from /proc/PID/stat over the timed part: a server on this host)")
     args = ap.parse_args(argv)
     if args.concurrency < 1 or args.seconds <= 0:
         ap.error("--concurrency must be >= 1 and --seconds > 0")
@@ -137,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..patterns import test_pattern_bytes
 
         images = [test_pattern_bytes()]
+    cpu0 = _cpu_seconds(args.server_pid) if args.server_pid else 0.0
     stats, elapsed = asyncio.run(run_load(
         args.target, images, concurrency=args.concurrency, seconds=args.seconds,
         transport=args.transport, dtype=args.dtype, model=args.model, unique=args.unique,
@@ -144,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"target {args.target} transport {args.transport or 'default'} dtype {args.dtype} "
           f"concurrency {args.concurrency}{' unique' if args.unique else ''}")
     print(report(stats, elapsed))
+    if args.server_pid and stats.latencies:
+        cpu = _cpu_seconds(args.server_pid) - cpu0  # (includes the untimed first request)
+        print(f"server CPU {cpu:.2f} s: {cpu / (len(stats.latencies) + 1) * 1e3:.1f} ms per "
+              "request")
     return 0 if stats.latencies and not stats.errors else 1
 
 

@@ -1,6 +1,6 @@
-"""Server processes on loopback for tests and benchmarks: a free port, start, wait until
-SERVING, stop (SIGTERM, then SIGKILL). One place for what the test suite, bench.latency and the
-fleet benchmarks all need."""
+"""Server (and router) processes on loopback for tests and benchmarks: a free port, start, wait
+until SERVING, stop (SIGTERM, then SIGKILL). One place for what the test suite, bench.latency
+and the fleet benchmarks all need."""
 
 from __future__ import annotations
 
@@ -52,13 +52,15 @@ class ServerProcess:
             Client(srv.target).preprocess(...)
     """
 
+    module = "smg_fast.server"
+
     def __init__(self, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
                  host: str = "127.0.0.1", port: int | None = None,
                  stderr: Any = subprocess.PIPE) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.target = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
-        cmd = [sys.executable, "-m", "smg_fast.server", "--host", host, "--port",
+        cmd = [sys.executable, "-m", self.module, "--host", host, "--port",
                str(self.port), *args]
         self.proc = subprocess.Popen(cmd, env=dict(os.environ, **(env or {})),
                                      stdout=subprocess.DEVNULL, stderr=stderr, text=True)
@@ -98,3 +100,18 @@ class ServerProcess:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class RouterProcess(ServerProcess):
+    """``python -m smg_fast.router --worker ...`` on a free loopback port (SERVING once some
+    worker serves)::
+
+        with RouterProcess([s.target for s in servers]) as router:
+            Client(router.target).preprocess(...)
+    """
+
+    module = "smg_fast.router"
+
+    def __init__(self, workers: list[str], args: list[str] | tuple[str, ...] = (),
+                 **kwargs: Any) -> None:
+        super().__init__([a for w in workers for a in ("--worker", w)] + list(args), **kwargs)

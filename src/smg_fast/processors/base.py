@@ -14,7 +14,7 @@ from .. import _native
 from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..config import ProcessorConfig
 from ..errors import InvalidImageError, OutputTooLargeError
-from ..media import ImageHeader, ImageInput, open_image
+from ..media import ImageHeader, ImageInput, Pixels, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
 from .decode_pool import decode_all
@@ -146,11 +146,10 @@ class Processor(ABC):
         headers: list[ImageHeader] = []
         try:
             for i, it in enumerate(items):
-                if self._torchvision:
-                    it = tv.adapt_input(i, it, cfg.max_image_pixels)
                 headers.append(open_image(i, it, hf=self.load_like_transformers,
                                           max_pixels=cfg.max_image_pixels,
-                                          formats=cfg.image_formats))
+                                          formats=cfg.image_formats,
+                                          torchvision=self._torchvision))
             plans = [self.plan(h.width, h.height, h.index) for h in headers]
         except BaseException:
             for h in headers:
@@ -236,12 +235,12 @@ class PlannedBatch(_Sized):
     def decode(self) -> PreparedBatch:
         """Decodes every image (once; the headers are consumed either way)."""
         try:
-            arrays = decode_all(self._headers)
+            pixels = decode_all(self._headers)
         finally:
             self.close()
         proc = self._proc
-        plans = [proc.plan(a.shape[1], a.shape[0], i) for i, a in enumerate(arrays)]
-        batch = PreparedBatch(proc, arrays, plans, self.dtype)
+        plans = [proc.plan(px.width, px.height, i) for i, px in enumerate(pixels)]
+        batch = PreparedBatch(proc, pixels, plans, self.dtype)
         if batch.nbytes != self.nbytes:  # cannot happen: decode() checked every size
             raise RuntimeError("an image's output size changed in decoding")
         return batch
@@ -261,9 +260,9 @@ class PlannedBatch(_Sized):
 class PreparedBatch(_Sized):
     """Images decoded and sized for one processor call; ``write_into`` runs the native core."""
 
-    def __init__(self, proc: Processor, arrays: list[np.ndarray], plans: list[Plan],
+    def __init__(self, proc: Processor, pixels: list[Pixels], plans: list[Plan],
                  dtype: str) -> None:
-        self._arrays = arrays
+        self._pixels = pixels  # each read in its own format: converted while the core reads
         self._size(proc, plans, dtype)
 
     def compute(self) -> np.ndarray:
@@ -285,7 +284,9 @@ class PreparedBatch(_Sized):
         offset = 0
         for i in which:
             pl = self.plans[i]
-            pipe.run(self._arrays[i], pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset)
+            px = self._pixels[i]
+            pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset,
+                     fmt=px.fmt)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)

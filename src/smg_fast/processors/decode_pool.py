@@ -8,10 +8,8 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import numpy as np
-
 from .. import _native
-from ..media import ImageHeader
+from ..media import ImageHeader, Pixels
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -31,14 +29,14 @@ def _executor(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def decode_all(headers: Sequence[ImageHeader]) -> list[np.ndarray]:
+def decode_all(headers: Sequence[ImageHeader]) -> list[Pixels]:
     """Every header decoded, in order. All decodes finish before this returns or raises; the
     error raised is the one of the first failing image, as a serial loop would raise it."""
     workers = min(len(headers), int(_native.num_threads()))
     if workers <= 1:
         return [h.decode() for h in headers]
-    futures: list[Future[np.ndarray]] = [_executor(workers).submit(h.decode) for h in headers]
-    arrays: list[np.ndarray] = []
+    futures: list[Future[Pixels]] = [_executor(workers).submit(h.decode) for h in headers]
+    arrays: list[Pixels] = []
     error: BaseException | None = None
     for f in futures:
         try:

@@ -42,11 +42,13 @@ class Member:
     in_flight: int = 0
     failures: int = 0  # consecutive transport failures
     ejections: int = 0  # consecutive ejections (the next lasts twice as long)
+    epoch: int = 0  # ejections so far: a call's failure counts only in the epoch it began in
     ejected_until: float = 0.0
     probing: bool = False  # half-open: one request in flight decides
     items: dict[str, int] = field(default_factory=dict)  # outcome -> items
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when it stops serving
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
     task: asyncio.Task | None = None
 
     def usable(self, now: float) -> bool:
@@ -60,8 +62,10 @@ class Membership:
     ``eject_base_s`` x 2^(n-1) (at most ``eject_max_s``); then one request probes it."""
 
     def __init__(self, *, channel_options: list[tuple[str, int]], eject_after: int = 3,
-                 eject_base_s: float = 1.0, eject_max_s: float = 60.0) -> None:
+                 eject_base_s: float = 1.0, eject_max_s: float = 60.0,
+                 probe_s: float = 0.0) -> None:
         self.options = channel_options
+        self.probe_s = probe_s
         self.eject_after = eject_after
         self.eject_base_s = eject_base_s
         self.eject_max_s = eject_max_s
@@ -87,11 +91,23 @@ class Membership:
         m = self.members.pop(target, None)
         if m is None:
             return
-        m.state = "down"
-        m.lost.set()
+        self._set_state(m, "down")
         if m.task is not None:
             m.task.cancel()
+            await asyncio.wait([m.task])
         await m.channel.close()
+
+    async def settled(self, m: Member, timeout: float) -> bool:
+        """Waits (at most timeout) until m serves (True) or is refused or removed (False)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while m.state not in ("serving", "refused") and self.members.get(m.target) is m:
+            changed = m.changed
+            try:
+                await asyncio.wait_for(changed.wait(), max(0.0, end - loop.time()))
+            except asyncio.TimeoutError:
+                return False
+        return m.state == "serving" and self.members.get(m.target) is m
 
     async def close(self) -> None:
         for target in list(self.members):
@@ -124,16 +140,10 @@ class Membership:
                     except FingerprintMismatch as exc:
                         log.error("refusing member: %s", exc)
                         self.refused += 1
-                        m.state = "refused"
-                        m.lost.set()
+                        self._set_state(m, "refused")
                         m.joined.set()
                         return
-                call = health.Watch(health_pb2.HealthCheckRequest(service=""))
-                async for resp in call:
-                    serving = resp.status == _SERVING
-                    self._set_state(m, "serving" if serving else "not_serving")
-                    m.joined.set()
-                    backoff = 0.05
+                await self._follow(m, health)
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
@@ -146,14 +156,51 @@ class Membership:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, RECONNECT_MAX_S)
 
+    async def _follow(self, m: Member, health: Any) -> None:
+        """Follows the Watch stream until it ends, or until a liveness Check goes unanswered
+        for probe_s (a hung process keeps its connection and its stream open: only asking
+        finds it; gRPC's own keepalive pings did not, in our tests with grpcio 1.85)."""
+        call = health.Watch(health_pb2.HealthCheckRequest(service=""))
+
+        async def watch() -> None:
+            async for resp in call:
+                serving = resp.status == _SERVING
+                self._set_state(m, "serving" if serving else "not_serving")
+                m.joined.set()
+
+        async def probe() -> None:
+            while True:
+                await asyncio.sleep(self.probe_s)
+                try:
+                    await health.Check(health_pb2.HealthCheckRequest(service=""),
+                                       timeout=self.probe_s)
+                except grpc.aio.AioRpcError as exc:
+                    log.warning("member %s: no answer to a health check (%s): down",
+                                m.target, exc.code().name)
+                    return
+
+        tasks = [asyncio.ensure_future(watch())]
+        if self.probe_s:
+            tasks.append(asyncio.ensure_future(probe()))
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            call.cancel()
+        if tasks[0].done() and not tasks[0].cancelled() and tasks[0].exception() is not None:
+            raise tasks[0].exception()  # type: ignore[misc]
+
     def _set_state(self, m: Member, state: str) -> None:
-        if state == "down":
+        if state in ("down", "refused"):
             m.lost.set()  # calls in flight there stop waiting and retry elsewhere
         elif m.lost.is_set():
             m.lost = asyncio.Event()  # a draining member still finishes what it has
         if state != m.state:
             log.info("member %s: %s", m.target, state)
         m.state = state
+        m.changed.set()  # wakes add()s waiting for this member
+        m.changed = asyncio.Event()
 
     # ---- passive ejection ----
 
@@ -162,13 +209,19 @@ class Membership:
         m.ejections = 0
         m.probing = False
 
-    def failure(self, m: Member) -> None:
-        """One transport failure; ejects at the threshold, or at once when it was a probe."""
+    def failure(self, m: Member, epoch: int) -> None:
+        """One transport failure of a call that began in ``epoch``; ejects at the threshold, or
+        at once when it was a probe. Calls that began before the last ejection do not count:
+        one crash fails every call in flight at once, and that is one ejection, not several
+        (each doubling the next one's length)."""
+        if epoch != m.epoch:
+            return
         m.failures += 1
         half_open = m.ejections > 0
         m.probing = False
         if half_open or m.failures >= self.eject_after:
             m.ejections += 1
+            m.epoch += 1
             m.failures = 0
             span = min(self.eject_max_s, self.eject_base_s * 2 ** (m.ejections - 1))
             m.ejected_until = time.monotonic() + span
@@ -180,6 +233,37 @@ class Membership:
     def usable(self) -> list[Member]:
         now = time.monotonic()
         return [m for m in self.members.values() if m.usable(now)]
+
+    def info(self, version: str, max_message_bytes: int) -> Any:
+        """GetModelInfo for the fleet: the models every serving member serves with the fleet's
+        fingerprints (described as the first member does); what must hold everywhere as the
+        strictest member's value; what members share as theirs, else empty. None when no
+        member serves."""
+        infos = [m.info for m in self.members.values() if m.state == "serving" and m.info]
+        if not infos:
+            return None
+        common = None
+        for info in infos:
+            names = {x.name for x in info.models
+                     if self.fingerprints.get(x.name) == x.config_fingerprint}
+            common = names if common is None else common & names
+        out = pb.GetModelInfoResponse(
+            models=[x for x in infos[0].models if x.name in (common or set())],
+            version=version,
+            max_message_bytes=min([max_message_bytes, *(i.max_message_bytes for i in infos)]),
+            shm_min_bytes=max(i.shm_min_bytes for i in infos),
+            pixel_cache_bytes=sum(i.pixel_cache_bytes for i in infos),
+            rdma_available=all(i.rdma_available for i in infos))
+        if out.rdma_available:
+            out.rdma_max_bytes = min(i.rdma_max_bytes for i in infos)
+        if len({i.shm_namespace for i in infos}) == 1:  # one host: shm works as with a server
+            out.shm_namespace = infos[0].shm_namespace
+        if len({i.default_transport for i in infos}) == 1:
+            out.default_transport = infos[0].default_transport
+        names = [x.name for x in out.models]
+        out.default_model = self.default_model if self.default_model in names else (
+            names[0] if names else "")
+        return out
 
     def stats(self) -> dict[str, Any]:
         now = time.monotonic()

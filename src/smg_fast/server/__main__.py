@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
 import threading
 import time
+from typing import Any
+
+from .._process import run
+
+
+def _load() -> tuple[Any, Any]:
+    from .app import serve
+    from .config import config_from_args
+
+    return config_from_args, serve
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        from .app import serve
-        from .config import config_from_args
-    except ImportError as exc:  # the server extra is missing
-        print(f"error: {exc}; install the server extra: pip install 'smg-fast[server]'",
-              file=sys.stderr)
-        return 2
-    config = config_from_args(argv)
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        server = asyncio.run(serve(config))
-    except (ValueError, OSError) as exc:
-        logging.getLogger("smg_fast.server").error("cannot start: %s", exc)
-        return 2
+    code, server = run(argv, _load, "smg_fast.server")
+    if code:
+        return code
     stuck = _lingering_threads(1.0)
     if server.work_pending or stuck:
         # A worker still inside one item of work nobody will read (told to stop before its

@@ -10,17 +10,12 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import signal
-import threading
 import time
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from .. import scratch_stats
-from .._proto import preprocessor_pb2 as pb
 from ..cache import PixelCache
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .admission import Admission
@@ -29,24 +24,29 @@ from .errors import RequestError
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
+from .scaffold import (
+    SERVICE_NAME,
+    SERVING,
+    Handlers,
+    abort,
+    add_health_and_reflection,
+    address,
+    grpc_server,
+    listen,
+    off_loop,
+    on_stop_signals,
+    retrieved,
+    set_health,
+)
 from .service import Outcome, PreprocessService, Ticket
 
 log = logging.getLogger("smg_fast.server")
 
-_STREAMS_PER_CONNECTION = 64  # concurrent RPCs one client connection may have open
+__all__ = ["SERVICE_NAME", "Server", "serve"]
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
-_SERVING = health_pb2.HealthCheckResponse.SERVING
-_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 _CLOSE_S = 3.0  # past the drain deadline: what closing the registry, RDMA and metrics may take
 _SHUTTING_DOWN = "server is shutting down: retry on another replica"
-_PREPROCESS = f"/{SERVICE_NAME}/Preprocess"
-_MODEL_INFO = f"/{SERVICE_NAME}/GetModelInfo"
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def _keep_pillow_blocks(workers: int) -> None:
@@ -61,27 +61,6 @@ def _keep_pillow_blocks(workers: int) -> None:
     core = Image.core
     if hasattr(core, "set_blocks_max") and core.get_blocks_max() < 2 + 2 * workers:
         core.set_blocks_max(2 + 2 * workers)
-
-
-class _Handlers(grpc.GenericRpcHandler):
-    """Picks a call's handler before its message is read: while admission is full (for a
-    request of the recent typical size), a Preprocess call is refused by a handler that never
-    reads the message, so a flood of big messages is not received only to be dropped.
-    Admission in the handler stays the exact check: it knows the size."""
-
-    def __init__(self, server: Server) -> None:
-        self._server = server
-        self._preprocess = grpc.unary_unary_rpc_method_handler(server._preprocess)
-        self._refuse = grpc.stream_unary_rpc_method_handler(server._refuse)
-        self._info = grpc.unary_unary_rpc_method_handler(server._model_info)
-
-    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        method = details.method
-        if method == _PREPROCESS:
-            return self._refuse if self._server.admission.full() else self._preprocess
-        if method == _MODEL_INFO:
-            return self._info
-        return None
 
 
 class Server:
@@ -116,7 +95,8 @@ class Server:
         cap = cfg.shm_max_outstanding_mb * 2**20 or default_outstanding_cap(cfg.shm_dir)
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,
                                     pool_bytes=cfg.shm_pool_mb * 2**20,
-                                    max_outstanding_bytes=cap, share_bytes=cap // 4)
+                                    max_outstanding_bytes=cap, share_bytes=cap // 4,
+                                    reuse=bool(cfg.shm_reuse))
         log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
                  "connection)", cap / 2**20, cfg.shm_dir, cap / 2**22)
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
@@ -124,6 +104,8 @@ class Server:
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
+        if self.registry.slabs is not None:
+            sources["shm_reuse"] = self.registry.slabs.stats
         if self.cache is not None:
             sources["pixel_cache"] = self.cache.stats
         self.rdma = RdmaLane(cfg)
@@ -134,41 +116,21 @@ class Server:
                                          self.metrics, self.namespace, self.rdma)
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
-        limit = cfg.max_message_bytes
-        # No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health
-        # Watch streams included, so a few idle streams would lock out health checks and all
-        # work. Admission (which refuses most calls before their message is read) bounds the
-        # work; HTTP/2's stream limit bounds what one connection can upload at once.
-        self.server = grpc.aio.server(options=[
-            ("grpc.max_send_message_length", limit),
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_concurrent_streams", _STREAMS_PER_CONNECTION),
-            ("grpc.so_reuseport", 0),
-        ])
-        self.server.add_generic_rpc_handlers((_Handlers(self),))
-        self.health = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        for name in ("", SERVICE_NAME):
-            await self.health.set(name, _NOT_SERVING)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
-        try:
-            self.port = self.server.add_insecure_port(_address(cfg.host, cfg.port))
-        except RuntimeError as exc:
-            raise OSError(f"cannot listen on {_address(cfg.host, cfg.port)}: {exc}") from None
-        if not self.port:
-            raise OSError(f"cannot listen on {_address(cfg.host, cfg.port)}")
+        self.server = grpc_server(cfg.max_message_bytes)
+        self.server.add_generic_rpc_handlers((Handlers(
+            self._preprocess, self._refuse, self._model_info, self.admission.full),))
+        self.health = await add_health_and_reflection(self.server)
+        self.port = listen(self.server, cfg.host, cfg.port)
         if cfg.metrics_port:
             self.metrics.serve(cfg.host, cfg.metrics_port)
         await self.server.start()
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)
-        for name in ("", SERVICE_NAME):
-            await self.health.set(name, _SERVING)
+        await set_health(self.health, SERVING)
         self._pruner = asyncio.create_task(self._prune_loop())
         log.info("smg-fast server listening on %s (models %s, default %s; transport %s; pixel "
-                 "cache %s; %d workers; metrics %s)", _address(cfg.host, self.port),
+                 "cache %s; %d workers; metrics %s)", address(cfg.host, self.port),
                  ", ".join(f"{n}={s}" for n, s in cfg.models), self.models.default,
                  cfg.transport, f"{cfg.pixel_cache_mb} MiB" if self.cache is not None else "off",
                  cfg.workers, f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
@@ -198,8 +160,8 @@ class Server:
         if code != _UNAVAILABLE:
             self.admission.refused()
         self.metrics.requests.labels("", "", code.name).inc()
-        await context.abort(code, _SHUTTING_DOWN if self.draining
-                            else self.admission.busy_message())
+        await abort(context, code, _SHUTTING_DOWN if self.draining
+                    else self.admission.busy_message(), retryable=True)
         return b""
 
     async def _preprocess(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -210,8 +172,8 @@ class Server:
         size = len(raw)
         if not self.admission.admit(size):
             self.metrics.requests.labels("", "", "RESOURCE_EXHAUSTED").inc()
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                self.admission.busy_message())
+            await abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        self.admission.busy_message(), retryable=True)
         remaining = context.time_remaining()
         ticket = Ticket(None if remaining is None else time.monotonic() + remaining)
         loop = asyncio.get_running_loop()
@@ -219,7 +181,7 @@ class Server:
         self.in_flight += 1
         self.metrics.in_flight.inc()
         outcome = Outcome(b"", caller=context.peer())
-        code, message = grpc.StatusCode.OK, ""
+        code, message, retryable = grpc.StatusCode.OK, "", False
         try:
             work = self.pool.submit(self.service.preprocess, raw, received, outcome, ticket)
         except RuntimeError:  # the pool was shut down: the drain began under us
@@ -231,7 +193,7 @@ class Server:
             work.add_done_callback(lambda w: self._release(size, ticket))
             self._live[ticket] = cut
             done = asyncio.wrap_future(work)
-            done.add_done_callback(_retrieved)  # no "never retrieved" log once abandoned
+            done.add_done_callback(retrieved)  # no "never retrieved" log once abandoned
             try:
                 await asyncio.wait((done, cut), return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # the caller went away: stop its work
@@ -248,7 +210,7 @@ class Server:
         except asyncio.CancelledError:
             raise
         except RequestError as exc:
-            code, message = exc.code, exc.message
+            code, message, retryable = exc.code, exc.message, exc.retryable
         except Exception as exc:
             code, message = self._internal(exc)
         finally:
@@ -263,7 +225,7 @@ class Server:
             # The failed future's exception holds this frame through its traceback: drop our
             # references so nothing of the request outlives it.
             work = done = None  # noqa: F841
-            await context.abort(code, message)
+            await abort(context, code, message, retryable)
         return outcome.payload
 
     def _release(self, size: int, ticket: Ticket) -> None:
@@ -338,9 +300,9 @@ class Server:
         # a short grace even past the deadline: the cut calls' UNAVAILABLE answers go out
         await self.server.stop(grace=max(0.25, min(1.0, self._deadline - loop.time())))
         end = loop.time() + _CLOSE_S
-        removed = await _off_loop(self.registry.close, end, "unlinking shm segments")
-        await _off_loop(self.rdma.close, end, "closing the RDMA lane")
-        await _off_loop(self.metrics.close, end, "closing the metrics endpoint")
+        removed = await off_loop(self.registry.close, end, "unlinking shm segments")
+        await off_loop(self.rdma.close, end, "closing the RDMA lane")
+        await off_loop(self.metrics.close, end, "closing the metrics endpoint")
         log.info("stopped; unlinked %s unread shm segment(s)", removed)
         self._stopped.set()
 
@@ -349,50 +311,11 @@ class Server:
         await self._stopped.wait()
 
 
-def _retrieved(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()
-
-
-async def _off_loop(fn: Any, end: float, what: str) -> Any:
-    """fn() on a daemon thread, awaited until the loop time ``end`` at most: a stuck close
-    neither blocks the event loop nor (being a daemon) the process's exit."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-
-    def settle(res: Any, exc: BaseException | None) -> None:
-        if not fut.done():
-            fut.set_result(res) if exc is None else fut.set_exception(exc)
-
-    def run() -> None:
-        res: Any = None
-        err: BaseException | None = None
-        try:
-            res = fn()
-        except BaseException as exc:  # reported on the loop
-            err = exc
-        try:
-            loop.call_soon_threadsafe(settle, res, err)
-        except RuntimeError:  # the loop is gone: nobody waits any more
-            pass
-
-    threading.Thread(target=run, name="smg-fast-close", daemon=True).start()
-    try:
-        return await asyncio.wait_for(fut, max(0.05, end - loop.time()))
-    except asyncio.TimeoutError:
-        log.warning("stop: %s did not finish in time; going on", what)
-    except Exception:
-        log.exception("stop: %s failed", what)
-    return None
-
-
 async def serve(config: ServerConfig, *, handle_signals: bool = True) -> Server:
     """Runs a server until SIGTERM / SIGINT (drain, then stop); returns it, stopped."""
     server = Server(config)
     await server.start()
     if handle_signals:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, server.request_stop)
+        on_stop_signals(server.request_stop)
     await server.wait_stopped()
     return server

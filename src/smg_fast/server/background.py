@@ -7,8 +7,9 @@ import asyncio
 import threading
 from typing import Any
 
-from .app import Server, _address
+from .app import Server
 from .config import ServerConfig
+from .scaffold import address
 
 
 class BackgroundServer:
@@ -32,7 +33,7 @@ class BackgroundServer:
 
     @property
     def target(self) -> str:
-        return _address(self.server.config.host, self.port)
+        return address(self.server.config.host, self.port)
 
     def start(self, timeout: float = 60.0) -> BackgroundServer:
         self._thread = threading.Thread(target=self._run, name="smg-fast-server", daemon=True)

@@ -15,6 +15,7 @@ from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors import FAMILIES
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from .options import Option, add_env_options, auto_queued_bytes, env_list
 
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -48,6 +49,7 @@ class ServerConfig:
     drain_timeout_s: float = 30.0
     shm_ttl_s: float = 600.0
     shm_pool_mb: int = 256
+    shm_reuse: int = 1
     shm_max_outstanding_mb: int = 0  # 0: half of min(shm dir's tmpfs, RAM)
     shm_dir: str = "/dev/shm"
     rdma_listen_host: str = "127.0.0.1"
@@ -79,13 +81,7 @@ class ServerConfig:
     @property
     def queued_bytes_limit(self) -> int:
         """Request bytes admitted at once; auto: 1/8 of physical memory, at most 1 GiB."""
-        if self.max_queued_mb:
-            return self.max_queued_mb * 2**20
-        try:
-            mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            mem = 8 << 30
-        return max(64 << 20, min(1 << 30, mem // 8))
+        return self.max_queued_mb * 2**20 if self.max_queued_mb else auto_queued_bytes()
 
     @property
     def max_message_bytes(self) -> int:
@@ -123,6 +119,8 @@ class ServerConfig:
                self.shm_pool_mb, self.shm_max_outstanding_mb) < 0:
             raise ValueError("--pixel-cache-mb, --shm-min-bytes, --shm-pool-mb, "
                              "--shm-max-outstanding-mb and --max-image-pixels must be >= 0")
+        if self.shm_reuse not in (0, 1):
+            raise ValueError(f"--shm-reuse must be 0 or 1, got {self.shm_reuse}")
         if self.transport not in TRANSPORTS:
             raise ValueError(f"--transport must be one of {TRANSPORTS}, got {self.transport!r}")
         if self.log_level not in LOG_LEVELS:
@@ -168,7 +166,7 @@ def parse_model(spec: str) -> tuple[str, str]:
 
 
 # (flag, env var, type, help); defaults come from ServerConfig.
-_OPTIONS: list[tuple[str, str, type, str]] = [
+_OPTIONS: list[Option] = [
     ("--host", "SMG_FAST_HOST", str, "address to listen on (gRPC and metrics)"),
     ("--port", "SMG_FAST_PORT", int, "gRPC port (0 = any free port, logged at start)"),
     ("--workers", "SMG_FAST_WORKERS", int,
@@ -185,6 +183,10 @@ _OPTIONS: list[tuple[str, str, type, str]] = [
     ("--shm-pool-mb", "SMG_FAST_SHM_POOL_MB", int,
      "MiB of /dev/shm segments kept created and mapped ahead of demand, so a shm response "
      "does not pay for fresh pages (0 = off; at most a quarter of the tmpfs)"),
+    ("--shm-reuse", "SMG_FAST_SHM_REUSE", int,
+     "1: deliver shm tensors in segments the server reuses once their consumer has unlinked "
+     "the name and closed the file (the tensor at offset 4096; --shm-pool-mb bounds the idle "
+     "ones); 0: a new file per tensor, at offset 0. Where file leases do not work, 0"),
     ("--shm-max-outstanding-mb", "SMG_FAST_SHM_MAX_OUTSTANDING_MB", int,
      "cap on delivered shm segments not yet read, in MiB; one gRPC connection may hold a "
      "quarter of it (shares are per connection: more connections, more shares). A tensor "
@@ -236,6 +238,9 @@ def _bytes_to_mib(raw: str) -> float:
     return int(raw) / 2**20
 
 
+_bytes_to_mib.unit = "int"  # type: ignore[attr-defined]  (what an invalid value is called)
+
+
 # The upstream smg gateway's names for the same settings, still read (the SMG_FAST_ name wins
 # when both are set), with the conversion from the alias's unit to the flag's.
 ALIASES: dict[str, tuple[str, Callable[[str], object] | None]] = {
@@ -250,21 +255,6 @@ ALIASES: dict[str, tuple[str, Callable[[str], object] | None]] = {
 }
 
 
-def _env_default(ap: argparse.ArgumentParser, env: Mapping[str, str], var: str, typ: type,
-                 default: object) -> object:
-    """The value of var, else of its smg alias (converted to the flag's unit), else default."""
-    alias, convert = ALIASES.get(var, (None, None))
-    for name, conv in ((var, typ), (alias, convert or typ)):
-        raw = env.get(name, "") if name else ""
-        if raw != "":
-            try:
-                return typ(conv(raw))
-            except ValueError:
-                ap.error(f"environment variable {name}={raw!r} is not a valid "
-                         f"{'int' if conv is _bytes_to_mib else typ.__name__}")
-    return default
-
-
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     env = os.environ if environ is None else environ
     base = ServerConfig()
@@ -275,15 +265,8 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                     "set by the environment variable shown; the flag wins.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    for flag, var, typ, text in _OPTIONS:
-        dest = flag[2:].replace("-", "_")
-        default = _env_default(ap, env, var, typ, getattr(base, dest))
-        alias = ALIASES.get(var)
-        where = f"env {var}" + (f"; smg's {alias[0]} too" if alias else "")
-        if alias and alias[1] is _bytes_to_mib:
-            where += " (in bytes)"
-        ap.add_argument(flag, type=typ, default=default, help=f"{text} [{where}]")
-    env_models = [s for s in env.get("SMG_FAST_MODELS", "").split(",") if s.strip()]
+    add_env_options(ap, _OPTIONS, base, env, ALIASES)
+    env_models = env_list(env, "SMG_FAST_MODELS")
     ap.add_argument(
         "--model", dest="models", action="append", type=parse_model,
         default=argparse.SUPPRESS,
@@ -329,7 +312,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         allowed_media_dirs=[os.path.abspath(d) for d in dirs],
         max_image_pixels=ns.max_image_pixels, metrics_port=ns.metrics_port,
         log_level=ns.log_level.lower(), drain_timeout_s=ns.drain_timeout_s,
-        shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb,
+        shm_ttl_s=ns.shm_ttl_s, shm_pool_mb=ns.shm_pool_mb, shm_reuse=ns.shm_reuse,
         shm_max_outstanding_mb=ns.shm_max_outstanding_mb,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=_slot_bytes(ap, ns.rdma_slot_mb),

@@ -155,14 +155,14 @@ class Delivery:
                 t.write(seg.array(t.np_dtype))
                 wrote = time.perf_counter() - t1
 
-            name, why = self._new_segment(t.nbytes, fill, outcome)
+            name, offset, why = self._new_segment(t.nbytes, fill, outcome)
             if name is None:  # no room in shm: inline when it fits
                 self._inline_fits(t.nbytes, inline_budget, why)
                 kind = "inline"
         if reason:
             self._count_fallback(reason, kind)
         if name is not None:
-            self._set_shm(out.pixel_values, name, t.shape, dtype, t.nbytes)
+            self._set_shm(out.pixel_values, name, offset, t.shape, dtype, t.nbytes)
         else:
             computing = t.pixels is None
             px = t.array()
@@ -247,22 +247,24 @@ class Delivery:
                "shm_full": f"{self.registry.directory} is full"}[refused]
         raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                            f"no shm room for a {nbytes}-byte tensor ({why}), and it is too "
-                           "large to send inline")
+                           "large to send inline", retryable=True)  # room comes back
 
-    def _new_segment(self, nbytes: int, fill: Any, outcome: Outcome) -> tuple[str | None, str]:
-        """(name, "") of a delivered segment written by fill(), or (None, why) when shm has no
-        room for it: "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of
-        it), "shm_full" (the tmpfs itself)."""
+    def _new_segment(self, nbytes: int, fill: Any,
+                     outcome: Outcome) -> tuple[str | None, int, str]:
+        """(name, offset, "") of a delivered segment written by fill() (reused when the
+        registry reuses them: offset > 0), or (None, 0, why) when shm has no room for it:
+        "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of it),
+        "shm_full" (the tmpfs itself)."""
         try:
-            name = self.registry.write(nbytes, fill, caller=outcome.caller)
+            name, offset = self.registry.deliver(nbytes, fill, caller=outcome.caller)
         except ShmQuotaError as exc:
-            return None, f"shm_{exc.reason}"
+            return None, 0, f"shm_{exc.reason}"
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EDQUOT):
                 raise
-            return None, "shm_full"
+            return None, 0, "shm_full"
         outcome.segments.append(name)
-        return name, ""
+        return name, offset, ""
 
     # ---- counting and the response ----
 
@@ -278,10 +280,11 @@ class Delivery:
         self.rdma.note_fallback(reason, used)
 
     @staticmethod
-    def _set_shm(td: Any, name: str, shape: tuple[int, ...], dtype: str, nbytes: int) -> None:
+    def _set_shm(td: Any, name: str, offset: int, shape: tuple[int, ...], dtype: str,
+                 nbytes: int) -> None:
         td.shape.extend(int(s) for s in shape)
         td.dtype = dtype
-        td.shm.CopyFrom(tensor_pb2.ShmHandle(name=name, offset=0, nbytes=nbytes,
+        td.shm.CopyFrom(tensor_pb2.ShmHandle(name=name, offset=offset, nbytes=nbytes,
                                              owner_id=owner_id()))
 
     @staticmethod

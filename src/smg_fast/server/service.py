@@ -51,6 +51,7 @@ def _forget(exc: BaseException) -> None:
 
 
 def _exhausted(message: str) -> RequestError:
+    """A size limit: the same request can never fit (not retryable)."""
     return RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
 
 
@@ -157,12 +158,12 @@ class PreprocessService:
         try:
             return self._serve(raw, received, outcome, Ticket() if ticket is None else ticket)
         except RequestError as exc:
-            err = RequestError(exc.code, exc.message)
+            err = RequestError(exc.code, exc.message, exc.retryable)
             _forget(exc)
         except MemoryError as exc:
             err = RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                "the server ran out of memory for this request: retry later "
-                               "with backoff, or send fewer or smaller images")
+                               "with backoff, or send fewer or smaller images", retryable=True)
             _forget(exc)
         except OverflowError as exc:  # a numeric request field past what the math can hold
             err = RequestError(_INVALID, f"a numeric value in the request is out of range "
@@ -360,7 +361,7 @@ class PreprocessService:
             msg = exc.message
             if msg.startswith("item ") and ":" in msg:
                 msg = f"item {it.index}:" + msg.split(":", 1)[1]
-            raise RequestError(exc.code, msg) from None
+            raise RequestError(exc.code, msg, exc.retryable) from None
         waited = time.perf_counter() - t0
         if it.planned is not None:  # a hit: the header was all this item needed
             it.planned.close()

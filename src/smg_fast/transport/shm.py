@@ -6,11 +6,13 @@ public shm names in one place (``smg_fast.shm`` is a compatibility path to it).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ShmNameError, ShmQuotaError
 from .shm_owner import (  # noqa: F401  (_NAME_RE, _pidns_tag: used by tests)
@@ -26,7 +28,10 @@ from .shm_owner import (  # noqa: F401  (_NAME_RE, _pidns_tag: used by tests)
     sweep_dead_segments,
 )
 from .shm_pool import SegmentPool
+from .shm_reuse import HEADER, Slab, SlabPool
 from .shm_segment import ShmSegment, create_segment, default_outstanding_cap, tmpfs_bytes
+
+log = logging.getLogger("smg_fast.shm")
 
 
 @dataclass
@@ -34,6 +39,7 @@ class _Owned:
     born: float
     nbytes: int
     caller: str
+    slab: Slab | None = None  # a reused segment (its file stays open here)
 
 
 class ShmRegistry:
@@ -46,7 +52,9 @@ class ShmRegistry:
     nobody read in that time.
     ``pool_bytes`` > 0: segments come from a :class:`~smg_fast.transport.shm_pool.SegmentPool` of
     pre-faulted ones when it has one of the right size (its budget at most a quarter of the
-    tmpfs).
+    tmpfs). With ``reuse`` as well, ``deliver`` hands out reused segments instead (see
+    :mod:`smg_fast.transport.shm_reuse`; the budget then bounds the idle ones), at offset
+    ``HEADER``: a consumer releases one by unlinking its name and closing or unmapping it.
 
     ``max_outstanding_bytes`` > 0 caps the bytes of owned (unread) segments, and
     ``share_bytes`` > 0 the part of them one caller (``create``'s ``caller``) may hold:
@@ -60,7 +68,7 @@ class ShmRegistry:
 
     def __init__(self, directory: str = SHM_DIR, ttl_s: float = 0.0,
                  pool_bytes: int = 0, *, max_outstanding_bytes: int = 0,
-                 share_bytes: int = 0) -> None:
+                 share_bytes: int = 0, reuse: bool = False) -> None:
         self.directory = directory
         self.ttl_s = float(ttl_s)
         self.max_outstanding_bytes = int(max_outstanding_bytes)
@@ -69,7 +77,14 @@ class ShmRegistry:
         size = tmpfs_bytes(directory)
         if size > 0:  # ready segments take tmpfs room from delivered ones: at most a quarter
             pool_bytes = min(pool_bytes, size // 4)
-        if pool_bytes > 0:
+        self.slabs: SlabPool | None = None
+        if reuse and pool_bytes > 0:
+            try:
+                self.slabs = SlabPool(pool_bytes, directory)
+            except OSError as exc:
+                log.warning("shm: segments cannot be reused in %s (%s): every shm response "
+                            "gets a new file", directory, exc)
+        if pool_bytes > 0 and self.slabs is None:
             self.pool = SegmentPool(pool_bytes, directory)
         self._owned: dict[str, _Owned] = {}
         self._lock = threading.Lock()
@@ -210,13 +225,70 @@ class ShmRegistry:
         seg.close_later()
         return name
 
+    def deliver(self, nbytes: int, fill: Callable[[Any], None],
+                caller: str = "") -> tuple[str, int]:
+        """Like ``write``, from a reused segment when this registry reuses them (else a new
+        one); returns (name, offset of the tensor in the file)."""
+        if self.slabs is None:
+            return self.write(nbytes, fill, caller), 0
+        if self.closed:
+            raise RuntimeError("shm registry is closed (shutting down)")
+        self._reserve(nbytes, caller)
+        try:
+            self._reclaim(self.slabs.size_class(nbytes))
+            slab = self.slabs.acquire(nbytes)
+        except BaseException:
+            self._unreserve(nbytes, caller)
+            raise
+        try:
+            fill(slab)
+        except BaseException:
+            self._unreserve(nbytes, caller)
+            self.slabs.abort(slab)
+            raise
+        try:
+            name = self.slabs.publish(slab)
+        except BaseException:
+            self._unreserve(nbytes, caller)
+            self.slabs.drop(slab)
+            raise
+        with self._lock:
+            if not self.closed:
+                self._owned[name] = _Owned(time.monotonic(), nbytes, caller, slab)
+                self.created += 1
+                return name, HEADER
+            self._forget(nbytes, caller)
+        _unlink_quiet(os.path.join(self.directory, name))
+        self.slabs.drop(slab)
+        raise RuntimeError("shm registry is closed (shutting down)")
+
+    def _reclaim(self, cap: int, limit: int = 64) -> None:
+        """Gives the slabs of class cap whose public name is gone back to the pool (the oldest
+        first, at most limit looked at): deliveries under load find them without waiting for
+        a prune."""
+        with self._lock:
+            recs = [(n, r) for n, r in self._owned.items()
+                    if r.slab is not None and r.slab.capacity == cap][:limit]
+        for name, rec in recs:
+            if rec.slab is not None and rec.slab.released():
+                with self._lock:
+                    mine = self._owned.get(name) is rec and self._pop(name) is not None
+                if mine:
+                    self._settle(rec)
+
+    def _settle(self, rec: _Owned) -> None:
+        """A popped record's segment is no longer delivered: a slab goes back to the pool."""
+        if rec.slab is not None and self.slabs is not None:
+            self.slabs.give_back(rec.slab)
+
     def release(self, name: str) -> None:
         """Unlinks a segment this process still owns (failure paths)."""
         with self._lock:
-            owned = self._pop(name) is not None
-        if owned:
+            rec = self._pop(name)
+        if rec is not None:
             self.released += 1
             _unlink_quiet(os.path.join(self.directory, name))
+            self._settle(rec)
 
     def owned(self) -> list[str]:
         with self._lock:
@@ -233,17 +305,23 @@ class ShmRegistry:
             items = [(n, r) for n, r in self._owned.items() if everyone or r.caller == caller]
         gone, expired = [], []
         for name, rec in items:
-            if not os.path.lexists(os.path.join(self.directory, name)):
+            if rec.slab is not None and rec.slab.released():
+                gone.append(name)
+            elif rec.slab is None and not os.path.lexists(os.path.join(self.directory, name)):
                 gone.append(name)
             elif self.ttl_s > 0 and now - rec.born > self.ttl_s:
                 expired.append(name)
         for name in expired:
             _unlink_quiet(os.path.join(self.directory, name))
         with self._lock:
-            for name in gone + expired:
-                self._pop(name)
+            settle = [rec for rec in map(self._pop, gone + expired) if rec is not None]
             self.expired += len(expired)
-            return len(self._owned)
+            left = len(self._owned)
+        for rec in settle:
+            self._settle(rec)
+        if self.slabs is not None and everyone:
+            self.slabs.trim()
+        return left
 
     def close(self) -> int:
         """Unlinks every owned segment and refuses new ones; returns how many were removed."""
@@ -251,15 +329,20 @@ class ShmRegistry:
             self.closed = True
         if self.pool is not None:
             self.pool.close()
-        return self.unlink_all()
+        removed = self.unlink_all()
+        if self.slabs is not None:
+            self.slabs.close()
+        return removed
 
     def unlink_all(self) -> int:
         """Unlinks every segment still owned; returns how many files were removed."""
         with self._lock:
-            names = list(self._owned)
-            for name in names:
-                self._pop(name)
-        return sum(_unlink_quiet(os.path.join(self.directory, n)) for n in names)
+            recs = {name: self._pop(name) for name in list(self._owned)}
+        removed = sum(_unlink_quiet(os.path.join(self.directory, n)) for n in recs)
+        for rec in recs.values():
+            if rec is not None and rec.slab is not None and self.slabs is not None:
+                self.slabs.drop(rec.slab)
+        return removed
 
     def stats(self) -> dict[str, int]:
         with self._lock:

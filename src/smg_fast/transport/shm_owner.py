@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import stat
 import threading
 from collections import defaultdict
@@ -33,6 +34,7 @@ SHM_DIR = "/dev/shm"
 SHM_PREFIX = "smg-fast-"
 _NAME_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})-(\d+)$")
 _LOCK_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})\.lock$")
+_DIR_RE = re.compile(r"^smg-fast-(\d+)-([0-9a-f]{16})-reuse\d+$")  # private names of reused ones
 _MAX_NAME = 255
 
 
@@ -142,6 +144,16 @@ class _Names:
             self._hold(directory)
             self._seq += 1
             return f"{SHM_PREFIX}{self._pid}-{self._nonce}-{self._seq}"
+
+    def reuse_dir(self, directory: str = SHM_DIR) -> str:
+        """A new name for a private directory of reused segments in directory
+        (``smg-fast-<pid>-<nonce>-reuse<n>``); first makes sure this process holds its lock
+        there, so that sweepers see it alive."""
+        with self._lock:
+            self._refresh()
+            self._hold(directory)
+            self._seq += 1
+            return f"{SHM_PREFIX}{self._pid}-{self._nonce}-reuse{self._seq}"
 
     def _refresh(self) -> None:
         pid = os.getpid()
@@ -262,16 +274,31 @@ def _remove_segments(entries: list[os.DirEntry], euid: int) -> list[str]:
     return removed
 
 
+def _remove_dirs(entries: list[os.DirEntry], euid: int) -> list[str]:
+    """Removes private directories of reused segments (this user's real directories only)."""
+    removed = []
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == euid:
+            shutil.rmtree(entry.path, ignore_errors=True)  # (never follows symlinks)
+            removed.append(entry.name)
+    return removed
+
+
 def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
-    """Unlinks the segments (and lock files) of smg-fast producers that are gone; returns the
-    segment names removed. A producer is gone when its lock file is not locked, in whatever pid
-    namespace it ran; a producer without a lock file is judged by its pid, and only when it ran
-    in this pid namespace. Only this user's regular files are touched; live producers' segments
-    never are."""
+    """Unlinks the segments (and lock files, and private directories of reused segments) of
+    smg-fast producers that are gone; returns the names removed. A producer is gone when its
+    lock file is not locked, in whatever pid namespace it ran; a producer without a lock file
+    is judged by its pid, and only when it ran in this pid namespace. Only this user's regular
+    files (and directories) are touched; live producers' segments never are."""
     euid = os.geteuid()
     own = _NAMES.producer()
     tag = _pidns_tag()
     segments: dict[str, list[os.DirEntry]] = defaultdict(list)
+    dirs: dict[str, list[os.DirEntry]] = defaultdict(list)
     locks: dict[str, str] = {}
     try:
         entries = list(os.scandir(directory))
@@ -282,11 +309,15 @@ def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
         if m:
             segments[f"{m.group(1)}-{m.group(2)}"].append(entry)
             continue
+        m = _DIR_RE.match(entry.name)
+        if m:
+            dirs[f"{m.group(1)}-{m.group(2)}"].append(entry)
+            continue
         m = _LOCK_RE.match(entry.name)
         if m:
             locks[f"{m.group(1)}-{m.group(2)}"] = entry.path
     removed: list[str] = []
-    for producer in sorted(set(segments) | set(locks)):
+    for producer in sorted(set(segments) | set(dirs) | set(locks)):
         if producer == own:
             continue
         lock = locks.get(producer)
@@ -296,6 +327,7 @@ def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
                 continue
             try:  # the segments first: the lock file is what tells later sweepers to look
                 removed += _remove_segments(segments.get(producer, []), euid)
+                removed += _remove_dirs(dirs.get(producer, []), euid)
                 _unlink_quiet(lock)
             finally:
                 os.close(fd)
@@ -304,7 +336,8 @@ def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
         pid = int(pid_s)
         if nonce[:8] != tag or pid == os.getpid() or pid_alive(pid):
             continue
-        removed += _remove_segments(segments[producer], euid)
+        removed += _remove_segments(segments.get(producer, []), euid)
+        removed += _remove_dirs(dirs.get(producer, []), euid)
     return removed
 
 

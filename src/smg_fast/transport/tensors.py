@@ -76,8 +76,8 @@ def to_tensor_data(array: np.ndarray, dtype: str | None = None, transport: str =
     def fill(seg: ShmSegment) -> None:
         seg.array(np.uint8)[:] = src.reshape(-1).view(np.uint8)
 
-    seg_name = reg.write(src.nbytes, fill)
-    return shm_tensor_data(seg_name, src.shape, name, src.nbytes)
+    seg_name, offset = reg.deliver(src.nbytes, fill)
+    return shm_tensor_data(seg_name, src.shape, name, src.nbytes, offset)
 
 
 # ------------------------------------------------------------------------------------------
@@ -96,7 +96,10 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
     by this process's user, root or one of ``trusted_uids``, hold at least offset + nbytes, and
     nbytes must equal product(shape) * itemsize (else :class:`UntrustedSegmentError` /
     TensorError, with nothing mapped or unlinked); it is mapped copy-on-write (writable, no
-    copy) and, with ``unlink``, removed once mapped. bfloat16 comes back as uint16 bits with
+    copy) and, with ``unlink``, removed once mapped. A handle with a non-zero offset may name a
+    reused segment: its producer reuses the file only once the name is gone and nobody has it
+    open or mapped, so the array stays valid as long as it lives, and dropping it (after the
+    unlink) is what releases the segment. bfloat16 comes back as uint16 bits with
     numpy and as ``torch.bfloat16`` with ``as_torch``. remote: pulled by ``puller`` (default
     :func:`smg_fast.transport.rdma.default_puller`, created on first use) into its landing
     pool. Raises TensorError for a malformed handle, FileNotFoundError for a segment that no

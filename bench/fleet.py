@@ -1,0 +1,156 @@
+"""Routing policies over a fleet on loopback (not part of the test command).
+
+Three servers, each with a pixel cache of about a third of the working set; Zipf(s) traffic over
+``--distinct`` images, 1-8 images per request, ``--concurrency`` requests at once; the policies
+random, round-robin, unbounded consistent hashing (rendezvous, no load bound) and ours
+(rendezvous with the load bound). Per policy and s: cache hit rate, misses per distinct image
+requested, max/mean items per worker, the mean over samples of max/mean items in flight per
+worker, p50/p99 item latency. ``--kill`` adds a run of ours with one worker SIGKILLed a third of
+the way through (lost items must be 0).
+
+    python bench/fleet.py --requests 300          # a few minutes on a 2-core machine
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import itertools
+import random
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from smg_fast.bench.servers import ServerProcess
+from smg_fast.routing import AsyncRoutedClient
+
+
+class _Policy(AsyncRoutedClient):
+    """A routed client whose per-image choice ignores (random, round_robin) or honours the key
+    without a bound (hash); "ours" is the library unchanged."""
+
+    def __init__(self, policy: str, targets: list[str], **kw: Any) -> None:
+        super().__init__(targets, **kw)
+        self.policy = policy
+        self._rr = itertools.count()
+        self._rnd = random.Random(0)
+
+    def _choose(self, key: bytes, candidates: list[str],
+                load: dict[str, int]) -> tuple[str, bool]:
+        if self.policy == "random":
+            return self._rnd.choice(candidates), False
+        if self.policy == "round_robin":  # one cursor for the client, never reset per request
+            return candidates[next(self._rr) % len(candidates)], False
+        if self.policy == "hash":
+            return super()._choose(key, candidates, {t: 0 for t in candidates})
+        return super()._choose(key, candidates, load)
+
+
+def _images(n: int, seed: int = 0) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)).save(buf, "JPEG")
+        out.append(buf.getvalue())
+    return out
+
+
+def _zipf_plans(n_images: int, s: float, requests: int, seed: int) -> list[list[int]]:
+    rnd = random.Random(seed)
+    weights = [1.0 / (k + 1) ** s for k in range(n_images)]
+    return [rnd.choices(range(n_images), weights, k=rnd.randint(1, 8)) for _ in range(requests)]
+
+
+async def _run(policy: str, targets: list[str], images: list[bytes], plans: list[list[int]],
+               concurrency: int, kill: Any = None) -> dict[str, Any]:
+    latencies: list[float] = []
+    per_worker: Counter[str] = Counter()
+    hits = misses = lost = 0
+    missed: Counter[int] = Counter()
+    ratios: list[float] = []
+    queue = list(range(len(plans)))
+    done = 0
+    async with _Policy(policy, targets, timeout=60) as fleet:
+        async def sample() -> None:
+            while True:
+                await asyncio.sleep(0.01)
+                flight = [m["in_flight"] for m in fleet.stats()["members"].values()
+                          if m["state"] == "serving"]
+                if flight and sum(flight):
+                    ratios.append(max(flight) / (sum(flight) / len(flight)))
+
+        async def worker() -> None:
+            nonlocal hits, misses, lost, done
+            while queue:
+                picks = plans[queue.pop()]
+                t0 = time.perf_counter()
+                out = await fleet.preprocess([images[k] for k in picks], transport="shm")
+                dt = time.perf_counter() - t0
+                lost += len(picks) - len(out.items)
+                for k, it in zip(picks, out.items, strict=True):
+                    latencies.append(dt)
+                    per_worker[it.worker] += 1
+                    hits += it.cache_hit
+                    if not it.cache_hit:
+                        misses += 1
+                        missed[k] += 1
+                done += 1
+                if kill is not None and done == len(plans) // 3:
+                    kill()
+
+        sampler = asyncio.ensure_future(sample())
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        sampler.cancel()
+    counts = list(per_worker.values())
+    latencies.sort()
+    distinct = len({k for p in plans for k in p})
+    return {"policy": policy, "hit_rate": hits / max(1, hits + misses),
+            "misses_per_distinct": misses / max(1, distinct),
+            "items_max_over_mean": max(counts) / statistics.mean(counts),
+            "in_flight_max_over_mean": statistics.mean(ratios) if ratios else 0.0,
+            "p50_ms": 1e3 * latencies[len(latencies) // 2],
+            "p99_ms": 1e3 * latencies[int(len(latencies) * 0.99)], "lost": lost}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--distinct", type=int, default=500)
+    ap.add_argument("--requests", type=int, default=300, help="per policy and s")
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--s", type=float, nargs="+", default=[1.1, 1.3])
+    ap.add_argument("--policies", nargs="+", default=["random", "round_robin", "hash", "ours"])
+    ap.add_argument("--kill", action="store_true", help="also: ours with a SIGKILL mid-run")
+    args = ap.parse_args()
+    images = _images(args.distinct)
+    # one 160x120 image is ~0.45 MiB of float32 patches: a third of the working set each
+    cache_mb = max(1, int(args.distinct * 0.45 / 3))
+    server_args = ["--workers", "2", "--pixel-cache-mb", str(cache_mb), "--transport", "auto"]
+    print("| s | policy | hit rate | misses / distinct | max/mean items | max/mean in flight "
+          "| p50 ms | p99 ms | lost |\n|---|---|---|---|---|---|---|---|---|")
+    runs = [(s, p, False) for s in args.s for p in args.policies]
+    runs += [(s, "ours", True) for s in args.s] if args.kill else []
+    for s, policy, kill in runs:
+        servers = [ServerProcess(server_args) for _ in range(3)]  # fresh (cold) caches
+        try:
+            for srv in servers:
+                srv.wait()
+            plans = _zipf_plans(args.distinct, s, args.requests, seed=int(s * 100))
+            r = asyncio.run(_run(policy, [x.target for x in servers], images, plans,
+                                 args.concurrency, servers[0].kill if kill else None))
+        finally:
+            for srv in servers:
+                srv.kill()
+        name = policy + (" + SIGKILL" if kill else "")
+        print(f"| {s} | {name} | {r['hit_rate']:.3f} | {r['misses_per_distinct']:.2f} | "
+              f"{r['items_max_over_mean']:.2f} | {r['in_flight_max_over_mean']:.2f} | "
+              f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['lost']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

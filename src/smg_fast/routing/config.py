@@ -1,0 +1,168 @@
+"""Router settings (``python -m smg_fast.router``): one source per setting, as the server's. Each
+is a CLI flag whose default comes from its SMG_FAST_ROUTER_ environment variable, else the
+built-in default shown in ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..server.config import LOG_LEVELS
+from ..server.options import Option, add_env_options, auto_queued_bytes, env_list
+
+
+@dataclass
+class RouterConfig:
+    workers: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = 50050
+    load_factor: float = 1.25
+    floor: int = 4
+    metrics_port: int = 0
+    log_level: str = "info"
+    drain_timeout_s: float = 30.0
+    max_message_mb: int = 256
+    request_timeout_s: float = 60.0
+    attempt_timeout_s: float = 0.0  # 0: a sub-call may take the whole request's time
+    keepalive_s: float = 10.0
+    join_timeout_s: float = 10.0
+    eject_after: int = 3
+    eject_base_s: float = 1.0
+    max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
+    max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.max_message_mb * 1024 * 1024
+
+    @property
+    def queued_requests_limit(self) -> int:
+        """Preprocess requests routed at once (the router only waits on its members)."""
+        return self.max_queued_requests or 1024
+
+    @property
+    def queued_bytes_limit(self) -> int:
+        return self.max_queued_mb * 2**20 if self.max_queued_mb else auto_queued_bytes()
+
+    def validate(self) -> RouterConfig:
+        if not self.workers:
+            raise ValueError("at least one --worker HOST:PORT is needed")
+        for w in self.workers:
+            check_target(w)
+        if len(set(self.workers)) != len(self.workers):
+            raise ValueError(f"a --worker is given twice: {self.workers}")
+        floats = {"--load-factor": self.load_factor, "--drain-timeout-s": self.drain_timeout_s,
+                  "--request-timeout-s": self.request_timeout_s,
+                  "--attempt-timeout-s": self.attempt_timeout_s,
+                  "--keepalive-s": self.keepalive_s, "--join-timeout-s": self.join_timeout_s,
+                  "--eject-base-s": self.eject_base_s}
+        for flag, value in floats.items():
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{flag} must be a finite number >= 0, got {value}")
+        for flag, port in (("--port", self.port), ("--metrics-port", self.metrics_port)):
+            if not 0 <= port <= 65535:
+                raise ValueError(f"{flag} must be 0..65535, got {port}")
+        if self.load_factor < 1.0:
+            raise ValueError(f"--load-factor must be >= 1, got {self.load_factor}")
+        if self.floor < 1 or self.eject_after < 1:
+            raise ValueError("--floor and --eject-after must be >= 1")
+        if self.request_timeout_s <= 0 or self.join_timeout_s <= 0 or self.eject_base_s <= 0:
+            raise ValueError("--request-timeout-s, --join-timeout-s and --eject-base-s must "
+                             "be > 0")
+        if 0 < self.keepalive_s < 1:
+            raise ValueError(f"--keepalive-s must be 0 (off) or >= 1, got {self.keepalive_s}")
+        if not 1 <= self.max_message_mb <= 2047:
+            raise ValueError(f"--max-message-mb must be 1..2047, got {self.max_message_mb}")
+        if self.max_queued_requests < 0 or self.max_queued_mb < 0:
+            raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
+        if self.log_level not in LOG_LEVELS:
+            raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
+        return self
+
+
+def check_target(target: str) -> str:
+    """HOST:PORT (or [IPv6]:PORT) with a port in 1..65535; ValueError naming it otherwise."""
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or host in ("[", "[]") or not port.isdigit() \
+            or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--worker must be HOST:PORT, got {target!r}")
+    return target
+
+
+# (flag, env var, type, help); defaults come from RouterConfig.
+OPTIONS: list[Option] = [
+    ("--host", "SMG_FAST_ROUTER_HOST", str, "address to listen on (gRPC and metrics)"),
+    ("--port", "SMG_FAST_ROUTER_PORT", int, "gRPC port (0 = any free port, logged at start)"),
+    ("--load-factor", "SMG_FAST_ROUTER_LOAD_FACTOR", float,
+     "a worker may hold ceil(load factor x (items in flight + 1) / workers) items before the "
+     "next image goes to its next choice (>= 1)"),
+    ("--floor", "SMG_FAST_ROUTER_FLOOR", int,
+     "a worker may always hold this many items in flight (light load never spills)"),
+    ("--metrics-port", "SMG_FAST_ROUTER_METRICS_PORT", int,
+     "Prometheus /metrics port (0 = off)"),
+    ("--log-level", "SMG_FAST_ROUTER_LOG_LEVEL", str, "debug | info | warning | error"),
+    ("--drain-timeout-s", "SMG_FAST_ROUTER_DRAIN_TIMEOUT_S", float,
+     "on SIGTERM/SIGINT: how long requests in flight may still run (new ones get "
+     "UNAVAILABLE); then they are cut with UNAVAILABLE"),
+    ("--max-message-mb", "SMG_FAST_ROUTER_MAX_MESSAGE_MB", int,
+     "largest gRPC message in MiB, both directions, to callers and to workers"),
+    ("--request-timeout-s", "SMG_FAST_ROUTER_REQUEST_TIMEOUT_S", float,
+     "deadline of a request whose caller set none (a caller's shorter one wins)"),
+    ("--attempt-timeout-s", "SMG_FAST_ROUTER_ATTEMPT_TIMEOUT_S", float,
+     "longest one worker may take for its part of a request; past it the worker counts as "
+     "failed and the items go to their next worker (0 = the request's whole deadline)"),
+    ("--keepalive-s", "SMG_FAST_ROUTER_KEEPALIVE_S", float,
+     "keepalive ping interval (and answer timeout) on each worker's connection: a hung worker "
+     "is found within twice this (0 = off, else >= 1)"),
+    ("--join-timeout-s", "SMG_FAST_ROUTER_JOIN_TIMEOUT_S", float,
+     "at start: how long to wait for the workers' first answers before serving"),
+    ("--eject-after", "SMG_FAST_ROUTER_EJECT_AFTER", int,
+     "consecutive transport failures that eject a worker"),
+    ("--eject-base-s", "SMG_FAST_ROUTER_EJECT_BASE_S", float,
+     "first ejection's length; each repeat doubles it (at most 60 s), then one request probes"),
+    ("--max-queued-requests", "SMG_FAST_ROUTER_MAX_QUEUED_REQUESTS", int,
+     "requests routed at once; more get RESOURCE_EXHAUSTED at once (0 = auto: 1024)"),
+    ("--max-queued-mb", "SMG_FAST_ROUTER_MAX_QUEUED_MB", int,
+     "MiB of request messages routed at once; a lone request is always admitted (0 = auto: "
+     "1/8 of physical memory, 64..1024 MiB)"),
+]
+WORKERS_VAR = "SMG_FAST_ROUTER_WORKERS"
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    env = os.environ if environ is None else environ
+    ap = argparse.ArgumentParser(
+        prog="python -m smg_fast.router",
+        description="smg-fast router: serves smg_fast.v1.Preprocessor in front of a fleet of "
+                    "smg-fast servers, placing each image on a worker by its content (cache "
+                    "affinity) under a load bound, retrying only failed items elsewhere. "
+                    "Handles (shm names, rdma descriptors) pass through unchanged. Every option "
+                    "can also be set by the environment variable shown; the flag wins.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--worker", dest="workers", action="append", default=argparse.SUPPRESS,
+                    metavar="HOST:PORT",
+                    help="an smg-fast server of the fleet (repeatable; at least one) "
+                         f"[env {WORKERS_VAR}, comma-separated]")
+    add_env_options(ap, OPTIONS, RouterConfig(), env)
+    ap.set_defaults(_env_workers=env_list(env, WORKERS_VAR))
+    return ap
+
+
+def config_from_args(argv: Sequence[str] | None = None,
+                     environ: Mapping[str, str] | None = None) -> RouterConfig:
+    ap = build_parser(environ)
+    ns = ap.parse_args(argv)
+    workers = getattr(ns, "workers", None) or ns._env_workers
+    names = [flag[2:].replace("-", "_") for flag, _, _, _ in OPTIONS]
+    cfg = RouterConfig(workers=[w.strip() for w in workers],
+                       **{n: getattr(ns, n) for n in names})
+    cfg.log_level = cfg.log_level.lower()
+    try:
+        return cfg.validate()
+    except ValueError as exc:
+        ap.error(str(exc))
+    raise AssertionError("unreachable")

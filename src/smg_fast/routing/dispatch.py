@@ -1,0 +1,365 @@
+"""One routed request: each image placed on a member (placement.py), one Preprocess sub-call per
+member with its items, all at once under the caller's deadline, results reassembled in the
+caller's order. Only items whose sub-call failed with a transient code are sent again, each to
+its key's next member; anything else fails the request naming the caller's item index. Sub-calls
+the request no longer needs (it failed, or was cancelled, or their member went away) are
+cancelled, and what they answer anyway is released: shm segments unlinked (when they are in our
+/dev/shm), RDMA handles left to expire.
+
+``Fleet`` is the core the library clients (client.py) and the router process (service.py) share:
+they differ only in what they make of a member's response (``finish``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import grpc
+
+from .._proto import preprocessor_pb2 as pb
+from ..client import _options
+from ..server.errors import RETRYABLE_KEY
+from ..transport.shm_owner import SHM_DIR, is_segment_name
+from ..transport.tensors import shm_namespace
+from .membership import Member, Membership
+from .placement import choose, item_key
+
+log = logging.getLogger("smg_fast.routing")
+
+_C = grpc.StatusCode
+_ITEM = re.compile(r"\bitem (\d+)\b")
+TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
+# What a member's response becomes for the caller: one value per item, in the sub-call's order.
+Finish = Callable[[Member, Any], Awaitable[list[Any]]]
+_F = TypeVar("_F", bound="Fleet")
+
+
+class RoutedError(grpc.RpcError):
+    """A failed routed request: the server's code and details, item indices rewritten to the
+    caller's; ``index`` is that item's position in the caller's request (None: whole request);
+    ``retryable`` (RESOURCE_EXHAUSTED) whether trying again later can help."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, index: int | None = None,
+                 retryable: bool = False) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self._code, self._details, self.index = code, details, index
+        self.retryable = retryable
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def _renumber(details: str, indices: list[int]) -> tuple[str, int | None]:
+    """The server named items of its sub-request; the caller knows them by its own indices."""
+    found: list[int] = []
+
+    def sub(m: re.Match) -> str:
+        k = int(m.group(1))
+        if k >= len(indices):
+            return m.group(0)
+        found.append(indices[k])
+        return f"item {indices[k]}"
+
+    text = _ITEM.sub(sub, details)
+    return text, (found[0] if found else None)
+
+
+def release(resp: Any) -> int:
+    """Unlinks the shm segments a response we will not use holds; returns how many."""
+    n = 0
+    for it in resp.items:
+        if it.pixel_values.WhichOneof("payload") != "shm":
+            continue  # inline: garbage; remote: the server reaps the slot at its TTL
+        name = it.pixel_values.shm.name
+        if not is_segment_name(name):
+            continue  # never unlink what is not an smg-fast segment
+        try:
+            os.unlink(os.path.join(SHM_DIR, name))
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n
+
+
+def _says_retryable(exc: grpc.aio.AioRpcError) -> bool:
+    """A RESOURCE_EXHAUSTED answer's own word: "0" is a request that can never fit (a size
+    limit); admission, shm room and memory say "1" (an older server says nothing: retry)."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == RETRYABLE_KEY:
+            return value != "0"
+    return True
+
+
+def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
+    """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
+    connection closes without waiting for TCP). The membership also sends a health Check
+    every keepalive_s, which finds a hung process for sure. 0: off."""
+    if not keepalive_s:
+        return []
+    ms = int(keepalive_s * 1000)
+    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
+            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
+
+
+class Fleet:
+    """The members, the counters, and the request loop.
+
+    ``load_factor``: a member may hold ceil(load_factor x (in-flight + 1) / members) items, and
+    at least ``floor`` (so a quiet fleet keeps every image on its first choice).
+    ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
+    doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
+    sub-call may take (None: the caller's deadline); past it the member counts as failed and
+    the items go to their next member. ``keepalive_s``: see keepalive_options."""
+
+    def __init__(self, targets: Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
+                 timeout: float | None = None, attempt_timeout: float | None = None,
+                 max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
+                 eject_base_s: float = 1.0, keepalive_s: float = 10.0) -> None:
+        if load_factor < 1.0 or floor < 1:
+            raise ValueError(f"need load_factor >= 1 and floor >= 1, got {load_factor}, {floor}")
+        if keepalive_s and keepalive_s < 1.0:
+            raise ValueError(f"keepalive_s must be 0 (off) or >= 1, got {keepalive_s}")
+        if attempt_timeout is not None and attempt_timeout <= 0:
+            raise ValueError(f"attempt_timeout must be > 0, got {attempt_timeout}")
+        self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
+        self.attempt_timeout, self.join_timeout = attempt_timeout, join_timeout
+        self.namespace = shm_namespace()
+        self.membership = Membership(
+            channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
+            eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
+        self._joining = [self.membership.add(t) for t in targets]
+        self._tasks: set[asyncio.Future] = set()  # sub-calls abandoned, still ending
+        self.counts: Counter[str] = Counter()
+        self.retries: Counter[str] = Counter()
+
+    # ---- membership ----
+
+    async def _ready(self) -> None:
+        """Waits (once, bounded) for the first join attempt of the members given at start."""
+        if self._joining:
+            waits = [asyncio.ensure_future(m.joined.wait()) for m in self._joining]
+            self._joining = []
+            _, slow = await asyncio.wait(waits, timeout=self.join_timeout)
+            for w in slow:  # still joining: they are placed on once SERVING
+                w.cancel()
+
+    async def add(self, target: str) -> bool:
+        """Joins target; True once it serves, False when it was refused (a different config) or
+        did not serve within join_timeout. Concurrent adds of one target share its joining."""
+        m = self.membership.add(target)
+        return await self.membership.settled(m, self.join_timeout)
+
+    async def remove(self, target: str) -> None:
+        """Stops placing on target; its calls in flight are retried elsewhere."""
+        await self.membership.remove(target)
+
+    def stats(self) -> dict[str, Any]:
+        return {**dict(self.counts), "retries": dict(self.retries), **self.membership.stats()}
+
+    # ---- one request ----
+
+    async def route(self, req: Any, finish: Finish,
+                    timeout: float | None = None) -> tuple[list[Any], dict[str, int]]:
+        """Serves req (its model resolved here) over the fleet: finish's values in the
+        caller's order, and the slowest sub-call's timings. Raises RoutedError."""
+        await self._ready()
+        loop = asyncio.get_running_loop()
+        timeout = timeout or self.timeout
+        deadline = None if timeout is None else loop.time() + timeout
+        name = req.model or self.membership.default_model
+        lo = req.min_pixels if req.HasField("min_pixels") else None
+        hi = req.max_pixels if req.HasField("max_pixels") else None
+        keys = [item_key(it, name, req.dtype, lo, hi) for it in req.items]
+        local = req.shm_namespace == self.namespace  # its segments are in our /dev/shm
+        n = len(keys)
+        results: list[Any] = [None] * n
+        tried: list[set[str]] = [set() for _ in range(n)]
+        last: list[tuple[grpc.StatusCode, str] | None] = [None] * n
+        timings: Counter[str] = Counter()
+        pending = list(range(n))
+        live: dict[asyncio.Task, tuple[Member, list[int]]] = {}
+        self.counts["requests"] += 1
+        try:
+            while pending or live:
+                for m, (idx, epoch) in self._place(pending, keys, tried, last).items():
+                    task = loop.create_task(self._call(m, epoch, idx, req, name, deadline,
+                                                       finish, local))
+                    live[task] = (m, idx)
+                pending = []
+                done, _ = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    m, idx = live.pop(task)
+                    status, value = task.result()
+                    if status == "ok":
+                        resp, values = value
+                        for i, v in zip(idx, values, strict=True):
+                            results[i] = v
+                        for k in TIMINGS:  # the calls ran side by side
+                            timings[k] = max(timings[k], getattr(resp.timings, k))
+                        continue
+                    code, details, retry = value
+                    text, index = _renumber(details, idx)
+                    if not retry or (deadline is not None and loop.time() >= deadline):
+                        self.counts["failed"] += 1
+                        raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
+                                          and retry)
+                    self.retries[code.name.lower()] += len(idx)
+                    for i in idx:
+                        tried[i].add(m.target)
+                        last[i] = (code, text)
+                    pending.extend(idx)
+                pending.sort()
+        except BaseException:
+            for task in live:  # a failed or cancelled request: its other sub-calls stop
+                task.cancel()
+                self._keep(task)
+            raise
+        self.counts["items"] += n
+        return results, dict(timings)
+
+    def _keep(self, fut: asyncio.Future) -> None:
+        """Holds an abandoned future until it ends (close() waits for it)."""
+        self._tasks.add(fut)
+        fut.add_done_callback(self._tasks.discard)
+
+    def _place(self, pending: list[int], keys: list[bytes], tried: list[set[str]],
+               last: list[tuple[grpc.StatusCode, str] | None],
+               ) -> dict[Member, tuple[list[int], int]]:
+        """Each pending item's member (not one it already failed on), under the load bound;
+        with each member, its ejection epoch now (a failure counts only within it)."""
+        usable = {m.target: m for m in self.membership.usable()}
+        load = {t: m.in_flight for t, m in usable.items()}
+        groups: dict[Member, list[int]] = {}
+        for i in pending:
+            candidates = [t for t in usable if t not in tried[i]]
+            if not candidates:
+                code, details = last[i] or (_C.UNAVAILABLE, "no serving member in the fleet")
+                self.counts["failed"] += 1
+                raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
+                                        "member(s))", i)
+            target, spilled = self._choose(keys[i], candidates, load)
+            load[target] += 1
+            self.counts["spills"] += spilled
+            groups.setdefault(usable[target], []).append(i)
+        for m, idx in groups.items():
+            m.probing = m.ejections > 0  # half-open: this call decides
+            # counted at once, so that requests placed in the same moment see each other
+            m.in_flight += len(idx)
+        return {m: (idx, m.epoch) for m, idx in groups.items()}
+
+    def _choose(self, key: bytes, candidates: list[str],
+                load: dict[str, int]) -> tuple[str, bool]:
+        """(member, spilled) for one key: rendezvous order under the load bound (a benchmark
+        overrides this to compare policies)."""
+        return choose(key, candidates, load, self.load_factor, self.floor)
+
+    async def _call(self, m: Member, epoch: int, idx: list[int], req: Any, model: str,
+                    deadline: float | None, finish: Finish, local: bool) -> tuple[str, Any]:
+        """("ok", (response, values)) or ("error", (code, details, retry)); the member's
+        in-flight count covers the RPC until it really ends."""
+        sub = pb.PreprocessRequest()
+        sub.CopyFrom(req)
+        sub.model = model
+        del sub.items[:]
+        sub.items.extend(req.items[i] for i in idx)
+        loop = asyncio.get_running_loop()
+        left = None if deadline is None else max(0.0, deadline - loop.time())
+        limit = left
+        if self.attempt_timeout is not None and (left is None or self.attempt_timeout < left):
+            limit = self.attempt_timeout  # a deadline of its own: hitting it is the member's
+        try:  # (the in-flight count was taken by _place; released when the RPC really ends)
+            call = m.stub.Preprocess(sub, timeout=limit)
+            rpc = asyncio.ensure_future(call)
+        except BaseException:
+            m.in_flight -= len(idx)
+            m.probing = False
+            raise
+
+        def ended(_: asyncio.Future) -> None:
+            m.in_flight -= len(idx)
+
+        def abandon() -> None:  # nobody will use this answer
+            rpc.add_done_callback(lambda f: self._release_rpc(f, local))
+            call.cancel()
+            self._keep(rpc)
+
+        rpc.add_done_callback(ended)
+        lost = asyncio.ensure_future(m.lost.wait())
+        try:
+            await asyncio.wait({rpc, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            abandon()
+            self._outcome(m, "cancelled", len(idx))
+            raise
+        finally:
+            lost.cancel()
+        if not rpc.done():  # the member went away: its answer, if any, is not ours any more
+            abandon()
+            self.membership.failure(m, epoch)
+            self._outcome(m, "abandoned", len(idx))
+            return "error", (_C.UNAVAILABLE, f"{m.target} stopped serving", True)
+        if rpc.cancelled():  # (the channel was closed under it: remove())
+            self._outcome(m, "abandoned", len(idx))
+            return "error", (_C.UNAVAILABLE, f"{m.target} was removed", True)
+        exc = rpc.exception()
+        if isinstance(exc, grpc.aio.AioRpcError):
+            code = exc.code()
+            own = limit is not None and limit != left  # the sub-call's deadline, not the caller's
+            if code in (_C.UNAVAILABLE, _C.CANCELLED) or (code == _C.DEADLINE_EXCEEDED and own):
+                self.membership.failure(m, epoch)  # a peer that died, hangs or left
+                retry = True
+            else:  # the member answered (or the caller's deadline ended it): it is alive
+                self.membership.success(m)
+                retry = code == _C.RESOURCE_EXHAUSTED and _says_retryable(exc)
+            self._outcome(m, code.name.lower(), len(idx))
+            return "error", (code, exc.details() or "", retry)
+        resp = rpc.result()
+        self.membership.success(m)
+        if len(resp.items) != len(idx):
+            if local:
+                release(resp)
+            return "error", (_C.INTERNAL, f"{m.target} answered {len(resp.items)} items for "
+                                          f"{len(idx)}", False)
+        try:
+            values = await finish(m, resp)
+        except BaseException:
+            if local:
+                release(resp)  # what finish had not reached yet
+            raise
+        self._outcome(m, "ok", len(idx))
+        return "ok", (resp, values)
+
+    def _outcome(self, m: Member, outcome: str, n: int) -> None:
+        m.items[outcome] = m.items.get(outcome, 0) + n
+
+    def _release_rpc(self, rpc: asyncio.Future, local: bool) -> None:
+        if not rpc.cancelled() and rpc.exception() is None:
+            self.counts["late_responses"] += 1
+            if local:
+                self.counts["late_released"] += release(rpc.result())
+
+    async def close(self) -> None:
+        """Removes every member and waits for the sub-calls abandoned before (cancelled)."""
+        await self.membership.close()
+        rest = list(self._tasks)
+        for fut in rest:
+            fut.cancel()
+        if rest:
+            await asyncio.wait(rest, timeout=5.0)
+
+    async def __aenter__(self: _F) -> _F:
+        await self._ready()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+

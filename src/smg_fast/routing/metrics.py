@@ -1,0 +1,104 @@
+"""Prometheus metrics of a fleet, read from ``Fleet.stats()`` at scrape time (so the library's
+stats() and the router's /metrics always say the same), and the router process's own.
+
+A gateway that embeds AsyncRoutedClient registers ``FleetCollector(fleet, loop)`` in its own
+registry; the router process serves it with its request counters on --metrics-port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..server.metrics import LATENCY_BUCKETS, MetricsEndpoint, StatsCollector
+from .dispatch import Fleet
+
+STATES = ("joining", "serving", "not_serving", "down", "refused")
+_TOTALS = {  # Fleet.stats() counter -> help
+    "requests": "Routed requests",
+    "items": "Items of routed requests that succeeded",
+    "failed": "Routed requests that failed",
+    "spills": "Items placed past their first choice by the load bound",
+    "late_responses": "Sub-call answers that came after their items were given up",
+    "late_released": "Shm segments of late answers unlinked",
+    "refused": "Members refused for a config fingerprint unlike the fleet's",
+    "ejections": "Members ejected after consecutive transport failures",
+}
+
+
+class FleetCollector:
+    """A Prometheus collector of one fleet's stats. With ``loop`` (the fleet's event loop),
+    a scrape from another thread reads them on that loop, consistent with its requests."""
+
+    def __init__(self, fleet: Fleet, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._fleet = fleet
+        self._loop = loop
+
+    def _stats(self) -> dict[str, Any]:
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or loop is running:
+            return self._fleet.stats()
+
+        async def read() -> dict[str, Any]:
+            return self._fleet.stats()
+
+        return asyncio.run_coroutine_threadsafe(read(), loop).result(timeout=2.0)
+
+    def collect(self) -> Iterator[Any]:
+        try:
+            stats = self._stats()
+        except (RuntimeError, concurrent.futures.TimeoutError):  # loop closed or stuck
+            return
+        for key, text in _TOTALS.items():
+            yield CounterMetricFamily(f"smg_fast_router_{key}", text,
+                                      value=float(stats.get(key, 0)))
+        retries = CounterMetricFamily("smg_fast_router_retries", "Items sent again to their "
+                                      "next member, by the status of the failed sub-call",
+                                      labels=["reason"])
+        for reason, n in stats["retries"].items():
+            retries.add_metric([reason], float(n))
+        yield retries
+        items = CounterMetricFamily("smg_fast_router_worker_items", "Items sent to a member, "
+                                    "by outcome (ok, a status name, cancelled, abandoned)",
+                                    labels=["worker", "outcome"])
+        flight = GaugeMetricFamily("smg_fast_router_in_flight_items", "Items in flight on a "
+                                   "member (the load bound's count)", labels=["worker"])
+        state = GaugeMetricFamily("smg_fast_router_member_state", "1 for the member's state "
+                                  "(serving, not_serving, down, refused, joining)",
+                                  labels=["worker", "state"])
+        ejected = GaugeMetricFamily("smg_fast_router_member_ejected", "1 while the member is "
+                                    "ejected", labels=["worker"])
+        for worker, m in stats["members"].items():
+            for outcome, n in m["items"].items():
+                items.add_metric([worker, outcome], float(n))
+            flight.add_metric([worker], float(m["in_flight"]))
+            for s in STATES:
+                state.add_metric([worker, s], float(m["state"] == s))
+            ejected.add_metric([worker], float(m["ejected"]))
+        yield from (items, flight, state, ejected)
+
+
+class RouterMetrics(MetricsEndpoint):
+    """The router process's registry: its requests, its admission, and the fleet."""
+
+    def __init__(self, fleet: Fleet, loop: asyncio.AbstractEventLoop,
+                 admission: Callable[[], dict[str, Any]]) -> None:
+        super().__init__()
+        r = self.registry
+        self.requests = Counter("smg_fast_router_calls", "Preprocess calls the router answered, "
+                                "by gRPC status", ["status"], registry=r)
+        self.request_seconds = Histogram("smg_fast_router_call_seconds", "Preprocess latency "
+                                         "through the router", buckets=LATENCY_BUCKETS,
+                                         registry=r)
+        r.register(FleetCollector(fleet, loop))
+        r.register(StatsCollector({"admission": admission},
+                                  {"admission.rejected", "admission.stopped"}))

@@ -1,0 +1,154 @@
+"""What every smg-fast gRPC process shares (the server, and the router in front of a fleet of
+them): the grpc.aio server and its options, the method dispatch that can refuse a call before
+its message is read, health and reflection, answers with status metadata, closes off the event
+loop, and the stop signals."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from .._proto import preprocessor_pb2 as pb
+from .errors import trailers
+
+log = logging.getLogger("smg_fast.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
+PREPROCESS = f"/{SERVICE_NAME}/Preprocess"
+MODEL_INFO = f"/{SERVICE_NAME}/GetModelInfo"
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+STREAMS_PER_CONNECTION = 64  # concurrent RPCs one client connection may have open
+# Clients (routers) send keepalive pings to find a peer that hangs (SIGSTOP, a dead host) long
+# before any deadline: accept them this often, even on a connection whose only call is an idle
+# health Watch (the default, 5 minutes, would answer GOAWAY "too many pings").
+MIN_PING_INTERVAL_MS = 500
+
+
+def address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
+    """A grpc.aio server. No server-wide maximum_concurrent_rpcs: grpc counts every open RPC
+    against it, health Watch streams included, so a few idle streams would lock out health
+    checks and all work. Admission (which refuses most calls before their message is read)
+    bounds the work; HTTP/2's stream limit bounds what one connection can upload at once."""
+    return grpc.aio.server(options=[
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+    ])
+
+
+def listen(server: grpc.aio.Server, host: str, port: int) -> int:
+    """Binds host:port; returns the port (the one chosen for 0); OSError when it cannot."""
+    try:
+        bound = server.add_insecure_port(address(host, port))
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen on {address(host, port)}: {exc}") from None
+    if not bound:
+        raise OSError(f"cannot listen on {address(host, port)}")
+    return bound
+
+
+class Handlers(grpc.GenericRpcHandler):
+    """Picks a call's handler before its message is read: while ``full()`` (admission, for a
+    request of the recent typical size), a Preprocess call goes to ``refuse``, which never
+    reads the message, so a flood of big messages is not received only to be dropped.
+    Admission in ``preprocess`` stays the exact check: it knows the size."""
+
+    def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
+                 refuse: Callable[..., Awaitable[bytes]],
+                 model_info: Callable[..., Awaitable[bytes]], full: Callable[[], bool]) -> None:
+        self._full = full
+        self._preprocess = grpc.unary_unary_rpc_method_handler(preprocess)
+        self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
+        self._info = grpc.unary_unary_rpc_method_handler(model_info)
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        method = details.method
+        if method == PREPROCESS:
+            return self._refuse if self._full() else self._preprocess
+        if method == MODEL_INFO:
+            return self._info
+        return None
+
+
+async def add_health_and_reflection(server: grpc.aio.Server) -> health.aio.HealthServicer:
+    """grpc.health.v1 ("" and the service, NOT_SERVING until the caller says otherwise) and
+    reflection of the Preprocessor, health and reflection services."""
+    servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    await set_health(servicer, NOT_SERVING)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    return servicer
+
+
+async def set_health(servicer: health.aio.HealthServicer, status: int) -> None:
+    for name in ("", SERVICE_NAME):
+        await servicer.set(name, status)
+
+
+async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str,
+                retryable: bool = False) -> None:
+    """Ends the call with code and message; a RESOURCE_EXHAUSTED answer says in its trailing
+    metadata whether another try can succeed."""
+    await context.abort(code, message, trailing_metadata=trailers(code, retryable))
+
+
+def on_stop_signals(request_stop: Callable[[], Any]) -> None:
+    """SIGTERM and SIGINT call request_stop on the running loop (drain; a second one hurries)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, request_stop)
+
+
+def retrieved(fut: asyncio.Future) -> None:
+    """A done-callback that marks a future's exception as seen (no "never retrieved" log)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+async def off_loop(fn: Any, end: float, what: str) -> Any:
+    """fn() on a daemon thread, awaited until the loop time ``end`` at most: a stuck close
+    neither blocks the event loop nor (being a daemon) the process's exit."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def settle(res: Any, exc: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_result(res) if exc is None else fut.set_exception(exc)
+
+    def run() -> None:
+        res: Any = None
+        err: BaseException | None = None
+        try:
+            res = fn()
+        except BaseException as exc:  # reported on the loop
+            err = exc
+        try:
+            loop.call_soon_threadsafe(settle, res, err)
+        except RuntimeError:  # the loop is gone: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="smg-fast-close", daemon=True).start()
+    try:
+        return await asyncio.wait_for(fut, max(0.05, end - loop.time()))
+    except asyncio.TimeoutError:
+        log.warning("stop: %s did not finish in time; going on", what)
+    except Exception:
+        log.exception("stop: %s failed", what)
+    return None

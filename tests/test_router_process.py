@@ -1,0 +1,231 @@
+"""``python -m smg_fast.router`` in front of three real server processes on loopback: requests
+exact and in order with every transport (shm handles passed through), GetModelInfo for the
+fleet, health, reflection and metrics, a SIGKILLed and a SIGTERMed worker mid-run with zero
+client-visible errors, a size limit answered once with its retryable=0 trailer, a router drain,
+and bad flags refused with clear errors. The README lists every flag."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from routing_common import SERVER_ARGS, check, crops, png, start_servers, stop
+
+from smg_fast import load_processor
+from smg_fast.bench.servers import RouterProcess, free_port
+from smg_fast.client import AsyncClient, Client
+from smg_fast.server.errors import RETRYABLE_KEY
+
+ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
+
+
+@pytest.fixture(scope="module")
+def images(real_images):
+    imgs = crops(real_images, 12)
+    proc = load_processor("qwen2_vl")
+    return imgs, [proc(im)["pixel_values"] for im in imgs]
+
+
+def _start(n: int = 3, router_args: tuple[str, ...] = ()):
+    servers = start_servers(n, ARGS)
+    router = RouterProcess([s.target for s in servers], list(router_args))
+    try:
+        router.wait()
+    except BaseException:
+        stop([*servers, router])
+        raise
+    return servers, router
+
+
+@pytest.fixture(scope="module")
+def routed():
+    metrics = free_port()
+    servers, router = _start(router_args=("--metrics-port", str(metrics)))
+    try:
+        yield servers, router, metrics
+    finally:
+        stop([*servers, router])
+
+
+def test_exact_in_order_every_transport(routed, images):
+    servers, router, _ = routed
+    imgs, refs = images
+    picks = [3, 0, 11, 7, 7, 1, 10, 9]
+    with Client(router.target) as c:
+        for transport in ("shm", "inline", "auto"):
+            out = c.preprocess([imgs[k] for k in picks], transport=transport)
+            check(out, picks, refs)
+            want = "inline" if transport == "inline" else "shm"  # auto: the caller's host
+            assert {it.transport for it in out.items} == {want}
+        again = c.preprocess([imgs[k] for k in picks])
+        assert all(it.cache_hit for it in again.items)  # same keys, same workers
+        info = c.model_info()
+    assert [m["name"] for m in info["models"]] == ["qwen2_vl"]
+    assert info["default_model"] == "qwen2_vl" and info["shm_namespace"]
+    assert info["pixel_cache_bytes"] == 3 * 64 * 2**20
+
+
+def test_shm_handles_pass_through_unchanged(routed, images):
+    """The router answers with the worker's own segment names: the pixels never crossed it."""
+    servers, router, _ = routed
+    imgs, _ = images
+    from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+    from smg_fast.client import build_request, read_response
+    from smg_fast.transport.tensors import shm_namespace
+
+    channel = grpc.insecure_channel(router.target)
+    try:
+        req = build_request(imgs[:4], transport="shm", namespace=shm_namespace())
+        resp = pb_grpc.PreprocessorStub(channel).Preprocess(req, timeout=30)
+    finally:
+        channel.close()
+    pids = {str(s.pid) for s in servers}
+    names = [it.pixel_values.shm.name for it in resp.items]
+    assert all(n.split("-")[2] in pids for n in names), names  # smg-fast-<pid>-...
+    read_response(resp)  # maps and unlinks them
+
+
+def test_health_reflection_metrics(routed, images):
+    servers, router, metrics = routed
+    imgs, _ = images
+    with Client(router.target) as c:
+        assert c.health() == "SERVING"
+        c.preprocess(imgs[:3])
+    channel = grpc.insecure_channel(router.target)
+    try:
+        services = set(ProtoReflectionDescriptorDatabase(channel).get_services())
+    finally:
+        channel.close()
+    assert {"smg_fast.v1.Preprocessor", "grpc.health.v1.Health"} <= services
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read()
+    text = text.decode()
+    for s in servers:
+        assert f'smg_fast_router_member_state{{state="serving",worker="{s.target}"}} 1.0' in text
+    assert re.search(r'smg_fast_router_worker_items_total\{outcome="ok",worker="[^"]+"\} '
+                     r'[1-9]', text)
+    assert 'smg_fast_router_calls_total{status="OK"}' in text
+    assert "smg_fast_router_in_flight_items{" in text
+    assert "smg_fast_router_spills_total" in text and "smg_fast_router_refused_total" in text
+
+
+def test_size_limit_answered_once_with_its_trailer(routed):
+    _, router, metrics = routed
+    channel = grpc.insecure_channel(router.target)
+    try:
+        from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+        from smg_fast.client import build_request
+
+        req = build_request([png(40, 30, 1), png(3000, 3000, 7)], transport="inline")
+        with pytest.raises(grpc.RpcError) as err:
+            pb_grpc.PreprocessorStub(channel).Preprocess(req, timeout=30)
+    finally:
+        channel.close()
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "item 1" in err.value.details()
+    assert (RETRYABLE_KEY, "0") in tuple(err.value.trailing_metadata())
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read()
+    assert b"smg_fast_router_retries_total{reason=" not in text  # tried on one worker only
+
+
+def test_worker_killed_and_drained_mid_run(images):
+    """Concurrency 8 through the router: SIGKILL one worker after 6 requests, SIGTERM another
+    after 20: every request succeeds, exact and in order."""
+    imgs, refs = images
+    servers, router = _start()
+    try:
+        import random
+
+        rnd = random.Random(5)
+        plans = [[rnd.randrange(len(imgs)) for _ in range(rnd.randint(1, 5))]
+                 for _ in range(60)]
+        queue = list(range(len(plans)))
+        done = 0
+
+        async def main():
+            nonlocal done
+            async with AsyncClient(router.target) as c:
+                async def worker():
+                    nonlocal done
+                    while queue:
+                        picks = plans[queue.pop()]
+                        out = await c.preprocess([imgs[k] for k in picks], timeout=30)
+                        check(out, picks, refs)
+                        done += 1
+                        if done == 6:
+                            servers[0].proc.kill()
+                        if done == 20:
+                            servers[1].proc.send_signal(signal.SIGTERM)
+
+                await asyncio.gather(*(worker() for _ in range(8)))
+
+        asyncio.run(main())
+        assert done == 60
+        assert servers[1].proc.wait(30) == 0
+    finally:
+        stop([*servers, router])
+
+
+def test_router_drains_on_sigterm(images):
+    imgs, refs = images
+    servers, router = _start(n=1, router_args=("--drain-timeout-s", "5"))
+    try:
+        with Client(router.target) as c:
+            check(c.preprocess(imgs[:2]), [0, 1], refs)
+        router.proc.send_signal(signal.SIGTERM)
+        assert router.proc.wait(15) == 0
+    finally:
+        stop([*servers, router])
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "at least one --worker HOST:PORT"),
+    (["--worker", "nohost"], "--worker must be HOST:PORT, got 'nohost'"),
+    (["--worker", "a:1", "--worker", "a:1"], "given twice"),
+    (["--worker", "a:1", "--load-factor", "0.5"], "--load-factor must be >= 1"),
+    (["--worker", "a:1", "--keepalive-s", "0.5"], "--keepalive-s must be 0 (off) or >= 1"),
+    (["--worker", "a:1", "--port", "70000"], "--port must be 0..65535"),
+])
+def test_bad_flags_fail_clearly(argv, message, capsys):
+    from smg_fast.routing.config import config_from_args
+
+    with pytest.raises(SystemExit) as info:
+        config_from_args(argv, environ={})
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_flags_message_and_env():
+    out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--worker", "x"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--worker must be HOST:PORT, got 'x'" in out.stderr
+    from smg_fast.routing.config import config_from_args
+
+    cfg = config_from_args(["--floor", "2"], environ={
+        "SMG_FAST_ROUTER_WORKERS": "a:1, b:2", "SMG_FAST_ROUTER_FLOOR": "9",
+        "SMG_FAST_ROUTER_LOAD_FACTOR": "1.5"})
+    assert cfg.workers == ["a:1", "b:2"] and cfg.floor == 2 and cfg.load_factor == 1.5
+
+
+def test_help_and_readme_list_every_router_setting():
+    from smg_fast.routing.config import OPTIONS, WORKERS_VAR
+
+    out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--help"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    help_words = set(re.sub(r"[\[\];,]", " ", out).split())
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Running a fleet"):]
+    table = [ln for ln in section.splitlines() if ln.startswith("| `--")]
+    for flag, var in [(f, v) for f, v, _, _ in OPTIONS] + [("--worker", WORKERS_VAR)]:
+        assert flag in help_words and var in help_words, (flag, var)
+        row = [r for r in table if f"`{flag}`" in r or f"`{flag} " in r]
+        assert row and f"`{var}`" in row[0], (flag, var, row)

@@ -1,0 +1,182 @@
+"""The routing bugs an earlier review found, each against real server processes (or, for the
+ejection arithmetic, a Membership without one): a hung worker (SIGSTOP) is found by keepalive
+or by the attempt timeout and its items go elsewhere; a size-limit RESOURCE_EXHAUSTED is not
+retried while an admission one is; one crash is one ejection; sub-calls a failed request no
+longer needs are cancelled; concurrent add()s of one target wait for its joining; close()
+ends every task."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import grpc
+import pytest
+from routing_common import SERVER_ARGS, first_choice, png, start_servers, stop
+
+from smg_fast.bench.servers import ServerProcess
+from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
+from smg_fast.routing.membership import Member, Membership
+
+ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    servers = start_servers(3, ARGS)
+    try:
+        yield servers
+    finally:
+        stop(servers)
+
+
+def _on(target: str, targets: list[str], count: int, start: int = 0) -> list[bytes]:
+    """count small distinct images whose first choice is target."""
+    out, seed = [], start
+    while len(out) < count:
+        im = png(40, 30, seed)
+        seed += 1
+        if first_choice(im, targets) == target:
+            out.append(im)
+    return out
+
+
+@pytest.mark.parametrize("how", ["keepalive", "attempt_timeout"])
+def test_hung_worker_is_ejected_and_its_items_go_elsewhere(fleet, how):
+    targets = [s.target for s in fleet]
+    victim = fleet[2]
+    images = _on(victim.target, targets, 3, start=100 if how == "keepalive" else 200)
+    opts = ({"keepalive_s": 1.0} if how == "keepalive"
+            else {"keepalive_s": 0, "attempt_timeout": 1.5})
+    with RoutedClient(targets, timeout=20, floor=8, **opts) as rc:
+        victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            out = rc.preprocess(images)  # hangs until the caller's 20 s deadline without the fix
+            assert all(it.worker != victim.target for it in out.items)
+            assert len(out.items) == 3 and out.latency_s < 10
+            stats = rc.stats()
+            member = stats["members"][victim.target]
+            if how == "keepalive":  # the connection's pings went unanswered: down
+                assert member["state"] == "down" or member["ejected"], member
+            else:  # its own deadline passed: the member's failure, not the caller's
+                assert member["items"].get("deadline_exceeded") == 3, member
+            assert sum(stats["retries"].values()) == 3, stats
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+        victim.wait(30)
+
+
+def test_size_limit_is_not_retried(fleet):
+    targets = [s.target for s in fleet]
+    huge = png(3000, 3000, 7)  # 3000x3000 float32: far over --max-output-mb 64
+    with RoutedClient(targets, timeout=30) as rc:
+        with pytest.raises(RoutedError) as err:
+            rc.preprocess([png(40, 30, 1), huge])
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.index == 1 and not err.value.retryable
+        assert rc.stats()["retries"] == {}  # the old client tried it on every member
+        members = rc.stats()["members"].values()
+        assert sum(m["items"].get("resource_exhausted", 0) for m in members) == 1
+
+
+def test_admission_resource_exhausted_is_retried_elsewhere():
+    """A server whose admission is full answers RESOURCE_EXHAUSTED with retryable=1: the item
+    goes to the next member and the request succeeds."""
+    busy = ServerProcess([*ARGS, "--max-queued-requests", "1", "--workers", "1"])
+    free = ServerProcess(ARGS)
+    try:
+        busy.wait()
+        free.wait()
+        targets = [busy.target, free.target]
+        images = _on(busy.target, targets, 8, start=300)
+
+        async def main():  # 8 at once, all preferring busy (floor 64): it admits one
+            async with AsyncRoutedClient(targets, timeout=30, floor=64) as rc:
+                outs = await asyncio.gather(*(rc.preprocess([im]) for im in images))
+                return outs, rc.stats()
+
+        outs, stats = asyncio.run(main())
+        assert all(len(o.items) == 1 for o in outs)
+        assert stats["retries"].get("resource_exhausted", 0) >= 1, stats
+    finally:
+        for s in (busy, free):
+            s.kill()
+            s.proc.stderr.close()
+
+
+def test_one_crash_is_one_ejection():
+    """Eight calls in flight when a member dies all fail at once: one ejection (1 s), not one
+    per failure past the threshold (each doubling the next)."""
+    async def main():
+        ms = Membership(channel_options=[], eject_after=3, eject_base_s=1.0)
+        m = Member("w:1", None, None, state="serving")
+        epochs = [m.epoch] * 8  # the calls' epochs when they were placed
+        for e in epochs:
+            ms.failure(m, e)
+        assert (m.ejections, ms.ejected) == (1, 1)
+        m.ejected_until = 0.0  # the ejection ran out: one probe, which fails
+        ms.failure(m, m.epoch)
+        assert (m.ejections, ms.ejected) == (2, 2)  # now it doubles
+
+    asyncio.run(main())
+
+
+def _slow_and_bad(targets: list[str]) -> tuple[bytes, bytes, str]:
+    """A slow image (big, inline) and a bad one whose first choices differ."""
+    big = png(1500, 1000, 11)
+    slow_member = first_choice(big, targets)
+    bad = next(b for k in range(200) if first_choice(b := b"not an image %d" % k, targets)
+               != slow_member)
+    return big, bad, slow_member
+
+
+def test_abandoned_sub_calls_are_cancelled(fleet):
+    targets = [s.target for s in fleet]
+    big, bad, slow_member = _slow_and_bad(targets)
+
+    async def main():
+        async with AsyncRoutedClient(targets, timeout=30) as rc:
+            with pytest.raises(RoutedError) as err:
+                await rc.preprocess([big, bad], transport="inline")
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and err.value.index == 1
+            await asyncio.sleep(1.5)  # long enough for the big item to have finished
+            return rc.stats()
+
+    stats = asyncio.run(main())
+    items = stats["members"][slow_member]["items"]
+    assert items.get("cancelled") == 1 and "ok" not in items, items
+    assert stats.get("late_responses", 0) == 0, stats
+
+
+def test_concurrent_adds_wait_for_the_join(fleet):
+    late = ServerProcess(ARGS)  # not serving yet
+    try:
+        async def main():
+            async with AsyncRoutedClient([fleet[0].target], timeout=30,
+                                         join_timeout=60) as rc:
+                both = await asyncio.gather(rc.add(late.target), rc.add(late.target))
+                return both, rc.stats()
+
+        both, stats = asyncio.run(main())
+        assert both == [True, True]
+        assert stats["members"][late.target]["state"] == "serving"
+    finally:
+        late.kill()
+        late.proc.stderr.close()
+
+
+def test_close_ends_every_task(fleet):
+    targets = [s.target for s in fleet]
+    big, bad, _ = _slow_and_bad(targets)
+    rc = RoutedClient(targets, timeout=30)
+    rc.preprocess([png(40, 30, 5)])
+    with pytest.raises(RoutedError):  # its big item's sub-call is still running now
+        rc.preprocess([big, bad], transport="inline")
+
+    async def tasks():
+        return [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    pending = rc._run(tasks())
+    assert pending  # the members' health followers at least
+    rc.close()
+    assert all(t.done() for t in pending)
