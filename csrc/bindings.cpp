@@ -4,11 +4,11 @@
 #include <pybind11/stl.h>
 
 #include <array>
-#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
+#include "arrow.hpp"
 #include "convert.hpp"
 #include "cpu.hpp"
 #include "kernel_log.hpp"
@@ -49,19 +49,22 @@ ImageView image_view(const py::array& a, const char* what) {
 
 // The enums arrive from Python as any integer (py::enum_ constructs from int), so each is
 // checked before it reaches code that switches on it.
-py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order) {
+py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {
     const ImageView in = image_view(src, "resize");
     if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
         throw py::value_error("resize: output size must be positive and at most 2^20 per side");
     if (!is_valid_filter(filter)) throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
     if (!is_valid_pass_order(order)) throw py::value_error("resize: unknown pass order " + std::to_string(int(order)));
+    if (!is_valid_resampler(rs)) throw py::value_error("resize: unknown resampler " + std::to_string(int(rs)));
+    if (rs == Resampler::Torch && filter != Filter::Bicubic)
+        throw py::value_error("resize: the torch resampler implements BICUBIC only");
     std::vector<py::ssize_t> shape{out_h, out_w};
     if (src.ndim() == 3) shape.push_back(in.channels);
     py::array_t<uint8_t> out(shape);
     const MutImageView ov{out.mutable_data(), out_w, out_h, in.channels, int64_t(out_w) * in.channels};
     {
         py::gil_scoped_release release;
-        resize(in, ov, filter, order);
+        resize(in, ov, filter, order, rs);
     }
     return out;
 }
@@ -113,13 +116,8 @@ py::array to_rgb_py(const py::array& src, PixelFormat fmt) {
     const PixelFormat f = checked_format(py::cast(fmt), in, "to_rgb");
     py::array_t<uint8_t> out({int64_t(in.height), int64_t(in.width), int64_t(3)});
     uint8_t* o = out.mutable_data();
-    {
-        py::gil_scoped_release release;
-        over_white_table(f);  // build a table once here, not racing inside the workers
-        parallel_for(in.height, 64, [&](int64_t b, int64_t e) {
-            convert_rows(f, in, b, e, o + b * int64_t(in.width) * 3, int64_t(in.width) * 3);
-        });
-    }
+    py::gil_scoped_release release;
+    convert_image(f, in, o, int64_t(in.width) * 3);
     return out;
 }
 
@@ -143,6 +141,11 @@ void bind_enums(py::module_& m) {
         .value("HORIZONTAL_FIRST", PassOrder::HorizontalFirst, "Pillow <= 12: horizontal, then vertical.")
         .value("PILLOW13", PassOrder::Pillow13,
                "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
+    py::enum_<Resampler>(m, "Resampler", "Whose resize arithmetic is reproduced.")
+        .value("PILLOW", Resampler::Pillow, "Pillow's Resample.c (pass order per PassOrder).")
+        .value("TORCH", Resampler::Torch,
+               "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC only,\n"
+               "horizontal pass first whatever the PassOrder.");
     py::enum_<PixelFormat>(m, "PixelFormat",
                            "How run() reads a decoded image's bytes; formats other than RGB and RGBX are\n"
                            "converted to RGB row by row while the resampler reads them, with the named\n"
@@ -157,7 +160,10 @@ void bind_enums(py::module_& m) {
                "4 bytes: Image.alpha_composite(opaque white, rgba).convert('RGB') (Pillow's integer arithmetic).")
         .value("RGBA_OVER_WHITE_NUMPY", PixelFormat::RgbaOverWhiteNumpy,
                "4 bytes: transformers' convert_to_rgb on uint8 arrays: np.round(a / 255 * c + (1 - a / 255) * 255)\n"
-               "in float64.");
+               "in float64.")
+        .value("RGBA_OVER_WHITE_TORCH", PixelFormat::RgbaOverWhiteTorch,
+               "4 bytes: transformers' torchvision backend on uint8 arrays: c * a + (1 - a) in float32 after\n"
+               "tvF.to_dtype (u * f32(1 / 255)), back by tvF.to_dtype (times f32(255.999), truncated).");
     py::enum_<DType>(m, "DType", "Output element type.")
         .value("FLOAT32", DType::Float32, "float32.")
         .value("BFLOAT16", DType::BFloat16, "bfloat16 (NumPy arrays hold its bits as uint16).")
@@ -166,7 +172,10 @@ void bind_enums(py::module_& m) {
         .value("HF_RESCALE_NORMALIZE", LutRecipe::HfRescaleNormalize,
                "transformers' PIL processors: f32(f32(f64(u) * rescale) - f32(mean)) / f32(std).")
         .value("KIMI_DIVIDE_MULTIPLY", LutRecipe::KimiDivideMultiply,
-               "Kimi-K2.5 upstream: (f32(f64(u) / 255) - f32(mean)) * f32(1 / f32(std)); rescale unused.");
+               "Kimi-K2.5 upstream: (f32(f64(u) / 255) - f32(mean)) * f32(1 / f32(std)); rescale unused.")
+        .value("TORCH_FUSED_NORMALIZE", LutRecipe::TorchFusedNormalize,
+               "transformers' torchvision processors: (f32(u) - M) / S, M = f32(f32(mean) * f32(1 / rescale)),\n"
+               "S likewise from std.");
 }
 
 void bind_pipeline(py::module_& m) {
@@ -176,14 +185,17 @@ void bind_pipeline(py::module_& m) {
                          "normalization table and the check that the SIMD kernel reproduces it; run()\n"
                          "then takes only what differs per image. Safe to share between threads.")
         .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_,
-                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal) {
+                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal,
+                         Resampler resampler) {
                  const NormParams norm{recipe, rescale, {mean[0], mean[1], mean[2]}, {std_[0], std_[1], std_[2]}};
-                 return new Pipeline(norm, dtype, filter, order, patch, merge, temporal);
+                 return new Pipeline(norm, dtype, filter, order, resampler, patch, merge, temporal);
              }),
              py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"),
              py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
-             "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, patch\n"
-             "outside 1..64, merge or temporal outside 1..16, a zero or non-finite std, a non-finite mean.")
+             py::arg("resampler") = Resampler::Pillow,
+             "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, a filter\n"
+             "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
+             "zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
              "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3\n"
@@ -221,38 +233,12 @@ void bind_pipeline(py::module_& m) {
              }, "Per-channel standard deviation.")
         .def_property_readonly("filter", &Pipeline::filter, "Resampling filter.")
         .def_property_readonly("pass_order", &Pipeline::pass_order, "Resampling pass order.")
+        .def_property_readonly("resampler", &Pipeline::resampler, "Whose resize arithmetic.")
         .def_property_readonly("patch", &Pipeline::patch, "Patch side in pixels.")
         .def_property_readonly("merge", &Pipeline::merge, "Merge size (patches per merged block side).")
         .def_property_readonly("temporal", &Pipeline::temporal, "Temporal copies of each patch.")
         .def_property_readonly("row_elems", &Pipeline::row_elems, "Elements per patch row: 3 * temporal * patch^2.");
 }
-
-// The Arrow C data interface (its published ABI), used to read a Pillow image's pixel memory
-// without the copy np.asarray(image) makes.
-struct ArrowSchema {
-    const char* format;
-    const char* name;
-    const char* metadata;
-    int64_t flags;
-    int64_t n_children;
-    ArrowSchema** children;
-    ArrowSchema* dictionary;
-    void (*release)(ArrowSchema*);
-    void* private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void** buffers;
-    ArrowArray** children;
-    ArrowArray* dictionary;
-    void (*release)(ArrowArray*);
-    void* private_data;
-};
 
 // A (height, width, 4) uint8 view of a Pillow RGB image exported as Arrow (fixed-size lists of 4
 // bytes: R, G, B, pad). The view keeps both capsules (and so the exported memory) alive.
@@ -260,20 +246,8 @@ py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap
     if (std::string(schema_cap.name() ? schema_cap.name() : "") != "arrow_schema" ||
         std::string(array_cap.name() ? array_cap.name() : "") != "arrow_array")
         throw py::value_error("arrow_rgbx: expected arrow_schema and arrow_array capsules");
-    const auto* schema = schema_cap.get_pointer<ArrowSchema>();
-    const auto* array = array_cap.get_pointer<ArrowArray>();
-    if (!schema || !array || !schema->release || !array->release || !schema->format)
-        throw py::value_error("arrow_rgbx: released or empty Arrow structures");
-    if (std::string(schema->format) != "+w:4" || schema->n_children != 1 || !schema->children[0] ||
-        std::string(schema->children[0]->format ? schema->children[0]->format : "") != "C")
-        throw py::value_error("arrow_rgbx: not a fixed-size list of 4 uint8");
-    if (width < 1 || height < 1 || array->length != width * height || array->offset != 0 ||
-        array->null_count > 0 || array->n_children != 1 || !array->children[0])
-        throw py::value_error("arrow_rgbx: unexpected array layout");
-    const ArrowArray* child = array->children[0];
-    if (child->n_buffers != 2 || child->offset != 0 || child->length != width * height * 4 || !child->buffers[1])
-        throw py::value_error("arrow_rgbx: unexpected pixel buffer");
-    const auto* data = static_cast<const uint8_t*>(child->buffers[1]);
+    const uint8_t* data = arrow_rgbx_pixels(schema_cap.get_pointer<ArrowSchema>(), array_cap.get_pointer<ArrowArray>(),
+                                            width, height);
     py::tuple owner = py::make_tuple(schema_cap, array_cap);
     py::array out(py::dtype::of<uint8_t>(), {height, width, int64_t(4)}, {width * 4, int64_t(4), int64_t(1)}, data, owner);
     make_read_only(out);
@@ -314,7 +288,6 @@ py::dict stats_py() {
                      {"total_cap_bytes", scratch_total_cap()},
                      {"thread_pooled_bytes", scratch_thread_pooled()}});
 }
-
 
 py::object lease_py(const SlotLease& l) {
     if (l.slot < 0) return py::none();
@@ -397,6 +370,11 @@ void bind_slot_arena(py::module_& m) {
                 "refused_free, and in_use (slots leased now).");
 }
 
+py::dict isa_dict(bool avx2, bool avx512, bool vbmi, bool vnni) {
+    return py::dict(py::arg("avx2") = avx2, py::arg("avx512") = avx512, py::arg("avx512vbmi") = vbmi,
+                    py::arg("avx512vnni") = vnni);
+}
+
 py::dict kernel_info_py() {
     // IsaLevel -> the SMG_FAST_ISA value of that cap.
     static const char* const kLevels[] = {"baseline", "avx2", "avx512-novnni", "avx512"};
@@ -405,12 +383,7 @@ py::dict kernel_info_py() {
     const char* env = isa_cap_env();
     d["isa_cap_env"] = env ? py::object(py::str(env)) : py::object(py::none());
     const HostIsa h = host_isa();
-    py::dict host;
-    host["avx2"] = h.avx2;
-    host["avx512"] = h.avx512;
-    host["avx512vbmi"] = h.avx512vbmi;
-    host["avx512vnni"] = h.avx512vnni;
-    d["host"] = host;
+    d["host"] = isa_dict(h.avx2, h.avx512, h.avx512vbmi, h.avx512vnni);
     py::dict selected;
     for (KernelId id : {vertical_kernel(), horizontal_kernel(), patchify_kernel()})
         selected[kernel_desc(id).stage] = kernel_desc(id).name;
@@ -440,9 +413,10 @@ PYBIND11_MODULE(_native, m) {
     bind_enums(m);
     bind_pipeline(m);
     m.def("resize", &resize_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"),
-          py::arg("pass_order"),
-          "Pillow-exact resize of a packed uint8 (H, W) or (H, W, C <= 4) array to out_w x out_h;\n"
-          "returns a new array with src's channel count. Releases the GIL.");
+          py::arg("pass_order"), py::arg("resampler") = Resampler::Pillow,
+          "Exact resize (Pillow's, or torch's uint8 antialias with Resampler.TORCH) of a packed uint8\n"
+          "(H, W) or (H, W, C <= 4) array to out_w x out_h; returns a new array with src's channel\n"
+          "count. Releases the GIL.");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");
@@ -464,12 +438,7 @@ PYBIND11_MODULE(_native, m) {
     m.def("num_threads", &num_threads, "Threads the native kernels may use, the caller included.");
     m.def("available_cpus", &available_cpus, "CPUs this process may run on (its affinity mask).");
     m.def("cpu_features", [] {
-        py::dict d;
-        d["avx2"] = cpu_has_avx2();
-        d["avx512"] = cpu_has_avx512();
-        d["avx512vbmi"] = cpu_has_avx512vbmi();
-        d["avx512vnni"] = cpu_has_avx512vnni();
-        return d;
+        return isa_dict(cpu_has_avx2(), cpu_has_avx512(), cpu_has_avx512vbmi(), cpu_has_avx512vnni());
     }, "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
     m.def("kernel_info", &kernel_info_py,
           "The ISA cap in force (SMG_FAST_ISA), what the CPU supports, the kernel each stage's\n"

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel.hpp"
+
 namespace smg {
 
 namespace {
@@ -32,6 +34,16 @@ uint8_t numpy_over_white(uint32_t c, uint32_t a) {
     const double alpha = double(a) / 255.0;
     const double blended = alpha * double(c) + (1.0 - alpha) * 255.0;
     return uint8_t(std::nearbyint(blended));
+}
+
+// transformers' torchvision backend on a uint8 array with 4 channels: tvF.to_dtype to float32
+// (times f32(1 / 255)), c * a + (1 - a) in float32, tvF.to_dtype back (times f32(255.999),
+// truncated). The products round as torch's float32 kernels do: -ffp-contract=off, no FMA.
+uint8_t torch_over_white(uint32_t c, uint32_t a) {
+    const float k = float(1.0 / 255.0);
+    const float cf = float(c) * k, af = float(a) * k;
+    const float blended = cf * af + (1.0f - af);
+    return uint8_t(blended * float(255.0 + 1.0 - 1e-3));
 }
 
 std::vector<uint8_t> build(uint8_t (*fn)(uint32_t, uint32_t)) {
@@ -69,7 +81,7 @@ void rgba_row(const uint8_t* in, int w, const uint8_t* lut, uint8_t* out) {
 
 }  // namespace
 
-bool is_valid_format(PixelFormat f) { return int(f) >= 0 && int(f) <= 6; }
+bool is_valid_format(PixelFormat f) { return int(f) >= 0 && int(f) <= 7; }
 
 int format_channels(PixelFormat f) {
     switch (f) {
@@ -79,7 +91,8 @@ int format_channels(PixelFormat f) {
         case PixelFormat::GrayAlphaOverWhitePillow: return 2;
         case PixelFormat::RGBX:
         case PixelFormat::RgbaOverWhitePillow:
-        case PixelFormat::RgbaOverWhiteNumpy: return 4;
+        case PixelFormat::RgbaOverWhiteNumpy:
+        case PixelFormat::RgbaOverWhiteTorch: return 4;
     }
     throw std::invalid_argument("unknown pixel format " + std::to_string(int(f)));
 }
@@ -104,6 +117,10 @@ const uint8_t* over_white_table(PixelFormat f) {
             static const std::vector<uint8_t> numpy = build(numpy_over_white);
             return numpy.data();
         }
+        case PixelFormat::RgbaOverWhiteTorch: {
+            static const std::vector<uint8_t> torch = build(torch_over_white);
+            return torch.data();
+        }
         default: return nullptr;
     }
 }
@@ -122,9 +139,16 @@ void convert_rows(PixelFormat f, const ImageView& src, int64_t y0, int64_t y1, u
             case PixelFormat::GrayAlphaDrop: gray_row(in, w, 2, o); break;
             case PixelFormat::GrayAlphaOverWhitePillow: gray_alpha_row(in, w, lut, o); break;
             case PixelFormat::RgbaOverWhitePillow:
-            case PixelFormat::RgbaOverWhiteNumpy: rgba_row(in, w, lut, o); break;
+            case PixelFormat::RgbaOverWhiteNumpy:
+            case PixelFormat::RgbaOverWhiteTorch: rgba_row(in, w, lut, o); break;
         }
     }
+}
+
+void convert_image(PixelFormat f, const ImageView& src, uint8_t* out, int64_t out_stride) {
+    if (src.channels != format_channels(f)) throw std::invalid_argument("convert: channel count does not match the format");
+    over_white_table(f);  // build a table once here, not racing inside the workers
+    parallel_for(src.height, 64, [&](int64_t b, int64_t e) { convert_rows(f, src, b, e, out + b * out_stride, out_stride); });
 }
 
 }  // namespace smg

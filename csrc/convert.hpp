@@ -17,6 +17,7 @@ enum class PixelFormat : int {
     GrayAlphaOverWhitePillow = 4,  // 2 bytes: L replicated + A, then RGBA over white as below
     RgbaOverWhitePillow = 5,  // 4 bytes: Image.alpha_composite(opaque white, rgba).convert("RGB")
     RgbaOverWhiteNumpy = 6,   // 4 bytes: round(a/255 * c + (1 - a/255) * 255) in float64, half to even
+    RgbaOverWhiteTorch = 7,   // 4 bytes: transformers' torchvision backend on arrays, float32 (see convert.cpp)
 };
 
 bool is_valid_format(PixelFormat f);
@@ -34,5 +35,9 @@ const uint8_t* over_white_table(PixelFormat f);
 // Source rows [y0, y1) of src (format f, src.channels == format_channels(f)) as packed RGB into
 // out rows [0, y1 - y0) (3 bytes per pixel, out_stride bytes apart).
 void convert_rows(PixelFormat f, const ImageView& src, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride);
+
+// The whole of src (format f) as packed RGB into out (rows out_stride bytes apart), on the
+// thread pool.
+void convert_image(PixelFormat f, const ImageView& src, uint8_t* out, int64_t out_stride);
 
 }  // namespace smg

@@ -11,7 +11,24 @@ int dtype_size(DType d) { return d == DType::Float32 ? 4 : 2; }
 bool is_valid_dtype(DType d) { return d == DType::Float32 || d == DType::BFloat16 || d == DType::Float16; }
 
 bool is_valid_recipe(LutRecipe r) {
-    return r == LutRecipe::HfRescaleNormalize || r == LutRecipe::KimiDivideMultiply;
+    return r == LutRecipe::HfRescaleNormalize || r == LutRecipe::KimiDivideMultiply ||
+           r == LutRecipe::TorchFusedNormalize;
+}
+
+NormParams effective_params(const NormParams& p) {
+    if (p.recipe != LutRecipe::TorchFusedNormalize) return p;
+    // torch.tensor(mean) is float32; multiplying it by the Python float 1 / rescale computes in
+    // float32 with that scalar rounded to float32.
+    const float k = float(1.0 / p.rescale);
+    NormParams e{LutRecipe::HfRescaleNormalize, 1.0, {}, {}};
+    for (int c = 0; c < 3; ++c) {
+        const float m = float(p.mean[c]) * k, s = float(p.std_[c]) * k;
+        if (!std::isfinite(m) || !std::isfinite(s) || s == 0.0f)
+            throw std::invalid_argument("image_mean and image_std divided by rescale_factor must be finite, std non-zero");
+        e.mean[c] = m;
+        e.std_[c] = s;
+    }
+    return e;
 }
 
 uint16_t float_to_bf16(float f) {
@@ -44,10 +61,11 @@ uint16_t float_to_f16(float f) {
     return uint16_t(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-void build_lut(const NormParams& p, DType dtype, void* out) {
+void build_lut(const NormParams& params, DType dtype, void* out) {
     // Checked here because the enums may hold any integer when they come from outside C++.
-    if (!is_valid_recipe(p.recipe)) throw std::invalid_argument("unknown normalization recipe");
+    if (!is_valid_recipe(params.recipe)) throw std::invalid_argument("unknown normalization recipe");
     if (!is_valid_dtype(dtype)) throw std::invalid_argument("unknown output dtype");
+    const NormParams p = effective_params(params);
     for (int c = 0; c < 3; ++c) {
         const float m = float(p.mean[c]);
         const float s = float(p.std_[c]);

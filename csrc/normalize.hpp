@@ -15,6 +15,9 @@ enum class LutRecipe : int {
     HfRescaleNormalize = 0,
     // Kimi-K2.5 upstream (NumPy): y = (f32(f64(u) / 255.0) - f32(mean)) * f32(1 / f32(std))
     KimiDivideMultiply = 1,
+    // transformers' torchvision processors (rescale fused into normalize):
+    // y = (f32(u) - M) / S with M = f32(f32(mean) * f32(1 / rescale)), S likewise from std
+    TorchFusedNormalize = 2,
 };
 
 bool is_valid_dtype(DType d);
@@ -23,10 +26,16 @@ bool is_valid_recipe(LutRecipe r);
 // What the reference normalizes with: the recipe (operation order) and its constants.
 struct NormParams {
     LutRecipe recipe;
-    double rescale;  // used by HfRescaleNormalize; Kimi's recipe divides by 255
+    double rescale;  // used by HfRescaleNormalize and TorchFusedNormalize; Kimi's divides by 255
     double mean[3];
     double std_[3];
 };
+
+// The same normalization as HfRescaleNormalize parameters: TorchFusedNormalize is that recipe with
+// rescale 1 and the pre-scaled (float-exact) mean and std, so the SIMD kernels need no third
+// form; other recipes are returned unchanged. Throws std::invalid_argument when the pre-scaled
+// constants are not finite or the std is zero.
+NormParams effective_params(const NormParams& p);
 
 // Fills out[c * 256 + u] for c in 0..2 in the element type of `dtype`. Throws
 // std::invalid_argument for a zero or non-finite std, a non-finite mean, or an unknown recipe or

@@ -264,7 +264,8 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
 #endif
 
 #if SMG_X86
-SimdNorm simd_norm(const NormParams& p, bool fast) {
+SimdNorm simd_norm(const NormParams& params, bool fast) {
+    const NormParams p = effective_params(params);  // two recipes only from here on
     SimdNorm s{};
     s.fast = fast;
     const double k = p.recipe == LutRecipe::HfRescaleNormalize ? p.rescale : 1.0 / 255.0;

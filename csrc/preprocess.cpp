@@ -14,8 +14,11 @@ namespace {
 constexpr int64_t kMaxSide = 1 << 20;  // far beyond any real image; keeps index math in range
 
 // Runs before norm_ is built, so a bad layout is reported before the table is computed.
-Filter checked(Filter f, PassOrder order, int patch, int merge, int temporal) {
+Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, int temporal) {
     if (!is_valid_filter(f)) throw std::invalid_argument("unknown resampling filter " + std::to_string(int(f)));
+    if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
+    if (rs == Resampler::Torch && f != Filter::Bicubic)
+        throw std::invalid_argument("the torch resampler implements BICUBIC only");
     if (!is_valid_pass_order(order))
         throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
     if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
@@ -25,10 +28,11 @@ Filter checked(Filter f, PassOrder order, int patch, int merge, int temporal) {
 
 }  // namespace
 
-Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, int patch, int merge,
-                   int temporal)
-    : filter_(checked(filter, order, patch, merge, temporal)),
+Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler,
+                   int patch, int merge, int temporal)
+    : filter_(checked(filter, order, resampler, patch, merge, temporal)),
       order_(order),
+      resampler_(resampler),
       patch_(patch),
       merge_(merge),
       temporal_(temporal),
@@ -53,10 +57,10 @@ void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resi
                                     std::to_string(src.channels));
     const PatchLayout L{patch_, merge_, temporal_, grid_h, grid_w};
     const Patchifier patchifier(L, norm_);
-    // Same size: Pillow's resize is a copy, and so is ours (Resizer's copy mode). The band copy
+    // Same size: Pillow's (and torch's) resize is a copy, and so is ours (Resizer's copy mode). The band copy
     // is cheap and sequential; patchifying straight from a large image is not (rows far apart
     // miss the cache on every patch).
-    Resizer resizer(src, resize_w, resize_h, filter_, order_, /*rgb_out=*/true, fmt);
+    Resizer resizer(src, resize_w, resize_h, filter_, order_, resampler_, /*rgb_out=*/true, fmt);
     // One merged block row (m * P image rows) at a time into a small pooled band that is still
     // in cache when the patchifier reads it.
     const int band_rows = L.merge * L.patch;

@@ -1,4 +1,5 @@
-// One decoded image (RGB, or a format converted while read) to encoder input: Pillow-exact resize into a pooled scratch image,
+// One decoded image (RGB, or a format converted while read) to encoder input: exact resize
+// (Pillow's or torch's arithmetic) into a pooled scratch image,
 // then the fused normalize + patchify straight into the caller's destination.
 #pragma once
 
@@ -18,10 +19,11 @@ namespace smg {
 // image. Immutable after construction, so any number of threads may run() at once.
 class Pipeline {
 public:
-    // Throws std::invalid_argument for an unknown filter, pass order, recipe or dtype, patch
-    // outside 1..64, merge or temporal outside 1..16, or what build_lut refuses.
-    Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, int patch, int merge,
-             int temporal);
+    // Throws std::invalid_argument for an unknown filter, pass order, resampler, recipe or dtype,
+    // a filter the resampler does not implement, patch outside 1..64, merge or temporal outside
+    // 1..16, or what build_lut refuses.
+    Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler,
+             int patch, int merge, int temporal);
 
     // Elements run() writes for these sizes. Throws std::invalid_argument unless the grid is a
     // positive multiple of merge and the resized image fits inside it.
@@ -39,6 +41,7 @@ public:
     DType dtype() const { return norm_.dtype(); }
     Filter filter() const { return filter_; }
     PassOrder pass_order() const { return order_; }
+    Resampler resampler() const { return resampler_; }
     int patch() const { return patch_; }
     int merge() const { return merge_; }
     int temporal() const { return temporal_; }
@@ -48,6 +51,7 @@ public:
 private:
     Filter filter_;
     PassOrder order_;
+    Resampler resampler_;
     int patch_, merge_, temporal_;
     Normalizer norm_;
 };

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "cpu.hpp"
 #include "parallel.hpp"
 #include "resample_rows.hpp"
+#include "resample_torch.hpp"
 #include "scratch.hpp"
 
 namespace smg {
@@ -74,6 +76,8 @@ bool is_valid_pass_order(PassOrder order) {
     return order == PassOrder::HorizontalFirst || order == PassOrder::Pillow13;
 }
 
+bool is_valid_resampler(Resampler r) { return r == Resampler::Pillow || r == Resampler::Torch; }
+
 Kernel make_kernel(int in_size, int out_size, Filter f) {
     const FilterDef fd = filter_def(f);
     // Pillow: scale = (double)(in1 - in0) / outSize with float box coordinates.
@@ -83,11 +87,8 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
     const int ksize = int(std::ceil(support)) * 2 + 1;
     const double inv_filterscale = 1.0 / filterscale;
 
-    // Pillow's weights per output, then the window trimmed to its nonzero run.
-    std::vector<int32_t> all(size_t(out_size) * ksize, 0);
-    std::vector<int> lo(out_size), len(out_size), skip(out_size);
+    KernelWindows win(out_size, ksize);
     std::vector<double> w(ksize);
-    int taps = 1;
     for (int xx = 0; xx < out_size; ++xx) {
         const double center = 0.0f + (xx + 0.5) * scale;
         int xmin = int(center - support + 0.5);
@@ -102,16 +103,28 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
         }
         if (ww != 0.0)
             for (int x = 0; x < xmax; ++x) w[x] /= ww;
-        int32_t* k = &all[size_t(xx) * ksize];
+        int32_t* k = win.row(xx);
         for (int x = 0; x < xmax; ++x) {
             const double s = w[x] * (1 << kPrecisionBits);
             k[x] = w[x] < 0 ? int32_t(-0.5 + s) : int32_t(0.5 + s);
         }
-        int a = 0, b = xmax;
+        win.xmin[xx] = xmin;
+        win.xsize[xx] = xmax;
+    }
+    return pack_kernel(in_size, win);
+}
+
+Kernel pack_kernel(int in_size, const KernelWindows& win) {
+    const int out_size = int(win.xmin.size());
+    std::vector<int> lo(out_size), len(out_size), skip(out_size);
+    int taps = 1;
+    for (int xx = 0; xx < out_size; ++xx) {
+        const int32_t* k = win.row(xx);
+        int a = 0, b = win.xsize[xx];
         while (a < b && k[a] == 0) ++a;
         while (b > a && k[b - 1] == 0) --b;
-        if (a == b) b = std::min(a + 1, xmax);  // all zero: keep one (zero) weight
-        lo[xx] = xmin + a;
+        if (a == b) b = std::min(a + 1, win.xsize[xx]);  // all zero: keep one (zero) weight
+        lo[xx] = win.xmin[xx] + a;
         len[xx] = b - a;
         skip[xx] = a;
         taps = std::max(taps, b - a);
@@ -124,7 +137,7 @@ Kernel make_kernel(int in_size, int out_size, Filter f) {
     kn.pil_len = len;
     for (int xx = 0; xx < out_size; ++xx) {
         const int start = std::min(lo[xx], in_size - kn.taps);
-        const int32_t* k = &all[size_t(xx) * ksize] + skip[xx];
+        const int32_t* k = win.row(xx) + skip[xx];
         std::copy(k, k + len[xx], &kn.weights[size_t(xx) * kn.taps] + (lo[xx] - start));
         kn.start[xx] = start;
     }
@@ -204,15 +217,19 @@ struct Resizer::Impl {
     void rows_converted(int y0, int y1, uint8_t* out, int64_t out_stride) const;
 };
 
-Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, bool rgb_out)
-    : Resizer(src, out_w, out_h, f, order, rgb_out,
+Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
+                 bool rgb_out)
+    : Resizer(src, out_w, out_h, f, order, rs, rgb_out,
               src.channels == 3 ? PixelFormat::RGB : PixelFormat::RGBX) {
     // Any channel count 1..4 is filtered as it is: no conversion.
 }
 
-Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, bool rgb_out,
-                 PixelFormat fmt)
+Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
+                 bool rgb_out, PixelFormat fmt)
     : impl_(new Impl) {
+    if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
+    if (rs == Resampler::Torch && f != Filter::Bicubic)
+        throw std::invalid_argument("the torch resampler implements BICUBIC only");
     if (src.channels < 1 || src.channels > 4) throw std::invalid_argument("resize: channels must be 1..4");
     if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1)
         throw std::invalid_argument("resize: empty image");
@@ -239,17 +256,18 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
         m.yin = nearest_table(src.height, out_h);
         return;
     }
+    const bool torch = rs == Resampler::Torch;
     if (need_h) {
-        m.kh = make_kernel(src.width, out_w, f);
+        m.kh = torch ? make_torch_kernel(src.width, out_w, f) : make_kernel(src.width, out_w, f);
         m.use_plan = (C == 3 || C == 4) && cpu_has_avx512vbmi();
         if (m.use_plan) m.plan = make_hplan(m.kh, out_w, C);
     }
-    if (need_v) m.kv = make_kernel(src.height, out_h, f);
+    if (need_v) m.kv = torch ? make_torch_kernel(src.height, out_h, f) : make_kernel(src.height, out_h, f);
     if (!need_v) {
         m.mode = Impl::HorizontalOnly;
     } else if (!need_h) {
         m.mode = Impl::VerticalOnly;
-    } else if (vertical_first(src.width, src.height, out_w, out_h, order)) {
+    } else if (!torch && vertical_first(src.width, src.height, out_w, out_h, order)) {  // torch: always H first
         m.mode = Impl::VerticalFirst;
     } else {
         m.mode = Impl::HorizontalFirst;
@@ -387,9 +405,9 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* c
     }
 }
 
-void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order) {
+void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order, Resampler rs) {
     if (src.channels != dst.channels) throw std::invalid_argument("resize: channel counts must match");
-    Resizer r(src, dst.width, dst.height, f, order);
+    Resizer r(src, dst.width, dst.height, f, order, rs);
     parallel_for(dst.height, 32, [&](int64_t b, int64_t e) {
         r.rows(int(b), int(e), dst.data + b * dst.stride, dst.stride);
     });

@@ -1,6 +1,8 @@
-// Pillow-exact 8-bit resampling (libImaging/Resample.c and the NEAREST affine path of
+// Exact 8-bit resampling. Pillow (libImaging/Resample.c and the NEAREST affine path of
 // Geometry.c): same double-precision coefficients, same 22-bit fixed-point weights, same uint8
-// intermediate between the two separable passes, same skipped passes and pass order.
+// intermediate between the two separable passes, same skipped passes and pass order. torch's
+// uint8 antialiased resize (what torchvision runs on CPU) through the same row kernels, with
+// its own weights (resample_torch.hpp).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +23,15 @@ enum class PassOrder : int {
     Pillow13 = 1,         // Pillow 13: vertical first when the height shrinks by more than 2x the width
 };
 
+// Whose arithmetic a resize reproduces.
+enum class Resampler : int {
+    Pillow = 0,  // Pillow's Resample.c (pass order per PassOrder)
+    Torch = 1,   // torch's uint8 antialiased interpolate on CPU (BICUBIC only; horizontal first)
+};
+
 bool is_valid_filter(Filter f);
 bool is_valid_pass_order(PassOrder order);
+bool is_valid_resampler(Resampler r);
 
 // Fixed-point weights of one axis. Pillow's window for output i is trimmed to the run of its
 // weights between the first and the last nonzero one: [pil_min[i], pil_min[i] + pil_len[i]).
@@ -38,6 +47,21 @@ struct Kernel {
 };
 
 Kernel make_kernel(int in_size, int out_size, Filter f);
+
+// Untrimmed fixed-point windows, one row of ksize weights per output index (22-bit scale:
+// sum(pixel * w) + 2^21, then >> 22), of which the first xsize[i] apply from source xmin[i].
+struct KernelWindows {
+    KernelWindows(int out_size, int ksize_)
+        : ksize(ksize_), xmin(out_size, 0), xsize(out_size, 0), weights(size_t(out_size) * ksize_, 0) {}
+    int32_t* row(int i) { return &weights[size_t(i) * ksize]; }
+    const int32_t* row(int i) const { return &weights[size_t(i) * ksize]; }
+    int ksize;
+    std::vector<int> xmin, xsize;
+    std::vector<int32_t> weights;
+};
+
+// The Kernel of these windows (trimmed to their nonzero runs, padded to a common tap count).
+Kernel pack_kernel(int in_size, const KernelWindows& win);
 
 // True when the vertical pass runs before the horizontal one for this size change.
 bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);
@@ -69,12 +93,16 @@ class Resizer {
 public:
     // rgb_out: for a 4-channel (RGBX) source, output 3 channels where a horizontal pass makes
     // that free (see out_channels()); the pad byte is never read by the RGB consumers.
-    // Reads src's channels as they are (1..4, each filtered on its own).
-    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, bool rgb_out = false);
+    // Reads src's channels as they are (1..4, each filtered on its own). Throws
+    // std::invalid_argument for an unknown resampler, or a filter it does not implement.
+    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
+            bool rgb_out = false);
     // Reads src in pixel format fmt (src.channels must be format_channels(fmt)). RGB and RGBX are
     // read in place; any other format is converted to RGB a band of source rows at a time into
-    // pooled scratch (never a full-size copy), and the output then has 3 channels.
-    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, bool rgb_out, PixelFormat fmt);
+    // pooled scratch (never a full-size copy), and the output then has 3 channels. The
+    // conversion comes before either resampler, as the references convert before resizing.
+    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs, bool rgb_out,
+            PixelFormat fmt);
     ~Resizer();
     Resizer(const Resizer&) = delete;
     Resizer& operator=(const Resizer&) = delete;
@@ -88,7 +116,9 @@ private:
 };
 
 // Resizes src into dst (both with the same channel count, 1..4, non-overlapping). Each channel
-// is filtered on its own, as Pillow does for L, RGB, RGBX and CMYK. Runs on the thread pool.
-void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order);
+// is filtered on its own, as Pillow (and torch, per plane) do for L, RGB, RGBX and CMYK. Runs on
+// the thread pool.
+void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order,
+            Resampler rs = Resampler::Pillow);
 
 }  // namespace smg

@@ -219,30 +219,41 @@ def test_grid_sweep(kimi):
 
 
 # ---------------------------------------------------------------------------------------------
-# transformers' torchvision Kimi_K25ImageProcessor: close, not exact
+# transformers' torchvision Kimi_K25ImageProcessor (run in its own venv, tests/tv_oracle.py):
+# the upstream backend is close to it, backend="torchvision" equal to it
 # ---------------------------------------------------------------------------------------------
 
+TV_NAMES = ["astronaut", "rocket", "hubble", "grace_hopper"]
 
-@pytest.mark.parametrize("name", ["astronaut", "rocket", "hubble", "grace_hopper"])
-def test_close_to_transformers_torchvision(name, real_images, kimi):
-    pytest.importorskip("torchvision")
-    from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
 
-    hf = Kimi_K25ImageProcessor(
-        size={"max_height": 512, "max_width": 512},
-        max_patches=16384,
-        patch_size=14,
-        merge_size=2,
-        image_mean=[0.5] * 3,
-        image_std=[0.5] * 3,
-    )
-    ref = hf(real_images.rgb(name), return_tensors="np")
+@pytest.fixture(scope="module")
+def tv_reference(real_images, tmp_path_factory):
+    from tv_oracle import KIMI_HUB, run_oracle
+
+    jobs = [{"cls": "kimi", "kwargs": KIMI_HUB, "images": [real_images.rgb(n)]} for n in TV_NAMES]
+    return dict(zip(TV_NAMES, run_oracle(tmp_path_factory.mktemp("kimi_tv"), jobs), strict=True))
+
+
+@pytest.mark.parametrize("name", TV_NAMES)
+def test_close_to_transformers_torchvision(name, real_images, kimi, tv_reference):
+    ref = tv_reference[name]
     out = kimi(real_images.open(name), return_tensors="np")
-    ref_pv = np.asarray(ref["pixel_values"], dtype=np.float32)
+    ref_pv = ref["pixel_values"]
     ours_pv = np.asarray(out["pixel_values"])
-    assert np.asarray(ref["image_grid_thw"]).tolist() == np.asarray(out["image_grid_thw"]).tolist()
+    assert ref["grid"].tolist() == np.asarray(out["image_grid_thw"]).tolist()
     assert ref_pv.shape == ours_pv.shape
     # 2 levels of 8-bit input = 2/255 in [0,1], i.e. 2/(255*std) after normalisation
     tol = 2.0 / 255.0 / 0.5 + 1e-6
     close = np.abs(ref_pv - ours_pv) <= tol
     assert close.mean() >= 0.995, f"only {close.mean():.4%} of values within 2/255"
+
+
+@pytest.mark.parametrize("name", TV_NAMES)
+def test_torchvision_backend_equals_transformers_torchvision(name, real_images, tv_reference):
+    from smg_fast import load_processor
+
+    ref = tv_reference[name]
+    out = load_processor("kimi_k25", backend="torchvision")(real_images.open(name),
+                                                            return_tensors="np")
+    assert ref["grid"].tolist() == np.asarray(out["image_grid_thw"]).tolist()
+    assert np.array_equal(np.asarray(out["pixel_values"]), ref["pixel_values"])

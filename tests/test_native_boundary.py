@@ -23,7 +23,7 @@ CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 HF = _native.LutRecipe.HF_RESCALE_NORMALIZE
 KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
-ENUMS = ("Filter", "PassOrder", "DType", "LutRecipe", "PixelFormat")
+ENUMS = ("Filter", "PassOrder", "Resampler", "DType", "LutRecipe", "PixelFormat")
 
 
 def pipeline(**kw) -> _native.Pipeline:
@@ -178,6 +178,7 @@ def test_integer_codes_are_refused():
 
 @pytest.mark.parametrize("field,bad", [("filter", _native.Filter(9)),
                                        ("pass_order", _native.PassOrder(2)),
+                                       ("resampler", _native.Resampler(2)),
                                        ("dtype", _native.DType(3)),
                                        ("recipe", _native.LutRecipe(-1))])
 def test_out_of_range_enum_values_are_refused(field, bad):
@@ -192,6 +193,23 @@ def test_resize_refuses_out_of_range_enums():
         _native.resize(img, 4, 4, _native.Filter(6), _native.PassOrder.PILLOW13)
     with pytest.raises(ValueError, match="pass order"):
         _native.resize(img, 4, 4, _native.Filter.BOX, _native.PassOrder(5))
+    with pytest.raises(ValueError, match="resampler"):
+        _native.resize(img, 4, 4, _native.Filter.BOX, _native.PassOrder(0), _native.Resampler(7))
+
+
+@pytest.mark.parametrize("flt", ["NEAREST", "BILINEAR", "LANCZOS", "BOX", "HAMMING"])
+def test_torch_resampler_refuses_filters_it_does_not_implement(flt):
+    img = np.zeros((8, 8, 3), np.uint8)
+    f = _native.Filter.__members__[flt]
+    with pytest.raises(ValueError, match="BICUBIC only"):
+        _native.resize(img, 4, 4, f, _native.PassOrder(0), _native.Resampler.TORCH)
+    with pytest.raises(ValueError, match="BICUBIC only"):
+        pipeline(filter=f, resampler=_native.Resampler.TORCH)
+
+
+def test_torch_fused_recipe_refuses_non_finite_scaled_constants():
+    with pytest.raises(ValueError, match="rescale_factor"):
+        pipeline(recipe=_native.LutRecipe.TORCH_FUSED_NORMALIZE, rescale=0.0)
 
 
 def test_enum_values_are_pillows():

@@ -42,6 +42,12 @@ class PassOrder(_Enum):
     HORIZONTAL_FIRST: ClassVar[PassOrder]
     PILLOW13: ClassVar[PassOrder]
 
+class Resampler(_Enum):
+    """Whose resize arithmetic is reproduced: Pillow's, or torch's uint8 antialias (BICUBIC)."""
+
+    PILLOW: ClassVar[Resampler]
+    TORCH: ClassVar[Resampler]
+
 class PixelFormat(_Enum):
     """How run() reads a decoded image's bytes; other formats than RGB / RGBX are converted to
     RGB row by row while read, with the named reference's arithmetic."""
@@ -53,6 +59,7 @@ class PixelFormat(_Enum):
     GRAY_ALPHA_OVER_WHITE_PILLOW: ClassVar[PixelFormat]
     RGBA_OVER_WHITE_PILLOW: ClassVar[PixelFormat]
     RGBA_OVER_WHITE_NUMPY: ClassVar[PixelFormat]
+    RGBA_OVER_WHITE_TORCH: ClassVar[PixelFormat]
 
 class DType(_Enum):
     """Output element type (bfloat16 is held as uint16 bits in NumPy)."""
@@ -66,6 +73,7 @@ class LutRecipe(_Enum):
 
     HF_RESCALE_NORMALIZE: ClassVar[LutRecipe]
     KIMI_DIVIDE_MULTIPLY: ClassVar[LutRecipe]
+    TORCH_FUSED_NORMALIZE: ClassVar[LutRecipe]
 
 class Pipeline:
     """Resize + normalize + patchify for one processor and output dtype, validated once."""
@@ -83,6 +91,7 @@ class Pipeline:
         patch: int,
         merge: int,
         temporal: int,
+        resampler: Resampler = ...,
     ) -> None: ...
     def run(
         self,
@@ -116,6 +125,8 @@ class Pipeline:
     @property
     def pass_order(self) -> PassOrder: ...
     @property
+    def resampler(self) -> Resampler: ...
+    @property
     def patch(self) -> int: ...
     @property
     def merge(self) -> int: ...
@@ -125,7 +136,12 @@ class Pipeline:
     def row_elems(self) -> int: ...
 
 def resize(
-    src: npt.NDArray[np.uint8], out_w: int, out_h: int, filter: Filter, pass_order: PassOrder
+    src: npt.NDArray[np.uint8],
+    out_w: int,
+    out_h: int,
+    filter: Filter,
+    pass_order: PassOrder,
+    resampler: Resampler = ...,
 ) -> npt.NDArray[np.uint8]: ...
 def to_rgb(src: npt.NDArray[np.uint8], fmt: PixelFormat) -> npt.NDArray[np.uint8]: ...
 def arrow_rgbx(schema: Any, array: Any, width: int, height: int) -> npt.NDArray[np.uint8]: ...

@@ -17,6 +17,9 @@ from .media import DEFAULT_IMAGE_FORMATS, normalize_formats
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 HALF = (0.5, 0.5, 0.5)
+# Which reference a processor reproduces: transformers' PIL backend (Qwen), Kimi's upstream
+# NumPy/PIL code, or transformers' torchvision backend (both; what vLLM and SGLang run).
+BACKENDS = ("pil", "upstream", "torchvision")
 
 def default_max_image_pixels() -> int | None:
     """Pillow's decompression-bomb limit at the time the processor is built."""
@@ -36,6 +39,7 @@ class ProcessorConfig:
     image_std: tuple[float, float, float] = HALF
     rescale_factor: float = 1 / 255
     resample: int = 3  # PIL.Image.Resampling.BICUBIC
+    backend: str = "pil"  # one of BACKENDS (each family allows its own; see processors)
     # Qwen (smart_resize)
     min_pixels: int | None = None
     max_pixels: int | None = None
@@ -53,7 +57,9 @@ class ProcessorConfig:
         fields = dataclasses.asdict(self)
         fields.pop("max_image_pixels")  # limits reject inputs; they never change an output
         fields.pop("image_formats")
-        if fields["pass_order"] is None:
+        if fields["backend"] == "torchvision":
+            fields["pass_order"] = None  # torch's resize has one pass order
+        elif fields["pass_order"] is None:
             from .resample import pillow_pass_order
 
             fields["pass_order"] = pillow_pass_order()
@@ -99,3 +105,8 @@ def validate_common(cfg: ProcessorConfig) -> None:
         raise ValueError("image_formats must be a non-empty tuple of Pillow format names")
     if cfg.pass_order not in (None, "horizontal_first", "pillow13"):
         raise ValueError("pass_order must be None, 'horizontal_first' or 'pillow13'")
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {cfg.backend!r}")
+    if cfg.backend == "torchvision" and cfg.resample != 3:
+        raise ValueError("the torchvision backend implements resample=3 (BICUBIC) only, "
+                         f"got resample={cfg.resample}")

@@ -7,7 +7,8 @@ white, everything else goes through ``convert("RGB")``; encoded bytes and paths 
 and then go through the same conversion as PIL objects (a colour key left by a palette
 transparency index still turns white);
 numpy HWC uint8 with 1 channel is repeated, with 4 channels blended onto white with NumPy's
-float64 arithmetic, as ``convert_to_rgb`` does.
+float64 arithmetic, as ``convert_to_rgb`` does (``torchvision=True``: in float32, as transformers'
+torchvision backend does; PIL images, bytes and paths convert as above).
 
 Kimi-K2.5 (upstream): every input is ``convert("RGB")`` (alpha dropped), no EXIF handling.
 
@@ -317,15 +318,18 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
 
 def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
-               formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> ImageHeader:
+               formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
+               torchvision: bool = False) -> ImageHeader:
     """Reads item's header only (Image.open is lazy) and checks its size; raises
-    InvalidImageError naming index."""
+    InvalidImageError naming index. torchvision (with hf): 4-channel arrays are blended as
+    transformers' torchvision backend does."""
     formats = tuple(formats)
     if isinstance(item, Image.Image):
         return _pil_header(index, item, hf, max_pixels, formats)
     if isinstance(item, np.ndarray):
         arr = _check_numpy(index, item, max_pixels)
-        return ImageHeader(index, arr.shape[1], arr.shape[0], lambda: from_numpy(arr, hf))
+        return ImageHeader(index, arr.shape[1], arr.shape[0],
+                           lambda: from_numpy(arr, hf, torchvision))
     if isinstance(item, (bytes, bytearray, memoryview)):
         if len(item) == 0:
             raise InvalidImageError(index, "empty byte string")

@@ -54,7 +54,7 @@ _HF_FORMATS = {"RGB": _F.RGB, "L": _F.GRAY, "LA": _F.GRAY_ALPHA_OVER_WHITE_PILLO
 _PLAIN_FORMATS = {"RGB": _F.RGB, "L": _F.GRAY, "LA": _F.GRAY_ALPHA_DROP, "RGBA": _F.RGBX}
 _CHANNELS = {_F.RGB: 3, _F.RGBX: 4, _F.GRAY: 1, _F.GRAY_ALPHA_DROP: 2,
              _F.GRAY_ALPHA_OVER_WHITE_PILLOW: 2, _F.RGBA_OVER_WHITE_PILLOW: 4,
-             _F.RGBA_OVER_WHITE_NUMPY: 4}
+             _F.RGBA_OVER_WHITE_NUMPY: 4, _F.RGBA_OVER_WHITE_TORCH: 4}
 
 
 @dataclass(frozen=True)
@@ -159,14 +159,16 @@ def _as_pixels(index: int, img: Image.Image, fmt: _native.PixelFormat) -> Pixels
     return Pixels(arr, fmt)
 
 
-def from_numpy(arr: np.ndarray, hf: bool) -> Pixels:
-    """The caller's array itself, read in the format of convert_to_rgb (hf) or of dropping the
-    alpha; copied only when its pixels are not packed (the native core reads packed rows)."""
+def from_numpy(arr: np.ndarray, hf: bool, torchvision: bool = False) -> Pixels:
+    """The caller's array itself, read in the format of convert_to_rgb (hf; torchvision: the
+    torchvision backend's float32 blend) or of dropping the alpha; copied only when its pixels
+    are not packed (the native core reads packed rows)."""
     channels = arr.shape[2]
     if channels == 1:
         fmt = _F.GRAY
     elif channels == 4:
-        fmt = _F.RGBA_OVER_WHITE_NUMPY if hf else _F.RGBX
+        fmt = (_F.RGBA_OVER_WHITE_TORCH if torchvision else _F.RGBA_OVER_WHITE_NUMPY) if hf \
+            else _F.RGBX
     else:
         fmt = _F.RGB
     # (a single channel's own stride is meaningless: arr[:, :, None] makes it 0)

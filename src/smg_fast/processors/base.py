@@ -16,6 +16,7 @@ from ..config import ProcessorConfig
 from ..errors import InvalidImageError, OutputTooLargeError
 from ..media import ImageHeader, ImageInput, Pixels, open_image
 from ..resample import native_filter, native_pass_order
+from . import torchvision as tv
 from .decode_pool import decode_all
 
 LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
@@ -56,6 +57,12 @@ class Processor(ABC):
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
+        self._resampler = _native.Resampler.PILLOW
+        self._torchvision = config.backend == tv.NAME
+        if self._torchvision:  # the same for every family: see processors/torchvision.py
+            self.lut_recipe = tv.LUT_TORCH
+            self._resampler = tv.RESAMPLER
+            self.load_like_transformers = True
         self._pipelines: dict[str, _native.Pipeline] = {}
         self._lock = threading.Lock()
 
@@ -104,7 +111,7 @@ class Processor(ABC):
                         mean=list(cfg.image_mean), std=list(cfg.image_std),
                         dtype=DTYPES[dtype][0], filter=native_filter(cfg.resample),
                         pass_order=native_pass_order(cfg.pass_order), patch=cfg.patch_size,
-                        merge=merge, temporal=temporal)
+                        merge=merge, temporal=temporal, resampler=self._resampler)
                     self._pipelines[dtype] = pipe
         return pipe
 
@@ -141,7 +148,8 @@ class Processor(ABC):
             for i, it in enumerate(items):
                 headers.append(open_image(i, it, hf=self.load_like_transformers,
                                           max_pixels=cfg.max_image_pixels,
-                                          formats=cfg.image_formats))
+                                          formats=cfg.image_formats,
+                                          torchvision=self._torchvision))
             plans = [self.plan(h.width, h.height, h.index) for h in headers]
         except BaseException:
             for h in headers:

@@ -74,9 +74,10 @@ def validate(cfg: ProcessorConfig) -> None:
 # Kimi-K2.5 media_proc_cfg.
 register(Family("kimi_k25", KimiK25Processor,
                 ProcessorConfig("kimi_k25", 14, 2, 1, HALF, HALF, in_patch_limit=16384,
-                                patch_limit_on_one_side=512),
+                                patch_limit_on_one_side=512, backend="upstream"),
                 frozenset({"in_patch_limit", "patch_limit_on_one_side", "merge_kernel_size"}),
                 read_folder, validate=validate, model_types=("kimi_k25",),
-                recognizes=lambda pre: "media_proc_cfg" in pre, unambiguous=True))
+                recognizes=lambda pre: "media_proc_cfg" in pre, unambiguous=True,
+                backends=("upstream", "torchvision")))
 
 __all__ = ["KimiK25Processor", "navit_size"]

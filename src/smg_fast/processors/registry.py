@@ -20,7 +20,7 @@ from .base import Processor
 
 # Options every family takes (input limits and the resampling rule, not the model's config).
 COMMON_OPTIONS = frozenset({"max_image_pixels", "pass_order", "image_formats", "resample",
-                            "patch_size", "merge_size", "image_mean", "image_std"})
+                            "patch_size", "merge_size", "image_mean", "image_std", "backend"})
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Family:
     # recognizes() is proof enough even when config.json names an unknown model_type (a format
     # no other model uses, such as Kimi's media_proc_cfg)
     unambiguous: bool = False
+    # the backends it implements; the built-in config names the default
+    backends: tuple[str, ...] = ("pil", "torchvision")
 
 
 _FAMILIES: dict[str, Family] = {}
@@ -79,7 +81,10 @@ def build_config(family: str, fields: dict[str, Any]) -> ProcessorConfig:
 def check_config(cfg: ProcessorConfig) -> None:
     """ValueError unless cfg passes the common checks and its family's own."""
     validate_common(cfg)
-    get_family(cfg.family).validate(cfg)
+    fam = get_family(cfg.family)
+    if cfg.backend not in fam.backends:
+        raise ValueError(f"{cfg.family} has no {cfg.backend!r} backend; use one of {fam.backends}")
+    fam.validate(cfg)
 
 
 def _read_json(path: str) -> dict[str, Any]:
@@ -140,10 +145,18 @@ def make_processor(config: ProcessorConfig) -> Processor:
     return get_family(config.family).processor(config)
 
 
-def load_processor(name_or_dir: str | os.PathLike[str], **overrides: Any) -> Processor:
+def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = None,
+                   **overrides: Any) -> Processor:
     """A processor for a built-in family name or a HuggingFace model folder.
 
+    ``backend``: the reference reproduced bit for bit. None keeps the family's default: "pil"
+    (transformers' ``Qwen2VLImageProcessorPil``) for Qwen, "upstream" (Kimi's own NumPy/PIL
+    code) for Kimi-K2.5; "torchvision" reproduces transformers' torchvision classes
+    (``Qwen2VLImageProcessor``, ``Kimi_K25ImageProcessor``), which ``AutoImageProcessor``
+    returns whenever torchvision is installed (what vLLM and SGLang run). torch is not needed.
     Overrides (e.g. ``min_pixels=..., max_pixels=..., max_image_pixels=...``) win over the
     folder's or family's values.
     """
+    if backend is not None:
+        overrides = {**overrides, "backend": backend}
     return make_processor(resolve_config(name_or_dir, overrides))

@@ -1,0 +1,53 @@
+"""transformers' torchvision image processors as an oracle, run in their own virtualenv.
+
+torchvision needs the CUDA build of torch, which the main environment must not have, so the
+reference outputs come from tests/tv_oracle_script.py under the python of the venv that
+.ci/torchvision_env.sh makes (SMG_FAST_TV_PYTHON, default .venv-tv/bin/python). Inputs travel
+as a pickle (PIL images keep their mode, palette and info), outputs as .npy files. Without the
+venv the tests fail with a message naming the script; they never skip.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ENV_SCRIPT = ".ci/torchvision_env.sh"
+SCRIPT = Path(__file__).with_name("tv_oracle_script.py")
+
+# Kimi-K2.5's media_proc_cfg as Kimi_K25ImageProcessor takes it.
+KIMI_HUB = dict(size={"max_height": 512, "max_width": 512}, max_patches=16384, patch_size=14,
+                merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+
+
+def tv_python() -> str:
+    py = os.environ.get("SMG_FAST_TV_PYTHON") or str(REPO / ".venv-tv" / "bin" / "python")
+    if not os.access(py, os.X_OK):
+        pytest.fail(f"the torchvision oracle venv is missing ({py}): run {ENV_SCRIPT} "
+                    "(or point SMG_FAST_TV_PYTHON at its python)", pytrace=False)
+    return py
+
+
+def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+    """Runs jobs in the oracle venv. A job: {"cls": "qwen" | "kimi", "kwargs": constructor
+    kwargs, "images": [PIL image or numpy array, ...]}. Returns per job {"pixel_values"
+    (float32), "bf16" (uint16 bits of pixel_values.to(torch.bfloat16)), "grid"}; a job with
+    "convert": True runs only the processor's convert_to_rgb on its one (H, W, C) uint8 array
+    and returns {"rgb": (H, W, 3)}."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / "jobs.pkl", "wb") as fh:
+        pickle.dump(jobs, fh)
+    proc = subprocess.run([tv_python(), str(SCRIPT), str(workdir)], capture_output=True,
+                          text=True, timeout=1800)
+    if proc.returncode != 0:
+        pytest.fail(f"torchvision oracle failed:\n{proc.stderr[-4000:]}", pytrace=False)
+    keys = ("pixel_values", "bf16", "grid")
+    return [{"rgb": np.load(workdir / f"{i}_rgb.npy")} if job.get("convert") else
+            {k: np.load(workdir / f"{i}_{k}.npy") for k in keys} for i, job in enumerate(jobs)]
