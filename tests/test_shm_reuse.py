@@ -158,18 +158,19 @@ def test_unreleased_segments_expire_and_are_reused(shm_subdir):
 
 
 def test_budgets_hold(shm_subdir):
-    """Idle slabs stay within the pool budget; delivered bytes within the cap and share."""
+    """Idle slabs stay within the pool budget; delivered slabs within the cap and share,
+    counted at what they take in the tmpfs (1 MiB -> 1.25 MiB, 2 MiB -> 2.5, 5 MiB -> 6)."""
     reg = shm.ShmRegistry(shm_subdir, pool_bytes=8 << 20, reuse=True,
                           max_outstanding_bytes=12 << 20, share_bytes=6 << 20)
     try:
-        held = []
-        for size in (1 << 20, 2 << 20, 3 << 20):
-            held.append(reg.deliver(size, lambda s: None, caller="a")[0])
+        assert [reg.footprint(n << 20) for n in (1, 2, 5)] == [5 << 18, 5 << 19, 6 << 20]
+        held = [reg.deliver(size, lambda s: None, caller="a")[0] for size in (1 << 20, 2 << 20)]
         with pytest.raises(shm.ShmQuotaError):
-            reg.deliver(1 << 20, lambda s: None, caller="a")  # over a's share
-        held.append(reg.deliver(5 << 20, lambda s: None, caller="b")[0])
+            reg.deliver(2 << 20, lambda s: None, caller="a")  # 6.25 MiB: over a's share
+        held.append(reg.deliver(5 << 20, lambda s: None, caller="b")[0])  # 6 MiB: fits
         with pytest.raises(shm.ShmQuotaError):
-            reg.deliver(2 << 20, lambda s: None, caller="c")  # over the cap
+            reg.deliver(2 << 20, lambda s: None, caller="c")  # 12.25 MiB: over the cap
+        assert reg.stats()["outstanding_bytes"] == (5 << 18) + (5 << 19) + (6 << 20)
         for name in held:
             os.unlink(os.path.join(shm_subdir, name))
         assert reg.prune() == 0

@@ -186,9 +186,12 @@ _OPTIONS: list[Option] = [
     ("--shm-reuse", "SMG_FAST_SHM_REUSE", int,
      "1: deliver shm tensors in segments the server reuses once their consumer has unlinked "
      "the name and closed the file (the tensor at offset 4096; --shm-pool-mb bounds the idle "
-     "ones); 0: a new file per tensor, at offset 0. Where file leases do not work, 0"),
+     "ones); 0: a new file per tensor, at offset 0 (zero-copy for consumers that map only "
+     "offset 0, such as smg's servicer; fresh pages cost the server more). Where file leases "
+     "do not work, 0"),
     ("--shm-max-outstanding-mb", "SMG_FAST_SHM_MAX_OUTSTANDING_MB", int,
-     "cap on delivered shm segments not yet read, in MiB; one gRPC connection may hold a "
+     "cap on delivered shm segments not yet read, in MiB of tmpfs they take (a reused "
+     "segment: its whole size class); one gRPC connection may hold a "
      "quarter of it (shares are per connection: more connections, more shares). A tensor "
      "over the cap goes inline when it fits, else RESOURCE_EXHAUSTED (0 = half of "
      "the smaller of the /dev/shm tmpfs and RAM)"),

@@ -120,9 +120,10 @@ class Delivery:
                 refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
                 self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
             return "inline"
-        over = self.registry.would_fit(outcome.shm_bytes + nbytes, outcome.caller)
+        need = self.registry.footprint(nbytes)  # what it takes in the tmpfs (a reused slab)
+        over = self.registry.would_fit(outcome.shm_bytes + need, outcome.caller)
         if not over:
-            outcome.shm_bytes += nbytes
+            outcome.shm_bytes += need
             return "shm"
         if nbytes > inline_budget:
             self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
@@ -244,7 +245,8 @@ class Delivery:
         why = {"shm_cap": "the server's unread shm bytes are at --shm-max-outstanding-mb",
                "shm_share": "this connection holds its share (a quarter) of the server's unread "
                             "shm bytes: read or unlink delivered segments first",
-               "shm_full": f"{self.registry.directory} is full"}[refused]
+               "shm_full": f"{self.registry.directory} is full",
+               "shm_fds": "the server is out of file descriptors"}[refused]
         raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                            f"no shm room for a {nbytes}-byte tensor ({why}), and it is too "
                            "large to send inline", retryable=True)  # room comes back
@@ -254,12 +256,14 @@ class Delivery:
         """(name, offset, "") of a delivered segment written by fill() (reused when the
         registry reuses them: offset > 0), or (None, 0, why) when shm has no room for it:
         "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of it),
-        "shm_full" (the tmpfs itself)."""
+        "shm_full" (the tmpfs itself), "shm_fds" (no file descriptor left)."""
         try:
             name, offset = self.registry.deliver(nbytes, fill, caller=outcome.caller)
         except ShmQuotaError as exc:
             return None, 0, f"shm_{exc.reason}"
         except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                return None, 0, "shm_fds"
             if exc.errno not in (errno.ENOSPC, errno.ENOMEM, errno.EDQUOT):
                 raise
             return None, 0, "shm_full"

@@ -77,8 +77,8 @@ class Metrics(MetricsEndpoint):
                                  "went by another transport, by reason (nixl_unavailable, "
                                  "agent_failed, register_failed, listen_failed, starting, "
                                  "arena_full, too_large, lease_expired, below_min_bytes; "
-                                 "shm_namespace, shm_cap, shm_share, shm_full) and the "
-                                 "transport used",
+                                 "shm_namespace, shm_cap, shm_share, shm_full, shm_fds) and "
+                                 "the transport used",
                                  ["reason", "used"], registry=r)
         self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
                                registry=r)
@@ -88,7 +88,7 @@ class Metrics(MetricsEndpoint):
         counters |= {"shm.created", "shm.expired", "shm.released", "shm.refused",
                      "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed",
                      "shm_reuse.reused", "shm_reuse.made", "shm_reuse.busy",
-                     "shm_reuse.dropped"}
+                     "shm_reuse.dropped", "shm_reuse.declined"}
         counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",

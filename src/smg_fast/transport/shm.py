@@ -54,9 +54,11 @@ class ShmRegistry:
     pre-faulted ones when it has one of the right size (its budget at most a quarter of the
     tmpfs). With ``reuse`` as well, ``deliver`` hands out reused segments instead (see
     :mod:`smg_fast.transport.shm_reuse`; the budget then bounds the idle ones), at offset
-    ``HEADER``: a consumer releases one by unlinking its name and closing or unmapping it.
+    ``HEADER``: a consumer releases one by unlinking its name and closing or unmapping it. A
+    delivery the slab pool declines (its open-slab cap, no descriptors) gets a new file.
 
-    ``max_outstanding_bytes`` > 0 caps the bytes of owned (unread) segments, and
+    ``max_outstanding_bytes`` > 0 caps the bytes of owned (unread) segments (what they take
+    in the tmpfs: a reused one's whole slab, ``footprint``), and
     ``share_bytes`` > 0 the part of them one caller (``create``'s ``caller``) may hold:
     a creation over either raises :class:`ShmQuotaError` (after a prune, to count the reads
     consumers made since the last one: of every segment over the cap, of the caller's over its
@@ -96,6 +98,11 @@ class ShmRegistry:
         self.expired = 0
         self.released = 0
         self.refused = 0
+
+    def footprint(self, nbytes: int) -> int:
+        """The bytes a delivered nbytes tensor counts against the limits: its slab's size
+        when segments are reused, else nbytes."""
+        return self.slabs.size_class(nbytes) if self.slabs is not None else int(nbytes)
 
     @property
     def outstanding_bytes(self) -> int:
@@ -233,48 +240,56 @@ class ShmRegistry:
             return self.write(nbytes, fill, caller), 0
         if self.closed:
             raise RuntimeError("shm registry is closed (shutting down)")
-        self._reserve(nbytes, caller)
+        cap = self.slabs.size_class(nbytes)
+        self._reserve(cap, caller)  # the whole slab is tmpfs taken
         try:
-            self._reclaim(self.slabs.size_class(nbytes))
+            # at the open-slab cap, released slabs of any class can make room
+            self._reclaim(None if self.slabs.full() else cap)
             slab = self.slabs.acquire(nbytes)
         except BaseException:
-            self._unreserve(nbytes, caller)
+            self._unreserve(cap, caller)
             raise
+        if slab is None:  # declined (descriptors): a new file, at offset 0
+            self._unreserve(cap, caller)
+            return self.write(nbytes, fill, caller), 0
         try:
             fill(slab)
         except BaseException:
-            self._unreserve(nbytes, caller)
+            self._unreserve(cap, caller)
             self.slabs.abort(slab)
             raise
         try:
             name = self.slabs.publish(slab)
         except BaseException:
-            self._unreserve(nbytes, caller)
+            self._unreserve(cap, caller)
             self.slabs.drop(slab)
             raise
         with self._lock:
             if not self.closed:
-                self._owned[name] = _Owned(time.monotonic(), nbytes, caller, slab)
+                self._owned[name] = _Owned(time.monotonic(), cap, caller, slab)
                 self.created += 1
                 return name, HEADER
-            self._forget(nbytes, caller)
+            self._forget(cap, caller)
         _unlink_quiet(os.path.join(self.directory, name))
         self.slabs.drop(slab)
         raise RuntimeError("shm registry is closed (shutting down)")
 
-    def _reclaim(self, cap: int, limit: int = 64) -> None:
-        """Gives the slabs of class cap whose public name is gone back to the pool (the oldest
-        first, at most limit looked at): deliveries under load find them without waiting for
-        a prune."""
+    def _reclaim(self, cap: int | None, limit: int = 64) -> int:
+        """Gives the slabs of class cap (None: any) whose public name is gone back to the pool
+        (the oldest first, at most limit looked at): deliveries under load find them without
+        waiting for a prune. Returns how many."""
         with self._lock:
             recs = [(n, r) for n, r in self._owned.items()
-                    if r.slab is not None and r.slab.capacity == cap][:limit]
+                    if r.slab is not None and cap in (None, r.slab.capacity)][:limit]
+        got = 0
         for name, rec in recs:
             if rec.slab is not None and rec.slab.released():
                 with self._lock:
                     mine = self._owned.get(name) is rec and self._pop(name) is not None
                 if mine:
                     self._settle(rec)
+                    got += 1
+        return got
 
     def _settle(self, rec: _Owned) -> None:
         """A popped record's segment is no longer delivered: a slab goes back to the pool."""

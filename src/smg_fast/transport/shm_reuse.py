@@ -18,12 +18,20 @@ Life of a slab:
   result a consumer holds never changes).
 - delivered: the lease is dropped and the file is linked under a fresh public name
   ``smg-fast-<pid>-<nonce>-<seq>``; the tensor starts at ``HEADER`` (the handle's offset),
-  after a header page saying so.
+  after a header page saying so. Bytes past the tensor are zeros: a reused slab's tail left by
+  a larger earlier tensor is zeroed before the write (only that difference).
 - released: the public name is gone (the consumer unlinked it, or the TTL did): the slab is
   idle, and the next delivery of its size class reuses it if the lease is granted then (a
   consumer that still maps it keeps it out until it lets go).
-- dropped: over the idle budget, idle for ``IDLE_S``, found changed (size, mode, links) or
-  at close: private name unlinked, mapping and descriptor closed.
+- dropped: over the idle budget, idle for ``IDLE_S``, found changed (size, mode, links),
+  evicted to make room for another class under the open-slab cap, or at close: private name
+  unlinked, mapping and descriptor closed.
+
+Every live slab (idle or delivered) holds two descriptors (its own and the mapping's), so at
+most ``max_open`` of them exist (an eighth of ``RLIMIT_NOFILE``: a quarter of the descriptors);
+past that, and when making one fails for want of descriptors or memory, ``acquire`` declines
+and the caller writes a fresh file instead. The slab itself, its size classes and that cap:
+:mod:`smg_fast.transport.shm_slab`.
 """
 
 from __future__ import annotations
@@ -41,17 +49,26 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any
 
 import numpy as np
 
 from .background import call_later
 from .shm_owner import _NAMES, SHM_DIR, link_fd
+from .shm_slab import (  # noqa: F401  (re-exported)
+    GRANULE,
+    HEADER,
+    PAGE,
+    Slab,
+    _close_mapping,
+    default_max_open,
+    size_class,
+)
 
 log = logging.getLogger("smg_fast.shm")
 
-HEADER = 4096  # the tensor's offset in a reused segment: page aligned, for consumers that map
-GRANULE = 2 * 1024 * 1024
+# making a slab failed for want of descriptors or memory, or someone opened it meanwhile: no
+# reuse for this delivery (a fresh file, or inline), not a failed request
+_DECLINE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EBUSY)
 IDLE_S = 60.0  # idle slabs unused this long are dropped
 _HEADER_TEXT = (b"smg-fast reused shm segment v1: the tensor starts at the handle's offset. "
                 b"Unlink this name (and close or unmap the file) to release it.\n")
@@ -90,42 +107,17 @@ def _drop_lease(fd: int) -> None:
     fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
 
 
-class Slab:
-    """One reusable file: the producer's descriptor and mapping, its private name, and the
-    public name and tensor size of its current delivery."""
-
-    __slots__ = ("fd", "mm", "capacity", "ino", "key", "name", "nbytes", "idle_since", "uses")
-
-    def __init__(self, fd: int, mm: mmap.mmap, capacity: int, ino: int, key: str) -> None:
-        self.fd, self.mm, self.capacity, self.ino, self.key = fd, mm, capacity, ino, key
-        self.name = ""
-        self.nbytes = 0
-        self.idle_since = 0.0
-        self.uses = 0
-
-    offset = HEADER
-
-    def array(self, dtype: Any = np.uint8) -> np.ndarray:
-        """The tensor's bytes (nbytes after the header) as a writable array of dtype."""
-        dt = np.dtype(dtype)
-        return np.frombuffer(self.mm, dtype=dt, count=self.nbytes // dt.itemsize, offset=HEADER)
-
-    def released(self) -> bool:
-        """Whether its public name is gone (only the private one, if any, is left)."""
-        try:
-            return os.fstat(self.fd).st_nlink <= 1
-        except OSError:
-            return True
-
-
 class SlabPool:
-    """Idle slabs by size class (``HEADER`` + tensor, rounded up to ``granule``), at most
-    ``budget_bytes`` of them; delivered ones belong to the caller (the registry) until it gives
-    them back. Raises :class:`LeaseUnavailable` at creation where leases do not work."""
+    """Idle slabs by size class (``size_class``), at most ``budget_bytes`` of them; delivered
+    ones belong to the caller (the registry) until it gives them back. At most ``max_open``
+    slabs live at once (default: ``default_max_open()``). Raises :class:`LeaseUnavailable` at
+    creation where leases do not work."""
 
     def __init__(self, budget_bytes: int, directory: str = SHM_DIR, *,
-                 granule: int = GRANULE) -> None:
+                 granule: int = GRANULE, max_open: int = 0) -> None:
         self.budget_bytes = int(budget_bytes)
+        self.max_open = int(max_open) or default_max_open()
+        self._open = 0  # live slabs: made (or being made) and not dropped
         self.directory = directory
         self.granule = granule
         self.dir_name = ""
@@ -136,19 +128,26 @@ class SlabPool:
         self._lock = threading.Lock()
         self._seq = 0
         self._closed = False
-        self.reused = self.made = self.busy = self.dropped = 0
+        self.reused = self.made = self.busy = self.dropped = self.declined = 0
         _probe(directory)
         _POOLS.add(self)
 
     def size_class(self, nbytes: int) -> int:
-        return -(-(HEADER + nbytes) // self.granule) * self.granule
+        return size_class(nbytes, self.granule)
+
+    def full(self) -> bool:
+        """Whether max_open slabs live and none is idle (a new one would be declined)."""
+        with self._lock:
+            return self._open >= self.max_open and not self._idle_bytes
 
     # ---- taking a slab to write ----
 
-    def acquire(self, nbytes: int) -> Slab:
+    def acquire(self, nbytes: int) -> Slab | None:
         """A slab with room for nbytes, leased (nobody else has it open: write freely), reused
-        when an idle one of its class is free, else made. Raises OSError (ENOSPC...) when none
-        can be made."""
+        when an idle one of its class is free, else made; its bytes past the tensor are zeros.
+        None (counted ``declined``): no reuse for this one, write a fresh file (``max_open``
+        slabs live and none idle to evict, or making one failed with EMFILE, ENFILE, ENOMEM or
+        EBUSY). Raises OSError (ENOSPC...) when none can be made otherwise."""
         cap = self.size_class(nbytes)
         with self._lock:
             if self._closed:
@@ -156,9 +155,44 @@ class SlabPool:
             candidates = list(self._idle.get(cap, ()))
         slab = self._first_free(cap, candidates) if candidates else None
         if slab is None:  # none idle, or all still open somewhere: a new one
-            slab = self._make(cap)
+            slab = self._make_within_cap(cap)
+            if slab is None:
+                return None
+        end = HEADER + nbytes
+        if slab.dirty > end:  # a larger tensor was here: nobody reads its tail
+            np.frombuffer(slab.mm, np.uint8, slab.dirty - end, end).fill(0)
+        slab.dirty = end
         slab.nbytes = nbytes
         return slab
+
+    def _make_within_cap(self, cap: int) -> Slab | None:
+        """A new slab when one more fits under max_open (evicting the oldest idle slab of
+        any class to make room), else None."""
+        evict = None
+        with self._lock:
+            if self._open >= self.max_open and self._idle_bytes > 0:
+                evict = self._pop_oldest()
+            elif self._open >= self.max_open:
+                self.declined += 1
+                return None
+            self._open += 1  # this one's place, held while it is made
+        if evict is not None:
+            self._drop(evict)
+        try:
+            return self._make(cap)
+        except OSError as exc:
+            with self._lock:
+                self._open -= 1
+                declined = exc.errno in _DECLINE_ERRNOS
+                self.declined += declined
+            if declined:
+                log.debug("shm: no new reused segment (%s): a fresh file instead", exc)
+                return None
+            raise
+        except BaseException:
+            with self._lock:
+                self._open -= 1
+            raise
 
     def _first_free(self, cap: int, candidates: list[Slab]) -> Slab | None:
         """The oldest idle slab whose lease is granted and that is unchanged, taken out of the
@@ -312,7 +346,9 @@ class SlabPool:
         self._drop(slab)
 
     def _drop(self, slab: Slab) -> None:
-        self.dropped += 1
+        with self._lock:
+            self.dropped += 1
+            self._open -= 1
         if self._dir_fd >= 0:
             try:
                 if os.lstat(slab.key, dir_fd=self._dir_fd).st_ino == slab.ino:
@@ -346,8 +382,10 @@ class SlabPool:
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {"reused": self.reused, "made": self.made, "busy": self.busy,
-                    "dropped": self.dropped, "idle": sum(len(q) for q in self._idle.values()),
-                    "idle_bytes": self._idle_bytes, "budget_bytes": self.budget_bytes}
+                    "dropped": self.dropped, "declined": self.declined,
+                    "idle": sum(len(q) for q in self._idle.values()),
+                    "idle_bytes": self._idle_bytes, "budget_bytes": self.budget_bytes,
+                    "open": self._open, "max_open": self.max_open}
 
 
 def _remove_dirs_at_exit() -> None:
@@ -359,13 +397,6 @@ def _remove_dirs_at_exit() -> None:
 
 
 atexit.register(_remove_dirs_at_exit)
-
-
-def _close_mapping(mm: mmap.mmap) -> None:
-    try:
-        mm.close()
-    except BufferError:  # a view is still alive: it unmaps when it is dropped
-        pass
 
 
 def _probe(directory: str) -> None:
@@ -385,4 +416,5 @@ def _probe(directory: str) -> None:
         os.close(fd)
 
 
-__all__ = ["HEADER", "LeaseUnavailable", "Slab", "SlabPool", "live_reuse_dirs"]
+__all__ = ["HEADER", "LeaseUnavailable", "Slab", "SlabPool", "default_max_open",
+           "live_reuse_dirs", "size_class"]

@@ -1,0 +1,76 @@
+"""One reused shm segment (a "slab": see :mod:`smg_fast.transport.shm_reuse`), its size
+classes, and how many may be open at once."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import resource
+from typing import Any
+
+import numpy as np
+
+HEADER = 4096  # the tensor's offset in a reused segment: page aligned, for consumers that map
+GRANULE = 2 * 1024 * 1024  # the coarsest size-class step (large tensors)
+PAGE = mmap.PAGESIZE
+
+
+class Slab:
+    """One reusable file: the producer's descriptor and mapping, its private name, and the
+    public name and tensor size of its current delivery."""
+
+    __slots__ = ("fd", "mm", "capacity", "ino", "key", "name", "nbytes", "dirty", "idle_since",
+                 "uses")
+
+    def __init__(self, fd: int, mm: mmap.mmap, capacity: int, ino: int, key: str) -> None:
+        self.fd, self.mm, self.capacity, self.ino, self.key = fd, mm, capacity, ino, key
+        self.name = ""
+        self.nbytes = 0
+        self.dirty = HEADER  # end of the bytes this process may have written (the rest: zeros)
+        self.idle_since = 0.0
+        self.uses = 0
+
+    offset = HEADER
+
+    def array(self, dtype: Any = np.uint8) -> np.ndarray:
+        """The tensor's bytes (nbytes after the header) as a writable array of dtype."""
+        dt = np.dtype(dtype)
+        return np.frombuffer(self.mm, dtype=dt, count=self.nbytes // dt.itemsize, offset=HEADER)
+
+    def released(self) -> bool:
+        """Whether its public name is gone (only the private one, if any, is left)."""
+        try:
+            return os.fstat(self.fd).st_nlink <= 1
+        except OSError:
+            return True
+
+
+def size_class(nbytes: int, granule: int = GRANULE) -> int:
+    """The tmpfs bytes a slab for an nbytes tensor takes: ``HEADER`` + nbytes rounded up to a
+    quarter of its power of two (at least a page, at most ``granule``), so a class wastes under
+    a quarter (and under one granule) while near sizes still share slabs."""
+    total = HEADER + max(int(nbytes), 1)
+    step = min(granule, max(PAGE, 1 << max(total.bit_length() - 3, 0)))
+    return -(-total // step) * step
+
+
+def default_max_open() -> int:
+    """Live slabs allowed: an eighth of the soft ``RLIMIT_NOFILE`` (two descriptors each, so a
+    quarter of the process's descriptors), at least 4."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        soft = 1024
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        soft = 1 << 20
+    return max(4, soft // 8)
+
+
+def _close_mapping(mm: mmap.mmap) -> None:
+    try:
+        mm.close()
+    except BufferError:  # a view is still alive: it unmaps when it is dropped
+        pass
+
+
+__all__ = ["GRANULE", "HEADER", "PAGE", "Slab", "default_max_open", "size_class"]
