@@ -371,14 +371,14 @@ class Fleet:
         self.membership.success(m)
         if len(resp.items) != len(idx):
             if local:
-                release(resp)
+                self.discard(resp)
             return "error", (_C.INTERNAL, f"{m.target} answered {len(resp.items)} items for "
                                           f"{len(idx)}", False)
         try:
             values = await finish(m, resp)
         except BaseException:
             if local:
-                release(resp)  # what finish had not reached yet
+                self.discard(resp)  # what finish had not reached yet
             raise
         self._outcome(m, "ok", len(idx))
         return "ok", (resp, values)
