@@ -77,10 +77,20 @@ class RoutedClient:
 
         async def make() -> AsyncRoutedClient:
             fleet = AsyncRoutedClient(targets, load_factor=load_factor, **kwargs)
-            await fleet._ready()
+            try:
+                await fleet._ready()
+            except BaseException:
+                await fleet.close()
+                raise
             return fleet
 
-        self._fleet = self._run(make())
+        try:
+            self._fleet = self._run(make())
+        except BaseException:  # (bad arguments): the private loop and its thread end here
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+            raise
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -1,10 +1,11 @@
 """One routed request: each image placed on a member (placement.py), one Preprocess sub-call per
 member with its items, all at once under the caller's deadline, results reassembled in the
-caller's order. Only items whose sub-call failed with a transient code are sent again, each to
-its key's next member; anything else fails the request naming the caller's item index. Sub-calls
-the request no longer needs (it failed, or was cancelled, or their member went away) are
-cancelled, and what they answer anyway is released: shm segments unlinked (when they are in our
-/dev/shm), RDMA handles left to expire.
+caller's order. An image goes only to a member that serves the request's model. Only items whose
+sub-call failed with a transient code are sent again, each to its key's next member; anything
+else fails the request naming the caller's item index. Sub-calls the request no longer needs (it
+failed, or was cancelled, or their member went away) are cancelled, and what they answer anyway
+is released, as is what the finished ones made for a request that then failed: shm segments
+unlinked (when they are in our /dev/shm), RDMA handles left to expire.
 
 ``Fleet`` is the core the library clients (client.py) and the router process (service.py) share:
 they differ only in what they make of a member's response (``finish``).
@@ -171,6 +172,8 @@ class Fleet:
                     timeout: float | None = None) -> tuple[list[Any], dict[str, int]]:
         """Serves req (its model resolved here) over the fleet: finish's values in the
         caller's order, and the slowest sub-call's timings. Raises RoutedError."""
+        if not req.items:  # as a server answers it
+            raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
         await self._ready()
         loop = asyncio.get_running_loop()
         timeout = timeout or self.timeout
@@ -182,6 +185,7 @@ class Fleet:
         local = req.shm_namespace == self.namespace  # its segments are in our /dev/shm
         n = len(keys)
         results: list[Any] = [None] * n
+        kept: list[Any] = []  # the answers whose handles are in results
         tried: list[set[str]] = [set() for _ in range(n)]
         last: list[tuple[grpc.StatusCode, str] | None] = [None] * n
         timings: Counter[str] = Counter()
@@ -190,9 +194,10 @@ class Fleet:
         self.counts["requests"] += 1
         try:
             while pending or live:
-                for m, (idx, epoch) in self._place(pending, keys, tried, last).items():
-                    task = loop.create_task(self._call(m, epoch, idx, req, name, deadline,
-                                                       finish, local))
+                for m, (idx, epoch, probe) in self._place(name, pending, keys, tried,
+                                                          last).items():
+                    task = loop.create_task(self._call(m, epoch, probe, idx, req, name,
+                                                       deadline, finish, local))
                     live[task] = (m, idx)
                 pending = []
                 done, _ = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
@@ -201,6 +206,7 @@ class Fleet:
                     status, value = task.result()
                     if status == "ok":
                         resp, values = value
+                        kept.append(resp)
                         for i, v in zip(idx, values, strict=True):
                             results[i] = v
                         for k in TIMINGS:  # the calls ran side by side
@@ -212,7 +218,6 @@ class Fleet:
                         self.counts["failed"] += 1
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
                                           and retry)
-                    self.retries[code.name.lower()] += len(idx)
                     for i in idx:
                         tried[i].add(m.target)
                         last[i] = (code, text)
@@ -220,41 +225,74 @@ class Fleet:
                 pending.sort()
         except BaseException:
             for task in live:  # a failed or cancelled request: its other sub-calls stop
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    status, value = task.result()
+                    if status == "ok":  # answered in the same moment as the failure
+                        kept.append(value[0])
+                    continue
                 task.cancel()
                 self._keep(task)
+            if local:  # nobody will read what the finished sub-calls made
+                for resp in kept:
+                    self.discard(resp)
             raise
         self.counts["items"] += n
         return results, dict(timings)
+
+    def discard(self, resp: Any) -> None:
+        """Unlinks the shm segments of an answer nobody will read (its request failed, or its
+        caller left); only for a caller in our shm namespace. finish may have read some
+        already (read_response unlinks as it maps): those are gone, and not counted."""
+        self.counts["unread_released"] += release(resp)
 
     def _keep(self, fut: asyncio.Future) -> None:
         """Holds an abandoned future until it ends (close() waits for it)."""
         self._tasks.add(fut)
         fut.add_done_callback(self._tasks.discard)
 
-    def _place(self, pending: list[int], keys: list[bytes], tried: list[set[str]],
-               last: list[tuple[grpc.StatusCode, str] | None],
-               ) -> dict[Member, tuple[list[int], int]]:
-        """Each pending item's member (not one it already failed on), under the load bound;
-        with each member, its ejection epoch now (a failure counts only within it)."""
-        usable = {m.target: m for m in self.membership.usable()}
+    def _place(self, model: str, pending: list[int], keys: list[bytes],
+               tried: list[set[str]], last: list[tuple[grpc.StatusCode, str] | None],
+               ) -> dict[Member, tuple[list[int], int, bool]]:
+        """Each pending item's member (one serving the model, not one it already failed on),
+        under the load bound; with each member, its ejection epoch now (a failure counts only
+        within it) and whether this call is its half-open probe. Counts spills and retries
+        only when every item was placed (a request that fails here sends nothing)."""
+        if not pending:
+            return {}
+        usable = {m.target: m for m in self.membership.usable() if m.serves(model)}
+        names = self.membership.model_names()  # (none: no member admitted, so who knows)
+        if not usable and names and model not in names:
+            i = pending[0]
+            self.counts["failed"] += 1
+            raise RoutedError(_C.INVALID_ARGUMENT, f"unknown model {model!r} (item {i}): no "
+                              f"member of the fleet serves it; the fleet serves {names}", i)
         load = {t: m.in_flight for t, m in usable.items()}
         groups: dict[Member, list[int]] = {}
+        spills = 0
+        retried: Counter[str] = Counter()
         for i in pending:
             candidates = [t for t in usable if t not in tried[i]]
             if not candidates:
-                code, details = last[i] or (_C.UNAVAILABLE, "no serving member in the fleet")
+                code, details = last[i] or (_C.UNAVAILABLE, "no serving member in the fleet"
+                                            + (f" serves model {model!r}" if model else ""))
                 self.counts["failed"] += 1
                 raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
-                                        "member(s))", i)
+                                        "member(s))", i, code == _C.RESOURCE_EXHAUSTED)
             target, spilled = self._choose(keys[i], candidates, load)
             load[target] += 1
-            self.counts["spills"] += spilled
+            spills += spilled
+            if last[i] is not None:  # placed again after a retryable failure
+                retried[last[i][0].name.lower()] += 1
             groups.setdefault(usable[target], []).append(i)
+        self.counts["spills"] += spills
+        self.retries.update(retried)
+        out = {}
         for m, idx in groups.items():
             m.probing = m.ejections > 0  # half-open: this call decides
             # counted at once, so that requests placed in the same moment see each other
             m.in_flight += len(idx)
-        return {m: (idx, m.epoch) for m, idx in groups.items()}
+            out[m] = (idx, m.epoch, m.probing)
+        return out
 
     def _choose(self, key: bytes, candidates: list[str],
                 load: dict[str, int]) -> tuple[str, bool]:
@@ -262,10 +300,12 @@ class Fleet:
         overrides this to compare policies)."""
         return choose(key, candidates, load, self.load_factor, self.floor)
 
-    async def _call(self, m: Member, epoch: int, idx: list[int], req: Any, model: str,
-                    deadline: float | None, finish: Finish, local: bool) -> tuple[str, Any]:
+    async def _call(self, m: Member, epoch: int, probe: bool, idx: list[int], req: Any,
+                    model: str, deadline: float | None, finish: Finish,
+                    local: bool) -> tuple[str, Any]:
         """("ok", (response, values)) or ("error", (code, details, retry)); the member's
-        in-flight count covers the RPC until it really ends."""
+        in-flight count covers the RPC until it really ends. A probe (half-open) that ends
+        without a verdict (cancelled) lets the next request probe."""
         sub = pb.PreprocessRequest()
         sub.CopyFrom(req)
         sub.model = model
@@ -281,7 +321,8 @@ class Fleet:
             rpc = asyncio.ensure_future(call)
         except BaseException:
             m.in_flight -= len(idx)
-            m.probing = False
+            if probe:
+                m.probing = False
             raise
 
         def ended(_: asyncio.Future) -> None:
@@ -298,6 +339,8 @@ class Fleet:
             await asyncio.wait({rpc, lost}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             abandon()
+            if probe:  # else the member would never be placed on again
+                m.probing = False
             self._outcome(m, "cancelled", len(idx))
             raise
         finally:
@@ -308,6 +351,8 @@ class Fleet:
             self._outcome(m, "abandoned", len(idx))
             return "error", (_C.UNAVAILABLE, f"{m.target} stopped serving", True)
         if rpc.cancelled():  # (the channel was closed under it: remove())
+            if probe:
+                m.probing = False
             self._outcome(m, "abandoned", len(idx))
             return "error", (_C.UNAVAILABLE, f"{m.target} was removed", True)
         exc = rpc.exception()
@@ -326,14 +371,14 @@ class Fleet:
         self.membership.success(m)
         if len(resp.items) != len(idx):
             if local:
-                release(resp)
+                self.discard(resp)
             return "error", (_C.INTERNAL, f"{m.target} answered {len(resp.items)} items for "
                                           f"{len(idx)}", False)
         try:
             values = await finish(m, resp)
         except BaseException:
             if local:
-                release(resp)  # what finish had not reached yet
+                self.discard(resp)  # what finish had not reached yet
             raise
         self._outcome(m, "ok", len(idx))
         return "ok", (resp, values)

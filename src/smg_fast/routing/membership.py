@@ -3,8 +3,11 @@ Watch), passive ejection after transport failures, and in-flight counts for the 
 
 Asyncio only: one task per member keeps its Watch stream open (a draining server turns
 NOT_SERVING on it; a dead one breaks it) and rejoins after a reconnect. A member is refused
-when a model it serves has a different config fingerprint from the fleet's (the first admitted
-member defines it): the same image must give the same bytes wherever it lands.
+when a model it serves has a different config fingerprint from the fleet's: the same image must
+give the same bytes wherever it lands. The fleet's fingerprints are those of the members
+admitted now (they agree: each was checked against the others), so the first config admitted
+holds until its last member leaves; a refused member asks again every ``REFUSED_RETRY_S`` and
+at once when a member leaves, and is admitted when it matches what is admitted then.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ log = logging.getLogger("smg_fast.routing")
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 JOIN_TIMEOUT_S = 5.0
 RECONNECT_MAX_S = 2.0
+REFUSED_RETRY_S = 5.0
 
 
 class FingerprintMismatch(ValueError):
@@ -56,6 +60,9 @@ class Member:
             return False
         return not (self.ejections and self.probing)  # half-open: one probe at a time
 
+    def serves(self, model: str) -> bool:
+        return self.info is not None and any(x.name == model for x in self.info.models)
+
 
 class Membership:
     """Members by target. ``eject_after`` consecutive transport failures eject a member for
@@ -70,8 +77,8 @@ class Membership:
         self.eject_base_s = eject_base_s
         self.eject_max_s = eject_max_s
         self.members: dict[str, Member] = {}
-        self.fingerprints: dict[str, str] = {}  # model name -> the fleet's fingerprint
-        self.default_model = ""
+        self._default = ""
+        self._left = asyncio.Event()  # set (and replaced) when an admitted member leaves
         self.refused = 0
         self.ejected = 0
 
@@ -95,7 +102,38 @@ class Membership:
         if m.task is not None:
             m.task.cancel()
             await asyncio.wait([m.task])
+        self._leave(m)
         await m.channel.close()
+
+    def _leave(self, m: Member) -> None:
+        """m is no longer admitted: the fleet's fingerprints are the others' now, so refused
+        members ask again."""
+        if m.info is not None:
+            m.info = None
+            self._left.set()
+            self._left = asyncio.Event()
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        """Model name -> the fleet's config fingerprint: the admitted members'."""
+        return {x.name: x.config_fingerprint for m in self.members.values()
+                if m.info is not None for x in m.info.models}
+
+    def model_names(self) -> list[str]:
+        """The models the admitted members serve."""
+        return sorted(self.fingerprints)
+
+    @property
+    def default_model(self) -> str:
+        """The first admitted member's default model, while an admitted member serves it."""
+        admitted = [m.info for m in self.members.values() if m.info is not None]
+        if admitted and not any(self._default == x.name for i in admitted for x in i.models):
+            self._default = admitted[0].default_model
+        return self._default
+
+    @default_model.setter
+    def default_model(self, name: str) -> None:
+        self._default = name
 
     async def settled(self, m: Member, timeout: float) -> bool:
         """Waits (at most timeout) until m serves (True) or is refused or removed (False)."""
@@ -114,16 +152,17 @@ class Membership:
             await self.remove(target)
 
     def _admit(self, m: Member, info: Any) -> None:
-        """Checks the member's fingerprints against the fleet's, then records new models."""
+        """Checks the member's fingerprints against the fleet's (the admitted members'), then
+        admits it: its models are the fleet's too from now on."""
+        fleet = self.fingerprints
         for model in info.models:
-            want = self.fingerprints.get(model.name)
+            want = fleet.get(model.name)
             if want is not None and want != model.config_fingerprint:
                 raise FingerprintMismatch(
                     f"{m.target}: model {model.name!r} has config fingerprint "
                     f"{model.config_fingerprint}, the fleet's is {want}")
-        for model in info.models:
-            self.fingerprints.setdefault(model.name, model.config_fingerprint)
-        self.default_model = self.default_model or info.default_model
+        if not any(x.info is not None for x in self.members.values()):
+            self._default = info.default_model  # the first admitted now defines it
         m.info = info
 
     async def _run(self, m: Member) -> None:
@@ -138,11 +177,8 @@ class Membership:
                     try:
                         self._admit(m, info)
                     except FingerprintMismatch as exc:
-                        log.error("refusing member: %s", exc)
-                        self.refused += 1
-                        self._set_state(m, "refused")
-                        m.joined.set()
-                        return
+                        await self._refuse(m, exc)
+                        continue  # ask again: the fleet's fingerprints may have changed
                 await self._follow(m, health)
             except asyncio.CancelledError:
                 raise
@@ -151,10 +187,24 @@ class Membership:
             except Exception:  # keep following the member whatever broke
                 log.exception("member %s: health follower failed", m.target)
             self._set_state(m, "down")
-            m.info = None  # whatever answers at this address next is checked again on rejoin
+            self._leave(m)  # whatever answers at this address next is checked again on rejoin
             m.joined.set()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, RECONNECT_MAX_S)
+
+    async def _refuse(self, m: Member, exc: FingerprintMismatch) -> None:
+        """Marks m refused (counted once per refusal, not per asking), then waits until an
+        admitted member leaves or REFUSED_RETRY_S passes (m may have restarted meanwhile)."""
+        if m.state != "refused":
+            log.error("refusing member: %s", exc)
+            self.refused += 1
+            self._set_state(m, "refused")
+        m.joined.set()
+        left = asyncio.ensure_future(self._left.wait())
+        try:  # (not wait_for: on 3.11 it loses a cancel that meets the event being set)
+            await asyncio.wait([left], timeout=REFUSED_RETRY_S)
+        finally:
+            left.cancel()
 
     async def _follow(self, m: Member, health: Any) -> None:
         """Follows the Watch stream until it ends, or until a liveness Check goes unanswered
@@ -192,6 +242,8 @@ class Membership:
             raise tasks[0].exception()  # type: ignore[misc]
 
     def _set_state(self, m: Member, state: str) -> None:
+        if state != "serving":
+            m.probing = False  # a probe's verdict, if it comes, no longer decides anything
         if state in ("down", "refused"):
             m.lost.set()  # calls in flight there stop waiting and retry elsewhere
         elif m.lost.is_set():
@@ -243,9 +295,9 @@ class Membership:
         if not infos:
             return None
         common = None
+        fleet = self.fingerprints
         for info in infos:
-            names = {x.name for x in info.models
-                     if self.fingerprints.get(x.name) == x.config_fingerprint}
+            names = {x.name for x in info.models if fleet.get(x.name) == x.config_fingerprint}
             common = names if common is None else common & names
         out = pb.GetModelInfoResponse(
             models=[x for x in infos[0].models if x.name in (common or set())],
@@ -266,9 +318,12 @@ class Membership:
         return out
 
     def stats(self) -> dict[str, Any]:
+        """Per member: its health state; ``ejected`` while ejection keeps it out (its span, or
+        a half-open probe in flight); ``usable`` whether a request may be placed on it now."""
         now = time.monotonic()
         return {
             "refused": self.refused, "ejections": self.ejected,
             "members": {t: {"state": m.state, "in_flight": m.in_flight,
-                            "ejected": now < m.ejected_until, "items": dict(m.items)}
+                            "ejected": now < m.ejected_until or bool(m.ejections and m.probing),
+                            "usable": m.usable(now), "items": dict(m.items)}
                         for t, m in self.members.items()}}

@@ -26,6 +26,8 @@ _TOTALS = {  # Fleet.stats() counter -> help
     "spills": "Items placed past their first choice by the load bound",
     "late_responses": "Sub-call answers that came after their items were given up",
     "late_released": "Shm segments of late answers unlinked",
+    "unread_released": "Shm segments of finished sub-calls of failed or abandoned requests "
+                       "unlinked",
     "refused": "Members refused for a config fingerprint unlike the fleet's",
     "ejections": "Members ejected after consecutive transport failures",
 }
@@ -75,8 +77,12 @@ class FleetCollector:
         state = GaugeMetricFamily("smg_fast_router_member_state", "1 for the member's state "
                                   "(serving, not_serving, down, refused, joining)",
                                   labels=["worker", "state"])
-        ejected = GaugeMetricFamily("smg_fast_router_member_ejected", "1 while the member is "
-                                    "ejected", labels=["worker"])
+        ejected = GaugeMetricFamily("smg_fast_router_member_ejected", "1 while ejection keeps "
+                                    "the member out (its span, or its half-open probe in "
+                                    "flight)", labels=["worker"])
+        usable = GaugeMetricFamily("smg_fast_router_member_usable", "1 while a request may be "
+                                   "placed on the member (serving, not ejected)",
+                                   labels=["worker"])
         for worker, m in stats["members"].items():
             for outcome, n in m["items"].items():
                 items.add_metric([worker, outcome], float(n))
@@ -84,7 +90,8 @@ class FleetCollector:
             for s in STATES:
                 state.add_metric([worker, s], float(m["state"] == s))
             ejected.add_metric([worker], float(m["ejected"]))
-        yield from (items, flight, state, ejected)
+            usable.add_metric([worker], float(m["usable"]))
+        yield from (items, flight, state, ejected, usable)
 
 
 class RouterMetrics(MetricsEndpoint):

@@ -39,7 +39,7 @@ from ..server.scaffold import (
 )
 from ..server.service import MAX_ITEMS
 from .config import RouterConfig
-from .dispatch import Fleet, RoutedError, release
+from .dispatch import Fleet, RoutedError
 from .membership import Member
 from .metrics import RouterMetrics
 
@@ -136,7 +136,7 @@ class Router:
                 # never reads the shm segments: unlink them, as a server does for its own.
                 def unread(ctx: Any, resp: Any = handles) -> None:
                     if ctx.cancelled():
-                        release(resp)
+                        self.fleet.discard(resp)
 
                 context.add_done_callback(unread)
         except RoutedError as exc:
@@ -184,8 +184,9 @@ class Router:
             work.cancel()
             if (work.done() and not work.cancelled() and work.exception() is None
                     and req.shm_namespace == self.fleet.namespace):
-                # routed just as the caller left: nobody will read these segments
-                release(pb.PreprocessResponse(items=work.result()[0]))
+                # routed just as the caller left: nobody will read these segments (a route
+                # cut before it ended unlinks those of its finished sub-calls itself)
+                self.fleet.discard(pb.PreprocessResponse(items=work.result()[0]))
             raise
         finally:
             self._live.discard(work)
@@ -198,7 +199,7 @@ class Router:
         payload = resp.SerializeToString()
         if len(payload) > self.config.max_message_bytes:
             if req.shm_namespace == self.fleet.namespace:
-                release(resp)
+                self.fleet.discard(resp)
             raise RoutedError(_C.RESOURCE_EXHAUSTED, (
                 f"response would be about {len(payload) / 2**20:.1f} MiB, over the router's "
                 f"{self.config.max_message_mb} MiB message limit: request transport 'shm' "

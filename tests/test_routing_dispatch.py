@@ -1,0 +1,271 @@
+"""Fleet.route against in-process fake members (stubs whose answers the test scripts; no
+server, no network): a cancelled half-open probe frees its member, every member busy is a
+retryable failure with retries counted only for items placed again, a failed or cancelled
+request unlinks the shm segments its finished sub-calls made, items go only to members that
+serve their model, placement counts nothing for a request it fails, and an empty request is
+refused as a server refuses it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import threading
+import time
+
+import grpc
+import pytest
+
+from smg_fast._proto import preprocessor_pb2 as pb
+from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
+from smg_fast.routing.dispatch import Fleet
+from smg_fast.routing.membership import Member
+from smg_fast.routing.placement import item_key, order
+
+_C = grpc.StatusCode
+MODEL = "qwen2_vl"
+
+
+class _Call:
+    """What a grpc.aio unary call offers Fleet: awaitable, cancellable."""
+
+    def __init__(self, coro) -> None:
+        self.task = asyncio.ensure_future(coro)
+
+    def __await__(self):
+        return self.task.__await__()
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+
+class _Stub:
+    def __init__(self, handler) -> None:
+        self.handler, self.calls = handler, 0
+
+    def Preprocess(self, sub, timeout=None):  # noqa: N802 (the gRPC method's name)
+        self.calls += 1
+        return _Call(self.handler(sub))
+
+
+def _member(fleet: Fleet, target: str, handler, models=(MODEL,)) -> Member:
+    info = pb.GetModelInfoResponse(default_model=models[0], models=[
+        pb.ModelInfo(name=name, config_fingerprint="fp-" + name) for name in models])
+    m = Member(target, None, _Stub(handler), info=info, state="serving")
+    fleet.membership.members[target] = m
+    return m
+
+
+def _error(code: grpc.StatusCode, details: str, retryable: str | None = None):
+    trailers = grpc.aio.Metadata(("smg-fast-retryable", retryable)) if retryable else None
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailers or grpc.aio.Metadata(),
+                                details=details)
+
+
+def _segment() -> str:
+    """An smg-fast-shaped segment in /dev/shm (as a server's answer would name)."""
+    name = f"smg-fast-{os.getpid()}-{secrets.token_hex(8)}-1"
+    with open(f"/dev/shm/{name}", "wb") as f:
+        f.write(b"\0" * 64)
+    return name
+
+
+def _answer(names: list[str]) -> pb.PreprocessResponse:
+    resp = pb.PreprocessResponse()
+    for name in names:
+        resp.items.add().pixel_values.shm.name = name
+    return resp
+
+
+async def _passthrough(m, resp):
+    return list(resp.items)
+
+
+def _two_images(targets: list[str]) -> tuple[pb.MediaItem, pb.MediaItem]:
+    """Two images whose first choices are targets[0] and targets[1]."""
+    def first(item):
+        return order(item_key(item, MODEL, "", None, None), targets)[0]
+
+    found = {}
+    for k in range(500):
+        item = pb.MediaItem(data=b"image %d" % k)
+        found.setdefault(first(item), item)
+        if len(found) == len(targets):
+            return found[targets[0]], found[targets[1]]
+    raise AssertionError("no images for both members")
+
+
+def test_cancelled_probe_frees_the_member():
+    """The caller cancels while the half-open probe is in flight: the next request probes
+    again (before: probing stayed True and the member was never placed on again)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0)
+        hang = asyncio.Event()
+
+        async def handler(sub):
+            if not hang.is_set():
+                await asyncio.Event().wait()  # the probe: never answers
+            return _answer([""] * len(sub.items))
+
+        m = _member(fl, "a:1", handler)
+        m.ejections, m.ejected_until = 1, 0.0  # ejected once, its span over: half-open
+        req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
+        t = asyncio.ensure_future(fl.route(req, _passthrough, timeout=30))
+        await asyncio.sleep(0.05)
+        stats = fl.stats()["members"]["a:1"]
+        assert m.probing and not m.usable(time.monotonic())
+        assert stats["ejected"] and not stats["usable"], stats  # not shown as placeable
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        assert not m.probing and m.usable(time.monotonic())
+        assert fl.stats()["members"]["a:1"]["usable"]
+        hang.set()
+        items, _ = await fl.route(req, _passthrough, timeout=30)  # probed again: it answers
+        assert len(items) == 1 and m.ejections == 0 and m.in_flight == 0
+        fl.membership._set_state(m, "serving")
+        m.ejections, m.probing = 1, True
+        fl.membership._set_state(m, "down")  # a probe's member that goes away
+        assert not m.probing
+
+    asyncio.run(main())
+
+
+def test_every_member_busy_is_retryable():
+    """Both members answer RESOURCE_EXHAUSTED marked retryable: the request fails retryable
+    (the router's trailer says 1), and one retry is counted (the item went to b once), not
+    two (before: retryable=False, and a retry counted for the item that went nowhere)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0)
+
+        async def busy(sub):
+            raise _error(_C.RESOURCE_EXHAUSTED, "server busy: 1 request queued", "1")
+
+        stubs = [_member(fl, t, busy).stub for t in ("a:1", "b:2")]
+        req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
+        with pytest.raises(RoutedError) as err:
+            await fl.route(req, _passthrough, timeout=30)
+        assert err.value.code() == _C.RESOURCE_EXHAUSTED and err.value.retryable
+        assert err.value.index == 0 and "tried on 2 member(s)" in err.value.details()
+        assert fl.stats()["retries"] == {"resource_exhausted": 1}
+        assert [s.calls for s in stubs] == [1, 1]
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("how", ["later", "same_moment", "cancelled"])
+def test_failed_request_releases_finished_sub_calls(how):
+    """One sub-call answers with a shm segment; the other fails (later, or in the same loop
+    turn), or the caller cancels: nobody will read the segment, so it is unlinked (before:
+    it stayed in /dev/shm until the worker exited)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=1)
+        name = _segment()
+        gate = asyncio.get_running_loop().create_future()
+
+        async def good(sub):
+            if how == "same_moment":
+                await gate
+            return _answer([name])
+
+        async def bad(sub):
+            if how == "cancelled":
+                await asyncio.Event().wait()
+            if how == "same_moment":
+                await gate
+            else:
+                await asyncio.sleep(0.1)
+            raise _error(_C.INVALID_ARGUMENT, "item 0: not an image")
+
+        _member(fl, "a:1", good)
+        _member(fl, "b:2", bad)
+        first, second = _two_images(["a:1", "b:2"])
+        req = pb.PreprocessRequest(items=[first, second], shm_namespace=fl.namespace)
+        t = asyncio.ensure_future(fl.route(req, _passthrough, timeout=30))
+        try:
+            await asyncio.sleep(0.05)
+            if how == "same_moment":
+                gate.set_result(None)
+            if how == "cancelled":
+                t.cancel()
+            with pytest.raises((RoutedError, asyncio.CancelledError)) as err:
+                await t
+            if how != "cancelled":
+                assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 1
+            assert not os.path.exists(f"/dev/shm/{name}")
+            assert fl.stats()["unread_released"] == 1
+        finally:
+            if os.path.exists(f"/dev/shm/{name}"):
+                os.unlink(f"/dev/shm/{name}")
+
+    asyncio.run(main())
+
+
+def test_items_go_only_to_members_serving_their_model():
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=1)
+
+        async def answer(sub):
+            return _answer([""] * len(sub.items))
+
+        qwen = _member(fl, "a:1", answer, models=(MODEL,))
+        kimi = _member(fl, "b:2", answer, models=("kimi_k25",))
+        items = [pb.MediaItem(data=b"image %d" % k) for k in range(12)]
+        await fl.route(pb.PreprocessRequest(items=items, model="kimi_k25"), _passthrough, 30)
+        assert (qwen.stub.calls, kimi.stub.calls) == (0, 1)
+        await fl.route(pb.PreprocessRequest(items=items), _passthrough, 30)  # default: qwen
+        assert (qwen.stub.calls, kimi.stub.calls) == (1, 1)
+        with pytest.raises(RoutedError) as err:  # before: placed on both anyway
+            await fl.route(pb.PreprocessRequest(items=items, model="nope"), _passthrough, 30)
+        assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 0
+        assert "'nope'" in err.value.details() and "item 0" in err.value.details()
+        kimi.state = "down"  # a model the fleet knows, its member not serving: transient
+        with pytest.raises(RoutedError) as err:
+            await fl.route(pb.PreprocessRequest(items=items, model="kimi_k25"), _passthrough,
+                           30)
+        assert err.value.code() == _C.UNAVAILABLE
+
+    asyncio.run(main())
+
+
+def test_placement_that_fails_counts_nothing():
+    """Item 0 spills, item 1 has no member left: nothing is sent, so no spill, no retry and
+    no in-flight count stays behind (before: the spill was counted)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=1)
+
+        async def answer(sub):
+            return _answer([""] * len(sub.items))
+
+        a, b = _member(fl, "a:1", answer), _member(fl, "b:2", answer)
+        first, _ = _two_images(["a:1", "b:2"])
+        a.in_flight = 5  # over the bound: item 0 spills to b
+        keys = [item_key(first, MODEL, "", None, None)] * 2
+        last = [None, (_C.RESOURCE_EXHAUSTED, "busy")]
+        with pytest.raises(RoutedError) as err:
+            fl._place(MODEL, [0, 1], keys, [set(), {"a:1", "b:2"}], last)
+        assert err.value.index == 1 and err.value.retryable
+        assert fl.counts["spills"] == 0 and fl.retries == {}
+        assert (a.in_flight, b.in_flight) == (5, 0)
+
+    asyncio.run(main())
+
+
+def test_empty_request_is_refused_as_a_server_refuses_it():
+    async def main():
+        async with AsyncRoutedClient([], keepalive_s=0) as rc:
+            with pytest.raises(RoutedError) as err:
+                await rc.preprocess([])
+        return err.value
+
+    err = asyncio.run(main())
+    assert err.code() == _C.INVALID_ARGUMENT and err.details() == "request has no items"
+
+
+def test_routed_client_that_fails_to_start_leaves_no_thread():
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(ValueError, match="load_factor"):
+        RoutedClient(["a:1"], load_factor=0.5)
+    left = [t for t in threading.enumerate()
+            if t.ident not in before and t.name == "smg-fast-routing"]
+    assert not left  # before: the private loop's thread ran forever
