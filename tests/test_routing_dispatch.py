@@ -53,6 +53,7 @@ def _member(fleet: Fleet, target: str, handler, models=(MODEL,)) -> Member:
         pb.ModelInfo(name=name, config_fingerprint="fp-" + name) for name in models])
     m = Member(target, None, _Stub(handler), info=info, state="serving")
     fleet.membership.members[target] = m
+    fleet.membership.known_models.update(models)  # as admission records them
     return m
 
 
@@ -221,6 +222,11 @@ def test_items_go_only_to_members_serving_their_model():
         assert "'nope'" in err.value.details() and "item 0" in err.value.details()
         kimi.state = "down"  # a model the fleet knows, its member not serving: transient
         with pytest.raises(RoutedError) as err:
+            await fl.route(pb.PreprocessRequest(items=items, model="kimi_k25"), _passthrough,
+                           30)
+        assert err.value.code() == _C.UNAVAILABLE
+        fl.membership._leave(kimi)  # crashed: no longer admitted, its models forgotten
+        with pytest.raises(RoutedError) as err:  # still transient: retry, not "unknown model"
             await fl.route(pb.PreprocessRequest(items=items, model="kimi_k25"), _passthrough,
                            30)
         assert err.value.code() == _C.UNAVAILABLE

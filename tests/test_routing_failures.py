@@ -76,7 +76,8 @@ def test_size_limit_is_not_retried(fleet):
         assert err.value.index == 1 and not err.value.retryable
         assert rc.stats()["retries"] == {}  # the old client tried it on every member
         members = rc.stats()["members"].values()
-        assert sum(m["items"].get("resource_exhausted", 0) for m in members) == 1
+        # one sub-call failed: the huge image's, with the small one when both landed together
+        assert sum(m["items"].get("resource_exhausted", 0) for m in members) in (1, 2)
 
 
 def test_admission_resource_exhausted_is_retried_elsewhere():

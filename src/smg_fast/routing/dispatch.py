@@ -261,7 +261,8 @@ class Fleet:
             return {}
         usable = {m.target: m for m in self.membership.usable() if m.serves(model)}
         names = self.membership.model_names()  # (none: no member admitted, so who knows)
-        if not usable and names and model not in names:
+        known = model in names or model in self.membership.known_models
+        if not usable and names and not known:
             i = pending[0]
             self.counts["failed"] += 1
             raise RoutedError(_C.INVALID_ARGUMENT, f"unknown model {model!r} (item {i}): no "

@@ -79,6 +79,9 @@ class Membership:
         self.members: dict[str, Member] = {}
         self._default = ""
         self._left = asyncio.Event()  # set (and replaced) when an admitted member leaves
+        # Every model an admitted member ever served: a request for one whose members are all
+        # down for now is UNAVAILABLE (retry later), not an unknown model.
+        self.known_models: set[str] = set()
         self.refused = 0
         self.ejected = 0
 
@@ -164,6 +167,7 @@ class Membership:
         if not any(x.info is not None for x in self.members.values()):
             self._default = info.default_model  # the first admitted now defines it
         m.info = info
+        self.known_models.update(x.name for x in info.models)
 
     async def _run(self, m: Member) -> None:
         """Joins, then follows the member's health until removed; reconnects with backoff."""
