@@ -29,7 +29,8 @@ KIMI_UPSTREAM_CONFIG = dict(in_patch_limit=16384, patch_limit_on_one_side=512, p
 # --------------------------------------------------------------------------------------------
 # Upstream NumPy reference for Kimi-K2.5 (MoonViT). Written for this benchmark from the published
 # algorithm: navit resize, PIL bicubic, zero padding right/bottom, (x / 255.0) in float64 cast to
-# float32, minus mean, times 1/std, patches [N, 3, P, P] in row-major order.
+# float32, then in place (float32 array, float64 operands, so float64 arithmetic stored as float32)
+# minus the float64 mean, times the float64 1.0 / std; patches [N, 3, P, P] in row-major order.
 # --------------------------------------------------------------------------------------------
 
 
@@ -61,8 +62,8 @@ def kimi_upstream_numpy(image: Image.Image, cfg=KIMI_UPSTREAM_CONFIG) -> np.ndar
     canvas = np.zeros((padded_h, padded_w, 3), dtype=np.uint8)
     canvas[:new_h, :new_w] = resized
     pixels = (canvas / 255.0).astype(np.float32)
-    pixels -= np.asarray(cfg["image_mean"], dtype=np.float32)
-    pixels *= np.float32(1.0) / np.asarray(cfg["image_std"], dtype=np.float32)
+    pixels -= np.asarray(cfg["image_mean"], dtype=np.float64)
+    pixels *= 1.0 / np.asarray(cfg["image_std"], dtype=np.float64)
     rows, cols = padded_h // patch, padded_w // patch
     # HWC -> (rows, patch_y, cols, patch_x, C) -> (rows, cols, C, patch_y, patch_x)
     tiles = pixels.reshape(rows, patch, cols, patch, 3).transpose(0, 2, 4, 1, 3)

@@ -71,15 +71,17 @@ void build_lut(const NormParams& params, DType dtype, void* out) {
         const float s = float(p.std_[c]);
         if (!(s != 0.0f) || !std::isfinite(s) || !std::isfinite(m))
             throw std::invalid_argument("image_std must be finite and non-zero, image_mean finite");
-        const float s_inv = 1.0f / s;
         for (int u = 0; u < 256; ++u) {
             float y;
             if (p.recipe == LutRecipe::HfRescaleNormalize) {
                 const float r = float(double(u) * p.rescale);
                 y = (r - m) / s;
             } else {
+                // NumPy's `x -= mean; x *= std_inv` on a float32 x with float64 arrays computes
+                // each step in float64 and stores float32: two roundings, not one.
                 const float r = float(double(u) / 255.0);
-                y = (r - m) * s_inv;
+                const float d = float(double(r) - p.mean[c]);
+                y = float(double(d) * (1.0 / p.std_[c]));
             }
             const int i = c * 256 + u;
             switch (dtype) {

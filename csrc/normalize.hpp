@@ -13,7 +13,8 @@ int dtype_size(DType d);
 enum class LutRecipe : int {
     // transformers' PIL processors: y = f32(f32(f64(u) * rescale) - f32(mean)) / f32(std)
     HfRescaleNormalize = 0,
-    // Kimi-K2.5 upstream (NumPy): y = (f32(f64(u) / 255.0) - f32(mean)) * f32(1 / f32(std))
+    // Kimi-K2.5 upstream (NumPy, float32 pixels with float64 constants in in-place ops):
+    // x = f32(f64(u) / 255.0); x = f32(f64(x) - mean); y = f32(f64(x) * (1.0 / std)), all f64
     KimiDivideMultiply = 1,
     // transformers' torchvision processors (rescale fused into normalize):
     // y = (f32(u) - M) / S with M = f32(f32(mean) * f32(1 / rescale)), S likewise from std

@@ -93,21 +93,23 @@ SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, D
     }
     const __m512d lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(u));
     const __m512d hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(u, 1));
-    __m512d a, b;
+    __m256 fa, fb;
     if (recipe == int(LutRecipe::HfRescaleNormalize)) {
-        a = _mm512_mul_pd(lo, _mm512_set1_pd(n.rescale));
-        b = _mm512_mul_pd(hi, _mm512_set1_pd(n.rescale));
+        fa = _mm512_cvtpd_ps(_mm512_mul_pd(lo, _mm512_set1_pd(n.rescale)));
+        fb = _mm512_cvtpd_ps(_mm512_mul_pd(hi, _mm512_set1_pd(n.rescale)));
     } else {
-        a = _mm512_div_pd(lo, _mm512_set1_pd(255.0));
-        b = _mm512_div_pd(hi, _mm512_set1_pd(255.0));
+        // Each step in double, each result rounded to float (build_lut's Kimi order).
+        const __m512d k255 = _mm512_set1_pd(255.0), m = _mm512_set1_pd(n.mean_d[c]), s = _mm512_set1_pd(n.inv_d[c]);
+        fa = _mm512_cvtpd_ps(_mm512_div_pd(lo, k255));
+        fb = _mm512_cvtpd_ps(_mm512_div_pd(hi, k255));
+        fa = _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_cvtps_pd(fa), m));
+        fb = _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_cvtps_pd(fb), m));
+        fa = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(fa), s));
+        fb = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(fb), s));
     }
-    const __m256 fa = _mm512_cvtpd_ps(a), fb = _mm512_cvtpd_ps(b);
     f = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(fa)), _mm256_castps_pd(fb), 1));
-    f = _mm512_sub_ps(f, _mm512_set1_ps(n.mean[c]));
     if (recipe == int(LutRecipe::HfRescaleNormalize)) {
-        f = _mm512_div_ps(f, _mm512_set1_ps(n.std_[c]));
-    } else {
-        f = _mm512_mul_ps(f, _mm512_set1_ps(n.inv[c]));
+        f = _mm512_div_ps(_mm512_sub_ps(f, _mm512_set1_ps(n.mean[c])), _mm512_set1_ps(n.std_[c]));
     }
     return finish16(f, dt);
 }
@@ -276,7 +278,10 @@ SimdNorm simd_norm(const NormParams& params, bool fast) {
     for (int c = 0; c < 3; ++c) {
         s.mean[c] = float(p.mean[c]);
         s.std_[c] = float(p.std_[c]);
-        s.inv[c] = 1.0f / s.std_[c];
+        s.mean_d[c] = p.mean[c];
+        s.inv_d[c] = 1.0 / p.std_[c];
+        // The fast form's multiplier: Kimi's float64 1 / std rounded once (exact for 0.5).
+        s.inv[c] = p.recipe == LutRecipe::HfRescaleNormalize ? 1.0f / s.std_[c] : float(s.inv_d[c]);
     }
     return s;
 }

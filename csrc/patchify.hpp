@@ -35,6 +35,8 @@ struct SimdNorm {
     float mean[3];
     float std_[3];
     float inv[3];
+    double mean_d[3];  // Kimi's double-precision form: float64 mean and 1 / std
+    double inv_d[3];
 };
 
 // One normalization in one output dtype, prepared once: the 3 x 256 table (the definition of

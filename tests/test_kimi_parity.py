@@ -43,9 +43,12 @@ def kimi_reference(image: Image.Image, cfg=KIMI_DEFAULTS):
     canvas = np.zeros((pad_h, pad_w, 3), dtype=np.uint8)  # zero padding right and bottom
     canvas[:new_h, :new_w] = resized
     x = (canvas / 255.0).astype(np.float32)  # float64 division, then float32
-    mean = np.asarray(cfg["image_mean"], dtype=np.float32)
-    inv_std = np.float32(1) / np.asarray(cfg["image_std"], dtype=np.float32)
-    x -= mean  # float32 ops from here on
+    # Upstream's constants are float64 arrays (np.array of the config's Python floats); the
+    # in-place ops compute in float64 and store float32, one rounding per step.
+    mean = np.array(list(cfg["image_mean"]))
+    inv_std = 1.0 / np.array(list(cfg["image_std"]))
+    assert mean.dtype == inv_std.dtype == np.float64
+    x -= mean
     x *= inv_std
     assert x.dtype == np.float32
     gh, gw = pad_h // p, pad_w // p
@@ -199,12 +202,76 @@ def test_overrides(real_images, ours, check_kimi):
         check_kimi(proc(image, return_tensors="np"), *kimi_reference(real_images.open(name), cfg))
 
 
-def test_mean_std_overrides(real_images, ours, check_kimi):
-    mean, std = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+# ---------------------------------------------------------------------------------------------
+# Normalization with other mean / std: upstream computes in float64 and stores float32 per step
+# ---------------------------------------------------------------------------------------------
+
+MEAN_STD = {
+    "clip": ((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
+    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)),
+    "odd": ((0.123456789, 0.987654321, 0.3), (0.0123456789, 3.21, 0.333333333)),
+}
+
+
+def upstream_table(mean, std) -> np.ndarray:
+    """Upstream's normalize() applied to every uint8 value, as a (3, 256) float32 table."""
+    x = (np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1) / 255.0).astype(np.float32)
+    x -= np.array(list(mean))
+    x *= 1.0 / np.array(list(std))
+    return np.ascontiguousarray(x.T)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("which", list(MEAN_STD))
+def test_table_is_upstreams_float64_order(which, dtype):
+    """All 768 values of the table the kernels use (and must reproduce) equal upstream's."""
+    import torch
+
+    from smg_fast import load_processor
+
+    mean, std = MEAN_STD[which]
+    lut = load_processor("kimi_k25", image_mean=list(mean), image_std=list(std)).pipeline(dtype).lut
+    want = torch.from_numpy(upstream_table(mean, std)).to(getattr(torch, dtype))
+    if dtype == "bfloat16":
+        want = want.view(torch.uint16)
+    assert np.array_equal(np.asarray(lut).view(np.uint8), want.numpy().view(np.uint8))
+
+
+def test_float32_constants_would_differ():
+    """The cases above can fail: float32 constants change most values for CLIP's mean / std."""
+    mean, std = MEAN_STD["clip"]
+    x = (np.arange(256)[:, None] / 255.0).astype(np.float32).repeat(3, axis=1)
+    f32 = ((x - np.float32(mean)) * (np.float32(1) / np.float32(std))).T
+    assert (f32 != upstream_table(mean, std)).mean() > 0.3
+
+
+@pytest.mark.parametrize("which", list(MEAN_STD))
+def test_mean_std_overrides(which, real_images, ours, check_kimi):
+    mean, std = MEAN_STD[which]
     cfg = dict(KIMI_DEFAULTS, image_mean=mean, image_std=std)
     proc = ours("kimi_k25", image_mean=list(mean), image_std=list(std))
-    out = proc(real_images.open("chelsea"), return_tensors="np")
-    check_kimi(out, *kimi_reference(real_images.open("chelsea"), cfg))
+    names = ["chelsea", "rocket", "logo2"]
+    for name in names:
+        out = proc(real_images.open(name), return_tensors="np")
+        check_kimi(out, *kimi_reference(real_images.open(name), cfg))
+    out = proc([real_images.open(n) for n in names], return_tensors="np")
+    check_kimi(out, *_reference_batch([real_images.open(n) for n in names], cfg))
+
+
+@pytest.mark.parametrize("which", ["clip", "imagenet", "half"])
+def test_mean_std_overrides_bfloat16(which, real_images, ours):
+    """bfloat16 output is upstream's float32 rounded to nearest even, as .to(torch.bfloat16)."""
+    import torch
+
+    mean, std = MEAN_STD[which]
+    cfg = dict(KIMI_DEFAULTS, image_mean=mean, image_std=std)
+    proc = ours("kimi_k25", image_mean=list(mean), image_std=list(std))
+    images = [real_images.open("astronaut"), _content(real_images, 29, 27)]
+    ref_pv, _ = _reference_batch(images, cfg)
+    out = proc(images, return_tensors="pt", dtype="bfloat16")
+    assert out["pixel_values"].dtype == torch.bfloat16
+    assert torch.equal(out["pixel_values"], torch.from_numpy(ref_pv).to(torch.bfloat16))
 
 
 def test_grid_sweep(kimi):

@@ -239,8 +239,9 @@ def test_lut_is_the_recipe_and_read_only(recipe, dtype, np_dtype):
     mean, std = np.float32(CLIP_MEAN)[:, None], np.float32(CLIP_STD)[:, None]
     if recipe == HF:
         want = (np.float32(u * (1 / 255)) - mean) / std
-    else:
-        want = (np.float32(u / 255.0) - mean) * (np.float32(1) / std)
+    else:  # Kimi upstream: float32 pixels, float64 mean and 1 / std, float32 after each step
+        mean64, std64 = np.array(CLIP_MEAN)[:, None], np.array(CLIP_STD)[:, None]
+        want = np.float32(np.float32(np.float32(u / 255.0) - mean64) * (1.0 / std64))
     assert lut.shape == (3, 256) and not lut.flags.writeable
     assert np.array_equal(lut.view(np.uint8), want.astype(np_dtype).view(np.uint8))
 

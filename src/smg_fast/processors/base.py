@@ -20,7 +20,8 @@ from . import torchvision as tv
 from .decode_pool import decode_all
 
 LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
-LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY  # (f32(f64(u) / 255) - mean) * f32(1 / std)
+# Kimi upstream: x = f32(u / 255.0); x = f32(x - mean); y = f32(x * (1.0 / std)), each in float64
+LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
 # No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
 # absurd min_pixels gets a typed error, not a failed allocation.
 _ADDRESSABLE = 1 << 48

@@ -1,7 +1,8 @@
 """Kimi-K2.5 (MoonViT): the upstream navit resize (never upscales, truncates, caps each side),
 BICUBIC, zero padding right/bottom to a multiple of patch*merge, patches [N, 3, P, P] in
-row-major order, grid in P-pixel patches. Normalization follows the upstream NumPy code:
-(f32(u / 255) - mean) * f32(1 / std)."""
+row-major order, grid in P-pixel patches. Normalization follows the upstream NumPy code, which
+subtracts a float64 mean from float32 pixels and multiplies by a float64 1 / std in place: each
+step computed in float64 and stored as float32."""
 
 from __future__ import annotations
 
