@@ -254,21 +254,32 @@ class AsyncClient(_ClientBase):
 
 def _verify(info: dict[str, Any], model: str | None, image: str | bytes, dtype: str,
             got: np.ndarray) -> str:
-    """Compares with the in-process processor when the server's config is a built-in one."""
+    """Compares with the in-process processor of the server's config and backend, and (float32)
+    with transformers' processor for that backend where it can run here."""
     from . import load_processor
+    from .hf_reference import reference_pixel_values
 
     name = model or info.get("default_model", "")
     spec = next((m for m in info.get("models", []) if m.get("name") == name), None)
     if spec is None:
         return "verify skipped: unknown model"
     try:
-        proc = load_processor(spec["source"])
+        proc = load_processor(spec["source"], backend=spec.get("backend") or None)
     except (ValueError, TypeError, OSError):
         return "verify skipped: the server's model folder is not readable here"
     if proc.config.fingerprint != spec.get("config_fingerprint"):
         return "verify skipped: local config differs from the server's"
     ref = proc(image, dtype=dtype)["pixel_values"]
-    return "identical to in-process" if np.array_equal(ref, got) else "DIFFERS from in-process"
+    backend = proc.config.backend
+    line = (f"identical to in-process ({backend})" if np.array_equal(ref, got) else
+            f"DIFFERS from in-process ({backend})")
+    if dtype != "float32":
+        return line + "; transformers compared at --dtype float32 only"
+    hf, why = reference_pixel_values(proc.config, image)
+    if hf is None:
+        return f"{line}; transformers not compared: {why}"
+    same = np.array_equal(hf, got)
+    return f"{line}; {'bit-exact with' if same else 'DIFFERS from'} transformers ({backend})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -292,7 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--info", action="store_true", help="print the server's models and "
                                                         "settings")
     ap.add_argument("--verify", action="store_true",
-                    help="compare with the in-process processor (built-in models)")
+                    help="compare with the in-process processor of the server's config and "
+                         "backend and, for float32, with transformers' processor for that "
+                         "backend where it runs here (torchvision needs torchvision); exit "
+                         "status 1 when either differs")
     args = ap.parse_args(argv)
     if not args.images and not args.info and not args.test_pattern:
         ap.error("give image files, --test-pattern, or --info")
@@ -343,7 +357,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         " ms)")
                 if args.verify and not (isinstance(image, str)
                                         and image.startswith(("data:", "file:"))):
-                    line += " | " + _verify(info, args.model, image, args.dtype, px)
+                    verdict = _verify(info, args.model, image, args.dtype, px)
+                    line += " | " + verdict
+                    status = 1 if "DIFFERS" in verdict else status
                 print(line, flush=True)
         if client.puller is not None:
             client.puller.close()

@@ -80,7 +80,7 @@ class GetModelInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "family", "config_fingerprint", "patch_size", "merge_size", "temporal_patch_size", "default_dtype", "min_pixels", "max_pixels", "max_image_pixels", "source")
+    __slots__ = ("name", "family", "config_fingerprint", "patch_size", "merge_size", "temporal_patch_size", "default_dtype", "min_pixels", "max_pixels", "max_image_pixels", "source", "backend")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +92,7 @@ class ModelInfo(_message.Message):
     MAX_PIXELS_FIELD_NUMBER: _ClassVar[int]
     MAX_IMAGE_PIXELS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
     name: str
     family: str
     config_fingerprint: str
@@ -103,7 +104,8 @@ class ModelInfo(_message.Message):
     max_pixels: int
     max_image_pixels: int
     source: str
-    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., config_fingerprint: _Optional[str] = ..., patch_size: _Optional[int] = ..., merge_size: _Optional[int] = ..., temporal_patch_size: _Optional[int] = ..., default_dtype: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., max_image_pixels: _Optional[int] = ..., source: _Optional[str] = ...) -> None: ...
+    backend: str
+    def __init__(self, name: _Optional[str] = ..., family: _Optional[str] = ..., config_fingerprint: _Optional[str] = ..., patch_size: _Optional[int] = ..., merge_size: _Optional[int] = ..., temporal_patch_size: _Optional[int] = ..., default_dtype: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., max_image_pixels: _Optional[int] = ..., source: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class GetModelInfoResponse(_message.Message):
     __slots__ = ("models", "default_model", "shm_namespace", "default_transport", "shm_min_bytes", "max_message_bytes", "pixel_cache_bytes", "version", "rdma_available", "rdma_max_bytes")

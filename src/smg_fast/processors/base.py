@@ -3,6 +3,7 @@ call, one native call per image writing straight into its slice of the output.""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -12,7 +13,9 @@ import numpy as np
 
 from .. import _native
 from .._dtypes import DTYPES, parse_dtype, to_torch
-from ..config import ProcessorConfig
+from ..call_inputs import UNIT, prepare_inputs
+from ..call_options import CallOptions, parse_options
+from ..config import ProcessorConfig, coerce_fields, validate_common
 from ..errors import InvalidImageError, OutputTooLargeError
 from ..media import ImageHeader, ImageInput, Pixels, open_image
 from ..resample import native_filter, native_pass_order
@@ -25,6 +28,7 @@ LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
 # No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
 # absurd min_pixels gets a typed error, not a failed allocation.
 _ADDRESSABLE = 1 << 48
+_MAX_VARIANTS = 8  # processors for call-time options, kept per processor
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ class Processor(ABC):
             self._resampler = tv.RESAMPLER
             self.load_like_transformers = True
         self._pipelines: dict[str, _native.Pipeline] = {}
+        self._variants: dict[tuple[tuple[str, Any], ...], Processor] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -121,18 +126,70 @@ class Processor(ABC):
         images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
         return_tensors: str | None = "np",
         dtype: Any = "float32",
+        *,
+        channels_first_wins: bool = False,
+        **options: Any,
     ) -> ProcessorOutput:
-        """Preprocesses one image or a list of images.
+        """Preprocesses one image or a list of images (nested lists are flattened as transformers
+        does; PIL images, numpy arrays and torch tensors HWC or CHW, uint8 or float, bytes,
+        paths, ``data:`` URLs and base64 strings).
 
         Returns ``pixel_values`` (all images' patches concatenated in order), ``image_grid_thw``
         (int64, one [t, h, w] row per image) and ``num_tokens`` (int64 per image). For
         ``dtype="bfloat16"`` with numpy output the array is uint16 holding bfloat16 bits.
+        ``options``: transformers' call-time options (``size``, ``min_pixels``, ``max_pixels``,
+        ``do_rescale``, ``do_normalize``, ``image_mean``, ``image_std``, ``patch_size``,
+        ``merge_size``, ``temporal_patch_size``, ``do_convert_rgb``, ``input_data_format``, ...);
+        one smg-fast cannot honour raises an error naming it. An array whose first and last
+        axes could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
+        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise.
         """
+        return_tensors = getattr(return_tensors, "value", return_tensors)
         if return_tensors not in (None, "np", "pt"):
             raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
-        batch = self.prepare(images, dtype)
-        pixel_values = batch.compute()
-        return self._wrap(pixel_values, batch.grid, batch.num_tokens, return_tensors, batch.dtype)
+        opts = parse_options(self.config, options)
+        items = prepare_inputs(images, opts, self._torchvision, channels_first_wins)
+        if not items:
+            raise ValueError("no images given")
+        parts, grids, tokens = [], [], []
+        start = 0
+        while start < len(items):  # runs of images with the same effective config
+            proc = self._variant(opts, items[start].scale)
+            stop = start + 1
+            while stop < len(items) and items[stop].scale == items[start].scale:
+                stop += 1
+            batch = proc.prepare([it.item for it in items[start:stop]], dtype)
+            parts.append(batch.compute())
+            grids.append(batch.grid)
+            tokens.append(batch.num_tokens)
+            dtype_name = batch.dtype
+            start = stop
+        pixel_values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return self._wrap(pixel_values, np.concatenate(grids), np.concatenate(tokens),
+                          return_tensors, dtype_name)
+
+    def _variant(self, opts: CallOptions, scale: str) -> Processor:
+        """This processor, or one whose config has a call's overrides (cached, a few)."""
+        overrides = dict(opts.overrides)
+        if scale == UNIT:  # transformers' 1/255 after the resize, then no rescale (checked)
+            overrides["rescale_factor"] = 1 / 255
+        if not overrides:
+            return self
+        key = tuple(sorted(overrides.items()))
+        with self._lock:
+            hit = self._variants.get(key)
+        if hit is not None:
+            return hit
+        cfg = dataclasses.replace(self.config, **coerce_fields(overrides))
+        validate_common(cfg)
+        if cfg.min_pixels is not None and not 0 < cfg.min_pixels <= (cfg.max_pixels or 0):
+            raise ValueError("need 0 < min_pixels <= max_pixels")
+        proc = type(self)(cfg)
+        with self._lock:
+            self._variants[key] = proc
+            while len(self._variants) > _MAX_VARIANTS:
+                self._variants.pop(next(iter(self._variants)))
+        return proc
 
     def plan_batch(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
                    dtype: Any = "float32") -> PlannedBatch:

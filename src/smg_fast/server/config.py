@@ -15,6 +15,7 @@ from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors import FAMILIES
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from .models import BACKENDS, split_backend
 from .options import Option, add_env_options, auto_queued_bytes, env_list
 
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
@@ -152,16 +153,22 @@ class ServerConfig:
 
 
 def parse_model(spec: str) -> tuple[str, str]:
-    """NAME=FAMILY_OR_DIR, or a bare family / folder (named after itself)."""
+    """NAME=FAMILY_OR_DIR[:BACKEND], or a bare family / folder (named after itself, without the
+    backend). The source keeps its :BACKEND suffix; models.split_backend reads it."""
     spec = spec.strip()
     if not spec:
         raise argparse.ArgumentTypeError("empty --model")
     name, sep, source = spec.partition("=")
+    try:
+        bare, _ = split_backend(source if sep else spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not sep:
         source = spec
-        name = os.path.basename(os.path.normpath(spec)) if os.sep in spec else spec
-    if not name or not source:
-        raise argparse.ArgumentTypeError(f"--model must be NAME=FAMILY_OR_DIR, got {spec!r}")
+        name = os.path.basename(os.path.normpath(bare)) if os.sep in bare else bare
+    if not name or not source or not bare:
+        raise argparse.ArgumentTypeError(
+            f"--model must be NAME=FAMILY_OR_DIR[:BACKEND], got {spec!r}")
     return name, source
 
 
@@ -273,9 +280,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     ap.add_argument(
         "--model", dest="models", action="append", type=parse_model,
         default=argparse.SUPPRESS,
-        metavar="NAME=FAMILY_OR_DIR",
+        metavar="NAME=FAMILY_OR_DIR[:BACKEND]",
         help=f"a processor to load: NAME={'|'.join(FAMILIES)} or "
-             "NAME=/path/to/hf_model_folder (repeatable; the first is the default) "
+             "NAME=/path/to/hf_model_folder (repeatable; the first is the default); "
+             f"optional :BACKEND ({'|'.join(BACKENDS)}) picks the reference reproduced "
+             "(default: pil for Qwen, upstream for Kimi; torchvision is what transformers "
+             "loads when torchvision is installed, as vLLM and SGLang do) "
              "[env SMG_FAST_MODELS, comma-separated] (default: qwen2_vl=qwen2_vl)")
     ap.add_argument(
         "--allowed-media-dir", dest="allowed_media_dirs", action="append",

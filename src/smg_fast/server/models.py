@@ -10,21 +10,37 @@ from dataclasses import dataclass
 
 import grpc
 
+from ..config import BACKENDS
 from ..media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
-from ..processors.registry import check_config, make_processor
+from ..processors.registry import check_config, make_processor, names
 from .errors import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _MAX_VARIANTS = 64
 
 
+def split_backend(source: str) -> tuple[str, str | None]:
+    """FAMILY_OR_DIR[:BACKEND] -> (FAMILY_OR_DIR, BACKEND or None). A folder keeps a colon in its
+    name unless what follows the last one is a backend's name."""
+    head, sep, tail = source.rpartition(":")
+    if sep and tail in BACKENDS:
+        return head, tail
+    if sep and head in names():
+        raise ValueError(f"unknown backend {tail!r} in {source!r}: use one of {BACKENDS}")
+    return source, None
+
+
 @dataclass
 class LoadedModel:
     name: str
-    source: str
+    source: str  # the family or folder, without the :BACKEND suffix
     proc: Processor
     fingerprint: str
+
+    @property
+    def backend(self) -> str:
+        return self.proc.config.backend
 
 
 class ModelSet:
@@ -34,12 +50,13 @@ class ModelSet:
                  image_formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> None:
         limit = max_image_pixels or None
         self.models: dict[str, LoadedModel] = {}
-        for name, source in specs:
+        for name, spec in specs:
+            source, backend = split_backend(spec)
             try:
-                proc = load_processor(source, max_image_pixels=limit,
+                proc = load_processor(source, backend=backend, max_image_pixels=limit,
                                       image_formats=tuple(image_formats))
             except (ValueError, TypeError, OSError) as exc:
-                raise ValueError(f"--model {name}={source}: {exc}") from exc
+                raise ValueError(f"--model {name}={spec}: {exc}") from exc
             self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
         self.default = specs[0][0]
         self._variants: OrderedDict[tuple[str, int, int], tuple[Processor, str]] = OrderedDict()

@@ -126,7 +126,8 @@ class PreprocessService:
                            patch_size=c.patch_size, merge_size=c.merge_size,
                            temporal_patch_size=c.temporal_patch_size, default_dtype="float32",
                            min_pixels=c.min_pixels or 0, max_pixels=c.max_pixels or 0,
-                           max_image_pixels=c.max_image_pixels or 0, source=m.source)
+                           max_image_pixels=c.max_image_pixels or 0, source=m.source,
+                           backend=c.backend)
         return out
 
     def model_info(self) -> bytes:

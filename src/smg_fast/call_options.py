@@ -1,0 +1,126 @@
+"""transformers' call-time image-processor options, turned into config overrides and per-image
+conversion settings, as transformers' Qwen2-VL / Kimi-K2.5 processors read them.
+
+An option that would change the output in a way smg-fast does not compute raises an error that
+names it; options that change nothing here (``disable_grouping``, ``device="cpu"``, ...) are
+accepted. Nothing here imports transformers or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .config import ProcessorConfig
+
+CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """What one call asks beyond the processor's config."""
+
+    overrides: tuple[tuple[str, Any], ...] = ()  # config fields, sorted (a cache key)
+    do_rescale: bool = True
+    do_convert_rgb: bool = True
+    input_data_format: str | None = None  # None: inferred per image, as transformers does
+
+
+def _enum_value(value: Any) -> Any:
+    """transformers passes str enums (ChannelDimension, TensorType): their value."""
+    return getattr(value, "value", value)
+
+
+def _triple(name: str, value: Any) -> tuple[float, float, float]:
+    vals = [float(value)] * 3 if isinstance(value, (int, float)) else [float(v) for v in value]
+    if len(vals) != 3:
+        raise ValueError(f"{name} must be one number or three, got {value!r}")
+    return vals[0], vals[1], vals[2]
+
+
+def _size(cfg: ProcessorConfig, size: Any) -> dict[str, Any]:
+    """Qwen's size {"shortest_edge": min_pixels, "longest_edge": max_pixels} (or the
+    min_pixels / max_pixels keys transformers still reads); Kimi's {"max_height", "max_width"}
+    in patches per side (equal, as transformers requires)."""
+    size = dict(getattr(size, "__dict__", None) or size) if size is not None else {}
+    size = {k: v for k, v in size.items() if v is not None}
+    if cfg.family == "kimi_k25":
+        h, w = size.get("max_height"), size.get("max_width")
+        if set(size) - {"max_height", "max_width"} or h is None or h != w:
+            raise ValueError(f"size must be {{'max_height': n, 'max_width': n}} for kimi_k25, "
+                             f"got {size}")
+        return {"patch_limit_on_one_side": int(h)}
+    lo = size.get("shortest_edge", size.get("min_pixels"))
+    hi = size.get("longest_edge", size.get("max_pixels"))
+    if set(size) - {"shortest_edge", "longest_edge", "min_pixels", "max_pixels"} or \
+            lo is None or hi is None:
+        raise ValueError(f"size must contain 'shortest_edge' and 'longest_edge', got {size}")
+    return {"min_pixels": int(lo), "max_pixels": int(hi)}
+
+
+# Accepted when they change nothing: value -> allowed values.
+_NO_EFFECT: dict[str, tuple[Any, ...]] = {
+    "disable_grouping": (None, True, False), "device": (None, "cpu"),
+    "data_format": (None, CHANNELS_FIRST), "do_resize": (None, True),
+    "do_center_crop": (None, False), "do_pad": (None, False), "default_to_square": (None, False),
+}
+
+
+def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
+    """CallOptions for a call's keyword arguments; TypeError names an unknown option, ValueError
+    one this processor cannot honour."""
+    # None means "the processor's own value" in transformers (its processors pass such keys)
+    opts = {k: _enum_value(v) for k, v in options.items() if v is not None}
+    fields: dict[str, Any] = {}
+    for name, allowed in _NO_EFFECT.items():
+        if name in opts and str(opts.pop(name)) not in [str(a) for a in allowed]:
+            raise ValueError(f"{name}={options[name]!r} is not supported by smg-fast (it "
+                             f"accepts {', '.join(repr(a) for a in allowed if a is not None)})")
+    if opts.get("size") is not None:
+        fields.update(_size(cfg, opts.pop("size")))
+    opts.pop("size", None)
+    kimi = cfg.family == "kimi_k25"
+    renames = ({"max_patches": "in_patch_limit", "patch_size": "patch_size",
+                "merge_size": "merge_size"} if kimi else
+               {"min_pixels": "min_pixels", "max_pixels": "max_pixels", "patch_size": "patch_size",
+                "merge_size": "merge_size", "temporal_patch_size": "temporal_patch_size"})
+    for key, field in renames.items():
+        if opts.get(key) is not None:
+            fields[field] = int(opts.pop(key))
+        opts.pop(key, None)
+    for key in ("image_mean", "image_std"):
+        if opts.get(key) is not None:
+            fields[key] = _triple(key, opts.pop(key))
+        opts.pop(key, None)
+    if opts.get("resample") is not None:
+        fields["resample"] = int(opts.pop("resample"))
+    opts.pop("resample", None)
+    rescale = opts.pop("rescale_factor", None)
+    do_rescale = opts.pop("do_rescale", None)
+    do_normalize = opts.pop("do_normalize", None)
+    do_convert_rgb = opts.pop("do_convert_rgb", None)
+    fmt = opts.pop("input_data_format", None)
+    if opts:
+        raise TypeError(f"unknown or unsupported option(s) {sorted(opts)} for {cfg.family}")
+    if fmt not in (None, CHANNELS_FIRST, CHANNELS_LAST):
+        raise ValueError(f"input_data_format must be {CHANNELS_FIRST!r} or {CHANNELS_LAST!r}, "
+                         f"got {options['input_data_format']!r}")
+    if rescale is not None:
+        fields["rescale_factor"] = float(rescale)
+    if do_rescale is False:
+        fields["rescale_factor"] = 1.0
+    if do_normalize is False:
+        if cfg.backend == "torchvision" and do_rescale is not False:
+            # transformers' torchvision backend then multiplies by a float32 rescale factor;
+            # smg-fast divides by 1/rescale_factor (its fused normalize), which can differ by 1 ulp.
+            raise ValueError("do_normalize=False with do_rescale=True is not supported for "
+                             "backend='torchvision'")
+        fields["image_mean"], fields["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    if kimi and "rescale_factor" in fields and cfg.backend != "torchvision":
+        raise ValueError("rescale_factor / do_rescale are fixed (1/255) in Kimi-K2.5's "
+                         "upstream code")
+    changed = tuple(sorted((k, v) for k, v in fields.items() if getattr(cfg, k) != v))
+    return CallOptions(changed, do_rescale is not False, do_convert_rgb is not False, fmt)
+
+
+__all__ = ["CHANNELS_FIRST", "CHANNELS_LAST", "CallOptions", "parse_options"]

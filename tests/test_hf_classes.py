@@ -1,0 +1,41 @@
+"""smg_fast.hf's classes against transformers' own, run in the torchvision oracle venv
+(tests/hf_call_script.py): the torchvision and PIL Qwen classes and Kimi's torchvision class on
+every input kind and call-time option, and inside Qwen2VLProcessor with a tiny offline tokenizer
+(transformers' Qwen2VLProcessor needs a video processor, which needs torchvision: the main
+environment cannot build one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from tv_oracle import tv_python
+
+SCRIPT = Path(__file__).with_name("hf_call_script.py")
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+@pytest.fixture(scope="module")
+def results(real_images):
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    proc = subprocess.run([tv_python(), str(SCRIPT), str(real_images.path("chelsea"))],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_every_case_equals_transformers(results):
+    refused = {"torchvision/float_unit"}  # transformers resizes float tensors in float there
+    assert len(results) >= 50
+    wrong = {k: v for k, v in results.items() if v is not True and k not in refused}
+    assert not wrong, wrong
+    for name in ("torchvision/Qwen2VLProcessor", "pil/Qwen2VLProcessor", "kimi/torchvision",
+                 "torchvision/nested", "torchvision/torch_chw", "torchvision/data_url"):
+        assert results[name] is True, name
+
+
+def test_what_is_refused_names_why(results):
+    assert "not supported with backend='torchvision'" in results["torchvision/float_unit"]
