@@ -60,3 +60,17 @@ def test_a_family_registers_once(toy_family):
 def test_missing_folder_is_named_as_such():
     with pytest.raises(ValueError, match="no such model folder: '/no/such/model'"):
         smg_fast.load_processor("/no/such/model")
+
+
+def test_torchvision_refuses_a_config_it_cannot_reproduce(tmp_path):
+    """do_normalize=false in a hub config: transformers' torchvision class multiplies by the
+    rescale factor, smg-fast's fused recipe would divide (1 ulp off in ~40% of values)."""
+    cfg = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136,
+           "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
+           "image_mean": [0.48145466, 0.4578275, 0.40821073],
+           "image_std": [0.26862954, 0.26130258, 0.27577711], "do_normalize": False}
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(cfg))
+    smg_fast.load_processor(str(tmp_path))  # the PIL backend reproduces it
+    with pytest.raises(ValueError, match="do_normalize=False"):
+        smg_fast.load_processor(str(tmp_path), backend="torchvision")
+    smg_fast.load_processor("qwen2_vl", backend="torchvision")  # the real configs load

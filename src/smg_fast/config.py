@@ -110,3 +110,10 @@ def validate_common(cfg: ProcessorConfig) -> None:
     if cfg.backend == "torchvision" and cfg.resample != 3:
         raise ValueError("the torchvision backend implements resample=3 (BICUBIC) only, "
                          f"got resample={cfg.resample}")
+    if (cfg.backend == "torchvision" and cfg.rescale_factor != 1.0
+            and all(m == 0 for m in cfg.image_mean) and all(s == 1 for s in cfg.image_std)):
+        # What do_normalize=False becomes. transformers' torchvision classes then multiply by a
+        # float32 rescale factor; smg-fast's fused recipe divides by its inverse: up to 1 ulp off.
+        raise ValueError("image_mean 0 / image_std 1 (do_normalize=False) with rescaling is not "
+                         "supported for backend='torchvision' (not bit-exact); use the 'pil' "
+                         "backend or set do_rescale=False")
