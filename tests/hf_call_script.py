@@ -1,7 +1,7 @@
 """Runs under the torchvision oracle venv (see tests/tv_oracle.py), never under pytest, with
-PYTHONPATH=src: smg_fast.hf's classes against transformers' own (torchvision and PIL backends),
-alone and inside Qwen2VLProcessor with a tiny tokenizer built offline. Prints one JSON object:
-{case: true | false | "error text"}."""
+smg_fast on PYTHONPATH (tests/test_hf_classes.py): smg_fast.hf's classes against transformers'
+own (torchvision and PIL backends), alone and inside Qwen2VLProcessor with a tiny tokenizer
+built offline. Prints one JSON object: {case: true | false | "error text"}."""
 
 import base64
 import io

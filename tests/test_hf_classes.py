@@ -14,13 +14,19 @@ from pathlib import Path
 import pytest
 from tv_oracle import tv_python
 
+import smg_fast
+
 SCRIPT = Path(__file__).with_name("hf_call_script.py")
-SRC = Path(__file__).resolve().parent.parent / "src"
 
 
 @pytest.fixture(scope="module")
-def results(real_images):
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+def results(real_images, tmp_path_factory):
+    # The oracle venv imports the smg_fast this process imported (installed by pip in CI, or
+    # built in place), through a folder holding only that package: putting its parent on
+    # PYTHONPATH would shadow the venv's own numpy with the main environment's.
+    only = tmp_path_factory.mktemp("smg_fast_only")
+    (only / "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=str(only))
     proc = subprocess.run([tv_python(), str(SCRIPT), str(real_images.path("chelsea"))],
                           capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
