@@ -15,6 +15,9 @@ from PIL import Image
 from smg_fast.errors import InvalidImageError
 from smg_fast.media import open_image
 
+# Each case runs through both references: the Qwen (transformers) and Kimi (upstream) processors.
+HF = pytest.mark.parametrize("hf", [True, False], ids=["qwen", "kimi"])
+
 
 def reference(data: bytes, hf: bool) -> np.ndarray:
     """What the references feed the resize: transformers' load_image + convert_to_rgb (Qwen), or

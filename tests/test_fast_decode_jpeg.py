@@ -9,19 +9,17 @@ import io
 import numpy as np
 import pytest
 import simplejpeg
-from decode_common import check, ours, reference
+from conftest import encode
+from decode_common import HF, check, ours, reference
 from PIL import Image, ImageCms
 
 from smg_fast import decoders
 
 FAST, PIL = decoders.LIBJPEG_TURBO, decoders.PILLOW
-HF = pytest.mark.parametrize("hf", [True, False], ids=["qwen", "kimi"])
 
 
 def jpeg(img: Image.Image, **kw) -> bytes:
-    b = io.BytesIO()
-    img.save(b, "JPEG", **kw)
-    return b.getvalue()
+    return encode(img, "JPEG", **kw)
 
 
 @pytest.fixture(scope="module")

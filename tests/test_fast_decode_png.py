@@ -10,19 +10,17 @@ import zlib
 
 import numpy as np
 import pytest
-from decode_common import check, chunk, ours, reference, write_png
+from conftest import encode
+from decode_common import HF, check, chunk, ours, reference, write_png
 from PIL import Image, ImageCms, PngImagePlugin
 
 from smg_fast import decoders
 
 FAST, PIL = decoders.LIBSPNG, decoders.PILLOW
-HF = pytest.mark.parametrize("hf", [True, False], ids=["qwen", "kimi"])
 
 
 def png(img: Image.Image, **kw) -> bytes:
-    b = io.BytesIO()
-    img.save(b, "PNG", **kw)
-    return b.getvalue()
+    return encode(img, "PNG", **kw)
 
 
 @pytest.fixture(scope="module")

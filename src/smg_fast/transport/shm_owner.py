@@ -25,6 +25,7 @@ import shutil
 import stat
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 from .errors import ShmNameError
 
@@ -262,28 +263,22 @@ def _dead_producer_lock(path: str, euid: int) -> int | None:
     return None
 
 
-def _remove_segments(entries: list[os.DirEntry], euid: int) -> list[str]:
+def _remove_owned(entries: list[os.DirEntry], euid: int,
+                  is_kind: Callable[[int], bool]) -> list[str]:
+    """Removes this user's entries of one kind (stat.S_ISREG: segments, stat.S_ISDIR: private
+    directories of reused segments); never follows symlinks."""
     removed = []
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_uid == euid and _unlink_quiet(entry.path):
+        if not (is_kind(st.st_mode) and st.st_uid == euid):
+            continue
+        if is_kind is stat.S_ISDIR:
+            shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.name)
-    return removed
-
-
-def _remove_dirs(entries: list[os.DirEntry], euid: int) -> list[str]:
-    """Removes private directories of reused segments (this user's real directories only)."""
-    removed = []
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == euid:
-            shutil.rmtree(entry.path, ignore_errors=True)  # (never follows symlinks)
+        elif _unlink_quiet(entry.path):
             removed.append(entry.name)
     return removed
 
@@ -326,8 +321,8 @@ def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
             if fd is None:
                 continue
             try:  # the segments first: the lock file is what tells later sweepers to look
-                removed += _remove_segments(segments.get(producer, []), euid)
-                removed += _remove_dirs(dirs.get(producer, []), euid)
+                removed += _remove_owned(segments.get(producer, []), euid, stat.S_ISREG)
+                removed += _remove_owned(dirs.get(producer, []), euid, stat.S_ISDIR)
                 _unlink_quiet(lock)
             finally:
                 os.close(fd)
@@ -336,8 +331,8 @@ def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
         pid = int(pid_s)
         if nonce[:8] != tag or pid == os.getpid() or pid_alive(pid):
             continue
-        removed += _remove_segments(segments.get(producer, []), euid)
-        removed += _remove_dirs(dirs.get(producer, []), euid)
+        removed += _remove_owned(segments.get(producer, []), euid, stat.S_ISREG)
+        removed += _remove_owned(dirs.get(producer, []), euid, stat.S_ISDIR)
     return removed
 
 
