@@ -108,13 +108,23 @@ def measure_family(family: str, image, rounds: int = ROUNDS,
         def reference() -> np.ndarray:
             return np.asarray(hf(image, return_tensors="np")["pixel_values"])
 
+    return measure_against(family, proc, reference, image, rounds, raw)
+
+
+def measure_against(label: str, proc, reference: Callable[[], np.ndarray], image,
+                    rounds: int = ROUNDS,
+                    raw: dict[str, list[float]] | None = None) -> dict[str, float]:
+    """measure_family's timing of `proc` on `image` against a given exact reference (a call
+    returning the float32 pixel_values), metrics named after `label`."""
+    import smg_fast
+
     before = smg_fast.get_num_threads()
     smg_fast.set_num_threads(1)
     try:
         expected = np.asarray(proc(image, dtype="float32")["pixel_values"])
         # The reference is what we think it is: same tensor, bit for bit (also its warm-up call).
         if not np.array_equal(reference(), expected):
-            raise AssertionError(f"{family}: the reference's output differs from smg-fast's")
+            raise AssertionError(f"{label}: the reference's output differs from smg-fast's")
         src = expected.reshape(-1).view(np.uint8)
         dst = np.empty_like(src)
         dst[...] = src  # first touch outside the timed region
@@ -139,9 +149,9 @@ def measure_family(family: str, image, rounds: int = ROUNDS,
         smg_fast.set_num_threads(before)
     if raw is not None:
         for name, values in samples.items():
-            raw.setdefault(f"{family} {name}", []).extend(values)
+            raw.setdefault(f"{label} {name}", []).extend(values)
     best = {name: min(values) for name, values in samples.items()}
-    return {f"{family} {dt} / {ref}": best[dt] / best[ref] for dt in DTYPES
+    return {f"{label} {dt} / {ref}": best[dt] / best[ref] for dt in DTYPES
             for ref in ("copy", "ref")}
 
 

@@ -64,16 +64,30 @@ def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
     return Qwen2VLImageProcessorPil, ""
 
 
+def reference_processor(cfg: ProcessorConfig) -> tuple[Any, str]:
+    """(transformers processor configured like cfg, "") for cfg's backend, or (None, why it
+    cannot run here). Call it as transformers' processors are called; `return_tensors` must be
+    "np" for the PIL class and "pt" for the torchvision ones (reference_return_tensors)."""
+    cls, why = reference_class(cfg)
+    if cls is None:
+        return None, why
+    kwargs = _kimi_kwargs(cfg) if cfg.family == "kimi_k25" else _qwen_kwargs(cfg)
+    return cls(**kwargs), ""
+
+
+def reference_return_tensors(processor: Any) -> str:
+    return "np" if type(processor).__name__.endswith("Pil") else "pt"
+
+
 def reference_pixel_values(cfg: ProcessorConfig, image: str | bytes) -> tuple[Any, str]:
     """(float32 pixel_values from transformers, "") for an image path or encoded bytes, or
     (None, why not). The image is loaded as transformers' load_image does."""
-    cls, why = reference_class(cfg)
-    if cls is None:
+    ref, why = reference_processor(cfg)
+    if ref is None:
         return None, why
     from PIL import Image
     from transformers.image_utils import load_image
 
-    kwargs = _kimi_kwargs(cfg) if cfg.family == "kimi_k25" else _qwen_kwargs(cfg)
     img = load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
-    out = cls(**kwargs)(img, return_tensors="np" if cls.__name__.endswith("Pil") else "pt")
+    out = ref(img, return_tensors=reference_return_tensors(ref))
     return np.asarray(out["pixel_values"]), ""

@@ -1,0 +1,97 @@
+"""smg-fast's backend="torchvision" against transformers' torchvision image processors
+(Qwen2VLImageProcessor, Kimi_K25ImageProcessor) at 1920x1080 on one thread, in one run.
+
+    python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25]
+
+transformers' torchvision classes need torchvision, which lives only in the oracle venv
+(.ci/torchvision_env.sh; SMG_FAST_TV_PYTHON or .venv-tv/bin/python), so this script re-runs itself
+under that venv's python, importing the smg_fast this environment has (installed or built in
+place) through a folder holding only that package. Timing is bench/gate.py's: CPU time, the copy
+floor, smg-fast float32 and bfloat16 and the reference interleaved round by round, ratios of the
+fastest runs; every reference output is first checked equal to smg-fast's float32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25")
+
+
+def _inside(photo: Path, families: list[str], rounds: int) -> int:
+    import numpy as np
+    import torch
+    from gate import DTYPES, SIZE, measure_against
+    from PIL import Image
+
+    import smg_fast
+    from smg_fast.hf_reference import reference_processor, reference_return_tensors
+
+    torch.set_num_threads(1)
+    with Image.open(photo) as im:
+        image = im.convert("RGB").resize(SIZE, Image.Resampling.LANCZOS)
+    print(f"{SIZE[0]}x{SIZE[1]}, 1 thread, torch {torch.__version__}, kernels "
+          f"{smg_fast.kernel_info()['selected']}, {rounds} rounds (medians of CPU ms)\n")
+    print("| family | transformers torchvision ms | smg f32 ms | smg bf16 ms | copy floor ms "
+          "| transformers / smg f32 | smg f32 / copy |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    for family in families:
+        proc = smg_fast.load_processor(family, backend="torchvision")
+        ref, why = reference_processor(proc.config)
+        if ref is None:
+            raise SystemExit(f"{family}: {why}")
+        kind = reference_return_tensors(ref)
+
+        def reference(ref=ref, kind=kind) -> np.ndarray:
+            return np.asarray(ref(image, return_tensors=kind)["pixel_values"])
+
+        raw: dict[str, list[float]] = {}
+        ratios = measure_against(family, proc, reference, image, rounds, raw)
+        ms = {name: 1e3 * statistics.median(raw[f"{family} {name}"])
+              for name in ("ref", "copy", *DTYPES)}
+        print(f"| {family} | {ms['ref']:.1f} | {ms['float32']:.2f} | {ms['bfloat16']:.2f} | "
+              f"{ms['copy']:.2f} | {1 / ratios[f'{family} float32 / ref']:.1f}x | "
+              f"{ratios[f'{family} float32 / copy']:.2f}x |")
+    print("\n(ratios: fastest run over fastest run, as bench/gate.py; ms: medians)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated (default {','.join(FAMILIES)})")
+    parser.add_argument("--photo", type=Path, help=argparse.SUPPRESS)  # set for the inner run
+    args = parser.parse_args(argv)
+    families = [f for f in args.families.split(",") if f]
+    if args.rounds < 1 or not set(families) <= set(FAMILIES):
+        parser.error(f"--rounds must be >= 1 and --families a subset of {','.join(FAMILIES)}")
+    if args.photo is not None:
+        return _inside(args.photo, families, args.rounds)
+
+    from references import photo_file
+
+    import smg_fast
+
+    tv_python = os.environ.get("SMG_FAST_TV_PYTHON") or str(REPO / ".venv-tv" / "bin" / "python")
+    if not os.access(tv_python, os.X_OK):
+        raise SystemExit(f"no torchvision venv at {tv_python}: run .ci/torchvision_env.sh "
+                         "(or set SMG_FAST_TV_PYTHON)")
+    with tempfile.TemporaryDirectory() as only:
+        # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
+        Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([only, str(Path(__file__).parent)]))
+        return subprocess.call([tv_python, __file__, "--photo", str(photo_file()),
+                                "--rounds", str(args.rounds), "--families", ",".join(families)],
+                               env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
