@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from abc import ABC, abstractmethod
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from ..errors import InvalidImageError, OutputTooLargeError
 from ..media import ImageHeader, ImageInput, Pixels, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
-from .decode_pool import decode_all
+from .decode_pool import decode_all, decode_iter
 
 LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
 # Kimi upstream: x = f32(u / 255.0); x = f32(x - mean); y = f32(x * (1.0 / std)), each in float64
@@ -158,7 +159,9 @@ class Processor(ABC):
             stop = start + 1
             while stop < len(items) and items[stop].scale == items[start].scale:
                 stop += 1
-            batch = proc.prepare([it.item for it in items[start:stop]], dtype)
+            # Decoding overlaps the native work (PlannedBatch.compute), as no destination
+            # has to be chosen first here.
+            batch = proc.plan_batch([it.item for it in items[start:stop]], dtype)
             parts.append(batch.compute())
             grids.append(batch.grid)
             tokens.append(batch.num_tokens)
@@ -302,6 +305,27 @@ class PlannedBatch(_Sized):
         if batch.nbytes != self.nbytes:  # cannot happen: decode() checked every size
             raise RuntimeError("an image's output size changed in decoding")
         return batch
+
+    def compute(self) -> np.ndarray:
+        """Decodes and computes every image into a new pooled buffer (shaped like pixel_values),
+        image i's native work overlapping the decodes of the images after it. Consumes the
+        headers; the first failing image raises, as decode() does."""
+        try:
+            self.check_nbytes(_ADDRESSABLE)
+            flat = _native.pooled_empty(self.nbytes).view(self.np_dtype)
+            pipe = self._proc.pipeline(self.dtype)
+            offset = 0
+            with closing(decode_iter(self._headers)) as decoded:
+                for i, px in enumerate(decoded):
+                    pl = self._proc.plan(px.width, px.height, i)
+                    if pl.grid_h * pl.grid_w != self.rows[i]:  # cannot happen (see decode())
+                        raise RuntimeError("an image's output size changed in decoding")
+                    pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat,
+                             offset, fmt=px.fmt)
+                    offset += self.rows[i] * self.row_elems
+            return flat.reshape(self.shape)
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Releases what the headers hold open (files) without decoding."""

@@ -5,8 +5,8 @@ while they decode, so the images of one call decode on as many threads as the na
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from .. import _native
 from ..media import ImageHeader, Pixels
@@ -31,22 +31,29 @@ def _submit(workers: int, headers: Sequence[ImageHeader]) -> list[Future[Pixels]
         return [_pool.submit(h.decode) for h in headers]
 
 
-def decode_all(headers: Sequence[ImageHeader]) -> list[Pixels]:
-    """Every header decoded, in order. All decodes finish before this returns or raises; the
-    error raised is the one of the first failing image, as a serial loop would raise it."""
+def decode_iter(headers: Sequence[ImageHeader]) -> Iterator[Pixels]:
+    """Every header decoded, yielded in order as soon as it is ready while the later ones go on
+    decoding on the pool (so a caller computes image i while images i+1... decode). The first
+    failing image (in order) raises its error, as a serial loop would; then, or when the caller
+    stops early (close the generator), decodes not yet started are cancelled and running ones
+    waited for, so none outlives the call."""
     threads = int(_native.num_threads())
     if threads <= 1 or len(headers) <= 1:
-        return [h.decode() for h in headers]
+        for h in headers:
+            yield h.decode()
+        return
     # The pool's size follows the thread count only (not the batch): its threads, and the
     # pooled decode buffers each keeps warm, live across calls.
     futures = _submit(threads, headers)
-    arrays: list[Pixels] = []
-    error: BaseException | None = None
-    for f in futures:
-        try:
-            arrays.append(f.result())
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others finish
-            error = error or exc
-    if error is not None:
-        raise error
-    return arrays
+    try:
+        for f in futures:
+            yield f.result()
+    finally:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+
+
+def decode_all(headers: Sequence[ImageHeader]) -> list[Pixels]:
+    """Every header decoded, in order (decode_iter's rules)."""
+    return list(decode_iter(headers))
