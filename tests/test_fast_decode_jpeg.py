@@ -182,3 +182,35 @@ def test_12_bit_is_refused_like_pillow(photo, hf):
 
     data = imagecodecs.jpeg8_encode(np.asarray(photo).astype(np.uint16) * 16, bitspersample=12)
     assert check(data, hf, PIL) is not None  # Pillow cannot open it; neither do we
+
+
+@HF
+@pytest.mark.parametrize("flags", [["-arithmetic"], ["-arithmetic", "-progressive"],
+                                   ["-arithmetic", "-restart", "2"]],
+                         ids=["baseline", "progressive", "restart"])
+@pytest.mark.parametrize("sub", ["4:2:0", "4:4:4"])
+def test_arithmetic_coding(photo, hf, flags, sub):
+    """Arithmetic-coded JPEGs (SOF9 / SOF10), made losslessly from Pillow's by libjpeg-turbo's
+    jpegtran (Debian's libjpeg-turbo-progs, which .ci/run installs): no Python encoder writes
+    them. Pillow decodes them only while they fit its 64 KiB read block (libjpeg's arithmetic
+    decoder cannot suspend), so they take Pillow's path: decoded, or refused, as Pillow does."""
+    import shutil
+    import subprocess
+
+    tool = shutil.which("jpegtran")
+    assert tool, "jpegtran is missing: apt-get install libjpeg-turbo-progs (.ci/run does)"
+    data = subprocess.run([tool, "-copy", "all", *flags], input=jpeg(photo, quality=90,
+                          subsampling=sub), capture_output=True, check=True).stdout
+    sof = b"\xff\xca" if "-progressive" in flags else b"\xff\xc9"
+    assert sof in data and decoders.jpeg_frame_marker(data) == sof[1]  # arithmetic-coded
+    check(data, hf, PIL)
+    # Truncated mid-scan: whatever Pillow does is ours (raise, or its pixels, never partial).
+    check(data[: len(data) * 2 // 3], hf, PIL)
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_frame_marker(photo, progressive):
+    data = jpeg(photo, quality=90, progressive=progressive)
+    assert decoders.jpeg_frame_marker(data) == (0xC2 if progressive else 0xC0)
+    for bad in (b"", data[:2], data[:20], b"\x89PNG" + data[4:]):
+        assert decoders.jpeg_frame_marker(bad) is None

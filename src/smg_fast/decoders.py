@@ -118,10 +118,36 @@ def _pooled(height: int, width: int, channels: int) -> np.ndarray:
     return _native.pooled_empty(height * width * channels).reshape(height, width, channels)
 
 
+# Arithmetic-coded frames (SOF9-11, SOF13-15). Pillow feeds libjpeg 64 KiB at a time and
+# libjpeg's arithmetic decoder cannot suspend, so Pillow refuses such files once they outgrow one
+# block ("broken data stream") while libjpeg-turbo given the whole buffer decodes them: they go
+# to Pillow, so that an image fails exactly where the reference fails.
+_ARITHMETIC_SOF = frozenset({0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+
+
+def jpeg_frame_marker(data: bytes) -> int | None:
+    """The SOFn marker byte (0xC0-0xCF) of a JPEG's first frame, or None when the header ends,
+    or a scan starts, before one."""
+    pos = 2 if data[:2] == b"\xff\xd8" else len(data)
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return marker
+        if marker == 0xDA or 0xD0 <= marker <= 0xD9:  # a scan, RSTn, SOI/EOI: no frame header
+            return None
+        pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+    return None
+
+
 def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
     """RGB uint8 (height, width, 3) as Pillow decodes (and converts to RGB) these bytes, or None
     when the fast decoder does not reproduce them or reports anything wrong (Pillow decides)."""
-    if simplejpeg is None:
+    if simplejpeg is None or jpeg_frame_marker(data) in _ARITHMETIC_SOF:
         return None
     try:
         h, w, _colorspace, _sub = simplejpeg.decode_jpeg_header(data, strict=True)
