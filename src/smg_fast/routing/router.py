@@ -73,6 +73,7 @@ class Router:
     async def start(self) -> None:
         cfg = self.config
         self.fleet = Fleet(cfg.workers, load_factor=cfg.load_factor, floor=cfg.floor,
+                           affinity_keys=cfg.affinity_keys, affinity_wait=cfg.affinity_wait_s,
                            attempt_timeout=cfg.attempt_timeout_s or None,
                            max_message_mb=cfg.max_message_mb, join_timeout=cfg.join_timeout_s,
                            eject_after=cfg.eject_after, eject_base_s=cfg.eject_base_s,
