@@ -91,9 +91,10 @@ class Router:
         await self.fleet._ready()
         await self._update_health()
         self._health_task = asyncio.create_task(self._health_loop())
-        log.info("smg-fast router listening on %s in front of %s (load factor %g, floor %d; "
-                 "metrics %s)", address(cfg.host, self.port), ", ".join(cfg.workers),
-                 cfg.load_factor, cfg.floor,
+        log.info("smg-fast router listening on %s in front of %s (load factor %g, floor %d, "
+                 "affinity %d images, wait %g s; metrics %s)", address(cfg.host, self.port),
+                 ", ".join(cfg.workers), cfg.load_factor, cfg.floor, cfg.affinity_keys,
+                 cfg.affinity_wait_s,
                  f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
 
     async def _update_health(self) -> None:
