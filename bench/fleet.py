@@ -2,8 +2,11 @@
 
 Three servers, each with a pixel cache of about a third of the working set; Zipf(s) traffic over
 ``--distinct`` images, 1-8 images per request, ``--concurrency`` requests at once; the policies
-random, round-robin, unbounded consistent hashing (rendezvous, no load bound) and ours
-(rendezvous with the load bound). Per policy and s: cache hit rate, misses per distinct image
+random, round-robin, unbounded consistent hashing (rendezvous, no load bound), bounded
+(rendezvous order under the load bound), affinity (bounded, but an image goes back to a member
+it was placed on recently while one is under the bound) and ours (affinity, and an image whose
+members are all at the bound waits up to ``affinity_wait`` for one before it spills: the
+library's default). Per policy and s: cache hit rate, misses per distinct image
 requested, max/mean items per worker, the mean over samples of max/mean items in flight per
 worker, p50/p99 item latency. Every item is checked against the in-process processor's output
 (exact, in the request's order, none missing or extra); a failed request is counted (requests
@@ -36,7 +39,8 @@ from smg_fast.routing import AsyncRoutedClient, RoutedError
 
 class _Policy(AsyncRoutedClient):
     """A routed client whose per-image choice ignores (random, round_robin) or honours the key
-    without a bound (hash); "ours" is the library unchanged."""
+    without a bound (hash), or leaves out the fleet's memory (bounded) or the wait (affinity);
+    "ours" is the library unchanged."""
 
     def __init__(self, policy: str, targets: list[str], **kw: Any) -> None:
         super().__init__(targets, **kw)
@@ -44,15 +48,19 @@ class _Policy(AsyncRoutedClient):
         self._rr = itertools.count()
         self._rnd = random.Random(0)
 
-    def _choose(self, key: bytes, candidates: list[str],
-                load: dict[str, int]) -> tuple[str, bool]:
+    def _choose(self, key: bytes, candidates: list[str], load: dict[str, int],
+                holders: list[str], wait: bool) -> tuple[str | None, bool]:
         if self.policy == "random":
             return self._rnd.choice(candidates), False
         if self.policy == "round_robin":  # one cursor for the client, never reset per request
             return candidates[next(self._rr) % len(candidates)], False
         if self.policy == "hash":
-            return super()._choose(key, candidates, {t: 0 for t in candidates})
-        return super()._choose(key, candidates, load)
+            return super()._choose(key, candidates, {t: 0 for t in candidates}, [], False)
+        if self.policy == "bounded":  # the rendezvous order under the bound, no memory
+            return super()._choose(key, candidates, load, [], False)
+        if self.policy == "affinity":  # remembered members under the bound, never waits
+            return super()._choose(key, candidates, load, holders, False)
+        return super()._choose(key, candidates, load, holders, wait)
 
 
 def _images(n: int, seed: int = 0) -> list[bytes]:
@@ -152,7 +160,8 @@ def main() -> None:
     ap.add_argument("--s", type=float, nargs="+", default=[1.1, 1.3])
     ap.add_argument("--hot-share", type=float, default=0.5,
                     help="also a workload where one image is this share of the items (0: off)")
-    ap.add_argument("--policies", nargs="+", default=["random", "round_robin", "hash", "ours"])
+    ap.add_argument("--policies", nargs="+", default=["random", "round_robin", "hash",
+                                                      "bounded", "affinity", "ours"])
     ap.add_argument("--kill", action="store_true", help="also: ours with a SIGKILL mid-run")
     args = ap.parse_args()
     images = _images(args.distinct)

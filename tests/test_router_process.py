@@ -204,7 +204,7 @@ def test_bad_flags_fail_clearly(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_bad_flags_message_and_env():
+def test_bad_flags_message_and_env(capsys):
     out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--worker", "x"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--worker must be HOST:PORT, got 'x'" in out.stderr
@@ -214,6 +214,14 @@ def test_bad_flags_message_and_env():
         "SMG_FAST_ROUTER_WORKERS": "a:1, b:2", "SMG_FAST_ROUTER_FLOOR": "9",
         "SMG_FAST_ROUTER_LOAD_FACTOR": "1.5"})
     assert cfg.workers == ["a:1", "b:2"] and cfg.floor == 2 and cfg.load_factor == 1.5
+    cfg = config_from_args(["--worker", "a:1", "--affinity-wait-s", "0"], environ={
+        "SMG_FAST_ROUTER_AFFINITY_KEYS": "0"})
+    assert (cfg.affinity_keys, cfg.affinity_wait_s) == (0, 0.0)  # memory and wait off
+    for bad in (["--affinity-keys", "-1"], ["--affinity-wait-s", "-0.5"],
+                ["--affinity-wait-s", "inf"]):
+        with pytest.raises(SystemExit):
+            config_from_args(["--worker", "a:1", *bad], environ={})
+        assert bad[0] in capsys.readouterr().err
 
 
 def test_help_and_readme_list_every_router_setting():

@@ -2,7 +2,8 @@
 server, no network): a cancelled half-open probe frees its member, every member busy is a
 retryable failure with retries counted only for items placed again, a failed or cancelled
 request unlinks the shm segments its finished sub-calls made, items go only to members that
-serve their model, placement counts nothing for a request it fails, and an empty request is
+serve their model, placement counts nothing for a request it fails, an image whose remembered
+member is at the bound waits for it (and spills once the wait is over), and an empty request is
 refused as a server refuses it."""
 
 from __future__ import annotations
@@ -253,6 +254,68 @@ def test_placement_that_fails_counts_nothing():
         assert err.value.index == 1 and err.value.retryable
         assert fl.counts["spills"] == 0 and fl.retries == {}
         assert (a.in_flight, b.in_flight) == (5, 0)
+
+    asyncio.run(main())
+
+
+def _image_preferring(target: str, targets: list[str]) -> pb.MediaItem:
+    for k in range(500):
+        item = pb.MediaItem(data=b"image %d" % k)
+        if order(item_key(item, MODEL, "", None, None), targets)[0] == target:
+            return item
+    raise AssertionError(f"no image prefers {target}")
+
+
+@pytest.mark.parametrize("wait_s", [30.0, 0.05])
+def test_image_waits_for_the_member_that_has_it(wait_s):
+    """An image is in flight on a:1, its first choice, which is then at the bound (floor 1,
+    1 item of 1): the same image again waits in the fleet, sent nowhere, while a caller that
+    gives up meanwhile leaves nothing behind; when a:1's call ends it goes back to a:1 (a cache
+    hit there, no spill), or, once affinity_wait is over, to its next member (one spill)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=wait_s)
+        release = asyncio.Event()
+
+        async def slow(sub):
+            await release.wait()
+            return _answer([""] * len(sub.items))
+
+        async def quick(sub):
+            return _answer([""] * len(sub.items))
+
+        targets = ["a:1", "b:2", "c:3"]
+        members = {t: _member(fl, t, slow if t == "a:1" else quick) for t in targets}
+        image = _image_preferring("a:1", targets)
+        req = pb.PreprocessRequest(items=[image])
+        first = asyncio.ensure_future(fl.route(req, _passthrough, timeout=30))
+        await asyncio.sleep(0.01)
+        gone = asyncio.ensure_future(fl.route(req, _passthrough, timeout=30))
+        await asyncio.sleep(0.01)
+        gone.cancel()  # its caller leaves while it waits
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        second = asyncio.ensure_future(fl.route(req, _passthrough, timeout=30))
+        calls = {t: m.stub for t, m in members.items()}
+        if wait_s > 1:
+            await asyncio.sleep(0.1)
+            assert {t: c.calls for t, c in calls.items()} == {"a:1": 1, "b:2": 0, "c:3": 0}
+            assert members["a:1"].in_flight == 1 and fl.stats()["waited"] == 2
+            release.set()
+            await first
+            await second
+            assert {t: c.calls for t, c in calls.items()} == {"a:1": 2, "b:2": 0, "c:3": 0}
+            assert fl.stats()["spills"] == 0
+        else:
+            await second
+            assert loop.time() - t0 >= 0.9 * wait_s
+            after = order(item_key(image, MODEL, "", None, None), targets)[1]
+            assert calls["a:1"].calls == 1 and calls[after].calls == 1
+            assert fl.stats()["spills"] == 1 and fl.stats()["waited"] == 2
+            release.set()
+            await first
+        assert all(m.in_flight == 0 for m in members.values())
 
     asyncio.run(main())
 

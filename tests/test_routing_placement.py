@@ -1,6 +1,9 @@
 """Placement properties: the rendezvous order is a function of (key, member set) only, the load
-bound holds for every placement, removing a member moves only its keys, adding one moves about
-1/(N+1) of them (all to it), and the key is the server cache's identity of an image."""
+bound holds for every placement (with or without the fleet's memory of where keys went, hot
+keys included), a remembered member under the bound is always preferred and the least loaded of
+them chosen, an image waits only when every remembered member is at the bound, removing a
+member moves only its keys, adding one moves about 1/(N+1) of them (all to it), and the key is
+the server cache's identity of an image."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from smg_fast._proto import preprocessor_pb2 as pb
-from smg_fast.routing.placement import bound, choose, content_id, item_key, order
+from smg_fast.routing.placement import Affinity, bound, choose, content_id, item_key, order
 
 members_st = st.lists(st.from_regex(r"10\.0\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{4,5}", fullmatch=True),
                       min_size=1, max_size=12, unique=True)
@@ -40,6 +43,69 @@ def test_bound_holds_for_every_placement(members, keys, load_factor, floor):
         load[target] += 1
         total = sum(load.values())
         assert max(load.values()) <= max(floor, math.ceil(load_factor * total / len(members)))
+
+
+@given(members_st, st.lists(st.integers(0, 40), min_size=1, max_size=300),
+       st.floats(1.0, 3.0), st.integers(1, 8), st.booleans(), st.data())
+def test_bound_holds_with_affinity_and_hot_keys(members, picks, load_factor, floor, wait, data):
+    """Placements as the fleet makes them: each key remembered on the members it went to,
+    items finishing at random; key 0 is about half of all items. Every placement is under the
+    bound; a remembered member under the bound is always taken (the least loaded of them); a
+    member that will miss is taken only past the key's first choice when counted as a spill;
+    with ``wait``, None exactly when the key's remembered members are all at the bound."""
+    memory = Affinity(64)
+    joins = dict.fromkeys(members, 1)
+    load = dict.fromkeys(members, 0)
+    placed: list[str] = []
+    for pick in picks:
+        key = b"hot" if pick % 2 == 0 else b"key %d" % pick
+        for _ in range(data.draw(st.integers(0, 2))):  # some items in flight finish
+            if placed:
+                load[placed.pop(data.draw(st.integers(0, len(placed) - 1)))] -= 1
+        cap = bound(sum(load.values()), len(members), load_factor, floor)
+        holders = memory.holders(key, joins)
+        target, spilled = choose(key, members, load, load_factor, floor, holders, wait)
+        ranked = order(key, members)
+        free_holders = [m for m in holders if load[m] < cap]
+        if target is None:
+            assert wait and holders and not free_holders
+            continue
+        assert load[target] < cap
+        if free_holders:
+            assert target in free_holders and not spilled
+            assert load[target] == min(load[m] for m in free_holders)
+        else:
+            assert not (wait and holders)
+            ahead = ranked[:ranked.index(target)]
+            assert all(load[m] >= cap for m in ahead)
+            assert spilled == bool(ahead)
+        memory.add(key, target, joins[target])
+        load[target] += 1
+        placed.append(target)
+        total = sum(load.values())
+        assert max(load.values()) <= max(floor, math.ceil(load_factor * total / len(members)))
+
+
+def test_affinity_memory():
+    """Most recent keys first out of a full memory; an entry of a member that rejoined (a new
+    incarnation: its cache may be empty) or that failed the key's call no longer counts;
+    capacity 0 remembers nothing."""
+    memory = Affinity(2)
+    memory.add(b"a", "m1", 1)
+    memory.add(b"a", "m2", 1)
+    memory.add(b"a", "m1", 1)  # again: still once
+    assert memory.holders(b"a", {"m1": 1, "m2": 1}) == ["m2", "m1"]
+    assert memory.holders(b"a", {"m1": 2, "m2": 1}) == ["m2"]  # m1 rejoined since
+    assert memory.holders(b"a", {"m1": 1}) == ["m1"]  # m2 is not a member now
+    memory.add(b"b", "m1", 1)
+    memory.add(b"a", "m3", 1)  # a is the most recent again
+    memory.add(b"c", "m1", 1)  # full: b goes
+    assert len(memory) == 2 and memory.holders(b"b", {"m1": 1}) == []
+    memory.forget(b"a", "m2")
+    assert memory.holders(b"a", {"m1": 1, "m2": 1, "m3": 1}) == ["m1", "m3"]
+    off = Affinity(0)
+    off.add(b"a", "m1", 1)
+    assert len(off) == 0 and off.holders(b"a", {"m1": 1}) == []
 
 
 @given(members_st.filter(lambda m: len(m) >= 2), keys_st, st.data())

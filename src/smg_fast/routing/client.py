@@ -5,12 +5,13 @@
         out = await fleet.preprocess(images, dtype="bfloat16")
         out.items[0].worker   # the server that made it
 
-Each image goes to the first member in its rendezvous order that is under the load bound
-(placement.py); the images one member gets travel in one Preprocess call, all calls at once,
-under the caller's deadline. Only items whose call failed with a transient code are sent again,
-each to its key's next member; anything else fails the request naming the caller's item index.
-A response that comes back after its items went elsewhere (or after the request failed) is
-released: its shm segments are unlinked, its RDMA handles left to expire.
+Each image goes to a member under the load bound: one it was placed on recently (it has the
+pixels), else the first in its rendezvous order (placement.py); the images one member gets
+travel in one Preprocess call, all calls at once, under the caller's deadline. Only items whose
+call failed with a transient code are sent again, each to its key's next member; anything else
+fails the request naming the caller's item index. A response that comes back after its items
+went elsewhere (or after the request failed) is released: its shm segments are unlinked, its
+RDMA handles left to expire.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ __all__ = ["AsyncRoutedClient", "RoutedClient", "RoutedError", "release"]
 
 class AsyncRoutedClient(Fleet):
     """asyncio routed client; create it inside the event loop that uses it. The keyword
-    arguments are :class:`~smg_fast.routing.dispatch.Fleet`'s (load_factor, floor, timeout,
-    attempt_timeout, join_timeout, eject_after, eject_base_s, keepalive_s, max_message_mb);
+    arguments are :class:`~smg_fast.routing.dispatch.Fleet`'s (load_factor, floor,
+    affinity_keys, affinity_wait, timeout, attempt_timeout, join_timeout, eject_after,
+    eject_base_s, keepalive_s, max_message_mb);
     ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller)."""
 
     def __init__(self, targets: Iterable[str], *, puller: Any = None, **kwargs: Any) -> None:

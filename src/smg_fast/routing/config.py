@@ -21,6 +21,8 @@ class RouterConfig:
     port: int = 50050
     load_factor: float = 1.25
     floor: int = 4
+    affinity_keys: int = 65536
+    affinity_wait_s: float = 0.01
     metrics_port: int = 0
     log_level: str = "info"
     drain_timeout_s: float = 30.0
@@ -58,6 +60,7 @@ class RouterConfig:
                   "--request-timeout-s": self.request_timeout_s,
                   "--attempt-timeout-s": self.attempt_timeout_s,
                   "--keepalive-s": self.keepalive_s, "--join-timeout-s": self.join_timeout_s,
+                  "--affinity-wait-s": self.affinity_wait_s,
                   "--eject-base-s": self.eject_base_s}
         for flag, value in floats.items():
             if not math.isfinite(value) or value < 0:
@@ -76,8 +79,9 @@ class RouterConfig:
             raise ValueError(f"--keepalive-s must be 0 (off) or >= 1, got {self.keepalive_s}")
         if not 1 <= self.max_message_mb <= 2047:
             raise ValueError(f"--max-message-mb must be 1..2047, got {self.max_message_mb}")
-        if self.max_queued_requests < 0 or self.max_queued_mb < 0:
-            raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
+        if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.affinity_keys < 0:
+            raise ValueError("--max-queued-requests, --max-queued-mb and --affinity-keys must "
+                             "be >= 0")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
         return self
@@ -101,6 +105,12 @@ OPTIONS: list[Option] = [
      "next image goes to its next choice (>= 1)"),
     ("--floor", "SMG_FAST_ROUTER_FLOOR", int,
      "a worker may always hold this many items in flight (light load never spills)"),
+    ("--affinity-keys", "SMG_FAST_ROUTER_AFFINITY_KEYS", int,
+     "how many recent images the router remembers the workers of: an image goes back to a "
+     "worker that has its pixels while one is under the bound (0 = off: rendezvous order only)"),
+    ("--affinity-wait-s", "SMG_FAST_ROUTER_AFFINITY_WAIT_S", float,
+     "how long an image whose workers are all at the bound waits for one before it goes to a "
+     "worker that computes it again (0 = never waits)"),
     ("--metrics-port", "SMG_FAST_ROUTER_METRICS_PORT", int,
      "Prometheus /metrics port (0 = off)"),
     ("--log-level", "SMG_FAST_ROUTER_LOG_LEVEL", str, "debug | info | warning | error"),

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
-import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -25,53 +25,19 @@ import grpc
 
 from .._proto import preprocessor_pb2 as pb
 from ..client import _options
-from ..server.errors import RETRYABLE_KEY
 from ..transport.shm_owner import SHM_DIR, is_segment_name
 from ..transport.tensors import shm_namespace
+from .errors import RoutedError, renumber, says_retryable
 from .membership import Member, Membership
-from .placement import choose, item_key
+from .placement import Affinity, choose, item_key, order
 
 log = logging.getLogger("smg_fast.routing")
 
 _C = grpc.StatusCode
-_ITEM = re.compile(r"\bitem (\d+)\b")
 TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
 # What a member's response becomes for the caller: one value per item, in the sub-call's order.
 Finish = Callable[[Member, Any], Awaitable[list[Any]]]
 _F = TypeVar("_F", bound="Fleet")
-
-
-class RoutedError(grpc.RpcError):
-    """A failed routed request: the server's code and details, item indices rewritten to the
-    caller's; ``index`` is that item's position in the caller's request (None: whole request);
-    ``retryable`` (RESOURCE_EXHAUSTED) whether trying again later can help."""
-
-    def __init__(self, code: grpc.StatusCode, details: str, index: int | None = None,
-                 retryable: bool = False) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self._code, self._details, self.index = code, details, index
-        self.retryable = retryable
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-def _renumber(details: str, indices: list[int]) -> tuple[str, int | None]:
-    """The server named items of its sub-request; the caller knows them by its own indices."""
-    found: list[int] = []
-
-    def sub(m: re.Match) -> str:
-        k = int(m.group(1))
-        if k >= len(indices):
-            return m.group(0)
-        found.append(indices[k])
-        return f"item {indices[k]}"
-
-    text = _ITEM.sub(sub, details)
-    return text, (found[0] if found else None)
 
 
 def release(resp: Any) -> int:
@@ -91,15 +57,6 @@ def release(resp: Any) -> int:
     return n
 
 
-def _says_retryable(exc: grpc.aio.AioRpcError) -> bool:
-    """A RESOURCE_EXHAUSTED answer's own word: "0" is a request that can never fit (a size
-    limit); admission, shm room and memory say "1" (an older server says nothing: retry)."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == RETRYABLE_KEY:
-            return value != "0"
-    return True
-
-
 def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
     """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
     connection closes without waiting for TCP). The membership also sends a health Check
@@ -116,22 +73,34 @@ class Fleet:
 
     ``load_factor``: a member may hold ceil(load_factor x (in-flight + 1) / members) items, and
     at least ``floor`` (so a quiet fleet keeps every image on its first choice).
+    ``affinity_keys``: how many recent keys the fleet remembers the members of, so that a key
+    goes back to a member that has its pixels while one is under the bound (0: rendezvous
+    order under the bound only); ``affinity_wait``: how long (seconds) an image whose members
+    are all at the bound may wait in the fleet for one of them before it spills to a member
+    that has to compute it again (see placement.py).
     ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the member counts as failed and
     the items go to their next member. ``keepalive_s``: see keepalive_options."""
 
     def __init__(self, targets: Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
+                 affinity_keys: int = 65536, affinity_wait: float = 0.01,
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
                  eject_base_s: float = 1.0, keepalive_s: float = 10.0) -> None:
         if load_factor < 1.0 or floor < 1:
             raise ValueError(f"need load_factor >= 1 and floor >= 1, got {load_factor}, {floor}")
+        if affinity_keys < 0 or not 0 <= affinity_wait < math.inf:
+            raise ValueError(f"need affinity_keys >= 0 and a finite affinity_wait >= 0, got "
+                             f"{affinity_keys}, {affinity_wait}")
         if keepalive_s and keepalive_s < 1.0:
             raise ValueError(f"keepalive_s must be 0 (off) or >= 1, got {keepalive_s}")
         if attempt_timeout is not None and attempt_timeout <= 0:
             raise ValueError(f"attempt_timeout must be > 0, got {attempt_timeout}")
         self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
+        self.affinity = Affinity(affinity_keys)
+        self.affinity_wait = affinity_wait
+        self._freed = asyncio.Event()
         self.attempt_timeout, self.join_timeout = attempt_timeout, join_timeout
         self.namespace = shm_namespace()
         self.membership = Membership(
@@ -192,15 +161,33 @@ class Fleet:
         pending = list(range(n))
         live: dict[asyncio.Task, tuple[Member, list[int]]] = {}
         self.counts["requests"] += 1
+        patient_until = loop.time() + self.affinity_wait  # images may wait for their members
+        if deadline is not None:
+            patient_until = min(patient_until, deadline)
+        waited: set[int] = set()
         try:
             while pending or live:
-                for m, (idx, epoch, probe) in self._place(name, pending, keys, tried,
-                                                          last).items():
+                placed, pending = self._place(name, pending, keys, tried, last,
+                                              loop.time() < patient_until)
+                for m, (idx, epoch, probe) in placed.items():
                     task = loop.create_task(self._call(m, epoch, probe, idx, req, name,
                                                        deadline, finish, local))
                     live[task] = (m, idx)
-                pending = []
-                done, _ = await asyncio.wait(live, return_when=asyncio.FIRST_COMPLETED)
+                waits: set[asyncio.Future] = set(live)
+                freed = None
+                if pending:  # waiting: placed again when some member's load drops
+                    self.counts["waited"] += len(set(pending) - waited)
+                    waited.update(pending)
+                    freed = asyncio.ensure_future(self._freed.wait())
+                    waits.add(freed)
+                try:
+                    done, _ = await asyncio.wait(
+                        waits, return_when=asyncio.FIRST_COMPLETED,
+                        timeout=max(0.0, patient_until - loop.time()) if pending else None)
+                finally:
+                    if freed is not None:
+                        freed.cancel()
+                done.discard(freed)
                 for task in done:
                     m, idx = live.pop(task)
                     status, value = task.result()
@@ -213,7 +200,7 @@ class Fleet:
                             timings[k] = max(timings[k], getattr(resp.timings, k))
                         continue
                     code, details, retry = value
-                    text, index = _renumber(details, idx)
+                    text, index = renumber(details, idx)
                     if not retry or (deadline is not None and loop.time() >= deadline):
                         self.counts["failed"] += 1
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
@@ -221,6 +208,7 @@ class Fleet:
                     for i in idx:
                         tried[i].add(m.target)
                         last[i] = (code, text)
+                        self.affinity.forget(keys[i], m.target)
                     pending.extend(idx)
                 pending.sort()
         except BaseException:
@@ -252,13 +240,15 @@ class Fleet:
 
     def _place(self, model: str, pending: list[int], keys: list[bytes],
                tried: list[set[str]], last: list[tuple[grpc.StatusCode, str] | None],
-               ) -> dict[Member, tuple[list[int], int, bool]]:
+               patient: bool = False,
+               ) -> tuple[dict[Member, tuple[list[int], int, bool]], list[int]]:
         """Each pending item's member (one serving the model, not one it already failed on),
         under the load bound; with each member, its ejection epoch now (a failure counts only
-        within it) and whether this call is its half-open probe. Counts spills and retries
-        only when every item was placed (a request that fails here sends nothing)."""
+        within it) and whether this call is its half-open probe; and, when ``patient``, the
+        items that wait for a member holding their image (placement.choose). Counts spills and
+        retries only when every item was placed (a request that fails here sends nothing)."""
         if not pending:
-            return {}
+            return {}, []
         usable = {m.target: m for m in self.membership.usable() if m.serves(model)}
         names = self.membership.model_names()  # (none: no member admitted, so who knows)
         known = model in names or model in self.membership.known_models
@@ -268,8 +258,11 @@ class Fleet:
             raise RoutedError(_C.INVALID_ARGUMENT, f"unknown model {model!r} (item {i}): no "
                               f"member of the fleet serves it; the fleet serves {names}", i)
         load = {t: m.in_flight for t, m in usable.items()}
+        joins = {t: m.joins for t, m in usable.items()}
         groups: dict[Member, list[int]] = {}
-        spills = 0
+        chosen: list[tuple[bytes, str]] = []
+        spills = affine = 0
+        deferred: list[int] = []
         retried: Counter[str] = Counter()
         for i in pending:
             candidates = [t for t in usable if t not in tried[i]]
@@ -279,27 +272,37 @@ class Fleet:
                 self.counts["failed"] += 1
                 raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
                                         "member(s))", i, code == _C.RESOURCE_EXHAUSTED)
-            target, spilled = self._choose(keys[i], candidates, load)
+            holders = self.affinity.holders(keys[i], joins)
+            target, spilled = self._choose(keys[i], candidates, load, holders,
+                                           patient and last[i] is None)
+            if target is None:  # its members are all at the bound: it waits for one
+                deferred.append(i)
+                continue
+            chosen.append((keys[i], target))
             load[target] += 1
             spills += spilled
+            affine += target in holders and target != order(keys[i], candidates)[0]
             if last[i] is not None:  # placed again after a retryable failure
                 retried[last[i][0].name.lower()] += 1
             groups.setdefault(usable[target], []).append(i)
         self.counts["spills"] += spills
+        self.counts["affinity"] += affine
         self.retries.update(retried)
+        for key, target in chosen:
+            self.affinity.add(key, target, joins[target])
         out = {}
         for m, idx in groups.items():
             m.probing = m.ejections > 0  # half-open: this call decides
             # counted at once, so that requests placed in the same moment see each other
             m.in_flight += len(idx)
             out[m] = (idx, m.epoch, m.probing)
-        return out
+        return out, deferred
 
-    def _choose(self, key: bytes, candidates: list[str],
-                load: dict[str, int]) -> tuple[str, bool]:
-        """(member, spilled) for one key: rendezvous order under the load bound (a benchmark
-        overrides this to compare policies)."""
-        return choose(key, candidates, load, self.load_factor, self.floor)
+    def _choose(self, key: bytes, candidates: list[str], load: dict[str, int],
+                holders: list[str], wait: bool) -> tuple[str | None, bool]:
+        """(member, spilled) for one key, or (None, False) to wait: placement.choose (a
+        benchmark overrides this to compare policies)."""
+        return choose(key, candidates, load, self.load_factor, self.floor, holders, wait)
 
     async def _call(self, m: Member, epoch: int, probe: bool, idx: list[int], req: Any,
                     model: str, deadline: float | None, finish: Finish,
@@ -328,6 +331,8 @@ class Fleet:
 
         def ended(_: asyncio.Future) -> None:
             m.in_flight -= len(idx)
+            self._freed.set()  # wakes the requests whose images wait for a member
+            self._freed = asyncio.Event()
 
         def abandon() -> None:  # nobody will use this answer
             rpc.add_done_callback(lambda f: self._release_rpc(f, local))
@@ -365,7 +370,7 @@ class Fleet:
                 retry = True
             else:  # the member answered (or the caller's deadline ended it): it is alive
                 self.membership.success(m)
-                retry = code == _C.RESOURCE_EXHAUSTED and _says_retryable(exc)
+                retry = code == _C.RESOURCE_EXHAUSTED and says_retryable(exc)
             self._outcome(m, code.name.lower(), len(idx))
             return "error", (code, exc.details() or "", retry)
         resp = rpc.result()

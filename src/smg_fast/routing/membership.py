@@ -42,6 +42,7 @@ class Member:
     channel: Any
     stub: Any
     info: Any = None  # GetModelInfoResponse once joined
+    joins: int = 0  # admissions so far: after a rejoin its cache may be empty (placement.Affinity)
     state: str = "joining"  # joining | serving | not_serving | down | refused
     in_flight: int = 0
     failures: int = 0  # consecutive transport failures
@@ -167,6 +168,7 @@ class Membership:
         if not any(x.info is not None for x in self.members.values()):
             self._default = info.default_model  # the first admitted now defines it
         m.info = info
+        m.joins += 1
         self.known_models.update(x.name for x in info.models)
 
     async def _run(self, m: Member) -> None:

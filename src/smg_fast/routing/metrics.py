@@ -23,7 +23,12 @@ _TOTALS = {  # Fleet.stats() counter -> help
     "requests": "Routed requests",
     "items": "Items of routed requests that succeeded",
     "failed": "Routed requests that failed",
-    "spills": "Items placed past their first choice by the load bound",
+    "spills": "Items placed past their first choice by the load bound, on a member not "
+              "known to hold them",
+    "affinity": "Items placed past their first choice on a member this router placed the "
+                "same image on recently",
+    "waited": "Items that waited in the router for a member holding their image to come "
+              "under the load bound",
     "late_responses": "Sub-call answers that came after their items were given up",
     "late_released": "Shm segments of late answers unlinked",
     "unread_released": "Shm segments of finished sub-calls of failed or abandoned requests "

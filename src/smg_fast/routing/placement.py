@@ -5,6 +5,17 @@ changes the output: model, dtype, min/max pixels), so an image lands where its p
 Rendezvous (highest-random-weight) hashing gives each key a full preference order over the
 members; it depends only on the member names and the key, so every router with the same
 membership agrees, and removing a member moves only the keys it held first.
+
+Under the load bound a key spills to its next member and misses there (then misses again when
+it goes back to its first). So a router remembers where it recently placed each key
+(``Affinity``) and sends a key it has placed before to the least loaded of those members that
+is under the bound: a warm key stays where its pixels are, and a hot key, once it has a few
+copies, goes to whichever of them is least loaded. A key whose remembered members are all at the
+bound waits (``wait``) a little for one of them, about what computing it again would cost, and
+only then spills to its next member under the bound in the rendezvous order. A key the router
+has not placed recently goes to its first member under the bound, as every router with the same
+membership would place it: it misses wherever it goes. Every placement, in every case, is under
+the bound (the bound only counts items sent to members, not items waiting in the router).
 """
 
 from __future__ import annotations
@@ -13,7 +24,8 @@ import base64
 import binascii
 import math
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import xxhash
@@ -74,16 +86,64 @@ def bound(total_in_flight: int, members: int, load_factor: float, floor: int) ->
 
 
 def choose(key: bytes, members: Sequence[str], in_flight: Mapping[str, int],
-           load_factor: float, floor: int) -> tuple[str, bool]:
-    """(member, spilled): the first member in the key's order below the bound; spilled when
-    that is not the key's first choice. With load_factor >= 1 some member is always below
-    the bound (the bounds add up to more than the load); otherwise the first choice."""
+           load_factor: float, floor: int, holders: Collection[str] = (),
+           wait: bool = False) -> tuple[str | None, bool]:
+    """(member, spilled). Under the bound: the least loaded of ``holders`` (the members this
+    router placed key on recently; ties by the key's order), else, with ``wait``, None (wait
+    for one) when some of them are members, else the first member in the key's order. spilled:
+    that is past the first choice and holds no copy we know of (it will miss). With
+    load_factor >= 1 some member is always below the bound (the bounds add up to more than the
+    load); otherwise the first choice."""
     if not members:
         raise ValueError("no members to place on")
     ranked = order(key, members)
     total = sum(in_flight.get(m, 0) for m in members)
     cap = bound(total, len(members), load_factor, floor)
-    for m in ranked:
-        if in_flight.get(m, 0) < cap:
-            return m, m != ranked[0]
+    under = [m for m in ranked if in_flight.get(m, 0) < cap]
+    held = [m for m in under if m in holders]
+    if held:
+        return min(held, key=lambda m: in_flight.get(m, 0)), False  # stable: order breaks ties
+    if wait and any(m in holders for m in ranked):
+        return None, False
+    if under:
+        return under[0], under[0] != ranked[0]
     return ranked[0], False
+
+
+class Affinity:
+    """The members this router placed each of its ``capacity`` most recent keys on (whose
+    pixel caches likely hold the key), each with the member's incarnation: a member that
+    rejoins may have restarted with an empty cache, and its older entries no longer count.
+    Keys are kept as 64-bit hashes (a collision only costs a cache miss)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        self.capacity = capacity
+        self._keys: OrderedDict[int, tuple[tuple[str, int], ...]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def holders(self, key: bytes, incarnation: Mapping[str, int]) -> list[str]:
+        """The members key was placed on that are in ``incarnation`` (target -> its current
+        incarnation) and have not rejoined since."""
+        held = self._keys.get(xxhash.xxh3_64_intdigest(key), ())
+        return [t for t, n in held if incarnation.get(t) == n]
+
+    def add(self, key: bytes, target: str, incarnation: int) -> None:
+        """key was placed on target (most recent first when the memory is full)."""
+        if not self.capacity:
+            return
+        h = xxhash.xxh3_64_intdigest(key)
+        held = self._keys.pop(h, ())
+        self._keys[h] = (*(p for p in held if p[0] != target), (target, incarnation))
+        if len(self._keys) > self.capacity:
+            self._keys.popitem(last=False)
+
+    def forget(self, key: bytes, target: str) -> None:
+        """The call that carried key to target failed: it holds no copy we know of."""
+        h = xxhash.xxh3_64_intdigest(key)
+        held = self._keys.get(h)
+        if held is not None:
+            self._keys[h] = tuple(p for p in held if p[0] != target)

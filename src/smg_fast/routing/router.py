@@ -73,6 +73,7 @@ class Router:
     async def start(self) -> None:
         cfg = self.config
         self.fleet = Fleet(cfg.workers, load_factor=cfg.load_factor, floor=cfg.floor,
+                           affinity_keys=cfg.affinity_keys, affinity_wait=cfg.affinity_wait_s,
                            attempt_timeout=cfg.attempt_timeout_s or None,
                            max_message_mb=cfg.max_message_mb, join_timeout=cfg.join_timeout_s,
                            eject_after=cfg.eject_after, eject_base_s=cfg.eject_base_s,
@@ -90,9 +91,10 @@ class Router:
         await self.fleet._ready()
         await self._update_health()
         self._health_task = asyncio.create_task(self._health_loop())
-        log.info("smg-fast router listening on %s in front of %s (load factor %g, floor %d; "
-                 "metrics %s)", address(cfg.host, self.port), ", ".join(cfg.workers),
-                 cfg.load_factor, cfg.floor,
+        log.info("smg-fast router listening on %s in front of %s (load factor %g, floor %d, "
+                 "affinity %d images, wait %g s; metrics %s)", address(cfg.host, self.port),
+                 ", ".join(cfg.workers), cfg.load_factor, cfg.floor, cfg.affinity_keys,
+                 cfg.affinity_wait_s,
                  f"on :{cfg.metrics_port}" if cfg.metrics_port else "off")
 
     async def _update_health(self) -> None:

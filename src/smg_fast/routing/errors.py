@@ -1,0 +1,55 @@
+"""A routed request's errors: the server's code and details, with the item indices of a
+member's sub-request rewritten to the caller's, and whether a RESOURCE_EXHAUSTED answer says
+trying again can help."""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+
+from ..server.errors import RETRYABLE_KEY
+
+_ITEM = re.compile(r"\bitem (\d+)\b")
+
+
+class RoutedError(grpc.RpcError):
+    """A failed routed request: the server's code and details, item indices rewritten to the
+    caller's; ``index`` is that item's position in the caller's request (None: whole request);
+    ``retryable`` (RESOURCE_EXHAUSTED) whether trying again later can help."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, index: int | None = None,
+                 retryable: bool = False) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self._code, self._details, self.index = code, details, index
+        self.retryable = retryable
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def renumber(details: str, indices: list[int]) -> tuple[str, int | None]:
+    """The server named items of its sub-request; the caller knows them by its own indices."""
+    found: list[int] = []
+
+    def sub(m: re.Match) -> str:
+        k = int(m.group(1))
+        if k >= len(indices):
+            return m.group(0)
+        found.append(indices[k])
+        return f"item {indices[k]}"
+
+    text = _ITEM.sub(sub, details)
+    return text, (found[0] if found else None)
+
+
+def says_retryable(exc: grpc.aio.AioRpcError) -> bool:
+    """A RESOURCE_EXHAUSTED answer's own word: "0" is a request that can never fit (a size
+    limit); admission, shm room and memory say "1" (an older server says nothing: retry)."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == RETRYABLE_KEY:
+            return value != "0"
+    return True
