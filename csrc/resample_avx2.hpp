@@ -1,7 +1,8 @@
-// AVX2 row kernels of the resampler, exact to Pillow's integer sums. Pillow's 22-bit weights are
-// too wide for 16-bit multiplies, so each is split exactly as k = hi * 2^11 + lo (lo in [0, 2^11),
-// hi in int16) and two vpmaddwd dot products over int16 pixel pairs are recombined as
-// (sum_hi << 11) + sum_lo: the same int32 sum Pillow computes (wrapping alike, were it to wrap).
+// AVX2 row kernels of the resampler, exact to Pillow's integer sums. Horizontal: Pillow's 22-bit
+// weights are too wide for 16-bit multiplies, so each is split exactly as k = hi * 2^11 + lo (lo
+// in [0, 2^11), hi in int16) and two vpmaddwd dot products over int16 pixel pairs are recombined
+// as (sum_hi << 11) + sum_lo: the same int32 sum Pillow computes (wrapping alike, were it to
+// wrap). Vertical: int32 multiplies, the sum as Pillow writes it.
 // Internal to resample_rows.cpp; compiled only for x86-64 (SMG_X86).
 #pragma once
 
@@ -47,8 +48,8 @@ void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn
                           uint8_t* out, int64_t out_stride, int out_w, int rows);
 
 // out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value
-// returned (a multiple of 32, at most len; 0 for windows past 128 taps): the caller does the rest.
-int vertical_row_avx2_madd(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
+// returned (a multiple of 64, at most len): the caller does the rest.
+int vertical_row_avx2_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
 #endif
 
 }  // namespace smg

@@ -48,10 +48,10 @@ void vertical_row_scalar(const uint8_t* first, int64_t stride, const int32_t* k,
 }
 
 #if SMG_X86
-// The madd kernel for whole 32-byte steps, the compiler's AVX2 loop for the rest.
+// Register-blocked 64-byte steps, the compiler's AVX2 loop for the rest.
 __attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k,
                                                       int taps, uint8_t* out, int len) {
-    const int done = vertical_row_avx2_madd(first, stride, k, taps, out, len);
+    const int done = vertical_row_avx2_steps(first, stride, k, taps, out, len);
     if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
 
