@@ -187,11 +187,10 @@ struct Resizer::Impl {
     PixelFormat fmt = PixelFormat::RGB;
     bool conv = false;  // src is converted to RGB (3 channels) band by band before the kernels
     Kernel kh, kv;
-    HPlan plan;
-    bool use_plan = false;
+    HPlan plan;  // of kh, when the horizontal pass runs
     std::vector<int> xin, yin;
 
-    const HPlan* hplan() const { return use_plan ? &plan : nullptr; }
+    const HPlan& hplan() const { return plan; }
     // Bytes between converted rows: slack past each row lets the horizontal kernels read one
     // byte beyond it without taking their padded-copy path.
     int64_t conv_stride() const { return int64_t(src.width) * 3 + 16; }
@@ -259,8 +258,6 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     const bool torch = rs == Resampler::Torch;
     if (need_h) {
         m.kh = torch ? make_torch_kernel(src.width, out_w, f) : make_kernel(src.width, out_w, f);
-        m.use_plan = (C == 3 || C == 4) && cpu_has_avx512vbmi();
-        if (m.use_plan) m.plan = make_hplan(m.kh, out_w, C);
     }
     if (need_v) m.kv = torch ? make_torch_kernel(src.height, out_h, f) : make_kernel(src.height, out_h, f);
     if (!need_v) {
@@ -276,6 +273,7 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     if (rgb_out && C == 4 &&
         (m.mode == Impl::HorizontalOnly || m.mode == Impl::HorizontalFirst || m.mode == Impl::VerticalFirst))
         m.out_c = 3;
+    if (need_h) m.plan = make_hplan(m.kh, src.width, out_w, C, m.out_c);
 }
 
 int Resizer::out_channels() const { return impl_->out_c; }

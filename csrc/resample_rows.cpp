@@ -48,9 +48,11 @@ void vertical_row_scalar(const uint8_t* first, int64_t stride, const int32_t* k,
 }
 
 #if SMG_X86
+// Register-blocked 64-byte steps, the compiler's AVX2 loop for the rest.
 __attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k,
                                                       int taps, uint8_t* out, int len) {
-    vertical_row_body(first, stride, k, taps, out, len);
+    const int done = vertical_row_avx2_steps(first, stride, k, taps, out, len);
+    if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
 
 // AVX-512: 64 output bytes per step, four int32 accumulators, exact integer sums as above.
@@ -152,7 +154,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i d
 // the channel and pair loops unroll into independent accumulator chains.
 template <int C, int CO, bool VNNI, int kPairs>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
-    const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out, int out_w) {
+    const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out, int out_w) {
     const int64_t row_bytes = int64_t(in_w) * C;
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
@@ -207,7 +209,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
 }
 
 template <int C, int CO, bool VNNI>
-void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
+void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out,
                                int out_w) {
     switch (plan.pairs) {  // upscaling: 4 nonzero taps (BICUBIC), 6 (LANCZOS); mild downscaling: 5-8
         case 2: horizontal_row_vbmi_impl<C, CO, VNNI, 2>(in, in_w, kn, plan, out, out_w); break;
@@ -219,7 +221,7 @@ void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, co
 }
 
 template <int C, int CO = C>
-void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HPlan& plan, uint8_t* out,
+void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out,
                          int out_w, KernelId kernel) {
     if (kernel == KernelId::HorizontalAvx512Vnni) {
         horizontal_row_vbmi_pairs<C, CO, true>(in, in_w, kn, plan, out, out_w);
@@ -230,57 +232,30 @@ void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const HP
 #pragma GCC diagnostic pop
 #endif
 
-// kernel: horizontal_kernel()'s choice for 3 or 4 channels (the VBMI ones need the plan).
+// plan.kernel: make_hplan's choice for these rows.
 void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const Kernel& kn,
-                    const HPlan* plan, uint8_t* out, int out_w, bool may_overread, KernelId kernel) {
+                    const HPlan& plan, uint8_t* out, int out_w, bool may_overread) {
 #if SMG_X86
-    const bool vbmi = kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni;
-    const bool avx2 = kernel == KernelId::HorizontalAvx2;
-    if (channels == 4 && out_channels == 3) {  // RGBX in, RGB out
-        if (vbmi) {
-            horizontal_row_vbmi<4, 3>(in, in_w, kn, *plan, out, out_w, kernel);
-        } else if (avx2) {
-            horizontal_row_sse<4, 3>(in, kn, out, out_w);
-        } else {
-            horizontal_row_scalar<4, 3>(in, kn, out, out_w);
-        }
-        return;
-    }
-    if (vbmi && channels == 4) {
-        horizontal_row_vbmi<4>(in, in_w, kn, *plan, out, out_w, kernel);
-        return;
-    }
-    if (vbmi && channels == 3) {
-        if (!may_overread) {
+    const KernelId kernel = plan.kernel;
+    if (kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni) {
+        if (channels == 4 && out_channels == 3) {  // RGBX in, RGB out
+            horizontal_row_vbmi<4, 3>(in, in_w, kn, plan.vbmi, out, out_w, kernel);
+        } else if (channels == 4) {
+            horizontal_row_vbmi<4>(in, in_w, kn, plan.vbmi, out, out_w, kernel);
+        } else if (!may_overread) {
             // The per-pixel fallback inside may read one byte past the row: give it a padded copy.
             ScratchBuffer pad(size_t(in_w) * 3 + 16);
             std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
-            horizontal_row_vbmi<3>(pad.as<uint8_t>(), in_w, kn, *plan, out, out_w, kernel);
-            return;
+            horizontal_row_vbmi<3>(pad.as<uint8_t>(), in_w, kn, plan.vbmi, out, out_w, kernel);
+        } else {
+            horizontal_row_vbmi<3>(in, in_w, kn, plan.vbmi, out, out_w, kernel);
         }
-        horizontal_row_vbmi<3>(in, in_w, kn, *plan, out, out_w, kernel);
-        return;
-    }
-    if (avx2 && channels >= 3) {
-        if (channels == 4) {
-            horizontal_row_sse<4>(in, kn, out, out_w);
-            return;
-        }
-        if (may_overread) {
-            horizontal_row_sse<3>(in, kn, out, out_w);
-            return;
-        }
-        // Last row of the caller's buffer: copy it so the 4-byte loads stay in bounds.
-        ScratchBuffer pad(size_t(in_w) * 3 + 16);
-        std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
-        horizontal_row_sse<3>(pad.as<uint8_t>(), kn, out, out_w);
         return;
     }
 #else
     (void)in_w;
     (void)plan;
     (void)may_overread;
-    (void)kernel;
 #endif
     if (channels == 4 && out_channels == 3) {
         horizontal_row_scalar<4, 3>(in, kn, out, out_w);
@@ -296,9 +271,11 @@ void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels,
 
 }  // namespace
 
-HPlan make_hplan(const Kernel& kn, int out_w, int C) {
+namespace {
+
+VbmiPlan make_vbmi_plan(const Kernel& kn, int out_w, int C) {
     const int groups = (out_w + 15) / 16, taps = kn.taps;
-    HPlan p;
+    VbmiPlan p;
     p.pairs = (taps + 1) / 2;
     p.base.resize(groups);
     p.fits.resize(groups);
@@ -326,20 +303,42 @@ HPlan make_hplan(const Kernel& kn, int out_w, int C) {
     return p;
 }
 
+}  // namespace
+
+HPlan make_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO) {
+    HPlan p;
+    // 1 and 2 channels: the scalar kernel (see horizontal_kernel()).
+    p.kernel = C >= 3 ? horizontal_kernel() : KernelId::HorizontalScalar;
+    if (p.kernel == KernelId::HorizontalAvx512Vbmi || p.kernel == KernelId::HorizontalAvx512Vnni)
+        p.vbmi = make_vbmi_plan(kn, out_w, C);
+    if (p.kernel == KernelId::HorizontalAvx2) p.avx2 = make_avx2_hplan(kn, in_w, out_w, C, CO);
+    return p;
+}
+
+// Rows the AVX2 horizontal kernel takes together (one read of each chunk's plan from L2).
+constexpr int kAvx2Rows = 4;
+
 // Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0).
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
-                     int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan* plan) {
+                     int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan& plan) {
     const int64_t row_bytes = int64_t(src.width) * src.channels;
-    KernelId kernel = src.channels >= 3 ? horizontal_kernel() : KernelId::HorizontalScalar;
-    if (!plan && (kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni))
-        kernel = cpu_has_avx2() ? KernelId::HorizontalAvx2 : KernelId::HorizontalScalar;  // no plan made
-    if (y0 < y1) note_ran(kernel);
+    if (y0 < y1) note_ran(plan.kernel);
+#if SMG_X86
+    if (plan.kernel == KernelId::HorizontalAvx2) {  // reads only the rows' bytes
+        for (int64_t y = y0; y < y1; y += kAvx2Rows) {
+            const int n = int(std::min<int64_t>(kAvx2Rows, y1 - y));
+            horizontal_rows_avx2(src.data + (row0 + y) * src.stride, src.stride, kn, plan.avx2,
+                                 out + (y - y0) * out_stride, out_stride, out_w, n);
+        }
+        return;
+    }
+#endif
     for (int64_t y = y0; y < y1; ++y) {
         const int64_t sy = row0 + y;
         // Reading one byte past a row is safe when another row (or stride slack) follows.
         const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
         horizontal_row(src.data + sy * src.stride, src.width, src.channels, out_channels, kn, plan,
-                       out + (y - y0) * out_stride, out_w, may_overread, kernel);
+                       out + (y - y0) * out_stride, out_w, may_overread);
     }
 }
 

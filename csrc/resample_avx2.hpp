@@ -1,0 +1,55 @@
+// AVX2 row kernels of the resampler, exact to Pillow's integer sums. Horizontal: Pillow's 22-bit
+// weights are too wide for 16-bit multiplies, so each is split exactly as k = hi * 2^11 + lo (lo
+// in [0, 2^11), hi in int16) and two vpmaddwd dot products over int16 pixel pairs are recombined
+// as (sum_hi << 11) + sum_lo: the same int32 sum Pillow computes (wrapping alike, were it to
+// wrap). Vertical: int32 multiplies, the sum as Pillow writes it.
+// Internal to resample_rows.cpp; compiled only for x86-64 (SMG_X86).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpu.hpp"
+#include "resample.hpp"
+
+namespace smg {
+
+struct alignas(32) Vec32 {
+    uint8_t b[32];
+};
+
+// The horizontal pass in chunks of 32 int32 slots (4 groups of 8, one ymm each), one output byte
+// per slot: tap pair q of a slot reads two source bytes from a 16-byte window at base + 2 * q * C,
+// placed as an int16 pair by one vpshufb. A chunk "fits" when every slot's bytes lie within its
+// window and every load stays inside the row; chunks that do not are computed per byte, as Pillow
+// does.
+struct Avx2HPlan {
+    // Slot 4h + l of group j of chunk k (128-bit half h, int32 lane l) is output byte
+    // 32k + 8j + 4h + l (packed), or channel l of output pixel 8k + 2j + h (pixels: 3 output
+    // channels, lane 3 unused, where the strong downscales put a half's bytes more than 16 apart).
+    bool pixels = false;
+    bool shared = false;  // one window for both halves of a group (a broadcast load)
+    int C = 0, CO = 0;    // source and output channels
+    int pairs = 0;        // taps rounded up to pairs
+    int chunks = 0;
+    std::vector<int32_t> base;   // per half (8 per chunk): byte offset in the row of pair 0's load
+    std::vector<Vec32> masks;    // per group: vpshufb control, bytes 4s, 4s+2 = slot s's sources
+    std::vector<Vec32> weights;  // per group and pair: (lo, lo) then (hi, hi) int16 pairs per slot
+    std::vector<uint8_t> fits;   // per chunk
+};
+
+// Plan for kn over a row of in_w pixels of C (3 or 4) channels, writing CO (C, or 3 from 4).
+Avx2HPlan make_avx2_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO);
+
+#if SMG_X86
+// Rows in + y * in_stride through the plan into out + y * out_stride, y < rows. Reads only the
+// rows' in_w * C bytes.
+void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& plan,
+                          uint8_t* out, int64_t out_stride, int out_w, int rows);
+
+// out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value
+// returned (a multiple of 64, at most len): the caller does the rest.
+int vertical_row_avx2_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
+#endif
+
+}  // namespace smg
