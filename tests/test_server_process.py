@@ -76,7 +76,8 @@ def test_help_and_readme_list_every_setting():
              if ln.startswith("| `--")}
     names = [(flag, var) for flag, var, _, _ in _OPTIONS]
     names += [("--model", "SMG_FAST_MODELS"), ("--allowed-media-dir",
-                                               "SMG_FAST_ALLOWED_MEDIA_DIRS")]
+                                               "SMG_FAST_ALLOWED_MEDIA_DIRS"),
+              ("--trusted-router-peer", "SMG_FAST_TRUSTED_ROUTER_PEERS")]
     for flag, var in names:
         assert flag in help_words and var in help_words, (flag, var)
         row = [r for r in table if f"`{flag}`" in r or f"`{flag} " in r]

@@ -27,6 +27,7 @@ from .._proto import preprocessor_pb2 as pb
 from ..client import _options
 from ..transport.shm_owner import SHM_DIR, is_segment_name
 from ..transport.tensors import shm_namespace
+from .caller import caller_metadata
 from .errors import RoutedError, renumber, says_retryable
 from .membership import Member, Membership
 from .placement import Affinity, choose, item_key, order
@@ -321,7 +322,7 @@ class Fleet:
         if self.attempt_timeout is not None and (left is None or self.attempt_timeout < left):
             limit = self.attempt_timeout  # a deadline of its own: hitting it is the member's
         try:  # (the in-flight count was taken by _place; released when the RPC really ends)
-            call = m.stub.Preprocess(sub, timeout=limit)
+            call = m.stub.Preprocess(sub, timeout=limit, **caller_metadata())
             rpc = asyncio.ensure_future(call)
         except BaseException:
             m.in_flight -= len(idx)

@@ -38,6 +38,7 @@ from ..server.scaffold import (
     set_health,
 )
 from ..server.service import MAX_ITEMS
+from .caller import CALLER
 from .config import RouterConfig
 from .dispatch import Fleet, RoutedError
 from .membership import Member
@@ -132,7 +133,7 @@ class Router:
         self.in_flight += 1
         code, message, retryable, payload = _C.OK, "", False, b""
         try:
-            payload, handles = await self._route(raw, context.time_remaining())
+            payload, handles = await self._route(raw, context.time_remaining(), context.peer())
             if handles is not None:
                 # A caller gone between here and the send (cancelled, or its deadline passed)
                 # never reads the shm segments: unlink them, as a server does for its own.
@@ -162,9 +163,12 @@ class Router:
             await abort(context, code, message, retryable)
         return payload
 
-    async def _route(self, raw: bytes, remaining: float | None) -> tuple[bytes, Any]:
+    async def _route(self, raw: bytes, remaining: float | None,
+                     peer: str) -> tuple[bytes, Any]:
         """The response payload, and the response again when its shm segments are this host's
-        to unlink if the caller never reads them (else None)."""
+        to unlink if the caller never reads them (else None). The sub-calls name peer to the
+        workers (caller.py): a worker trusting this router gives each caller its own shm
+        share."""
         try:
             req = pb.PreprocessRequest.FromString(raw)
         except DecodeError:
@@ -178,7 +182,11 @@ class Router:
         timeout = self.config.request_timeout_s
         if remaining is not None:
             timeout = min(timeout, max(remaining, 1e-3))
-        work = asyncio.ensure_future(self.fleet.route(req, _passthrough, timeout))
+        named = CALLER.set(peer)  # the route's task (and its sub-calls) copy it
+        try:
+            work = asyncio.ensure_future(self.fleet.route(req, _passthrough, timeout))
+        finally:
+            CALLER.reset(named)
         self._live.add(work)
         try:
             await asyncio.wait([work])

@@ -19,6 +19,7 @@ from .. import scratch_stats
 from ..cache import PixelCache
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .admission import Admission
+from .callers import Callers
 from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics
@@ -73,6 +74,7 @@ class Server:
         self.in_flight = 0  # Preprocess calls not yet answered
         self.admission = Admission(self.config.queued_requests_limit,
                                    self.config.queued_bytes_limit)
+        self.callers = Callers(self.config.trusted_router_peers)
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
         self._deadline = 0.0
@@ -98,7 +100,9 @@ class Server:
                                     max_outstanding_bytes=cap, share_bytes=cap // 4,
                                     reuse=bool(cfg.shm_reuse))
         log.info("shm: at most %.0f MiB of delivered, unread segments in %s (%.0f MiB per "
-                 "connection)", cap / 2**20, cfg.shm_dir, cap / 2**22)
+                 "connection%s)", cap / 2**20, cfg.shm_dir, cap / 2**22,
+                 f"; per caller of a trusted router at {', '.join(cfg.trusted_router_peers)}"
+                 if cfg.trusted_router_peers else "")
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
                                    "admission": self.admission.stats}
         if self.registry.pool is not None:
@@ -180,7 +184,8 @@ class Server:
         cut = loop.create_future()
         self.in_flight += 1
         self.metrics.in_flight.inc()
-        outcome = Outcome(b"", caller=context.peer())
+        caller, share = self.callers.identify(context.peer(), context.invocation_metadata())
+        outcome = Outcome(b"", caller=caller, share=share)
         code, message, retryable = grpc.StatusCode.OK, "", False
         try:
             work = self.pool.submit(self.service.preprocess, raw, received, outcome, ticket)

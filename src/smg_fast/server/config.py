@@ -15,6 +15,7 @@ from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors import FAMILIES
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from .callers import parse_networks
 from .models import BACKENDS, split_backend
 from .options import Option, add_env_options, auto_queued_bytes, env_list
 
@@ -64,6 +65,7 @@ class ServerConfig:
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
     single_flight_wait_s: float = 10.0
+    trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
     @property
     def rdma_slot_mb(self) -> float:
@@ -146,6 +148,7 @@ class ServerConfig:
             raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
         if not 0 < self.single_flight_wait_s <= 3600:
             raise ValueError("--single-flight-wait-s must be in (0, 3600]")
+        parse_networks(self.trusted_router_peers)  # ValueError naming a bad one
         for d in self.allowed_media_dirs:
             if not os.path.isdir(d):
                 raise ValueError(f"--allowed-media-dir {d!r} is not a directory")
@@ -199,9 +202,9 @@ _OPTIONS: list[Option] = [
     ("--shm-max-outstanding-mb", "SMG_FAST_SHM_MAX_OUTSTANDING_MB", int,
      "cap on delivered shm segments not yet read, in MiB of tmpfs they take (a reused "
      "segment: its whole size class); one gRPC connection may hold a "
-     "quarter of it (shares are per connection: more connections, more shares). A tensor "
-     "over the cap goes inline when it fits, else RESOURCE_EXHAUSTED (0 = half of "
-     "the smaller of the /dev/shm tmpfs and RAM)"),
+     "quarter of it (shares are per connection: more connections, more shares; per caller "
+     "of a --trusted-router-peer). A tensor over the cap goes inline when it fits, else "
+     "RESOURCE_EXHAUSTED (0 = half of the smaller of the /dev/shm tmpfs and RAM)"),
     ("--max-image-pixels", "SMG_FAST_MAX_IMAGE_PIXELS", int,
      "reject decoded images with more pixels (0 = no limit); default Pillow's limit"),
     ("--max-output-mb", "SMG_FAST_MAX_OUTPUT_MB", int,
@@ -294,9 +297,19 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="directory whose files requests may name by path or file:// URL (repeatable; "
              "none = file URLs disabled) [env SMG_FAST_ALLOWED_MEDIA_DIRS, "
              f"'{os.pathsep}'-separated]")
+    ap.add_argument(
+        "--trusted-router-peer", dest="trusted_router_peers", action="append",
+        default=argparse.SUPPRESS, metavar="ADDR",
+        help="IP address or network (10.0.0.5, 10.0.0.0/24, ::1) of an smg-fast router: a "
+             "request from there naming its caller in smg-fast-caller metadata counts against "
+             "that caller's shm share instead of the router connection's (repeatable; none = "
+             "the metadata is ignored). Anyone who can connect from such an address can claim "
+             "as many shares as it likes (the total cap still holds) "
+             "[env SMG_FAST_TRUSTED_ROUTER_PEERS, comma-separated]")
     ap.set_defaults(_env_models=env_models,
                     _env_dirs=[d for d in env.get("SMG_FAST_ALLOWED_MEDIA_DIRS", "")
-                               .split(os.pathsep) if d])
+                               .split(os.pathsep) if d],
+                    _env_routers=env_list(env, "SMG_FAST_TRUSTED_ROUTER_PEERS"))
     return ap
 
 
@@ -318,6 +331,7 @@ def config_from_args(argv: Sequence[str] | None = None,
             ap.error(f"SMG_FAST_MODELS: {exc}")
     dirs = getattr(ns, "allowed_media_dirs", None)
     dirs = ns._env_dirs if dirs is None else dirs
+    routers = getattr(ns, "trusted_router_peers", None)
     cfg = ServerConfig(
         host=ns.host, port=ns.port, models=models, workers=ns.workers,
         max_message_mb=ns.max_message_mb, pixel_cache_mb=ns.pixel_cache_mb,
@@ -333,6 +347,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
         single_flight_wait_s=ns.single_flight_wait_s,
+        trusted_router_peers=ns._env_routers if routers is None else routers,
     )
     try:
         return cfg.validate()

@@ -20,6 +20,7 @@ from ..processors.base import PreparedBatch
 from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
 from ..transport.rdma import Descriptor, ExportRefused
 from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
+from .callers import CALLER_KEY, CONNECTION, ROUTED, UNTRUSTED
 from .config import ServerConfig
 from .errors import RequestError
 from .metrics import Metrics
@@ -28,6 +29,21 @@ from .rdma_lane import RdmaLane
 log = logging.getLogger("smg_fast.server")
 
 OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
+# Whose share of unread shm bytes is full, as the request's share was chosen (callers.py).
+_OWN_SHARE_FULL = ("this connection holds its share (a quarter) of the server's unread shm "
+                   "bytes: read or unlink delivered segments first")
+_SHARE_FULL = {
+    "": _OWN_SHARE_FULL,
+    CONNECTION: _OWN_SHARE_FULL,
+    ROUTED: "the router's caller this request comes from holds its share (a quarter) of this "
+            "server's unread shm bytes (a trusted router's callers each have one): that caller "
+            "must read or unlink its delivered segments first",
+    UNTRUSTED: "the connection this request came on holds its share (a quarter) of the "
+               f"server's unread shm bytes; it named a caller ({CALLER_KEY} metadata, as a "
+               "router does) but its address is not a --trusted-router-peer of this server, "
+               "so all the callers it forwards for count against that one share: read or "
+               "unlink delivered segments first, or start the server trusting the router",
+}
 
 
 @dataclass
@@ -46,7 +62,8 @@ class Outcome:
     leases: list[str] = field(default_factory=list)  # RDMA slot keys
     model: str = ""
     transport: str = ""
-    caller: str = ""  # the gRPC peer: its share of unread shm bytes is counted apart
+    caller: str = ""  # whose share of unread shm bytes this request's segments count against
+    share: str = ""  # how that was chosen (callers.CONNECTION, ROUTED, UNTRUSTED)
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
     shm_bytes: int = 0  # of which planned to go by shm
@@ -118,7 +135,7 @@ class Delivery:
         if not self._to_shm(nbytes, shm_ok):
             if nbytes > inline_budget:
                 refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
-                self._inline_fits(nbytes, inline_budget, refused)  # over budget: raises
+                self._inline_fits(nbytes, inline_budget, refused, outcome)  # over budget: raises
             return "inline"
         need = self.registry.footprint(nbytes)  # what it takes in the tmpfs (a reused slab)
         over = self.registry.would_fit(outcome.shm_bytes + need, outcome.caller)
@@ -126,7 +143,7 @@ class Delivery:
             outcome.shm_bytes += need
             return "shm"
         if nbytes > inline_budget:
-            self._inline_fits(nbytes, inline_budget, f"shm_{over}")  # raises
+            self._inline_fits(nbytes, inline_budget, f"shm_{over}", outcome)  # raises
         return "inline"  # no shm room for it: it will fall back inline
 
     # ---- the one delivery step ----
@@ -158,7 +175,7 @@ class Delivery:
 
             name, offset, why = self._new_segment(t.nbytes, fill, outcome)
             if name is None:  # no room in shm: inline when it fits
-                self._inline_fits(t.nbytes, inline_budget, why)
+                self._inline_fits(t.nbytes, inline_budget, why, outcome)
                 kind = "inline"
         if reason:
             self._count_fallback(reason, kind)
@@ -226,10 +243,11 @@ class Delivery:
         if self._to_shm(nbytes, shm_ok):
             return "shm"
         refused = outcome.shm_refused if nbytes >= self.config.shm_min_bytes else ""
-        self._inline_fits(nbytes, inline_budget, refused)
+        self._inline_fits(nbytes, inline_budget, refused, outcome)
         return "inline"
 
-    def _inline_fits(self, nbytes: int, inline_budget: int, refused: str) -> None:
+    def _inline_fits(self, nbytes: int, inline_budget: int, refused: str,
+                     outcome: Outcome) -> None:
         """Raises unless nbytes fit in the response; counts an item that wanted shm."""
         if nbytes <= inline_budget:
             if refused:
@@ -243,8 +261,7 @@ class Delivery:
                                "server's (GetModelInfo.shm_namespace: the caller must see the "
                                "server's /dev/shm), and the tensor is too large to send inline")
         why = {"shm_cap": "the server's unread shm bytes are at --shm-max-outstanding-mb",
-               "shm_share": "this connection holds its share (a quarter) of the server's unread "
-                            "shm bytes: read or unlink delivered segments first",
+               "shm_share": _SHARE_FULL[outcome.share],
                "shm_full": f"{self.registry.directory} is full",
                "shm_fds": "the server is out of file descriptors"}[refused]
         raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
