@@ -30,7 +30,7 @@ KERNELS = {
     "resample.horizontal": [("scalar", "baseline", ()), ("avx2", "avx2", ("avx2",)),
                             ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi")),
                             ("avx512vnni", "avx512", ("avx512", "avx512vbmi", "avx512vnni"))],
-    "patchify": [("table", "baseline", ()),
+    "patchify": [("table", "baseline", ()), ("avx2", "avx2", ("avx2",)),
                  ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi"))],
 }
 
@@ -63,7 +63,7 @@ def test_expectations_follow_the_host_and_the_cap():
     full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
     tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only).items()} for cap in CAPS}
     assert tops["avx512"] == tops["avx2"] == {
-        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "table"}
+        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "avx2"}
     assert tops["baseline"] == {
         "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
     assert [allowed(cap, full)["resample.horizontal"][-1] for cap in CAPS] == [
