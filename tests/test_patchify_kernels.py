@@ -174,3 +174,37 @@ def test_forms_both_occur_on_avx2():
         slow = smg_fast.load_processor("kimi_k25", image_mean=list(GATHER_MEAN),
                                        image_std=list(GATHER_STD)).pipeline(dtype)
         assert (fast.kernel, slow.kernel) == ("avx2-fast", "avx2-gather")
+
+
+# ---- the destination: nothing written outside this image's rows ----
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("norm", ["half", "gather"])
+@pytest.mark.parametrize("patch,merge,temporal", [(14, 2, 2), (16, 2, 1), (14, 1, 1), (5, 1, 3),
+                                                  (8, 2, 2), (17, 1, 1), (20, 2, 2)])
+def test_writes_stay_inside_the_destination(patch, merge, temporal, norm, dtype, photo):
+    """Whole-vector stores overflow each pixel row; the last rows of each patch must not: the
+    elements just before and after an image's rows (another image's, in a batch) keep their
+    bits, and the rows equal the table applied in the documented order."""
+    from test_patchify_layouts import reference
+
+    from smg_fast import _native
+
+    mean, std, _ = KIMI_NORMS[norm]
+    dt = getattr(_native.DType, dtype.upper())
+    pipe = _native.Pipeline(recipe=_native.LutRecipe.KIMI_DIVIDE_MULTIPLY, rescale=1 / 255,
+                            mean=list(mean), std=list(std), dtype=dt,
+                            filter=_native.Filter.BICUBIC, pass_order=_native.PassOrder.PILLOW13,
+                            patch=patch, merge=merge, temporal=temporal)
+    check_kernel(pipe, patch, gather=norm == "gather")
+    img = np.ascontiguousarray(photo[:61, :97])
+    grid_h = -(-61 // (patch * merge)) * merge
+    grid_w = -(-97 // (patch * merge)) * merge
+    n = pipe.output_elems(97, 61, grid_h, grid_w)
+    npdt = {"float32": np.float32, "bfloat16": np.uint16, "float16": np.float16}[dtype]
+    dst = np.empty(n + 200, npdt)
+    dst.view(np.uint8)[:] = 0xA5
+    pipe.run(img, 97, 61, grid_h, grid_w, dst, 100)
+    assert np.all(dst[:100].view(np.uint8) == 0xA5) and np.all(dst[100 + n:].view(np.uint8) == 0xA5)
+    want = reference(img, pipe.lut, patch, merge, temporal, grid_h, grid_w)
+    assert_bits_equal(dst[100:100 + n].view(want.dtype).reshape(want.shape), want)
