@@ -1,6 +1,7 @@
 #include "patchify.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "cpu.hpp"
 #include "kernel_log.hpp"
@@ -12,14 +13,11 @@ namespace {
 
 // ---- portable path: table lookups ----
 
-// Each value is looked up once and stored T times (kT: T when known at compile time, 0: read
-// from L), in the reference's order: patch rows in output order, then channel, pixel row.
-template <typename T, int kT>
+template <typename T>
 void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut, T* dst, int bh) {
-    const int P = L.patch, m = L.merge, Tn = kT ? kT : L.temporal;
+    const int P = L.patch, m = L.merge, Tn = L.temporal;
     const int64_t row_elems = patch_row_elems(L), pp = int64_t(P) * P;
     const int blocks_w = L.grid_w / m;
-    const int C = band.channels;  // 3 (RGB) or 4 (RGBX): the pixel stride
     for (int bw = 0; bw < blocks_w; ++bw) {
         for (int mh = 0; mh < m; ++mh) {
             for (int mw = 0; mw < m; ++mw) {
@@ -29,32 +27,20 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
                 const int valid_x = std::max(0, std::min(P, band.width - x0));
                 for (int c = 0; c < 3; ++c) {
                     const T* lc = lut + c * 256;
-                    const T pad = lc[0];
                     for (int py = 0; py < P; ++py) {
                         const int y = mh * P + py;  // row inside the band
                         const int vx = y < band.height ? valid_x : 0;
+                        const int C = band.channels;  // 3 (RGB) or 4 (RGBX): the pixel stride
                         const uint8_t* src = band.data + int64_t(std::min(y, band.height - 1)) * band.stride + int64_t(x0) * C + c;
                         T* o = out + int64_t(c) * Tn * pp + int64_t(py) * P;
-                        for (int px = 0; px < vx; ++px) {
-                            const T v = lc[src[px * C]];
-                            for (int t = 0; t < Tn; ++t) o[t * pp + px] = v;
-                        }
-                        for (int px = vx; px < P; ++px)
-                            for (int t = 0; t < Tn; ++t) o[t * pp + px] = pad;
+                        for (int px = 0; px < vx; ++px) o[px] = lc[src[px * C]];
+                        for (int px = vx; px < P; ++px) o[px] = lc[0];
+                        for (int t = 1; t < Tn; ++t) std::memcpy(o + t * pp, o, sizeof(T) * P);
                     }
                 }
             }
         }
     }
-}
-
-template <typename T>
-void block_row_table(const ImageView& band, const PatchLayout& L, const void* lut, void* dst, int bh) {
-    const T* lt = static_cast<const T*>(lut);
-    T* d = static_cast<T*>(dst);
-    if (L.temporal == 1) return block_row_scalar<T, 1>(band, L, lt, d, bh);
-    if (L.temporal == 2) return block_row_scalar<T, 2>(band, L, lt, d, bh);
-    block_row_scalar<T, 0>(band, L, lt, d, bh);
 }
 
 #if SMG_X86
@@ -132,9 +118,9 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
     }
     note_ran(KernelId::PatchifyTable);
     if (dt == DType::Float32) {
-        block_row_table<float>(band, L_, norm_->lut(), dst, bh);
+        block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {
-        block_row_table<uint16_t>(band, L_, norm_->lut(), dst, bh);
+        block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_->lut()), static_cast<uint16_t*>(dst), bh);
     }
 }
 
