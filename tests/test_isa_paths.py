@@ -20,7 +20,8 @@ import smg_fast
 
 TESTS = Path(__file__).parent
 SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py",
-          "test_patchify_layouts.py", "test_convert.py", "test_resample_torch.py"]
+          "test_patchify_layouts.py", "test_patchify_kernels.py", "test_convert.py",
+          "test_resample_torch.py"]
 CAPS = ["baseline", "avx2", "avx512-novnni", "avx512"]  # lowest first: the rank of each cap
 # kernel -> (the lowest cap that admits it, the host flags it needs); the same per-stage order as
 # kernel_info()["kernels"], lowest first.
