@@ -81,7 +81,7 @@ SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, D
 }
 
 // All 768 table entries recomputed by normalize16 must equal the table.
-SMG_AVX512 bool simd_matches_lut_512(const SimdNorm& n, DType dt, const void* lut) {
+SMG_AVX512 bool simd_matches_lut(const SimdNorm& n, DType dt, const void* lut) {
     for (int c = 0; c < 3; ++c) {
         for (int u0 = 0; u0 < 256; u0 += 16) {
             alignas(64) int32_t got[16];
@@ -231,7 +231,7 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
 #pragma GCC diagnostic pop
 }  // namespace
 
-bool avx512_matches_lut(const SimdNorm& n, DType dt, const void* lut) { return simd_matches_lut_512(n, dt, lut); }
+bool avx512_matches_lut(const SimdNorm& n, DType dt, const void* lut) { return simd_matches_lut(n, dt, lut); }
 
 void avx512_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt, void* dst, int bh) {
     pick_kernel(L.patch, L.temporal, n.fast, n.recipe, dt)(band, L, n, dt, dst, bh);
