@@ -125,6 +125,8 @@ const char* kernel_name(Normalizer::Kernel k) {
     switch (k) {
         case Normalizer::Kernel::SimdFast: return "avx512-fast";
         case Normalizer::Kernel::Simd: return "avx512";
+        case Normalizer::Kernel::Avx2Fast: return "avx2-fast";
+        case Normalizer::Kernel::Avx2Gather: return "avx2-gather";
         default: return "table";
     }
 }
@@ -215,9 +217,9 @@ void bind_pipeline(py::module_& m) {
                  return out;
              }, "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
                 "float16), indexed [channel, pixel value]: the definition of every output value.")
-        .def_property_readonly("kernel", [](const Pipeline& pl) { return kernel_name(pl.normalizer().kernel()); },
-             "The patchify kernel chosen at construction: 'avx512-fast', 'avx512' or 'table' (patch\n"
-             "sizes over 16 use the table whatever this says).")
+        .def_property_readonly("kernel", [](const Pipeline& pl) { return kernel_name(pl.normalizer().kernel_for(pl.patch())); },
+             "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
+             "'avx2-fast', 'avx2-gather' or 'table' (each SIMD form checked against all 768 table values).")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
         .def_property_readonly("recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; },
              "Normalization recipe.")

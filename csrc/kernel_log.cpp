@@ -12,6 +12,7 @@ const KernelDesc& kernel_desc(KernelId id) {
         {"resample.horizontal", "avx512vbmi", kIsaAvx512},
         {"resample.horizontal", "avx512vnni", kIsaAvx512Vnni},
         {"patchify", "table", kIsaBaseline},
+        {"patchify", "avx2", kIsaAvx2},
         {"patchify", "avx512vbmi", kIsaAvx512},
     };
     return table[int(id)];

@@ -19,6 +19,7 @@ enum class KernelId : int {
     HorizontalAvx512Vbmi,
     HorizontalAvx512Vnni,
     PatchifyTable,
+    PatchifyAvx2,
     PatchifyAvx512Vbmi,
     Count,
 };
@@ -56,9 +57,24 @@ inline KernelId horizontal_kernel() {
     return KernelId::HorizontalScalar;
 }
 
-// The SIMD patchify kernel is used only where its values match the table (see Normalizer).
+// The AVX2 patchify kernel also converts with FMA and F16C, which every AVX2 CPU has but a
+// virtual machine may hide.
+inline bool cpu_has_patchify_avx2() {
+#if SMG_X86
+    static const bool v = cpu_has_avx2() && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return v;
+#else
+    return false;
+#endif
+}
+
+// For patches of up to 16 pixels; larger ones take the AVX2 kernel on AVX-512 hosts too. A
+// SIMD kernel computes with arithmetic only where that matches the table (see Normalizer); the
+// AVX2 kernel's gather form matches any table.
 inline KernelId patchify_kernel() {
-    return cpu_has_avx512vbmi() ? KernelId::PatchifyAvx512Vbmi : KernelId::PatchifyTable;
+    if (cpu_has_avx512vbmi()) return KernelId::PatchifyAvx512Vbmi;
+    if (cpu_has_patchify_avx2()) return KernelId::PatchifyAvx2;
+    return KernelId::PatchifyTable;
 }
 
 }  // namespace smg

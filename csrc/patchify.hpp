@@ -26,7 +26,8 @@ inline int64_t patch_row_elems(const PatchLayout& L) {
     return int64_t(3) * L.temporal * L.patch * L.patch;
 }
 
-// The normalization constants in the form the AVX-512 kernels read them (see patchify.cpp).
+// The normalization constants in the form the SIMD kernels read them (see patchify_avx512.cpp
+// and patchify_avx2.cpp).
 struct SimdNorm {
     int recipe;
     bool fast;         // single-precision form; used only if it matches the table
@@ -39,32 +40,46 @@ struct SimdNorm {
     double inv_d[3];
 };
 
+// How the AVX2 kernel computes a value: the single-precision form (as the AVX-512 fast form),
+// or a gather from the table (exact by construction; on AVX2 hosts faster than the reference's
+// double-precision order for Kimi, and about as fast for the others). Whichever is used has
+// been checked against all 768 table values.
+enum class Avx2Form : int { Fast = 0, Gather = 1 };
+
 // One normalization in one output dtype, prepared once: the 3 x 256 table (the definition of
-// every output value) and the kernel that reproduces it. The SIMD kernels compute the values
-// arithmetically; they are chosen only if all 768 of their values equal the table, which is
-// checked here, at construction, not per image.
+// every output value) and the kernels that reproduce it. The SIMD kernels compute the values
+// arithmetically (or gather them from the table); they are chosen only if all 768 of their values
+// equal the table, which is checked here, at construction, not per image.
 class Normalizer {
 public:
     enum class Kernel {
-        Table,     // table lookups (no AVX-512 VBMI, or no SIMD form matched the table)
-        Simd,      // AVX-512, the reference's double-precision operation order
-        SimdFast,  // AVX-512, single precision (matched the table for these constants)
+        Table,       // table lookups, portable (the cap or the CPU allows no SIMD kernel)
+        Avx2Gather,  // AVX2, gathers from the table
+        Avx2Fast,    // AVX2, single precision (matched the table for these constants)
+        Simd,        // AVX-512 VBMI, the reference's double-precision operation order (P <= 16)
+        SimdFast,    // AVX-512 VBMI, single precision (P <= 16)
     };
     // Throws std::invalid_argument for parameters build_lut refuses.
     Normalizer(const NormParams& params, DType dtype);
 
     const NormParams& params() const { return params_; }
     DType dtype() const { return dtype_; }
-    Kernel kernel() const { return kernel_; }
+    // The kernel that patches of side `patch` use (the AVX-512 kernels take P <= 16).
+    Kernel kernel_for(int patch) const;
     // 3 x 256 values in the element type of dtype(), channel-major.
     const void* lut() const { return lut_; }
-    const SimdNorm& simd() const { return simd_; }
+    const SimdNorm& simd() const { return simd_; }       // the AVX-512 kernels' constants
+    const SimdNorm& simd_avx2() const { return simd2_; } // the AVX2 kernel's constants
+    Avx2Form avx2_form() const { return form2_; }
 
 private:
     NormParams params_;
     DType dtype_;
-    Kernel kernel_ = Kernel::Table;
+    Kernel avx512_ = Kernel::Table;  // Table, Simd or SimdFast
+    Kernel avx2_ = Kernel::Table;    // Table, Avx2Gather or Avx2Fast
+    Avx2Form form2_ = Avx2Form::Gather;
     SimdNorm simd_{};
+    SimdNorm simd2_{};
     alignas(64) unsigned char lut_[3 * 256 * 4];
 };
 
@@ -82,7 +97,7 @@ public:
 private:
     PatchLayout L_;
     const Normalizer* norm_;
-    bool simd_ = false;  // the SIMD kernels handle P <= 16
+    Normalizer::Kernel kernel_;  // norm.kernel_for(L.patch)
 };
 
 }  // namespace smg

@@ -20,8 +20,8 @@ import smg_fast
 
 TESTS = Path(__file__).parent
 SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwen_parity.py",
-          "test_patchify_layouts.py", "test_convert.py", "test_resample_torch.py",
-          "test_resample_edges.py"]
+          "test_patchify_layouts.py", "test_patchify_kernels.py", "test_convert.py",
+          "test_resample_torch.py", "test_resample_edges.py"]
 CAPS = ["baseline", "avx2", "avx512-novnni", "avx512"]  # lowest first: the rank of each cap
 # kernel -> (the lowest cap that admits it, the host flags it needs); the same per-stage order as
 # kernel_info()["kernels"], lowest first.
@@ -31,7 +31,7 @@ KERNELS = {
     "resample.horizontal": [("scalar", "baseline", ()), ("avx2", "avx2", ("avx2",)),
                             ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi")),
                             ("avx512vnni", "avx512", ("avx512", "avx512vbmi", "avx512vnni"))],
-    "patchify": [("table", "baseline", ()),
+    "patchify": [("table", "baseline", ()), ("avx2", "avx2", ("avx2",)),
                  ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi"))],
 }
 
@@ -64,7 +64,7 @@ def test_expectations_follow_the_host_and_the_cap():
     full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
     tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only).items()} for cap in CAPS}
     assert tops["avx512"] == tops["avx2"] == {
-        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "table"}
+        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "avx2"}
     assert tops["baseline"] == {
         "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
     assert [allowed(cap, full)["resample.horizontal"][-1] for cap in CAPS] == [

@@ -255,23 +255,45 @@ def test_pipeline_reports_its_parameters():
     assert p.output_elems(20, 40, 4, 2) == 8 * 3 * 16 * 16
 
 
+def _cpu_flags() -> set[str]:
+    """The CPU's flags as the kernel reports them (empty off x86 Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return set(text.split("flags")[1].split("\n")[0].split()) if "flags" in text else set()
+
+
+def _avx2_patchify() -> bool:
+    """What the AVX2 patchify kernel needs: AVX2 (after the cap), FMA and F16C."""
+    return smg_fast.cpu_features()["avx2"] and {"fma", "f16c"} <= _cpu_flags()
+
+
 def test_kernel_choice_follows_the_cpu():
-    # The double-precision SIMD form is the reference's operation order, so on a CPU with
-    # AVX-512 VBMI some SIMD kernel must match the table; without it only the table runs.
+    # The double-precision AVX-512 form is the reference's operation order, so on a CPU with
+    # AVX-512 VBMI some AVX-512 kernel must match the table (patches up to 16; larger ones take
+    # the AVX2 kernel); the AVX2 kernel's gather form matches any table; without either only
+    # the table runs.
     vbmi = smg_fast.cpu_features()["avx512vbmi"]
+    avx2 = ("avx2-fast", "avx2-gather") if _avx2_patchify() else ("table",)
     for recipe in (HF, KIMI):
         for dtype in _native.DType.__members__.values():
-            assert (pipeline(recipe=recipe, dtype=dtype).kernel != "table") == vbmi
+            kernel = pipeline(recipe=recipe, dtype=dtype).kernel
+            assert kernel in (("avx512-fast", "avx512") if vbmi else avx2), kernel
+            assert pipeline(recipe=recipe, dtype=dtype, patch=17).kernel in avx2
 
 
-def test_isa_cap_forces_the_table_kernel():
+@pytest.mark.parametrize("cap", ["baseline", "avx2"])
+def test_isa_cap_limits_the_kernel(cap):
     code = ("from smg_fast import _native as n; print(n.Pipeline(recipe=n.LutRecipe(0), "
             "rescale=1/255, mean=[.5]*3, std=[.5]*3, dtype=n.DType(0), filter=n.Filter(3), "
             "pass_order=n.PassOrder(1), patch=14, merge=2, temporal=2).kernel)")
-    env = dict(os.environ, SMG_FAST_ISA="avx2")
+    env = dict(os.environ, SMG_FAST_ISA=cap)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
-    assert run.stdout.strip() == "table"
+    host_avx2 = "avx2" in _cpu_flags() and {"fma", "f16c"} <= _cpu_flags()
+    # mean = std = 0.5 with rescale 1/255: the single-precision form matches the table.
+    assert run.stdout.strip() == ("avx2-fast" if cap == "avx2" and host_avx2 else "table")
 
 
 @pytest.mark.parametrize("case,message", [
