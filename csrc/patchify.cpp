@@ -92,7 +92,10 @@ Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params),
 
 Normalizer::Kernel Normalizer::kernel_for(int patch) const {
     if (avx512_ != Kernel::Table && patch <= 16) return avx512_;
-    return avx2_;
+    // The AVX2 kernel's whole-vector stores spill up to one vector (8 or 16 elements) past a
+    // pixel row; that spill stays inside the patch row only when a patch holds at least 16
+    // values of a channel. Smaller patches (1-3: no model uses them) take the table.
+    return patch >= 4 ? avx2_ : Kernel::Table;
 }
 
 Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm)

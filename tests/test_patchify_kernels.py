@@ -40,7 +40,7 @@ def simd_family(patch: int) -> str:
     feats = smg_fast.cpu_features()
     if feats["avx512vbmi"] and patch <= 16:
         return "avx512"
-    if feats["avx2"] and {"fma", "f16c"} <= _cpu_flags():
+    if feats["avx2"] and {"fma", "f16c"} <= _cpu_flags() and patch >= 4:
         return "avx2"
     return "table"
 
@@ -181,7 +181,8 @@ def test_forms_both_occur_on_avx2():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm", ["half", "gather"])
 @pytest.mark.parametrize("patch,merge,temporal", [(14, 2, 2), (16, 2, 1), (14, 1, 1), (5, 1, 3),
-                                                  (8, 2, 2), (17, 1, 1), (20, 2, 2)])
+                                                  (8, 2, 2), (17, 1, 1), (20, 2, 2), (1, 1, 1),
+                                                  (2, 2, 2), (3, 1, 2), (4, 1, 1), (4, 2, 1)])
 def test_writes_stay_inside_the_destination(patch, merge, temporal, norm, dtype, photo):
     """Whole-vector stores overflow each pixel row; the last rows of each patch must not: the
     elements just before and after an image's rows (another image's, in a batch) keep their
