@@ -1,5 +1,5 @@
 """Helpers of the fleet tests (test_routing_*.py, test_router_process.py): server arguments,
-real-photo crops, noise PNGs, and where an image goes first."""
+real-photo crops, noise and flat PNGs, and where an image goes first."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ def png(w: int, h: int, seed: int) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(buf, "PNG",
                                                                           compress_level=1)
+    return buf.getvalue()
+
+
+def flat_png(w: int, h: int) -> bytes:
+    """A w x h single-colour PNG: a few KiB that become w x h x 12 bytes of float32 patches."""
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (90, 30, 200)).save(buf, "PNG")
     return buf.getvalue()
 
 

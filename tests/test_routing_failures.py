@@ -12,7 +12,7 @@ import signal
 
 import grpc
 import pytest
-from routing_common import SERVER_ARGS, first_choice, png, start_servers, stop
+from routing_common import SERVER_ARGS, first_choice, flat_png, png, start_servers, stop
 
 from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
@@ -78,6 +78,24 @@ def test_size_limit_is_not_retried(fleet):
         members = rc.stats()["members"].values()
         # one sub-call failed: the huge image's, with the small one when both landed together
         assert sum(m["items"].get("resource_exhausted", 0) for m in members) in (1, 2)
+
+
+def test_message_over_the_size_limit_is_not_retried(fleet):
+    """gRPC's own RESOURCE_EXHAUSTED (a 5 KiB PNG whose 26 MB answer is over the client's
+    2 MiB receive limit) carries no smg-fast-retryable trailer: it would fail the same way on
+    every member, so it is answered at once, not retryable (before: no trailer was taken for
+    "retry", it was tried on all three members and reported retryable)."""
+    targets = [s.target for s in fleet]
+    with RoutedClient(targets, timeout=30, max_message_mb=2) as rc:
+        with pytest.raises(RoutedError) as err:
+            rc.preprocess([flat_png(1200, 900)], transport="inline")
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.index == 0 and not err.value.retryable
+        assert "tried on" not in err.value.details(), err.value.details()
+        stats = rc.stats()
+        assert stats["retries"] == {}
+        assert sum(m["items"].get("resource_exhausted", 0)
+                   for m in stats["members"].values()) == 1
 
 
 def test_admission_resource_exhausted_is_retried_elsewhere():

@@ -27,7 +27,7 @@ from .._proto import preprocessor_pb2 as pb
 from ..client import _options
 from ..transport.shm_owner import SHM_DIR, is_segment_name
 from ..transport.tensors import shm_namespace
-from .errors import RoutedError, renumber, says_retryable
+from .errors import RoutedError, name_items, renumber, says_retryable
 from .membership import Member, Membership
 from .placement import Affinity, choose, item_key, order
 
@@ -202,6 +202,8 @@ class Fleet:
                     code, details, retry = value
                     text, index = renumber(details, idx)
                     if not retry or (deadline is not None and loop.time() >= deadline):
+                        if index is None:
+                            text, index = name_items(text, idx)
                         self.counts["failed"] += 1
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
                                           and retry)
