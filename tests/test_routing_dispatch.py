@@ -52,7 +52,7 @@ class _Stub:
 def _member(fleet: Fleet, target: str, handler, models=(MODEL,)) -> Member:
     info = pb.GetModelInfoResponse(default_model=models[0], models=[
         pb.ModelInfo(name=name, config_fingerprint="fp-" + name) for name in models])
-    m = Member(target, None, _Stub(handler), info=info, state="serving")
+    m = Member(target, None, _Stub(handler), info=info, last_info=info, state="serving")
     fleet.membership.members[target] = m
     fleet.membership.known_models.update(models)  # as admission records them
     return m

@@ -106,7 +106,10 @@ class Fleet:
         self.membership = Membership(
             channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
-        self._joining = [self.membership.add(t) for t in targets]
+        founders = self.membership.found(list(targets), join_timeout)
+        # one join every request waits for (shielded: a caller that leaves does not end it)
+        self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
+                         if founders else None)
         self._tasks: set[asyncio.Future] = set()  # sub-calls abandoned, still ending
         self.counts: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
@@ -114,13 +117,20 @@ class Fleet:
     # ---- membership ----
 
     async def _ready(self) -> None:
-        """Waits (once, bounded) for the first join attempt of the members given at start."""
-        if self._joining:
-            waits = [asyncio.ensure_future(m.joined.wait()) for m in self._joining]
-            self._joining = []
-            _, slow = await asyncio.wait(waits, timeout=self.join_timeout)
-            for w in slow:  # still joining: they are placed on once SERVING
-                w.cancel()
+        """Waits for the members given at start to join (every caller the same join)."""
+        if self._joining is not None and not self._joining.done():
+            await asyncio.shield(self._joining)
+
+    async def _join(self, founders: list[Member]) -> None:
+        """The founders' admission (membership.found), then their first health answers; at
+        most join_timeout in all (a member still joining is placed on once SERVING)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.join_timeout
+        await self.membership.founded()
+        waits = [asyncio.ensure_future(m.joined.wait()) for m in founders]
+        _, slow = await asyncio.wait(waits, timeout=max(0.0, end - loop.time()))
+        for w in slow:
+            w.cancel()
 
     async def add(self, target: str) -> bool:
         """Joins target; True once it serves, False when it was refused (a different config) or
@@ -402,6 +412,8 @@ class Fleet:
 
     async def close(self) -> None:
         """Removes every member and waits for the sub-calls abandoned before (cancelled)."""
+        if self._joining is not None:
+            self._joining.cancel()
         await self.membership.close()
         rest = list(self._tasks)
         for fut in rest:
