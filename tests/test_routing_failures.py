@@ -140,6 +140,30 @@ def test_one_crash_is_one_ejection():
     asyncio.run(main())
 
 
+def test_callers_deadline_is_neither_the_members_success_nor_its_failure(fleet):
+    """The caller's own deadline ends a sub-call: the member's consecutive failures stay as
+    they were, and a half-open probe that ends so leaves the member ejected (the next request
+    probes it) instead of restoring it (before: counted as the member's success)."""
+    target = fleet[0].target
+
+    async def main():
+        async with AsyncRoutedClient([target], timeout=30, keepalive_s=0) as rc:
+            m = rc.membership.members[target]
+            m.failures = 2  # two transport failures so far (eject_after 3)
+            with pytest.raises(RoutedError) as err:
+                await rc.preprocess([png(40, 30, 1)], timeout=1e-4)  # over before any answer
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert (m.failures, m.ejections) == (2, 0)
+            m.failures, m.ejections, m.ejected_until = 0, 1, 0.0  # its ejection ran out
+            with pytest.raises(RoutedError):
+                await rc.preprocess([png(40, 30, 2)], timeout=1e-4)  # the probe, cut short
+            assert m.ejections == 1 and not m.probing  # still half-open, probe-able
+            out = await rc.preprocess([png(40, 30, 3)])  # the next probe is answered
+            assert len(out.items) == 1 and (m.failures, m.ejections) == (0, 0)
+
+    asyncio.run(main())
+
+
 def _slow_and_bad(targets: list[str]) -> tuple[bytes, bytes, str]:
     """A slow image (big, inline) and a bad one whose first choices differ."""
     big = png(1500, 1000, 11)

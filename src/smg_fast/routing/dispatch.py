@@ -380,7 +380,11 @@ class Fleet:
             if code in (_C.UNAVAILABLE, _C.CANCELLED) or (code == _C.DEADLINE_EXCEEDED and own):
                 self.membership.failure(m, epoch)  # a peer that died, hangs or left
                 retry = True
-            else:  # the member answered (or the caller's deadline ended it): it is alive
+            elif code == _C.DEADLINE_EXCEEDED:  # the caller's time ran out: says nothing of m
+                if probe:  # its verdict is still to come: the next request probes
+                    m.probing = False
+                retry = False
+            else:  # the member answered: it is alive
                 self.membership.success(m)
                 retry = code == _C.RESOURCE_EXHAUSTED and says_retryable(exc)
             self._outcome(m, code.name.lower(), len(idx))
