@@ -57,6 +57,17 @@ def release(resp: Any) -> int:
     return n
 
 
+def without_items(req: Any, model: str) -> Any:
+    """req's fields but its items (every other field is a scalar), for model: what each
+    sub-call copies, so that no sub-call copies the images of the others."""
+    out = pb.PreprocessRequest()
+    for fd, value in req.ListFields():
+        if fd.name != "items":
+            setattr(out, fd.name, value)
+    out.model = model
+    return out
+
+
 def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
     """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
     connection closes without waiting for TCP). The membership also sends a health Check
@@ -162,6 +173,7 @@ class Fleet:
         hi = req.max_pixels if req.HasField("max_pixels") else None
         keys = [item_key(it, name, req.dtype, lo, hi) for it in req.items]
         local = req.shm_namespace == self.namespace  # its segments are in our /dev/shm
+        template = without_items(req, name)
         n = len(keys)
         results: list[Any] = [None] * n
         kept: list[Any] = []  # the answers whose handles are in results
@@ -180,7 +192,7 @@ class Fleet:
                 placed, pending = self._place(name, pending, keys, tried, last,
                                               loop.time() < patient_until)
                 for m, (idx, epoch, probe) in placed.items():
-                    task = loop.create_task(self._call(m, epoch, probe, idx, req, name,
+                    task = loop.create_task(self._call(m, epoch, probe, idx, req, template,
                                                        deadline, finish, local))
                     live[task] = (m, idx)
                 waits: set[asyncio.Future] = set(live)
@@ -317,15 +329,13 @@ class Fleet:
         return choose(key, candidates, load, self.load_factor, self.floor, holders, wait)
 
     async def _call(self, m: Member, epoch: int, probe: bool, idx: list[int], req: Any,
-                    model: str, deadline: float | None, finish: Finish,
+                    template: Any, deadline: float | None, finish: Finish,
                     local: bool) -> tuple[str, Any]:
         """("ok", (response, values)) or ("error", (code, details, retry)); the member's
         in-flight count covers the RPC until it really ends. A probe (half-open) that ends
         without a verdict (cancelled) lets the next request probe."""
         sub = pb.PreprocessRequest()
-        sub.CopyFrom(req)
-        sub.model = model
-        del sub.items[:]
+        sub.CopyFrom(template)  # (req without its items, for the resolved model)
         sub.items.extend(req.items[i] for i in idx)
         loop = asyncio.get_running_loop()
         left = None if deadline is None else max(0.0, deadline - loop.time())
