@@ -51,6 +51,18 @@ def first_choice(image: bytes, targets: list[str]) -> str:
     return order(item_key(_media_item(image), "qwen2_vl", "float32", None, None), targets)[0]
 
 
+def preferring(target: str, targets: list[str], count: int, start: int = 0,
+               size: tuple[int, int] = (40, 30)) -> list[bytes]:
+    """count distinct noise PNGs of size whose first choice is target (seeds from start)."""
+    out, seed = [], start
+    while len(out) < count:
+        im = png(*size, seed)
+        seed += 1
+        if first_choice(im, targets) == target:
+            out.append(im)
+    return out
+
+
 def check(out, picks, refs) -> None:
     """out's items are refs[picks], exact and in order."""
     assert len(out.items) == len(picks)

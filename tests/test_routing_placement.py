@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import math
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
 from smg_fast._proto import preprocessor_pb2 as pb
@@ -118,12 +119,14 @@ def test_removing_a_member_moves_only_its_keys(members, keys, data):
         assert after == [m for m in before if m != gone]  # the others keep their relative order
 
 
-@settings(max_examples=8, deadline=None)
-@given(st.integers(2, 9), st.integers(0, 2**32))
-def test_adding_a_member_moves_about_one_in_n_plus_one(n, salt):
-    members = [f"10.1.{salt % 251}.{i}:50051" for i in range(n)]
-    new = f"10.2.{salt % 241}.{n}:50051"
-    keys = [f"{salt}-{i}".encode() for i in range(2000)]
+@pytest.mark.parametrize("n", range(2, 10))
+def test_adding_a_member_moves_about_one_in_n_plus_one(n):
+    """Fixed members and keys (deterministic: under hypothesis, random salts made a band of
+    about 3.5 sigma fail now and then): 2000 keys, within 25% of 2000 / (n + 1) (1.02-1.11
+    of it for these names)."""
+    members = [f"10.1.0.{i}:50051" for i in range(n)]
+    new = f"10.2.0.{n}:50051"
+    keys = [b"key %d" % i for i in range(2000)]
     moved = 0
     for key in keys:
         first = order(key, members)[0]
