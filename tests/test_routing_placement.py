@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import math
+import urllib.parse
 
 import pytest
 from hypothesis import given
@@ -143,6 +144,10 @@ def test_key_is_the_cache_identity():
     as_bytes = pb.MediaItem(data=data)
     as_url = pb.MediaItem(url="data:image/png;base64," + base64.b64encode(data).decode())
     assert content_id(as_bytes) == content_id(as_url)  # data: URLs by their decoded bytes
+    percent = pb.MediaItem(url="data:image/png," + urllib.parse.quote_from_bytes(data))
+    assert content_id(percent) == content_id(as_bytes)  # (as the server reads them)
+    bad = [pb.MediaItem(url=u) for u in ("data:image/png;base64,@@", "data:no-comma")]
+    assert content_id(bad[0]) != content_id(bad[1])  # malformed: keyed by the URL string
     assert content_id(pb.MediaItem(url="file:///a/b.png")) != content_id(
         pb.MediaItem(url="file:///a/c.png"))  # file:// URLs by path
     base = item_key(as_bytes, "qwen2_vl", "float32", None, None)

@@ -20,10 +20,7 @@ the bound (the bound only counts items sent to members, not items waiting in the
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
-import urllib.parse
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -31,18 +28,7 @@ from typing import Any
 import xxhash
 from blake3 import blake3
 
-
-def _data_url_bytes(url: str) -> bytes | None:
-    """A data: URL's decoded bytes, or None when malformed (the server will refuse it)."""
-    header, sep, payload = url[5:].partition(",")
-    if not sep:
-        return None
-    if header.lower().endswith(";base64"):
-        try:
-            return base64.b64decode(payload.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return None
-    return urllib.parse.unquote_to_bytes(payload)
+from ..data_urls import data_url_bytes
 
 
 def content_id(item: Any) -> bytes:
@@ -54,9 +40,10 @@ def content_id(item: Any) -> bytes:
         return blake3(item.data).digest()
     url = item.url if kind == "url" else ""
     if url[:5].lower() == "data:":
-        data = _data_url_bytes(url)
-        if data is not None:
-            return blake3(data).digest()
+        try:
+            return blake3(data_url_bytes(url)).digest()
+        except ValueError:
+            pass  # malformed: the server refuses it, wherever it goes
     return blake3(b"url\0" + url.encode("utf-8", "surrogatepass")).digest()
 
 
