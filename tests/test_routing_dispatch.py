@@ -199,6 +199,7 @@ def test_failed_request_releases_finished_sub_calls(how):
                 assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 1
             assert not os.path.exists(f"/dev/shm/{name}")
             assert fl.stats()["unread_released"] == 1
+            assert fl.stats()["failed"] == 1  # (before: not when its caller left)
         finally:
             if os.path.exists(f"/dev/shm/{name}"):
                 os.unlink(f"/dev/shm/{name}")
@@ -348,6 +349,60 @@ def test_empty_request_is_refused_as_a_server_refuses_it():
 
     err = asyncio.run(main())
     assert err.code() == _C.INVALID_ARGUMENT and err.details() == "request has no items"
+
+
+def test_unreadable_or_miscounted_answers_fail_the_request_and_are_counted():
+    """finish raises (an answer that cannot be read), or a member answers the wrong number of
+    items: the request fails, counted as failed, the items' outcome recorded on the member
+    (before: neither)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0)
+
+        async def one_short(sub):
+            return _answer([""] * (len(sub.items) - 1))
+
+        async def answer(sub):
+            return _answer([""] * len(sub.items))
+
+        async def unreadable(m, resp):
+            raise ValueError("segment gone")
+
+        items = [pb.MediaItem(data=b"a"), pb.MediaItem(data=b"b")]
+        m = _member(fl, "a:1", answer)
+        with pytest.raises(ValueError):
+            await fl.route(pb.PreprocessRequest(items=items), unreadable, 30)
+        m.stub.handler = one_short
+        with pytest.raises(RoutedError) as err:
+            await fl.route(pb.PreprocessRequest(items=items), _passthrough, 30)
+        assert err.value.code() == _C.INTERNAL and "answered 1 items for 2" in err.value.details()
+        stats = fl.stats()
+        assert stats["requests"] == stats["failed"] == 2 and m.in_flight == 0
+        assert stats["members"]["a:1"]["items"] == {"unread": 2, "internal": 2}
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("load_factor", 0.5), ("load_factor", float("nan")), ("floor", 0), ("affinity_keys", -1),
+    ("affinity_wait", float("inf")), ("timeout", 0), ("timeout", -1.0),
+    ("attempt_timeout", 0.0), ("max_message_mb", 0), ("max_message_mb", 4096),
+    ("join_timeout", 0), ("eject_after", 0), ("eject_base_s", 0.0),
+    ("eject_base_s", float("inf")), ("keepalive_s", 0.5),
+])
+def test_fleet_settings_are_checked(setting, value):
+    """As the router checks its flags (before: the library took these silently)."""
+    with pytest.raises(ValueError, match=f"^{setting} must be"):
+        Fleet([], **{setting: value})
+
+
+def test_per_call_timeout_zero_is_refused_not_taken_for_none():
+    async def main():
+        fl = Fleet([], keepalive_s=0, timeout=30)
+        with pytest.raises(ValueError, match="timeout must be"):
+            await fl.route(pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")]),
+                           _passthrough, timeout=0)
+
+    asyncio.run(main())
 
 
 def test_routed_client_that_fails_to_start_leaves_no_thread():

@@ -7,7 +7,7 @@ failed, or was cancelled, or their member went away) are cancelled, and what the
 is released, as is what the finished ones made for a request that then failed: shm segments
 unlinked (when they are in our /dev/shm), RDMA handles left to expire.
 
-``Fleet`` is the core the library clients (client.py) and the router process (service.py) share:
+``Fleet`` is the core the library clients (client.py) and the router process (router.py) share:
 they differ only in what they make of a member's response (``finish``).
 """
 
@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import grpc
 
-from .._proto import preprocessor_pb2 as pb
 from ..client import _options
-from ..transport.shm_owner import SHM_DIR, is_segment_name
 from ..transport.tensors import shm_namespace
 from .errors import RoutedError, name_items, renumber, says_retryable
 from .membership import Member, Membership
+from .messages import release, sub_request, without_items
 from .placement import Affinity, choose, item_key, order
+from .settings import check_settings, keepalive_options
 
 log = logging.getLogger("smg_fast.routing")
 
@@ -38,45 +36,6 @@ TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
 # What a member's response becomes for the caller: one value per item, in the sub-call's order.
 Finish = Callable[[Member, Any], Awaitable[list[Any]]]
 _F = TypeVar("_F", bound="Fleet")
-
-
-def release(resp: Any) -> int:
-    """Unlinks the shm segments a response we will not use holds; returns how many."""
-    n = 0
-    for it in resp.items:
-        if it.pixel_values.WhichOneof("payload") != "shm":
-            continue  # inline: garbage; remote: the server reaps the slot at its TTL
-        name = it.pixel_values.shm.name
-        if not is_segment_name(name):
-            continue  # never unlink what is not an smg-fast segment
-        try:
-            os.unlink(os.path.join(SHM_DIR, name))
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n
-
-
-def without_items(req: Any, model: str) -> Any:
-    """req's fields but its items (every other field is a scalar), for model: what each
-    sub-call copies, so that no sub-call copies the images of the others."""
-    out = pb.PreprocessRequest()
-    for fd, value in req.ListFields():
-        if fd.name != "items":
-            setattr(out, fd.name, value)
-    out.model = model
-    return out
-
-
-def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
-    """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
-    connection closes without waiting for TCP). The membership also sends a health Check
-    every keepalive_s, which finds a hung process for sure. 0: off."""
-    if not keepalive_s:
-        return []
-    ms = int(keepalive_s * 1000)
-    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
 
 
 class Fleet:
@@ -99,15 +58,11 @@ class Fleet:
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
                  eject_base_s: float = 1.0, keepalive_s: float = 10.0) -> None:
-        if load_factor < 1.0 or floor < 1:
-            raise ValueError(f"need load_factor >= 1 and floor >= 1, got {load_factor}, {floor}")
-        if affinity_keys < 0 or not 0 <= affinity_wait < math.inf:
-            raise ValueError(f"need affinity_keys >= 0 and a finite affinity_wait >= 0, got "
-                             f"{affinity_keys}, {affinity_wait}")
-        if keepalive_s and keepalive_s < 1.0:
-            raise ValueError(f"keepalive_s must be 0 (off) or >= 1, got {keepalive_s}")
-        if attempt_timeout is not None and attempt_timeout <= 0:
-            raise ValueError(f"attempt_timeout must be > 0, got {attempt_timeout}")
+        check_settings(load_factor=load_factor, floor=floor, affinity_keys=affinity_keys,
+                       affinity_wait=affinity_wait, timeout=timeout,
+                       attempt_timeout=attempt_timeout, max_message_mb=max_message_mb,
+                       join_timeout=join_timeout, eject_after=eject_after,
+                       eject_base_s=eject_base_s, keepalive_s=keepalive_s)
         self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
         self.affinity = Affinity(affinity_keys)
         self.affinity_wait = affinity_wait
@@ -166,7 +121,9 @@ class Fleet:
             raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
         await self._ready()
         loop = asyncio.get_running_loop()
-        timeout = timeout or self.timeout
+        timeout = self.timeout if timeout is None else timeout
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be None or > 0 seconds, got {timeout!r}")
         deadline = None if timeout is None else loop.time() + timeout
         name = req.model or self.membership.default_model
         lo = req.min_pixels if req.HasField("min_pixels") else None
@@ -226,7 +183,6 @@ class Fleet:
                     if not retry or (deadline is not None and loop.time() >= deadline):
                         if index is None:
                             text, index = name_items(text, idx)
-                        self.counts["failed"] += 1
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
                                           and retry)
                     for i in idx:
@@ -236,6 +192,7 @@ class Fleet:
                     pending.extend(idx)
                 pending.sort()
         except BaseException:
+            self.counts["failed"] += 1  # (an error, a finish that raised, or its caller left)
             for task in live:  # a failed or cancelled request: its other sub-calls stop
                 if task.done() and not task.cancelled() and task.exception() is None:
                     status, value = task.result()
@@ -278,7 +235,6 @@ class Fleet:
         known = model in names or model in self.membership.known_models
         if not usable and names and not known:
             i = pending[0]
-            self.counts["failed"] += 1
             raise RoutedError(_C.INVALID_ARGUMENT, f"unknown model {model!r} (item {i}): no "
                               f"member of the fleet serves it; the fleet serves {names}", i)
         load = {t: m.in_flight for t, m in usable.items()}
@@ -293,7 +249,6 @@ class Fleet:
             if not candidates:
                 code, details = last[i] or (_C.UNAVAILABLE, "no serving member in the fleet"
                                             + (f" serves model {model!r}" if model else ""))
-                self.counts["failed"] += 1
                 raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
                                         "member(s))", i, code == _C.RESOURCE_EXHAUSTED)
             holders = self.affinity.holders(keys[i], joins)
@@ -334,9 +289,7 @@ class Fleet:
         """("ok", (response, values)) or ("error", (code, details, retry)); the member's
         in-flight count covers the RPC until it really ends. A probe (half-open) that ends
         without a verdict (cancelled) lets the next request probe."""
-        sub = pb.PreprocessRequest()
-        sub.CopyFrom(template)  # (req without its items, for the resolved model)
-        sub.items.extend(req.items[i] for i in idx)
+        sub = sub_request(template, req, idx)
         loop = asyncio.get_running_loop()
         left = None if deadline is None else max(0.0, deadline - loop.time())
         limit = left
@@ -404,13 +357,16 @@ class Fleet:
         if len(resp.items) != len(idx):
             if local:
                 self.discard(resp)
+            self._outcome(m, "internal", len(idx))
             return "error", (_C.INTERNAL, f"{m.target} answered {len(resp.items)} items for "
                                           f"{len(idx)}", False)
         try:
             values = await finish(m, resp)
-        except BaseException:
+        except BaseException as exc:  # (the answer could not be read, or the caller left)
             if local:
                 self.discard(resp)  # what finish had not reached yet
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            self._outcome(m, "cancelled" if cancelled else "unread", len(idx))
             raise
         self._outcome(m, "ok", len(idx))
         return "ok", (resp, values)
