@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -26,7 +26,7 @@ from ..transport.tensors import shm_namespace
 from .errors import RoutedError, name_items, renumber, says_retryable
 from .membership import Member, Membership
 from .messages import release, sub_request, without_items
-from .placement import Affinity, choose, item_key, order
+from .placement import Affinity, Choice, choose, item_key
 from .settings import check_settings, keepalive_options
 
 log = logging.getLogger("smg_fast.routing")
@@ -45,9 +45,9 @@ class Fleet:
     at least ``floor`` (so a quiet fleet keeps every image on its first choice).
     ``affinity_keys``: how many recent keys the fleet remembers the members of, so that a key
     goes back to a member that has its pixels while one is under the bound (0: rendezvous
-    order under the bound only); ``affinity_wait``: how long (seconds) an image whose members
-    are all at the bound may wait in the fleet for one of them before it spills to a member
-    that has to compute it again (see placement.py).
+    order under the bound only); ``affinity_wait``: how long (seconds) at most an image whose
+    members are all at the bound may wait in the fleet for one of them that will free a slot
+    soon before it spills to a member that has to compute it again (see placement.py).
     ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the member counts as failed and
@@ -66,7 +66,7 @@ class Fleet:
         self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
         self.affinity = Affinity(affinity_keys)
         self.affinity_wait = affinity_wait
-        self._freed = asyncio.Event()
+        self._waiting: Counter[str] = Counter()  # target -> items waiting in the fleet for it
         self.attempt_timeout, self.join_timeout = attempt_timeout, join_timeout
         self.namespace = shm_namespace()
         self.membership = Membership(
@@ -146,27 +146,28 @@ class Fleet:
         waited: set[int] = set()
         try:
             while pending or live:
-                placed, pending = self._place(name, pending, keys, tried, last,
-                                              loop.time() < patient_until)
-                for m, (idx, epoch, probe) in placed.items():
-                    task = loop.create_task(self._call(m, epoch, probe, idx, req, template,
-                                                       deadline, finish, local))
-                    live[task] = (m, idx)
-                waits: set[asyncio.Future] = set(live)
-                freed = None
-                if pending:  # waiting: placed again when some member's load drops
-                    self.counts["waited"] += len(set(pending) - waited)
-                    waited.update(pending)
-                    freed = asyncio.ensure_future(self._freed.wait())
-                    waits.add(freed)
+                placed, waits_on = self._place(name, pending, keys, tried, last,
+                                               loop.time() < patient_until)
+                pending = sorted(waits_on)  # item -> the member it waits for (holding it)
+                freed: list[asyncio.Future] = []
                 try:
+                    for m, (idx, epoch, probe) in placed.items():
+                        task = loop.create_task(self._call(m, epoch, probe, idx, req,
+                                                           template, deadline, finish, local))
+                        live[task] = (m, idx)
+                    if waits_on:  # placed again when one of those members ends a call
+                        self.counts["waited"] += len(set(waits_on) - waited)
+                        waited.update(waits_on)
+                        freed = [asyncio.ensure_future(self.membership.members[t].freed.wait())
+                                 for t in set(waits_on.values())]
                     done, _ = await asyncio.wait(
-                        waits, return_when=asyncio.FIRST_COMPLETED,
-                        timeout=max(0.0, patient_until - loop.time()) if pending else None)
+                        {*live, *freed}, return_when=asyncio.FIRST_COMPLETED,
+                        timeout=max(0.0, patient_until - loop.time()) if waits_on else None)
                 finally:
-                    if freed is not None:
-                        freed.cancel()
-                done.discard(freed)
+                    for f in freed:
+                        f.cancel()
+                    self._unwait(waits_on)  # (placed again next, or the request ended)
+                done.difference_update(freed)
                 for task in done:
                     m, idx = live.pop(task)
                     status, value = task.result()
@@ -222,14 +223,16 @@ class Fleet:
     def _place(self, model: str, pending: list[int], keys: list[bytes],
                tried: list[set[str]], last: list[tuple[grpc.StatusCode, str] | None],
                patient: bool = False,
-               ) -> tuple[dict[Member, tuple[list[int], int, bool]], list[int]]:
+               ) -> tuple[dict[Member, tuple[list[int], int, bool]], dict[int, str]]:
         """Each pending item's member (one serving the model, not one it already failed on),
         under the load bound; with each member, its ejection epoch now (a failure counts only
         within it) and whether this call is its half-open probe; and, when ``patient``, the
-        items that wait for a member holding their image (placement.choose). Counts spills and
-        retries only when every item was placed (a request that fails here sends nothing)."""
+        items that wait, each for a member holding its image that will free a slot soon
+        (placement.choose), counted as waiting for it until the caller's ``_unwait``. Counts
+        spills and retries only when every item was placed (a request that fails here sends
+        nothing)."""
         if not pending:
-            return {}, []
+            return {}, {}
         usable = {m.target: m for m in self.membership.usable() if m.serves(model)}
         names = self.membership.model_names()  # (none: no member admitted, so who knows)
         known = model in names or model in self.membership.known_models
@@ -242,7 +245,8 @@ class Fleet:
         groups: dict[Member, list[int]] = {}
         chosen: list[tuple[bytes, str]] = []
         spills = affine = 0
-        deferred: list[int] = []
+        queued = Counter(self._waiting)  # items waiting per member, this request's included
+        deferred: dict[int, str] = {}
         retried: Counter[str] = Counter()
         for i in pending:
             candidates = [t for t in usable if t not in tried[i]]
@@ -252,15 +256,16 @@ class Fleet:
                 raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
                                         "member(s))", i, code == _C.RESOURCE_EXHAUSTED)
             holders = self.affinity.holders(keys[i], joins)
-            target, spilled = self._choose(keys[i], candidates, load, holders,
-                                           patient and last[i] is None)
-            if target is None:  # its members are all at the bound: it waits for one
-                deferred.append(i)
+            target, spilled, wait, first = self._choose(
+                keys[i], candidates, load, holders, patient and last[i] is None, queued)
+            if wait:  # its members are all at the bound: it waits for target
+                deferred[i] = target
+                queued[target] += 1
                 continue
             chosen.append((keys[i], target))
             load[target] += 1
             spills += spilled
-            affine += target in holders and target != order(keys[i], candidates)[0]
+            affine += target in holders and target != first
             if last[i] is not None:  # placed again after a retryable failure
                 retried[last[i][0].name.lower()] += 1
             groups.setdefault(usable[target], []).append(i)
@@ -269,6 +274,7 @@ class Fleet:
         self.retries.update(retried)
         for key, target in chosen:
             self.affinity.add(key, target, joins[target])
+        self._waiting.update(deferred.values())
         out = {}
         for m, idx in groups.items():
             m.probing = m.ejections > 0  # half-open: this call decides
@@ -278,10 +284,17 @@ class Fleet:
         return out, deferred
 
     def _choose(self, key: bytes, candidates: list[str], load: dict[str, int],
-                holders: list[str], wait: bool) -> tuple[str | None, bool]:
-        """(member, spilled) for one key, or (None, False) to wait: placement.choose (a
-        benchmark overrides this to compare policies)."""
-        return choose(key, candidates, load, self.load_factor, self.floor, holders, wait)
+                holders: list[str], wait: bool, waiting: Mapping[str, int]) -> Choice:
+        """placement.choose for one key (a benchmark overrides this to compare policies)."""
+        return choose(key, candidates, load, self.load_factor, self.floor, holders, wait,
+                      waiting)
+
+    def _unwait(self, waits_on: dict[int, str]) -> None:
+        """The items of waits_on no longer wait for their members."""
+        self._waiting.subtract(waits_on.values())
+        for t in set(waits_on.values()):
+            if self._waiting[t] <= 0:
+                del self._waiting[t]
 
     async def _call(self, m: Member, epoch: int, probe: bool, idx: list[int], req: Any,
                     template: Any, deadline: float | None, finish: Finish,
@@ -306,8 +319,8 @@ class Fleet:
 
         def ended(_: asyncio.Future) -> None:
             m.in_flight -= len(idx)
-            self._freed.set()  # wakes the requests whose images wait for a member
-            self._freed = asyncio.Event()
+            m.freed.set()  # wakes the requests whose images wait for m
+            m.freed = asyncio.Event()
 
         def abandon() -> None:  # nobody will use this answer
             rpc.add_done_callback(lambda f: self._release_rpc(f, local))

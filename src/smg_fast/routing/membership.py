@@ -61,6 +61,7 @@ class Member:
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # first GetModelInfo ended
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when it stops serving
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
+    freed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per call end
     task: asyncio.Task | None = None
 
     def usable(self, now: float) -> bool:
