@@ -5,14 +5,14 @@ Three servers, each with a pixel cache of about a third of the working set; Zipf
 random, round-robin, unbounded consistent hashing (rendezvous, no load bound), bounded
 (rendezvous order under the load bound), affinity (bounded, but an image goes back to a member
 it was placed on recently while one is under the bound) and ours (affinity, and an image whose
-members are all at the bound waits up to ``affinity_wait`` for one before it spills: the
-library's default). Per policy and s: cache hit rate, misses per distinct image
-requested, max/mean items per worker, the mean over samples of max/mean items in flight per
-worker, p50/p99 item latency. Every item is checked against the in-process processor's output
-(exact, in the request's order, none missing or extra); a failed request is counted (requests
-and items, by status) and the run goes on. ``--hot-share`` adds a workload where one image is
-that share of all items (the rest Zipf(s) over the others). ``--kill`` adds a run of ours with
-one worker SIGKILLed a third of the way through (failed and wrong must stay 0).
+members are all at the bound waits, up to ``affinity_wait``, for one that will free a slot soon
+before it spills: the library's default). Per policy and s: cache hit rate, misses per distinct
+image requested, max/mean items per worker, the mean over samples of max/mean items in flight
+per worker, p50/p99 item latency. Every item is checked against the in-process processor's
+output (exact, in the request's order, none missing or extra); a failed request is counted
+(requests and items, by status) and the run goes on. ``--hot-share`` adds a workload where one
+image is that share of all items (the rest Zipf(s) over the others). ``--kill`` adds a run of
+ours with one worker SIGKILLed a third of the way through (failed and wrong must stay 0).
 
     python bench/fleet.py --requests 300          # a few minutes on a 2-core machine
 """
@@ -35,6 +35,7 @@ from PIL import Image
 from smg_fast import load_processor
 from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedError
+from smg_fast.routing.placement import Choice
 
 
 class _Policy(AsyncRoutedClient):
@@ -49,18 +50,20 @@ class _Policy(AsyncRoutedClient):
         self._rnd = random.Random(0)
 
     def _choose(self, key: bytes, candidates: list[str], load: dict[str, int],
-                holders: list[str], wait: bool) -> tuple[str | None, bool]:
+                holders: list[str], wait: bool, waiting: dict[str, int]) -> Choice:
         if self.policy == "random":
-            return self._rnd.choice(candidates), False
+            t = self._rnd.choice(candidates)
+            return Choice(t, False, False, t)
         if self.policy == "round_robin":  # one cursor for the client, never reset per request
-            return candidates[next(self._rr) % len(candidates)], False
+            t = candidates[next(self._rr) % len(candidates)]
+            return Choice(t, False, False, t)
         if self.policy == "hash":
-            return super()._choose(key, candidates, {t: 0 for t in candidates}, [], False)
+            return super()._choose(key, candidates, {t: 0 for t in candidates}, [], False, {})
         if self.policy == "bounded":  # the rendezvous order under the bound, no memory
-            return super()._choose(key, candidates, load, [], False)
+            return super()._choose(key, candidates, load, [], False, waiting)
         if self.policy == "affinity":  # remembered members under the bound, never waits
-            return super()._choose(key, candidates, load, holders, False)
-        return super()._choose(key, candidates, load, holders, wait)
+            return super()._choose(key, candidates, load, holders, False, waiting)
+        return super()._choose(key, candidates, load, holders, wait, waiting)
 
 
 def _images(n: int, seed: int = 0) -> list[bytes]:

@@ -1,5 +1,5 @@
 """Helpers of the fleet tests (test_routing_*.py, test_router_process.py): server arguments,
-real-photo crops, noise PNGs, and where an image goes first."""
+real-photo crops, noise and flat PNGs, and where an image goes first."""
 
 from __future__ import annotations
 
@@ -39,9 +39,28 @@ def png(w: int, h: int, seed: int) -> bytes:
     return buf.getvalue()
 
 
+def flat_png(w: int, h: int) -> bytes:
+    """A w x h single-colour PNG: a few KiB that become w x h x 12 bytes of float32 patches."""
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (90, 30, 200)).save(buf, "PNG")
+    return buf.getvalue()
+
+
 def first_choice(image: bytes, targets: list[str]) -> str:
     """The member an image of the default model (float32) goes to when all are idle."""
     return order(item_key(_media_item(image), "qwen2_vl", "float32", None, None), targets)[0]
+
+
+def preferring(target: str, targets: list[str], count: int, start: int = 0,
+               size: tuple[int, int] = (40, 30)) -> list[bytes]:
+    """count distinct noise PNGs of size whose first choice is target (seeds from start)."""
+    out, seed = [], start
+    while len(out) < count:
+        im = png(*size, seed)
+        seed += 1
+        if first_choice(im, targets) == target:
+            out.append(im)
+    return out
 
 
 def check(out, picks, refs) -> None:

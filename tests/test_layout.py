@@ -155,6 +155,22 @@ def test_transport_stands_below_server_and_processors():
     assert not bad, f"transport imports upward: {bad}"
 
 
+def test_routing_library_stands_without_the_server():
+    """``import smg_fast.routing`` (the clients a gateway embeds) reaches no module of the
+    server package (before: the retryable trailer's name pulled all of it in); the router
+    process (routing.router, config, metrics) does use the server's scaffolding."""
+    graph = import_graph(SRC, PACKAGE)
+    seen: set[str] = set()
+    todo = ["smg_fast.routing", "smg_fast"]  # (importing a module imports its parents)
+    while todo:
+        mod = todo.pop()
+        if mod not in seen:
+            seen.add(mod)
+            todo += graph.get(mod, ())
+    assert "smg_fast.routing.dispatch" in seen
+    assert not sorted(m for m in seen if m.startswith("smg_fast.server"))
+
+
 def test_no_file_grows_past_the_limit():
     """Files are about one thing (DESIGN.md): none of the project's sources or tests passes
     MAX_LINES; generated stubs are exempt."""

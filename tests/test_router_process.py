@@ -1,8 +1,10 @@
 """``python -m smg_fast.router`` in front of three real server processes on loopback: requests
 exact and in order with every transport (shm handles passed through), GetModelInfo for the
-fleet, health, reflection and metrics, a SIGKILLed and a SIGTERMed worker mid-run with zero
-client-visible errors, a size limit answered once with its retryable=0 trailer, a router drain,
-and bad flags refused with clear errors. The README lists every flag."""
+fleet, health, reflection and metrics, a SIGKILLed worker (with items in flight, retried) and a
+SIGTERMed one mid-run with zero client-visible errors, a size limit answered once with its
+retryable=0 trailer (the server's, and gRPC's own message limit), a member with another config
+refused (listed first), a router drain, and bad flags refused with clear errors. The README
+lists every flag."""
 
 from __future__ import annotations
 
@@ -19,12 +21,23 @@ import pytest
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-from routing_common import SERVER_ARGS, check, crops, png, start_servers, stop
+from routing_common import (
+    SERVER_ARGS,
+    check,
+    crops,
+    flat_png,
+    png,
+    preferring,
+    start_servers,
+    stop,
+)
 
 from smg_fast import load_processor
-from smg_fast.bench.servers import RouterProcess, free_port
-from smg_fast.client import AsyncClient, Client
+from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+from smg_fast.bench.servers import RouterProcess, ServerProcess, free_port
+from smg_fast.client import AsyncClient, Client, build_request, read_response
 from smg_fast.server.errors import RETRYABLE_KEY
+from smg_fast.transport.tensors import shm_namespace
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
 
@@ -79,10 +92,6 @@ def test_shm_handles_pass_through_unchanged(routed, images):
     """The router answers with the worker's own segment names: the pixels never crossed it."""
     servers, router, _ = routed
     imgs, _ = images
-    from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-    from smg_fast.client import build_request, read_response
-    from smg_fast.transport.tensors import shm_namespace
-
     channel = grpc.insecure_channel(router.target)
     try:
         req = build_request(imgs[:4], transport="shm", namespace=shm_namespace())
@@ -122,9 +131,6 @@ def test_size_limit_answered_once_with_its_trailer(routed):
     _, router, metrics = routed
     channel = grpc.insecure_channel(router.target)
     try:
-        from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-        from smg_fast.client import build_request
-
         req = build_request([png(40, 30, 1), png(3000, 3000, 7)], transport="inline")
         with pytest.raises(grpc.RpcError) as err:
             pb_grpc.PreprocessorStub(channel).Preprocess(req, timeout=30)
@@ -137,11 +143,89 @@ def test_size_limit_answered_once_with_its_trailer(routed):
     assert b"smg_fast_router_retries_total{reason=" not in text  # tried on one worker only
 
 
-def test_worker_killed_and_drained_mid_run(images):
-    """Concurrency 8 through the router: SIGKILL one worker after 6 requests, SIGTERM another
-    after 20: every request succeeds, exact and in order."""
+@pytest.fixture(scope="module")
+def mixed():
+    """A router (2 MiB messages) in front of a worker whose qwen2_vl is another config, listed
+    first, and two that agree: the two are the fleet, whichever answers first."""
+    servers = [ServerProcess([*ARGS, "--model", "qwen2_vl=qwen2_5_vl"]),
+               *(ServerProcess(ARGS) for _ in range(2))]
+    router = None
+    try:
+        for s in servers:
+            s.wait()
+        metrics = free_port()
+        router = RouterProcess([s.target for s in servers],
+                               ["--max-message-mb", "2", "--metrics-port", str(metrics)])
+        router.wait()
+        yield servers, router, metrics
+    finally:
+        stop([*servers, router])
+
+
+def test_member_with_other_fingerprint_is_refused_through_the_router(mixed, images):
     imgs, refs = images
-    servers, router = _start()
+    servers, router, metrics = mixed
+    other, same = servers[0], servers[1]
+    with Client(same.target) as c:
+        want = c.model_info()["models"][0]["config_fingerprint"]
+    with Client(other.target) as c:
+        assert c.model_info()["models"][0]["config_fingerprint"] != want
+    with Client(router.target) as c:
+        info = c.model_info()
+    assert [(m["name"], m["config_fingerprint"]) for m in info["models"]] == [("qwen2_vl", want)]
+    picks = list(range(10))
+    channel = grpc.insecure_channel(router.target)
+    try:
+        req = build_request([imgs[k] for k in picks], transport="shm", namespace=shm_namespace())
+        resp = pb_grpc.PreprocessorStub(channel).Preprocess(req, timeout=30)
+    finally:
+        channel.close()
+    pids = {it.pixel_values.shm.name.split("-")[2] for it in resp.items}  # smg-fast-<pid>-...
+    check(read_response(resp), picks, refs)  # (maps and unlinks them)
+    assert pids and str(other.pid) not in pids
+    assert _metric(metrics, "smg_fast_router_refused_total") == 1
+    assert _metric(metrics, "smg_fast_router_member_state", state="refused",
+                   worker=other.target) == 1
+
+
+def test_message_over_the_size_limit_is_answered_once_through_the_router(mixed):
+    """A 5 KiB PNG whose 26 MB answer is over the router's 2 MiB limit from its worker:
+    gRPC's own RESOURCE_EXHAUSTED, no trailer, so the router answers at once with
+    smg-fast-retryable: 0 (before: tried on every worker, then answered 1)."""
+    _, router, metrics = mixed
+    channel = grpc.insecure_channel(router.target)
+    try:
+        req = build_request([flat_png(1200, 900)], transport="inline")
+        with pytest.raises(grpc.RpcError) as err:
+            pb_grpc.PreprocessorStub(channel).Preprocess(req, timeout=30)
+    finally:
+        channel.close()
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "item 0" in err.value.details()
+    assert (RETRYABLE_KEY, "0") in tuple(err.value.trailing_metadata())
+    assert _metric(metrics, "smg_fast_router_retries_total") == 0
+
+
+def _metric(port: int, name: str, **labels: str) -> float:
+    """The sum of a metric's samples with these labels on the router's /metrics (0: none)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    total = 0.0
+    for line in text.decode().splitlines():
+        head, _, value = line.rpartition(" ")
+        if head.split("{")[0] == name and all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def test_worker_killed_and_drained_mid_run(images):
+    """Concurrency 8 through the router (floor 64: every image on its first choice). After 6
+    requests the run pauses; worker 0 is stopped, a request of two new images whose first
+    choice it is goes in, and once the router counts them in flight there worker 0 is
+    SIGKILLed; worker 1 is SIGTERMed after 20: every request succeeds, exact and in order, and
+    the router retried the killed worker's items."""
+    imgs, refs = images
+    metrics = free_port()
+    servers, router = _start(router_args=("--metrics-port", str(metrics), "--floor", "64"))
     try:
         import random
 
@@ -149,28 +233,61 @@ def test_worker_killed_and_drained_mid_run(images):
         plans = [[rnd.randrange(len(imgs)) for _ in range(rnd.randint(1, 5))]
                  for _ in range(60)]
         queue = list(range(len(plans)))
-        done = 0
+        victim = servers[0]
+        probe = preferring(victim.target, [s.target for s in servers], 2, start=1000,
+                           size=(64, 48))
+        proc = load_processor("qwen2_vl")
+        probe_refs = [proc(im)["pixel_values"] for im in probe]
+        done = active = 0
+        go = asyncio.Event()
+        seen = {}
 
         async def main():
-            nonlocal done
+            nonlocal done, active
+            go.set()
             async with AsyncClient(router.target) as c:
+                async def kill() -> None:
+                    go.clear()  # the others finish what they run, then wait
+                    while active:
+                        await asyncio.sleep(0.01)
+                    victim.proc.send_signal(signal.SIGSTOP)  # answers nothing from now on
+                    task = asyncio.ensure_future(c.preprocess(probe, timeout=30))
+                    for _ in range(1000):  # (a stopped worker's calls stay in flight)
+                        seen["in_flight"] = await asyncio.to_thread(
+                            _metric, metrics, "smg_fast_router_in_flight_items",
+                            worker=victim.target)
+                        if seen["in_flight"] >= 2:
+                            break
+                        await asyncio.sleep(0.01)
+                    victim.kill()
+                    go.set()
+                    check(await task, [0, 1], probe_refs)
+
                 async def worker():
-                    nonlocal done
+                    nonlocal done, active
                     while queue:
+                        await go.wait()
+                        if not queue:
+                            break
                         picks = plans[queue.pop()]
-                        out = await c.preprocess([imgs[k] for k in picks], timeout=30)
+                        active += 1
+                        try:
+                            out = await c.preprocess([imgs[k] for k in picks], timeout=30)
+                        finally:
+                            active -= 1
                         check(out, picks, refs)
                         done += 1
                         if done == 6:
-                            servers[0].proc.kill()
+                            await kill()
                         if done == 20:
                             servers[1].proc.send_signal(signal.SIGTERM)
 
                 await asyncio.gather(*(worker() for _ in range(8)))
 
         asyncio.run(main())
-        assert done == 60
+        assert done == 60 and seen["in_flight"] == 2
         assert servers[1].proc.wait(30) == 0
+        assert _metric(metrics, "smg_fast_router_retries_total") >= 2
     finally:
         stop([*servers, router])
 

@@ -1,7 +1,8 @@
 """RoutedClient / AsyncRoutedClient over three real server processes on loopback: exact and in
 order against the in-process processor, errors naming the caller's item, nothing failed, lost,
-duplicated or reordered when a worker is SIGKILLed or drained mid-run, a member whose config
-differs refused, and late responses released."""
+duplicated or reordered when a worker is SIGKILLed (items in flight on it: retried) or drained
+(an item in flight on it) mid-run, a member whose config differs refused, and release() of
+unused shm segments."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ import signal
 
 import grpc
 import pytest
-from routing_common import SERVER_ARGS, check, crops, start_servers, stop
+from routing_common import SERVER_ARGS, check, crops, preferring, start_servers, stop
 
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast.bench.servers import ServerProcess
-from smg_fast.client import build_request
+from smg_fast.client import _media_item, build_request
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.client import release
+from smg_fast.routing.placement import item_key
 from smg_fast.transport.tensors import shm_namespace
 
 
@@ -69,15 +71,16 @@ def test_invalid_item_names_the_callers_index(fleet, images):
     assert "item 4" in err.value.details(), err.value.details()
 
 
-async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int) -> dict:
-    """Concurrency 8 over `requests` requests of 1-5 images; disrupt() after the 6th completes.
-    Every request must succeed with its items exact and in order."""
+async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int, **kw) -> dict:
+    """Concurrency 8 over `requests` requests of 1-5 images; ``await disrupt(client)`` after
+    the 6th completes (the other 7 go on meanwhile). Every request must succeed with its items
+    exact and in order."""
     rnd = random.Random(seed)
     plans = [[rnd.randrange(len(imgs)) for _ in range(rnd.randint(1, 5))]
              for _ in range(requests)]
     queue = list(range(requests))
     done = 0
-    async with AsyncRoutedClient(targets, timeout=30) as fleet:
+    async with AsyncRoutedClient(targets, timeout=30, **kw) as fleet:
         async def worker() -> None:
             nonlocal done
             while queue:
@@ -86,30 +89,81 @@ async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int) -> dic
                 check(out, picks, refs)
                 done += 1
                 if done == 6:
-                    disrupt()
+                    await disrupt(fleet)
 
         await asyncio.gather(*(worker() for _ in range(8)))
         return fleet.stats()
 
 
+def _fresh(target: str, targets: list[str], count: int, size=(64, 48)):
+    """count new images (none of the run's: no member holds them) whose first choice is
+    target, with their in-process results."""
+    proc = load_processor("qwen2_vl")
+    ims = preferring(target, targets, count, start=1000, size=size)
+    return ims, [proc(im)["pixel_values"] for im in ims]
+
+
+async def _placed_on(rc, target: str, ims: list[bytes]) -> int:
+    """Waits until every image of ims was placed on target (the fleet remembers it there);
+    then target's items in flight."""
+    m = rc.membership.members[target]
+    keys = [item_key(_media_item(im), "qwen2_vl", "float32", None, None) for im in ims]
+    for _ in range(10000):
+        if all(rc.affinity.holders(k, {target: m.joins}) for k in keys):
+            return m.in_flight
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"not placed on {target}")
+
+
 def test_sigkill_one_worker_mid_run(fleet, images):
+    """Mid-run, the victim is stopped (it answers nothing from then on), two new images whose
+    first choice it is are placed on it (floor 64: nothing spills), and it is SIGKILLed with
+    them in flight: they are retried elsewhere and the request succeeds, as do all others."""
     imgs, refs = images
     victim = fleet[0]
-    stats = asyncio.run(_run([s.target for s in fleet], imgs, refs, requests=60,
-                             disrupt=victim.kill, seed=1))
+    targets = [s.target for s in fleet]
+    probe, probe_refs = _fresh(victim.target, targets, 2)
+    seen = {}
+
+    async def disrupt(rc) -> None:
+        victim.proc.send_signal(signal.SIGSTOP)
+        task = asyncio.ensure_future(rc.preprocess(probe))
+        seen["in_flight"] = await _placed_on(rc, victim.target, probe)
+        victim.kill()
+        out = await task
+        check(out, [0, 1], probe_refs)
+        seen["workers"] = {it.worker for it in out.items}
+
+    stats = asyncio.run(_run(targets, imgs, refs, requests=60, disrupt=disrupt, seed=1,
+                             floor=64))
     assert victim.proc.returncode == -signal.SIGKILL
+    assert seen["in_flight"] >= 2 and victim.target not in seen["workers"]
+    assert sum(stats["retries"].values()) >= 2, stats  # the probe's items at least
     assert stats["members"][victim.target]["state"] == "down"
-    assert stats["requests"] == 60
+    assert stats["requests"] == 61
     assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
 
 
 def test_sigterm_drain_one_worker_mid_run(fleet, images):
+    """Mid-run, a slow new image whose first choice is the victim is placed on it, then the
+    victim is SIGTERMed (drain): that request and all others succeed, exact."""
     imgs, refs = images
     victim = fleet[1]
-    stats = asyncio.run(_run([s.target for s in fleet], imgs, refs, requests=60,
-                             disrupt=lambda: victim.proc.send_signal(signal.SIGTERM), seed=2))
+    targets = [s.target for s in fleet]
+    slow, slow_refs = _fresh(victim.target, targets, 1, size=(1000, 750))
+    seen = {}
+
+    async def disrupt(rc) -> None:
+        task = asyncio.ensure_future(rc.preprocess(slow))
+        seen["in_flight"] = await _placed_on(rc, victim.target, slow)
+        victim.proc.send_signal(signal.SIGTERM)
+        check(await task, [0], slow_refs)
+
+    stats = asyncio.run(_run(targets, imgs, refs, requests=60, disrupt=disrupt, seed=2,
+                             floor=64))
     assert victim.proc.wait(30) == 0
-    assert stats["requests"] == 60
+    assert seen["in_flight"] >= 1
+    assert stats["requests"] == 61
     assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
 
 

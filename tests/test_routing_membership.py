@@ -1,11 +1,16 @@
 """The fleet's config fingerprints follow the members admitted now, against in-process gRPC
-members (GetModelInfo and health only): a member refused for a config unlike the fleet's is
-admitted once the last member with the old config leaves (removed or stopped: a rolling
-upgrade), or once it answers with the fleet's config (restarted with a fixed one)."""
+members on loopback (GetModelInfo, health, and a Preprocess that answers empty items): the
+members given at start are admitted by agreement and list order, whichever answers first; a
+member refused for a config unlike the fleet's is admitted once the last member with the old
+config leaves (removed or stopped: a rolling upgrade), or once it answers with the fleet's config
+(restarted with a fixed one); the default model is the first listed member's, for Preprocess
+and GetModelInfo alike, which lists every model the fleet routes; requests that arrive while
+the members join wait for the join."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 import pytest
@@ -16,17 +21,32 @@ from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast.routing import membership
 from smg_fast.routing.dispatch import Fleet
+from smg_fast.routing.errors import RoutedError
 
 MODEL = "qwen2_vl"
 
 
 class _Info(pb_grpc.PreprocessorServicer):
-    def __init__(self, fingerprint: str) -> None:
-        self.fingerprint = fingerprint
+    """Serves ``models`` (the first is its default), all with one fingerprint, answering
+    GetModelInfo after ``delay`` seconds; its Preprocess answers one empty item per item and
+    records the models it was asked for."""
+
+    def __init__(self, fingerprint: str, models: tuple[str, ...] = (MODEL,),
+                 delay: float = 0.0, version: str = "") -> None:
+        self.fingerprint, self.models, self.delay = fingerprint, models, delay
+        self.version = version
+        self.asked: list[str] = []
 
     async def GetModelInfo(self, request, context):  # noqa: N802 (the gRPC method's name)
-        return pb.GetModelInfoResponse(default_model=MODEL, models=[
-            pb.ModelInfo(name=MODEL, config_fingerprint=self.fingerprint)])
+        await asyncio.sleep(self.delay)
+        return pb.GetModelInfoResponse(default_model=self.models[0], version=self.version,
+                                       models=[pb.ModelInfo(name=name,
+                                                            config_fingerprint=self.fingerprint)
+                                               for name in self.models])
+
+    async def Preprocess(self, request, context):  # noqa: N802
+        self.asked.append(request.model)
+        return pb.PreprocessResponse(items=[pb.ProcessedItem() for _ in request.items])
 
 
 async def _serving(fl: Fleet, target: str, within: float = 5.0) -> bool:
@@ -39,10 +59,11 @@ async def _serving(fl: Fleet, target: str, within: float = 5.0) -> bool:
     return False
 
 
-async def _member(fingerprint: str):
-    """(server, target, servicer): a member that serves MODEL with this fingerprint."""
+async def _member(fingerprint: str, **kw):
+    """(server, target, servicer): a member that serves MODEL (or kw's models) with this
+    fingerprint."""
     server = grpc.aio.server()
-    info = _Info(fingerprint)
+    info = _Info(fingerprint, **kw)
     pb_grpc.add_PreprocessorServicer_to_server(info, server)
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -102,3 +123,95 @@ def test_refused_member_is_admitted_once_it_matches(monkeypatch):
             await asyncio.gather(first.stop(0), other.stop(0))
 
     asyncio.run(main())
+
+
+async def _passthrough(m, resp):
+    return list(resp.items)
+
+
+@pytest.mark.parametrize("configs, delays, want", [
+    (("v1", "v2"), (0.3, 0.0), "v1"),  # a tie: the first listed, even when it answers last
+    (("v1", "v2"), (0.0, 0.3), "v1"),
+    (("v2", "v1", "v1"), (0.0, 0.3, 0.3), "v1"),  # most agree: not the first listed or fastest
+])
+def test_founders_are_admitted_by_agreement_not_by_who_answers_first(configs, delays, want):
+    """Before: the first member to answer defined the fleet's config, so two routers in front
+    of the same workers could serve different configs."""
+    async def main():
+        made = [await _member(fp, delay=d) for fp, d in zip(configs, delays, strict=True)]
+        fl = Fleet([t for _, t, _ in made], keepalive_s=0, join_timeout=10)
+        try:
+            await fl._ready()
+            assert fl.membership.fingerprints == {MODEL: want}
+            states = {t: s["state"] for t, s in fl.stats()["members"].items()}
+            assert states == {t: "serving" if fp == want else "refused"
+                              for (_, t, _), fp in zip(made, configs, strict=True)}
+            assert fl.stats()["refused"] == sum(fp != want for fp in configs)
+        finally:
+            await fl.close()
+            await asyncio.gather(*(srv.stop(0) for srv, _, _ in made))
+
+    asyncio.run(main())
+
+
+def test_default_model_is_the_first_listed_members_for_preprocess_and_model_info():
+    """A serves qwen2_vl (its default) and kimi_k25, B kimi_k25 only, B answers first. Before:
+    the default was the first admitted member's (B: kimi_k25) and GetModelInfo listed only the
+    models every member serves ([kimi_k25]) while Preprocess routed qwen2_vl too."""
+    async def main():
+        a, ta, ia = await _member("fp", models=(MODEL, "kimi_k25"), delay=0.3)
+        b, tb, ib = await _member("fp", models=("kimi_k25",))
+        fl = Fleet([ta, tb], keepalive_s=0, join_timeout=10)
+        try:
+            await fl._ready()
+            info = fl.membership.info("v", 2**20)
+            assert sorted(x.name for x in info.models) == ["kimi_k25", MODEL]
+            assert info.default_model == fl.membership.default_model == MODEL
+            req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
+            await fl.route(req, _passthrough, timeout=10)
+            assert (ia.asked, ib.asked) == ([MODEL], [])
+            await a.stop(0)  # its default stays the fleet's: never another model's output
+            while fl.stats()["members"][ta]["state"] != "down":
+                await asyncio.sleep(0.02)
+            assert fl.membership.default_model == MODEL
+            with pytest.raises(RoutedError) as err:
+                await fl.route(req, _passthrough, timeout=10)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE and ib.asked == []
+            assert fl.membership.info("v", 2**20).default_model == MODEL
+        finally:
+            await fl.close()
+            await asyncio.gather(a.stop(0), b.stop(0))
+
+    asyncio.run(main())
+
+
+def test_requests_arriving_while_members_join_wait_for_the_join():
+    """Before: only the first request waited; the others found no member serving yet."""
+    async def main():
+        server, target, info = await _member("v1", delay=0.2)
+        fl = Fleet([target], keepalive_s=0, join_timeout=10)  # not entered: requests at once
+        try:
+            req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
+            outs = await asyncio.gather(*(fl.route(req, _passthrough, 10) for _ in range(3)))
+            assert [len(items) for items, _ in outs] == [1, 1, 1] and len(info.asked) == 3
+        finally:
+            await fl.close()
+            await server.stop(0)
+
+    asyncio.run(main())
+
+
+def test_version_skew_is_logged(caplog):
+    async def main():
+        made = [await _member("v1", version=v) for v in ("0.1.0", "0.2.0")]
+        fl = Fleet([t for _, t, _ in made], keepalive_s=0, join_timeout=10)
+        try:
+            with caplog.at_level(logging.WARNING, logger="smg_fast.routing"):
+                await fl._ready()
+            assert all(s["state"] == "serving" for s in fl.stats()["members"].values())
+        finally:
+            await fl.close()
+            await asyncio.gather(*(srv.stop(0) for srv, _, _ in made))
+
+    asyncio.run(main())
+    assert "runs smg-fast 0.2.0, the fleet's other members 0.1.0" in caplog.text

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import math
+import urllib.parse
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 
 from smg_fast._proto import preprocessor_pb2 as pb
@@ -35,8 +37,8 @@ def test_bound_holds_for_every_placement(members, keys, load_factor, floor):
     load = dict.fromkeys(members, 0)
     for key in keys:
         cap = bound(sum(load.values()), len(members), load_factor, floor)
-        target, spilled = choose(key, members, load, load_factor, floor)
-        assert load[target] < cap
+        target, spilled, wait, first = choose(key, members, load, load_factor, floor)
+        assert load[target] < cap and not wait and first == order(key, members)[0]
         # Spilled exactly when every member ahead of it in the key's order was at the bound.
         ahead = order(key, members)[:order(key, members).index(target)]
         assert spilled == bool(ahead) and all(load[m] >= cap for m in ahead)
@@ -52,30 +54,44 @@ def test_bound_holds_with_affinity_and_hot_keys(members, picks, load_factor, flo
     items finishing at random; key 0 is about half of all items. Every placement is under the
     bound; a remembered member under the bound is always taken (the least loaded of them); a
     member that will miss is taken only past the key's first choice when counted as a spill;
-    with ``wait``, None exactly when the key's remembered members are all at the bound."""
+    with ``wait``, a wait exactly when the key's remembered members are all at the bound and one
+    of them has fewer items waiting for it than in flight (the one with the fewest waiting): a
+    burst of one image does not all wait for one member's few slots."""
     memory = Affinity(64)
     joins = dict.fromkeys(members, 1)
     load = dict.fromkeys(members, 0)
+    waiting = dict.fromkeys(members, 0)
     placed: list[str] = []
+    waiters: list[str] = []
     for pick in picks:
         key = b"hot" if pick % 2 == 0 else b"key %d" % pick
         for _ in range(data.draw(st.integers(0, 2))):  # some items in flight finish
             if placed:
                 load[placed.pop(data.draw(st.integers(0, len(placed) - 1)))] -= 1
+        for _ in range(data.draw(st.integers(0, 2))):  # some waiting items are placed again
+            if waiters:
+                waiting[waiters.pop(data.draw(st.integers(0, len(waiters) - 1)))] -= 1
         cap = bound(sum(load.values()), len(members), load_factor, floor)
         holders = memory.holders(key, joins)
-        target, spilled = choose(key, members, load, load_factor, floor, holders, wait)
+        target, spilled, waits, first = choose(key, members, load, load_factor, floor, holders,
+                                               wait, waiting)
         ranked = order(key, members)
+        assert first == ranked[0]
         free_holders = [m for m in holders if load[m] < cap]
-        if target is None:
-            assert wait and holders and not free_holders
+        soon = [m for m in holders if waiting[m] < load[m]]
+        if waits:
+            assert wait and holders and not free_holders and not spilled
+            assert target in soon and waiting[target] == min(waiting[m] for m in soon)
+            waiting[target] += 1
+            waiters.append(target)
+            assert waiting[target] <= load[target]
             continue
         assert load[target] < cap
         if free_holders:
             assert target in free_holders and not spilled
             assert load[target] == min(load[m] for m in free_holders)
         else:
-            assert not (wait and holders)
+            assert not (wait and soon)
             ahead = ranked[:ranked.index(target)]
             assert all(load[m] >= cap for m in ahead)
             assert spilled == bool(ahead)
@@ -118,12 +134,14 @@ def test_removing_a_member_moves_only_its_keys(members, keys, data):
         assert after == [m for m in before if m != gone]  # the others keep their relative order
 
 
-@settings(max_examples=8, deadline=None)
-@given(st.integers(2, 9), st.integers(0, 2**32))
-def test_adding_a_member_moves_about_one_in_n_plus_one(n, salt):
-    members = [f"10.1.{salt % 251}.{i}:50051" for i in range(n)]
-    new = f"10.2.{salt % 241}.{n}:50051"
-    keys = [f"{salt}-{i}".encode() for i in range(2000)]
+@pytest.mark.parametrize("n", range(2, 10))
+def test_adding_a_member_moves_about_one_in_n_plus_one(n):
+    """Fixed members and keys (deterministic: under hypothesis, random salts made a band of
+    about 3.5 sigma fail now and then): 2000 keys, within 25% of 2000 / (n + 1) (1.02-1.11
+    of it for these names)."""
+    members = [f"10.1.0.{i}:50051" for i in range(n)]
+    new = f"10.2.0.{n}:50051"
+    keys = [b"key %d" % i for i in range(2000)]
     moved = 0
     for key in keys:
         first = order(key, members)[0]
@@ -140,6 +158,10 @@ def test_key_is_the_cache_identity():
     as_bytes = pb.MediaItem(data=data)
     as_url = pb.MediaItem(url="data:image/png;base64," + base64.b64encode(data).decode())
     assert content_id(as_bytes) == content_id(as_url)  # data: URLs by their decoded bytes
+    percent = pb.MediaItem(url="data:image/png," + urllib.parse.quote_from_bytes(data))
+    assert content_id(percent) == content_id(as_bytes)  # (as the server reads them)
+    bad = [pb.MediaItem(url=u) for u in ("data:image/png;base64,@@", "data:no-comma")]
+    assert content_id(bad[0]) != content_id(bad[1])  # malformed: keyed by the URL string
     assert content_id(pb.MediaItem(url="file:///a/b.png")) != content_id(
         pb.MediaItem(url="file:///a/c.png"))  # file:// URLs by path
     base = item_key(as_bytes, "qwen2_vl", "float32", None, None)

@@ -1,6 +1,11 @@
-"""Typed errors of the public API."""
+"""Typed errors of the public API, and the trailer a RESOURCE_EXHAUSTED answer carries."""
 
 from __future__ import annotations
+
+# Trailing metadata on every RESOURCE_EXHAUSTED answer of a server or router: "1" when the
+# request may succeed later or elsewhere (admission, shm room, memory), "0" when it can never
+# fit (a size limit). Here, below the server and the routing, so that both read one name.
+RETRYABLE_KEY = "smg-fast-retryable"
 
 
 class InvalidImageError(ValueError):

@@ -23,8 +23,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..client import PreprocessResult, build_request, read_response
-from .dispatch import Fleet, RoutedError, release
+from .dispatch import Fleet, RoutedError
 from .membership import Member
+from .messages import release
 
 __all__ = ["AsyncRoutedClient", "RoutedClient", "RoutedError", "release"]
 

@@ -109,8 +109,9 @@ OPTIONS: list[Option] = [
      "how many recent images the router remembers the workers of: an image goes back to a "
      "worker that has its pixels while one is under the bound (0 = off: rendezvous order only)"),
     ("--affinity-wait-s", "SMG_FAST_ROUTER_AFFINITY_WAIT_S", float,
-     "how long an image whose workers are all at the bound waits for one before it goes to a "
-     "worker that computes it again (0 = never waits)"),
+     "longest an image whose workers are all at the bound waits for one of them that will free "
+     "a slot soon (fewer items wait for it than it has in flight; else it goes at once) before "
+     "it goes to a worker that computes it again (0 = never waits)"),
     ("--metrics-port", "SMG_FAST_ROUTER_METRICS_PORT", int,
      "Prometheus /metrics port (0 = off)"),
     ("--log-level", "SMG_FAST_ROUTER_LOG_LEVEL", str, "debug | info | warning | error"),

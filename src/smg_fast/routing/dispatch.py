@@ -7,7 +7,7 @@ failed, or was cancelled, or their member went away) are cancelled, and what the
 is released, as is what the finished ones made for a request that then failed: shm segments
 unlinked (when they are in our /dev/shm), RDMA handles left to expire.
 
-``Fleet`` is the core the library clients (client.py) and the router process (service.py) share:
+``Fleet`` is the core the library clients (client.py) and the router process (router.py) share:
 they differ only in what they make of a member's response (``finish``).
 """
 
@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import grpc
 
-from .._proto import preprocessor_pb2 as pb
 from ..client import _options
-from ..transport.shm_owner import SHM_DIR, is_segment_name
 from ..transport.tensors import shm_namespace
 from .caller import caller_metadata
-from .errors import RoutedError, renumber, says_retryable
+from .errors import RoutedError, name_items, renumber, says_retryable
 from .membership import Member, Membership
-from .placement import Affinity, choose, item_key, order
+from .messages import release, sub_request, without_items
+from .placement import Affinity, Choice, choose, item_key
+from .settings import check_settings, keepalive_options
 
 log = logging.getLogger("smg_fast.routing")
 
@@ -41,34 +39,6 @@ Finish = Callable[[Member, Any], Awaitable[list[Any]]]
 _F = TypeVar("_F", bound="Fleet")
 
 
-def release(resp: Any) -> int:
-    """Unlinks the shm segments a response we will not use holds; returns how many."""
-    n = 0
-    for it in resp.items:
-        if it.pixel_values.WhichOneof("payload") != "shm":
-            continue  # inline: garbage; remote: the server reaps the slot at its TTL
-        name = it.pixel_values.shm.name
-        if not is_segment_name(name):
-            continue  # never unlink what is not an smg-fast segment
-        try:
-            os.unlink(os.path.join(SHM_DIR, name))
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n
-
-
-def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
-    """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
-    connection closes without waiting for TCP). The membership also sends a health Check
-    every keepalive_s, which finds a hung process for sure. 0: off."""
-    if not keepalive_s:
-        return []
-    ms = int(keepalive_s * 1000)
-    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
-
-
 class Fleet:
     """The members, the counters, and the request loop.
 
@@ -76,9 +46,9 @@ class Fleet:
     at least ``floor`` (so a quiet fleet keeps every image on its first choice).
     ``affinity_keys``: how many recent keys the fleet remembers the members of, so that a key
     goes back to a member that has its pixels while one is under the bound (0: rendezvous
-    order under the bound only); ``affinity_wait``: how long (seconds) an image whose members
-    are all at the bound may wait in the fleet for one of them before it spills to a member
-    that has to compute it again (see placement.py).
+    order under the bound only); ``affinity_wait``: how long (seconds) at most an image whose
+    members are all at the bound may wait in the fleet for one of them that will free a slot
+    soon before it spills to a member that has to compute it again (see placement.py).
     ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the member counts as failed and
@@ -89,25 +59,24 @@ class Fleet:
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
                  eject_base_s: float = 1.0, keepalive_s: float = 10.0) -> None:
-        if load_factor < 1.0 or floor < 1:
-            raise ValueError(f"need load_factor >= 1 and floor >= 1, got {load_factor}, {floor}")
-        if affinity_keys < 0 or not 0 <= affinity_wait < math.inf:
-            raise ValueError(f"need affinity_keys >= 0 and a finite affinity_wait >= 0, got "
-                             f"{affinity_keys}, {affinity_wait}")
-        if keepalive_s and keepalive_s < 1.0:
-            raise ValueError(f"keepalive_s must be 0 (off) or >= 1, got {keepalive_s}")
-        if attempt_timeout is not None and attempt_timeout <= 0:
-            raise ValueError(f"attempt_timeout must be > 0, got {attempt_timeout}")
+        check_settings(load_factor=load_factor, floor=floor, affinity_keys=affinity_keys,
+                       affinity_wait=affinity_wait, timeout=timeout,
+                       attempt_timeout=attempt_timeout, max_message_mb=max_message_mb,
+                       join_timeout=join_timeout, eject_after=eject_after,
+                       eject_base_s=eject_base_s, keepalive_s=keepalive_s)
         self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
         self.affinity = Affinity(affinity_keys)
         self.affinity_wait = affinity_wait
-        self._freed = asyncio.Event()
+        self._waiting: Counter[str] = Counter()  # target -> items waiting in the fleet for it
         self.attempt_timeout, self.join_timeout = attempt_timeout, join_timeout
         self.namespace = shm_namespace()
         self.membership = Membership(
             channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
-        self._joining = [self.membership.add(t) for t in targets]
+        founders = self.membership.found(list(targets), join_timeout)
+        # one join every request waits for (shielded: a caller that leaves does not end it)
+        self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
+                         if founders else None)
         self._tasks: set[asyncio.Future] = set()  # sub-calls abandoned, still ending
         self.counts: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
@@ -115,13 +84,20 @@ class Fleet:
     # ---- membership ----
 
     async def _ready(self) -> None:
-        """Waits (once, bounded) for the first join attempt of the members given at start."""
-        if self._joining:
-            waits = [asyncio.ensure_future(m.joined.wait()) for m in self._joining]
-            self._joining = []
-            _, slow = await asyncio.wait(waits, timeout=self.join_timeout)
-            for w in slow:  # still joining: they are placed on once SERVING
-                w.cancel()
+        """Waits for the members given at start to join (every caller the same join)."""
+        if self._joining is not None and not self._joining.done():
+            await asyncio.shield(self._joining)
+
+    async def _join(self, founders: list[Member]) -> None:
+        """The founders' admission (membership.found), then their first health answers; at
+        most join_timeout in all (a member still joining is placed on once SERVING)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.join_timeout
+        await self.membership.founded()
+        waits = [asyncio.ensure_future(m.joined.wait()) for m in founders]
+        _, slow = await asyncio.wait(waits, timeout=max(0.0, end - loop.time()))
+        for w in slow:
+            w.cancel()
 
     async def add(self, target: str) -> bool:
         """Joins target; True once it serves, False when it was refused (a different config) or
@@ -146,13 +122,16 @@ class Fleet:
             raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
         await self._ready()
         loop = asyncio.get_running_loop()
-        timeout = timeout or self.timeout
+        timeout = self.timeout if timeout is None else timeout
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be None or > 0 seconds, got {timeout!r}")
         deadline = None if timeout is None else loop.time() + timeout
         name = req.model or self.membership.default_model
         lo = req.min_pixels if req.HasField("min_pixels") else None
         hi = req.max_pixels if req.HasField("max_pixels") else None
         keys = [item_key(it, name, req.dtype, lo, hi) for it in req.items]
         local = req.shm_namespace == self.namespace  # its segments are in our /dev/shm
+        template = without_items(req, name)
         n = len(keys)
         results: list[Any] = [None] * n
         kept: list[Any] = []  # the answers whose handles are in results
@@ -168,27 +147,28 @@ class Fleet:
         waited: set[int] = set()
         try:
             while pending or live:
-                placed, pending = self._place(name, pending, keys, tried, last,
-                                              loop.time() < patient_until)
-                for m, (idx, epoch, probe) in placed.items():
-                    task = loop.create_task(self._call(m, epoch, probe, idx, req, name,
-                                                       deadline, finish, local))
-                    live[task] = (m, idx)
-                waits: set[asyncio.Future] = set(live)
-                freed = None
-                if pending:  # waiting: placed again when some member's load drops
-                    self.counts["waited"] += len(set(pending) - waited)
-                    waited.update(pending)
-                    freed = asyncio.ensure_future(self._freed.wait())
-                    waits.add(freed)
+                placed, waits_on = self._place(name, pending, keys, tried, last,
+                                               loop.time() < patient_until)
+                pending = sorted(waits_on)  # item -> the member it waits for (holding it)
+                freed: list[asyncio.Future] = []
                 try:
+                    for m, (idx, epoch, probe) in placed.items():
+                        task = loop.create_task(self._call(m, epoch, probe, idx, req,
+                                                           template, deadline, finish, local))
+                        live[task] = (m, idx)
+                    if waits_on:  # placed again when one of those members ends a call
+                        self.counts["waited"] += len(set(waits_on) - waited)
+                        waited.update(waits_on)
+                        freed = [asyncio.ensure_future(self.membership.members[t].freed.wait())
+                                 for t in set(waits_on.values())]
                     done, _ = await asyncio.wait(
-                        waits, return_when=asyncio.FIRST_COMPLETED,
-                        timeout=max(0.0, patient_until - loop.time()) if pending else None)
+                        {*live, *freed}, return_when=asyncio.FIRST_COMPLETED,
+                        timeout=max(0.0, patient_until - loop.time()) if waits_on else None)
                 finally:
-                    if freed is not None:
-                        freed.cancel()
-                done.discard(freed)
+                    for f in freed:
+                        f.cancel()
+                    self._unwait(waits_on)  # (placed again next, or the request ended)
+                done.difference_update(freed)
                 for task in done:
                     m, idx = live.pop(task)
                     status, value = task.result()
@@ -203,7 +183,8 @@ class Fleet:
                     code, details, retry = value
                     text, index = renumber(details, idx)
                     if not retry or (deadline is not None and loop.time() >= deadline):
-                        self.counts["failed"] += 1
+                        if index is None:
+                            text, index = name_items(text, idx)
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
                                           and retry)
                     for i in idx:
@@ -213,6 +194,7 @@ class Fleet:
                     pending.extend(idx)
                 pending.sort()
         except BaseException:
+            self.counts["failed"] += 1  # (an error, a finish that raised, or its caller left)
             for task in live:  # a failed or cancelled request: its other sub-calls stop
                 if task.done() and not task.cancelled() and task.exception() is None:
                     status, value = task.result()
@@ -242,20 +224,21 @@ class Fleet:
     def _place(self, model: str, pending: list[int], keys: list[bytes],
                tried: list[set[str]], last: list[tuple[grpc.StatusCode, str] | None],
                patient: bool = False,
-               ) -> tuple[dict[Member, tuple[list[int], int, bool]], list[int]]:
+               ) -> tuple[dict[Member, tuple[list[int], int, bool]], dict[int, str]]:
         """Each pending item's member (one serving the model, not one it already failed on),
         under the load bound; with each member, its ejection epoch now (a failure counts only
         within it) and whether this call is its half-open probe; and, when ``patient``, the
-        items that wait for a member holding their image (placement.choose). Counts spills and
-        retries only when every item was placed (a request that fails here sends nothing)."""
+        items that wait, each for a member holding its image that will free a slot soon
+        (placement.choose), counted as waiting for it until the caller's ``_unwait``. Counts
+        spills and retries only when every item was placed (a request that fails here sends
+        nothing)."""
         if not pending:
-            return {}, []
+            return {}, {}
         usable = {m.target: m for m in self.membership.usable() if m.serves(model)}
         names = self.membership.model_names()  # (none: no member admitted, so who knows)
         known = model in names or model in self.membership.known_models
         if not usable and names and not known:
             i = pending[0]
-            self.counts["failed"] += 1
             raise RoutedError(_C.INVALID_ARGUMENT, f"unknown model {model!r} (item {i}): no "
                               f"member of the fleet serves it; the fleet serves {names}", i)
         load = {t: m.in_flight for t, m in usable.items()}
@@ -263,26 +246,27 @@ class Fleet:
         groups: dict[Member, list[int]] = {}
         chosen: list[tuple[bytes, str]] = []
         spills = affine = 0
-        deferred: list[int] = []
+        queued = Counter(self._waiting)  # items waiting per member, this request's included
+        deferred: dict[int, str] = {}
         retried: Counter[str] = Counter()
         for i in pending:
             candidates = [t for t in usable if t not in tried[i]]
             if not candidates:
                 code, details = last[i] or (_C.UNAVAILABLE, "no serving member in the fleet"
                                             + (f" serves model {model!r}" if model else ""))
-                self.counts["failed"] += 1
                 raise RoutedError(code, f"{details} (item {i}, tried on {len(tried[i])} "
                                         "member(s))", i, code == _C.RESOURCE_EXHAUSTED)
             holders = self.affinity.holders(keys[i], joins)
-            target, spilled = self._choose(keys[i], candidates, load, holders,
-                                           patient and last[i] is None)
-            if target is None:  # its members are all at the bound: it waits for one
-                deferred.append(i)
+            target, spilled, wait, first = self._choose(
+                keys[i], candidates, load, holders, patient and last[i] is None, queued)
+            if wait:  # its members are all at the bound: it waits for target
+                deferred[i] = target
+                queued[target] += 1
                 continue
             chosen.append((keys[i], target))
             load[target] += 1
             spills += spilled
-            affine += target in holders and target != order(keys[i], candidates)[0]
+            affine += target in holders and target != first
             if last[i] is not None:  # placed again after a retryable failure
                 retried[last[i][0].name.lower()] += 1
             groups.setdefault(usable[target], []).append(i)
@@ -291,6 +275,7 @@ class Fleet:
         self.retries.update(retried)
         for key, target in chosen:
             self.affinity.add(key, target, joins[target])
+        self._waiting.update(deferred.values())
         out = {}
         for m, idx in groups.items():
             m.probing = m.ejections > 0  # half-open: this call decides
@@ -300,22 +285,25 @@ class Fleet:
         return out, deferred
 
     def _choose(self, key: bytes, candidates: list[str], load: dict[str, int],
-                holders: list[str], wait: bool) -> tuple[str | None, bool]:
-        """(member, spilled) for one key, or (None, False) to wait: placement.choose (a
-        benchmark overrides this to compare policies)."""
-        return choose(key, candidates, load, self.load_factor, self.floor, holders, wait)
+                holders: list[str], wait: bool, waiting: Mapping[str, int]) -> Choice:
+        """placement.choose for one key (a benchmark overrides this to compare policies)."""
+        return choose(key, candidates, load, self.load_factor, self.floor, holders, wait,
+                      waiting)
+
+    def _unwait(self, waits_on: dict[int, str]) -> None:
+        """The items of waits_on no longer wait for their members."""
+        self._waiting.subtract(waits_on.values())
+        for t in set(waits_on.values()):
+            if self._waiting[t] <= 0:
+                del self._waiting[t]
 
     async def _call(self, m: Member, epoch: int, probe: bool, idx: list[int], req: Any,
-                    model: str, deadline: float | None, finish: Finish,
+                    template: Any, deadline: float | None, finish: Finish,
                     local: bool) -> tuple[str, Any]:
         """("ok", (response, values)) or ("error", (code, details, retry)); the member's
         in-flight count covers the RPC until it really ends. A probe (half-open) that ends
         without a verdict (cancelled) lets the next request probe."""
-        sub = pb.PreprocessRequest()
-        sub.CopyFrom(req)
-        sub.model = model
-        del sub.items[:]
-        sub.items.extend(req.items[i] for i in idx)
+        sub = sub_request(template, req, idx)
         loop = asyncio.get_running_loop()
         left = None if deadline is None else max(0.0, deadline - loop.time())
         limit = left
@@ -332,8 +320,8 @@ class Fleet:
 
         def ended(_: asyncio.Future) -> None:
             m.in_flight -= len(idx)
-            self._freed.set()  # wakes the requests whose images wait for a member
-            self._freed = asyncio.Event()
+            m.freed.set()  # wakes the requests whose images wait for m
+            m.freed = asyncio.Event()
 
         def abandon() -> None:  # nobody will use this answer
             rpc.add_done_callback(lambda f: self._release_rpc(f, local))
@@ -369,7 +357,11 @@ class Fleet:
             if code in (_C.UNAVAILABLE, _C.CANCELLED) or (code == _C.DEADLINE_EXCEEDED and own):
                 self.membership.failure(m, epoch)  # a peer that died, hangs or left
                 retry = True
-            else:  # the member answered (or the caller's deadline ended it): it is alive
+            elif code == _C.DEADLINE_EXCEEDED:  # the caller's time ran out: says nothing of m
+                if probe:  # its verdict is still to come: the next request probes
+                    m.probing = False
+                retry = False
+            else:  # the member answered: it is alive
                 self.membership.success(m)
                 retry = code == _C.RESOURCE_EXHAUSTED and says_retryable(exc)
             self._outcome(m, code.name.lower(), len(idx))
@@ -379,13 +371,16 @@ class Fleet:
         if len(resp.items) != len(idx):
             if local:
                 self.discard(resp)
+            self._outcome(m, "internal", len(idx))
             return "error", (_C.INTERNAL, f"{m.target} answered {len(resp.items)} items for "
                                           f"{len(idx)}", False)
         try:
             values = await finish(m, resp)
-        except BaseException:
+        except BaseException as exc:  # (the answer could not be read, or the caller left)
             if local:
                 self.discard(resp)  # what finish had not reached yet
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            self._outcome(m, "cancelled" if cancelled else "unread", len(idx))
             raise
         self._outcome(m, "ok", len(idx))
         return "ok", (resp, values)
@@ -401,6 +396,8 @@ class Fleet:
 
     async def close(self) -> None:
         """Removes every member and waits for the sub-calls abandoned before (cancelled)."""
+        if self._joining is not None:
+            self._joining.cancel()
         await self.membership.close()
         rest = list(self._tasks)
         for fut in rest:

@@ -1,6 +1,6 @@
 """A routed request's errors: the server's code and details, with the item indices of a
 member's sub-request rewritten to the caller's, and whether a RESOURCE_EXHAUSTED answer says
-trying again can help."""
+trying again can help (this module, and the routing library, stand without the server)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import grpc
 
-from ..server.errors import RETRYABLE_KEY
+from ..errors import RETRYABLE_KEY
 
 _ITEM = re.compile(r"\bitem (\d+)\b")
 
@@ -46,10 +46,18 @@ def renumber(details: str, indices: list[int]) -> tuple[str, int | None]:
     return text, (found[0] if found else None)
 
 
+def name_items(text: str, indices: list[int]) -> tuple[str, int | None]:
+    """An answer that names no item (gRPC's own errors: a message over the size limit) failed
+    the whole sub-call: its items by the caller's indices, and the index when it had one."""
+    if len(indices) == 1:
+        return f"{text} (item {indices[0]})", indices[0]
+    return f"{text} (items {', '.join(map(str, indices))} of the request)", None
+
+
 def says_retryable(exc: grpc.aio.AioRpcError) -> bool:
-    """A RESOURCE_EXHAUSTED answer's own word: "0" is a request that can never fit (a size
-    limit); admission, shm room and memory say "1" (an older server says nothing: retry)."""
-    for key, value in exc.trailing_metadata() or ():
-        if key == RETRYABLE_KEY:
-            return value != "0"
-    return True
+    """A RESOURCE_EXHAUSTED answer's own word: admission, shm room and memory say "1"; a size
+    limit says "0". No word is no: gRPC's own RESOURCE_EXHAUSTED (a message over the largest
+    size, sent or received) carries no trailer and fails the same way on every member (every
+    smg-fast server and router marks its own answers)."""
+    return any(key == RETRYABLE_KEY and value == "1"
+               for key, value in exc.trailing_metadata() or ())

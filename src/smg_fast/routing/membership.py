@@ -5,9 +5,13 @@ Asyncio only: one task per member keeps its Watch stream open (a draining server
 NOT_SERVING on it; a dead one breaks it) and rejoins after a reconnect. A member is refused
 when a model it serves has a different config fingerprint from the fleet's: the same image must
 give the same bytes wherever it lands. The fleet's fingerprints are those of the members
-admitted now (they agree: each was checked against the others), so the first config admitted
-holds until its last member leaves; a refused member asks again every ``REFUSED_RETRY_S`` and
-at once when a member leaves, and is admitted when it matches what is admitted then.
+admitted now (they agree: each was checked against the others). The members given at start
+(the founders) are admitted together, once each has answered (or failed to, or the join timeout
+passed), in a deterministic order: first the config most of them agree with, ties broken by
+their order in the list, so that replicated routers given one list agree whichever member
+answers first. Later members are checked against what is admitted then, so that config holds
+until its last member leaves; a refused member asks again every ``REFUSED_RETRY_S`` and at once
+when a member leaves, and is admitted when it matches what is admitted then.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ class Member:
     target: str
     channel: Any
     stub: Any
-    info: Any = None  # GetModelInfoResponse once joined
+    info: Any = None  # GetModelInfoResponse while admitted
+    last_info: Any = None  # the one it was last admitted with, kept while down (default_model)
+    offer: Any = None  # a founder's answer, until the founding admits or refuses it
     joins: int = 0  # admissions so far: after a rejoin its cache may be empty (placement.Affinity)
     state: str = "joining"  # joining | serving | not_serving | down | refused
     in_flight: int = 0
@@ -52,8 +58,10 @@ class Member:
     probing: bool = False  # half-open: one request in flight decides
     items: dict[str, int] = field(default_factory=dict)  # outcome -> items
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
+    answered: asyncio.Event = field(default_factory=asyncio.Event)  # first GetModelInfo ended
     lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when it stops serving
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
+    freed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per call end
     task: asyncio.Task | None = None
 
     def usable(self, now: float) -> bool:
@@ -77,8 +85,10 @@ class Membership:
         self.eject_after = eject_after
         self.eject_base_s = eject_base_s
         self.eject_max_s = eject_max_s
-        self.members: dict[str, Member] = {}
-        self._default = ""
+        self.members: dict[str, Member] = {}  # in the order given (the list, then add())
+        self._founded = asyncio.Event()  # cleared while the founders' admission is decided
+        self._founded.set()
+        self._founding: asyncio.Task | None = None
         self._left = asyncio.Event()  # set (and replaced) when an admitted member leaves
         # Every model an admitted member ever served: a request for one whose members are all
         # down for now is UNAVAILABLE (retry later), not an unknown model.
@@ -98,11 +108,48 @@ class Membership:
         m.task = asyncio.get_running_loop().create_task(self._run(m))
         return m
 
+    def found(self, targets: list[str], timeout: float) -> list[Member]:
+        """Starts joining the members given at start (the founders); none is admitted until
+        each has answered GetModelInfo (or failed to) or timeout passed. Then they are
+        admitted in the order of how many founders' configs agree with theirs, ties by their
+        order in targets, each checked against those admitted before it: the config most of
+        them share is the fleet's, whichever answered first. Members added meanwhile wait."""
+        founders = [self.add(t) for t in dict.fromkeys(targets)]
+        if founders:
+            self._founded.clear()
+            self._founding = asyncio.get_running_loop().create_task(
+                self._found(founders, timeout))
+        return founders
+
+    async def founded(self) -> None:
+        await self._founded.wait()
+
+    async def _found(self, founders: list[Member], timeout: float) -> None:
+        try:
+            waits = [asyncio.ensure_future(m.answered.wait()) for m in founders]
+            try:
+                await asyncio.wait(waits, timeout=timeout)
+            finally:
+                for w in waits:
+                    w.cancel()
+            offers = [m for m in founders if m.offer is not None
+                      and self.members.get(m.target) is m]
+            for m in _by_agreement(offers):
+                try:
+                    self._admit(m, m.offer)
+                except FingerprintMismatch:
+                    pass  # its own join refuses it (logged and counted there)
+        finally:
+            for m in founders:
+                m.offer = None
+            self._founded.set()
+
     async def remove(self, target: str) -> None:
         m = self.members.pop(target, None)
         if m is None:
             return
         self._set_state(m, "down")
+        m.answered.set()  # the founding waits for it no longer
         if m.task is not None:
             m.task.cancel()
             await asyncio.wait([m.task])
@@ -129,15 +176,14 @@ class Membership:
 
     @property
     def default_model(self) -> str:
-        """The first admitted member's default model, while an admitted member serves it."""
-        admitted = [m.info for m in self.members.values() if m.info is not None]
-        if admitted and not any(self._default == x.name for i in admitted for x in i.models):
-            self._default = admitted[0].default_model
-        return self._default
-
-    @default_model.setter
-    def default_model(self, name: str) -> None:
-        self._default = name
+        """The model of a request that names none: the default of the first member, in the
+        order given (the list, then add()), that was admitted; a member that is down keeps its
+        place (the requests wait for it: UNAVAILABLE, never another model's output), one
+        removed or refused since loses it. Routers given one list agree."""
+        for m in self.members.values():
+            if m.last_info is not None:
+                return m.last_info.default_model
+        return ""
 
     async def settled(self, m: Member, timeout: float) -> bool:
         """Waits (at most timeout) until m serves (True) or is refused or removed (False)."""
@@ -152,6 +198,8 @@ class Membership:
         return m.state == "serving" and self.members.get(m.target) is m
 
     async def close(self) -> None:
+        if self._founding is not None:
+            self._founding.cancel()
         for target in list(self.members):
             await self.remove(target)
 
@@ -165,9 +213,11 @@ class Membership:
                 raise FingerprintMismatch(
                     f"{m.target}: model {model.name!r} has config fingerprint "
                     f"{model.config_fingerprint}, the fleet's is {want}")
-        if not any(x.info is not None for x in self.members.values()):
-            self._default = info.default_model  # the first admitted now defines it
-        m.info = info
+        versions = {x.info.version for x in self.members.values() if x.info is not None}
+        if versions and info.version not in versions:  # allowed (the fingerprints decide)
+            log.warning("member %s runs smg-fast %s, the fleet's other members %s", m.target,
+                        info.version or "?", ", ".join(sorted(versions)))
+        m.info = m.last_info = info
         m.joins += 1
         self.known_models.update(x.name for x in info.models)
 
@@ -180,8 +230,13 @@ class Membership:
                 if m.info is None:
                     info = await m.stub.GetModelInfo(pb.GetModelInfoRequest(),
                                                      timeout=JOIN_TIMEOUT_S)
+                    if not self._founded.is_set():  # the founding admits founders together
+                        m.offer = info
+                        m.answered.set()
+                        await self._founded.wait()
                     try:
-                        self._admit(m, info)
+                        if m.info is None:  # (not a founder the founding admitted)
+                            self._admit(m, info)
                     except FingerprintMismatch as exc:
                         await self._refuse(m, exc)
                         continue  # ask again: the fleet's fingerprints may have changed
@@ -194,6 +249,7 @@ class Membership:
                 log.exception("member %s: health follower failed", m.target)
             self._set_state(m, "down")
             self._leave(m)  # whatever answers at this address next is checked again on rejoin
+            m.answered.set()
             m.joined.set()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, RECONNECT_MAX_S)
@@ -201,6 +257,7 @@ class Membership:
     async def _refuse(self, m: Member, exc: FingerprintMismatch) -> None:
         """Marks m refused (counted once per refusal, not per asking), then waits until an
         admitted member leaves or REFUSED_RETRY_S passes (m may have restarted meanwhile)."""
+        m.last_info = None  # its config is not the fleet's: it no longer names the default
         if m.state != "refused":
             log.error("refusing member: %s", exc)
             self.refused += 1
@@ -293,20 +350,20 @@ class Membership:
         return [m for m in self.members.values() if m.usable(now)]
 
     def info(self, version: str, max_message_bytes: int) -> Any:
-        """GetModelInfo for the fleet: the models every serving member serves with the fleet's
-        fingerprints (described as the first member does); what must hold everywhere as the
-        strictest member's value; what members share as theirs, else empty. None when no
-        member serves."""
+        """GetModelInfo for the fleet: every model an admitted member serves (a Preprocess for
+        it is routed; each described as the first member in list order that serves it), and
+        the default model a Preprocess that names none gets (default_model); what must hold
+        everywhere as the strictest serving member's value; what they share as theirs, else
+        empty. None when no member serves."""
         infos = [m.info for m in self.members.values() if m.state == "serving" and m.info]
         if not infos:
             return None
-        common = None
-        fleet = self.fingerprints
-        for info in infos:
-            names = {x.name for x in info.models if fleet.get(x.name) == x.config_fingerprint}
-            common = names if common is None else common & names
+        models: dict[str, Any] = {}
+        for m in self.members.values():
+            for x in m.info.models if m.info is not None else ():
+                models.setdefault(x.name, x)
         out = pb.GetModelInfoResponse(
-            models=[x for x in infos[0].models if x.name in (common or set())],
+            models=list(models.values()), default_model=self.default_model,
             version=version,
             max_message_bytes=min([max_message_bytes, *(i.max_message_bytes for i in infos)]),
             shm_min_bytes=max(i.shm_min_bytes for i in infos),
@@ -318,9 +375,6 @@ class Membership:
             out.shm_namespace = infos[0].shm_namespace
         if len({i.default_transport for i in infos}) == 1:
             out.default_transport = infos[0].default_transport
-        names = [x.name for x in out.models]
-        out.default_model = self.default_model if self.default_model in names else (
-            names[0] if names else "")
         return out
 
     def stats(self) -> dict[str, Any]:
@@ -333,3 +387,15 @@ class Membership:
                             "ejected": now < m.ejected_until or bool(m.ejections and m.probing),
                             "usable": m.usable(now), "items": dict(m.items)}
                         for t, m in self.members.items()}}
+
+
+def _by_agreement(founders: list[Member]) -> list[Member]:
+    """Founders (each with its offer) most agreed with first: by how many founders' configs
+    agree with theirs (the same fingerprint for every model both serve), then list order."""
+    fps = [{x.name: x.config_fingerprint for x in m.offer.models} for m in founders]
+
+    def agree(a: dict[str, str], b: dict[str, str]) -> bool:
+        return all(b.get(name, fp) == fp for name, fp in a.items())
+
+    support = [sum(agree(f, g) for g in fps) for f in fps]
+    return [founders[i] for i in sorted(range(len(founders)), key=lambda i: (-support[i], i))]

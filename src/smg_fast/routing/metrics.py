@@ -22,7 +22,8 @@ STATES = ("joining", "serving", "not_serving", "down", "refused")
 _TOTALS = {  # Fleet.stats() counter -> help
     "requests": "Routed requests",
     "items": "Items of routed requests that succeeded",
-    "failed": "Routed requests that failed",
+    "failed": "Routed requests that failed (an error, an answer that could not be read, or "
+              "the caller left)",
     "spills": "Items placed past their first choice by the load bound, on a member not "
               "known to hold them",
     "affinity": "Items placed past their first choice on a member this router placed the "
@@ -75,7 +76,8 @@ class FleetCollector:
             retries.add_metric([reason], float(n))
         yield retries
         items = CounterMetricFamily("smg_fast_router_worker_items", "Items sent to a member, "
-                                    "by outcome (ok, a status name, cancelled, abandoned)",
+                                    "by outcome (ok, a status name, cancelled, abandoned, "
+                                    "unread: the answer could not be read)",
                                     labels=["worker", "outcome"])
         flight = GaugeMetricFamily("smg_fast_router_in_flight_items", "Items in flight on a "
                                    "member (the load bound's count)", labels=["worker"])

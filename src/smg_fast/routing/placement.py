@@ -11,38 +11,26 @@ it goes back to its first). So a router remembers where it recently placed each 
 (``Affinity``) and sends a key it has placed before to the least loaded of those members that
 is under the bound: a warm key stays where its pixels are, and a hot key, once it has a few
 copies, goes to whichever of them is least loaded. A key whose remembered members are all at the
-bound waits (``wait``) a little for one of them, about what computing it again would cost, and
-only then spills to its next member under the bound in the rendezvous order. A key the router
-has not placed recently goes to its first member under the bound, as every router with the same
+bound may wait (``wait``) for one of them, but only for one that will free a slot soon: one
+whose items already waiting for it are fewer than its items in flight (each that ends frees a
+slot, so the wait is about one item's time, what computing it again would cost); otherwise it
+spills at once to its next member under the bound in the rendezvous order. A key the router has
+not placed recently goes to its first member under the bound, as every router with the same
 membership would place it: it misses wherever it goes. Every placement, in every case, is under
 the bound (the bound only counts items sent to members, not items waiting in the router).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
-import urllib.parse
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import xxhash
 from blake3 import blake3
 
-
-def _data_url_bytes(url: str) -> bytes | None:
-    """A data: URL's decoded bytes, or None when malformed (the server will refuse it)."""
-    header, sep, payload = url[5:].partition(",")
-    if not sep:
-        return None
-    if header.lower().endswith(";base64"):
-        try:
-            return base64.b64decode(payload.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return None
-    return urllib.parse.unquote_to_bytes(payload)
+from ..data_urls import data_url_bytes
 
 
 def content_id(item: Any) -> bytes:
@@ -54,9 +42,10 @@ def content_id(item: Any) -> bytes:
         return blake3(item.data).digest()
     url = item.url if kind == "url" else ""
     if url[:5].lower() == "data:":
-        data = _data_url_bytes(url)
-        if data is not None:
-            return blake3(data).digest()
+        try:
+            return blake3(data_url_bytes(url)).digest()
+        except ValueError:
+            pass  # malformed: the server refuses it, wherever it goes
     return blake3(b"url\0" + url.encode("utf-8", "surrogatepass")).digest()
 
 
@@ -85,13 +74,24 @@ def bound(total_in_flight: int, members: int, load_factor: float, floor: int) ->
     return max(floor, math.ceil(load_factor * (total_in_flight + 1) / members))
 
 
+class Choice(NamedTuple):
+    """Where one key goes: ``target``, or with ``wait`` the member it waits for; ``spilled``:
+    past its first choice, on a member holding no copy we know of (it will miss); ``first``:
+    its first choice."""
+
+    target: str
+    spilled: bool
+    wait: bool
+    first: str
+
+
 def choose(key: bytes, members: Sequence[str], in_flight: Mapping[str, int],
            load_factor: float, floor: int, holders: Collection[str] = (),
-           wait: bool = False) -> tuple[str | None, bool]:
-    """(member, spilled). Under the bound: the least loaded of ``holders`` (the members this
-    router placed key on recently; ties by the key's order), else, with ``wait``, None (wait
-    for one) when some of them are members, else the first member in the key's order. spilled:
-    that is past the first choice and holds no copy we know of (it will miss). With
+           wait: bool = False, waiting: Mapping[str, int] | None = None) -> Choice:
+    """Under the bound: the least loaded of ``holders`` (the members this router placed key on
+    recently; ties by the key's order); else, with ``wait``, a wait for the holder with the
+    fewest items ``waiting`` for it among those with fewer waiting than in flight (it frees a
+    slot soon); else the first member in the key's order under the bound. With
     load_factor >= 1 some member is always below the bound (the bounds add up to more than the
     load); otherwise the first choice."""
     if not members:
@@ -101,13 +101,15 @@ def choose(key: bytes, members: Sequence[str], in_flight: Mapping[str, int],
     cap = bound(total, len(members), load_factor, floor)
     under = [m for m in ranked if in_flight.get(m, 0) < cap]
     held = [m for m in under if m in holders]
-    if held:
-        return min(held, key=lambda m: in_flight.get(m, 0)), False  # stable: order breaks ties
-    if wait and any(m in holders for m in ranked):
-        return None, False
+    if held:  # stable: the order breaks ties
+        return Choice(min(held, key=lambda m: in_flight.get(m, 0)), False, False, ranked[0])
+    queued = waiting or {}
+    soon = [m for m in ranked if m in holders and queued.get(m, 0) < in_flight.get(m, 0)]
+    if wait and soon:
+        return Choice(min(soon, key=lambda m: queued.get(m, 0)), False, True, ranked[0])
     if under:
-        return under[0], under[0] != ranked[0]
-    return ranked[0], False
+        return Choice(under[0], under[0] != ranked[0], False, ranked[0])
+    return Choice(ranked[0], False, False, ranked[0])
 
 
 class Affinity:

@@ -173,7 +173,6 @@ class Router:
             req = pb.PreprocessRequest.FromString(raw)
         except DecodeError:
             raise _Refused(_C.INVALID_ARGUMENT, "malformed PreprocessRequest message") from None
-        raw = b""
         if not req.items:
             raise _Refused(_C.INVALID_ARGUMENT, "request has no items")
         if len(req.items) > MAX_ITEMS:

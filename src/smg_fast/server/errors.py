@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import grpc
 
-# Trailing metadata on every RESOURCE_EXHAUSTED answer: "1" when the request may succeed later
-# or elsewhere (admission, shm room, memory), "0" when it can never fit (a size limit).
-RETRYABLE_KEY = "smg-fast-retryable"
+from ..errors import RETRYABLE_KEY  # (the trailer's name; this module's users import it here)
 
 
 class RequestError(Exception):

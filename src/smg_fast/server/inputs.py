@@ -4,8 +4,6 @@ regular files only, size-capped)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ctypes
 import errno
 import os
@@ -18,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from ..data_urls import data_url_bytes
 from .errors import RequestError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -59,16 +58,10 @@ def resolve_url(index: int, url: str, allowed_dirs: Sequence[str], max_bytes: in
 
 
 def _data_url(index: int, url: str) -> bytes:
-    header, sep, payload = url[5:].partition(",")
-    if not sep:
-        raise _bad(index, "malformed data: URL (no ',')")
-    if header.lower().endswith(";base64"):
-        try:
-            data = base64.b64decode(payload.strip(), validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise _bad(index, f"malformed base64 in data: URL ({exc})") from None
-    else:
-        data = urllib.parse.unquote_to_bytes(payload)
+    try:
+        data = data_url_bytes(url)
+    except ValueError as exc:
+        raise _bad(index, str(exc)) from None
     if not data:
         raise _bad(index, "data: URL with no data")
     return data

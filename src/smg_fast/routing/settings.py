@@ -1,0 +1,47 @@
+"""The fleet's settings checked where the library takes them (the router checks its flags
+the same way, with their names), and the keepalive options of a member's channel."""
+
+from __future__ import annotations
+
+import math
+
+
+def check_settings(*, load_factor: float, floor: int, affinity_keys: int,
+                   affinity_wait: float, timeout: float | None, attempt_timeout: float | None,
+                   max_message_mb: int, join_timeout: float, eject_after: int,
+                   eject_base_s: float, keepalive_s: float) -> None:
+    """ValueError naming the first setting out of its range."""
+    def need(ok: bool, name: str, value: object, rule: str) -> None:
+        if not ok:
+            raise ValueError(f"{name} must be {rule}, got {value!r}")
+
+    def finite(x: float | None) -> bool:
+        return x is not None and math.isfinite(x)
+
+    need(finite(load_factor) and load_factor >= 1.0, "load_factor", load_factor, ">= 1")
+    need(floor >= 1, "floor", floor, ">= 1")
+    need(affinity_keys >= 0, "affinity_keys", affinity_keys, ">= 0")
+    need(finite(affinity_wait) and affinity_wait >= 0, "affinity_wait", affinity_wait,
+         "a finite number of seconds >= 0")
+    for name, value in (("timeout", timeout), ("attempt_timeout", attempt_timeout)):
+        need(value is None or (finite(value) and value > 0), name, value,
+             "None or a finite number of seconds > 0")
+    need(1 <= max_message_mb <= 2047, "max_message_mb", max_message_mb, "1..2047")
+    need(finite(join_timeout) and join_timeout > 0, "join_timeout", join_timeout,
+         "a finite number of seconds > 0")
+    need(eject_after >= 1, "eject_after", eject_after, ">= 1")
+    need(finite(eject_base_s) and eject_base_s > 0, "eject_base_s", eject_base_s,
+         "a finite number of seconds > 0")
+    need(keepalive_s == 0 or (finite(keepalive_s) and keepalive_s >= 1), "keepalive_s",
+         keepalive_s, "0 (off) or a finite number of seconds >= 1")
+
+
+def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
+    """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
+    connection closes without waiting for TCP). The membership also sends a health Check
+    every keepalive_s, which finds a hung process for sure. 0: off."""
+    if not keepalive_s:
+        return []
+    ms = int(keepalive_s * 1000)
+    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
+            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
