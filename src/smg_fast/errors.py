@@ -6,6 +6,11 @@ from __future__ import annotations
 # request may succeed later or elsewhere (admission, shm room, memory), "0" when it can never
 # fit (a size limit). Here, below the server and the routing, so that both read one name.
 RETRYABLE_KEY = "smg-fast-retryable"
+# Request metadata a router sends naming its own caller; a worker honours it only from a
+# --trusted-router-peer (server/callers.py). Longer names are cut (the router sends a peer
+# address or a hash).
+CALLER_KEY = "smg-fast-caller"
+MAX_CALLER_LEN = 256
 
 
 class InvalidImageError(ValueError):
