@@ -216,7 +216,7 @@ def test_sub_calls_copy_only_their_own_images():
 
 def test_empty_request_is_refused_as_a_server_refuses_it():
     async def main():
-        async with AsyncRoutedClient([], keepalive_s=0) as rc:
+        async with AsyncRoutedClient(["127.0.0.1:1"], keepalive_s=0, join_timeout=2) as rc:
             with pytest.raises(RoutedError) as err:
                 await rc.preprocess([])
         return err.value
@@ -286,3 +286,27 @@ def test_routed_client_that_fails_to_start_leaves_no_thread():
     left = [t for t in threading.enumerate()
             if t.ident not in before and t.name == "smg-fast-routing"]
     assert not left  # before: the private loop's thread ran forever
+
+
+def test_targets_are_checked_and_one_string_is_one_member():
+    """AsyncRoutedClient("127.0.0.1:1") is one member (before: the string's characters were
+    the members, '1', '2', '7', ...); an empty list or a malformed target is refused, by both
+    clients (the synchronous one before it starts its thread) and by add()."""
+    async def main():
+        async with AsyncRoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=2) as rc:
+            assert list(rc.membership.members) == ["127.0.0.1:1"]
+            with pytest.raises(ValueError, match="HOST:PORT"):
+                await rc.add("nohost")
+        for bad in ([], (), ["127.0.0.1"], ["127.0.0.1:0"], ["a:1", ":5"], ["[]:1"], [None]):
+            with pytest.raises(ValueError, match="HOST:PORT"):
+                AsyncRoutedClient(bad, keepalive_s=0)
+
+    asyncio.run(main())
+    before = {t.ident for t in threading.enumerate()}
+    with RoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=2) as rc:
+        assert list(rc.stats()["members"]) == ["127.0.0.1:1"]
+    for bad in ([], "127.0.0.1:99999", ["x:1", "y"]):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            RoutedClient(bad)
+    assert not [t for t in threading.enumerate()
+                if t.ident not in before and t.name == "smg-fast-routing"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..server.config import LOG_LEVELS
 from ..server.options import Option, add_env_options, auto_queued_bytes, env_list
+from .settings import check_target
 
 
 @dataclass
@@ -53,7 +54,7 @@ class RouterConfig:
         if not self.workers:
             raise ValueError("at least one --worker HOST:PORT is needed")
         for w in self.workers:
-            check_target(w)
+            check_target(w, "--worker")
         if len(set(self.workers)) != len(self.workers):
             raise ValueError(f"a --worker is given twice: {self.workers}")
         floats = {"--load-factor": self.load_factor, "--drain-timeout-s": self.drain_timeout_s,
@@ -85,15 +86,6 @@ class RouterConfig:
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
         return self
-
-
-def check_target(target: str) -> str:
-    """HOST:PORT (or [IPv6]:PORT) with a port in 1..65535; ValueError naming it otherwise."""
-    host, sep, port = target.rpartition(":")
-    if not sep or not host or host in ("[", "[]") or not port.isdigit() \
-            or not 1 <= int(port) <= 65535:
-        raise ValueError(f"--worker must be HOST:PORT, got {target!r}")
-    return target
 
 
 # (flag, env var, type, help); defaults come from RouterConfig.

@@ -28,7 +28,7 @@ from .errors import RoutedError, name_items, renumber, says_retryable
 from .membership import Member, Membership
 from .messages import release, sub_request, without_items
 from .placement import Affinity, Choice, choose, item_key
-from .settings import check_settings, keepalive_options
+from .settings import check_settings, check_target, check_targets, keepalive_options
 
 log = logging.getLogger("smg_fast.routing")
 
@@ -54,7 +54,7 @@ class Fleet:
     sub-call may take (None: the caller's deadline); past it the member counts as failed and
     the items go to their next member. ``keepalive_s``: see keepalive_options."""
 
-    def __init__(self, targets: Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
+    def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
@@ -64,6 +64,7 @@ class Fleet:
                        attempt_timeout=attempt_timeout, max_message_mb=max_message_mb,
                        join_timeout=join_timeout, eject_after=eject_after,
                        eject_base_s=eject_base_s, keepalive_s=keepalive_s)
+        targets = check_targets(targets, allow_empty=True)  # (members may come by add())
         self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
         self.affinity = Affinity(affinity_keys)
         self.affinity_wait = affinity_wait
@@ -73,7 +74,7 @@ class Fleet:
         self.membership = Membership(
             channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
-        founders = self.membership.found(list(targets), join_timeout)
+        founders = self.membership.found(targets, join_timeout)
         # one join every request waits for (shielded: a caller that leaves does not end it)
         self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
                          if founders else None)
@@ -102,7 +103,7 @@ class Fleet:
     async def add(self, target: str) -> bool:
         """Joins target; True once it serves, False when it was refused (a different config) or
         did not serve within join_timeout. Concurrent adds of one target share its joining."""
-        m = self.membership.add(target)
+        m = self.membership.add(check_target(target))
         return await self.membership.settled(m, self.join_timeout)
 
     async def remove(self, target: str) -> None:
