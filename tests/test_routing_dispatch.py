@@ -33,6 +33,7 @@ from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key
+from smg_fast.server.service import MAX_ITEMS
 
 _C = grpc.StatusCode
 
@@ -223,6 +224,34 @@ def test_empty_request_is_refused_as_a_server_refuses_it():
 
     err = asyncio.run(main())
     assert err.code() == _C.INVALID_ARGUMENT and err.details() == "request has no items"
+
+
+def test_too_many_items_are_refused_before_any_sub_call():
+    """More than a server's MAX_ITEMS in one request: INVALID_ARGUMENT from the fleet itself,
+    with no sub-call made (before: split over members each under the limit, a 2100-item request
+    failed with a sub-request's count after its siblings did their work); MAX_ITEMS passes."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=4096)
+        calls = []
+
+        async def handler(sub):
+            calls.append(len(sub.items))
+            return response([""] * len(sub.items))
+
+        member(fl, "a:1", handler)
+        member(fl, "b:1", handler)
+        big = pb.PreprocessRequest(items=[pb.MediaItem(data=b"%d" % k)
+                                          for k in range(MAX_ITEMS + 1)])
+        with pytest.raises(RoutedError) as err:
+            await fl.route(big, passthrough, timeout=30)
+        assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index is None
+        assert err.value.details() == f"{MAX_ITEMS + 1} items, at most {MAX_ITEMS} per request"
+        assert calls == [] and fl.counts["requests"] == 0
+        del big.items[-1]
+        items, _ = await fl.route(big, passthrough, timeout=30)
+        assert len(items) == MAX_ITEMS and sum(calls) == MAX_ITEMS
+
+    asyncio.run(main())
 
 
 def test_unreadable_or_miscounted_answers_fail_the_request_and_are_counted():

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..client import _options
+from ..server.service import MAX_ITEMS
 from ..transport.tensors import shm_namespace
 from .caller import caller_metadata
 from .errors import RoutedError, name_items, renumber, says_retryable
@@ -121,6 +122,9 @@ class Fleet:
         caller's order, and the slowest sub-call's timings. Raises RoutedError."""
         if not req.items:  # as a server answers it
             raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
+        if len(req.items) > MAX_ITEMS:  # as a server answers it, before any member works on it
+            raise RoutedError(_C.INVALID_ARGUMENT, f"{len(req.items)} items, at most "
+                                                   f"{MAX_ITEMS} per request")
         await self._ready()
         loop = asyncio.get_running_loop()
         timeout = self.timeout if timeout is None else timeout
