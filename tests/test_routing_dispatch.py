@@ -339,3 +339,31 @@ def test_targets_are_checked_and_one_string_is_one_member():
             RoutedClient(bad)
     assert not [t for t in threading.enumerate()
                 if t.ident not in before and t.name == "smg-fast-routing"]
+
+
+def test_a_failure_not_retried_forgets_the_member_as_holder():
+    """A sub-call that fails without a retry (INVALID_ARGUMENT here) made nothing the fleet
+    knows of: affinity no longer names its member as the image's holder (before: it did, and
+    the next request for the image waited for or went to it for a cache hit it did not have)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0)
+        fail = [True]
+
+        async def handler(sub):
+            if fail[0]:
+                raise error(_C.INVALID_ARGUMENT, "item 0: cannot decode")
+            return response([""] * len(sub.items))
+
+        m = member(fl, "a:1", handler)
+        image = pb.MediaItem(data=b"x")
+        key = item_key(image, MODEL, "", None, None)
+        req = pb.PreprocessRequest(items=[image])
+        with pytest.raises(RoutedError) as err:
+            await fl.route(req, passthrough, timeout=30)
+        assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 0
+        assert fl.affinity.holders(key, {"a:1": m.joins}) == []
+        fail[0] = False
+        await fl.route(req, passthrough, timeout=30)
+        assert fl.affinity.holders(key, {"a:1": m.joins}) == ["a:1"]  # a success records it
+
+    asyncio.run(main())

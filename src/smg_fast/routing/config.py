@@ -102,7 +102,8 @@ OPTIONS: list[Option] = [
      "worker that has its pixels while one is under the bound (0 = off: rendezvous order only)"),
     ("--affinity-wait-s", "SMG_FAST_ROUTER_AFFINITY_WAIT_S", float,
      "longest an image whose workers are all at the bound waits for one of them that will free "
-     "a slot soon (fewer items wait for it than it has in flight; else it goes at once) before "
+     "a slot soon (fewer items wait for it than it has in flight; else it goes at once), and at "
+     "most half the request's timeout, before "
      "it goes to a worker that computes it again (0 = never waits)"),
     ("--metrics-port", "SMG_FAST_ROUTER_METRICS_PORT", int,
      "Prometheus /metrics port (0 = off)"),

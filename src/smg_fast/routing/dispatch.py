@@ -34,6 +34,7 @@ from .settings import check_settings, check_target, check_targets, keepalive_opt
 log = logging.getLogger("smg_fast.routing")
 
 _C = grpc.StatusCode
+WAIT_SHARE = 0.5  # of the caller's timeout, the most an image may wait for a member that has it
 TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
 # What a member's response becomes for the caller: one value per item, in the sub-call's order.
 Finish = Callable[[Member, Any], Awaitable[list[Any]]]
@@ -49,7 +50,8 @@ class Fleet:
     goes back to a member that has its pixels while one is under the bound (0: rendezvous
     order under the bound only); ``affinity_wait``: how long (seconds) at most an image whose
     members are all at the bound may wait in the fleet for one of them that will free a slot
-    soon before it spills to a member that has to compute it again (see placement.py).
+    soon before it spills to a member that has to compute it again (see placement.py), and at most
+    half the caller's timeout.
     ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the member counts as failed and
@@ -146,12 +148,19 @@ class Fleet:
         pending = list(range(n))
         live: dict[asyncio.Task, tuple[Member, list[int]]] = {}
         self.counts["requests"] += 1
-        patient_until = loop.time() + self.affinity_wait  # images may wait for their members
-        if deadline is not None:
-            patient_until = min(patient_until, deadline)
+        # images may wait for their members, at most half the caller's time: the rest is
+        # for the sub-call itself
+        patient_until = loop.time() + min(self.affinity_wait,
+                                          WAIT_SHARE * timeout if timeout is not None
+                                          else self.affinity_wait)
         waited: set[int] = set()
         try:
             while pending or live:
+                if pending and deadline is not None and loop.time() >= deadline:
+                    # no time left to send them in: failed here, no member charged for it
+                    text, index = name_items("the request's deadline passed before it was "
+                                             "sent to a member", pending)
+                    raise RoutedError(_C.DEADLINE_EXCEEDED, text, index)
                 placed, waits_on = self._place(name, pending, keys, tried, last,
                                                loop.time() < patient_until)
                 pending = sorted(waits_on)  # item -> the member it waits for (holding it)
@@ -188,6 +197,8 @@ class Fleet:
                     code, details, retry = value
                     text, index = renumber(details, idx)
                     if not retry or (deadline is not None and loop.time() >= deadline):
+                        for i in idx:  # it may not have made them: not a holder any more
+                            self.affinity.forget(keys[i], m.target)
                         if index is None:
                             text, index = name_items(text, idx)
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
@@ -311,6 +322,13 @@ class Fleet:
         sub = sub_request(template, req, idx)
         loop = asyncio.get_running_loop()
         left = None if deadline is None else max(0.0, deadline - loop.time())
+        if left == 0:  # (it passed since _place): sent with no time, it would be charged to m
+            m.in_flight -= len(idx)
+            m.probing = m.probing and not probe
+            m.freed.set()
+            m.freed = asyncio.Event()
+            return "error", (_C.DEADLINE_EXCEEDED, "the request's deadline passed before it "
+                                                   "was sent to a member", False)
         limit = left
         if self.attempt_timeout is not None and (left is None or self.attempt_timeout < left):
             limit = self.attempt_timeout  # a deadline of its own: hitting it is the member's
