@@ -30,10 +30,10 @@ from routing_fakes import (
 )
 
 from smg_fast._proto import preprocessor_pb2 as pb
+from smg_fast.errors import MAX_ITEMS
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key
-from smg_fast.server.service import MAX_ITEMS
 
 _C = grpc.StatusCode
 

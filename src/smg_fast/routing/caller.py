@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from contextvars import ContextVar
 
-from ..server.callers import CALLER_KEY, MAX_CALLER_LEN
+from ..errors import CALLER_KEY, MAX_CALLER_LEN
 
 CALLER: ContextVar[str] = ContextVar("smg_fast_routed_caller", default="")
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ..client import _options
-from ..server.service import MAX_ITEMS
+from ..errors import MAX_ITEMS, too_many_items
 from ..transport.tensors import shm_namespace
 from .caller import caller_metadata
 from .errors import RoutedError, name_items, renumber, says_retryable
@@ -125,8 +125,7 @@ class Fleet:
         if not req.items:  # as a server answers it
             raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
         if len(req.items) > MAX_ITEMS:  # as a server answers it, before any member works on it
-            raise RoutedError(_C.INVALID_ARGUMENT, f"{len(req.items)} items, at most "
-                                                   f"{MAX_ITEMS} per request")
+            raise RoutedError(_C.INVALID_ARGUMENT, too_many_items(len(req.items)))
         await self._ready()
         loop = asyncio.get_running_loop()
         timeout = self.timeout if timeout is None else timeout

@@ -17,10 +17,10 @@ import ipaddress
 import logging
 from collections.abc import Iterable
 
+from ..errors import CALLER_KEY, MAX_CALLER_LEN
+
 log = logging.getLogger("smg_fast.server")
 
-CALLER_KEY = "smg-fast-caller"  # request metadata: the caller a trusted router forwards for
-MAX_CALLER_LEN = 256  # a longer name is cut (the router sends a peer address or a hash)
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # How the share was chosen, for the refusal's wording.
