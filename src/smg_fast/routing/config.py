@@ -116,8 +116,9 @@ OPTIONS: list[Option] = [
     ("--request-timeout-s", "SMG_FAST_ROUTER_REQUEST_TIMEOUT_S", float,
      "deadline of a request whose caller set none (a caller's shorter one wins)"),
     ("--attempt-timeout-s", "SMG_FAST_ROUTER_ATTEMPT_TIMEOUT_S", float,
-     "longest one worker may take for its part of a request; past it the worker counts as "
-     "failed and the items go to their next worker (0 = the request's whole deadline)"),
+     "longest one worker may take for its part of a request; past it the items go to their "
+     "next worker, and the worker counts as failed (toward ejection) only when it does not "
+     "answer a health check either (0 = the request's whole deadline)"),
     ("--keepalive-s", "SMG_FAST_ROUTER_KEEPALIVE_S", float,
      "keepalive ping interval (and answer timeout) on each worker's connection: a hung worker "
      "is found within twice this (0 = off, else >= 1)"),

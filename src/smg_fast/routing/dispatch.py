@@ -34,6 +34,7 @@ from .settings import check_settings, check_target, check_targets, keepalive_opt
 log = logging.getLogger("smg_fast.routing")
 
 _C = grpc.StatusCode
+CHECK_MIN_S = 1.0  # the shortest health Check that confirms a member whose sub-call timed out
 WAIT_SHARE = 0.5  # of the caller's timeout, the most an image may wait for a member that has it
 TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
 # What a member's response becomes for the caller: one value per item, in the sub-call's order.
@@ -54,8 +55,9 @@ class Fleet:
     half the caller's timeout.
     ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
-    sub-call may take (None: the caller's deadline); past it the member counts as failed and
-    the items go to their next member. ``keepalive_s``: see keepalive_options."""
+    sub-call may take (None: the caller's deadline); past it the items go to their next
+    member, and the member counts as failed only when a health Check goes unanswered too
+    (Membership.verify). ``keepalive_s``: see keepalive_options."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
@@ -376,8 +378,14 @@ class Fleet:
         if isinstance(exc, grpc.aio.AioRpcError):
             code = exc.code()
             own = limit is not None and limit != left  # the sub-call's deadline, not the caller's
-            if code in (_C.UNAVAILABLE, _C.CANCELLED) or (code == _C.DEADLINE_EXCEEDED and own):
-                self.membership.failure(m, epoch)  # a peer that died, hangs or left
+            if code in (_C.UNAVAILABLE, _C.CANCELLED):
+                self.membership.failure(m, epoch)  # a peer that died or left
+                retry = True
+            elif code == _C.DEADLINE_EXCEEDED and own:  # slow work, or a hung peer: ask it
+                if probe:  # its verdict is the health Check's
+                    m.probing = False
+                self._keep(loop.create_task(self.membership.verify(
+                    m, epoch, max(CHECK_MIN_S, limit or 0.0))))
                 retry = True
             elif code == _C.DEADLINE_EXCEEDED:  # the caller's time ran out: says nothing of m
                 if probe:  # its verdict is still to come: the next request probes

@@ -63,6 +63,7 @@ class Member:
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
     freed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per call end
     task: asyncio.Task | None = None
+    health: Any = None  # its grpc.health.v1 stub
 
     def usable(self, now: float) -> bool:
         if self.state != "serving" or now < self.ejected_until:
@@ -103,7 +104,8 @@ class Membership:
         if target in self.members:
             return self.members[target]
         channel = grpc.aio.insecure_channel(target, options=self.options)
-        m = Member(target, channel, pb_grpc.PreprocessorStub(channel))
+        m = Member(target, channel, pb_grpc.PreprocessorStub(channel),
+                   health=health_pb2_grpc.HealthStub(channel))
         self.members[target] = m
         m.task = asyncio.get_running_loop().create_task(self._run(m))
         return m
@@ -223,7 +225,7 @@ class Membership:
 
     async def _run(self, m: Member) -> None:
         """Joins, then follows the member's health until removed; reconnects with backoff."""
-        health = health_pb2_grpc.HealthStub(m.channel)
+        health = m.health
         backoff = 0.05
         while True:
             try:
@@ -342,6 +344,19 @@ class Membership:
             m.ejected_until = time.monotonic() + span
             self.ejected += 1
             log.warning("member %s: ejected for %.1f s", m.target, span)
+
+    async def verify(self, m: Member, epoch: int, timeout: float) -> None:
+        """A sub-call on m ran past its attempt timeout. That alone says nothing of m: another
+        tenant's slow valid images do it to a healthy member. It counts as a transport failure
+        (toward ejection) only when m does not answer a health Check within timeout either."""
+        if m.health is None:
+            return
+        try:
+            await m.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("member %s: a sub-call timed out and a health check got %s",
+                        m.target, exc.code().name)
+            self.failure(m, epoch)
 
     # ---- views ----
 
