@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import grpc
@@ -367,3 +368,16 @@ def test_a_failure_not_retried_forgets_the_member_as_holder():
         assert fl.affinity.holders(key, {"a:1": m.joins}) == ["a:1"]  # a success records it
 
     asyncio.run(main())
+
+
+def test_routed_client_used_after_close_says_so():
+    """A call after close() raises 'closed' (before: the loop's 'Event loop is closed' and a
+    never-awaited coroutine warning)."""
+    rc = RoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=1)
+    rc.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for use in (lambda: rc.preprocess([b"x"]), lambda: rc.add("127.0.0.1:2"), rc.stats):
+            with pytest.raises(RuntimeError, match="RoutedClient is closed"):
+                use()
+        rc.close()  # (twice is fine)

@@ -101,6 +101,9 @@ class RoutedClient:
             raise
 
     def _run(self, coro: Any) -> Any:
+        if self._loop.is_closed():  # (not the loop's own error, nor a never-awaited coroutine)
+            coro.close()
+            raise RuntimeError("this RoutedClient is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
