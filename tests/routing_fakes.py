@@ -36,13 +36,33 @@ class Stub:
 
     def Preprocess(self, sub, timeout=None):  # noqa: N802 (the gRPC method's name)
         self.calls += 1
-        return Call(self.handler(sub))
+        return Call(self._answer(sub, timeout))
+
+    async def _answer(self, sub, timeout):
+        try:  # the sub-call's deadline, as gRPC ends it
+            return await asyncio.wait_for(self.handler(sub), timeout)
+        except asyncio.TimeoutError:
+            raise error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
 
 
-def member(fleet: Fleet, target: str, handler, models=(MODEL,)) -> Member:
+class Health:
+    """A member's grpc.health.v1 stub: answers Check while ``alive``, else UNAVAILABLE."""
+
+    def __init__(self, alive: bool = True) -> None:
+        self.alive, self.checks = alive, 0
+
+    async def Check(self, request, timeout=None):  # noqa: N802 (the gRPC method's name)
+        self.checks += 1
+        if not self.alive:
+            raise error(grpc.StatusCode.UNAVAILABLE, "no answer")
+        return None
+
+
+def member(fleet: Fleet, target: str, handler, models=(MODEL,), health=None) -> Member:
     info = pb.GetModelInfoResponse(default_model=models[0], models=[
         pb.ModelInfo(name=name, config_fingerprint="fp-" + name) for name in models])
-    m = Member(target, None, Stub(handler), info=info, last_info=info, state="serving")
+    m = Member(target, None, Stub(handler), info=info, last_info=info, state="serving",
+               health=health)
     fleet.membership.members[target] = m
     fleet.membership.known_models.update(models)  # as admission records them
     return m

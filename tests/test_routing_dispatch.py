@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import grpc
@@ -30,6 +31,7 @@ from routing_fakes import (
 )
 
 from smg_fast._proto import preprocessor_pb2 as pb
+from smg_fast.errors import MAX_ITEMS
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key
@@ -216,13 +218,41 @@ def test_sub_calls_copy_only_their_own_images():
 
 def test_empty_request_is_refused_as_a_server_refuses_it():
     async def main():
-        async with AsyncRoutedClient([], keepalive_s=0) as rc:
+        async with AsyncRoutedClient(["127.0.0.1:1"], keepalive_s=0, join_timeout=2) as rc:
             with pytest.raises(RoutedError) as err:
                 await rc.preprocess([])
         return err.value
 
     err = asyncio.run(main())
     assert err.code() == _C.INVALID_ARGUMENT and err.details() == "request has no items"
+
+
+def test_too_many_items_are_refused_before_any_sub_call():
+    """More than a server's MAX_ITEMS in one request: INVALID_ARGUMENT from the fleet itself,
+    with no sub-call made (before: split over members each under the limit, a 2100-item request
+    failed with a sub-request's count after its siblings did their work); MAX_ITEMS passes."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=4096)
+        calls = []
+
+        async def handler(sub):
+            calls.append(len(sub.items))
+            return response([""] * len(sub.items))
+
+        member(fl, "a:1", handler)
+        member(fl, "b:1", handler)
+        big = pb.PreprocessRequest(items=[pb.MediaItem(data=b"%d" % k)
+                                          for k in range(MAX_ITEMS + 1)])
+        with pytest.raises(RoutedError) as err:
+            await fl.route(big, passthrough, timeout=30)
+        assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index is None
+        assert err.value.details() == f"{MAX_ITEMS + 1} items, at most {MAX_ITEMS} per request"
+        assert calls == [] and fl.counts["requests"] == 0
+        del big.items[-1]
+        items, _ = await fl.route(big, passthrough, timeout=30)
+        assert len(items) == MAX_ITEMS and sum(calls) == MAX_ITEMS
+
+    asyncio.run(main())
 
 
 def test_unreadable_or_miscounted_answers_fail_the_request_and_are_counted():
@@ -286,3 +316,68 @@ def test_routed_client_that_fails_to_start_leaves_no_thread():
     left = [t for t in threading.enumerate()
             if t.ident not in before and t.name == "smg-fast-routing"]
     assert not left  # before: the private loop's thread ran forever
+
+
+def test_targets_are_checked_and_one_string_is_one_member():
+    """AsyncRoutedClient("127.0.0.1:1") is one member (before: the string's characters were
+    the members, '1', '2', '7', ...); an empty list or a malformed target is refused, by both
+    clients (the synchronous one before it starts its thread) and by add()."""
+    async def main():
+        async with AsyncRoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=2) as rc:
+            assert list(rc.membership.members) == ["127.0.0.1:1"]
+            with pytest.raises(ValueError, match="HOST:PORT"):
+                await rc.add("nohost")
+        for bad in ([], (), ["127.0.0.1"], ["127.0.0.1:0"], ["a:1", ":5"], ["[]:1"], [None]):
+            with pytest.raises(ValueError, match="HOST:PORT"):
+                AsyncRoutedClient(bad, keepalive_s=0)
+
+    asyncio.run(main())
+    before = {t.ident for t in threading.enumerate()}
+    with RoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=2) as rc:
+        assert list(rc.stats()["members"]) == ["127.0.0.1:1"]
+    for bad in ([], "127.0.0.1:99999", ["x:1", "y"]):
+        with pytest.raises(ValueError, match="HOST:PORT"):
+            RoutedClient(bad)
+    assert not [t for t in threading.enumerate()
+                if t.ident not in before and t.name == "smg-fast-routing"]
+
+
+def test_a_failure_not_retried_forgets_the_member_as_holder():
+    """A sub-call that fails without a retry (INVALID_ARGUMENT here) made nothing the fleet
+    knows of: affinity no longer names its member as the image's holder (before: it did, and
+    the next request for the image waited for or went to it for a cache hit it did not have)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0)
+        fail = [True]
+
+        async def handler(sub):
+            if fail[0]:
+                raise error(_C.INVALID_ARGUMENT, "item 0: cannot decode")
+            return response([""] * len(sub.items))
+
+        m = member(fl, "a:1", handler)
+        image = pb.MediaItem(data=b"x")
+        key = item_key(image, MODEL, "", None, None)
+        req = pb.PreprocessRequest(items=[image])
+        with pytest.raises(RoutedError) as err:
+            await fl.route(req, passthrough, timeout=30)
+        assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 0
+        assert fl.affinity.holders(key, {"a:1": m.joins}) == []
+        fail[0] = False
+        await fl.route(req, passthrough, timeout=30)
+        assert fl.affinity.holders(key, {"a:1": m.joins}) == ["a:1"]  # a success records it
+
+    asyncio.run(main())
+
+
+def test_routed_client_used_after_close_says_so():
+    """A call after close() raises 'closed' (before: the loop's 'Event loop is closed' and a
+    never-awaited coroutine warning)."""
+    rc = RoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=1)
+    rc.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for use in (lambda: rc.preprocess([b"x"]), lambda: rc.add("127.0.0.1:2"), rc.stats):
+            with pytest.raises(RuntimeError, match="RoutedClient is closed"):
+                use()
+        rc.close()  # (twice is fine)

@@ -167,10 +167,15 @@ def test_sigterm_drain_one_worker_mid_run(fleet, images):
     assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
 
 
-def test_member_with_other_fingerprint_is_refused(images):
+@pytest.mark.parametrize("unlike", [
+    ["--model", "qwen2_vl=qwen2_5_vl"],  # same name, another config fingerprint
+    # the same outputs, but another input limit: an image would pass or fail by where it lands
+    ["--max-image-pixels", "300000"],
+])
+def test_member_with_other_fingerprint_is_refused(images, unlike):
     imgs, refs = images
     same = [ServerProcess(SERVER_ARGS) for _ in range(2)]
-    other = ServerProcess([*SERVER_ARGS, "--model", "qwen2_vl=qwen2_5_vl"])  # same name
+    other = ServerProcess([*SERVER_ARGS, *unlike])
     try:
         for s in (*same, other):
             s.wait()

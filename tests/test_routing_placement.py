@@ -16,7 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from smg_fast._proto import preprocessor_pb2 as pb
-from smg_fast.routing.placement import Affinity, bound, choose, content_id, item_key, order
+from smg_fast.routing.placement import (
+    MAX_HOLDERS,
+    Affinity,
+    bound,
+    choose,
+    content_id,
+    item_key,
+    order,
+)
 
 members_st = st.lists(st.from_regex(r"10\.0\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{4,5}", fullmatch=True),
                       min_size=1, max_size=12, unique=True)
@@ -122,6 +130,16 @@ def test_affinity_memory():
     off = Affinity(0)
     off.add(b"a", "m1", 1)
     assert len(off) == 0 and off.holders(b"a", {"m1": 1}) == []
+
+
+def test_affinity_holders_per_key_are_bounded():
+    """One key placed on ever new member names (members replaced, ports reused under new
+    names) keeps only the MAX_HOLDERS most recent (before: every name, 10000 after 10000)."""
+    memory = Affinity(4)
+    for k in range(10000):
+        memory.add(b"a", f"m{k}", 1)
+    names = {f"m{k}": 1 for k in range(10000)}
+    assert memory.holders(b"a", names) == [f"m{k}" for k in range(10000 - MAX_HOLDERS, 10000)]
 
 
 @given(members_st.filter(lambda m: len(m) >= 2), keys_st, st.data())

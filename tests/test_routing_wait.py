@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 from routing_fakes import MODEL, image_preferring, member, passthrough, response
 
@@ -102,5 +103,64 @@ def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
         release.set()
         await first
         assert all(m.in_flight == 0 for m in members.values())
+
+    asyncio.run(main())
+
+
+def test_a_short_deadline_is_not_spent_waiting():
+    """The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for
+    the busy member that has it at most half of it, then goes to its next member and succeeds
+    (before: it waited the whole deadline, was then sent with 0 s left and failed
+    DEADLINE_EXCEEDED, charged to the idle member, which affinity then named as its holder)."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
+        release = asyncio.Event()
+
+        async def slow(sub):
+            await release.wait()
+            return response([""] * len(sub.items))
+
+        async def quick(sub):
+            return response([""] * len(sub.items))
+
+        targets = ["a:1", "b:2", "c:3"]
+        members = {t: member(fl, t, slow if t == "a:1" else quick) for t in targets}
+        image = image_preferring("a:1", targets)
+        req = pb.PreprocessRequest(items=[image])
+        first = asyncio.ensure_future(fl.route(req, passthrough, timeout=30))
+        await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        items, _ = await fl.route(req, passthrough, timeout=0.4)
+        assert len(items) == 1 and loop.time() - t0 < 0.35
+        after = order(item_key(image, MODEL, "", None, None), targets)[1]
+        assert members[after].stub.calls == 1 and fl.stats()["spills"] == 1
+        assert all(m.items.get("deadline_exceeded", 0) == 0 for m in members.values())
+        release.set()
+        await first
+        assert all(m.in_flight == 0 for m in members.values())
+
+    asyncio.run(main())
+
+
+def test_no_sub_call_is_sent_with_no_time_left():
+    """A sub-call whose caller's deadline passed before it started is not sent: it fails in
+    the fleet with DEADLINE_EXCEEDED, not retried, the member neither called nor charged, its
+    in-flight count given back and its half-open probe freed."""
+    async def main():
+        fl = Fleet([], keepalive_s=0)
+
+        async def quick(sub):
+            return response([""] * len(sub.items))
+
+        m = member(fl, "a:1", quick)
+        m.in_flight, m.probing, m.ejections = 1, True, 1  # as _place leaves a probe
+        req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
+        loop = asyncio.get_running_loop()
+        status, (code, _, retry) = await fl._call(m, m.epoch, True, [0], req, req,
+                                                  loop.time() - 0.001, passthrough, False)
+        assert status == "error" and code == grpc.StatusCode.DEADLINE_EXCEEDED and not retry
+        assert m.stub.calls == 0 and m.in_flight == 0 and not m.probing and not m.items
+        assert m.failures == 0 and m.ejections == 1
 
     asyncio.run(main())

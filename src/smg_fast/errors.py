@@ -1,4 +1,6 @@
-"""Typed errors of the public API, and the trailer a RESOURCE_EXHAUSTED answer carries."""
+"""Typed errors of the public API, and the wire names and limits the server, the router and the
+routing library share: the trailer a RESOURCE_EXHAUSTED answer carries, the caller a router
+forwards for, the largest request a server takes."""
 
 from __future__ import annotations
 
@@ -11,6 +13,17 @@ RETRYABLE_KEY = "smg-fast-retryable"
 # address or a hash).
 CALLER_KEY = "smg-fast-caller"
 MAX_CALLER_LEN = 256
+
+CALLER_KEY = "smg-fast-caller"  # request metadata: the caller a trusted router forwards for
+MAX_CALLER_LEN = 256  # a longer name is cut (the router sends a peer address or a hash)
+
+# Images per Preprocess request: more is INVALID_ARGUMENT from a server, a router and the routing
+# library alike (here for the same reason as RETRYABLE_KEY).
+MAX_ITEMS = 1024
+
+
+def too_many_items(n: int) -> str:
+    return f"{n} items, at most {MAX_ITEMS} per request"
 
 
 class InvalidImageError(ValueError):

@@ -26,6 +26,7 @@ from ..client import PreprocessResult, build_request, read_response
 from .dispatch import Fleet, RoutedError
 from .membership import Member
 from .messages import release
+from .settings import check_targets
 
 __all__ = ["AsyncRoutedClient", "RoutedClient", "RoutedError", "release"]
 
@@ -35,10 +36,12 @@ class AsyncRoutedClient(Fleet):
     arguments are :class:`~smg_fast.routing.dispatch.Fleet`'s (load_factor, floor,
     affinity_keys, affinity_wait, timeout, attempt_timeout, join_timeout, eject_after,
     eject_base_s, keepalive_s, max_message_mb);
-    ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller)."""
+    ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller).
+    ``targets``: HOST:PORT strings (one string is one member), at least one."""
 
-    def __init__(self, targets: Iterable[str], *, puller: Any = None, **kwargs: Any) -> None:
-        super().__init__(targets, **kwargs)
+    def __init__(self, targets: str | Iterable[str], *, puller: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(check_targets(targets), **kwargs)
         self.puller = puller
 
     async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
@@ -72,7 +75,9 @@ class RoutedClient:
     """Synchronous routed client: an :class:`AsyncRoutedClient` on a private event loop
     thread (one per client; the calls of several threads share it)."""
 
-    def __init__(self, targets: Iterable[str], *, load_factor: float = 1.25, **kwargs: Any) -> None:
+    def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25,
+                 **kwargs: Any) -> None:
+        targets = check_targets(targets)  # (before the thread: bad arguments start nothing)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="smg-fast-routing")
@@ -96,6 +101,9 @@ class RoutedClient:
             raise
 
     def _run(self, coro: Any) -> Any:
+        if self._loop.is_closed():  # (not the loop's own error, nor a never-awaited coroutine)
+            coro.close()
+            raise RuntimeError("this RoutedClient is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",

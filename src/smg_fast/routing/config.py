@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..server.config import LOG_LEVELS
 from ..server.options import Option, add_env_options, auto_queued_bytes, env_list
+from .settings import check_target
 
 
 @dataclass
@@ -53,7 +54,7 @@ class RouterConfig:
         if not self.workers:
             raise ValueError("at least one --worker HOST:PORT is needed")
         for w in self.workers:
-            check_target(w)
+            check_target(w, "--worker")
         if len(set(self.workers)) != len(self.workers):
             raise ValueError(f"a --worker is given twice: {self.workers}")
         floats = {"--load-factor": self.load_factor, "--drain-timeout-s": self.drain_timeout_s,
@@ -87,15 +88,6 @@ class RouterConfig:
         return self
 
 
-def check_target(target: str) -> str:
-    """HOST:PORT (or [IPv6]:PORT) with a port in 1..65535; ValueError naming it otherwise."""
-    host, sep, port = target.rpartition(":")
-    if not sep or not host or host in ("[", "[]") or not port.isdigit() \
-            or not 1 <= int(port) <= 65535:
-        raise ValueError(f"--worker must be HOST:PORT, got {target!r}")
-    return target
-
-
 # (flag, env var, type, help); defaults come from RouterConfig.
 OPTIONS: list[Option] = [
     ("--host", "SMG_FAST_ROUTER_HOST", str, "address to listen on (gRPC and metrics)"),
@@ -110,7 +102,8 @@ OPTIONS: list[Option] = [
      "worker that has its pixels while one is under the bound (0 = off: rendezvous order only)"),
     ("--affinity-wait-s", "SMG_FAST_ROUTER_AFFINITY_WAIT_S", float,
      "longest an image whose workers are all at the bound waits for one of them that will free "
-     "a slot soon (fewer items wait for it than it has in flight; else it goes at once) before "
+     "a slot soon (fewer items wait for it than it has in flight; else it goes at once), and at "
+     "most half the request's timeout, before "
      "it goes to a worker that computes it again (0 = never waits)"),
     ("--metrics-port", "SMG_FAST_ROUTER_METRICS_PORT", int,
      "Prometheus /metrics port (0 = off)"),
@@ -123,8 +116,9 @@ OPTIONS: list[Option] = [
     ("--request-timeout-s", "SMG_FAST_ROUTER_REQUEST_TIMEOUT_S", float,
      "deadline of a request whose caller set none (a caller's shorter one wins)"),
     ("--attempt-timeout-s", "SMG_FAST_ROUTER_ATTEMPT_TIMEOUT_S", float,
-     "longest one worker may take for its part of a request; past it the worker counts as "
-     "failed and the items go to their next worker (0 = the request's whole deadline)"),
+     "longest one worker may take for its part of a request; past it the items go to their "
+     "next worker, and the worker counts as failed (toward ejection) only when it does not "
+     "answer a health check either (0 = the request's whole deadline)"),
     ("--keepalive-s", "SMG_FAST_ROUTER_KEEPALIVE_S", float,
      "keepalive ping interval (and answer timeout) on each worker's connection: a hung worker "
      "is found within twice this (0 = off, else >= 1)"),

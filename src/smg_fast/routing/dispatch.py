@@ -22,17 +22,20 @@ from typing import Any, TypeVar
 import grpc
 
 from ..client import _options
+from ..errors import MAX_ITEMS, too_many_items
 from ..transport.tensors import shm_namespace
 from .caller import caller_metadata
 from .errors import RoutedError, name_items, renumber, says_retryable
 from .membership import Member, Membership
 from .messages import release, sub_request, without_items
 from .placement import Affinity, Choice, choose, item_key
-from .settings import check_settings, keepalive_options
+from .settings import check_settings, check_target, check_targets, keepalive_options
 
 log = logging.getLogger("smg_fast.routing")
 
 _C = grpc.StatusCode
+CHECK_MIN_S = 1.0  # the shortest health Check that confirms a member whose sub-call timed out
+WAIT_SHARE = 0.5  # of the caller's timeout, the most an image may wait for a member that has it
 TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
 # What a member's response becomes for the caller: one value per item, in the sub-call's order.
 Finish = Callable[[Member, Any], Awaitable[list[Any]]]
@@ -48,13 +51,15 @@ class Fleet:
     goes back to a member that has its pixels while one is under the bound (0: rendezvous
     order under the bound only); ``affinity_wait``: how long (seconds) at most an image whose
     members are all at the bound may wait in the fleet for one of them that will free a slot
-    soon before it spills to a member that has to compute it again (see placement.py).
+    soon before it spills to a member that has to compute it again (see placement.py), and at most
+    half the caller's timeout.
     ``eject_after`` consecutive transport failures eject a member for ``eject_base_s``,
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
-    sub-call may take (None: the caller's deadline); past it the member counts as failed and
-    the items go to their next member. ``keepalive_s``: see keepalive_options."""
+    sub-call may take (None: the caller's deadline); past it the items go to their next
+    member, and the member counts as failed only when a health Check goes unanswered too
+    (Membership.verify). ``keepalive_s``: see keepalive_options."""
 
-    def __init__(self, targets: Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
+    def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
@@ -64,6 +69,7 @@ class Fleet:
                        attempt_timeout=attempt_timeout, max_message_mb=max_message_mb,
                        join_timeout=join_timeout, eject_after=eject_after,
                        eject_base_s=eject_base_s, keepalive_s=keepalive_s)
+        targets = check_targets(targets, allow_empty=True)  # (members may come by add())
         self.load_factor, self.floor, self.timeout = load_factor, floor, timeout
         self.affinity = Affinity(affinity_keys)
         self.affinity_wait = affinity_wait
@@ -73,7 +79,7 @@ class Fleet:
         self.membership = Membership(
             channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
-        founders = self.membership.found(list(targets), join_timeout)
+        founders = self.membership.found(targets, join_timeout)
         # one join every request waits for (shielded: a caller that leaves does not end it)
         self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
                          if founders else None)
@@ -102,7 +108,7 @@ class Fleet:
     async def add(self, target: str) -> bool:
         """Joins target; True once it serves, False when it was refused (a different config) or
         did not serve within join_timeout. Concurrent adds of one target share its joining."""
-        m = self.membership.add(target)
+        m = self.membership.add(check_target(target))
         return await self.membership.settled(m, self.join_timeout)
 
     async def remove(self, target: str) -> None:
@@ -120,6 +126,8 @@ class Fleet:
         caller's order, and the slowest sub-call's timings. Raises RoutedError."""
         if not req.items:  # as a server answers it
             raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
+        if len(req.items) > MAX_ITEMS:  # as a server answers it, before any member works on it
+            raise RoutedError(_C.INVALID_ARGUMENT, too_many_items(len(req.items)))
         await self._ready()
         loop = asyncio.get_running_loop()
         timeout = self.timeout if timeout is None else timeout
@@ -141,12 +149,19 @@ class Fleet:
         pending = list(range(n))
         live: dict[asyncio.Task, tuple[Member, list[int]]] = {}
         self.counts["requests"] += 1
-        patient_until = loop.time() + self.affinity_wait  # images may wait for their members
-        if deadline is not None:
-            patient_until = min(patient_until, deadline)
+        # images may wait for their members, at most half the caller's time: the rest is
+        # for the sub-call itself
+        patient_until = loop.time() + min(self.affinity_wait,
+                                          WAIT_SHARE * timeout if timeout is not None
+                                          else self.affinity_wait)
         waited: set[int] = set()
         try:
             while pending or live:
+                if pending and deadline is not None and loop.time() >= deadline:
+                    # no time left to send them in: failed here, no member charged for it
+                    text, index = name_items("the request's deadline passed before it was "
+                                             "sent to a member", pending)
+                    raise RoutedError(_C.DEADLINE_EXCEEDED, text, index)
                 placed, waits_on = self._place(name, pending, keys, tried, last,
                                                loop.time() < patient_until)
                 pending = sorted(waits_on)  # item -> the member it waits for (holding it)
@@ -183,6 +198,8 @@ class Fleet:
                     code, details, retry = value
                     text, index = renumber(details, idx)
                     if not retry or (deadline is not None and loop.time() >= deadline):
+                        for i in idx:  # it may not have made them: not a holder any more
+                            self.affinity.forget(keys[i], m.target)
                         if index is None:
                             text, index = name_items(text, idx)
                         raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
@@ -306,6 +323,13 @@ class Fleet:
         sub = sub_request(template, req, idx)
         loop = asyncio.get_running_loop()
         left = None if deadline is None else max(0.0, deadline - loop.time())
+        if left == 0:  # (it passed since _place): sent with no time, it would be charged to m
+            m.in_flight -= len(idx)
+            m.probing = m.probing and not probe
+            m.freed.set()
+            m.freed = asyncio.Event()
+            return "error", (_C.DEADLINE_EXCEEDED, "the request's deadline passed before it "
+                                                   "was sent to a member", False)
         limit = left
         if self.attempt_timeout is not None and (left is None or self.attempt_timeout < left):
             limit = self.attempt_timeout  # a deadline of its own: hitting it is the member's
@@ -354,8 +378,14 @@ class Fleet:
         if isinstance(exc, grpc.aio.AioRpcError):
             code = exc.code()
             own = limit is not None and limit != left  # the sub-call's deadline, not the caller's
-            if code in (_C.UNAVAILABLE, _C.CANCELLED) or (code == _C.DEADLINE_EXCEEDED and own):
-                self.membership.failure(m, epoch)  # a peer that died, hangs or left
+            if code in (_C.UNAVAILABLE, _C.CANCELLED):
+                self.membership.failure(m, epoch)  # a peer that died or left
+                retry = True
+            elif code == _C.DEADLINE_EXCEEDED and own:  # slow work, or a hung peer: ask it
+                if probe:  # its verdict is the health Check's
+                    m.probing = False
+                self._keep(loop.create_task(self.membership.verify(
+                    m, epoch, max(CHECK_MIN_S, limit or 0.0))))
                 retry = True
             elif code == _C.DEADLINE_EXCEEDED:  # the caller's time ran out: says nothing of m
                 if probe:  # its verdict is still to come: the next request probes

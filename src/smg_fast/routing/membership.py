@@ -63,6 +63,7 @@ class Member:
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
     freed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per call end
     task: asyncio.Task | None = None
+    health: Any = None  # its grpc.health.v1 stub
 
     def usable(self, now: float) -> bool:
         if self.state != "serving" or now < self.ejected_until:
@@ -103,7 +104,8 @@ class Membership:
         if target in self.members:
             return self.members[target]
         channel = grpc.aio.insecure_channel(target, options=self.options)
-        m = Member(target, channel, pb_grpc.PreprocessorStub(channel))
+        m = Member(target, channel, pb_grpc.PreprocessorStub(channel),
+                   health=health_pb2_grpc.HealthStub(channel))
         self.members[target] = m
         m.task = asyncio.get_running_loop().create_task(self._run(m))
         return m
@@ -170,6 +172,14 @@ class Membership:
         return {x.name: x.config_fingerprint for m in self.members.values()
                 if m.info is not None for x in m.info.models}
 
+    @property
+    def image_limits(self) -> dict[str, int]:
+        """Model name -> the admitted members' max_image_pixels (0: none). Not part of the
+        fingerprint (a limit never changes an output), but the same image must pass or fail
+        the same wherever it lands, so it is checked on admission like the fingerprint."""
+        return {x.name: x.max_image_pixels for m in self.members.values()
+                if m.info is not None for x in m.info.models}
+
     def model_names(self) -> list[str]:
         """The models the admitted members serve."""
         return sorted(self.fingerprints)
@@ -207,12 +217,19 @@ class Membership:
         """Checks the member's fingerprints against the fleet's (the admitted members'), then
         admits it: its models are the fleet's too from now on."""
         fleet = self.fingerprints
+        limits = self.image_limits
         for model in info.models:
             want = fleet.get(model.name)
             if want is not None and want != model.config_fingerprint:
                 raise FingerprintMismatch(
                     f"{m.target}: model {model.name!r} has config fingerprint "
                     f"{model.config_fingerprint}, the fleet's is {want}")
+            limit = limits.get(model.name)
+            if limit is not None and limit != model.max_image_pixels:
+                raise FingerprintMismatch(
+                    f"{m.target}: model {model.name!r} rejects images over "
+                    f"{model.max_image_pixels or 'no limit of'} pixels, the fleet's limit is "
+                    f"{limit or 'none'}: an image would pass or fail by where it lands")
         versions = {x.info.version for x in self.members.values() if x.info is not None}
         if versions and info.version not in versions:  # allowed (the fingerprints decide)
             log.warning("member %s runs smg-fast %s, the fleet's other members %s", m.target,
@@ -223,7 +240,7 @@ class Membership:
 
     async def _run(self, m: Member) -> None:
         """Joins, then follows the member's health until removed; reconnects with backoff."""
-        health = health_pb2_grpc.HealthStub(m.channel)
+        health = m.health
         backoff = 0.05
         while True:
             try:
@@ -343,6 +360,19 @@ class Membership:
             self.ejected += 1
             log.warning("member %s: ejected for %.1f s", m.target, span)
 
+    async def verify(self, m: Member, epoch: int, timeout: float) -> None:
+        """A sub-call on m ran past its attempt timeout. That alone says nothing of m: another
+        tenant's slow valid images do it to a healthy member. It counts as a transport failure
+        (toward ejection) only when m does not answer a health Check within timeout either."""
+        if m.health is None:
+            return
+        try:
+            await m.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("member %s: a sub-call timed out and a health check got %s",
+                        m.target, exc.code().name)
+            self.failure(m, epoch)
+
     # ---- views ----
 
     def usable(self) -> list[Member]:
@@ -391,10 +421,12 @@ class Membership:
 
 def _by_agreement(founders: list[Member]) -> list[Member]:
     """Founders (each with its offer) most agreed with first: by how many founders' configs
-    agree with theirs (the same fingerprint for every model both serve), then list order."""
-    fps = [{x.name: x.config_fingerprint for x in m.offer.models} for m in founders]
+    agree with theirs (the same fingerprint and image limit for every model both serve), then
+    list order."""
+    fps = [{x.name: (x.config_fingerprint, x.max_image_pixels) for x in m.offer.models}
+           for m in founders]
 
-    def agree(a: dict[str, str], b: dict[str, str]) -> bool:
+    def agree(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]]) -> bool:
         return all(b.get(name, fp) == fp for name, fp in a.items())
 
     support = [sum(agree(f, g) for g in fps) for f in fps]

@@ -112,6 +112,9 @@ def choose(key: bytes, members: Sequence[str], in_flight: Mapping[str, int],
     return Choice(ranked[0], False, False, ranked[0])
 
 
+MAX_HOLDERS = 8  # members remembered per key (a hot image's copies; older ones drop out)
+
+
 class Affinity:
     """The members this router placed each of its ``capacity`` most recent keys on (whose
     pixel caches likely hold the key), each with the member's incarnation: a member that
@@ -139,7 +142,9 @@ class Affinity:
             return
         h = xxhash.xxh3_64_intdigest(key)
         held = self._keys.pop(h, ())
-        self._keys[h] = (*(p for p in held if p[0] != target), (target, incarnation))
+        # the MAX_HOLDERS most recent: members that come and go under new names add up
+        self._keys[h] = (*(p for p in held if p[0] != target),
+                         (target, incarnation))[-MAX_HOLDERS:]
         if len(self._keys) > self.capacity:
             self._keys.popitem(last=False)
 

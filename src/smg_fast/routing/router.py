@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 
 from .._proto import preprocessor_pb2 as pb
 from .._version import __version__
+from ..errors import MAX_ITEMS, too_many_items
 from ..server.admission import Admission
 from ..server.scaffold import (
     NOT_SERVING,
@@ -37,7 +38,6 @@ from ..server.scaffold import (
     on_stop_signals,
     set_health,
 )
-from ..server.service import MAX_ITEMS
 from .caller import CALLER
 from .config import RouterConfig
 from .dispatch import Fleet, RoutedError
@@ -176,8 +176,7 @@ class Router:
         if not req.items:
             raise _Refused(_C.INVALID_ARGUMENT, "request has no items")
         if len(req.items) > MAX_ITEMS:
-            raise _Refused(_C.INVALID_ARGUMENT, f"{len(req.items)} items, at most {MAX_ITEMS} "
-                                                "per request")
+            raise _Refused(_C.INVALID_ARGUMENT, too_many_items(len(req.items)))
         timeout = self.config.request_timeout_s
         if remaining is not None:
             timeout = min(timeout, max(remaining, 1e-3))

@@ -4,6 +4,7 @@ the same way, with their names), and the keepalive options of a member's channel
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 
 def check_settings(*, load_factor: float, floor: int, affinity_keys: int,
@@ -34,6 +35,26 @@ def check_settings(*, load_factor: float, floor: int, affinity_keys: int,
          "a finite number of seconds > 0")
     need(keepalive_s == 0 or (finite(keepalive_s) and keepalive_s >= 1), "keepalive_s",
          keepalive_s, "0 (off) or a finite number of seconds >= 1")
+
+
+def check_target(target: object, what: str = "a target") -> str:
+    """HOST:PORT (or [IPv6]:PORT) with a port in 1..65535; ValueError naming it otherwise."""
+    if not isinstance(target, str):
+        raise ValueError(f"{what} must be a HOST:PORT string, got {target!r}")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or host in ("[", "[]") or not port.isdigit() \
+            or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{what} must be HOST:PORT, got {target!r}")
+    return target
+
+
+def check_targets(targets: str | Iterable[str], *, allow_empty: bool = False) -> list[str]:
+    """The members given to a fleet as a list: one HOST:PORT string is one member (not its
+    characters), each must be HOST:PORT, and at least one is needed unless ``allow_empty``."""
+    found = [targets] if isinstance(targets, str) else list(targets)
+    if not found and not allow_empty:
+        raise ValueError("targets must name at least one HOST:PORT")
+    return [check_target(t) for t in found]
 
 
 def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:

@@ -24,7 +24,7 @@ from .. import __version__
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
 from ..cache import CacheEntry, PixelCache, cache_key
-from ..errors import InvalidImageError
+from ..errors import MAX_ITEMS, InvalidImageError, too_many_items
 from ..processors import Processor
 from ..transport.shm import ShmRegistry
 from .config import TRANSPORTS, ServerConfig
@@ -37,7 +37,6 @@ from .rdma_lane import RdmaLane
 
 log = logging.getLogger("smg_fast.server")
 
-MAX_ITEMS = 1024  # images per request
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
@@ -210,8 +209,7 @@ class PreprocessService:
         if not req.items:
             raise RequestError(_INVALID, "request has no items")
         if len(req.items) > MAX_ITEMS:
-            raise RequestError(_INVALID, f"{len(req.items)} items, at most {MAX_ITEMS} per "
-                                         "request")
+            raise RequestError(_INVALID, too_many_items(len(req.items)))
         shm_ok, outcome.shm_refused = self._shm_allowed(requested, req.shm_namespace)
         resp = pb.PreprocessResponse(request_id=req.request_id)
         timer = Timer()
