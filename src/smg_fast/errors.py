@@ -14,9 +14,6 @@ RETRYABLE_KEY = "smg-fast-retryable"
 CALLER_KEY = "smg-fast-caller"
 MAX_CALLER_LEN = 256
 
-CALLER_KEY = "smg-fast-caller"  # request metadata: the caller a trusted router forwards for
-MAX_CALLER_LEN = 256  # a longer name is cut (the router sends a peer address or a hash)
-
 # Images per Preprocess request: more is INVALID_ARGUMENT from a server, a router and the routing
 # library alike (here for the same reason as RETRYABLE_KEY).
 MAX_ITEMS = 1024
