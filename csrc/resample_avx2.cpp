@@ -183,13 +183,14 @@ __attribute__((target("avx2"))) inline __m256i window(const uint8_t* a0, const u
     }
 }
 
-// Rows in the inner loop: a chunk's plan (weights, masks) is read from L2 once and from L1 for
-// the other rows.
-template <int C, int CO, bool kPixels, bool kShared, int kPairs>
-__attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn,
-                                                const Avx2HPlan& p, uint8_t* out, int64_t out_stride, int out_w,
-                                                int rows) {
-    const int64_t n_out = int64_t(out_w) * CO;
+// Chunk k of the rows (fits != 0). kTail: loads from offset last_load on run past the row's end
+// and read tails[y] instead, a zero-padded copy of the row's bytes from tail_off on (a load
+// starts at most 1 byte before the end); a separate instance, so the common one has no test.
+template <int C, int CO, bool kPixels, bool kShared, int kPairs, bool kTail>
+__attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64_t in_stride, const Avx2HPlan& p,
+                                                        uint8_t* out, int64_t out_stride, int64_t n_out, int k,
+                                                        int rows, const uint8_t (*tails)[32], int64_t last_load,
+                                                        int64_t tail_off) {
     constexpr int kChunkOut = kPixels ? 8 * CO : 32;
     const int pairs = kPairs ? kPairs : p.pairs;
     const __m256i half = _mm256_set1_epi32(kHalf);
@@ -200,8 +201,66 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
     const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,  //
                                              0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     const __m256i close_gap = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
-    // Loads from offset last_load on run past the row's end: they read tails[y], a zero-padded
-    // copy of the row's bytes from tail_off on (a load starts at most 1 byte before the end).
+    const int64_t o0 = int64_t(k) * kChunkOut;
+    const int64_t o1 = std::min(n_out, o0 + kChunkOut);
+    for (int y = 0; y < rows; ++y) {
+        const uint8_t* row = in + y * in_stride;
+        __m256i r[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+            const size_t g = size_t(k) * 4 + j;
+            const __m256i mask = load32(p.masks[g]);
+            const Vec32* w = &p.weights[g * pairs * 2];
+            __m256i lo = half, hi = _mm256_setzero_si256();
+            if constexpr (kTail) {
+                const int64_t b0 = p.base[2 * g], b1 = p.base[2 * g + 1];
+                for (int q = 0; q < pairs; ++q) {
+                    const int64_t f0 = b0 + 2 * q * C, f1 = b1 + 2 * q * C;
+                    const uint8_t* a0 = f0 <= last_load ? row + f0 : tails[y] + (f0 - tail_off);
+                    const uint8_t* a1 = f1 <= last_load ? row + f1 : tails[y] + (f1 - tail_off);
+                    const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0, a1), mask);
+                    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
+                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                }
+            } else {
+                (void)tails;
+                (void)last_load;
+                (void)tail_off;
+                const uint8_t* a0 = row + p.base[2 * g];
+                const uint8_t* a1 = row + p.base[2 * g + 1];
+#pragma GCC unroll 8
+                for (int q = 0; q < pairs; ++q) {
+                    const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0 + 2 * q * C, a1 + 2 * q * C), mask);
+                    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
+                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                }
+            }
+            // Pillow's ss >> 22; clip8's clamp is the two saturating packs below.
+            r[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), kPrecisionBits);
+        }
+        __m256i b = _mm256_permutevar8x32_epi32(
+            _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
+        if (kPixels && CO == 3) b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(b, compact), close_gap);
+        uint8_t* o = out + y * out_stride;
+        if (o0 + 32 <= n_out) {
+            // for pixels with 3 channels the last 8 bytes belong to the next chunk, written later
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + o0), b);
+        } else {
+            alignas(32) uint8_t tmp[32];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), b);
+            std::memcpy(o + o0, tmp, size_t(o1 - o0));
+        }
+    }
+}
+
+// Rows in the inner loop: a chunk's plan (weights, masks) is read from L2 once and from L1 for
+// the other rows.
+template <int C, int CO, bool kPixels, bool kShared, int kPairs>
+__attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn,
+                                                const Avx2HPlan& p, uint8_t* out, int64_t out_stride, int out_w,
+                                                int rows) {
+    const int64_t n_out = int64_t(out_w) * CO;
+    constexpr int kChunkOut = kPixels ? 8 * CO : 32;
     const int64_t last_load = p.row_bytes - 16, tail_off = std::max<int64_t>(0, last_load);
     alignas(32) uint8_t tails[4][32];
     if (p.tail) {
@@ -211,57 +270,15 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
         }
     }
     for (int k = 0; k < p.chunks; ++k) {
-        const int64_t o0 = int64_t(k) * kChunkOut;
-        const int64_t o1 = std::min(n_out, o0 + kChunkOut);
-        if (!p.fits[k]) {
+        if (p.fits[k] == 1) {
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, false>(in, in_stride, p, out, out_stride, n_out, k, rows,
+                                                                 tails, last_load, tail_off);
+        } else if (p.fits[k] == 2) {
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, true>(in, in_stride, p, out, out_stride, n_out, k, rows,
+                                                                tails, last_load, tail_off);
+        } else {
+            const int64_t o0 = int64_t(k) * kChunkOut, o1 = std::min(n_out, o0 + kChunkOut);
             for (int y = 0; y < rows; ++y) hbytes_scalar<C, CO>(in + y * in_stride, kn, out + y * out_stride, o0, o1);
-            continue;
-        }
-        const bool tail = p.fits[k] == 2;
-        for (int y = 0; y < rows; ++y) {
-            const uint8_t* row = in + y * in_stride;
-            __m256i r[4];
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                const size_t g = size_t(k) * 4 + j;
-                const int64_t b0 = p.base[2 * g], b1 = p.base[2 * g + 1];
-                const __m256i mask = load32(p.masks[g]);
-                const Vec32* w = &p.weights[g * pairs * 2];
-                __m256i lo = half, hi = _mm256_setzero_si256();
-                if (tail) {
-                    for (int q = 0; q < pairs; ++q) {
-                        const int64_t f0 = b0 + 2 * q * C, f1 = b1 + 2 * q * C;
-                        const uint8_t* a0 = f0 <= last_load ? row + f0 : tails[y] + (f0 - tail_off);
-                        const uint8_t* a1 = f1 <= last_load ? row + f1 : tails[y] + (f1 - tail_off);
-                        const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0, a1), mask);
-                        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
-                        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
-                    }
-                } else {
-                    const uint8_t* a0 = row + b0;
-                    const uint8_t* a1 = row + b1;
-#pragma GCC unroll 8
-                    for (int q = 0; q < pairs; ++q) {
-                        const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0 + 2 * q * C, a1 + 2 * q * C), mask);
-                        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
-                        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
-                    }
-                }
-                // Pillow's ss >> 22; clip8's clamp is the two saturating packs below.
-                r[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), kPrecisionBits);
-            }
-            __m256i b = _mm256_permutevar8x32_epi32(
-                _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
-            if (kPixels && CO == 3) b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(b, compact), close_gap);
-            uint8_t* o = out + y * out_stride;
-            if (o0 + 32 <= n_out) {
-                // for pixels with 3 channels the last 8 bytes belong to the next chunk, written later
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + o0), b);
-            } else {
-                alignas(32) uint8_t tmp[32];
-                _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), b);
-                std::memcpy(o + o0, tmp, size_t(o1 - o0));
-            }
         }
     }
 }
