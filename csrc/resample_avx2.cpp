@@ -214,7 +214,15 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
             __m256i lo = half, hi = _mm256_setzero_si256();
             if constexpr (kTail) {
                 const int64_t b0 = p.base[2 * g], b1 = p.base[2 * g + 1];
-                for (int q = 0; q < pairs; ++q) {
+                // pairs below qs load inside the row (only the last few run past it)
+                const int64_t top_base = std::max(b0, b1);
+                const int qs = top_base > last_load ? 0 : int(std::min<int64_t>(pairs, (last_load - top_base) / (2 * C) + 1));
+                for (int q = 0; q < qs; ++q) {
+                    const __m256i v = _mm256_shuffle_epi8(window<kShared>(row + b0 + 2 * q * C, row + b1 + 2 * q * C), mask);
+                    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
+                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                }
+                for (int q = qs; q < pairs; ++q) {
                     const int64_t f0 = b0 + 2 * q * C, f1 = b1 + 2 * q * C;
                     const uint8_t* a0 = f0 <= last_load ? row + f0 : tails[y] + (f0 - tail_off);
                     const uint8_t* a1 = f1 <= last_load ? row + f1 : tails[y] + (f1 - tail_off);
