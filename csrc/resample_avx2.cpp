@@ -45,11 +45,13 @@ Avx2HPlan plan_layout(const Kernel& kn, int in_w, int out_w, int C, int CO, bool
     p.masks.assign(groups, Vec32{});
     p.weights.assign(groups * p.pairs * 2, Vec32{});
     p.fits.assign(p.chunks, 0);
-    // The highest base whose loads (16 bytes at base + 2 * q * C) all stay inside the row.
-    const int64_t last_base = int64_t(in_w) * C - 16 - int64_t(2) * (p.pairs - 1) * C;
+    p.row_bytes = int64_t(in_w) * C;
+    // The highest base whose loads (16 bytes at base + 2 * q * C) all stay inside the row; a
+    // chunk with a higher base (or a narrow row's empty half at 0) reads the padded tail copy.
+    const int64_t last_base = p.row_bytes - 16 - int64_t(2) * (p.pairs - 1) * C;
     unfit_bytes = 0;
     for (int k = 0; k < p.chunks; ++k) {
-        bool fits = last_base >= 0;
+        bool fits = true, tail = last_base < 0;
         for (int j = 0; j < 4 && fits; ++j) {
             const size_t g = size_t(k) * 4 + j;
             // Slot 4h + l of the group: its output pixel x (-1: none) and channel c.
@@ -78,11 +80,14 @@ Avx2HPlan plan_layout(const Kernel& kn, int in_w, int out_w, int C, int CO, bool
                     amax = std::max(amax, a[s]);
                 }
                 if (amin == INT64_MAX) continue;  // past the row's end: zero mask and weights
-                const int64_t base = std::min(amin, last_base);
-                if (base < 0 || amax - base + C > 15) {
+                // Any base in [amax + C - 15, amin] holds the slots; the lowest within the row's
+                // loads, else the lowest at all (the fewest bytes past the row's end).
+                const int64_t base = std::max({std::min(amin, last_base), amax + C - 15, int64_t(0)});
+                if (base > amin) {
                     fits = false;
                     break;
                 }
+                if (base > last_base) tail = true;
                 p.base[2 * g + h] = int32_t(base);
                 if (shared) p.base[2 * g + 1] = int32_t(base);
                 for (int s = s0; s < s1; ++s) {
@@ -105,7 +110,8 @@ Avx2HPlan plan_layout(const Kernel& kn, int in_w, int out_w, int C, int CO, bool
                 if (shared) break;
             }
         }
-        p.fits[k] = fits;
+        p.fits[k] = fits ? (tail ? 2 : 1) : 0;
+        if (fits && tail) p.tail = true;
         if (!fits) unfit_bytes += std::min<int64_t>(chunk_out, n_out - int64_t(k) * chunk_out);
     }
     return p;
@@ -141,18 +147,23 @@ Avx2HPlan make_avx2_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO) 
 
 namespace {
 
-// Output bytes [b0, b1) of a row, one at a time (chunks the plan does not fit).
+// Output bytes [b0, b1) of a row (chunks the plan does not fit), per pixel as Pillow computes
+// them: the pixels covering the bytes into a small buffer, then the bytes asked for.
 template <int C, int CO>
 void hbytes_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, int64_t b0, int64_t b1) {
     const int taps = kn.taps;
-    for (int64_t b = b0; b < b1; ++b) {
-        const int64_t x = b / CO, c = b % CO;
-        const uint8_t* p = in + int64_t(kn.start[x]) * C + c;
+    const int64_t x0 = b0 / CO, x1 = (b1 - 1) / CO + 1;
+    uint8_t px[(32 / CO + 2) * CO];
+    for (int64_t x = x0; x < x1; ++x) {
+        const uint8_t* p = in + int64_t(kn.start[x]) * C;
         const int32_t* k = &kn.weights[size_t(x) * taps];
-        int32_t ss = kHalf;
-        for (int j = 0; j < taps; ++j) ss += int32_t(p[j * C]) * k[j];
-        out[b] = clip8(ss);
+        int32_t ss[CO];
+        for (int c = 0; c < CO; ++c) ss[c] = kHalf;
+        for (int j = 0; j < taps; ++j)
+            for (int c = 0; c < CO; ++c) ss[c] += int32_t(p[j * C + c]) * k[j];
+        for (int c = 0; c < CO; ++c) px[(x - x0) * CO + c] = clip8(ss[c]);
     }
+    std::memcpy(out + b0, px + (b0 - x0 * CO), size_t(b1 - b0));
 }
 
 __attribute__((target("avx2"))) inline __m256i load32(const Vec32& v) {
@@ -172,13 +183,14 @@ __attribute__((target("avx2"))) inline __m256i window(const uint8_t* a0, const u
     }
 }
 
-// Rows in the inner loop: a chunk's plan (weights, masks) is read from L2 once and from L1 for
-// the other rows.
-template <int C, int CO, bool kPixels, bool kShared, int kPairs>
-__attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn,
-                                                const Avx2HPlan& p, uint8_t* out, int64_t out_stride, int out_w,
-                                                int rows) {
-    const int64_t n_out = int64_t(out_w) * CO;
+// Chunk k of the rows (fits != 0). kTail: loads from offset last_load on run past the row's end
+// and read tails[y] instead, a zero-padded copy of the row's bytes from tail_off on (a load
+// starts at most 1 byte before the end); a separate instance, so the common one has no test.
+template <int C, int CO, bool kPixels, bool kShared, int kPairs, bool kTail>
+__attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64_t in_stride, const Avx2HPlan& p,
+                                                        uint8_t* out, int64_t out_stride, int64_t n_out, int k,
+                                                        int rows, const uint8_t (*tails)[32], int64_t last_load,
+                                                        int64_t tail_off) {
     constexpr int kChunkOut = kPixels ? 8 * CO : 32;
     const int pairs = kPairs ? kPairs : p.pairs;
     const __m256i half = _mm256_set1_epi32(kHalf);
@@ -189,45 +201,92 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
     const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,  //
                                              0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     const __m256i close_gap = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
-    for (int k = 0; k < p.chunks; ++k) {
-        const int64_t o0 = int64_t(k) * kChunkOut;
-        const int64_t o1 = std::min(n_out, o0 + kChunkOut);
-        if (!p.fits[k]) {
-            for (int y = 0; y < rows; ++y) hbytes_scalar<C, CO>(in + y * in_stride, kn, out + y * out_stride, o0, o1);
-            continue;
-        }
-        for (int y = 0; y < rows; ++y) {
-            const uint8_t* row = in + y * in_stride;
-            __m256i r[4];
+    const int64_t o0 = int64_t(k) * kChunkOut;
+    const int64_t o1 = std::min(n_out, o0 + kChunkOut);
+    for (int y = 0; y < rows; ++y) {
+        const uint8_t* row = in + y * in_stride;
+        __m256i r[4];
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
-                const size_t g = size_t(k) * 4 + j;
+        for (int j = 0; j < 4; ++j) {
+            const size_t g = size_t(k) * 4 + j;
+            const __m256i mask = load32(p.masks[g]);
+            const Vec32* w = &p.weights[g * pairs * 2];
+            __m256i lo = half, hi = _mm256_setzero_si256();
+            if constexpr (kTail) {
+                const int64_t b0 = p.base[2 * g], b1 = p.base[2 * g + 1];
+                // pairs below qs load inside the row (only the last few run past it)
+                const int64_t top_base = std::max(b0, b1);
+                const int qs = top_base > last_load ? 0 : int(std::min<int64_t>(pairs, (last_load - top_base) / (2 * C) + 1));
+                for (int q = 0; q < qs; ++q) {
+                    const __m256i v = _mm256_shuffle_epi8(window<kShared>(row + b0 + 2 * q * C, row + b1 + 2 * q * C), mask);
+                    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
+                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                }
+                for (int q = qs; q < pairs; ++q) {
+                    const int64_t f0 = b0 + 2 * q * C, f1 = b1 + 2 * q * C;
+                    const uint8_t* a0 = f0 <= last_load ? row + f0 : tails[y] + (f0 - tail_off);
+                    const uint8_t* a1 = f1 <= last_load ? row + f1 : tails[y] + (f1 - tail_off);
+                    const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0, a1), mask);
+                    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
+                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                }
+            } else {
+                (void)tails;
+                (void)last_load;
+                (void)tail_off;
                 const uint8_t* a0 = row + p.base[2 * g];
                 const uint8_t* a1 = row + p.base[2 * g + 1];
-                const __m256i mask = load32(p.masks[g]);
-                const Vec32* w = &p.weights[g * pairs * 2];
-                __m256i lo = half, hi = _mm256_setzero_si256();
 #pragma GCC unroll 8
                 for (int q = 0; q < pairs; ++q) {
                     const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0 + 2 * q * C, a1 + 2 * q * C), mask);
                     lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
                     hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
                 }
-                // Pillow's ss >> 22; clip8's clamp is the two saturating packs below.
-                r[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), kPrecisionBits);
             }
-            __m256i b = _mm256_permutevar8x32_epi32(
-                _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
-            if (kPixels && CO == 3) b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(b, compact), close_gap);
-            uint8_t* o = out + y * out_stride;
-            if (o0 + 32 <= n_out) {
-                // for pixels with 3 channels the last 8 bytes belong to the next chunk, written later
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + o0), b);
-            } else {
-                alignas(32) uint8_t tmp[32];
-                _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), b);
-                std::memcpy(o + o0, tmp, size_t(o1 - o0));
-            }
+            // Pillow's ss >> 22; clip8's clamp is the two saturating packs below.
+            r[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), kPrecisionBits);
+        }
+        __m256i b = _mm256_permutevar8x32_epi32(
+            _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
+        if (kPixels && CO == 3) b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(b, compact), close_gap);
+        uint8_t* o = out + y * out_stride;
+        if (o0 + 32 <= n_out) {
+            // for pixels with 3 channels the last 8 bytes belong to the next chunk, written later
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + o0), b);
+        } else {
+            alignas(32) uint8_t tmp[32];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), b);
+            std::memcpy(o + o0, tmp, size_t(o1 - o0));
+        }
+    }
+}
+
+// Rows in the inner loop: a chunk's plan (weights, masks) is read from L2 once and from L1 for
+// the other rows.
+template <int C, int CO, bool kPixels, bool kShared, int kPairs>
+__attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn,
+                                                const Avx2HPlan& p, uint8_t* out, int64_t out_stride, int out_w,
+                                                int rows) {
+    const int64_t n_out = int64_t(out_w) * CO;
+    constexpr int kChunkOut = kPixels ? 8 * CO : 32;
+    const int64_t last_load = p.row_bytes - 16, tail_off = std::max<int64_t>(0, last_load);
+    alignas(32) uint8_t tails[4][32];
+    if (p.tail) {
+        for (int y = 0; y < rows; ++y) {
+            std::memset(tails[y], 0, 32);
+            std::memcpy(tails[y], in + y * in_stride + tail_off, size_t(p.row_bytes - tail_off));
+        }
+    }
+    for (int k = 0; k < p.chunks; ++k) {
+        if (p.fits[k] == 1) {
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, false>(in, in_stride, p, out, out_stride, n_out, k, rows,
+                                                                 tails, last_load, tail_off);
+        } else if (p.fits[k] == 2) {
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, true>(in, in_stride, p, out, out_stride, n_out, k, rows,
+                                                                tails, last_load, tail_off);
+        } else {
+            const int64_t o0 = int64_t(k) * kChunkOut, o1 = std::min(n_out, o0 + kChunkOut);
+            for (int y = 0; y < rows; ++y) hbytes_scalar<C, CO>(in + y * in_stride, kn, out + y * out_stride, o0, o1);
         }
     }
 }

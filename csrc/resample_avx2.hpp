@@ -21,8 +21,9 @@ struct alignas(32) Vec32 {
 // The horizontal pass in chunks of 32 int32 slots (4 groups of 8, one ymm each), one output byte
 // per slot: tap pair q of a slot reads two source bytes from a 16-byte window at base + 2 * q * C,
 // placed as an int16 pair by one vpshufb. A chunk "fits" when every slot's bytes lie within its
-// window and every load stays inside the row; chunks that do not are computed per byte, as Pillow
-// does.
+// window; loads that would run past the row's end (narrow rows, right-edge chunks with an odd tap
+// count) read a zero-padded copy of the row's last 16 bytes instead (only zero weights fall
+// there). Chunks that do not fit are computed per pixel, as Pillow does.
 struct Avx2HPlan {
     // Slot 4h + l of group j of chunk k (128-bit half h, int32 lane l) is output byte
     // 32k + 8j + 4h + l (packed), or channel l of output pixel 8k + 2j + h (pixels: 3 output
@@ -32,18 +33,20 @@ struct Avx2HPlan {
     int C = 0, CO = 0;    // source and output channels
     int pairs = 0;        // taps rounded up to pairs
     int chunks = 0;
+    int64_t row_bytes = 0;  // in_w * C
+    bool tail = false;      // some chunk has fits == 2
     std::vector<int32_t> base;   // per half (8 per chunk): byte offset in the row of pair 0's load
     std::vector<Vec32> masks;    // per group: vpshufb control, bytes 4s, 4s+2 = slot s's sources
     std::vector<Vec32> weights;  // per group and pair: (lo, lo) then (hi, hi) int16 pairs per slot
-    std::vector<uint8_t> fits;   // per chunk
+    std::vector<uint8_t> fits;   // per chunk: 0 no, 1 yes, 2 yes with loads past the row's end
 };
 
 // Plan for kn over a row of in_w pixels of C (3 or 4) channels, writing CO (C, or 3 from 4).
 Avx2HPlan make_avx2_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO);
 
 #if SMG_X86
-// Rows in + y * in_stride through the plan into out + y * out_stride, y < rows. Reads only the
-// rows' in_w * C bytes.
+// Rows in + y * in_stride through the plan into out + y * out_stride, y < rows <= 4. Reads only
+// the rows' in_w * C bytes.
 void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& plan,
                           uint8_t* out, int64_t out_stride, int out_w, int rows);
 
