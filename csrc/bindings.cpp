@@ -15,6 +15,7 @@
 #include "normalize.hpp"
 #include "parallel.hpp"
 #include "patchify.hpp"
+#include "png_unfilter.hpp"
 #include "preprocess.hpp"
 #include "resample.hpp"
 #include "scratch.hpp"
@@ -256,6 +257,20 @@ py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap
     return out;
 }
 
+// Undoes the filters of an inflated PNG stream in place (png_unfilter.hpp): data holds `height`
+// rows of one filter byte plus row_bytes bytes each.
+bool png_unfilter_py(py::array_t<uint8_t> data, int64_t height, int64_t row_bytes, int bpp) {
+    if (data.ndim() != 1 || !data.writeable() || data.strides(0) != 1)
+        throw py::value_error("png_unfilter: expected a writable contiguous 1-D uint8 array");
+    if (height < 1 || row_bytes < 1 || bpp < 1 || bpp > 8 || row_bytes > (int64_t(1) << 40) / height)
+        throw py::value_error("png_unfilter: bad height, row_bytes or bpp");
+    if (data.shape(0) < height * (row_bytes + 1))
+        throw py::value_error("png_unfilter: data is shorter than height * (row_bytes + 1)");
+    uint8_t* p = data.mutable_data();
+    py::gil_scoped_release release;
+    return png_unfilter(p, height, row_bytes, bpp);
+}
+
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
 // thread that took it, whichever thread drops the last reference.
 py::array pooled_empty(int64_t n, bool zero) {
@@ -428,6 +443,11 @@ PYBIND11_MODULE(_native, m) {
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false,
           "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
           "its memory returns to that pool when the array is dropped, from any thread.");
+    m.def("png_unfilter", &png_unfilter_py, py::arg("data"), py::arg("height"), py::arg("row_bytes"),
+          py::arg("bpp"),
+          "Undoes PNG's row filters in place on an inflated 8-bit image stream: height rows of a filter\n"
+          "byte and row_bytes bytes, bpp bytes per pixel. False at the first filter type outside 0-4.\n"
+          "Releases the GIL.");
     m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
     m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");

@@ -78,14 +78,38 @@ _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), 
           (0, 1, 1, 2))
 
 
+def _paeth(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    pa, pb, pc = np.abs(b - c), np.abs(a - c), np.abs(a + b - 2 * c)
+    return np.where((pa <= pb) & (pa <= pc), a, np.where(pb <= pc, b, c))
+
+
+def filter_rows(rows: np.ndarray, bpp: int, types: list[int]) -> list[bytes]:
+    """8-bit rows (H, W*C) with the PNG filter types[y] applied to row y (PNG spec 9.2-9.4),
+    each prefixed with its filter byte: the encoder side, written from the spec."""
+    x = rows.astype(np.int32)
+    out = []
+    for y, t in enumerate(types):
+        up = x[y - 1] if y else np.zeros_like(x[y])
+        left = np.concatenate([np.zeros(bpp, np.int32), x[y][:-bpp]])[: x.shape[1]]
+        upleft = np.concatenate([np.zeros(bpp, np.int32), up[:-bpp]])[: x.shape[1]]
+        pred = {0: 0, 1: left, 2: up, 3: (left + up) // 2, 4: _paeth(left, up, upleft)}.get(t, 0)
+        out.append(bytes([t]) + ((x[y] - pred) & 0xFF).astype(np.uint8).tobytes())
+    return out
+
+
 def write_png(samples: np.ndarray, ctype: int, depth: int, *, interlace: bool = False,
-              extra: tuple[tuple[bytes, bytes], ...] = (), palette: bytes | None = None) -> bytes:
+              extra: tuple[tuple[bytes, bytes], ...] = (), palette: bytes | None = None,
+              filters: list[int] | None = None, idat_split: int = 0) -> bytes:
     """A PNG of samples (H, W, C) with the given colour type and depth; extra chunks go before
-    IDAT."""
+    IDAT. filters: each row's filter type (8-bit, not interlaced; default 0); idat_split: the
+    zlib stream cut into IDAT chunks of this many bytes (0: one chunk)."""
     h, w, c = samples.shape
     ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 1 if interlace else 0)
     rows: list[bytes] = []
-    if interlace:
+    if filters is not None:
+        assert depth == 8 and not interlace
+        rows = filter_rows(samples.reshape(h, w * c), c, filters)
+    elif interlace:
         for x0, y0, dx, dy in _ADAM7:
             sub = samples[y0::dy, x0::dx]
             if sub.size:
@@ -97,4 +121,8 @@ def write_png(samples: np.ndarray, ctype: int, depth: int, *, interlace: bool = 
         out += chunk(b"PLTE", palette)
     for kind, body in extra:
         out += chunk(kind, body)
-    return out + chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + chunk(b"IEND", b"")
+    stream = zlib.compress(b"".join(rows), 6)
+    step = idat_split or len(stream)
+    for at in range(0, len(stream), step):
+        out += chunk(b"IDAT", stream[at:at + step])
+    return out + chunk(b"IEND", b"")

@@ -1,6 +1,7 @@
-"""The libspng fast path against Pillow and transformers' loading: the 8-bit grey / RGB / RGBA
-cases it takes are exact; every other PNG (other depths, palettes, transparency keys, grey+alpha,
-Adam7) is Pillow's; broken files fail exactly where the reference fails."""
+"""The PNG fast path (libdeflate or zlib inflating, the native core unfiltering) against Pillow
+and transformers' loading: the 8-bit grey / RGB / RGBA cases it takes are exact; every other PNG
+(other depths, palettes, transparency keys, grey+alpha, Adam7) is Pillow's; broken files fail
+exactly where the reference fails."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import zlib
 import numpy as np
 import pytest
 from conftest import encode
-from decode_common import HF, check, chunk, ours, reference, write_png
+from decode_common import HF, check, chunk, reference, write_png
 from PIL import Image, ImageCms, PngImagePlugin
 
 from smg_fast import decoders
 
-FAST, PIL = decoders.LIBSPNG, decoders.PILLOW
+FAST, PIL = decoders.LIBDEFLATE, decoders.PILLOW
 
 
 def png(img: Image.Image, **kw) -> bytes:
@@ -34,7 +35,8 @@ def rgba(real_images) -> Image.Image:
 
 
 def test_fast_decoder_is_installed():
-    assert decoders.available()[FAST], "the test extra installs imagecodecs (libspng)"
+    assert decoders.available()[FAST], "the test extra installs imagecodecs (libdeflate)"
+    assert decoders.png_decoder() == FAST
 
 
 @HF
@@ -144,7 +146,16 @@ def test_corrupt_data_and_crc(photo, hf):
     data = bytearray(png(photo))
     at = data.index(b"IDAT") + 400
     data[at] ^= 0x21
-    check(bytes(data), hf, PIL)  # a CRC error: libspng declines, Pillow decides
+    check(bytes(data), hf, PIL)  # the stream's checksum fails: Pillow decides (it refuses)
+
+
+@HF
+def test_idat_crc_error_alone(photo, hf):
+    data = bytearray(png(photo))
+    at = data.index(b"IDAT")
+    end = at + 4 + int.from_bytes(data[at - 4:at], "big")
+    data[end] ^= 0x5A  # the chunk's CRC only: Pillow does not check it, and decodes
+    assert check(bytes(data), hf, FAST) is None
 
 
 @HF
@@ -154,9 +165,14 @@ def test_trailing_garbage(photo, hf):
     assert err is None
 
 
-def test_without_imagecodecs_pillow_decodes(photo, monkeypatch):
-    monkeypatch.setattr(decoders, "_spng", None)
-    assert ours(png(photo), True)[1] == PIL
+def test_without_imagecodecs_zlib_inflates(photo, rgba, monkeypatch):
+    monkeypatch.setattr(decoders, "_libdeflate", None)
+    monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
+    assert decoders.png_decoder() == decoders.ZLIB
+    for data in (png(photo), png(photo.convert("L")), png(rgba)):
+        check(data, True, decoders.ZLIB)
+        check(data, False, decoders.ZLIB)
+    assert check(png(photo)[:-40], True, PIL) is not None  # truncated: both refuse
 
 
 def _exif(orientation: int) -> bytes:
@@ -226,3 +242,21 @@ def test_chunks_after_the_pixels_are_pillows(photo, hf, after):
     data = write_png(np.asarray(photo.crop((0, 0, 29, 17))), 2, 8)
     iend = data.rindex(b"IEND") - 4
     check(data[:iend] + after + data[iend:], hf, PIL)
+
+
+def test_a_png_path_that_differs_is_switched_off(photo, monkeypatch, caplog):
+    from smg_fast import _native
+
+    monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
+    real = _native.png_unfilter
+
+    def off_by_one(data, *args):
+        ok = real(data, *args)
+        data[1] ^= 1
+        return ok
+
+    monkeypatch.setattr(_native, "png_unfilter", off_by_one)
+    check(png(photo), True, PIL)
+    assert decoders.png_decoder() is None
+    assert not decoders.available()[decoders.LIBDEFLATE] and not decoders.available()[decoders.ZLIB]
+    assert "does not reproduce Pillow's pixels" in caplog.text

@@ -1,16 +1,19 @@
 """Fast decoders for the two formats that carry nearly all VLM traffic, bit-identical to Pillow.
 
 JPEG: libjpeg-turbo through simplejpeg, with Pillow's settings (accurate integer IDCT, fancy
-upsampling), output straight into a pooled buffer, GIL released. PNG: libspng through imagecodecs
-(an optional extra: ``pip install smg-fast[png]``), GIL released. Both decode the same bytes with
-the same arithmetic as Pillow's own libjpeg-turbo / zlib path, and the tests compare them with
-Pillow on every run.
+upsampling), output straight into a pooled buffer, GIL released. PNG: the image data inflated by
+libdeflate (through imagecodecs, the optional extra ``pip install smg-fast[png]``) or, without it,
+by Python's zlib, then the row filters undone by the native core, in place in a pooled buffer;
+GIL released throughout. Inflating and unfiltering are lossless, so a complete, valid stream has
+one result, Pillow's; the JPEG path decodes the same bytes with the same arithmetic as Pillow's
+own libjpeg-turbo, and the tests compare both with Pillow on every run.
 
 A fast decoder only takes the cases it reproduces exactly (JPEG in Pillow's RGB or L mode; 8-bit
 grey / RGB / RGBA PNG without a transparency key, not interlaced); anything else, and any input
-either library complains about (strict mode: even a recoverable warning), goes to Pillow, which then
-decodes it, or raises, exactly as it always did. So a corrupt or truncated file fails, or not, where
-Pillow does, and the fast path never returns pixels Pillow would not.
+either path complains about (a JPEG warning in strict mode; a zlib stream that is not exactly one
+image long or fails its checksum; a filter type outside 0-4), goes to Pillow, which then decodes
+it, or raises, exactly as it always did. So a corrupt or truncated file fails, or not, where Pillow
+does, and the fast path never returns pixels Pillow would not.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import os
 import struct
 import threading
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -34,12 +38,12 @@ try:  # a declared dependency; without it every JPEG takes Pillow's path
 except ImportError:  # pragma: no cover - exercised only in a broken install
     simplejpeg = None
 
-try:  # optional extra "png"
+try:  # optional extra "png": libdeflate inflates about 3x faster than zlib
     import imagecodecs
 
-    _spng: Any = getattr(imagecodecs, "spng_decode", None)
+    _libdeflate: Any = getattr(imagecodecs, "deflate_decode", None)
 except ImportError:
-    _spng = None
+    _libdeflate = None
 
 log = logging.getLogger("smg_fast.decoders")
 
@@ -47,17 +51,27 @@ _F = _native.PixelFormat
 
 PILLOW = "pillow"
 LIBJPEG_TURBO = "libjpeg-turbo"
-LIBSPNG = "libspng"
+# PNG: named by what inflates the image data (the native core undoes the filters either way).
+LIBDEFLATE = "libdeflate"
+ZLIB = "zlib"
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# IHDR colour types the fast path takes, as libspng returns them: grey, RGB, RGBA (8 bits each).
+# IHDR colour types the fast path takes, and their bytes per pixel: grey, RGB, RGBA (8-bit).
 _PNG_CHANNELS = {0: 1, 2: 3, 6: 4}
 
 
 def available() -> dict[str, bool]:
     """Which fast decoders this install has and uses (False too when one failed its check)."""
     return {LIBJPEG_TURBO: simplejpeg is not None and _verified(LIBJPEG_TURBO),
-            LIBSPNG: _spng is not None and _verified(LIBSPNG)}
+            LIBDEFLATE: _libdeflate is not None and _verified(LIBDEFLATE),
+            ZLIB: _verified(ZLIB)}
+
+
+def png_decoder() -> str | None:
+    """The PNG fast path's inflater on this install (libdeflate when imagecodecs is installed and
+    passed its check, else Python's zlib), or None when neither reproduces Pillow."""
+    state = available()
+    return LIBDEFLATE if state[LIBDEFLATE] else ZLIB if state[ZLIB] else None
 
 
 # Each fast decoder is checked against Pillow once per process, before its first use, on images
@@ -73,7 +87,7 @@ def _self_check(kind: str) -> bool:
     rgb = Image.fromarray(test_pattern(67, 45))
     cases = []
     for img in (rgb, rgb.convert("L")):
-        for kw in ({"format": "PNG"},) if kind == LIBSPNG else (
+        for kw in ({"format": "PNG"},) if kind != LIBJPEG_TURBO else (
                 {"format": "JPEG", "quality": 90},
                 {"format": "JPEG", "quality": 75, "subsampling": 0, "progressive": True},
                 {"format": "JPEG", "quality": 95, "subsampling": 1}):
@@ -87,7 +101,7 @@ def _self_check(kind: str) -> bool:
         if kind == LIBJPEG_TURBO:
             got = decode_jpeg(data, w, h)
         else:
-            got = decode_png(data, w, h, 1 if mode == "L" else 3)
+            got = decode_png(data, w, h, 1 if mode == "L" else 3, kind)
             if got is not None and got.shape[2] == 1:
                 got = np.repeat(got, 3, axis=2)
         if got is None or not np.array_equal(got, want):
@@ -169,33 +183,73 @@ def png_header(data: bytes) -> tuple[int, int, int, int, int] | None:
 
 
 def png_channels(data: bytes, width: int, height: int) -> int | None:
-    """Channels libspng will return for a PNG the fast path takes (1, 3 or 4), else None."""
-    if _spng is None:
+    """Channels of a PNG the fast path takes (1, 3 or 4: 8-bit grey, RGB, RGBA, not interlaced,
+    the standard compression and filter methods), else None."""
+    if len(data) < 33 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR":
         return None
-    hdr = png_header(data)
-    if hdr is None or hdr[:2] != (width, height) or hdr[2] != 8 or hdr[4] != 0:
+    w, h, depth, ctype, comp, filt, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    if (w, h) != (width, height) or depth != 8 or comp or filt or interlace:
         return None
-    return _PNG_CHANNELS.get(hdr[3])
+    return _PNG_CHANNELS.get(ctype)
 
 
-def decode_png(data: bytes, width: int, height: int, channels: int) -> np.ndarray | None:
-    """The PNG's own samples, uint8 (height, width, channels), or None when libspng reports
-    anything (Pillow decides)."""
-    if _spng is None:
-        return None
-    out = _pooled(height, width, channels)
+def _idat_stream(data: bytes) -> bytes | None:
+    """The zlib stream: the data of the first run of IDAT chunks (Pillow stops reading image
+    data at the first other chunk), or None when there is none. CRCs are not checked: Pillow does
+    not check those of IDAT chunks either."""
+    pos, parts = 8, []
+    view = memoryview(data)
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        if kind == b"IDAT":
+            if pos + 8 + length > len(data):
+                return None
+            parts.append(view[pos + 8:pos + 8 + length])
+        elif parts:
+            break
+        pos += 12 + length
+    return b"".join(parts) if parts else None
+
+
+def _inflate(stream: bytes, out: np.ndarray, inflater: str) -> bool:
+    """Inflates the zlib stream into out (uint8): True only when the stream ends, its checksum
+    holds, and it fills out exactly; the output never exceeds out (a bomb stops there)."""
     try:
-        got = _spng(data, out=out if channels > 1 else out.reshape(height, width))
+        if inflater == LIBDEFLATE:
+            if _libdeflate is None:
+                return False
+            got = _libdeflate(stream, out=out)  # fails past out's end or on a bad checksum
+            return np.asarray(got).nbytes == out.nbytes
+        d = zlib.decompressobj()
+        got = d.decompress(stream, out.nbytes)  # bounded; a longer stream is not d.eof
+        if not d.eof or len(got) != out.nbytes:
+            return False
+        out[:] = np.frombuffer(got, np.uint8)
+        return True
     except Exception:  # imagecodecs raises its own error types for corrupt data  # noqa: BLE001
-        return None
-    got = np.asarray(got)
-    if got.dtype != np.uint8 or got.shape[:2] != (height, width):
-        return None
-    return got.reshape(height, width, channels)
+        return False
 
 
-# APNG: Pillow reads the default image within its frame control (or refuses a bad one); libspng
-# decodes IDAT as a still image.
+def decode_png(data: bytes, width: int, height: int, channels: int,
+               inflater: str | None = None) -> np.ndarray | None:
+    """The PNG's own samples, uint8 (height, width, channels) (rows strided past each filter
+    byte), or None when the stream or a filter type is not what a whole image needs (Pillow
+    decides). inflater: LIBDEFLATE or ZLIB (default: png_decoder())."""
+    inflater = inflater or png_decoder()
+    stream = _idat_stream(data)
+    if inflater is None or stream is None:
+        return None
+    row = width * channels
+    raw = _native.pooled_empty(height * (row + 1))
+    if not _inflate(stream, raw, inflater) or not _native.png_unfilter(raw, height, row, channels):
+        return None
+    # Explicit strides (numpy may give a length-1 axis any stride; the core wants them packed).
+    return np.ndarray((height, width, channels), np.uint8, raw, offset=1,
+                      strides=(row + 1, channels, 1))
+
+
+# APNG: Pillow reads the default image within its frame control (or refuses a bad one); the fast
+# path would decode IDAT as a still image.
 _ANIMATION = {"acTL", "fcTL", "fdAT"}
 
 
@@ -260,7 +314,7 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             return Pixels(arr, _F.RGB)
 
         return jpeg
-    if fast[LIBSPNG] and img.format == "PNG" and img.info.get("transparency") is None:
+    if png_decoder() and img.format == "PNG" and img.info.get("transparency") is None:
 
         def png(data: bytes) -> Pixels | None:
             channels = png_channels(data, w, h)

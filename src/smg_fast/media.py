@@ -240,7 +240,8 @@ class ImageHeader:
         self._decode = decode
         self._close = close
         # Which decoder made the pixels of an encoded input (decoders.PILLOW, LIBJPEG_TURBO,
-        # LIBSPNG), once decode() ran; None for arrays and PIL images.
+        # or for PNG the inflater: LIBDEFLATE or ZLIB), once decode() ran; None for arrays and
+        # PIL images.
         self.decoder: str | None = None
 
     def decode(self) -> Pixels:
@@ -301,7 +302,8 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
                    decoders.read_file(path, img.width, img.height) if path else None)
             px = fast(raw) if raw is not None else None
             if px is not None:
-                header.decoder = decoders.LIBJPEG_TURBO if img.format != "PNG" else decoders.LIBSPNG
+                header.decoder = (decoders.LIBJPEG_TURBO if img.format != "PNG"
+                                  else decoders.png_decoder())
                 return px
         header.decoder = decoders.PILLOW
         src = held[0] if held[0] is not None else reopen()  # type: ignore[misc]
