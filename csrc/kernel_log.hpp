@@ -12,9 +12,11 @@ namespace smg {
 
 enum class KernelId : int {
     VerticalScalar,
+    VerticalSse2,
     VerticalAvx2,
     VerticalAvx512,
     HorizontalScalar,
+    HorizontalSse2,
     HorizontalAvx2,
     HorizontalAvx512Vbmi,
     HorizontalAvx512Vnni,
@@ -43,18 +45,18 @@ inline void note_ran(KernelId id) {
 }
 
 // The dispatch's choice under the cap, for the inputs the fast kernels take (3 or 4 channels;
-// 1- and 2-channel rows always use the scalar horizontal kernel).
+// 1- and 2-channel rows always use the scalar horizontal kernel, as do weights too wide to split).
 inline KernelId vertical_kernel() {
     if (cpu_has_avx512()) return KernelId::VerticalAvx512;
     if (cpu_has_avx2()) return KernelId::VerticalAvx2;
-    return KernelId::VerticalScalar;
+    return SMG_X86 ? KernelId::VerticalSse2 : KernelId::VerticalScalar;  // SSE2: any x86-64
 }
 
 inline KernelId horizontal_kernel() {
     if (cpu_has_avx512vnni()) return KernelId::HorizontalAvx512Vnni;
     if (cpu_has_avx512vbmi()) return KernelId::HorizontalAvx512Vbmi;
     if (cpu_has_avx2()) return KernelId::HorizontalAvx2;
-    return KernelId::HorizontalScalar;
+    return SMG_X86 ? KernelId::HorizontalSse2 : KernelId::HorizontalScalar;  // SSE2: any x86-64
 }
 
 // The AVX2 patchify kernel also converts with FMA and F16C, which every AVX2 CPU has but a

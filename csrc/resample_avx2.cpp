@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "cpu.hpp"
-#include "resample_rows.hpp"
+#include "resample_fixed.hpp"
 
 #if SMG_X86
 #include <immintrin.h>
@@ -13,19 +13,6 @@
 namespace smg {
 
 namespace {
-
-inline uint8_t clip8(int32_t ss) {
-    const int32_t v = ss >> kPrecisionBits;
-    return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v));
-}
-
-// The split of one weight; false when hi does not fit in int16 (no real kernel comes close).
-inline bool split_weight(int32_t w, int16_t& lo, int16_t& hi) {
-    const int32_t h = w >> 11;  // arithmetic: w = h * 2^11 + (w & 2047)
-    lo = int16_t(w & 2047);
-    hi = int16_t(h);
-    return h >= -32768 && h <= 32767;
-}
 
 // One layout's plan; unfit_bytes: output bytes left to the per-byte path.
 Avx2HPlan plan_layout(const Kernel& kn, int in_w, int out_w, int C, int CO, bool pixels, bool shared,

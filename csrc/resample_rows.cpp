@@ -14,11 +14,6 @@ namespace smg {
 
 namespace {
 
-inline uint8_t clip8(int32_t ss) {
-    const int32_t v = ss >> kPrecisionBits;
-    return uint8_t(v < 0 ? 0 : (v > 255 ? 255 : v));
-}
-
 // ---- vertical pass: out[x] = clip(sum_j row_j[x] * k[j]) over a whole row of bytes ----
 
 // The portable loop, inlined into one function per ISA below so that the compiler vectorizes it
@@ -45,6 +40,12 @@ __attribute__((always_inline)) inline void vertical_row_body(const uint8_t* firs
 
 void vertical_row_scalar(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
     vertical_row_body(first, stride, k, taps, out, len);
+}
+
+// 16-byte SSE2 steps (pmaddwd on split weights), the portable loop for the rest.
+void vertical_row_sse2(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+    const int done = vertical_row_sse2_steps(first, stride, k, taps, out, len);
+    if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
 
 #if SMG_X86
@@ -252,6 +253,16 @@ void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels,
         }
         return;
     }
+    if (kernel == KernelId::HorizontalSse2) {
+        if (channels == 3 && !may_overread) {  // it reads one byte past the last pixel
+            ScratchBuffer pad(size_t(in_w) * 3 + 16);
+            std::memcpy(pad.as<uint8_t>(), in, size_t(in_w) * 3);
+            horizontal_row_sse2(pad.as<uint8_t>(), 3, 3, kn, plan.sse2, out, out_w);
+        } else {
+            horizontal_row_sse2(in, channels, out_channels, kn, plan.sse2, out, out_w);
+        }
+        return;
+    }
 #else
     (void)in_w;
     (void)plan;
@@ -312,6 +323,8 @@ HPlan make_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO) {
     if (p.kernel == KernelId::HorizontalAvx512Vbmi || p.kernel == KernelId::HorizontalAvx512Vnni)
         p.vbmi = make_vbmi_plan(kn, out_w, C);
     if (p.kernel == KernelId::HorizontalAvx2) p.avx2 = make_avx2_hplan(kn, in_w, out_w, C, CO);
+    if (p.kernel == KernelId::HorizontalSse2 && !make_sse2_hplan(kn, out_w, p.sse2))
+        p.kernel = KernelId::HorizontalScalar;
     return p;
 }
 
@@ -358,6 +371,7 @@ void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint
 #if SMG_X86
             case KernelId::VerticalAvx512: vertical_row_avx512(first, src.stride, k, kn.pil_len[yy], o, len); break;
             case KernelId::VerticalAvx2: vertical_row_avx2(first, src.stride, k, kn.pil_len[yy], o, len); break;
+            case KernelId::VerticalSse2: vertical_row_sse2(first, src.stride, k, kn.pil_len[yy], o, len); break;
 #endif
             default: vertical_row_scalar(first, src.stride, k, kn.pil_len[yy], o, len); break;
         }

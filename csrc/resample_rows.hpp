@@ -10,11 +10,11 @@
 #include "kernel_log.hpp"
 #include "resample.hpp"
 #include "resample_avx2.hpp"
+#include "resample_fixed.hpp"
+#include "resample_sse2.hpp"
 
 namespace smg {
 
-constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS for 8-bit images
-constexpr int32_t kHalf = int32_t(1) << (kPrecisionBits - 1);
 
 struct alignas(64) Vec64 {
     uint8_t b[64];
@@ -35,6 +35,7 @@ struct HPlan {
     KernelId kernel = KernelId::HorizontalScalar;
     VbmiPlan vbmi;
     Avx2HPlan avx2;
+    Sse2HPlan sse2;
 };
 
 // Weights are 22-bit, too wide for 16-bit multiplies, so each is split exactly as

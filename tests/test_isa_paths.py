@@ -25,10 +25,12 @@ SUITES = ["test_resample.py", "test_kimi_parity.py", "test_dtypes.py", "test_qwe
 CAPS = ["baseline", "avx2", "avx512-novnni", "avx512"]  # lowest first: the rank of each cap
 # kernel -> (the lowest cap that admits it, the host flags it needs); the same per-stage order as
 # kernel_info()["kernels"], lowest first.
+# "x86": SSE2, part of x86-64 itself (the baseline kernels' ISA there; elsewhere the scalar ones).
 KERNELS = {
-    "resample.vertical": [("scalar", "baseline", ()), ("avx2", "avx2", ("avx2",)),
-                          ("avx512", "avx512-novnni", ("avx512",))],
-    "resample.horizontal": [("scalar", "baseline", ()), ("avx2", "avx2", ("avx2",)),
+    "resample.vertical": [("scalar", "baseline", ()), ("sse2", "baseline", ("x86",)),
+                          ("avx2", "avx2", ("avx2",)), ("avx512", "avx512-novnni", ("avx512",))],
+    "resample.horizontal": [("scalar", "baseline", ()), ("sse2", "baseline", ("x86",)),
+                            ("avx2", "avx2", ("avx2",)),
                             ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi")),
                             ("avx512vnni", "avx512", ("avx512", "avx512vbmi", "avx512vnni"))],
     "patchify": [("table", "baseline", ()), ("avx2", "avx2", ("avx2",)),
@@ -36,9 +38,12 @@ KERNELS = {
 }
 
 
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
 def host_flags() -> dict[str, bool]:
     """What this CPU supports, from the kernel's view of it rather than from smg_fast's."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    if not X86:
         return {"avx2": False, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
     text = Path("/proc/cpuinfo").read_text()  # an x86 Linux host always has it: never skip
     flags = set(text.split("flags")[1].split("\n")[0].split())
@@ -52,23 +57,28 @@ def allowed(cap: str, host: dict[str, bool]) -> dict[str, list[str]]:
     """Per stage, the kernels that may run under cap on this host, lowest first (the last one is
     what the dispatch must select)."""
     rank = CAPS.index(cap)
+    has = dict(host, x86=host.get("x86", X86))
     return {stage: [name for name, min_cap, needs in kernels
-                    if CAPS.index(min_cap) <= rank and all(host[f] for f in needs)]
+                    if CAPS.index(min_cap) <= rank and all(has[f] for f in needs)]
             for stage, kernels in KERNELS.items()}
 
 
 def test_expectations_follow_the_host_and_the_cap():
     """The expectation itself: an AVX2-only host falls back to avx2 under the avx512 caps, an
     AVX-512 VBMI+VNNI host runs a different top kernel under each cap."""
-    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
-    full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
+    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False,
+                 "x86": True}
+    full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True, "x86": True}
     tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only).items()} for cap in CAPS}
     assert tops["avx512"] == tops["avx2"] == {
         "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "avx2"}
     assert tops["baseline"] == {
-        "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
+        "resample.vertical": "sse2", "resample.horizontal": "sse2", "patchify": "table"}
     assert [allowed(cap, full)["resample.horizontal"][-1] for cap in CAPS] == [
-        "scalar", "avx2", "avx512vbmi", "avx512vnni"]
+        "sse2", "avx2", "avx512vbmi", "avx512vnni"]
+    arm = {"avx2": False, "avx512": False, "avx512vbmi": False, "avx512vnni": False, "x86": False}
+    assert {s: k[-1] for s, k in allowed("avx512", arm).items()} == {
+        "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
 
 
 def check_kernels(info: dict, cap: str, host: dict[str, bool]) -> None:
@@ -106,7 +116,9 @@ def test_unknown_cap_means_baseline():
                          env=dict(os.environ, SMG_FAST_ISA="avx-512"))
     info = json.loads(run.stdout)
     assert (info["isa_cap"], info["isa_cap_env"]) == ("baseline", "avx-512")
-    assert set(info["selected"].values()) == {"scalar", "table"}
+    base = "sse2" if X86 else "scalar"
+    assert info["selected"] == {"resample.vertical": base, "resample.horizontal": base,
+                                "patchify": "table"}
 
 
 def test_default_uses_what_the_cpu_has():

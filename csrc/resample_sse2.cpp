@@ -1,0 +1,130 @@
+#include "resample_sse2.hpp"
+
+#include <cstring>
+
+#include "cpu.hpp"
+#include "resample_fixed.hpp"
+
+#if SMG_X86
+#include <emmintrin.h>
+#endif
+
+namespace smg {
+
+bool make_sse2_hplan(const Kernel& kn, int out_w, Sse2HPlan& plan) {
+    const int taps = kn.taps, pairs = (taps + 1) / 2;
+    Sse2HPlan p;
+    p.pairs = pairs;
+    p.weights.assign(size_t(out_w) * pairs * 2, Vec16{});
+    for (int x = 0; x < out_w; ++x) {
+        for (int j = 0; j < taps; ++j) {
+            int16_t lo, hi;
+            if (!split_weight(kn.weights[size_t(x) * taps + j], lo, hi)) return false;
+            const int shift = 16 * (j % 2);
+            Vec16* pair = &p.weights[(size_t(x) * pairs + j / 2) * 2];
+            for (int l = 0; l < 4; ++l) {
+                pair[0].v[l] = int32_t(uint32_t(pair[0].v[l]) | (uint32_t(uint16_t(hi)) << shift));
+                pair[1].v[l] = int32_t(uint32_t(pair[1].v[l]) | (uint32_t(uint16_t(lo)) << shift));
+            }
+        }
+    }
+    plan = std::move(p);
+    return true;
+}
+
+#if SMG_X86
+namespace {
+
+template <int CI, int CO>
+void row_sse2(const uint8_t* in, const Kernel& kn, const Sse2HPlan& p, uint8_t* out, int out_w) {
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i half = _mm_set1_epi32(kHalf);
+    const int taps = kn.taps, pairs = p.pairs;
+    auto load4 = [](const uint8_t* s) {
+        int32_t v;
+        std::memcpy(&v, s, 4);
+        return _mm_cvtsi32_si128(v);
+    };
+    for (int x = 0; x < out_w; ++x) {
+        const uint8_t* px = in + int64_t(kn.start[x]) * CI;
+        const __m128i* w = reinterpret_cast<const __m128i*>(&p.weights[size_t(x) * pairs * 2]);
+        __m128i sh = zero, sl = zero;
+        for (int q = 0; q < pairs; ++q) {
+            // Taps 2q and 2q + 1 as int16 pairs per channel; an odd last tap pairs with itself
+            // (its partner's weight is 0), so nothing past the window is read.
+            const int j = 2 * q, j1 = j + 1 < taps ? j + 1 : j;
+            const __m128i v = _mm_unpacklo_epi8(_mm_unpacklo_epi8(load4(px + j * CI), load4(px + j1 * CI)), zero);
+            sh = _mm_add_epi32(sh, _mm_madd_epi16(v, _mm_load_si128(w + 2 * q)));
+            sl = _mm_add_epi32(sl, _mm_madd_epi16(v, _mm_load_si128(w + 2 * q + 1)));
+        }
+        __m128i ss = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(sh, kSplitBits), sl), half);
+        ss = _mm_srai_epi32(ss, kPrecisionBits);
+        // clip8's clamp is the two saturating packs.
+        const uint32_t r = uint32_t(_mm_cvtsi128_si32(_mm_packus_epi16(_mm_packs_epi32(ss, zero), zero)));
+        if (CO == 4 || x + 1 < out_w) {
+            std::memcpy(out + x * CO, &r, 4);  // for CO == 3 the 4th byte is rewritten next
+        } else {
+            std::memcpy(out + x * CO, &r, 3);
+        }
+    }
+}
+
+}  // namespace
+
+int vertical_row_sse2_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+    constexpr int kMaxPairs = 64;
+    const int pairs = (taps + 1) / 2;
+    if (pairs > kMaxPairs || len < 16) return 0;
+    __m128i whi[kMaxPairs], wlo[kMaxPairs];
+    for (int q = 0; q < pairs; ++q) {
+        int16_t lo0, hi0, lo1 = 0, hi1 = 0;
+        if (!split_weight(k[2 * q], lo0, hi0)) return 0;
+        if (2 * q + 1 < taps && !split_weight(k[2 * q + 1], lo1, hi1)) return 0;
+        whi[q] = _mm_set1_epi32(int32_t(uint32_t(uint16_t(hi0)) | (uint32_t(uint16_t(hi1)) << 16)));
+        wlo[q] = _mm_set1_epi32(int32_t(uint32_t(uint16_t(lo0)) | (uint32_t(uint16_t(lo1)) << 16)));
+    }
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i half = _mm_set1_epi32(kHalf);
+    int x = 0;
+    for (; x + 16 <= len; x += 16) {
+        // Accumulators: byte groups 0-3, 4-7, 8-11, 12-15, each as hi and lo sums.
+        __m128i sh[4] = {zero, zero, zero, zero}, sl[4] = {zero, zero, zero, zero};
+        for (int q = 0; q < pairs; ++q) {
+            const int j = 2 * q, j1 = j + 1 < taps ? j + 1 : j;  // an odd last tap pairs with itself
+            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + j * stride + x));
+            const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + j1 * stride + x));
+            const __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);
+            const __m128i v[4] = {_mm_unpacklo_epi8(ab_lo, zero), _mm_unpackhi_epi8(ab_lo, zero),
+                                  _mm_unpacklo_epi8(ab_hi, zero), _mm_unpackhi_epi8(ab_hi, zero)};
+            for (int g = 0; g < 4; ++g) {
+                sh[g] = _mm_add_epi32(sh[g], _mm_madd_epi16(v[g], whi[q]));
+                sl[g] = _mm_add_epi32(sl[g], _mm_madd_epi16(v[g], wlo[q]));
+            }
+        }
+        __m128i r[4];
+        for (int g = 0; g < 4; ++g)
+            r[g] = _mm_srai_epi32(_mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(sh[g], kSplitBits), sl[g]), half),
+                                  kPrecisionBits);
+        // clip8's clamp is the two saturating packs.
+        const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(r[0], r[1]), _mm_packs_epi32(r[2], r[3]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x), bytes);
+    }
+    return x;
+}
+
+void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const Kernel& kn, const Sse2HPlan& plan, uint8_t* out,
+                         int out_w) {
+    if (CI == 3) {
+        row_sse2<3, 3>(in, kn, plan, out, out_w);
+    } else if (CO == 3) {
+        row_sse2<4, 3>(in, kn, plan, out, out_w);
+    } else {
+        row_sse2<4, 4>(in, kn, plan, out, out_w);
+    }
+}
+#else
+void horizontal_row_sse2(const uint8_t*, int, int, const Kernel&, const Sse2HPlan&, uint8_t*, int) {}
+int vertical_row_sse2_steps(const uint8_t*, int64_t, const int32_t*, int, uint8_t*, int) { return 0; }
+#endif
+
+}  // namespace smg
