@@ -42,11 +42,13 @@ void vertical_row_scalar(const uint8_t* first, int64_t stride, const int32_t* k,
     vertical_row_body(first, stride, k, taps, out, len);
 }
 
+#if SMG_X86
 // 16-byte SSE2 steps (pmaddwd on split weights), the portable loop for the rest.
 void vertical_row_sse2(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
     const int done = vertical_row_sse2_steps(first, stride, k, taps, out, len);
     if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
+#endif
 
 #if SMG_X86
 // Register-blocked 64-byte steps, the compiler's AVX2 loop for the rest.
