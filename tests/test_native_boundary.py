@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cpu_flags import cpu_flags
 
 import smg_fast
 from smg_fast import _native, load_processor
@@ -255,18 +256,9 @@ def test_pipeline_reports_its_parameters():
     assert p.output_elems(20, 40, 4, 2) == 8 * 3 * 16 * 16
 
 
-def _cpu_flags() -> set[str]:
-    """The CPU's flags as the kernel reports them (empty off x86 Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return set(text.split("flags")[1].split("\n")[0].split()) if "flags" in text else set()
-
-
 def _avx2_patchify() -> bool:
     """What the AVX2 patchify kernel needs: AVX2 (after the cap), FMA and F16C."""
-    return smg_fast.cpu_features()["avx2"] and {"fma", "f16c"} <= _cpu_flags()
+    return smg_fast.cpu_features()["avx2"] and {"fma", "f16c"} <= cpu_flags()
 
 
 def test_kernel_choice_follows_the_cpu():
@@ -291,7 +283,7 @@ def test_isa_cap_limits_the_kernel(cap):
     env = dict(os.environ, SMG_FAST_ISA=cap)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
-    host_avx2 = "avx2" in _cpu_flags() and {"fma", "f16c"} <= _cpu_flags()
+    host_avx2 = "avx2" in cpu_flags() and {"fma", "f16c"} <= cpu_flags()
     # mean = std = 0.5 with rescale 1/255: the single-precision form matches the table.
     assert run.stdout.strip() == ("avx2-fast" if cap == "avx2" and host_avx2 else "table")
 

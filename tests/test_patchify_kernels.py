@@ -12,11 +12,11 @@ that silently stopped being chosen fails here."""
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from cpu_flags import cpu_flags
 from test_kimi_parity import KIMI_DEFAULTS, kimi_reference
 
 import smg_fast
@@ -27,20 +27,12 @@ DTYPES = ["float32", "bfloat16", "float16"]
 GATHER_MEAN, GATHER_STD = (0.2, 0.4, 0.2), (0.01, 0.02, 0.07)
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return set(text.split("flags")[1].split("\n")[0].split()) if "flags" in text else set()
-
-
 def simd_family(patch: int) -> str:
     """The kernel family the dispatch must pick for this patch size on this CPU and cap."""
     feats = smg_fast.cpu_features()
     if feats["avx512vbmi"] and patch <= 16:
         return "avx512"
-    if feats["avx2"] and {"fma", "f16c"} <= _cpu_flags() and patch >= 4:
+    if feats["avx2"] and {"fma", "f16c"} <= cpu_flags() and patch >= 4:
         return "avx2"
     return "table"
 
