@@ -8,7 +8,7 @@ all measured interleaved in one run.
 One thread (CPU time of the fastest round, as bench/gate.py; SMG_FAST_ISA applies):
   jpeg / transformers   smg-fast on the JPEG's bytes / transformers on the same bytes
   jpeg / floor          / (libjpeg-turbo's own decode of the bytes + smg-fast on the decoded array)
-  png / transformers    the same for the PNG (libdeflate inflating when imagecodecs is installed)
+  png / transformers    the same for the PNG (zlib-ng inflating when imagecodecs is installed)
 Two threads (wall time, median of rounds; smg_fast.set_num_threads):
   8 jpegs 1t / 2t       one call with 8 distinct JPEGs, 1 thread over 2 threads (speed-up)
   1 jpeg 1t / 2t        one JPEG, 1 thread over 2 threads

@@ -259,14 +259,16 @@ py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap
 
 // Undoes the filters of an inflated PNG stream in place (png_unfilter.hpp): data holds `height`
 // rows of one filter byte plus row_bytes bytes each.
-bool png_unfilter_py(py::array_t<uint8_t> data, int64_t height, int64_t row_bytes, int bpp) {
-    if (data.ndim() != 1 || !data.writeable() || data.strides(0) != 1)
+bool png_unfilter_py(py::array data, int64_t height, int64_t row_bytes, int bpp) {
+    // py::array, not array_t: a conversion would undo the filters in a copy, not in data.
+    if (data.dtype().kind() != 'u' || data.itemsize() != 1 || data.ndim() != 1 || !data.writeable() ||
+        data.strides(0) != 1)
         throw py::value_error("png_unfilter: expected a writable contiguous 1-D uint8 array");
     if (height < 1 || row_bytes < 1 || bpp < 1 || bpp > 8 || row_bytes > (int64_t(1) << 40) / height)
         throw py::value_error("png_unfilter: bad height, row_bytes or bpp");
     if (data.shape(0) < height * (row_bytes + 1))
         throw py::value_error("png_unfilter: data is shorter than height * (row_bytes + 1)");
-    uint8_t* p = data.mutable_data();
+    uint8_t* p = static_cast<uint8_t*>(data.mutable_data());
     py::gil_scoped_release release;
     return png_unfilter(p, height, row_bytes, bpp);
 }

@@ -336,7 +336,6 @@ constexpr int kAvx2Rows = 4;
 // Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0).
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
                      int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan& plan) {
-    const int64_t row_bytes = int64_t(src.width) * src.channels;
     if (y0 < y1) note_ran(plan.kernel);
 #if SMG_X86
     if (plan.kernel == KernelId::HorizontalAvx2) {  // reads only the rows' bytes
@@ -350,8 +349,9 @@ void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uin
 #endif
     for (int64_t y = y0; y < y1; ++y) {
         const int64_t sy = row0 + y;
-        // Reading one byte past a row is safe when another row (or stride slack) follows.
-        const bool may_overread = sy + 1 < src.height || src.stride > row_bytes;
+        // Reading one byte past a row is safe when another row follows. (Stride slack need not
+        // follow the last row: a view that skips bytes before each row ends with its last pixel.)
+        const bool may_overread = sy + 1 < src.height;
         horizontal_row(src.data + sy * src.stride, src.width, src.channels, out_channels, kn, plan,
                        out + (y - y0) * out_stride, out_w, may_overread);
     }

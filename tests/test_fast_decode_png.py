@@ -1,4 +1,4 @@
-"""The PNG fast path (libdeflate or zlib inflating, the native core unfiltering) against Pillow
+"""The PNG fast path (zlib-ng or zlib inflating, the native core unfiltering) against Pillow
 and transformers' loading: the 8-bit grey / RGB / RGBA cases it takes are exact; every other PNG
 (other depths, palettes, transparency keys, grey+alpha, Adam7) is Pillow's; broken files fail
 exactly where the reference fails."""
@@ -17,7 +17,7 @@ from PIL import Image, ImageCms, PngImagePlugin
 
 from smg_fast import decoders
 
-FAST, PIL = decoders.LIBDEFLATE, decoders.PILLOW
+FAST, PIL = decoders.ZLIB_NG, decoders.PILLOW
 
 
 def png(img: Image.Image, **kw) -> bytes:
@@ -35,7 +35,7 @@ def rgba(real_images) -> Image.Image:
 
 
 def test_fast_decoder_is_installed():
-    assert decoders.available()[FAST], "the test extra installs imagecodecs (libdeflate)"
+    assert decoders.available()[FAST], "the test extra installs imagecodecs (zlib-ng)"
     assert decoders.png_decoder() == FAST
 
 
@@ -166,7 +166,7 @@ def test_trailing_garbage(photo, hf):
 
 
 def test_without_imagecodecs_zlib_inflates(photo, rgba, monkeypatch):
-    monkeypatch.setattr(decoders, "_libdeflate", None)
+    monkeypatch.setattr(decoders, "_zlib_ng", None)
     monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
     assert decoders.png_decoder() == decoders.ZLIB
     for data in (png(photo), png(photo.convert("L")), png(rgba)):
@@ -258,5 +258,5 @@ def test_a_png_path_that_differs_is_switched_off(photo, monkeypatch, caplog):
     monkeypatch.setattr(_native, "png_unfilter", off_by_one)
     check(png(photo), True, PIL)
     assert decoders.png_decoder() is None
-    assert not decoders.available()[decoders.LIBDEFLATE] and not decoders.available()[decoders.ZLIB]
+    assert not decoders.available()[decoders.ZLIB_NG] and not decoders.available()[decoders.ZLIB]
     assert "does not reproduce Pillow's pixels" in caplog.text

@@ -152,6 +152,19 @@ def test_last_row_ends_at_unreadable_page(at_page_end, f, channels, size):
     _check(img, ow, oh, f)
 
 
+@pytest.mark.parametrize("f", [R.BICUBIC, R.LANCZOS], ids=lambda f: f.name)
+@pytest.mark.parametrize("channels", [3, 4])
+def test_slack_before_each_row_at_unreadable_page(at_page_end, f, channels):
+    """A view whose rows skip bytes at their start (a crop's right part; the PNG decoder's rows
+    after their filter bytes): stride slack, yet nothing after the last row's last pixel."""
+    for iw, ih, ow, oh in [(40, 30, 17, 30), (7, 3, 40, 5), (1920, 2, 1932, 3), (1, 4, 3, 4)]:
+        full = at_page_end(_image(_rng(iw, ih, channels, 9), iw + 1, ih, channels))
+        img = full[:, 1:]
+        assert img.ctypes.data + img[-1].nbytes + (ih - 1) * img.strides[0] == (
+            full.ctypes.data + full.nbytes)
+        _check(img, ow, oh, f)
+
+
 def test_torch_resampler_edges(at_page_end):
     """The torch resampler's weights (int16 at a lower precision, scaled to 22 bits) through the
     same kernels: against torch itself."""

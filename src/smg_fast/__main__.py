@@ -53,8 +53,8 @@ def _decoders_line() -> str:
     state = decoders.available()
     jpeg = ("in use (bit-exact with Pillow)" if state[decoders.LIBJPEG_TURBO] else
             "off (Pillow decodes JPEG)")
-    png = ("libdeflate inflates (bit-exact with Pillow)" if state[decoders.LIBDEFLATE] else
-           "zlib inflates (bit-exact with Pillow; pip install 'smg-fast[png]' for libdeflate, "
+    png = ("zlib-ng inflates (bit-exact with Pillow)" if state[decoders.ZLIB_NG] else
+           "zlib inflates (bit-exact with Pillow; pip install 'smg-fast[png]' for zlib-ng, "
            "about 3x faster)" if state[decoders.ZLIB] else "off (Pillow decodes PNG)")
     return f"libjpeg-turbo {jpeg}; PNG {png}"
 

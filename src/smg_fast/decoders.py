@@ -2,11 +2,12 @@
 
 JPEG: libjpeg-turbo through simplejpeg, with Pillow's settings (accurate integer IDCT, fancy
 upsampling), output straight into a pooled buffer, GIL released. PNG: the image data inflated by
-libdeflate (through imagecodecs, the optional extra ``pip install smg-fast[png]``) or, without it,
-by Python's zlib, then the row filters undone by the native core, in place in a pooled buffer;
-GIL released throughout. Inflating and unfiltering are lossless, so a complete, valid stream has
-one result, Pillow's; the JPEG path decodes the same bytes with the same arithmetic as Pillow's
-own libjpeg-turbo, and the tests compare both with Pillow on every run.
+zlib-ng (through imagecodecs, the optional extra ``pip install smg-fast[png]``; the inflater
+Pillow's own wheels use) or, without it, by Python's zlib, then the row filters undone by the
+native core, in place in a pooled buffer; GIL released throughout. Inflating and unfiltering are
+lossless and these inflaters refuse what Pillow's refuses, so a stream has one result, Pillow's;
+the JPEG path decodes the same bytes with the same arithmetic as Pillow's own libjpeg-turbo, and
+the tests compare both with Pillow on every run.
 
 A fast decoder only takes the cases it reproduces exactly (JPEG in Pillow's RGB or L mode; 8-bit
 grey / RGB / RGBA PNG without a transparency key, not interlaced); anything else, and any input
@@ -38,12 +39,12 @@ try:  # a declared dependency; without it every JPEG takes Pillow's path
 except ImportError:  # pragma: no cover - exercised only in a broken install
     simplejpeg = None
 
-try:  # optional extra "png": libdeflate inflates about 3x faster than zlib
+try:  # optional extra "png": zlib-ng inflates about 3x faster than Python's zlib
     import imagecodecs
 
-    _libdeflate: Any = getattr(imagecodecs, "deflate_decode", None)
+    _zlib_ng: Any = getattr(imagecodecs, "zlibng_decode", None)
 except ImportError:
-    _libdeflate = None
+    _zlib_ng = None
 
 log = logging.getLogger("smg_fast.decoders")
 
@@ -52,7 +53,9 @@ _F = _native.PixelFormat
 PILLOW = "pillow"
 LIBJPEG_TURBO = "libjpeg-turbo"
 # PNG: named by what inflates the image data (the native core undoes the filters either way).
-LIBDEFLATE = "libdeflate"
+# Not libdeflate, though faster: it decodes streams zlib refuses (length symbols 286-287, too
+# many code lengths), where Pillow raises.
+ZLIB_NG = "zlib-ng"
 ZLIB = "zlib"
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -63,15 +66,15 @@ _PNG_CHANNELS = {0: 1, 2: 3, 6: 4}
 def available() -> dict[str, bool]:
     """Which fast decoders this install has and uses (False too when one failed its check)."""
     return {LIBJPEG_TURBO: simplejpeg is not None and _verified(LIBJPEG_TURBO),
-            LIBDEFLATE: _libdeflate is not None and _verified(LIBDEFLATE),
+            ZLIB_NG: _zlib_ng is not None and _verified(ZLIB_NG),
             ZLIB: _verified(ZLIB)}
 
 
 def png_decoder() -> str | None:
-    """The PNG fast path's inflater on this install (libdeflate when imagecodecs is installed and
+    """The PNG fast path's inflater on this install (zlib-ng when imagecodecs is installed and
     passed its check, else Python's zlib), or None when neither reproduces Pillow."""
     state = available()
-    return LIBDEFLATE if state[LIBDEFLATE] else ZLIB if state[ZLIB] else None
+    return ZLIB_NG if state[ZLIB_NG] else ZLIB if state[ZLIB] else None
 
 
 # Each fast decoder is checked against Pillow once per process, before its first use, on images
@@ -85,8 +88,10 @@ def _self_check(kind: str) -> bool:
     from .patterns import test_pattern
 
     rgb = Image.fromarray(test_pattern(67, 45))
+    rgba = rgb.copy()
+    rgba.putalpha(rgb.convert("L"))
     cases = []
-    for img in (rgb, rgb.convert("L")):
+    for img in (rgb, rgb.convert("L")) + ((rgba,) if kind != LIBJPEG_TURBO else ()):
         for kw in ({"format": "PNG"},) if kind != LIBJPEG_TURBO else (
                 {"format": "JPEG", "quality": 90},
                 {"format": "JPEG", "quality": 75, "subsampling": 0, "progressive": True},
@@ -96,14 +101,12 @@ def _self_check(kind: str) -> bool:
             cases.append(buf.getvalue())
     for data in cases:
         with Image.open(io.BytesIO(data)) as im:
-            want = np.asarray(im.convert("RGB"))
-            w, h, mode = im.width, im.height, im.mode
-        if kind == LIBJPEG_TURBO:
-            got = decode_jpeg(data, w, h)
-        else:
-            got = decode_png(data, w, h, 1 if mode == "L" else 3, kind)
-            if got is not None and got.shape[2] == 1:
-                got = np.repeat(got, 3, axis=2)
+            w, h = im.width, im.height
+            if kind == LIBJPEG_TURBO:
+                want, got = np.asarray(im.convert("RGB")), decode_jpeg(data, w, h)
+            else:  # the samples themselves (grey, RGB, RGBA)
+                want = np.asarray(im).reshape(h, w, -1)
+                got = decode_png(data, w, h, want.shape[2], kind)
         if got is None or not np.array_equal(got, want):
             return False
     return True
@@ -193,50 +196,60 @@ def png_channels(data: bytes, width: int, height: int) -> int | None:
     return _PNG_CHANNELS.get(ctype)
 
 
-def _idat_stream(data: bytes) -> bytes | None:
+def _idat_stream(data: bytes, start: int | None = None) -> bytes | memoryview | None:
     """The zlib stream: the data of the first run of IDAT chunks (Pillow stops reading image
-    data at the first other chunk), or None when there is none. CRCs are not checked: Pillow does
-    not check those of IDAT chunks either."""
+    data at the first other chunk), or None when there is none, or when its data does not begin
+    at start (where Pillow's reader begins, when given). CRCs are not checked: Pillow does not
+    check those of IDAT chunks either."""
     pos, parts = 8, []
     view = memoryview(data)
     while pos + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, pos)
         if kind == b"IDAT":
-            if pos + 8 + length > len(data):
+            if pos + 8 + length > len(data) or (not parts and start not in (None, pos + 8)):
                 return None
             parts.append(view[pos + 8:pos + 8 + length])
         elif parts:
             break
         pos += 12 + length
-    return b"".join(parts) if parts else None
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _inflate(stream: bytes, out: np.ndarray, inflater: str) -> bool:
+_ZLIB_PIECE = 1 << 20  # Python's zlib inflates into pieces of this size, copied into out
+
+
+def _inflate(stream: bytes | memoryview, out: np.ndarray, inflater: str) -> bool:
     """Inflates the zlib stream into out (uint8): True only when the stream ends, its checksum
     holds, and it fills out exactly; the output never exceeds out (a bomb stops there)."""
     try:
-        if inflater == LIBDEFLATE:
-            if _libdeflate is None:
+        if inflater == ZLIB_NG:
+            if _zlib_ng is None:
                 return False
-            got = _libdeflate(stream, out=out)  # fails past out's end or on a bad checksum
+            got = _zlib_ng(stream, out=out)  # fails past out's end or on a bad checksum
             return np.asarray(got).nbytes == out.nbytes
         d = zlib.decompressobj()
-        got = d.decompress(stream, out.nbytes)  # bounded; a longer stream is not d.eof
-        if not d.eof or len(got) != out.nbytes:
-            return False
-        out[:] = np.frombuffer(got, np.uint8)
-        return True
-    except Exception:  # imagecodecs raises its own error types for corrupt data  # noqa: BLE001
+        filled, tail = 0, stream
+        while filled < out.nbytes:
+            piece = d.decompress(tail, min(_ZLIB_PIECE, out.nbytes - filled))
+            tail = d.unconsumed_tail
+            if not piece:  # the data, or the stream, ended short of the image
+                return False
+            out[filled:filled + len(piece)] = np.frombuffer(piece, np.uint8)
+            filled += len(piece)
+        return not d.decompress(tail, 1) and d.eof  # no byte past the image; checksum read
+    except Exception:  # zlib.error, imagecodecs' own error types  # noqa: BLE001
         return False
 
 
 def decode_png(data: bytes, width: int, height: int, channels: int,
-               inflater: str | None = None) -> np.ndarray | None:
+               inflater: str | None = None, start: int | None = None) -> np.ndarray | None:
     """The PNG's own samples, uint8 (height, width, channels) (rows strided past each filter
     byte), or None when the stream or a filter type is not what a whole image needs (Pillow
-    decides). inflater: LIBDEFLATE or ZLIB (default: png_decoder())."""
+    decides). inflater: ZLIB_NG or ZLIB (default: png_decoder()); start: see _idat_stream."""
     inflater = inflater or png_decoder()
-    stream = _idat_stream(data)
+    stream = _idat_stream(data, start)
     if inflater is None or stream is None:
         return None
     row = width * channels
@@ -256,13 +269,16 @@ _ANIMATION = {"acTL", "fcTL", "fdAT"}
 def png_chunks(data: bytes) -> set[str] | None:
     """The chunk types of a PNG up to IEND, plus "after pixels" when a chunk other than IEND
     follows its image data (Pillow reads those, an eXIf or XMP orientation among them, only
-    after decoding); None when the chunks do not parse up to an IEND."""
+    after decoding) and "repeated header" for a second IHDR; None when the chunks do not parse
+    up to an IEND."""
     pos, seen_idat, kinds = 8, False, set()
     while pos + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, pos)
         name = kind.decode("latin-1")
         if kind == b"IEND":
             return kinds
+        if kind == b"IHDR" and name in kinds:
+            kinds.add("repeated header")  # Pillow reads each one, the fast path only the first
         kinds.add(name)
         if kind == b"IDAT":
             seen_idat = True
@@ -314,7 +330,14 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             return Pixels(arr, _F.RGB)
 
         return jpeg
-    if png_decoder() and img.format == "PNG" and img.info.get("transparency") is None:
+    # Pillow's own reading of the header must be the fast path's: one zip tile of the whole
+    # image, read as the mode's own samples (an 8-bit rawmode) from the first IDAT on.
+    tile = getattr(img, "tile", None) or []
+    plain = (len(tile) == 1 and tile[0][0] == "zip" and tuple(tile[0][1]) == (0, 0, w, h)
+             and tile[0][3] == img.mode and not img.info.get("interlace"))
+    if (png_decoder() and img.format == "PNG" and plain
+            and img.info.get("transparency") is None):
+        start = tile[0][2]
 
         def png(data: bytes) -> Pixels | None:
             channels = png_channels(data, w, h)
@@ -325,9 +348,10 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             # drops it, as Kimi's does; the RGBX format reads past it.)
             chunks = png_chunks(data)
             # Pillow reads (and may refuse) chunks after the pixels only once it decoded them.
-            if chunks is None or chunks & _ANIMATION or "after pixels" in chunks:
+            if (chunks is None or chunks & _ANIMATION or "after pixels" in chunks
+                    or "repeated header" in chunks):
                 return None
-            arr = decode_png(data, w, h, channels)
+            arr = decode_png(data, w, h, channels, start=start)
             if arr is None:
                 return None
             if orientation != 1:

@@ -240,7 +240,7 @@ class ImageHeader:
         self._decode = decode
         self._close = close
         # Which decoder made the pixels of an encoded input (decoders.PILLOW, LIBJPEG_TURBO,
-        # or for PNG the inflater: LIBDEFLATE or ZLIB), once decode() ran; None for arrays and
+        # or for PNG the inflater: ZLIB_NG or ZLIB), once decode() ran; None for arrays and
         # PIL images.
         self.decoder: str | None = None
 
@@ -348,6 +348,7 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
 
 def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
              formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> np.ndarray:
-    """The image as packed uint8 (H, W, 3), or an (H, W, 4) RGBX view of a Pillow RGB image's
-    own memory (4th byte ignored); raises InvalidImageError naming index."""
+    """The image as uint8 (H, W, 3) with packed pixels (rows possibly strided), or an (H, W, 4)
+    RGBX view of a Pillow RGB image's own memory (4th byte ignored); raises InvalidImageError
+    naming index."""
     return open_image(index, item, hf=hf, max_pixels=max_pixels, formats=formats).decode().to_rgb()

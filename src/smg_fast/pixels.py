@@ -59,8 +59,9 @@ _CHANNELS = {_F.RGB: 3, _F.RGBX: 4, _F.GRAY: 1, _F.GRAY_ALPHA_DROP: 2,
 
 @dataclass(frozen=True)
 class Pixels:
-    """A decoded image: uint8 (H, W, C) memory (packed pixels) and the PixelFormat the native
-    core reads it in, converting to RGB while it reads."""
+    """A decoded image: uint8 (H, W, C) memory (packed pixels; rows may lie further apart than
+    their width, e.g. past a PNG row's filter byte) and the PixelFormat the native core reads it
+    in, converting to RGB while it reads."""
 
     array: np.ndarray
     fmt: _native.PixelFormat

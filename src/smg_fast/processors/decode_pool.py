@@ -1,4 +1,4 @@
-"""Decoding a batch's images side by side: libjpeg-turbo, libdeflate, zlib, the native PNG unfilter
+"""Decoding a batch's images side by side: libjpeg-turbo, zlib-ng, zlib, the native PNG unfilter
 and Pillow all release the GIL while they decode, so the images of one call decode on as many
 threads as the native core uses (``smg_fast.set_num_threads``) instead of one after another."""
 
