@@ -42,10 +42,12 @@ ImageView image_view(const py::array& a, const char* what) {
     if (h < 1 || w < 1) throw py::value_error(std::string(what) + ": empty image");
     if (h > kMaxSide || w > kMaxSide) throw py::value_error(std::string(what) + ": image side too large");
     if (c < 1 || c > 4) throw py::value_error(std::string(what) + ": expected 1 to 4 channels");
-    // (A single channel's own stride is meaningless: arr[:, :, None] gives it 0.)
-    const bool packed = (a.ndim() == 2 || c == 1 || a.strides(2) == 1) && a.strides(1) == c && a.strides(0) >= w * c;
+    // The stride of an axis of length 1 is meaningless (arr[:, :, None] gives a channel 0; a
+    // transposed 1-pixel-tall image keeps its old row stride, even a negative one).
+    const int64_t row = h == 1 ? w * c : a.strides(0);
+    const bool packed = (a.ndim() == 2 || c == 1 || a.strides(2) == 1) && (w == 1 || a.strides(1) == c) && row >= w * c;
     if (!packed) throw py::value_error(std::string(what) + ": pixels must be packed (use np.ascontiguousarray)");
-    return ImageView{static_cast<const uint8_t*>(a.data()), int(w), int(h), int(c), int64_t(a.strides(0))};
+    return ImageView{static_cast<const uint8_t*>(a.data()), int(w), int(h), int(c), row};
 }
 
 // The enums arrive from Python as any integer (py::enum_ constructs from int), so each is

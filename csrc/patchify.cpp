@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cpu.hpp"
+#include "fp_env.hpp"
 #include "kernel_log.hpp"
 #include "patchify_simd.hpp"
 
@@ -68,6 +69,7 @@ SimdNorm simd_norm(const NormParams& params, bool fast) {
 }  // namespace
 
 Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params), dtype_(dtype) {
+    const DefaultFpEnv fp_env;  // the table and the kernel checks below are defined under it
     build_lut(params_, dtype_, lut_);
 #if SMG_X86
     if (cpu_has_avx512vbmi()) {

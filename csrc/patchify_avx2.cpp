@@ -2,6 +2,7 @@
 // into three zero-padded planes (so no patch needs edge handling), then each pixel row of each
 // channel of a patch becomes 16 values from one 16-byte load, computed in registers (Avx2Form)
 // and written with 32-byte stores, once per temporal copy.
+#include "fp_env.hpp"
 #include "patchify_simd.hpp"
 
 #if SMG_X86
@@ -322,6 +323,7 @@ bool avx2_matches_lut(const SimdNorm& n, Avx2Form form, DType dt, const void* lu
 
 void avx2_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, Avx2Form form, DType dt,
                     const void* lut, void* dst, int bh) {
+    const DefaultFpEnv fp_env;  // the fast form was checked under it
     const int rows = L.merge * L.patch;
     const int64_t pitch = int64_t(L.grid_w) * L.patch + 16;
     const int64_t plane_bytes = rows * pitch;

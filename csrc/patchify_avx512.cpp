@@ -1,6 +1,7 @@
 // AVX-512 VBMI normalize + patchify for P <= 16: a masked load fetches one patch row's
 // interleaved bytes, vpermb spreads one channel into int32 lanes, the values are computed in
 // registers and written with masked stores.
+#include "fp_env.hpp"
 #include "patchify_simd.hpp"
 
 #if SMG_X86
@@ -234,6 +235,7 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
 bool avx512_matches_lut(const SimdNorm& n, DType dt, const void* lut) { return simd_matches_lut(n, dt, lut); }
 
 void avx512_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt, void* dst, int bh) {
+    const DefaultFpEnv fp_env;  // the arithmetic forms were checked under it
     pick_kernel(L.patch, L.temporal, n.fast, n.recipe, dt)(band, L, n, dt, dst, bh);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cpu.hpp"
+#include "fp_env.hpp"
 #include "parallel.hpp"
 #include "resample_rows.hpp"
 #include "resample_torch.hpp"
@@ -79,6 +80,7 @@ bool is_valid_pass_order(PassOrder order) {
 bool is_valid_resampler(Resampler r) { return r == Resampler::Pillow || r == Resampler::Torch; }
 
 Kernel make_kernel(int in_size, int out_size, Filter f) {
+    const DefaultFpEnv fp_env;  // the weights are Pillow's under the default rounding
     const FilterDef fd = filter_def(f);
     // Pillow: scale = (double)(in1 - in0) / outSize with float box coordinates.
     const double scale = double(float(in_size) - 0.0f) / out_size;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fp_env.hpp"
 #include "resample_rows.hpp"
 
 namespace smg {
@@ -78,6 +79,7 @@ KernelWindows torch_windows(int in_size, int out_size, Filter f) {
 }  // namespace
 
 Kernel make_torch_kernel(int in_size, int out_size, Filter f) {
+    const DefaultFpEnv fp_env;  // the weights are torch's under the default rounding
     return pack_kernel(in_size, torch_windows(in_size, out_size, f));
 }
 

@@ -211,3 +211,13 @@ def test_second_header_is_pillows(use, second):
             + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
     check(data, True, PIL)
     check(data, False, PIL)
+
+
+def test_image_data_after_iend_is_pillows(use):
+    """IHDR, IEND, then IDAT: Pillow reads nothing past IEND (and refuses the file)."""
+    use(decoders.ZLIB_NG)
+    good = write_png(samples(4, 3, 3, 6), 2, 8)
+    at = good.index(b"IDAT") - 4
+    data = good[:at] + chunk(b"IEND", b"") + good[at:]
+    assert check(data, True, PIL) is not None
+    assert check(data, False, PIL) is not None

@@ -209,7 +209,7 @@ def _idat_stream(data: bytes, start: int | None = None) -> bytes | memoryview | 
             if pos + 8 + length > len(data) or (not parts and start not in (None, pos + 8)):
                 return None
             parts.append(view[pos + 8:pos + 8 + length])
-        elif parts:
+        elif parts or kind == b"IEND":  # Pillow reads nothing past IEND
             break
         pos += 12 + length
     if not parts:

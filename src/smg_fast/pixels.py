@@ -24,8 +24,11 @@ from .errors import InvalidImageError
 # (SubprocessError: a plugin's helper program failing, for formats an operator allowed)
 # Not MemoryError: running out of memory is not a bad image (the server answers it with
 # RESOURCE_EXHAUSTED, so that callers retry instead of dropping the image).
+# TypeError, AssertionError: what Pillow's plugins raise on some malformed files (a PNG whose
+# second IHDR makes it a palette image with no palette, a tRNS chunk of the wrong kind).
 DECODE_ERRORS = (OSError, ValueError, SyntaxError, UnidentifiedImageError, EOFError,
-                 Image.DecompressionBombError, subprocess.SubprocessError)
+                 TypeError, AssertionError, Image.DecompressionBombError,
+                 subprocess.SubprocessError)
 
 OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 

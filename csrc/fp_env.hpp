@@ -1,0 +1,39 @@
+// The floating-point environment the normalization is defined in: round to nearest, denormals
+// kept. The table and the check that a SIMD kernel reproduces it run under it, and so must the
+// kernel on every thread; a caller may have changed its own (fesetround, flush-to-zero as
+// torch.set_flush_denormal sets it), which would change values and make them depend on which
+// thread computed a band.
+#pragma once
+
+#include "cpu.hpp"
+
+#if SMG_X86
+#include <xmmintrin.h>
+#endif
+
+namespace smg {
+
+// While alive, SSE/AVX arithmetic on this thread uses the default MXCSR (0x1F80: all exceptions
+// masked, round to nearest, no FTZ/DAZ); the thread's own is restored after.
+class DefaultFpEnv {
+public:
+#if SMG_X86
+    DefaultFpEnv() : saved_(_mm_getcsr()) {
+        if (saved_ != kDefault) _mm_setcsr(kDefault);
+    }
+    ~DefaultFpEnv() {
+        if (saved_ != kDefault) _mm_setcsr(saved_);
+    }
+
+private:
+    static constexpr unsigned kDefault = 0x1F80;
+    unsigned saved_;
+#else
+    DefaultFpEnv() = default;  // aarch64: the portable kernels read the table only
+#endif
+public:
+    DefaultFpEnv(const DefaultFpEnv&) = delete;
+    DefaultFpEnv& operator=(const DefaultFpEnv&) = delete;
+};
+
+}  // namespace smg
