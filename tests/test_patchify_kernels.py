@@ -174,7 +174,9 @@ def test_forms_both_occur_on_avx2():
 @pytest.mark.parametrize("norm", ["half", "gather"])
 @pytest.mark.parametrize("patch,merge,temporal", [(14, 2, 2), (16, 2, 1), (14, 1, 1), (5, 1, 3),
                                                   (8, 2, 2), (17, 1, 1), (20, 2, 2), (1, 1, 1),
-                                                  (2, 2, 2), (3, 1, 2), (4, 1, 1), (4, 2, 1)])
+                                                  (2, 2, 2), (3, 1, 2), (4, 1, 1), (4, 2, 1),
+                                                  (33, 1, 1), (40, 2, 2), (64, 1, 1), (64, 2, 3),
+                                                  (14, 2, 16), (16, 4, 5), (7, 16, 1), (6, 3, 7)])
 def test_writes_stay_inside_the_destination(patch, merge, temporal, norm, dtype, photo):
     """Whole-vector stores overflow each pixel row; the last rows of each patch must not: the
     elements just before and after an image's rows (another image's, in a batch) keep their
