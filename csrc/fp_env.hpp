@@ -29,7 +29,10 @@ private:
     static constexpr unsigned kDefault = 0x1F80;
     unsigned saved_;
 #else
-    DefaultFpEnv() = default;  // aarch64: the portable kernels read the table only
+    // aarch64: the portable kernels read the table only. (User-provided, so that a guard
+    // object does not count as an unused variable.)
+    DefaultFpEnv() {}
+    ~DefaultFpEnv() {}
 #endif
 public:
     DefaultFpEnv(const DefaultFpEnv&) = delete;
