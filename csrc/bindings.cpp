@@ -74,8 +74,6 @@ py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, P
 
 void make_read_only(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_; }
 
-// Writes one image's encoder input into dst (a C-contiguous writable array of the pipeline's
-// dtype) starting at element `offset`; dst must hold the image's patch rows from there.
 // fmt None: RGB for 3 channels, RGBX for 4 (what run() read before pixel formats existed).
 PixelFormat checked_format(const py::object& fmt, const ImageView& in, const char* what) {
     PixelFormat f;
@@ -122,16 +120,6 @@ py::array to_rgb_py(const py::array& src, PixelFormat fmt) {
     py::gil_scoped_release release;
     convert_image(f, in, o, int64_t(in.width) * 3);
     return out;
-}
-
-const char* kernel_name(Normalizer::Kernel k) {
-    switch (k) {
-        case Normalizer::Kernel::SimdFast: return "avx512-fast";
-        case Normalizer::Kernel::Simd: return "avx512";
-        case Normalizer::Kernel::Avx2Fast: return "avx2-fast";
-        case Normalizer::Kernel::Avx2Gather: return "avx2-gather";
-        default: return "table";
-    }
 }
 
 void bind_enums(py::module_& m) {
@@ -220,7 +208,7 @@ void bind_pipeline(py::module_& m) {
                  return out;
              }, "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
                 "float16), indexed [channel, pixel value]: the definition of every output value.")
-        .def_property_readonly("kernel", [](const Pipeline& pl) { return kernel_name(pl.normalizer().kernel_for(pl.patch())); },
+        .def_property_readonly("kernel", [](const Pipeline& pl) { return Normalizer::kernel_name(pl.normalizer().kernel_for(pl.patch())); },
              "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
              "'avx2-fast', 'avx2-gather' or 'table' (each SIMD form checked against all 768 table values).")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
@@ -259,20 +247,14 @@ py::array arrow_rgbx(const py::capsule& schema_cap, const py::capsule& array_cap
     return out;
 }
 
-// Undoes the filters of an inflated PNG stream in place (png_unfilter.hpp): data holds `height`
-// rows of one filter byte plus row_bytes bytes each.
+// py::array, not array_t: a conversion would undo the filters in a copy, not in data.
 bool png_unfilter_py(py::array data, int64_t height, int64_t row_bytes, int bpp) {
-    // py::array, not array_t: a conversion would undo the filters in a copy, not in data.
     if (data.dtype().kind() != 'u' || data.itemsize() != 1 || data.ndim() != 1 || !data.writeable() ||
         data.strides(0) != 1)
         throw py::value_error("png_unfilter: expected a writable contiguous 1-D uint8 array");
-    if (height < 1 || row_bytes < 1 || bpp < 1 || bpp > 8 || row_bytes > (int64_t(1) << 40) / height)
-        throw py::value_error("png_unfilter: bad height, row_bytes or bpp");
-    if (data.shape(0) < height * (row_bytes + 1))
-        throw py::value_error("png_unfilter: data is shorter than height * (row_bytes + 1)");
     uint8_t* p = static_cast<uint8_t*>(data.mutable_data());
     py::gil_scoped_release release;
-    return png_unfilter(p, height, row_bytes, bpp);
+    return png_unfilter(p, data.shape(0), height, row_bytes, bpp);
 }
 
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
@@ -293,8 +275,7 @@ py::array pooled_empty(int64_t n, bool zero) {
     return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
 }
 
-// A dict of named integers (counters, offsets); values are Python ints, so 64-bit unsigned
-// generations keep every bit.
+// Named integers (counters, offsets) as Python ints, so 64-bit unsigned generations keep every bit.
 py::dict int_dict(std::initializer_list<std::pair<const char*, py::int_>> items) {
     py::dict d;
     for (const auto& kv : items) d[kv.first] = kv.second;
@@ -392,8 +373,7 @@ void bind_slot_arena(py::module_& m) {
 }
 
 py::dict isa_dict(bool avx2, bool avx512, bool vbmi, bool vnni) {
-    return py::dict(py::arg("avx2") = avx2, py::arg("avx512") = avx512, py::arg("avx512vbmi") = vbmi,
-                    py::arg("avx512vnni") = vnni);
+    return py::dict(py::arg("avx2") = avx2, py::arg("avx512") = avx512, py::arg("avx512vbmi") = vbmi, py::arg("avx512vnni") = vnni);
 }
 
 py::dict kernel_info_py() {
@@ -449,18 +429,14 @@ PYBIND11_MODULE(_native, m) {
           "its memory returns to that pool when the array is dropped, from any thread.");
     m.def("png_unfilter", &png_unfilter_py, py::arg("data"), py::arg("height"), py::arg("row_bytes"),
           py::arg("bpp"),
-          "Undoes PNG's row filters in place on an inflated 8-bit image stream: height rows of a filter\n"
-          "byte and row_bytes bytes, bpp bytes per pixel. False at the first filter type outside 0-4.\n"
-          "Releases the GIL.");
+          "Undoes PNG's row filters in place: height rows of a filter byte and row_bytes bytes, bpp\n"
+          "bytes per pixel (ValueError if data is shorter). False at a filter type outside 0-4.");
     m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
     m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");
     m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"),
           "Process-wide cap on pooled scratch bytes (all threads together).");
-    m.def("set_num_threads", [](int n) {
-        py::gil_scoped_release release;
-        set_num_threads(n);
-    }, py::arg("n"), "Threads the native kernels may use, the caller included (n < 1: every available CPU).");
+    m.def("set_num_threads", [](int n) { py::gil_scoped_release release; set_num_threads(n); }, py::arg("n"), "Threads the native kernels may use, the caller included (n < 1: every available CPU).");
     m.def("num_threads", &num_threads, "Threads the native kernels may use, the caller included.");
     m.def("available_cpus", &available_cpus, "CPUs this process may run on (its affinity mask).");
     m.def("cpu_features", [] {

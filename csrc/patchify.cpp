@@ -68,6 +68,16 @@ SimdNorm simd_norm(const NormParams& params, bool fast) {
 
 }  // namespace
 
+const char* Normalizer::kernel_name(Kernel k) {
+    switch (k) {
+        case Kernel::SimdFast: return "avx512-fast";
+        case Kernel::Simd: return "avx512";
+        case Kernel::Avx2Fast: return "avx2-fast";
+        case Kernel::Avx2Gather: return "avx2-gather";
+        default: return "table";
+    }
+}
+
 Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params), dtype_(dtype) {
     const DefaultFpEnv fp_env;  // the table and the kernel checks below are defined under it
     build_lut(params_, dtype_, lut_);

@@ -59,6 +59,7 @@ public:
         Simd,        // AVX-512 VBMI, the reference's double-precision operation order (P <= 16)
         SimdFast,    // AVX-512 VBMI, single precision (P <= 16)
     };
+    static const char* kernel_name(Kernel k);  // "avx512-fast", "avx2-gather", "table", ...
     // Throws std::invalid_argument for parameters build_lut refuses.
     Normalizer(const NormParams& params, DType dtype);
 

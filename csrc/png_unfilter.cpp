@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "cpu.hpp"
 
@@ -120,7 +121,11 @@ bool unfilter_rows(uint8_t* data, int64_t height, int64_t row_bytes, int bpp) {
 
 }  // namespace
 
-bool png_unfilter(uint8_t* data, int64_t height, int64_t row_bytes, int bpp) {
+bool png_unfilter(uint8_t* data, int64_t size, int64_t height, int64_t row_bytes, int bpp) {
+    if (height < 1 || row_bytes < 1 || bpp < 1 || bpp > 8 || row_bytes > (int64_t(1) << 40) / height)
+        throw std::invalid_argument("png_unfilter: bad height, row_bytes or bpp");
+    if (size < height * (row_bytes + 1))
+        throw std::invalid_argument("png_unfilter: data is shorter than height * (row_bytes + 1)");
     switch (bpp) {
         case 1: return unfilter_rows<1>(data, height, row_bytes, bpp);
         case 3: return unfilter_rows<3>(data, height, row_bytes, bpp);
