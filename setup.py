@@ -30,7 +30,7 @@ ext = Pybind11Extension(
     include_dirs=["csrc"],
     cxx_std=17,
     extra_compile_args=CXX_FLAGS,
-    extra_link_args=["-pthread"],
+    extra_link_args=["-pthread", "-ldl"],  # dlopen: csrc/jpeg_decode.cpp binds Pillow's libjpeg
     define_macros=[("SMG_FAST_VERSION", f'"{VERSION}"')],
 )
 

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# System tools the tests use that pip cannot install: libjpeg-turbo's jpegtran (Debian's
-# libjpeg-turbo-progs), which makes the arithmetic-coded JPEGs of tests/test_fast_decode_jpeg.py
-# (no Python encoder writes them). Kept when already there; uses apt (root or sudo).
+# System packages the build and tests use that pip cannot install (Debian, via apt; root or sudo;
+# kept when already there):
+# - libjpeg-turbo's jpegtran (libjpeg-turbo-progs), which makes the arithmetic-coded JPEGs of
+#   tests/test_fast_decode_jpeg.py (no Python encoder writes them);
+# - libjpeg's headers (libjpeg62-turbo-dev), with which the native core is built to drive
+#   Pillow's own libjpeg (csrc/jpeg_decode.cpp; without them the JPEG path uses simplejpeg and
+#   the tests of the native path fail). Run it before `pip install .`.
 set -euo pipefail
-if ! command -v jpegtran >/dev/null; then
+missing=()
+command -v jpegtran >/dev/null || missing+=(libjpeg-turbo-progs)
+[ -f /usr/include/jpeglib.h ] || missing+=(libjpeg62-turbo-dev)
+if [ ${#missing[@]} -gt 0 ]; then
     SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libjpeg-turbo-progs >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-echo "test tools ready: $(command -v jpegtran)"
+echo "test tools ready: $(command -v jpegtran), /usr/include/jpeglib.h"

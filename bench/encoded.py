@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         smg_fast.set_num_threads(before)
     med = {k: statistics.median(v) for k, v in walls.items()}
-    print(f"# {cpu_model()} | kernels {kernel_key()} | decoders {decoders.available()} | "
+    print(f"# {cpu_model()} | kernels {kernel_key()} | decoders {decoders.available()} "
+          f"(jpeg engine {decoders.jpeg_engine()}) | "
           f"jpeg {len(jpeg)} B, png {len(png)} B | {args.rounds} rounds")
     rows = [
         ("jpeg: smg-fast ms (1 thread)", f"{best['jpeg'] * 1e3:.1f}"),

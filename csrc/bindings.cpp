@@ -11,6 +11,7 @@
 #include "arrow.hpp"
 #include "convert.hpp"
 #include "cpu.hpp"
+#include "jpeg_decode.hpp"
 #include "kernel_log.hpp"
 #include "normalize.hpp"
 #include "parallel.hpp"
@@ -257,20 +258,26 @@ bool png_unfilter_py(py::array data, int64_t height, int64_t row_bytes, int bpp)
     return png_unfilter(p, data.shape(0), height, row_bytes, bpp);
 }
 
+// 0 / 1: decoded into out (packed, writable (H, W, 3)) whole / in two bands, 2: a case it does
+// not take, 3: libjpeg reported an error or a warning. The buffer_info holds data meanwhile.
+int jpeg_decode_py(const py::buffer& data, py::array out, bool split) {
+    const py::buffer_info b = data.request();
+    const ImageView v = image_view(out, "jpeg_decode");
+    if (b.ndim != 1 || b.itemsize != 1 || b.strides[0] != 1 || out.ndim() != 3 || v.channels != 3 || !out.writeable())
+        throw py::value_error("jpeg_decode: expected contiguous bytes and a writable packed (H, W, 3) uint8 array");
+    auto* o = static_cast<uint8_t*>(out.mutable_data());
+    py::gil_scoped_release release;
+    return int(jpeg_decode_rgb(static_cast<const uint8_t*>(b.ptr), size_t(b.size), o, v.stride, v.width, v.height, split));
+}
+
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
 // thread that took it, whichever thread drops the last reference.
 py::array pooled_empty(int64_t n, bool zero) {
     if (n < 0) throw py::value_error("pooled_empty: negative size");
-    Block b;
-    {
-        py::gil_scoped_release release;
-        b = scratch_take(size_t(n), zero);
-    }
-    auto* holder = new Block(b);
-    py::capsule owner(holder, [](void* p) {
-        auto* blk = static_cast<Block*>(p);
-        scratch_give(*blk);
-        delete blk;
+    const Block b = [&] { py::gil_scoped_release release; return scratch_take(size_t(n), zero); }();
+    py::capsule owner(new Block(b), [](void* p) {
+        scratch_give(*static_cast<Block*>(p));
+        delete static_cast<Block*>(p);
     });
     return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
 }
@@ -278,7 +285,7 @@ py::array pooled_empty(int64_t n, bool zero) {
 // Named integers (counters, offsets) as Python ints, so 64-bit unsigned generations keep every bit.
 py::dict int_dict(std::initializer_list<std::pair<const char*, py::int_>> items) {
     py::dict d;
-    for (const auto& kv : items) d[kv.first] = kv.second;
+    for (const auto& [k, v] : items) d[k] = v;
     return d;
 }
 
@@ -353,11 +360,7 @@ void bind_slot_arena(py::module_& m) {
                  if (!(arr.flags() & py::array::c_style))
                      throw py::value_error("copy_in: expected a C-contiguous array");
                  const size_t n = size_t(arr.nbytes());
-                 SlotLease l;
-                 {
-                     py::gil_scoped_release release;
-                     l = a.copy_in(key, arr.data(), n);
-                 }
+                 const SlotLease l = [&] { py::gil_scoped_release release; return a.copy_in(key, arr.data(), n); }();
                  return lease_py(l);
              }, py::arg("key"), py::arg("src"),
              "Leases a slot for key, copies the C-contiguous array src in (thread pool, GIL released)\n"
@@ -381,8 +384,7 @@ py::dict kernel_info_py() {
     static const char* const kLevels[] = {"baseline", "avx2", "avx512-novnni", "avx512"};
     py::dict d;
     d["isa_cap"] = kLevels[isa_cap()];
-    const char* env = isa_cap_env();
-    d["isa_cap_env"] = env ? py::object(py::str(env)) : py::object(py::none());
+    d["isa_cap_env"] = isa_cap_env() ? py::object(py::str(isa_cap_env())) : py::object(py::none());
     const HostIsa h = host_isa();
     d["host"] = isa_dict(h.avx2, h.avx512, h.avx512vbmi, h.avx512vnni);
     py::dict selected;
@@ -394,12 +396,8 @@ py::dict kernel_info_py() {
     const uint32_t ran = g_kernels_ran.load(std::memory_order_relaxed);
     for (int i = 0; i < int(KernelId::Count); ++i) {
         const KernelDesc& k = kernel_desc(KernelId(i));
-        py::dict e;
-        e["stage"] = k.stage;
-        e["name"] = k.name;
-        e["min_cap"] = kLevels[k.level];
-        e["ran"] = bool(ran & (uint32_t(1) << i));
-        kernels.append(e);
+        kernels.append(py::dict(py::arg("stage") = k.stage, py::arg("name") = k.name,
+                                py::arg("min_cap") = kLevels[k.level], py::arg("ran") = bool(ran & (uint32_t(1) << i))));
     }
     d["kernels"] = kernels;
     return d;
@@ -431,17 +429,20 @@ PYBIND11_MODULE(_native, m) {
           py::arg("bpp"),
           "Undoes PNG's row filters in place: height rows of a filter byte and row_bytes bytes, bpp\n"
           "bytes per pixel (ValueError if data is shorter). False at a filter type outside 0-4.");
+    m.def("jpeg_bind", [](const std::string& path) { return jpeg_bind(path.c_str()); }, py::arg("path"),
+          "Binds jpeg_decode to the libjpeg already loaded from path (Pillow's); '' or why not.");
+    m.def("jpeg_decode", &jpeg_decode_py, py::arg("data"), py::arg("out"), py::arg("split"),
+          "JPEG bytes to RGB in out with Pillow's libjpeg settings, in two row bands on the pool if\n"
+          "split; 0 whole, 1 banded, 2 not taken, 3 libjpeg error or warning (out partial). No GIL.");
     m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
     m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");
-    m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"),
-          "Process-wide cap on pooled scratch bytes (all threads together).");
+    m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"), "Process-wide cap on pooled scratch bytes (all threads).");
     m.def("set_num_threads", [](int n) { py::gil_scoped_release release; set_num_threads(n); }, py::arg("n"), "Threads the native kernels may use, the caller included (n < 1: every available CPU).");
     m.def("num_threads", &num_threads, "Threads the native kernels may use, the caller included.");
     m.def("available_cpus", &available_cpus, "CPUs this process may run on (its affinity mask).");
-    m.def("cpu_features", [] {
-        return isa_dict(cpu_has_avx2(), cpu_has_avx512(), cpu_has_avx512vbmi(), cpu_has_avx512vnni());
-    }, "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
+    m.def("cpu_features", [] { return isa_dict(cpu_has_avx2(), cpu_has_avx512(), cpu_has_avx512vbmi(), cpu_has_avx512vnni()); },
+          "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
     m.def("kernel_info", &kernel_info_py,
           "The ISA cap in force (SMG_FAST_ISA), what the CPU supports, the kernel each stage's\n"
           "dispatch selects, and every kernel that has run in this process, with the level it needs.");

@@ -154,7 +154,13 @@ private:
     std::exception_ptr error_;
 };
 
+std::atomic<int> g_work_in_flight{0};
+
 }  // namespace
+
+WorkScope::WorkScope() { g_work_in_flight.fetch_add(1, std::memory_order_relaxed); }
+WorkScope::~WorkScope() { g_work_in_flight.fetch_sub(1, std::memory_order_relaxed); }
+int work_in_flight() { return g_work_in_flight.load(std::memory_order_relaxed); }
 
 int available_cpus() {
     cpu_set_t set;

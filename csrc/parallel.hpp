@@ -20,4 +20,17 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // CPUs this process may run on (sched_getaffinity), at least 1.
 int available_cpus();
 
+// Marks a call doing native work (a pipeline run, a JPEG decode) for its lifetime, so that
+// work_in_flight() counts them across threads. Optional parallelism that costs extra work (a
+// JPEG's row bands) is taken only when its call is the only one: a busy process would pay for
+// it in throughput.
+class WorkScope {
+public:
+    WorkScope();
+    ~WorkScope();
+    WorkScope(const WorkScope&) = delete;
+    WorkScope& operator=(const WorkScope&) = delete;
+};
+int work_in_flight();
+
 }  // namespace smg

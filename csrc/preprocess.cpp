@@ -49,6 +49,7 @@ int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_
 
 void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
                    void* dst) const {
+    const WorkScope busy;
     output_elems(resize_w, resize_h, grid_h, grid_w);
     if (!is_valid_format(fmt)) throw std::invalid_argument("unknown pixel format " + std::to_string(int(fmt)));
     if (src.channels != format_channels(fmt))

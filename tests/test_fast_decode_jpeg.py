@@ -18,6 +18,16 @@ from smg_fast import decoders
 FAST, PIL = decoders.LIBJPEG_TURBO, decoders.PILLOW
 
 
+@pytest.fixture(autouse=True, params=[decoders.PILLOW_LIBJPEG, decoders.SIMPLEJPEG])
+def engine(request, monkeypatch) -> str:
+    """Every case through both engines: Pillow's own libjpeg driven by the native core (banded on
+    two threads for sequential images of 256 rows or more), and simplejpeg."""
+    assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG, (
+        "the native core was built without jpeglib.h: run .ci/test_tools.sh, then pip install .")
+    monkeypatch.setattr(decoders, "_jpeg_engine", request.param)
+    return request.param
+
+
 def jpeg(img: Image.Image, **kw) -> bytes:
     return encode(img, "JPEG", **kw)
 
@@ -143,21 +153,29 @@ def test_bad_header_is_refused_like_pillow(photo, hf):
     assert check(bad, hf, PIL) is not None
 
 
-def test_no_simplejpeg_means_pillow(photo, monkeypatch):
-    monkeypatch.setattr(decoders, "simplejpeg", None)
+def test_no_engine_means_pillow(photo, monkeypatch):
+    monkeypatch.setattr(decoders, "_jpeg_engine", None)
     check(jpeg(photo, quality=90), True, PIL)
 
 
-def test_a_decoder_that_differs_is_switched_off(photo, monkeypatch, caplog):
+def test_a_decoder_that_differs_is_switched_off(photo, monkeypatch, caplog, engine):
     monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
-    real = simplejpeg.decode_jpeg
+    if engine == decoders.SIMPLEJPEG:
+        real, owner, name = simplejpeg.decode_jpeg, simplejpeg, "decode_jpeg"
 
-    def off_by_one(*args, **kwargs):
-        out = real(*args, **kwargs)
-        out[0, 0, 0] ^= 1
-        return out
+        def off_by_one(*args, **kwargs):
+            out = real(*args, **kwargs)
+            out[0, 0, 0] ^= 1
+            return out
+    else:
+        real, owner, name = decoders._native.jpeg_decode, decoders._native, "jpeg_decode"
 
-    monkeypatch.setattr(simplejpeg, "decode_jpeg", off_by_one)
+        def off_by_one(data, out, split):
+            status = real(data, out, split)
+            out[0, 0, 0] ^= 1
+            return status
+
+    monkeypatch.setattr(owner, name, off_by_one)
     check(jpeg(photo, quality=90), True, PIL)
     assert decoders.available() == {FAST: False, decoders.ZLIB_NG: True, decoders.ZLIB: True}
     assert "does not reproduce Pillow's pixels" in caplog.text

@@ -51,8 +51,11 @@ def _decoders_line() -> str:
     from . import decoders
 
     state = decoders.available()
-    jpeg = ("in use (bit-exact with Pillow)" if state[decoders.LIBJPEG_TURBO] else
-            "off (Pillow decodes JPEG)")
+    engine = decoders.jpeg_engine()
+    jpeg = ("in use (bit-exact with Pillow): Pillow's own library, 2 row bands when idle"
+            if state[decoders.LIBJPEG_TURBO] and engine == decoders.PILLOW_LIBJPEG else
+            "in use (bit-exact with Pillow): simplejpeg's copy, whole images (no jpeglib.h at "
+            "build time)" if state[decoders.LIBJPEG_TURBO] else "off (Pillow decodes JPEG)")
     png = ("zlib-ng inflates (bit-exact with Pillow)" if state[decoders.ZLIB_NG] else
            "zlib inflates (bit-exact with Pillow; pip install 'smg-fast[png]' for zlib-ng, "
            "about 3x faster)" if state[decoders.ZLIB] else "off (Pillow decodes PNG)")

@@ -1,13 +1,17 @@
 """Fast decoders for the two formats that carry nearly all VLM traffic, bit-identical to Pillow.
 
-JPEG: libjpeg-turbo through simplejpeg, with Pillow's settings (accurate integer IDCT, fancy
-upsampling), output straight into a pooled buffer, GIL released. PNG: the image data inflated by
-zlib-ng (through imagecodecs, the optional extra ``pip install smg-fast[png]``; the inflater
-Pillow's own wheels use) or, without it, by Python's zlib, then the row filters undone by the
-native core, in place in a pooled buffer; GIL released throughout. Inflating and unfiltering are
-lossless and these inflaters refuse what Pillow's refuses, so a stream has one result, Pillow's;
-the JPEG path decodes the same bytes with the same arithmetic as Pillow's own libjpeg-turbo, and
-the tests compare both with Pillow on every run.
+JPEG: libjpeg-turbo with Pillow's settings (accurate integer IDCT, fancy upsampling), output
+straight into a pooled buffer, GIL released: the very libjpeg Pillow loaded, driven by the native
+core (a baseline image of 256 rows or more is decoded in two row bands on two threads when the
+process does no other native work), or, where the core cannot bind it (built without jpeglib.h,
+a Pillow without a 6.2-ABI libjpeg), simplejpeg's copy of libjpeg-turbo.
+
+PNG: the image data inflated by zlib-ng (through imagecodecs, the optional extra
+``pip install smg-fast[png]``; the inflater Pillow's own wheels use) or, without it, by Python's
+zlib, then the row filters undone by the native core, in place in a pooled buffer; GIL released
+throughout. Inflating and unfiltering are lossless and these inflaters refuse what Pillow's
+refuses, so a stream has one result, Pillow's; the JPEG path decodes the same bytes with the same
+library (or release) and settings as Pillow, and the tests compare both with Pillow on every run.
 
 A fast decoder only takes the cases it reproduces exactly (JPEG in Pillow's RGB or L mode; 8-bit
 grey / RGB / RGBA PNG without a transparency key, not interlaced); anything else, and any input
@@ -22,6 +26,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import struct
 import threading
 import zlib
@@ -52,6 +57,10 @@ _F = _native.PixelFormat
 
 PILLOW = "pillow"
 LIBJPEG_TURBO = "libjpeg-turbo"
+# The JPEG fast path's two engines (jpeg_engine()): Pillow's own libjpeg through the native core,
+# or simplejpeg's bundled libjpeg-turbo.
+PILLOW_LIBJPEG = "pillow-libjpeg"
+SIMPLEJPEG = "simplejpeg"
 # PNG: named by what inflates the image data (the native core undoes the filters either way).
 # Not libdeflate, though faster: it decodes streams zlib refuses (length symbols 286-287, too
 # many code lengths), where Pillow raises.
@@ -65,9 +74,50 @@ _PNG_CHANNELS = {0: 1, 2: 3, 6: 4}
 
 def available() -> dict[str, bool]:
     """Which fast decoders this install has and uses (False too when one failed its check)."""
-    return {LIBJPEG_TURBO: simplejpeg is not None and _verified(LIBJPEG_TURBO),
+    return {LIBJPEG_TURBO: jpeg_engine() is not None and _verified(LIBJPEG_TURBO),
             ZLIB_NG: _zlib_ng is not None and _verified(ZLIB_NG),
             ZLIB: _verified(ZLIB)}
+
+
+_UNSET: Any = object()
+_jpeg_engine: Any = _UNSET
+_engine_lock = threading.Lock()
+# A libjpeg with the 6.2 ABI (the one the native core's jpeglib.h describes), by file name:
+# Pillow's wheels ship libjpeg-<hash>.so.62.x, distributions libjpeg.so.62.
+_LIBJPEG62 = re.compile(r"libjpeg(-[0-9a-f]+)?\.so\.62(\.|$)")
+
+
+def pillow_libjpeg_path() -> str | None:
+    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps), or None
+    when there is not exactly one 6.2-ABI libjpeg in this process."""
+    from PIL import _imaging  # noqa: F401 - loads Pillow's libjpeg, if it has one
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    paths = {line.split(maxsplit=5)[5] for line in lines
+             if "libjpeg" in line and len(line.split(maxsplit=5)) == 6}
+    found = sorted(p for p in paths if _LIBJPEG62.match(os.path.basename(p)))
+    return found[0] if len(found) == 1 else None
+
+
+def jpeg_engine() -> str | None:
+    """Which libjpeg-turbo the JPEG fast path drives on this install: PILLOW_LIBJPEG (Pillow's own
+    library, through the native core; banded on two threads), SIMPLEJPEG, or None."""
+    global _jpeg_engine
+    if _jpeg_engine is _UNSET:
+        with _engine_lock:
+            if _jpeg_engine is _UNSET:
+                path = pillow_libjpeg_path()
+                why = (_native.jpeg_bind(path) if path else
+                       "not exactly one libjpeg.so.62 loaded by Pillow")
+                if why:
+                    log.info("JPEG: not driving Pillow's libjpeg (%s)", why)
+                _jpeg_engine = (PILLOW_LIBJPEG if not why else
+                                SIMPLEJPEG if simplejpeg is not None else None)
+    return _jpeg_engine
 
 
 def png_decoder() -> str | None:
@@ -161,11 +211,23 @@ def jpeg_frame_marker(data: bytes) -> int | None:
     return None
 
 
+# _native.jpeg_decode's results: decoded whole, decoded in two bands, not a case it takes, libjpeg
+# reported an error or a warning.
+JPEG_WHOLE, JPEG_BANDED, JPEG_DECLINED, JPEG_FAILED = range(4)
+
+
 def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
     """RGB uint8 (height, width, 3) as Pillow decodes (and converts to RGB) these bytes, or None
     when the fast decoder does not reproduce them or reports anything wrong (Pillow decides)."""
-    if simplejpeg is None or jpeg_frame_marker(data) in _ARITHMETIC_SOF:
+    engine, marker = jpeg_engine(), jpeg_frame_marker(data)
+    if engine is None or marker in _ARITHMETIC_SOF:
         return None
+    if engine == PILLOW_LIBJPEG:
+        out = _pooled(height, width, 3)
+        # Bands only for sequential DCT frames (SOF0/SOF1): libjpeg cannot skip rows of a
+        # lossless one, and a progressive one must be entropy-decoded whole anyway.
+        split = marker in (0xC0, 0xC1)
+        return out if _native.jpeg_decode(data, out, split) in (JPEG_WHOLE, JPEG_BANDED) else None
     try:
         h, w, _colorspace, _sub = simplejpeg.decode_jpeg_header(data, strict=True)
         if (w, h) != (width, height):

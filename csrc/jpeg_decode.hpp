@@ -1,0 +1,41 @@
+// JPEG to RGB through the libjpeg that Pillow itself loaded (found by the caller, bound with
+// dlopen(RTLD_NOLOAD): never a second copy), with Pillow's settings: accurate integer IDCT,
+// fancy upsampling. The same library and settings as Pillow's decoder, so the same pixels; the
+// Python side still checks against Pillow once per process before first use.
+//
+// A sequential (single-scan) image can be decoded in two row bands on two threads: the lower
+// band skips the upper band's rows with jpeg_skip_scanlines (entropy decoding only, the IDCT and
+// colour conversion are skipped), restarts one iMCU row early and drops that row: a defence
+// for the upsampler's context rows (libjpeg-turbo 3.2 gives the same pixels without it, tested;
+// it costs one iMCU row). Built only where jpeglib.h was found at build time; without
+// it jpeg_bind reports why and the Python side keeps its other decoder.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace smg {
+
+// Binds to the libjpeg (6.2 ABI) at `path`, which must already be loaded in this process.
+// Returns "" on success, else why not (no headers at build time, not loaded, a symbol missing,
+// the library refusing our struct size). Thread-safe; the first success wins.
+std::string jpeg_bind(const char* path);
+bool jpeg_bound();
+
+enum class JpegStatus {
+    Whole,     // decoded, in one pass
+    Banded,    // decoded, in two row bands (whichever threads ran them)
+    Declined,  // not a case this decoder takes (colour space, precision, arithmetic coding, size)
+    Failed,    // a libjpeg error or warning (corrupt or truncated data): Pillow decides
+};
+
+// Decodes `size` bytes into `out`: height rows of width * 3 bytes, `stride` bytes apart. The
+// header must say width x height. split: decode a single-scan image of 256 rows or more in two
+// bands on the native pool (a busy pool, or one thread, decodes it whole); only for sequential
+// DCT frames (SOF0/SOF1: libjpeg cannot skip rows of a lossless one, and fails). Never throws
+// for bad data.
+JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
+                           int width, int height, bool split);
+
+}  // namespace smg

@@ -1,0 +1,214 @@
+"""The native JPEG decoder (csrc/jpeg_decode.cpp), which drives the libjpeg Pillow itself loaded:
+banded decoding on two threads gives Pillow's pixels for every subsampling and wherever the cut
+falls; broken data is reported, never returned as pixels; binding refuses what it must."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from conftest import encode
+from PIL import Image
+
+import smg_fast
+from smg_fast import _native, decoders
+
+WHOLE, BANDED, DECLINED, FAILED = (decoders.JPEG_WHOLE, decoders.JPEG_BANDED,
+                                   decoders.JPEG_DECLINED, decoders.JPEG_FAILED)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bound():
+    assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG, (
+        "the native core was built without jpeglib.h: run .ci/test_tools.sh, then pip install .")
+
+
+@pytest.fixture()
+def threads():
+    before = smg_fast.get_num_threads()
+    yield smg_fast.set_num_threads
+    smg_fast.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def photo(real_images) -> Image.Image:
+    return real_images.rgb("rocket")  # 640x427
+
+
+def pillow(data: bytes) -> np.ndarray:
+    import io
+
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def native(data: bytes, split: bool = True) -> tuple[int, np.ndarray]:
+    import io
+
+    with Image.open(io.BytesIO(data)) as im:
+        w, h = im.size
+    out = np.full((h, w, 3), 77, np.uint8)
+    return _native.jpeg_decode(data, out, split), out
+
+
+SUBSAMPLINGS = {"444": {"subsampling": "4:4:4"}, "422": {"subsampling": "4:2:2"},
+                "420": {"subsampling": "4:2:0"}, "grey": {"grey": True}}
+
+
+@pytest.mark.parametrize("sub", list(SUBSAMPLINGS))
+@pytest.mark.parametrize("size", [(640, 256), (333, 257), (97, 271), (640, 272), (641, 273),
+                                  (17, 300), (640, 427), (1920, 1080)])
+def test_bands_equal_pillow(photo, threads, sub, size):
+    """The lower band restarts one iMCU row (8 or 16 rows) above the cut; each size puts the
+    cut (13/20 of the height, rounded down to whole iMCU rows) somewhere else."""
+    threads(2)
+    kw = dict(SUBSAMPLINGS[sub])
+    img = photo.resize(size)
+    if kw.pop("grey", False):
+        img = img.convert("L")
+    data = encode(img, "JPEG", quality=90, **kw)
+    status, got = native(data)
+    assert status == BANDED
+    assert np.array_equal(got, pillow(data))
+
+
+@pytest.mark.parametrize("sub", ["440", "411"])
+def test_bands_uncommon_subsamplings(photo, threads, sub):
+    import simplejpeg
+
+    threads(2)
+    for h in (256, 300, 427):
+        arr = np.ascontiguousarray(np.asarray(photo.resize((320, h))))
+        data = simplejpeg.encode_jpeg(arr, quality=88, colorsubsampling=sub)
+        status, got = native(data)
+        assert status == BANDED and np.array_equal(got, pillow(data))
+
+
+def test_bands_with_restart_markers(photo, threads):
+    threads(2)
+    for blocks in (1, 3):
+        data = encode(photo, "JPEG", quality=90, restart_marker_blocks=blocks)
+        status, got = native(data)
+        assert status == BANDED and np.array_equal(got, pillow(data))
+
+
+def test_one_thread_small_or_progressive_decode_whole(photo, threads):
+    threads(1)
+    data = encode(photo, "JPEG", quality=90)
+    assert native(data)[0] == WHOLE
+    threads(2)
+    for d in (encode(photo.resize((640, 255)), "JPEG", quality=90),
+              encode(photo, "JPEG", quality=90, progressive=True)):
+        status, got = native(d)
+        assert status == WHOLE and np.array_equal(got, pillow(d))
+    assert native(data, split=False)[0] == WHOLE
+
+
+@pytest.mark.parametrize("cut", [0.2, 0.5, 0.8, 0.99])
+def test_truncation_in_either_band_fails(photo, threads, cut):
+    threads(2)
+    data = encode(photo, "JPEG", quality=90)
+    assert native(data[: int(len(data) * cut)])[0] == FAILED
+
+
+@pytest.mark.parametrize("where", [0.1, 0.5, 0.9])
+def test_corruption_in_either_band(photo, threads, where):
+    """A flipped entropy byte: libjpeg warns (FAILED, Pillow decides), or, where the damage still
+    decodes, gives exactly what Pillow's (same) libjpeg gives."""
+    threads(2)
+    data = bytearray(encode(photo, "JPEG", quality=90))
+    start = data.rindex(b"\xff\xda")
+    for k in range(4):
+        data[start + 20 + int((len(data) - start - 40) * where) + k * 37] ^= 0x5A
+    status, got = native(bytes(data))
+    assert status in (FAILED, BANDED)
+    if status == BANDED:
+        assert np.array_equal(got, pillow(bytes(data)))
+
+
+def test_declines_what_it_does_not_take(photo):
+    data = encode(photo, "JPEG", quality=90)
+    assert native(encode(photo.convert("CMYK"), "JPEG", quality=90))[0] == DECLINED
+    assert _native.jpeg_decode(data, np.empty((427, 641, 3), np.uint8), True) == DECLINED
+    assert _native.jpeg_decode(data, np.empty((426, 640, 3), np.uint8), True) == DECLINED
+    assert _native.jpeg_decode(b"not a jpeg", np.empty((1, 1, 3), np.uint8), True) == FAILED
+    assert _native.jpeg_decode(b"", np.empty((1, 1, 3), np.uint8), True) == FAILED
+
+
+def test_bad_arguments_raise(photo):
+    data = encode(photo, "JPEG", quality=90)
+    with pytest.raises(ValueError):
+        _native.jpeg_decode(data, np.empty((427, 640, 4), np.uint8), True)
+    with pytest.raises(ValueError):
+        _native.jpeg_decode(data, np.empty((427, 640 * 3), np.uint8), True)
+    ro = np.empty((427, 640, 3), np.uint8)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError):
+        _native.jpeg_decode(data, ro, True)
+    with pytest.raises(ValueError):  # not packed: every other column
+        _native.jpeg_decode(data, np.empty((427, 1280, 3), np.uint8)[:, ::2], True)
+    with pytest.raises(TypeError):
+        _native.jpeg_decode(data, np.empty((427, 640, 3), np.float32), True)
+    with pytest.raises(TypeError):
+        _native.jpeg_decode("text", np.empty((427, 640, 3), np.uint8), True)
+
+
+def test_strided_rows(photo, threads):
+    threads(2)
+    data = encode(photo, "JPEG", quality=90)
+    big = np.zeros((427, 700, 3), np.uint8)
+    assert _native.jpeg_decode(data, big[:, 30:670], True) == BANDED
+    assert np.array_equal(big[:, 30:670], pillow(data))
+    assert not big[:, :30].any() and not big[:, 670:].any()
+
+
+def test_concurrent_callers(photo, threads):
+    """Several Python threads share the one native pool: whoever finds it busy decodes whole."""
+    threads(2)
+    datas = [encode(photo.rotate(3 * i), "JPEG", quality=85 + i) for i in range(6)]
+    wants = [pillow(d) for d in datas]
+    bad: list[int] = []
+
+    def run(i: int) -> None:
+        for _ in range(5):
+            status, got = native(datas[i])
+            if status not in (WHOLE, BANDED) or not np.array_equal(got, wants[i]):
+                bad.append(i)
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(datas))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+BIND_SCRIPT = """
+import ctypes.util, glob, os, sys
+import numpy as np
+from smg_fast import _native
+out = np.empty((1, 1, 3), np.uint8)
+print(_native.jpeg_decode(b"\\xff\\xd8", out, True))            # unbound: declined
+print(_native.jpeg_bind("/nonexistent/libjpeg.so.62"))
+libc = [l.split()[-1] for l in open("/proc/self/maps") if "/libc.so" in l or "/libc-" in l][0]
+print(_native.jpeg_bind(libc))
+import imagecodecs, imagecodecs._jpeg8                        # loads a libjpeg.so.8 (ABI 80)
+so8 = [l.split()[-1] for l in open("/proc/self/maps") if "libjpeg-" in l and ".so.8" in l][0]
+print(_native.jpeg_bind(so8))
+print(_native.jpeg_decode(b"\\xff\\xd8", out, True))            # still unbound
+"""
+
+
+def test_binding_refuses_the_wrong_library():
+    res = subprocess.run([sys.executable, "-c", BIND_SCRIPT], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == str(DECLINED)
+    assert lines[1].startswith("not loaded in this process")
+    assert lines[2].startswith("a libjpeg entry point is missing")
+    assert "does not take this build's ABI" in lines[3]
+    assert lines[4] == str(DECLINED)
