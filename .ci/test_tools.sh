@@ -9,10 +9,11 @@
 set -euo pipefail
 missing=()
 command -v jpegtran >/dev/null || missing+=(libjpeg-turbo-progs)
-[ -f /usr/include/jpeglib.h ] || missing+=(libjpeg62-turbo-dev)
+grep -qs "define JPEG_LIB_VERSION *62" /usr/include/jconfig.h /usr/include/*/jconfig.h ||
+    missing+=(libjpeg62-turbo-dev)  # the 6.2 API (libjpeg 8/9 headers describe another ABI)
 if [ ${#missing[@]} -gt 0 ]; then
     SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-echo "test tools ready: $(command -v jpegtran), /usr/include/jpeglib.h"
+echo "test tools ready: $(command -v jpegtran), jpeglib.h (libjpeg 6.2 API)"

@@ -260,14 +260,15 @@ bool png_unfilter_py(py::array data, int64_t height, int64_t row_bytes, int bpp)
 
 // 0 / 1: decoded into out (packed, writable (H, W, 3)) whole / in two bands, 2: a case it does
 // not take, 3: libjpeg reported an error or a warning. The buffer_info holds data meanwhile.
-int jpeg_decode_py(const py::buffer& data, py::array out, bool split) {
+int jpeg_decode_py(const py::buffer& data, py::array out, int bands) {
     const py::buffer_info b = data.request();
     const ImageView v = image_view(out, "jpeg_decode");
-    if (b.ndim != 1 || b.itemsize != 1 || b.strides[0] != 1 || out.ndim() != 3 || v.channels != 3 || !out.writeable())
-        throw py::value_error("jpeg_decode: expected contiguous bytes and a writable packed (H, W, 3) uint8 array");
+    if (b.ndim != 1 || b.itemsize != 1 || b.strides[0] != 1 || out.ndim() != 3 || v.channels != 3 || !out.writeable() ||
+        bands < 0 || bands > 2)
+        throw py::value_error("jpeg_decode: expected contiguous bytes, a writable packed (H, W, 3) uint8 array, bands 0-2");
     auto* o = static_cast<uint8_t*>(out.mutable_data());
     py::gil_scoped_release release;
-    return int(jpeg_decode_rgb(static_cast<const uint8_t*>(b.ptr), size_t(b.size), o, v.stride, v.width, v.height, split));
+    return int(jpeg_decode_rgb(static_cast<const uint8_t*>(b.ptr), size_t(b.size), o, v.stride, v.width, v.height, JpegBands(bands)));
 }
 
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
@@ -275,10 +276,7 @@ int jpeg_decode_py(const py::buffer& data, py::array out, bool split) {
 py::array pooled_empty(int64_t n, bool zero) {
     if (n < 0) throw py::value_error("pooled_empty: negative size");
     const Block b = [&] { py::gil_scoped_release release; return scratch_take(size_t(n), zero); }();
-    py::capsule owner(new Block(b), [](void* p) {
-        scratch_give(*static_cast<Block*>(p));
-        delete static_cast<Block*>(p);
-    });
+    py::capsule owner(new Block(b), [](void* p) { auto* blk = static_cast<Block*>(p); scratch_give(*blk); delete blk; });
     return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
 }
 
@@ -431,9 +429,9 @@ PYBIND11_MODULE(_native, m) {
           "bytes per pixel (ValueError if data is shorter). False at a filter type outside 0-4.");
     m.def("jpeg_bind", [](const std::string& path) { return jpeg_bind(path.c_str()); }, py::arg("path"),
           "Binds jpeg_decode to the libjpeg already loaded from path (Pillow's); '' or why not.");
-    m.def("jpeg_decode", &jpeg_decode_py, py::arg("data"), py::arg("out"), py::arg("split"),
-          "JPEG bytes to RGB in out with Pillow's libjpeg settings, in two row bands on the pool if\n"
-          "split; 0 whole, 1 banded, 2 not taken, 3 libjpeg error or warning (out partial). No GIL.");
+    m.def("jpeg_decode", &jpeg_decode_py, py::arg("data"), py::arg("out"), py::arg("bands"),
+          "JPEG bytes to RGB in out with Pillow's libjpeg settings; bands 0 never, 1 when idle, 2 always.\n"
+          "0 whole, 1 banded, 2 not taken, 3 libjpeg error or warning (out partial). No GIL.");
     m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
     m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");

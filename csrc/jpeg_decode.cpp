@@ -8,6 +8,8 @@
 #include "parallel.hpp"
 
 // jconfig.h too: a cross compiler may see the host's jpeglib.h but not its arch's jconfig.h.
+// Only the 6.2 API (libjpeg62-turbo-dev): the one Pillow's wheels and Debian's libjpeg.so.62
+// implement; libjpeg 8/9 headers (Ubuntu's libjpeg-dev) describe another struct layout.
 #if __has_include(<jpeglib.h>) && __has_include(<jconfig.h>)
 #include <dlfcn.h>
 
@@ -15,16 +17,20 @@
 #include <cstdio>  // jpeglib.h needs FILE declared first
 
 #include <jpeglib.h>
+#if JPEG_LIB_VERSION == 62
 #define SMG_FAST_HAVE_JPEGLIB 1
+#endif
 #endif
 
 namespace smg {
 
 #ifndef SMG_FAST_HAVE_JPEGLIB
 
-std::string jpeg_bind(const char*) { return "built without jpeglib.h (libjpeg development headers)"; }
+std::string jpeg_bind(const char*) {
+    return "built without the libjpeg 6.2 API's jpeglib.h (Debian: libjpeg62-turbo-dev)";
+}
 bool jpeg_bound() { return false; }
-JpegStatus jpeg_decode_rgb(const uint8_t*, size_t, uint8_t*, ptrdiff_t, int, int, bool) {
+JpegStatus jpeg_decode_rgb(const uint8_t*, size_t, uint8_t*, ptrdiff_t, int, int, JpegBands) {
     return JpegStatus::Declined;
 }
 
@@ -159,6 +165,8 @@ JpegStatus verdict(const Decoder& d, bool ok) {
     return ok && d.err.pub.num_warnings == 0 ? JpegStatus::Whole : JpegStatus::Failed;
 }
 
+constexpr int64_t kMinBandedPixels = 512 * 512;
+
 // Output rows per iMCU row (the 6.2 ABI's min_DCT_scaled_size: 8 when not scaling).
 JDIMENSION imcu_rows(const jpeg_decompress_struct& c) {
     return JDIMENSION(c.max_v_samp_factor) * JDIMENSION(c.min_DCT_scaled_size);
@@ -222,7 +230,7 @@ std::string jpeg_bind(const char* path) {
 bool jpeg_bound() { return g_bound.load(); }
 
 JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
-                           int width, int height, bool split) {
+                           int width, int height, JpegBands bands) {
     if (!g_bound.load() || width <= 0 || height <= 0 || stride < ptrdiff_t(width) * 3)
         return JpegStatus::Declined;
     const WorkScope busy;
@@ -234,27 +242,32 @@ JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdi
     const JDIMENSION imcu = imcu_rows(top.cinfo);
     // The lower band entropy-decodes the upper band's rows again while skipping them, so the
     // upper band is the larger: 13/20 of the rows balanced the two on 1080p photos (4:2:0 and
-    // 4:4:4, q90: 0.68-0.70x the whole decode's time on two threads). Small or multi-scan
-    // (progressive) images, or a process doing other native work (whose threads the bands would
-    // only take from it, at a cost): whole, on the calling thread.
-    const bool banded = split && num_threads() > 1 && work_in_flight() == 1 && h >= 256 && !src.multi_scan;
+    // 4:4:4, q90: 0.68-0.70x the whole decode's time on two threads). Whole, on the calling
+    // thread: multi-scan (progressive) images; under kIdle, small images (a second decoder and
+    // a thread hand-off cost more than half the decode) and a process doing other native work
+    // (whose threads the bands would only take from it, at a cost).
+    const bool banded = !src.multi_scan && h >= 2 * imcu &&
+                        (bands == JpegBands::kAlways ||
+                         (bands == JpegBands::kIdle && num_threads() > 1 && work_in_flight() == 1 &&
+                          h >= 256 && int64_t(width) * h >= kMinBandedPixels));
     if (!banded) return decode_band(top, out, stride, 0, h);
-    const JDIMENSION cut = std::max<JDIMENSION>(2, (h * 13 / 20) / imcu) * imcu;
+    const JDIMENSION cut = std::max<JDIMENSION>(1, (h * 13 / 20) / imcu) * imcu;
+    const auto lower = [&]() {
+        Decoder low;
+        Source again{data, size, width, height};
+        JpegStatus st2 = open(low, again);
+        return st2 == JpegStatus::Whole ? decode_band(low, out + ptrdiff_t(cut) * stride, stride, cut, h) : st2;
+    };
     JpegStatus status[2] = {JpegStatus::Failed, JpegStatus::Failed};
     bool one_pass = false;
     parallel_for(2, 1, [&](int64_t b, int64_t e) {
-        if (b == 0 && e == 2) {  // one thread only (a busy pool): no band gains anything
+        if (b == 0 && e == 2 && bands != JpegBands::kAlways) {  // a busy pool: bands gain nothing
             one_pass = true;
             status[0] = status[1] = decode_band(top, out, stride, 0, h);
-        } else if (b == 0) {
-            status[0] = decode_band(top, out, stride, 0, cut);
-        } else {
-            Decoder low;
-            Source again{data, size, width, height};
-            status[1] = open(low, again);
-            if (status[1] == JpegStatus::Whole)
-                status[1] = decode_band(low, out + ptrdiff_t(cut) * stride, stride, cut, h);
+            return;
         }
+        if (b == 0) status[0] = decode_band(top, out, stride, 0, cut);
+        if (e == 2) status[1] = lower();
     });
     if (status[0] == JpegStatus::Whole && status[1] == JpegStatus::Whole)
         return one_pass ? JpegStatus::Whole : JpegStatus::Banded;

@@ -30,12 +30,17 @@ enum class JpegStatus {
     Failed,    // a libjpeg error or warning (corrupt or truncated data): Pillow decides
 };
 
+// When a single-scan image is decoded in two row bands. Only for sequential DCT frames
+// (SOF0/SOF1): libjpeg cannot skip rows of a lossless one (the decode fails).
+enum class JpegBands {
+    kNever,
+    kIdle,    // 256+ rows and 512 x 512+ pixels, 2+ threads, no other native work in flight
+    kAlways,  // any image of two iMCU rows or more, on the pool or one after the other (checks)
+};
+
 // Decodes `size` bytes into `out`: height rows of width * 3 bytes, `stride` bytes apart. The
-// header must say width x height. split: decode a single-scan image of 256 rows or more in two
-// bands on the native pool (a busy pool, or one thread, decodes it whole); only for sequential
-// DCT frames (SOF0/SOF1: libjpeg cannot skip rows of a lossless one, and fails). Never throws
-// for bad data.
+// header must say width x height. Never throws for bad data.
 JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
-                           int width, int height, bool split);
+                           int width, int height, JpegBands bands);
 
 }  // namespace smg

@@ -16,6 +16,8 @@ namespace smg {
 
 namespace {
 
+std::atomic<int> g_work_in_flight{0};  // WorkScope's count
+
 class Pool {
 public:
     static Pool& get() {
@@ -73,6 +75,7 @@ public:
         new (&done_cv_) std::condition_variable();
         stop_ = false;
         job_ = nullptr;
+        g_work_in_flight.store(0);  // the other threads' calls did not come along
     }
 
 private:
@@ -153,8 +156,6 @@ private:
     int pending_ = 0;
     std::exception_ptr error_;
 };
-
-std::atomic<int> g_work_in_flight{0};
 
 }  // namespace
 

@@ -170,8 +170,8 @@ def test_a_decoder_that_differs_is_switched_off(photo, monkeypatch, caplog, engi
     else:
         real, owner, name = decoders._native.jpeg_decode, decoders._native, "jpeg_decode"
 
-        def off_by_one(data, out, split):
-            status = real(data, out, split)
+        def off_by_one(data, out, bands):
+            status = real(data, out, bands)
             out[0, 0, 0] ^= 1
             return status
 

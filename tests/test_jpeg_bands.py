@@ -18,6 +18,8 @@ from smg_fast import _native, decoders
 
 WHOLE, BANDED, DECLINED, FAILED = (decoders.JPEG_WHOLE, decoders.JPEG_BANDED,
                                    decoders.JPEG_DECLINED, decoders.JPEG_FAILED)
+NEVER, IDLE, ALWAYS = (decoders.JPEG_BANDS_NEVER, decoders.JPEG_BANDS_IDLE,
+                       decoders.JPEG_BANDS_ALWAYS)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -45,13 +47,13 @@ def pillow(data: bytes) -> np.ndarray:
         return np.asarray(im.convert("RGB"))
 
 
-def native(data: bytes, split: bool = True) -> tuple[int, np.ndarray]:
+def native(data: bytes, bands: int = ALWAYS) -> tuple[int, np.ndarray]:
     import io
 
     with Image.open(io.BytesIO(data)) as im:
         w, h = im.size
     out = np.full((h, w, 3), 77, np.uint8)
-    return _native.jpeg_decode(data, out, split), out
+    return _native.jpeg_decode(data, out, bands), out
 
 
 SUBSAMPLINGS = {"444": {"subsampling": "4:4:4"}, "422": {"subsampling": "4:2:2"},
@@ -59,11 +61,13 @@ SUBSAMPLINGS = {"444": {"subsampling": "4:4:4"}, "422": {"subsampling": "4:2:2"}
 
 
 @pytest.mark.parametrize("sub", list(SUBSAMPLINGS))
-@pytest.mark.parametrize("size", [(640, 256), (333, 257), (97, 271), (640, 272), (641, 273),
-                                  (17, 300), (640, 427), (1920, 1080)])
+@pytest.mark.parametrize("size", [(64, 16), (33, 17), (640, 32), (31, 33), (640, 256),
+                                  (333, 257), (97, 271), (640, 272), (641, 273), (17, 300),
+                                  (640, 427), (1920, 1080)])
 def test_bands_equal_pillow(photo, threads, sub, size):
     """The lower band restarts one iMCU row (8 or 16 rows) above the cut; each size puts the
-    cut (13/20 of the height, rounded down to whole iMCU rows) somewhere else."""
+    cut (13/20 of the height, rounded down to whole iMCU rows, at least one) somewhere else,
+    down to images of two iMCU rows."""
     threads(2)
     kw = dict(SUBSAMPLINGS[sub])
     img = photo.resize(size)
@@ -71,7 +75,8 @@ def test_bands_equal_pillow(photo, threads, sub, size):
         img = img.convert("L")
     data = encode(img, "JPEG", quality=90, **kw)
     status, got = native(data)
-    assert status == BANDED
+    imcu = 16 if sub == "420" else 8
+    assert status == (BANDED if size[1] >= 2 * imcu else WHOLE)
     assert np.array_equal(got, pillow(data))
 
 
@@ -87,6 +92,25 @@ def test_bands_uncommon_subsamplings(photo, threads, sub):
         assert status == BANDED and np.array_equal(got, pillow(data))
 
 
+def test_bands_vertical_factor_4(photo, threads, tmp_path):
+    """iMCU rows of 32 pixel rows (luma sampled 1x4 or 2x4), made by libjpeg-turbo's cjpeg
+    (Debian's libjpeg-turbo-progs, which .ci/test_tools.sh installs)."""
+    import shutil
+
+    cjpeg = shutil.which("cjpeg")
+    assert cjpeg, "cjpeg missing: run .ci/test_tools.sh (libjpeg-turbo-progs)"
+    threads(2)
+    for size in ((97, 64), (320, 300), (641, 427)):
+        ppm = tmp_path / "in.ppm"
+        photo.resize(size).save(ppm)
+        for sample in ("1x4,1x1,1x1", "2x4,1x1,1x1", "1x4,1x2,1x1"):
+            data = subprocess.run([cjpeg, "-quality", "90", "-sample", sample, str(ppm)],
+                                  capture_output=True, check=True).stdout
+            status, got = native(data)
+            assert status == BANDED, (size, sample)
+            assert np.array_equal(got, pillow(data)), (size, sample)
+
+
 def test_bands_with_restart_markers(photo, threads):
     threads(2)
     for blocks in (1, 3):
@@ -95,16 +119,45 @@ def test_bands_with_restart_markers(photo, threads):
         assert status == BANDED and np.array_equal(got, pillow(data))
 
 
-def test_one_thread_small_or_progressive_decode_whole(photo, threads):
+def test_when_idle_bands_only_large_images_on_two_threads(photo, threads):
+    big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
     threads(1)
-    data = encode(photo, "JPEG", quality=90)
-    assert native(data)[0] == WHOLE
+    assert native(big, IDLE)[0] == WHOLE
+    assert native(big, ALWAYS)[0] == BANDED  # one after the other, on the calling thread
     threads(2)
-    for d in (encode(photo.resize((640, 255)), "JPEG", quality=90),
-              encode(photo, "JPEG", quality=90, progressive=True)):
-        status, got = native(d)
+    assert native(big, IDLE)[0] == BANDED
+    assert native(big, NEVER)[0] == WHOLE
+    for d in (encode(photo.resize((1100, 255)), "JPEG", quality=90),  # too few rows
+              encode(photo.resize((511, 512)), "JPEG", quality=90),   # too few pixels
+              encode(photo.resize((1024, 512)), "JPEG", quality=90, progressive=True)):
+        status, got = native(d, IDLE)
         assert status == WHOLE and np.array_equal(got, pillow(d))
-    assert native(data, split=False)[0] == WHOLE
+    prog = encode(photo, "JPEG", quality=90, progressive=True)
+    assert native(prog, ALWAYS)[0] == WHOLE  # multi-scan: never banded
+
+
+def test_when_idle_means_no_other_native_work(photo, threads):
+    """While another thread runs a pipeline (the native pool busy with its work), a decode that
+    may band only when idle decodes whole."""
+    threads(2)
+    big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
+    proc = smg_fast.load_processor("qwen2_vl")
+    image = np.asarray(photo.resize((3000, 2000)))
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            proc(image)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        statuses = [native(big, IDLE)[0] for _ in range(40)]
+    finally:
+        stop.set()
+        t.join()
+    assert statuses.count(WHOLE) > 0  # the counter saw the other call at least some of the time
+    assert set(statuses) <= {WHOLE, BANDED}
 
 
 @pytest.mark.parametrize("cut", [0.2, 0.5, 0.8, 0.99])
@@ -132,35 +185,42 @@ def test_corruption_in_either_band(photo, threads, where):
 def test_declines_what_it_does_not_take(photo):
     data = encode(photo, "JPEG", quality=90)
     assert native(encode(photo.convert("CMYK"), "JPEG", quality=90))[0] == DECLINED
-    assert _native.jpeg_decode(data, np.empty((427, 641, 3), np.uint8), True) == DECLINED
-    assert _native.jpeg_decode(data, np.empty((426, 640, 3), np.uint8), True) == DECLINED
-    assert _native.jpeg_decode(b"not a jpeg", np.empty((1, 1, 3), np.uint8), True) == FAILED
-    assert _native.jpeg_decode(b"", np.empty((1, 1, 3), np.uint8), True) == FAILED
+    assert _native.jpeg_decode(data, np.empty((427, 641, 3), np.uint8), IDLE) == DECLINED
+    assert _native.jpeg_decode(data, np.empty((426, 640, 3), np.uint8), IDLE) == DECLINED
+    assert _native.jpeg_decode(b"not a jpeg", np.empty((1, 1, 3), np.uint8), IDLE) == FAILED
+    assert _native.jpeg_decode(b"", np.empty((1, 1, 3), np.uint8), IDLE) == FAILED
+    lossless = __import__("imagecodecs").jpeg8_encode(np.asarray(photo), lossless=True)
+    assert native(lossless, ALWAYS)[0] == FAILED  # cannot skip rows: why bands need SOF0/1
+    status, got = native(lossless, NEVER)
+    assert status == WHOLE and np.array_equal(got, pillow(lossless))
 
 
 def test_bad_arguments_raise(photo):
     data = encode(photo, "JPEG", quality=90)
     with pytest.raises(ValueError):
-        _native.jpeg_decode(data, np.empty((427, 640, 4), np.uint8), True)
+        _native.jpeg_decode(data, np.empty((427, 640, 4), np.uint8), IDLE)
     with pytest.raises(ValueError):
-        _native.jpeg_decode(data, np.empty((427, 640 * 3), np.uint8), True)
+        _native.jpeg_decode(data, np.empty((427, 640 * 3), np.uint8), IDLE)
     ro = np.empty((427, 640, 3), np.uint8)
     ro.flags.writeable = False
     with pytest.raises(ValueError):
-        _native.jpeg_decode(data, ro, True)
+        _native.jpeg_decode(data, ro, IDLE)
     with pytest.raises(ValueError):  # not packed: every other column
-        _native.jpeg_decode(data, np.empty((427, 1280, 3), np.uint8)[:, ::2], True)
+        _native.jpeg_decode(data, np.empty((427, 1280, 3), np.uint8)[:, ::2], IDLE)
     with pytest.raises(TypeError):
-        _native.jpeg_decode(data, np.empty((427, 640, 3), np.float32), True)
+        _native.jpeg_decode(data, np.empty((427, 640, 3), np.float32), IDLE)
     with pytest.raises(TypeError):
-        _native.jpeg_decode("text", np.empty((427, 640, 3), np.uint8), True)
+        _native.jpeg_decode("text", np.empty((427, 640, 3), np.uint8), IDLE)
+    for bad in (-1, 3):
+        with pytest.raises(ValueError):
+            _native.jpeg_decode(data, np.empty((427, 640, 3), np.uint8), bad)
 
 
 def test_strided_rows(photo, threads):
     threads(2)
     data = encode(photo, "JPEG", quality=90)
     big = np.zeros((427, 700, 3), np.uint8)
-    assert _native.jpeg_decode(data, big[:, 30:670], True) == BANDED
+    assert _native.jpeg_decode(data, big[:, 30:670], ALWAYS) == BANDED
     assert np.array_equal(big[:, 30:670], pillow(data))
     assert not big[:, :30].any() and not big[:, 670:].any()
 
@@ -174,7 +234,7 @@ def test_concurrent_callers(photo, threads):
 
     def run(i: int) -> None:
         for _ in range(5):
-            status, got = native(datas[i])
+            status, got = native(datas[i], IDLE)
             if status not in (WHOLE, BANDED) or not np.array_equal(got, wants[i]):
                 bad.append(i)
 
@@ -191,14 +251,14 @@ import ctypes.util, glob, os, sys
 import numpy as np
 from smg_fast import _native
 out = np.empty((1, 1, 3), np.uint8)
-print(_native.jpeg_decode(b"\\xff\\xd8", out, True))            # unbound: declined
+print(_native.jpeg_decode(b"\\xff\\xd8", out, 2))               # unbound: declined
 print(_native.jpeg_bind("/nonexistent/libjpeg.so.62"))
 libc = [l.split()[-1] for l in open("/proc/self/maps") if "/libc.so" in l or "/libc-" in l][0]
 print(_native.jpeg_bind(libc))
 import imagecodecs, imagecodecs._jpeg8                        # loads a libjpeg.so.8 (ABI 80)
 so8 = [l.split()[-1] for l in open("/proc/self/maps") if "libjpeg-" in l and ".so.8" in l][0]
 print(_native.jpeg_bind(so8))
-print(_native.jpeg_decode(b"\\xff\\xd8", out, True))            # still unbound
+print(_native.jpeg_decode(b"\\xff\\xd8", out, 2))               # still unbound
 """
 
 
@@ -212,3 +272,60 @@ def test_binding_refuses_the_wrong_library():
     assert lines[2].startswith("a libjpeg entry point is missing")
     assert "does not take this build's ABI" in lines[3]
     assert lines[4] == str(DECLINED)
+
+
+def test_fork_during_native_work_keeps_bands(photo, threads):
+    """A child forked while another thread ran native work does not inherit that call's count
+    (with it, the child would never band again). Five forks, each likely inside a run (the busy
+    thread spends nearly all its time in native code)."""
+    import os
+    import signal
+    import time
+
+    threads(2)
+    big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
+    proc = smg_fast.load_processor("qwen2_vl")
+    image = np.asarray(photo.resize((3000, 2000)))
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            proc(image)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    codes = []
+    try:
+        for _ in range(5):
+            time.sleep(0.05)
+            pid = os.fork()
+            if pid == 0:  # the child: threads again, then one decode that may band
+                code = 1
+                try:
+                    signal.alarm(30)  # never hang the suite
+                    smg_fast.set_num_threads(2)
+                    code = 0 if native(big, IDLE)[0] == BANDED else 2
+                finally:
+                    os._exit(code)
+            codes.append(os.waitpid(pid, 0)[1])
+    finally:
+        stop.set()
+        t.join()
+    assert [os.WEXITSTATUS(c) if os.WIFEXITED(c) else -1 for c in codes] == [0] * 5
+
+
+def test_self_check_covers_the_bands(photo, monkeypatch, caplog):
+    """A library whose row skipping went wrong (only banded decodes differ) is switched off by
+    the once-per-process check against Pillow."""
+    monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
+    real = _native.jpeg_decode
+
+    def bands_off_by_one(data, out, bands):
+        status = real(data, out, bands)
+        if status == BANDED:
+            out[-1, -1, 0] ^= 1
+        return status
+
+    monkeypatch.setattr(_native, "jpeg_decode", bands_off_by_one)
+    assert not decoders.available()[decoders.LIBJPEG_TURBO]
+    assert "does not reproduce Pillow's pixels" in caplog.text

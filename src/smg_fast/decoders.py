@@ -27,7 +27,6 @@ import io
 import logging
 import os
 import re
-import struct
 import threading
 import zlib
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from PIL import Image
 
 from . import _native
 from .pixels import Pixels
+from .png_chunks import ANIMATION, idat_stream, png_channels, png_chunks
 
 try:  # a declared dependency; without it every JPEG takes Pillow's path
     import simplejpeg
@@ -67,11 +67,6 @@ SIMPLEJPEG = "simplejpeg"
 ZLIB_NG = "zlib-ng"
 ZLIB = "zlib"
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# IHDR colour types the fast path takes, and their bytes per pixel: grey, RGB, RGBA (8-bit).
-_PNG_CHANNELS = {0: 1, 2: 3, 6: 4}
-
-
 def available() -> dict[str, bool]:
     """Which fast decoders this install has and uses (False too when one failed its check)."""
     return {LIBJPEG_TURBO: jpeg_engine() is not None and _verified(LIBJPEG_TURBO),
@@ -88,8 +83,10 @@ _LIBJPEG62 = re.compile(r"libjpeg(-[0-9a-f]+)?\.so\.62(\.|$)")
 
 
 def pillow_libjpeg_path() -> str | None:
-    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps), or None
-    when there is not exactly one 6.2-ABI libjpeg in this process."""
+    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps): the 6.2-ABI
+    libjpeg in Pillow's wheel folder (pillow.libs), else the only one mapped, else None. Another
+    module's libjpeg taken by mistake is caught by the self-check against Pillow."""
+    import PIL
     from PIL import _imaging  # noqa: F401 - loads Pillow's libjpeg, if it has one
 
     try:
@@ -99,8 +96,11 @@ def pillow_libjpeg_path() -> str | None:
         return None
     paths = {line.split(maxsplit=5)[5] for line in lines
              if "libjpeg" in line and len(line.split(maxsplit=5)) == 6}
-    found = sorted(p for p in paths if _LIBJPEG62.match(os.path.basename(p)))
-    return found[0] if len(found) == 1 else None
+    found = sorted(p for p in paths
+                   if _LIBJPEG62.match(os.path.basename(p)) and not p.endswith(" (deleted)"))
+    wheel = os.path.join(os.path.dirname(os.path.dirname(PIL.__file__)), "pillow.libs")
+    ours = [p for p in found if os.path.dirname(p) == wheel]
+    return ours[0] if len(ours) == 1 else found[0] if len(found) == 1 else None
 
 
 def jpeg_engine() -> str | None:
@@ -159,6 +159,19 @@ def _self_check(kind: str) -> bool:
                 got = decode_png(data, w, h, want.shape[2], kind)
         if got is None or not np.array_equal(got, want):
             return False
+    if kind == LIBJPEG_TURBO and jpeg_engine() == PILLOW_LIBJPEG:
+        # The row bands rest on this library's jpeg_skip_scanlines: forced here, on images of
+        # many iMCU rows (16-row 4:2:0, 8-row 4:2:2).
+        tall = Image.fromarray(test_pattern(40, 200))
+        for sub in (2, 1):
+            buf = io.BytesIO()
+            tall.save(buf, format="JPEG", quality=90, subsampling=sub)
+            with Image.open(buf) as im:
+                want = np.asarray(im.convert("RGB"))
+            got = np.empty_like(want)
+            if (_native.jpeg_decode(buf.getvalue(), got, JPEG_BANDS_ALWAYS) != JPEG_BANDED
+                    or not np.array_equal(got, want)):
+                return False
     return True
 
 
@@ -212,8 +225,17 @@ def jpeg_frame_marker(data: bytes) -> int | None:
 
 
 # _native.jpeg_decode's results: decoded whole, decoded in two bands, not a case it takes, libjpeg
-# reported an error or a warning.
+# reported an error or a warning; and its bands argument: never, when the process is otherwise
+# idle (and the image large enough), always (checks and tests).
 JPEG_WHOLE, JPEG_BANDED, JPEG_DECLINED, JPEG_FAILED = range(4)
+JPEG_BANDS_NEVER, JPEG_BANDS_IDLE, JPEG_BANDS_ALWAYS = range(3)
+_no_bands = threading.local()
+
+
+def decode_whole_in_this_thread() -> None:
+    """JPEGs this thread decodes from now on are never split into bands: for the threads of a
+    batch's decode pool, which already keep the cores busy with whole images."""
+    _no_bands.set = True
 
 
 def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
@@ -226,8 +248,9 @@ def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
         out = _pooled(height, width, 3)
         # Bands only for sequential DCT frames (SOF0/SOF1): libjpeg cannot skip rows of a
         # lossless one, and a progressive one must be entropy-decoded whole anyway.
-        split = marker in (0xC0, 0xC1)
-        return out if _native.jpeg_decode(data, out, split) in (JPEG_WHOLE, JPEG_BANDED) else None
+        bands = (JPEG_BANDS_IDLE if marker in (0xC0, 0xC1) and not getattr(_no_bands, "set", False)
+                 else JPEG_BANDS_NEVER)
+        return out if _native.jpeg_decode(data, out, bands) in (JPEG_WHOLE, JPEG_BANDED) else None
     try:
         h, w, _colorspace, _sub = simplejpeg.decode_jpeg_header(data, strict=True)
         if (w, h) != (width, height):
@@ -237,46 +260,6 @@ def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
                                       buffer=out, strict=True)
     except (ValueError, TypeError):  # corrupt, truncated, or a colour space it will not give
         return None
-
-
-def png_header(data: bytes) -> tuple[int, int, int, int, int] | None:
-    """(width, height, bit depth, colour type, interlace) from the IHDR chunk, or None."""
-    if len(data) < 33 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR":
-        return None
-    width, height, depth, ctype, _comp, _filt, interlace = struct.unpack(">IIBBBBB", data[16:29])
-    return width, height, depth, ctype, interlace
-
-
-def png_channels(data: bytes, width: int, height: int) -> int | None:
-    """Channels of a PNG the fast path takes (1, 3 or 4: 8-bit grey, RGB, RGBA, not interlaced,
-    the standard compression and filter methods), else None."""
-    if len(data) < 33 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR":
-        return None
-    w, h, depth, ctype, comp, filt, interlace = struct.unpack(">IIBBBBB", data[16:29])
-    if (w, h) != (width, height) or depth != 8 or comp or filt or interlace:
-        return None
-    return _PNG_CHANNELS.get(ctype)
-
-
-def _idat_stream(data: bytes, start: int | None = None) -> bytes | memoryview | None:
-    """The zlib stream: the data of the first run of IDAT chunks (Pillow stops reading image
-    data at the first other chunk), or None when there is none, or when its data does not begin
-    at start (where Pillow's reader begins, when given). CRCs are not checked: Pillow does not
-    check those of IDAT chunks either."""
-    pos, parts = 8, []
-    view = memoryview(data)
-    while pos + 8 <= len(data):
-        length, kind = struct.unpack_from(">I4s", data, pos)
-        if kind == b"IDAT":
-            if pos + 8 + length > len(data) or (not parts and start not in (None, pos + 8)):
-                return None
-            parts.append(view[pos + 8:pos + 8 + length])
-        elif parts or kind == b"IEND":  # Pillow reads nothing past IEND
-            break
-        pos += 12 + length
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 _ZLIB_PIECE = 1 << 20  # Python's zlib inflates into pieces of this size, copied into out
@@ -309,9 +292,9 @@ def decode_png(data: bytes, width: int, height: int, channels: int,
                inflater: str | None = None, start: int | None = None) -> np.ndarray | None:
     """The PNG's own samples, uint8 (height, width, channels) (rows strided past each filter
     byte), or None when the stream or a filter type is not what a whole image needs (Pillow
-    decides). inflater: ZLIB_NG or ZLIB (default: png_decoder()); start: see _idat_stream."""
+    decides). inflater: ZLIB_NG or ZLIB (default: png_decoder()); start: see idat_stream."""
     inflater = inflater or png_decoder()
-    stream = _idat_stream(data, start)
+    stream = idat_stream(data, start)
     if inflater is None or stream is None:
         return None
     row = width * channels
@@ -321,33 +304,6 @@ def decode_png(data: bytes, width: int, height: int, channels: int,
     # Explicit strides (numpy may give a length-1 axis any stride; the core wants them packed).
     return np.ndarray((height, width, channels), np.uint8, raw, offset=1,
                       strides=(row + 1, channels, 1))
-
-
-# APNG: Pillow reads the default image within its frame control (or refuses a bad one); the fast
-# path would decode IDAT as a still image.
-_ANIMATION = {"acTL", "fcTL", "fdAT"}
-
-
-def png_chunks(data: bytes) -> set[str] | None:
-    """The chunk types of a PNG up to IEND, plus "after pixels" when a chunk other than IEND
-    follows its image data (Pillow reads those, an eXIf or XMP orientation among them, only
-    after decoding) and "repeated header" for a second IHDR; None when the chunks do not parse
-    up to an IEND."""
-    pos, seen_idat, kinds = 8, False, set()
-    while pos + 8 <= len(data):
-        length, kind = struct.unpack_from(">I4s", data, pos)
-        name = kind.decode("latin-1")
-        if kind == b"IEND":
-            return kinds
-        if kind == b"IHDR" and name in kinds:
-            kinds.add("repeated header")  # Pillow reads each one, the fast path only the first
-        kinds.add(name)
-        if kind == b"IDAT":
-            seen_idat = True
-        elif seen_idat:
-            kinds.add("after pixels")
-        pos += 12 + length
-    return None
 
 
 # EXIF orientation (what Pillow's exif_transpose applies) as an array view.
@@ -410,7 +366,7 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
             # drops it, as Kimi's does; the RGBX format reads past it.)
             chunks = png_chunks(data)
             # Pillow reads (and may refuse) chunks after the pixels only once it decoded them.
-            if (chunks is None or chunks & _ANIMATION or "after pixels" in chunks
+            if (chunks is None or chunks & ANIMATION or "after pixels" in chunks
                     or "repeated header" in chunks):
                 return None
             arr = decode_png(data, w, h, channels, start=start)

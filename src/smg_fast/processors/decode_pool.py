@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from .. import _native
+from .. import _native, decoders
 from ..media import ImageHeader, Pixels
 
 _lock = threading.Lock()
@@ -26,7 +26,9 @@ def _submit(workers: int, headers: Sequence[ImageHeader]) -> list[Future[Pixels]
         if _pool is None or _pool_size != workers:
             if _pool is not None:
                 _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="smg-fast-decode")
+            # Its threads decode whole images side by side: no JPEG row bands on top.
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="smg-fast-decode",
+                                       initializer=decoders.decode_whole_in_this_thread)
             _pool_size = workers
         return [_pool.submit(h.decode) for h in headers]
 
