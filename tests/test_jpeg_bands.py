@@ -4,9 +4,11 @@ falls; broken data is reported, never returned as pixels; binding refuses what i
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -54,6 +56,26 @@ def native(data: bytes, bands: int = ALWAYS) -> tuple[int, np.ndarray]:
         w, h = im.size
     out = np.full((h, w, 3), 77, np.uint8)
     return _native.jpeg_decode(data, out, bands), out
+
+
+@contextlib.contextmanager
+def pipelines_elsewhere(photo: Image.Image) -> Iterator[None]:
+    """Another thread runs pipelines (native work, nearly all of its time) until the block ends."""
+    proc = smg_fast.load_processor("qwen2_vl")
+    image = np.asarray(photo.resize((3000, 2000)))
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            proc(image)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()
 
 
 SUBSAMPLINGS = {"444": {"subsampling": "4:4:4"}, "422": {"subsampling": "4:2:2"},
@@ -141,21 +163,8 @@ def test_when_idle_means_no_other_native_work(photo, threads):
     may band only when idle decodes whole."""
     threads(2)
     big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
-    proc = smg_fast.load_processor("qwen2_vl")
-    image = np.asarray(photo.resize((3000, 2000)))
-    stop = threading.Event()
-
-    def busy() -> None:
-        while not stop.is_set():
-            proc(image)
-
-    t = threading.Thread(target=busy)
-    t.start()
-    try:
+    with pipelines_elsewhere(photo):
         statuses = [native(big, IDLE)[0] for _ in range(40)]
-    finally:
-        stop.set()
-        t.join()
     assert statuses.count(WHOLE) > 0  # the counter saw the other call at least some of the time
     assert set(statuses) <= {WHOLE, BANDED}
 
@@ -284,18 +293,8 @@ def test_fork_during_native_work_keeps_bands(photo, threads):
 
     threads(2)
     big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
-    proc = smg_fast.load_processor("qwen2_vl")
-    image = np.asarray(photo.resize((3000, 2000)))
-    stop = threading.Event()
-
-    def busy() -> None:
-        while not stop.is_set():
-            proc(image)
-
-    t = threading.Thread(target=busy)
-    t.start()
     codes = []
-    try:
+    with pipelines_elsewhere(photo):
         for _ in range(5):
             time.sleep(0.05)
             pid = os.fork()
@@ -308,9 +307,6 @@ def test_fork_during_native_work_keeps_bands(photo, threads):
                 finally:
                     os._exit(code)
             codes.append(os.waitpid(pid, 0)[1])
-    finally:
-        stop.set()
-        t.join()
     assert [os.WEXITSTATUS(c) if os.WIFEXITED(c) else -1 for c in codes] == [0] * 5
 
 
