@@ -242,7 +242,7 @@ JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdi
     const JDIMENSION imcu = imcu_rows(top.cinfo);
     // The lower band entropy-decodes the upper band's rows again while skipping them, so the
     // upper band is the larger: 13/20 of the rows balanced the two on 1080p photos (4:2:0 and
-    // 4:4:4, q90: 0.68-0.70x the whole decode's time on two threads). Whole, on the calling
+    // 4:4:4, q90: 0.68-0.72x the whole decode's time on two threads). Whole, on the calling
     // thread: multi-scan (progressive) images; under kIdle, small images (a second decoder and
     // a thread hand-off cost more than half the decode) and a process doing other native work
     // (whose threads the bands would only take from it, at a cost).

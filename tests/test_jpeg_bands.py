@@ -145,7 +145,8 @@ def test_when_idle_bands_only_large_images_on_two_threads(photo, threads):
     big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
     threads(1)
     assert native(big, IDLE)[0] == WHOLE
-    assert native(big, ALWAYS)[0] == BANDED  # one after the other, on the calling thread
+    status, got = native(big, ALWAYS)  # the two bands one after the other, on this thread
+    assert status == BANDED and np.array_equal(got, pillow(big))
     threads(2)
     assert native(big, IDLE)[0] == BANDED
     assert native(big, NEVER)[0] == WHOLE
@@ -159,14 +160,49 @@ def test_when_idle_bands_only_large_images_on_two_threads(photo, threads):
 
 
 def test_when_idle_means_no_other_native_work(photo, threads):
-    """While another thread runs a pipeline (the native pool busy with its work), a decode that
-    may band only when idle decodes whole."""
+    """While another thread decodes JPEGs whole (native work that leaves the pool free), a
+    decode that may band only when idle decodes whole: the count of calls in flight, not the
+    pool, decides."""
     threads(2)
     big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
-    with pipelines_elsewhere(photo):
+    other = encode(photo.resize((2048, 1536)), "JPEG", quality=90)
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            native(other, NEVER)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
         statuses = [native(big, IDLE)[0] for _ in range(40)]
-    assert statuses.count(WHOLE) > 0  # the counter saw the other call at least some of the time
+    finally:
+        stop.set()
+        t.join()
     assert set(statuses) <= {WHOLE, BANDED}
+    assert statuses.count(WHOLE) >= 30, statuses  # bands only in the other's brief gaps
+
+
+def test_batch_decode_threads_never_band(photo, threads, monkeypatch):
+    """The images of one call decode side by side on the decode pool: whole, never in bands;
+    a single image decodes in the caller's thread and may band."""
+    threads(2)
+    assert decoders.available()[decoders.LIBJPEG_TURBO]  # the self-check done before recording
+    seen: list[int] = []
+    real = _native.jpeg_decode
+
+    def recording(data, out, bands):
+        seen.append(bands)
+        return real(data, out, bands)
+
+    monkeypatch.setattr(_native, "jpeg_decode", recording)
+    proc = smg_fast.load_processor("qwen2_vl")
+    a, b = (encode(photo.resize((1024, 768)).rotate(r), "JPEG", quality=90) for r in (0, 5))
+    proc([a, b])
+    assert seen == [NEVER, NEVER]
+    seen.clear()
+    proc(a)
+    assert seen == [IDLE]
 
 
 @pytest.mark.parametrize("cut", [0.2, 0.5, 0.8, 0.99])

@@ -98,7 +98,9 @@ def pillow_libjpeg_path() -> str | None:
              if "libjpeg" in line and len(line.split(maxsplit=5)) == 6}
     found = sorted(p for p in paths
                    if _LIBJPEG62.match(os.path.basename(p)) and not p.endswith(" (deleted)"))
-    wheel = os.path.join(os.path.dirname(os.path.dirname(PIL.__file__)), "pillow.libs")
+    # /proc/self/maps shows resolved paths: resolve the folder too (a symlinked site-packages)
+    wheel = os.path.realpath(os.path.join(os.path.dirname(os.path.dirname(PIL.__file__)),
+                                          "pillow.libs"))
     ours = [p for p in found if os.path.dirname(p) == wheel]
     return ours[0] if len(ours) == 1 else found[0] if len(found) == 1 else None
 
@@ -161,11 +163,11 @@ def _self_check(kind: str) -> bool:
             return False
     if kind == LIBJPEG_TURBO and jpeg_engine() == PILLOW_LIBJPEG:
         # The row bands rest on this library's jpeg_skip_scanlines: forced here, on images of
-        # many iMCU rows (16-row 4:2:0, 8-row 4:2:2).
+        # many iMCU rows (16-row 4:2:0, 8-row 4:2:2, 4:4:4 and grey).
         tall = Image.fromarray(test_pattern(40, 200))
-        for sub in (2, 1):
+        for img, sub in ((tall, 2), (tall, 1), (tall, 0), (tall.convert("L"), 0)):
             buf = io.BytesIO()
-            tall.save(buf, format="JPEG", quality=90, subsampling=sub)
+            img.save(buf, format="JPEG", quality=90, subsampling=sub)
             with Image.open(buf) as im:
                 want = np.asarray(im.convert("RGB"))
             got = np.empty_like(want)
