@@ -166,15 +166,18 @@ def test_when_idle_means_no_other_native_work(photo, threads):
     threads(2)
     big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
     other = encode(photo.resize((2048, 1536)), "JPEG", quality=90)
-    stop = threading.Event()
+    out = np.empty((1536, 2048, 3), np.uint8)
+    stop, started = threading.Event(), threading.Event()
 
-    def busy() -> None:
+    def busy() -> None:  # back-to-back native calls: gaps of microseconds between them
         while not stop.is_set():
-            native(other, NEVER)
+            _native.jpeg_decode(other, out, NEVER)
+            started.set()
 
     t = threading.Thread(target=busy)
     t.start()
     try:
+        assert started.wait(30)
         statuses = [native(big, IDLE)[0] for _ in range(40)]
     finally:
         stop.set()
