@@ -29,7 +29,6 @@ namespace smg {
 std::string jpeg_bind(const char*) {
     return "built without the libjpeg 6.2 API's jpeglib.h (Debian: libjpeg62-turbo-dev)";
 }
-bool jpeg_bound() { return false; }
 JpegStatus jpeg_decode_rgb(const uint8_t*, size_t, uint8_t*, ptrdiff_t, int, int, JpegBands) {
     return JpegStatus::Declined;
 }
@@ -153,10 +152,15 @@ void skip_step(Decoder& d, void* arg) {
 
 void finish_step(Decoder& d, void*) { g_lib.finish(&d.cinfo); }
 
-JpegStatus open(Decoder& d, Source& src) {
+// Errors jump back to guarded(); messages are never printed.
+void init_errors(Decoder& d) {
     d.cinfo.err = g_lib.std_error(&d.err.pub);
     d.err.pub.error_exit = error_exit;
     d.err.pub.output_message = no_output;
+}
+
+JpegStatus open(Decoder& d, Source& src) {
+    init_errors(d);
     if (!guarded(d, open_step, &src)) return JpegStatus::Failed;
     return src.declined_why;
 }
@@ -211,9 +215,7 @@ std::string jpeg_bind(const char* path) {
     g_lib = lib;
     // The library checks JPEG_LIB_VERSION and our struct size against its own.
     Decoder d;
-    d.cinfo.err = g_lib.std_error(&d.err.pub);
-    d.err.pub.error_exit = error_exit;
-    d.err.pub.output_message = no_output;
+    init_errors(d);
     const Step create = [](Decoder& dd, void*) {
         dd.created = true;
         g_lib.create(&dd.cinfo, JPEG_LIB_VERSION, sizeof(jpeg_decompress_struct));
@@ -226,8 +228,6 @@ std::string jpeg_bind(const char* path) {
     g_bound.store(true);
     return "";
 }
-
-bool jpeg_bound() { return g_bound.load(); }
 
 JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
                            int width, int height, JpegBands bands) {

@@ -21,7 +21,6 @@ namespace smg {
 // Returns "" on success, else why not (no headers at build time, not loaded, a symbol missing,
 // the library refusing our struct size). Thread-safe; the first success wins.
 std::string jpeg_bind(const char* path);
-bool jpeg_bound();
 
 enum class JpegStatus {
     Whole,     // decoded, in one pass

@@ -2,9 +2,9 @@
 
 JPEG: libjpeg-turbo with Pillow's settings (accurate integer IDCT, fancy upsampling), output
 straight into a pooled buffer, GIL released: the very libjpeg Pillow loaded, driven by the native
-core (a baseline image of 256 rows or more is decoded in two row bands on two threads when the
-process does no other native work), or, where the core cannot bind it (built without jpeglib.h,
-a Pillow without a 6.2-ABI libjpeg), simplejpeg's copy of libjpeg-turbo.
+core (a large baseline image, 256+ rows and 512 x 512+ pixels, is decoded in two row bands on
+two threads when the process does no other native work), or, where the core cannot bind it
+(built without jpeglib.h, a Pillow without a 6.2-ABI libjpeg), simplejpeg's copy of libjpeg-turbo.
 
 PNG: the image data inflated by zlib-ng (through imagecodecs, the optional extra
 ``pip install smg-fast[png]``; the inflater Pillow's own wheels use) or, without it, by Python's
@@ -94,9 +94,9 @@ def pillow_libjpeg_path() -> str | None:
             lines = f.read().splitlines()
     except OSError:
         return None
-    paths = {line.split(maxsplit=5)[5] for line in lines
-             if "libjpeg" in line and len(line.split(maxsplit=5)) == 6}
-    found = sorted(p for p in paths
+    mapped = {parts[5] for parts in (line.split(maxsplit=5) for line in lines if "libjpeg" in line)
+              if len(parts) == 6}
+    found = sorted(p for p in mapped
                    if _LIBJPEG62.match(os.path.basename(p)) and not p.endswith(" (deleted)"))
     # /proc/self/maps shows resolved paths: resolve the folder too (a symlinked site-packages)
     wheel = os.path.realpath(os.path.join(os.path.dirname(os.path.dirname(PIL.__file__)),
