@@ -46,17 +46,21 @@ def test_multi_image_exact_and_in_order(fleet, images):
     imgs, refs = images
     targets = [s.target for s in fleet]
     with RoutedClient(targets, timeout=30, floor=1) as rc:
-        workers = set()
+        picks = [3, 0, 15, 7, 7, 1, 12, 9]  # a duplicate inside the request too
+        holders: dict[int, set[str]] = {k: set() for k in picks}
         for transport in ("shm", "inline"):
-            picks = [3, 0, 15, 7, 7, 1, 12, 9]  # a duplicate inside the request too
             out = rc.preprocess([imgs[k] for k in picks], transport=transport)
             check(out, picks, refs)
             assert all(it.worker in targets for it in out.items)
             assert {it.transport for it in out.items} == {transport}
-            workers |= {it.worker for it in out.items}
-        assert len(workers) > 1  # the images really were spread
-        again = rc.preprocess([imgs[k] for k in picks])  # same keys: same members, now cached
-        assert [it.worker for it in again.items] == [it.worker for it in out.items]
+            for k, it in zip(picks, out.items, strict=True):
+                holders[k].add(it.worker)
+        assert len(set().union(*holders.values())) > 1  # the images really were spread
+        # Same keys: each goes back to a member that already holds it (which one of them
+        # depends on the load bound at dispatch time), so every item is a cache hit.
+        again = rc.preprocess([imgs[k] for k in picks])
+        check(again, picks, refs)
+        assert all(it.worker in holders[k] for k, it in zip(picks, again.items, strict=True))
         assert all(it.cache_hit for it in again.items)
         assert rc.stats()["items"] == 24
 
