@@ -53,8 +53,7 @@ ImageView image_view(const py::array& a, const char* what) {
 
 // The enums arrive from Python as any integer (py::enum_ constructs from int), so each is
 // checked before it reaches code that switches on it.
-py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {
-    const ImageView in = image_view(src, "resize");
+void check_resize(int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {
     if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
         throw py::value_error("resize: output size must be positive and at most 2^20 per side");
     if (!is_valid_filter(filter)) throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
@@ -62,6 +61,11 @@ py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, P
     if (!is_valid_resampler(rs)) throw py::value_error("resize: unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && filter != Filter::Bicubic)
         throw py::value_error("resize: the torch resampler implements BICUBIC only");
+}
+
+py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {
+    const ImageView in = image_view(src, "resize");
+    check_resize(out_w, out_h, filter, order, rs);
     std::vector<py::ssize_t> shape{out_h, out_w};
     if (src.ndim() == 3) shape.push_back(in.channels);
     py::array_t<uint8_t> out(shape);
@@ -72,6 +76,10 @@ py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, P
     }
     return out;
 }
+
+bool is_bytes(const py::buffer_info& b) { return b.ndim == 1 && b.itemsize == 1 && b.strides[0] == 1; }
+
+py::tuple triple(const double* v) { return py::make_tuple(v[0], v[1], v[2]); }
 
 void make_read_only(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_; }
 
@@ -88,28 +96,38 @@ PixelFormat checked_format(const py::object& fmt, const ImageView& in, const cha
     }
     if (!is_valid_format(f)) throw py::value_error(std::string(what) + ": unknown pixel format " + std::to_string(int(f)));
     if (in.channels != format_channels(f))
-        throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " +
-                              std::to_string(format_channels(f)) + " channels, the image has " +
-                              std::to_string(in.channels));
+        throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " + std::to_string(format_channels(f)) +
+                              " channels, the image has " + std::to_string(in.channels));
     return f;
 }
 
-void run_py(const Pipeline& pl, const py::array& src, int resize_w, int resize_h, int grid_h, int grid_w,
-            py::array dst, int64_t offset, const py::object& fmt) {
+int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int grid_h, int grid_w, py::array dst,
+           int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg) {
     const ImageView in = image_view(src, "run");
+    if (jpeg && (fmt.is_none() || fmt.cast<PixelFormat>() != PixelFormat::RGB || !src.writeable()))
+        throw py::value_error("run: with jpeg, src must be a writable RGB (H, W, 3) array and fmt RGB");
     const PixelFormat f = checked_format(fmt, in, "run");
     const int esize = dtype_size(pl.dtype());
     // bfloat16 travels as its raw bits (uint16): no numpy bfloat16 exists
     const char kind = pl.dtype() == DType::BFloat16 ? 'u' : 'f';
-    if (dst.itemsize() != esize || dst.dtype().kind() != kind || !(dst.flags() & py::array::c_style) ||
-        !dst.writeable())
+    if (dst.itemsize() != esize || dst.dtype().kind() != kind || !(dst.flags() & py::array::c_style) || !dst.writeable())
         throw py::value_error("run: dst must be a writable C-contiguous array of the output dtype");
     const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w);
     if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
         throw py::value_error("run: dst too small for this image at this offset");
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
+    const py::buffer_info b = jpeg ? jpeg->request() : py::buffer_info();
+    if (jpeg && !is_bytes(b)) throw py::value_error("run: jpeg must be contiguous bytes");
+    auto* img = jpeg ? static_cast<uint8_t*>(src.mutable_data()) : nullptr;
     py::gil_scoped_release release;
-    pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out);
+    if (!jpeg) { pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out); return int(JpegStatus::Whole); }
+    auto st = JpegStatus::Failed;
+    pl.run_producing(in, f, resize_w, resize_h, grid_h, grid_w, out, [&](RowGate& gate) {
+        const auto* p = static_cast<const uint8_t*>(b.ptr);
+        return (st = jpeg_decode_rgb(p, size_t(b.size), img, in.stride, in.width, in.height, JpegBands::kNever, &gate)) ==
+               JpegStatus::Whole;
+    });
+    return int(st);
 }
 
 // The whole image converted to a new packed (H, W, 3) RGB array: what run() reads, row by row.
@@ -133,8 +151,7 @@ void bind_enums(py::module_& m) {
         .value("HAMMING", Filter::Hamming, "Hamming-windowed sinc.");
     py::enum_<PassOrder>(m, "PassOrder", "Which separable pass runs first; Pillow 13 changed the rule.")
         .value("HORIZONTAL_FIRST", PassOrder::HorizontalFirst, "Pillow <= 12: horizontal, then vertical.")
-        .value("PILLOW13", PassOrder::Pillow13,
-               "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
+        .value("PILLOW13", PassOrder::Pillow13, "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
     py::enum_<Resampler>(m, "Resampler", "Whose resize arithmetic is reproduced.")
         .value("PILLOW", Resampler::Pillow, "Pillow's Resample.c (pass order per PassOrder).")
         .value("TORCH", Resampler::Torch,
@@ -178,27 +195,26 @@ void bind_pipeline(py::module_& m) {
                          "Everything fixed per processor is validated once here, including the 3 x 256\n"
                          "normalization table and the check that the SIMD kernel reproduces it; run()\n"
                          "then takes only what differs per image. Safe to share between threads.")
-        .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_,
-                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal,
-                         Resampler resampler) {
+        .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_, DType dtype,
+                         Filter filter, PassOrder order, int patch, int merge, int temporal, Resampler resampler) {
                  const NormParams norm{recipe, rescale, {mean[0], mean[1], mean[2]}, {std_[0], std_[1], std_[2]}};
                  return new Pipeline(norm, dtype, filter, order, resampler, patch, merge, temporal);
              }),
-             py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"),
-             py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
-             py::arg("resampler") = Resampler::Pillow,
+             py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"), py::arg("filter"),
+             py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"), py::arg("resampler") = Resampler::Pillow,
              "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, a filter\n"
              "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
              "zero or non-finite std, a non-finite mean.")
-        .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
-             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
+        .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
+             py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(), py::arg("jpeg") = py::none(),
              "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3\n"
              "channels, RGBX for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows,\n"
              "normalized in the pipeline's dtype, into the flat C-contiguous array dst from element\n"
              "offset on; grid cells past the resized image are padding (pixel value 0). Formats other\n"
-             "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL.")
-        .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
-             py::arg("grid_w"),
+             "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL. jpeg\n"
+             "(bytes): src (RGB) is filled by jpeg_decode while the core reads its finished rows; returns\n"
+             "jpeg_decode's status (dst valid only for 0), else 0.")
+        .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
              "multiple of merge and the resized image fits inside it.")
         .def_property_readonly("lut", [](py::object self) {
@@ -213,18 +229,11 @@ void bind_pipeline(py::module_& m) {
              "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
              "'avx2-fast', 'avx2-gather' or 'table' (each SIMD form checked against all 768 table values).")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
-        .def_property_readonly("recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; },
-             "Normalization recipe.")
+        .def_property_readonly("recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; }, "Normalization recipe.")
         .def_property_readonly("rescale", [](const Pipeline& pl) { return pl.normalizer().params().rescale; },
              "Rescale factor (HF_RESCALE_NORMALIZE only).")
-        .def_property_readonly("mean", [](const Pipeline& pl) {
-                 const double* v = pl.normalizer().params().mean;
-                 return py::make_tuple(v[0], v[1], v[2]);
-             }, "Per-channel mean.")
-        .def_property_readonly("std", [](const Pipeline& pl) {
-                 const double* v = pl.normalizer().params().std_;
-                 return py::make_tuple(v[0], v[1], v[2]);
-             }, "Per-channel standard deviation.")
+        .def_property_readonly("mean", [](const Pipeline& pl) { return triple(pl.normalizer().params().mean); }, "Per-channel mean.")
+        .def_property_readonly("std", [](const Pipeline& pl) { return triple(pl.normalizer().params().std_); }, "Per-channel std.")
         .def_property_readonly("filter", &Pipeline::filter, "Resampling filter.")
         .def_property_readonly("pass_order", &Pipeline::pass_order, "Resampling pass order.")
         .def_property_readonly("resampler", &Pipeline::resampler, "Whose resize arithmetic.")
@@ -263,8 +272,7 @@ bool png_unfilter_py(py::array data, int64_t height, int64_t row_bytes, int bpp)
 int jpeg_decode_py(const py::buffer& data, py::array out, int bands) {
     const py::buffer_info b = data.request();
     const ImageView v = image_view(out, "jpeg_decode");
-    if (b.ndim != 1 || b.itemsize != 1 || b.strides[0] != 1 || out.ndim() != 3 || v.channels != 3 || !out.writeable() ||
-        bands < 0 || bands > 2)
+    if (!is_bytes(b) || out.ndim() != 3 || v.channels != 3 || !out.writeable() || bands < 0 || bands > 2)
         throw py::value_error("jpeg_decode: expected contiguous bytes, a writable packed (H, W, 3) uint8 array, bands 0-2");
     auto* o = static_cast<uint8_t*>(out.mutable_data());
     py::gil_scoped_release release;
@@ -289,18 +297,15 @@ py::dict int_dict(std::initializer_list<std::pair<const char*, py::int_>> items)
 
 py::dict stats_py() {
     const ScratchStats s = scratch_stats();
-    return int_dict({{"hits", s.hits}, {"misses", s.misses}, {"gives", s.gives}, {"drops", s.drops},
-                     {"remote_gives", s.remote_gives}, {"pooled_bytes", s.pooled_bytes},
-                     {"live_bytes", s.live_bytes}, {"cap_bytes", scratch_cap()},
-                     {"total_cap_bytes", scratch_total_cap()},
-                     {"thread_pooled_bytes", scratch_thread_pooled()}});
+    return int_dict({{"hits", s.hits}, {"misses", s.misses}, {"gives", s.gives}, {"drops", s.drops}, {"remote_gives", s.remote_gives},
+                     {"pooled_bytes", s.pooled_bytes}, {"live_bytes", s.live_bytes}, {"cap_bytes", scratch_cap()},
+                     {"total_cap_bytes", scratch_total_cap()}, {"thread_pooled_bytes", scratch_thread_pooled()}});
 }
 
 py::object lease_py(const SlotLease& l) {
     if (l.slot < 0) return py::none();
-    return int_dict({{"slot", l.slot}, {"generation", l.generation}, {"frame_offset", l.frame_offset},
-                     {"frame_len", l.frame_len}, {"payload_offset", l.payload_offset},
-                     {"payload_len", l.payload_len}});
+    return int_dict({{"slot", l.slot}, {"generation", l.generation}, {"frame_offset", l.frame_offset}, {"frame_len", l.frame_len},
+                     {"payload_offset", l.payload_offset}, {"payload_len", l.payload_len}});
 }
 
 void bind_slot_arena(py::module_& m) {
@@ -319,8 +324,7 @@ void bind_slot_arena(py::module_& m) {
                                            "multiple of 64, ttl_s > 0");
                  py::gil_scoped_release release;  // pre-faulting the arena takes a while
                  return std::make_shared<SlotArena>(size_t(slots), size_t(slot_bytes), ttl_s);
-             }),
-             py::arg("slots"), py::arg("slot_bytes"), py::arg("ttl_s"),
+             }), py::arg("slots"), py::arg("slot_bytes"), py::arg("ttl_s"),
              "Allocates and pre-faults slots * slot_bytes bytes (slot_bytes a multiple of 64, >= 80,\n"
              "frame included); committed leases older than ttl_s seconds are reaped.")
         .def_property_readonly("address", [](const SlotArena& a) { return reinterpret_cast<uintptr_t>(a.data()); },
@@ -335,15 +339,13 @@ void bind_slot_arena(py::module_& m) {
                  if (n < 0) throw py::value_error("lease: negative size");
                  return lease_py(a.lease(key, size_t(n)));
              }, py::arg("key"), py::arg("payload_len"),
-             "Leases a slot for key and writes its header: a dict (slot, generation, frame_offset,\n"
-             "frame_len, payload_offset, payload_len), or None when every slot is taken. ValueError\n"
-             "when the payload cannot fit a slot or key already holds a lease.")
-        .def("commit", &SlotArena::commit, py::arg("key"),
-             "Marks key's payload written and starts its TTL; False if key holds no lease any more.")
+             "Leases a slot for key and writes its header: a dict (slot, generation, frame_offset, frame_len,\n"
+             "payload_offset, payload_len), or None when every slot is taken. ValueError when the payload\n"
+             "cannot fit a slot or key already holds a lease.")
+        .def("commit", &SlotArena::commit, py::arg("key"), "Marks key's payload written, starts its TTL; False if key has no lease.")
         .def("free", &SlotArena::free, py::arg("key"),
              "Releases key's committed slot; False (and counted) for no lease or one still being written.")
-        .def("abort", &SlotArena::abort, py::arg("key"),
-             "The writer gives up key's lease, committed or not; False if key holds no lease.")
+        .def("abort", &SlotArena::abort, py::arg("key"), "The writer gives up key's lease, committed or not; False if key holds no lease.")
         .def("reap", &SlotArena::reap, "Releases committed leases older than the TTL; returns how many.")
         .def("reap_after", &SlotArena::reap_after, py::arg("seconds"),
              "Reaps as if seconds had passed (tests the TTL path without sleeping); returns how many.")
@@ -352,23 +354,19 @@ void bind_slot_arena(py::module_& m) {
                  if (offset < 0 || n < 0 || size_t(offset) > a.size() || size_t(n) > a.size() - size_t(offset))
                      throw py::value_error("view: range outside the arena");
                  return py::array_t<uint8_t>({n}, {1}, a.data() + offset, self);
-             }, py::arg("offset"), py::arg("nbytes"),
-             "A writable uint8 view of nbytes of the arena from offset; it keeps the arena alive.")
+             }, py::arg("offset"), py::arg("nbytes"), "A writable uint8 view of nbytes of the arena from offset; it keeps the arena alive.")
         .def("copy_in", [](SlotArena& a, const std::string& key, const py::array& arr) {
-                 if (!(arr.flags() & py::array::c_style))
-                     throw py::value_error("copy_in: expected a C-contiguous array");
+                 if (!(arr.flags() & py::array::c_style)) throw py::value_error("copy_in: expected a C-contiguous array");
                  const size_t n = size_t(arr.nbytes());
-                 const SlotLease l = [&] { py::gil_scoped_release release; return a.copy_in(key, arr.data(), n); }();
-                 return lease_py(l);
+                 return lease_py([&] { py::gil_scoped_release release; return a.copy_in(key, arr.data(), n); }());
              }, py::arg("key"), py::arg("src"),
              "Leases a slot for key, copies the C-contiguous array src in (thread pool, GIL released)\n"
              "and commits; the lease dict, or None when full.")
         .def("counters", [](const SlotArena& a) {
                  const ArenaCounters c = a.counters();
-                 return int_dict({{"leased", c.leased}, {"committed", c.committed}, {"freed", c.freed},
-                                  {"reaped", c.reaped}, {"full", c.full}, {"too_large", c.too_large},
-                                  {"unknown_free", c.unknown_free}, {"refused_free", c.refused_free},
-                                  {"in_use", c.in_use}});
+                 return int_dict({{"leased", c.leased}, {"committed", c.committed}, {"freed", c.freed}, {"reaped", c.reaped},
+                                  {"full", c.full}, {"too_large", c.too_large}, {"unknown_free", c.unknown_free},
+                                  {"refused_free", c.refused_free}, {"in_use", c.in_use}});
              }, "Lifetime counters: leased, committed, freed, reaped, full, too_large, unknown_free,\n"
                 "refused_free, and in_use (slots leased now).");
 }
@@ -414,6 +412,11 @@ PYBIND11_MODULE(_native, m) {
           "Exact resize (Pillow's, or torch's uint8 antialias with Resampler.TORCH) of a packed uint8\n"
           "(H, W) or (H, W, C <= 4) array to out_w x out_h; returns a new array with src's channel\n"
           "count. Releases the GIL.");
+    m.def("resize_rows_read", [](const py::array& src, int out_w, int out_h, Filter f, PassOrder o, Resampler rs, int y1) {
+              check_resize(out_w, out_h, f, o, rs);
+              return Resizer(image_view(src, "resize_rows_read"), out_w, out_h, f, o, rs).source_rows_end(y1);
+          }, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"), py::arg("pass_order"),
+          py::arg("resampler"), py::arg("y1"), "n such that resize()'s output rows [0, y1) read only source rows [0, n).");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");
@@ -423,8 +426,7 @@ PYBIND11_MODULE(_native, m) {
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false,
           "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
           "its memory returns to that pool when the array is dropped, from any thread.");
-    m.def("png_unfilter", &png_unfilter_py, py::arg("data"), py::arg("height"), py::arg("row_bytes"),
-          py::arg("bpp"),
+    m.def("png_unfilter", &png_unfilter_py, py::arg("data"), py::arg("height"), py::arg("row_bytes"), py::arg("bpp"),
           "Undoes PNG's row filters in place: height rows of a filter byte and row_bytes bytes, bpp\n"
           "bytes per pixel (ValueError if data is shorter). False at a filter type outside 0-4.");
     m.def("jpeg_bind", [](const std::string& path) { return jpeg_bind(path.c_str()); }, py::arg("path"),

@@ -29,7 +29,7 @@ namespace smg {
 std::string jpeg_bind(const char*) {
     return "built without the libjpeg 6.2 API's jpeglib.h (Debian: libjpeg62-turbo-dev)";
 }
-JpegStatus jpeg_decode_rgb(const uint8_t*, size_t, uint8_t*, ptrdiff_t, int, int, JpegBands) {
+JpegStatus jpeg_decode_rgb(const uint8_t*, size_t, uint8_t*, ptrdiff_t, int, int, JpegBands, RowGate*) {
     return JpegStatus::Declined;
 }
 
@@ -127,6 +127,7 @@ struct Rows {
     ptrdiff_t stride;
     JDIMENSION y0, y1;   // rows [y0, y1) go to out; rows before y0 (from the current scanline) are dropped
     uint8_t* drop;       // one row of scratch for dropped rows
+    RowGate* gate;       // told each batch of rows written (y0 == 0 only)
 };
 
 void read_step(Decoder& d, void* arg) {
@@ -142,6 +143,7 @@ void read_step(Decoder& d, void* arg) {
             for (; n < 16 && y + n < r.y1; ++n) rows[n] = r.out + ptrdiff_t(y + n - r.y0) * r.stride;
         }
         if (g_lib.read_scanlines(&c, rows, n) == 0) longjmp(d.err.jump, 1);  // suspended: no data
+        if (r.gate) r.gate->publish(int(c.output_scanline));
     }
 }
 
@@ -179,7 +181,8 @@ JDIMENSION imcu_rows(const jpeg_decompress_struct& c) {
 // Rows [y0, y1) of an image whose decoder `d` is open at scanline 0. y0 > 0: skip to one iMCU
 // row before y0 (the upsampler's context), decode and drop up to y0. y1 == height: finish the
 // file (so trailing corruption is reported as a whole decode reports it).
-JpegStatus decode_band(Decoder& d, uint8_t* out, ptrdiff_t stride, JDIMENSION y0, JDIMENSION y1) {
+JpegStatus decode_band(Decoder& d, uint8_t* out, ptrdiff_t stride, JDIMENSION y0, JDIMENSION y1,
+                       RowGate* gate = nullptr) {
     jpeg_decompress_struct& c = d.cinfo;
     std::vector<uint8_t> drop(size_t(c.output_width) * 3);
     if (y0 > 0) {
@@ -187,7 +190,7 @@ JpegStatus decode_band(Decoder& d, uint8_t* out, ptrdiff_t stride, JDIMENSION y0
         JDIMENSION skip = y0 >= 2 * imcu ? (y0 / imcu - 1) * imcu : 0;
         if (skip > 0 && !guarded(d, skip_step, &skip)) return JpegStatus::Failed;
     }
-    Rows rows{out, stride, y0, y1, drop.data()};
+    Rows rows{out, stride, y0, y1, drop.data(), y0 == 0 ? gate : nullptr};
     if (!guarded(d, read_step, &rows)) return JpegStatus::Failed;
     const bool ok = y1 < c.output_height || guarded(d, finish_step, nullptr);
     return verdict(d, ok);
@@ -230,7 +233,7 @@ std::string jpeg_bind(const char* path) {
 }
 
 JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
-                           int width, int height, JpegBands bands) {
+                           int width, int height, JpegBands bands, RowGate* gate) {
     if (!g_bound.load() || width <= 0 || height <= 0 || stride < ptrdiff_t(width) * 3)
         return JpegStatus::Declined;
     const WorkScope busy;
@@ -246,11 +249,11 @@ JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdi
     // thread: multi-scan (progressive) images; under kIdle, small images (a second decoder and
     // a thread hand-off cost more than half the decode) and a process doing other native work
     // (whose threads the bands would only take from it, at a cost).
-    const bool banded = !src.multi_scan && h >= 2 * imcu &&
+    const bool banded = !gate && !src.multi_scan && h >= 2 * imcu &&
                         (bands == JpegBands::kAlways ||
                          (bands == JpegBands::kIdle && num_threads() > 1 && work_in_flight() == 1 &&
                           h >= 256 && int64_t(width) * h >= kMinBandedPixels));
-    if (!banded) return decode_band(top, out, stride, 0, h);
+    if (!banded) return decode_band(top, out, stride, 0, h, gate);
     const JDIMENSION cut = std::max<JDIMENSION>(1, (h * 13 / 20) / imcu) * imcu;
     const auto lower = [&]() {
         Decoder low;

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "row_gate.hpp"
+
 namespace smg {
 
 // Binds to the libjpeg (6.2 ABI) at `path`, which must already be loaded in this process.
@@ -38,8 +40,10 @@ enum class JpegBands {
 };
 
 // Decodes `size` bytes into `out`: height rows of width * 3 bytes, `stride` bytes apart. The
-// header must say width x height. Never throws for bad data.
+// header must say width x height. Never throws for bad data. With a gate: decoded whole on this
+// thread, each batch of rows published as it is written (the status still decides whether the
+// rows count; the caller fails the gate otherwise).
 JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
-                           int width, int height, JpegBands bands);
+                           int width, int height, JpegBands bands, RowGate* gate = nullptr);
 
 }  // namespace smg

@@ -49,6 +49,16 @@ int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_
 
 void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
                    void* dst) const {
+    run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, nullptr);
+}
+
+bool Pipeline::run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h,
+                             int grid_w, void* dst, const Producer& produce) const {
+    return run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, &produce);
+}
+
+bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                        void* dst, const Producer* produce) const {
     const WorkScope busy;
     output_elems(resize_w, resize_h, grid_h, grid_w);
     if (!is_valid_format(fmt)) throw std::invalid_argument("unknown pixel format " + std::to_string(int(fmt)));
@@ -67,16 +77,41 @@ void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resi
     const int band_rows = L.merge * L.patch;
     const int C = resizer.out_channels();
     const int64_t stride = int64_t(resize_w) * C;
-    parallel_for(L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
+    // With a producer, unit 0 produces the source and unit 1 + bh is block row bh. The pool hands
+    // out units in order, so the producer is running before any block row waits on its rows (and
+    // on one thread it simply runs first).
+    RowGate gate;
+    bool produced = true;
+    const int64_t first = produce ? 1 : 0;
+    parallel_for(first + L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
+        if (produce && b == 0) {
+            bool ok = false;
+            try {
+                ok = (*produce)(gate);
+            } catch (...) {
+                gate.fail();
+                throw;
+            }
+            if (ok) {
+                gate.publish(src.height);
+            } else {
+                produced = false;
+                gate.fail();
+            }
+            ++b;
+        }
         ScratchBuffer band(size_t(stride) * band_rows + 64);
         RowCarry carry;
-        for (int64_t bh = b; bh < e; ++bh) {
+        for (int64_t bh = b - first; bh < e - first; ++bh) {
             const int y0 = int(bh) * band_rows;
             const int h = std::max(0, std::min(band_rows, resize_h - y0));
+            // One row more than read: a horizontal kernel may load (and ignore) a byte past a row.
+            if (produce && !gate.wait(std::min(src.height, resizer.source_rows_end(y0 + h) + 1))) return;
             if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride, &carry);
             patchifier.block_row(ImageView{band.as<uint8_t>(), resize_w, h, C, stride}, int(bh), dst);
         }
     });
+    return produced;
 }
 
 }  // namespace smg

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "convert.hpp"
 #include "image.hpp"
 #include "normalize.hpp"
 #include "patchify.hpp"
 #include "resample.hpp"
+#include "row_gate.hpp"
 
 namespace smg {
 
@@ -37,6 +39,16 @@ public:
     void run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
              void* dst) const;
 
+    // Fills src's rows (a decoder), publishing them on the gate as they are final; false: src is
+    // not valid (the output is then incomplete and must be discarded).
+    using Producer = std::function<bool(RowGate&)>;
+    // run() on an image that produce() is still writing: produce() runs first, on one thread,
+    // while the others resize and patchify every band whose source rows are already published;
+    // it then joins them. Same output as producing src and then calling run(); returns what
+    // produce() returned.
+    bool run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h,
+                       int grid_w, void* dst, const Producer& produce) const;
+
     const Normalizer& normalizer() const { return norm_; }
     DType dtype() const { return norm_.dtype(); }
     Filter filter() const { return filter_; }
@@ -49,6 +61,9 @@ public:
     int64_t row_elems() const { return int64_t(3) * temporal_ * patch_ * patch_; }
 
 private:
+    bool run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                  void* dst, const Producer* produce) const;
+
     Filter filter_;
     PassOrder order_;
     Resampler resampler_;

@@ -280,6 +280,22 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
 
 int Resizer::out_channels() const { return impl_->out_c; }
 
+int Resizer::source_rows_end(int y1) const {
+    const Impl& m = *impl_;
+    y1 = std::clamp(y1, 0, m.out_h);
+    int end = 0;
+    switch (m.mode) {
+        case Impl::Copy:
+        case Impl::HorizontalOnly: return y1;  // row for row
+        case Impl::Nearest:
+            for (int y = 0; y < y1; ++y) end = std::max(end, m.yin[y] + 1);  // -1: a filled row
+            return end;
+        default:  // the vertical kernel's trimmed windows, which both passes' rows() read
+            for (int y = 0; y < y1; ++y) end = std::max(end, m.kv.pil_min[y] + m.kv.pil_len[y]);
+            return std::min(end, m.src.height);
+    }
+}
+
 Resizer::~Resizer() = default;
 
 // The passes of rows() for a converted source: each reads only RGB bands converted from the

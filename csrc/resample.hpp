@@ -109,6 +109,8 @@ public:
     // carry (optional, one per thread): rows kept from this Resizer's previous call with it.
     void rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* carry = nullptr) const;
     int out_channels() const;
+    // Source rows [0, n) hold everything output rows [0, y1) read: n for y1 in 0..out_h.
+    int source_rows_end(int y1) const;
 
 private:
     struct Impl;

@@ -264,6 +264,22 @@ def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
         return None
 
 
+# Pipeline.run bound to one image's output: (src, jpeg bytes) -> jpeg_decode's status.
+RunJpeg = Callable[[np.ndarray, bytes], int]
+
+
+def decode_jpeg_running(data: bytes, width: int, height: int, run: RunJpeg) -> bool | None:
+    """True when the native decoder decoded data (as decode_jpeg would) inside run, which
+    computes on the rows already decoded meanwhile; False where decode_jpeg would return None
+    (run's output is then incomplete); None, run not called, where decode_jpeg would not use the
+    native decoder."""
+    if jpeg_engine() != PILLOW_LIBJPEG:
+        return None
+    if jpeg_frame_marker(data) in _ARITHMETIC_SOF:
+        return False
+    return run(_pooled(height, width, 3), data) == JPEG_WHOLE
+
+
 _ZLIB_PIECE = 1 << 20  # Python's zlib inflates into pieces of this size, copied into out
 
 

@@ -243,6 +243,11 @@ class ImageHeader:
         # or for PNG the inflater: ZLIB_NG or ZLIB), once decode() ran; None for arrays and
         # PIL images.
         self.decoder: str | None = None
+        # For a JPEG the native decoder may take as it is (no orientation to apply): given
+        # decoders.RunJpeg, decodes while the native core already computes (see
+        # decoders.decode_jpeg_running) and consumes the header; or returns False (the fast
+        # decoder declined: decode() then goes straight to Pillow). Callable once.
+        self.decode_running: Callable[[decoders.RunJpeg], bool] | None = None
 
     def decode(self) -> Pixels:
         """The decoded image and the PixelFormat it is read in (converted to RGB by the native
@@ -287,10 +292,11 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
     """img: opened (header read) from data or path. reopen: for files, opens it again at decode
     time (the header pass closes it so a long list of paths does not hold a descriptor each)."""
     w, h = img.width, img.height
-    if hf and _header_orientation(img) in _SWAPPING:
+    orientation = _header_orientation(img) if hf else 1
+    if orientation in _SWAPPING:
         w, h = h, w
     conv = pixels_load_image_hf if hf else pixels_plain
-    fast = decoders.fast_path(img, hf, _header_orientation(img) if hf else 1)
+    fast = decoders.fast_path(img, hf, orientation)
     held: list[Image.Image | None] = [img]
     if reopen is not None:
         img.close()
@@ -316,6 +322,25 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
             held[0] = None
 
     header = ImageHeader(index, w, h, decode, close)
+    if (fast is not None and img.format in ("JPEG", "MPO")
+            and (orientation == 1 or orientation not in range(1, 9))):
+
+        def decode_running(run: decoders.RunJpeg) -> bool:
+            nonlocal fast
+            raw = (data if data is not None else
+                   decoders.read_file(path, img.width, img.height) if path else None)
+            header.decode_running = None  # once
+            done = (decoders.decode_jpeg_running(raw, img.width, img.height, run)
+                    if raw is not None else None)
+            if done is False:
+                fast = None  # it would decline again: Pillow decides, in decode()
+            if not done:
+                return False
+            header.decoder = decoders.LIBJPEG_TURBO
+            header.close()  # consumed, as by decode()
+            return True
+
+        header.decode_running = decode_running
     return header
 
 

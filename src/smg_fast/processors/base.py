@@ -30,6 +30,7 @@ LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
 # absurd min_pixels gets a typed error, not a failed allocation.
 _ADDRESSABLE = 1 << 48
 _MAX_VARIANTS = 8  # processors for call-time options, kept per processor
+_RGB = _native.PixelFormat.RGB
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,13 @@ class PlannedBatch(_Sized):
             self.check_nbytes(_ADDRESSABLE)
             flat = _native.pooled_empty(self.nbytes).view(self.np_dtype)
             pipe = self._proc.pipeline(self.dtype)
+            if len(self._headers) == 1 and (running := self._headers[0].decode_running):
+                # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
+                h = self._headers[0]
+                pl = self._proc.plan(h.width, h.height, 0)
+                if running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h, pl.grid_h,
+                                                      pl.grid_w, flat, 0, fmt=_RGB, jpeg=data)):
+                    return flat.reshape(self.shape)
             offset = 0
             with closing(decode_iter(self._headers)) as decoded:
                 for i, px in enumerate(decoded):
