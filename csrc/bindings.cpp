@@ -12,6 +12,7 @@
 #include "convert.hpp"
 #include "cpu.hpp"
 #include "jpeg_decode.hpp"
+#include "jpeg_pipeline.hpp"
 #include "kernel_log.hpp"
 #include "normalize.hpp"
 #include "parallel.hpp"
@@ -96,8 +97,9 @@ PixelFormat checked_format(const py::object& fmt, const ImageView& in, const cha
     }
     if (!is_valid_format(f)) throw py::value_error(std::string(what) + ": unknown pixel format " + std::to_string(int(f)));
     if (in.channels != format_channels(f))
-        throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " + std::to_string(format_channels(f)) +
-                              " channels, the image has " + std::to_string(in.channels));
+        throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " +
+                              std::to_string(format_channels(f)) + " channels, the image has " +
+                              std::to_string(in.channels));
     return f;
 }
 
@@ -121,13 +123,8 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
     auto* img = jpeg ? static_cast<uint8_t*>(src.mutable_data()) : nullptr;
     py::gil_scoped_release release;
     if (!jpeg) { pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out); return int(JpegStatus::Whole); }
-    auto st = JpegStatus::Failed;
-    pl.run_producing(in, f, resize_w, resize_h, grid_h, grid_w, out, [&](RowGate& gate) {
-        const auto* p = static_cast<const uint8_t*>(b.ptr);
-        return (st = jpeg_decode_rgb(p, size_t(b.size), img, in.stride, in.width, in.height, JpegBands::kNever, &gate)) ==
-               JpegStatus::Whole;
-    });
-    return int(st);
+    return int(jpeg_decode_run(pl, static_cast<const uint8_t*>(b.ptr), size_t(b.size), img, in.stride, in.width, in.height,
+                               resize_w, resize_h, grid_h, grid_w, out));
 }
 
 // The whole image converted to a new packed (H, W, 3) RGB array: what run() reads, row by row.
@@ -213,7 +210,7 @@ void bind_pipeline(py::module_& m) {
              "offset on; grid cells past the resized image are padding (pixel value 0). Formats other\n"
              "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL. jpeg\n"
              "(bytes): src (RGB) is filled by jpeg_decode while the core reads its finished rows; returns\n"
-             "jpeg_decode's status (dst valid only for 0), else 0.")
+             "jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded), else 0.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
              "multiple of merge and the resized image fits inside it.")

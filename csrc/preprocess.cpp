@@ -106,7 +106,8 @@ bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int
             const int y0 = int(bh) * band_rows;
             const int h = std::max(0, std::min(band_rows, resize_h - y0));
             // One row more than read: a horizontal kernel may load (and ignore) a byte past a row.
-            if (produce && !gate.wait(std::min(src.height, resizer.source_rows_end(y0 + h) + 1))) return;
+            // (Padding-only block rows read nothing.)
+            if (produce && h > 0 && !gate.wait(std::min(src.height, resizer.source_rows_end(y0 + h) + 1))) return;
             if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride, &carry);
             patchifier.block_row(ImageView{band.as<uint8_t>(), resize_w, h, C, stride}, int(bh), dst);
         }

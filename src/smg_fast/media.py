@@ -245,8 +245,9 @@ class ImageHeader:
         self.decoder: str | None = None
         # For a JPEG the native decoder may take as it is (no orientation to apply): given
         # decoders.RunJpeg, decodes while the native core already computes (see
-        # decoders.decode_jpeg_running) and consumes the header; or returns False (the fast
-        # decoder declined: decode() then goes straight to Pillow). Callable once.
+        # decoders.decode_jpeg_running) and consumes the header; or returns False, the header
+        # untouched for decode() (which goes straight to Pillow when the native decoder
+        # declined or failed). Callable once.
         self.decode_running: Callable[[decoders.RunJpeg], bool] | None = None
 
     def decode(self) -> Pixels:
@@ -327,9 +328,11 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
         def decode_running(run: decoders.RunJpeg) -> bool:
             nonlocal fast
+            header.decode_running = None  # once
+            if decoders.jpeg_engine() != decoders.PILLOW_LIBJPEG:
+                return False  # (before reading a file: decode() would read it again)
             raw = (data if data is not None else
                    decoders.read_file(path, img.width, img.height) if path else None)
-            header.decode_running = None  # once
             done = (decoders.decode_jpeg_running(raw, img.width, img.height, run)
                     if raw is not None else None)
             if done is False:

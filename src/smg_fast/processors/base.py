@@ -317,8 +317,7 @@ class PlannedBatch(_Sized):
             pipe = self._proc.pipeline(self.dtype)
             if len(self._headers) == 1 and (running := self._headers[0].decode_running):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
-                h = self._headers[0]
-                pl = self._proc.plan(h.width, h.height, 0)
+                pl = self.plans[0]
                 if running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h, pl.grid_h,
                                                       pl.grid_w, flat, 0, fmt=_RGB, jpeg=data)):
                     return flat.reshape(self.shape)
