@@ -191,6 +191,17 @@ struct Resizer::Impl {
     Kernel kh, kv;
     HPlan plan;  // of kh, when the horizontal pass runs
     std::vector<int> xin, yin;
+    // rows_end[y]: source rows [0, rows_end[y]) hold all that output rows [0, y] read (empty:
+    // row for row). Indexed once, as run_producing asks per block row.
+    std::vector<int> rows_end;
+    void index_rows_end() {
+        rows_end.resize(size_t(out_h));
+        int end = 0;
+        for (int y = 0; y < out_h; ++y) {  // Nearest's -1 is a filled row, reading nothing
+            end = std::max(end, mode == Nearest ? yin[y] + 1 : kv.pil_min[y] + kv.pil_len[y]);
+            rows_end[y] = std::min(end, src.height);
+        }
+    }
 
     const HPlan& hplan() const { return plan; }
     // Bytes between converted rows: slack past each row lets the horizontal kernels read one
@@ -255,6 +266,7 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
         m.mode = Impl::Nearest;
         m.xin = nearest_table(src.width, out_w);
         m.yin = nearest_table(src.height, out_h);
+        m.index_rows_end();
         return;
     }
     const bool torch = rs == Resampler::Torch;
@@ -276,6 +288,7 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
         (m.mode == Impl::HorizontalOnly || m.mode == Impl::HorizontalFirst || m.mode == Impl::VerticalFirst))
         m.out_c = 3;
     if (need_h) m.plan = make_hplan(m.kh, src.width, out_w, C, m.out_c);
+    if (need_v) m.index_rows_end();  // the vertical kernel's trimmed windows, both orders
 }
 
 int Resizer::out_channels() const { return impl_->out_c; }
@@ -283,17 +296,7 @@ int Resizer::out_channels() const { return impl_->out_c; }
 int Resizer::source_rows_end(int y1) const {
     const Impl& m = *impl_;
     y1 = std::clamp(y1, 0, m.out_h);
-    int end = 0;
-    switch (m.mode) {
-        case Impl::Copy:
-        case Impl::HorizontalOnly: return y1;  // row for row
-        case Impl::Nearest:
-            for (int y = 0; y < y1; ++y) end = std::max(end, m.yin[y] + 1);  // -1: a filled row
-            return end;
-        default:  // the vertical kernel's trimmed windows, which both passes' rows() read
-            for (int y = 0; y < y1; ++y) end = std::max(end, m.kv.pil_min[y] + m.kv.pil_len[y]);
-            return std::min(end, m.src.height);
-    }
+    return m.rows_end.empty() || y1 == 0 ? y1 : m.rows_end[size_t(y1 - 1)];
 }
 
 Resizer::~Resizer() = default;

@@ -82,3 +82,25 @@ def test_the_pool_outlives_batches_of_other_sizes(real_images, threads):
     for n in (3, 2, 5, 4):
         proc(images[:n])
         assert decode_pool._pool is pool
+
+
+def test_a_forked_child_gets_its_own_pool(real_images, threads):
+    """The decode pool's threads do not survive fork: a child's batch must not wait on them (it
+    hung forever before the pool was reset in the child)."""
+    import os
+    import signal
+
+    images = _encoded(real_images)[:2]
+    proc = smg_fast.load_processor("qwen2_vl")
+    threads(2)
+    want = proc(images).pixel_values  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(30)  # a hang ends the child (SIGALRM), never the suite
+            code = 0 if np.array_equal(proc(images).pixel_values, want) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -4,6 +4,7 @@ threads as the native core uses (``smg_fast.set_num_threads``) instead of one af
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -14,6 +15,16 @@ from ..media import ImageHeader, Pixels
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+
+
+def _forget_after_fork() -> None:
+    # A forked child has none of the pool's threads (and maybe a held lock): work submitted to
+    # the inherited pool would never run.
+    global _lock, _pool, _pool_size
+    _lock, _pool, _pool_size = threading.Lock(), None, 0
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _submit(workers: int, headers: Sequence[ImageHeader]) -> list[Future[Pixels]]:
