@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from conftest import encode
+from decode_common import reference
 from PIL import Image
 
 import smg_fast
@@ -43,10 +44,7 @@ def photo(real_images) -> Image.Image:
 
 
 def pillow(data: bytes) -> np.ndarray:
-    import io
-
-    with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im.convert("RGB"))
+    return reference(data, hf=False)  # Pillow's decode, convert("RGB")
 
 
 def native(data: bytes, bands: int = ALWAYS) -> tuple[int, np.ndarray]:

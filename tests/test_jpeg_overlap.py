@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import assert_arrays_equal, encode, hf_call
+from decode_common import reference
 from PIL import Image
 
 import smg_fast
@@ -54,8 +55,7 @@ def photo(real_images) -> Image.Image:
 
 
 def pillow_rgb(data: bytes) -> np.ndarray:
-    with Image.open(io.BytesIO(data)) as im:
-        return np.asarray(im.convert("RGB"))
+    return reference(data, hf=False)  # Pillow's decode, convert("RGB")
 
 
 KINDS = {"420": {"subsampling": "4:2:0"}, "444-progressive": {"subsampling": "4:4:4",
