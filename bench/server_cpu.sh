@@ -50,8 +50,10 @@ for threads in (1, default):
         del out
     cpu.sort()
     print(f"in-process, {threads} thread(s) | CPU per request: median {cpu[len(cpu) // 2] * 1e3:.1f} ms")
-# As a saturated server runs: two callers at once (its --workers 2), 1 native thread each, so
-# both cores and the memory bandwidth are shared as they are there. Process CPU / requests.
+# Two requests' work at once, as a saturated server's two workers (--workers 2) share both cores
+# and the memory bandwidth: two plain calls in parallel, 1 native thread each. (The server itself
+# decodes ahead on the default pool; in-process those variants measured within noise of this.)
+# Process CPU / requests.
 smg_fast.set_num_threads(1)
 done = []
 
