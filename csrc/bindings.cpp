@@ -104,10 +104,13 @@ PixelFormat checked_format(const py::object& fmt, const ImageView& in, const cha
 }
 
 int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int grid_h, int grid_w, py::array dst,
-           int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg) {
+           int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg, std::optional<py::array> secs) {
     const ImageView in = image_view(src, "run");
     if (jpeg && (fmt.is_none() || fmt.cast<PixelFormat>() != PixelFormat::RGB || !src.writeable()))
         throw py::value_error("run: with jpeg, src must be a writable RGB (H, W, 3) array and fmt RGB");
+    if (secs && (!jpeg || secs->dtype().kind() != 'f' || secs->itemsize() != 8 || secs->size() < 1 || !secs->writeable()))
+        throw py::value_error("run: decode_seconds must be a writable float64 array, with jpeg");
+    double* decode_s = secs ? static_cast<double*>(secs->mutable_data()) : nullptr;
     const PixelFormat f = checked_format(fmt, in, "run");
     const int esize = dtype_size(pl.dtype());
     // bfloat16 travels as its raw bits (uint16): no numpy bfloat16 exists
@@ -124,7 +127,7 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
     py::gil_scoped_release release;
     if (!jpeg) { pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out); return int(JpegStatus::Whole); }
     return int(jpeg_decode_run(pl, static_cast<const uint8_t*>(b.ptr), size_t(b.size), img, in.stride, in.width, in.height,
-                               resize_w, resize_h, grid_h, grid_w, out));
+                               resize_w, resize_h, grid_h, grid_w, out, decode_s));
 }
 
 // The whole image converted to a new packed (H, W, 3) RGB array: what run() reads, row by row.
@@ -204,13 +207,15 @@ void bind_pipeline(py::module_& m) {
              "zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
              py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(), py::arg("jpeg") = py::none(),
+             py::arg("decode_seconds") = py::none(),
              "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3\n"
              "channels, RGBX for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows,\n"
              "normalized in the pipeline's dtype, into the flat C-contiguous array dst from element\n"
              "offset on; grid cells past the resized image are padding (pixel value 0). Formats other\n"
              "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL. jpeg\n"
              "(bytes): src (RGB) is filled by jpeg_decode while the core reads its finished rows; returns\n"
-             "jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded), else 0.")
+             "jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded), else 0; with\n"
+             "decode_seconds (float64 array, jpeg only) [0] gets the decode's own duration.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
              "multiple of merge and the resized image fits inside it.")

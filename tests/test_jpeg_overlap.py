@@ -173,6 +173,42 @@ def test_native_run_with_jpeg(photo):
         pipe.run(frozen, *args, got, fmt=rgb, jpeg=data)
     with pytest.raises(ValueError):
         pipe.run(src, *args, got, fmt=rgb, jpeg=np.frombuffer(data, np.uint8)[::2])
+    took = np.full(1, -1.0)
+    assert pipe.run(src, *args, got, fmt=rgb, jpeg=data, decode_seconds=took) == WHOLE
+    assert 0 < took[0] < 60
+    read_only = took.copy()
+    read_only.flags.writeable = False
+    for bad in (np.zeros(1, np.float32), np.zeros(0), read_only):
+        with pytest.raises(ValueError):
+            pipe.run(src, *args, got, fmt=rgb, jpeg=data, decode_seconds=bad)
+    with pytest.raises(ValueError):  # a time only for a decode
+        pipe.run(src, *args, got, fmt=rgb, decode_seconds=took)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_planned_batch_writes_into_a_callers_buffer(photo, ours, hf_qwen, overlapped, dtype):
+    """PlannedBatch.write_into (the server's way to a leased destination): the overlapped decode
+    straight into the caller's buffer, its decode time noted; a destination that cannot hold
+    the output is refused before anything is decoded."""
+    data = make(photo, (1280, 720), "420")
+    proc = ours("qwen2_vl")
+    planned = proc.plan_batch(data, dtype)
+    room = np.full(planned.nbytes // planned.np_dtype.itemsize + 5, 7, planned.np_dtype)
+    got = planned.write_into(room)
+    assert overlapped == [True] and planned.decode_seconds > 0
+    assert got.shape == planned.shape and np.shares_memory(got, room)
+    assert np.array_equal(got, proc(data, dtype=dtype)["pixel_values"])
+    assert np.all(room[got.size:] == 7)  # nothing past the output
+    if dtype == "float32":
+        assert_arrays_equal(got, hf_call(hf_qwen("qwen2_vl"), [Image.open(io.BytesIO(data))])[0])
+    with pytest.raises(RuntimeError):  # consumed by its write
+        planned.write_into(room)
+    tried = len(overlapped)
+    for bad in (room[:-6], room.astype(np.float64), room[::2]):
+        again = proc.plan_batch(data, dtype)
+        with pytest.raises(ValueError):
+            again.write_into(bad)
+    assert len(overlapped) == tried  # the refused writes decoded nothing
 
 
 def test_concurrent_callers(photo, hf_qwen, ours, threads):

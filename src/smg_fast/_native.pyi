@@ -105,6 +105,7 @@ class Pipeline:
         *,
         fmt: PixelFormat | None = None,
         jpeg: bytes | bytearray | memoryview | None = None,
+        decode_seconds: npt.NDArray[np.float64] | None = None,
     ) -> int: ...
     def output_elems(self, resize_w: int, resize_h: int, grid_h: int, grid_w: int) -> int: ...
     @property

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -280,6 +282,7 @@ class PlannedBatch(_Sized):
     def __init__(self, proc: Processor, headers: list[ImageHeader], plans: list[Plan],
                  dtype: str) -> None:
         self._headers = headers
+        self.decode_seconds = 0.0  # see write_into
         self._size(proc, plans, dtype)
 
     def check_nbytes(self, limit: int) -> None:
@@ -307,32 +310,66 @@ class PlannedBatch(_Sized):
             raise RuntimeError("an image's output size changed in decoding")
         return batch
 
+    @property
+    def decodes_while_computing(self) -> bool:
+        """Whether write_into decodes while it computes (one JPEG the native decoder takes:
+        its decode overlaps its own resize), rather than decoding first."""
+        return len(self._headers) == 1 and self._headers[0].decode_running is not None
+
     def compute(self) -> np.ndarray:
         """Decodes and computes every image into a new pooled buffer (shaped like pixel_values),
-        image i's native work overlapping the decodes of the images after it. Consumes the
-        headers; the first failing image raises, as decode() does."""
+        as write_into does."""
         try:
             self.check_nbytes(_ADDRESSABLE)
             flat = _native.pooled_empty(self.nbytes).view(self.np_dtype)
+        except BaseException:
+            self.close()
+            raise
+        return self.write_into(flat)
+
+    def write_into(self, out: np.ndarray) -> np.ndarray:
+        """Decodes and computes every image into ``out`` (PreparedBatch.write_into's rules),
+        image i's native work overlapping the decodes of the images after it, or, for one JPEG,
+        its own decode. Consumes the headers; the first failing image raises, as decode() does,
+        and then what ``out`` holds is unspecified. Sets ``decode_seconds``: the decoding's
+        share of the call (a JPEG's own decode time where it overlapped its resize; the waits
+        for decoded images otherwise)."""
+        self.decode_seconds = 0.0
+        try:
+            flat = _destination(out, self, self.nbytes)
             pipe = self._proc.pipeline(self.dtype)
             if len(self._headers) == 1 and (running := self._headers[0].decode_running):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
-                if running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h, pl.grid_h,
-                                                      pl.grid_w, flat, 0, fmt=_RGB, jpeg=data)):
-                    return flat.reshape(self.shape)
+                took = np.zeros(1)
+                done = running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h,
+                                                          pl.grid_h, pl.grid_w, flat, 0, fmt=_RGB,
+                                                          jpeg=data, decode_seconds=took))
+                self.decode_seconds = float(took[0])  # a failed decode's time counts too
+                if done:
+                    return flat[:self.nbytes // self.np_dtype.itemsize].reshape(self.shape)
             offset = 0
             with closing(decode_iter(self._headers)) as decoded:
-                for i, px in enumerate(decoded):
+                for i, px in enumerate(self._timed(decoded)):
                     pl = self._proc.plan(px.width, px.height, i)
                     if pl.grid_h * pl.grid_w != self.rows[i]:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
                     pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat,
                              offset, fmt=px.fmt)
                     offset += self.rows[i] * self.row_elems
-            return flat.reshape(self.shape)
+            return flat[:offset].reshape(self.shape)
         finally:
             self.close()
+
+    def _timed(self, decoded: Iterator[Pixels]) -> Iterator[Pixels]:
+        """decoded, adding the time each next() takes to decode_seconds."""
+        while True:
+            t0 = time.perf_counter()
+            px = next(decoded, None)
+            self.decode_seconds += time.perf_counter() - t0
+            if px is None:
+                return
+            yield px
 
     def close(self) -> None:
         """Releases what the headers hold open (files) without decoding."""
@@ -363,13 +400,10 @@ class PreparedBatch(_Sized):
         """Writes all images (or only image ``index``) into ``out``, a writable C-contiguous
         array of this batch's dtype with at least that many elements; returns the filled part
         shaped like pixel_values."""
-        if not out.flags.c_contiguous or not out.flags.writeable:
-            raise ValueError("destination must be a writable C-contiguous array")
-        flat = out.reshape(-1)
-        if flat.dtype != self.np_dtype:
-            raise ValueError(f"destination dtype {flat.dtype} does not hold {self.dtype}")
-        pipe = self._proc.pipeline(self.dtype)
         which = range(len(self.plans)) if index is None else [index]
+        flat = _destination(out, self, sum(self.rows[i] for i in which) * self.row_elems
+                            * self.np_dtype.itemsize)
+        pipe = self._proc.pipeline(self.dtype)
         offset = 0
         for i in which:
             pl = self.plans[i]
@@ -379,6 +413,19 @@ class PreparedBatch(_Sized):
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
+
+def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:
+    """out flattened, once it is a writable C-contiguous array of batch's dtype holding
+    nbytes."""
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("destination must be a writable C-contiguous array")
+    flat = out.reshape(-1)
+    if flat.dtype != batch.np_dtype:
+        raise ValueError(f"destination dtype {flat.dtype} does not hold {batch.dtype}")
+    if flat.nbytes < nbytes:
+        raise ValueError(f"destination holds {flat.nbytes} bytes, the output needs {nbytes}")
+    return flat
+
 
 def check_aspect(index: int, width: int, height: int, limit: float = 200) -> None:
     if width < 1 or height < 1:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .._proto import tensor_pb2
 from ..cache import CacheEntry
-from ..processors.base import PreparedBatch
+from ..processors.base import PlannedBatch, PreparedBatch
 from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
 from ..transport.rdma import Descriptor, ExportRefused
 from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
@@ -71,8 +72,8 @@ class Outcome:
 
 @dataclass
 class Tensor:
-    """One item's encoder input on its way out: still to be computed (a prepared batch, written
-    straight into its destination) or already computed (a pixel-cache entry, copied there)."""
+    """One item's encoder input on its way out: still to be computed (a batch, written straight
+    into its destination) or already computed (a pixel-cache entry, copied there)."""
 
     nbytes: int
     np_dtype: np.dtype
@@ -80,14 +81,22 @@ class Tensor:
     grid: tuple[int, int, int]
     num_tokens: int
     hit: bool = False
-    batch: PreparedBatch | None = None
+    # A prepared batch (decoded), or a planned one that decodes while it computes: a write
+    # consumes that, so writing again (an RDMA lease lost after its write falls back to shm)
+    # takes a fresh one from replan.
+    batch: PreparedBatch | PlannedBatch | None = None
     pixels: np.ndarray | None = None
+    replan: Callable[[], PlannedBatch] | None = None
+    decoded: float | None = None  # a planned batch: its last write's decode_seconds
+    _spent: bool = False
 
     @classmethod
-    def of_batch(cls, batch: PreparedBatch) -> Tensor:
+    def of_batch(cls, batch: PreparedBatch | PlannedBatch,
+                 replan: Callable[[], PlannedBatch] | None = None) -> Tensor:
         g = batch.grid[0]
         return cls(batch.nbytes, batch.np_dtype, tuple(batch.shape),
-                   (int(g[0]), int(g[1]), int(g[2])), int(batch.num_tokens[0]), batch=batch)
+                   (int(g[0]), int(g[1]), int(g[2])), int(batch.num_tokens[0]), batch=batch,
+                   replan=replan)
 
     @classmethod
     def of_entry(cls, entry: CacheEntry, hit: bool) -> Tensor:
@@ -95,20 +104,37 @@ class Tensor:
         return cls(entry.nbytes, px.dtype, tuple(px.shape), entry.grid, entry.num_tokens,
                    hit=hit, pixels=px)
 
+    def _batch(self) -> PreparedBatch | PlannedBatch:
+        assert self.batch is not None
+        if isinstance(self.batch, PreparedBatch):
+            return self.batch
+        if self._spent:
+            if self.replan is None:
+                raise RuntimeError("a planned tensor written twice without a replan")
+            return self.replan()
+        self._spent = True
+        return self.batch
+
     def write(self, dst: np.ndarray) -> None:
         """Writes the tensor into dst, a flat writable array of its dtype (or bytes)."""
-        if self.batch is not None:
-            self.batch.write_into(dst)
+        if self.pixels is None:
+            batch = self._batch()
+            batch.write_into(dst)
+            self._note(batch)
         else:
-            assert self.pixels is not None
             dst.reshape(-1).view(np.uint8)[:self.nbytes] = self.pixels.reshape(-1).view(np.uint8)
 
     def array(self) -> np.ndarray:
         """The tensor as an array (computed into a pooled buffer if it is not yet)."""
         if self.pixels is None:
-            assert self.batch is not None
-            self.pixels = self.batch.compute()
+            batch = self._batch()
+            self.pixels = batch.compute()
+            self._note(batch)
         return self.pixels
+
+    def _note(self, batch: PreparedBatch | PlannedBatch) -> None:
+        if isinstance(batch, PlannedBatch):
+            self.decoded = batch.decode_seconds
 
 
 class Delivery:
@@ -191,6 +217,15 @@ class Delivery:
             wrote = 0.0
         self._finish(out, t, kind, pre + wrote, time.perf_counter() - t0 - wrote, timer)
         return inline_budget
+
+    def split_decode(self, t: Tensor, seconds: float, timer: Timer) -> float:
+        """seconds spent computing t, less the decoding they included (t decoded while it was
+        computed), which is counted as decoding instead."""
+        if t.decoded is None:
+            return seconds
+        timer.decode += t.decoded
+        self.metrics.decode_seconds.observe(t.decoded)
+        return max(0.0, seconds - t.decoded)
 
     def release(self, outcome: Outcome) -> None:
         """Unlinks the segments and frees the slots of a request that will not be answered."""
@@ -327,6 +362,7 @@ class Delivery:
         out.num_tokens = t.num_tokens
         out.cache_hit = t.hit
         out.transport = kind
+        pre = self.split_decode(t, pre, timer)
         timer.preprocess += pre
         timer.transport += tr
         self.metrics.preprocess_seconds.observe(pre)

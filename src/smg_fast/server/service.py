@@ -242,11 +242,14 @@ class PreprocessService:
                 ticket.check()
                 out = resp.items.add(content_hash=it.digest)
                 if self.cache is None:
-                    tensor, pre = Tensor.of_batch(self._prepare(it, timer)), 0.0
+                    tensor, pre = self._uncached(proc, it, dtype, timer), 0.0
                 else:
                     tensor, pre = self._cached(fingerprint, it, dtype, timer, ticket)
-                inline_budget = self.delivery.deliver(tensor, dtype, shm_ok, out, timer,
-                                                      inline_budget, outcome, pre)
+                try:
+                    inline_budget = self.delivery.deliver(tensor, dtype, shm_ok, out, timer,
+                                                          inline_budget, outcome, pre)
+                except InvalidImageError as exc:  # decoded while it was written
+                    raise self._invalid(it, exc) from None
                 tensor = it.data = None  # done with this item's buffers
             resp.timings.queue_us = _us(start - received)
             resp.timings.decode_us = _us(timer.decode)
@@ -327,6 +330,17 @@ class PreprocessService:
         self.metrics.decode_seconds.observe(dt)
         return batch
 
+    def _uncached(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Tensor:
+        """The item's tensor, to be computed into its destination: decoded there too when the
+        planned batch decodes while it computes (one JPEG: its decode overlaps its resize, and
+        a decode error surfaces from the write, after the destination was taken, which the
+        write's or the request's failure path gives back), else decoded here first."""
+        planned = it.planned
+        if planned.decodes_while_computing:
+            data = it.data
+            return Tensor.of_batch(planned, replan=lambda: proc.plan_batch(data, dtype))
+        return Tensor.of_batch(self._prepare(it, timer))
+
     def _cached(self, fingerprint: str, it: _Item, dtype: str, timer: Timer,
                 ticket: Ticket) -> tuple[Tensor, float]:
         """The item's tensor through the pixel cache, and the time it took (a miss computes
@@ -337,14 +351,19 @@ class PreprocessService:
         def compute() -> CacheEntry:
             nonlocal computed
             ticket.check()  # also after a waiter's timeout: a late takeover does no work
-            batch = self._prepare(it, timer)
+            planned = it.planned
+            overlap = planned is not None and planned.decodes_while_computing
+            batch = planned if overlap else self._prepare(it, timer)  # see _uncached
             t1 = time.perf_counter()
             # Always the server's private memory, never a segment's pages: whoever receives a
             # segment can write or truncate it, and later hits must not return that. An shm
             # delivery copies the entry into its segment (7-13 ms for 1080p float32 here).
             t = Tensor.of_batch(batch)
-            entry = CacheEntry(t.array(), t.grid, t.num_tokens)
-            computed = time.perf_counter() - t1
+            try:
+                entry = CacheEntry(t.array(), t.grid, t.num_tokens)
+            except InvalidImageError as exc:
+                raise self._invalid(it, exc) from None
+            computed = self.delivery.split_decode(t, time.perf_counter() - t1, timer)
             return entry
 
         t0 = time.perf_counter()
