@@ -15,8 +15,8 @@ Two threads (wall time, median of rounds; smg_fast.set_num_threads):
                         the other thread resizes its finished rows)
   1 jpeg: 2 threads ms, overlapped / decoded ahead
                         the overlap against the same JPEG decoded before the native call
-                        (prepare(), a server's way; in two row bands), 2 threads, and their ratio
-  8 jpegs: two processes at once
+                        (prepare(); in two row bands), 2 threads, and their ratio
+  8 jpegs: two 1-thread processes at once, over one (host ceiling)
                         the host's own ceiling for the 8-JPEG speed-up: two separate processes,
                         1 thread each, run the same call side by side; their combined calls per
                         second over one such process alone (no shared pool, lock or Python: what
@@ -75,53 +75,65 @@ def _wall(fn: Callable[[], object]) -> float:
 _WINDOW_S = 2.5  # each side-by-side measurement window
 
 
-def _side_by_side_worker(folder: str, start: float) -> None:
-    """One process of the ceiling measurement: the 8-JPEG call on 1 thread, over and over from
-    ``start`` (a time.time()) for _WINDOW_S; prints the median wall time of the calls that began
-    in the window."""
+def _side_by_side_worker(folder: str) -> None:
+    """One process of the ceiling measurement: loads and warms up, says "ready", waits for a
+    line on stdin, then makes the 8-JPEG call on 1 thread over and over for _WINDOW_S (gc off,
+    as in-process timing has it); prints the median wall time of its calls."""
     import smg_fast
 
     smg_fast.set_num_threads(1)
     proc = smg_fast.load_processor("qwen2_vl")
     jpegs = [p.read_bytes() for p in sorted(Path(folder).glob("*.jpg"))]
     proc(jpegs)
-    while time.time() < start:
-        time.sleep(0.001)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    gc.collect()
+    gc.disable()
     walls = []
-    while time.time() < start + _WINDOW_S:
+    end = time.perf_counter() + _WINDOW_S
+    while time.perf_counter() < end:
         walls.append(_wall(lambda: proc(jpegs)))
-    print(statistics.median(walls))
+    print(statistics.median(walls), flush=True)
 
 
 def _side_by_side(jpegs: list[bytes], rounds: int) -> float:
     """Two 1-thread processes' combined calls per second over one's alone (see the docstring),
-    alone and paired windows alternating; the median pair over the median alone."""
+    alone and paired windows alternating, each released only once every worker is warm; the
+    median of the paired rates over the median of the alone ones."""
     alone: list[float] = []
     paired: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         for i, data in enumerate(jpegs):
             Path(folder, f"{i}.jpg").write_bytes(data)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        cmd = [sys.executable, __file__, "--side-by-side", folder]
         for _ in range(rounds):
             for n, into in ((1, alone), (2, paired)):
-                start = time.time() + 3.0  # past every worker's imports and warm-up call
-                cmd = [sys.executable, __file__, "--side-by-side", folder, repr(start)]
-                procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
-                         for _ in range(n)]
-                outs = [p.communicate()[0] for p in procs]
-                if any(p.returncode for p in procs):
-                    raise RuntimeError("a side-by-side worker failed")
-                into.append(statistics.mean(float(o) for o in outs))
-    return 2 * statistics.median(alone) / statistics.median(paired)
+                procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          env=env, text=True) for _ in range(n)]
+                try:
+                    for p in procs:
+                        if p.stdout.readline().strip() != "ready":
+                            raise RuntimeError("a side-by-side worker failed to start")
+                    for p in procs:
+                        p.stdin.write("go\n")
+                        p.stdin.flush()
+                    outs = [p.communicate(timeout=120)[0] for p in procs]
+                finally:
+                    for p in procs:
+                        p.kill()
+                        p.wait()
+                into.append(sum(1 / float(o) for o in outs))  # calls per second together
+    return statistics.median(paired) / statistics.median(alone)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--side-by-side", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--side-by-side", help=argparse.SUPPRESS)  # a worker of _side_by_side
     args = ap.parse_args(argv)
     if args.side_by_side:
-        _side_by_side_worker(args.side_by_side[0], float(args.side_by_side[1]))
+        _side_by_side_worker(args.side_by_side)
         return 0
 
     import smg_fast

@@ -108,7 +108,7 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
     const ImageView in = image_view(src, "run");
     if (jpeg && (fmt.is_none() || fmt.cast<PixelFormat>() != PixelFormat::RGB || !src.writeable()))
         throw py::value_error("run: with jpeg, src must be a writable RGB (H, W, 3) array and fmt RGB");
-    if (secs && (!jpeg || secs->dtype().kind() != 'f' || secs->itemsize() != 8 || secs->size() < 1 || !secs->writeable()))
+    if (secs && (!jpeg || !secs->dtype().equal(py::dtype::of<double>()) || secs->size() < 1 || !secs->writeable()))
         throw py::value_error("run: decode_seconds must be a writable float64 array, with jpeg");
     double* decode_s = secs ? static_cast<double*>(secs->mutable_data()) : nullptr;
     const PixelFormat f = checked_format(fmt, in, "run");
@@ -215,7 +215,7 @@ void bind_pipeline(py::module_& m) {
              "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL. jpeg\n"
              "(bytes): src (RGB) is filled by jpeg_decode while the core reads its finished rows; returns\n"
              "jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded), else 0; with\n"
-             "decode_seconds (float64 array, jpeg only) [0] gets the decode's own duration.")
+             "decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
              "multiple of merge and the resized image fits inside it.")

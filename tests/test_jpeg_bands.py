@@ -186,8 +186,8 @@ def test_when_idle_means_no_other_native_work(photo, threads):
 
 def test_batch_decode_threads_never_band(photo, threads, monkeypatch):
     """The images of one call decode side by side on the decode pool: whole, never in bands;
-    a single image decoded ahead of its native work (prepare(): the server's way) decodes in the
-    caller's thread and may band; a single image in a plain call overlaps its decode with its
+    a single image decoded ahead of its native work (prepare()) decodes in the caller's thread
+    and may band; a single image in a plain call overlaps its decode with its
     resize instead (test_jpeg_overlap)."""
     threads(2)
     assert decoders.available()[decoders.LIBJPEG_TURBO]  # the self-check done before recording

@@ -178,7 +178,7 @@ def test_native_run_with_jpeg(photo):
     assert 0 < took[0] < 60
     read_only = took.copy()
     read_only.flags.writeable = False
-    for bad in (np.zeros(1, np.float32), np.zeros(0), read_only):
+    for bad in (np.zeros(1, np.float32), np.zeros(1, ">f8"), np.zeros(0), read_only):
         with pytest.raises(ValueError):
             pipe.run(src, *args, got, fmt=rgb, jpeg=data, decode_seconds=bad)
     with pytest.raises(ValueError):  # a time only for a decode

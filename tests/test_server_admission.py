@@ -342,24 +342,25 @@ def test_admission_flags_and_env():
         assert flag in text
 
 
-def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours):
+def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours, monkeypatch):
     """Two requests for one image on a server with the pixel cache: the first (the leader)
     hangs inside its computation; the second does not wait for it past
     --single-flight-wait-s and is served, exactly, by computing the image itself."""
+    from smg_fast.server.delivery import Tensor
+
     srv = start_server(pixel_cache_mb=32, single_flight_wait_s=0.3)
-    service = srv.server.service
-    real_prepare = service._prepare
+    real_array = Tensor.array
     stuck, entered = threading.Event(), threading.Event()
     first = [True]
 
-    def prepare(*args):
+    def array(self):  # a cache miss computes here, the JPEG decoded inside or ahead
         if first[0]:
             first[0] = False
             entered.set()
             stuck.wait(60)
-        return real_prepare(*args)
+        return real_array(self)
 
-    service._prepare = prepare
+    monkeypatch.setattr(Tensor, "array", array)
     img = small_jpegs["flower"]
     try:
         with Client(srv.target, timeout=60) as c:
@@ -374,7 +375,6 @@ def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours):
             leader.result(30)
     finally:
         stuck.set()
-        service._prepare = real_prepare
 
 
 def test_idle_streams_do_not_lock_out_health_or_work(start_server, small_jpegs, ours):

@@ -271,7 +271,7 @@ class ImageHeader:
 
     def close(self) -> None:
         fn, self._close = self._close, None
-        self._decode = None
+        self._decode = self.decode_running = None
         if fn is not None:
             fn()
 

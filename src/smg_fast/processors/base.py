@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _native
+from .. import _native, decoders
 from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..call_inputs import UNIT, prepare_inputs
 from ..call_options import CallOptions, parse_options
@@ -314,7 +314,8 @@ class PlannedBatch(_Sized):
     def decodes_while_computing(self) -> bool:
         """Whether write_into decodes while it computes (one JPEG the native decoder takes:
         its decode overlaps its own resize), rather than decoding first."""
-        return len(self._headers) == 1 and self._headers[0].decode_running is not None
+        return (len(self._headers) == 1 and self._headers[0].decode_running is not None
+                and decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG)
 
     def compute(self) -> np.ndarray:
         """Decodes and computes every image into a new pooled buffer (shaped like pixel_values),
@@ -413,6 +414,7 @@ class PreparedBatch(_Sized):
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
+
 
 def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:
     """out flattened, once it is a writable C-contiguous array of batch's dtype holding

@@ -88,7 +88,7 @@ class Tensor:
     pixels: np.ndarray | None = None
     replan: Callable[[], PlannedBatch] | None = None
     decoded: float | None = None  # a planned batch: its last write's decode_seconds
-    _spent: bool = False
+    _spent: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def of_batch(cls, batch: PreparedBatch | PlannedBatch,

@@ -64,10 +64,13 @@ class Metrics(MetricsEndpoint):
                                          "the server", ["model"], buckets=LATENCY_BUCKETS,
                                          registry=r)
         self.decode_seconds = Histogram("smg_fast_decode_seconds", "Per image: read, hash, "
-                                        "decode and size", buckets=LATENCY_BUCKETS, registry=r)
+                                        "decode and size (a JPEG decoded inside its compute: "
+                                        "its decode's CPU time)", buckets=LATENCY_BUCKETS,
+                                        registry=r)
         self.preprocess_seconds = Histogram("smg_fast_preprocess_seconds", "Per image: resize "
-                                            "+ normalize + patchify", buckets=LATENCY_BUCKETS,
-                                            registry=r)
+                                            "+ normalize + patchify (a JPEG decoded inside that "
+                                            "work: the part past its decode's CPU time)",
+                                            buckets=LATENCY_BUCKETS, registry=r)
         self.transport_seconds = Histogram("smg_fast_transport_seconds", "Per image: writing "
                                            "the tensor to its transport", ["transport"],
                                            buckets=LATENCY_BUCKETS, registry=r)

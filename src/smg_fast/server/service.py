@@ -381,7 +381,7 @@ class PreprocessService:
                 msg = f"item {it.index}:" + msg.split(":", 1)[1]
             raise RequestError(exc.code, msg, exc.retryable) from None
         waited = time.perf_counter() - t0
-        if it.planned is not None:  # a hit: the header was all this item needed
+        if it.planned is not None:  # a hit (the header was all it needed), or consumed: closed
             it.planned.close()
             it.planned = None
         return Tensor.of_entry(entry, how != "miss"), computed if how == "miss" else waited
