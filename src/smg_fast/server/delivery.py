@@ -87,7 +87,7 @@ class Tensor:
     batch: PreparedBatch | PlannedBatch | None = None
     pixels: np.ndarray | None = None
     replan: Callable[[], PlannedBatch] | None = None
-    decoded: float | None = None  # a planned batch: its last write's decode_seconds
+    decoded: float | None = None  # a planned batch: its writes' decode_seconds
     _spent: bool = field(default=False, init=False, repr=False)
 
     @classmethod
@@ -133,8 +133,8 @@ class Tensor:
         return self.pixels
 
     def _note(self, batch: PreparedBatch | PlannedBatch) -> None:
-        if isinstance(batch, PlannedBatch):
-            self.decoded = batch.decode_seconds
+        if isinstance(batch, PlannedBatch):  # every write's decode (a re-plan decodes again)
+            self.decoded = (self.decoded or 0.0) + batch.decode_seconds
 
 
 class Delivery:
@@ -188,6 +188,7 @@ class Delivery:
                 self._finish(out, t, "rdma", pre + wrote,
                              time.perf_counter() - t0 - wrote, timer)
                 return inline_budget
+            pre += wrote  # a write into a lease lost after it is still computing time
         kind = self._choose(t.nbytes, shm_ok, inline_budget, outcome)
         t0 = time.perf_counter()
         name = None
@@ -247,7 +248,8 @@ class Delivery:
     # ---- the transports ----
 
     def _to_rdma(self, t: Tensor) -> tuple[Descriptor | None, str, float]:
-        """(descriptor, "", seconds spent writing) or (None, fallback reason, 0)."""
+        """(descriptor, "", seconds spent writing) or (None, fallback reason, seconds spent on
+        a write whose lease was then lost, else 0)."""
         if t.batch is None:  # a computed tensor: the lane copies it in, GIL released
             desc, reason = self.rdma.export_array(t.array())
             return desc, reason, 0.0
@@ -261,7 +263,7 @@ class Delivery:
             return lease.commit(), "", wrote
         except ExportRefused as exc:  # the lease vanished meanwhile: fall back
             lease.abort()
-            return None, exc.reason, 0.0
+            return None, exc.reason, time.perf_counter() - t0
         except BaseException:
             lease.abort()
             raise

@@ -173,7 +173,8 @@ class PreprocessService:
             err = RequestError(_INVALID, "cannot decode the image: its decoder failed")
             _forget(exc)
         except Exception as exc:
-            if isinstance(exc, RuntimeError) and self.registry.closed:  # shut down under us
+            # shut down under us (the registry's files may be gone mid-write: an OSError)
+            if isinstance(exc, (RuntimeError, OSError)) and self.registry.closed:
                 err = RequestError(grpc.StatusCode.UNAVAILABLE, "server is shutting down: "
                                                                 "retry on another replica")
             else:
