@@ -333,8 +333,8 @@ class PlannedBatch(_Sized):
         image i's native work overlapping the decodes of the images after it, or, for one JPEG,
         its own decode. Consumes the headers; the first failing image raises, as decode() does,
         and then what ``out`` holds is unspecified. Sets ``decode_seconds``: the decoding's
-        share of the call (a JPEG's own decode time where it overlapped its resize; the waits
-        for decoded images otherwise)."""
+        share of the call (a JPEG's own decode CPU time where it overlapped its resize; the
+        waits for decoded images otherwise)."""
         self.decode_seconds = 0.0
         try:
             flat = _destination(out, self, self.nbytes)
