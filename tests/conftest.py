@@ -427,3 +427,20 @@ def start_server():
     yield factory
     for srv in started:
         srv.stop(timeout=2.0)
+
+
+@pytest.fixture()
+def overlapped(monkeypatch) -> list:
+    """What each decoders.decode_jpeg_running call returned in this test (True: a JPEG decoded
+    inside the native call that computed it)."""
+    from smg_fast import decoders
+
+    seen: list = []
+    real = decoders.decode_jpeg_running
+
+    def spy(*args):
+        seen.append(real(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(decoders, "decode_jpeg_running", spy)
+    return seen

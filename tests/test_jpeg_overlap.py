@@ -35,20 +35,6 @@ def threads(request):
     smg_fast.set_num_threads(before)
 
 
-@pytest.fixture()
-def overlapped(monkeypatch) -> list:
-    """What each decode_jpeg_running call returned (True: the overlapped path produced it)."""
-    seen: list = []
-    real = decoders.decode_jpeg_running
-
-    def spy(*args):
-        seen.append(real(*args))
-        return seen[-1]
-
-    monkeypatch.setattr(decoders, "decode_jpeg_running", spy)
-    return seen
-
-
 @pytest.fixture(scope="module")
 def photo(real_images) -> Image.Image:
     return real_images.rgb("rocket")  # 640x427

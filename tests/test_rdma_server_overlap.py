@@ -14,7 +14,6 @@ from conftest import assert_arrays_equal, encode, hf_call
 from PIL import Image
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
-from smg_fast import decoders
 from smg_fast.client import Client
 from smg_fast.transport.rdma import ExportRefused
 from smg_fast.transport.rdma.exporter import ExportLease
@@ -34,19 +33,6 @@ def server(start_server):
 @pytest.fixture(scope="module")
 def photo(real_images) -> Image.Image:
     return real_images.rgb("rocket").resize((1280, 720))
-
-
-@pytest.fixture()
-def overlapped(monkeypatch) -> list:
-    seen: list = []
-    real = decoders.decode_jpeg_running
-
-    def spy(*args):
-        seen.append(real(*args))
-        return seen[-1]
-
-    monkeypatch.setattr(decoders, "decode_jpeg_running", spy)
-    return seen
 
 
 def slots_in_use(server) -> int:
