@@ -29,6 +29,7 @@ import argparse
 import gc
 import io
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -113,12 +114,15 @@ def _side_by_side(jpegs: list[bytes], rounds: int) -> float:
                                           env=env, text=True) for _ in range(n)]
                 try:
                     for p in procs:
-                        if p.stdout.readline().strip() != "ready":
+                        if not select.select([p.stdout], [], [], 120)[0] or \
+                                p.stdout.readline().strip() != "ready":
                             raise RuntimeError("a side-by-side worker failed to start")
                     for p in procs:
                         p.stdin.write("go\n")
                         p.stdin.flush()
                     outs = [p.communicate(timeout=120)[0] for p in procs]
+                    if any(p.returncode for p in procs):
+                        raise RuntimeError("a side-by-side worker failed")
                 finally:
                     for p in procs:
                         p.kill()

@@ -5,8 +5,10 @@ PlannedBatch.decodes_while_computing forced off), alternated in one run. Unique 
 by the project's load generator; req/s, p50 latency and the server's CPU per request (medians of
 the rounds).
 
-    python bench/server_decode.py [--seconds 8] [--rounds 2] [--concurrency 1,8]
-                                  [--transports shm,rdma]     # rdma needs NIXL
+    PYTHONPATH=src python bench/server_decode.py [--seconds 8] [--rounds 2]
+        [--concurrency 1,8] [--transports shm,rdma]     # ~4 minutes; rdma needs NIXL
+
+Rounds alternate which arm runs first.
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
+from gate import cpu_model, kernel_key
+
+import smg_fast
+from smg_fast import decoders
 from smg_fast.bench.servers import free_port, wait_serving
+from smg_fast.client import Client
 
 # Runs the server with the decode ahead of the compute (the behaviour before it moved inside).
 _AHEAD = ("import runpy, sys\n"
@@ -32,20 +41,33 @@ _NUMBERS = re.compile(r"([\d.]+) req/s .* p50 ([\d.]+) ms .*server CPU [\d.]+ s:
 def _measure(mode: str, transport: str, concurrency: int, seconds: float) -> tuple[float, ...]:
     port = free_port()
     head = ["-c", _AHEAD] if mode == "ahead" else ["-m", "smg_fast.server"]
-    server = subprocess.Popen(
-        [sys.executable, *head, "--port", str(port), "--workers", "2", "--pixel-cache-mb", "0",
-         "--log-level", "warning", "--transport", transport, "--rdma-listen-port", "0",
-         "--rdma-slot-mb", "64", "--rdma-slots", "16"], stderr=subprocess.DEVNULL)
-    try:
-        wait_serving(f"127.0.0.1:{port}", server, timeout=60)
-        out = subprocess.run(
-            [sys.executable, "-m", "smg_fast.bench.load", "--target", f"127.0.0.1:{port}",
-             "--concurrency", str(concurrency), "--seconds", str(seconds), "--transport",
-             transport, "--unique", "--dtype", "float32", "--no-progress", "--server-pid",
-             str(server.pid)], capture_output=True, text=True, timeout=seconds + 120)
-    finally:
-        server.terminate()
-        server.wait(30)
+    with tempfile.TemporaryFile("w+") as err:
+        server = subprocess.Popen(
+            [sys.executable, *head, "--port", str(port), "--workers", "2", "--pixel-cache-mb",
+             "0", "--log-level", "warning", "--transport", transport, "--rdma-listen-port", "0",
+             "--rdma-slot-mb", "64", "--rdma-slots", "16"], stderr=err)
+        try:
+            try:
+                wait_serving(f"127.0.0.1:{port}", server, timeout=60)
+            except RuntimeError:
+                err.seek(0)
+                raise RuntimeError(f"server exited at startup: {err.read()[-2000:]}") from None
+            if transport == "rdma":
+                with Client(f"127.0.0.1:{port}") as c:
+                    if not c.model_info()["rdma_available"]:
+                        raise RuntimeError("the server has no RDMA (is NIXL installed?)")
+            out = subprocess.run(
+                [sys.executable, "-m", "smg_fast.bench.load", "--target", f"127.0.0.1:{port}",
+                 "--concurrency", str(concurrency), "--seconds", str(seconds), "--transport",
+                 transport, "--unique", "--dtype", "float32", "--no-progress", "--server-pid",
+                 str(server.pid)], capture_output=True, text=True, timeout=seconds + 120)
+        finally:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
     found = _NUMBERS.search(out.stdout)
     if out.returncode or not found:
         raise RuntimeError(f"load generator failed: {out.stdout}{out.stderr}")
@@ -59,14 +81,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1,8")
     ap.add_argument("--transports", default="shm,rdma")
     args = ap.parse_args(argv)
+    if decoders.jpeg_engine() != decoders.PILLOW_LIBJPEG:
+        raise SystemExit("the native JPEG decoder is not bound here: both arms would decode "
+                         "ahead (build with jpeglib.h: .ci/test_tools.sh, then pip install .)")
+    print(f"# {cpu_model()} | kernels {kernel_key()} | smg_fast from "
+          f"{Path(smg_fast.__file__).parent} | {args.seconds:g} s x {args.rounds} rounds")
     print("| transport | concurrency | req/s inside / ahead | p50 ms inside / ahead "
           "| server CPU ms per request inside / ahead |")
     print("|---|--:|--:|--:|--:|")
     for transport in args.transports.split(","):
         for conc in (int(c) for c in args.concurrency.split(",")):
             got: dict[str, list[tuple[float, ...]]] = {"inside": [], "ahead": []}
-            for _ in range(args.rounds):
-                for mode in got:
+            for r in range(args.rounds):
+                for mode in (("inside", "ahead") if r % 2 == 0 else ("ahead", "inside")):
                     got[mode].append(_measure(mode, transport, conc, args.seconds))
             med = {m: [statistics.median(r[i] for r in runs) for i in range(3)]
                    for m, runs in got.items()}

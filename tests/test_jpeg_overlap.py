@@ -128,7 +128,11 @@ def test_what_it_does_not_take_goes_the_old_way(photo, ours, tmp_path, overlappe
     proc(rotated)
     proc([plain, plain])
     assert overlapped == []
+    for planned in (proc.plan_batch(cmyk), proc.plan_batch(rotated), proc.plan_batch([plain] * 2)):
+        assert not planned.decodes_while_computing  # what the server decides by
+        planned.close()
     monkeypatch.setattr(decoders, "_jpeg_engine", decoders.SIMPLEJPEG)
+    assert not proc.plan_batch(plain).decodes_while_computing
     assert_arrays_equal(proc(plain)["pixel_values"], proc(pillow_rgb(plain))["pixel_values"])
     assert overlapped == []
 
@@ -178,6 +182,10 @@ def test_planned_batch_writes_into_a_callers_buffer(photo, ours, hf_qwen, overla
     the output is refused before anything is decoded."""
     data = make(photo, (1280, 720), "420")
     proc = ours("qwen2_vl")
+    closed = proc.plan_batch(data, dtype)
+    assert closed.decodes_while_computing
+    closed.close()
+    assert not closed.decodes_while_computing  # a closed header decodes nothing
     planned = proc.plan_batch(data, dtype)
     room = np.full(planned.nbytes // planned.np_dtype.itemsize + 5, 7, planned.np_dtype)
     got = planned.write_into(room)

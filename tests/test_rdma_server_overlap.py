@@ -15,6 +15,7 @@ from PIL import Image
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
 from smg_fast.client import Client
+from smg_fast.processors.base import PlannedBatch
 from smg_fast.transport.rdma import ExportRefused
 from smg_fast.transport.rdma.exporter import ExportLease
 
@@ -74,12 +75,33 @@ def test_a_lease_lost_after_its_write_falls_back_with_a_fresh_decode(server, pul
         return real_commit(self)
 
     monkeypatch.setattr(ExportLease, "commit", commit)
+    writes = []  # (wall seconds, decode seconds) of each write
+    real_write = PlannedBatch.write_into
+
+    def write_into(self, out):
+        t0 = time.perf_counter()
+        try:
+            return real_write(self, out)
+        finally:
+            writes.append((time.perf_counter() - t0, self.decode_seconds))
+
+    monkeypatch.setattr(PlannedBatch, "write_into", write_into)
     reg = server.server.metrics.registry
+
+    def sums() -> tuple[float, float]:
+        return (reg.get_sample_value("smg_fast_decode_seconds_sum") or 0,
+                reg.get_sample_value("smg_fast_preprocess_seconds_sum") or 0)
+
+    before = sums()
     with Client(server.target, puller=puller, timeout=30) as c:
         out = c.preprocess(data, transport="rdma")
     assert refused and out.items[0].transport == "shm"
     assert_arrays_equal(out.pixel_values, transformers(hf_qwen, data))
     assert overlapped == [True, True]  # written twice: each write decoded its own header
+    # Both writes are accounted for: their decodes as decoding, the rest as preprocessing.
+    decoded, preprocessed = (b - a for a, b in zip(before, sums(), strict=True))
+    assert len(writes) == 2 and decoded == pytest.approx(sum(d for _, d in writes), abs=1e-9)
+    assert preprocessed >= sum(w - d for w, d in writes) - 1e-6
     assert reg.get_sample_value("smg_fast_fallback_total",
                                 {"reason": "lease_expired", "used": "shm"}) >= 1
     assert settled(server)

@@ -175,6 +175,7 @@ class PreprocessService:
         except Exception as exc:
             # shut down under us (the registry's files may be gone mid-write: an OSError)
             if isinstance(exc, (RuntimeError, OSError)) and self.registry.closed:
+                log.info("request ended by the shutdown: %s: %s", type(exc).__name__, exc)
                 err = RequestError(grpc.StatusCode.UNAVAILABLE, "server is shutting down: "
                                                                 "retry on another replica")
             else:
