@@ -206,16 +206,14 @@ void bind_pipeline(py::module_& m) {
              "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
              "zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
-             py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(), py::arg("jpeg") = py::none(),
-             py::arg("decode_seconds") = py::none(),
-             "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3\n"
-             "channels, RGBX for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows,\n"
-             "normalized in the pipeline's dtype, into the flat C-contiguous array dst from element\n"
-             "offset on; grid cells past the resized image are padding (pixel value 0). Formats other\n"
-             "than RGB / RGBX are converted while read, through small pooled bands. Releases the GIL. jpeg\n"
-             "(bytes): src (RGB) is filled by jpeg_decode while the core reads its finished rows; returns\n"
-             "jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded), else 0; with\n"
-             "decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.")
+             py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(), py::arg("jpeg") = py::none(), py::arg("decode_seconds") = py::none(),
+             "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3 channels, RGBX\n"
+             "for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the pipeline's\n"
+             "dtype, into the flat C-contiguous array dst from element offset on; grid cells past the resized image\n"
+             "are padding (pixel value 0). Formats other than RGB / RGBX are converted while read, through small\n"
+             "pooled bands. Releases the GIL. jpeg (bytes): src (RGB) is filled by jpeg_decode while the core reads\n"
+             "its finished rows; returns jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded),\n"
+             "else 0; with decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"), py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
              "multiple of merge and the resized image fits inside it.")
