@@ -18,14 +18,13 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from gate import cpu_model, kernel_key
 
 import smg_fast
 from smg_fast import decoders
-from smg_fast.bench.servers import free_port, wait_serving
+from smg_fast.bench.servers import ServerProcess
 from smg_fast.client import Client
 
 # Runs the server with the decode ahead of the compute (the behaviour before it moved inside).
@@ -38,36 +37,25 @@ _NUMBERS = re.compile(r"([\d.]+) req/s .* p50 ([\d.]+) ms .*server CPU [\d.]+ s:
                       re.DOTALL)
 
 
+class _AheadServer(ServerProcess):
+    def launcher(self) -> list[str]:
+        return ["-c", _AHEAD]
+
+
 def _measure(mode: str, transport: str, concurrency: int, seconds: float) -> tuple[float, ...]:
-    port = free_port()
-    head = ["-c", _AHEAD] if mode == "ahead" else ["-m", "smg_fast.server"]
-    with tempfile.TemporaryFile("w+") as err:
-        server = subprocess.Popen(
-            [sys.executable, *head, "--port", str(port), "--workers", "2", "--pixel-cache-mb",
-             "0", "--log-level", "warning", "--transport", transport, "--rdma-listen-port", "0",
-             "--rdma-slot-mb", "64", "--rdma-slots", "16"], stderr=err)
-        try:
-            try:
-                wait_serving(f"127.0.0.1:{port}", server, timeout=60)
-            except RuntimeError:
-                err.seek(0)
-                raise RuntimeError(f"server exited at startup: {err.read()[-2000:]}") from None
-            if transport == "rdma":
-                with Client(f"127.0.0.1:{port}") as c:
-                    if not c.model_info()["rdma_available"]:
-                        raise RuntimeError("the server has no RDMA (is NIXL installed?)")
-            out = subprocess.run(
-                [sys.executable, "-m", "smg_fast.bench.load", "--target", f"127.0.0.1:{port}",
-                 "--concurrency", str(concurrency), "--seconds", str(seconds), "--transport",
-                 transport, "--unique", "--dtype", "float32", "--no-progress", "--server-pid",
-                 str(server.pid)], capture_output=True, text=True, timeout=seconds + 120)
-        finally:
-            server.terminate()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+    kind = _AheadServer if mode == "ahead" else ServerProcess
+    with kind(["--workers", "2", "--pixel-cache-mb", "0", "--log-level", "warning",
+               "--transport", transport, "--rdma-listen-port", "0", "--rdma-slot-mb", "64",
+               "--rdma-slots", "16"]) as server:
+        if transport == "rdma":
+            with Client(server.target) as c:
+                if not c.model_info()["rdma_available"]:
+                    raise RuntimeError("the server has no RDMA (is NIXL installed?)")
+        out = subprocess.run(
+            [sys.executable, "-m", "smg_fast.bench.load", "--target", server.target,
+             "--concurrency", str(concurrency), "--seconds", str(seconds), "--transport",
+             transport, "--unique", "--dtype", "float32", "--no-progress", "--server-pid",
+             str(server.pid)], capture_output=True, text=True, timeout=seconds + 120)
     found = _NUMBERS.search(out.stdout)
     if out.returncode or not found:
         raise RuntimeError(f"load generator failed: {out.stdout}{out.stderr}")

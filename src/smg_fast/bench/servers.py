@@ -60,10 +60,13 @@ class ServerProcess:
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.target = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
-        cmd = [sys.executable, "-m", self.module, "--host", host, "--port",
-               str(self.port), *args]
+        cmd = [sys.executable, *self.launcher(), "--host", host, "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, env=dict(os.environ, **(env or {})),
                                      stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+
+    def launcher(self) -> list[str]:
+        """What follows the interpreter on the command line, before the server's options."""
+        return ["-m", self.module]
 
     @property
     def pid(self) -> int:
