@@ -4,7 +4,7 @@
     python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25]
 
 transformers' torchvision classes need torchvision, which lives only in the oracle venv
-(.ci/torchvision_env.sh; SMG_FAST_TV_PYTHON or .venv-tv/bin/python), so this script re-runs itself
+(.ci/oracle_venv.sh torchvision, or SMG_FAST_TV_PYTHON), so this script re-runs itself
 under that venv's python, importing the smg_fast this environment has (installed or built in
 place) through a folder holding only that package. Timing is bench/gate.py's: CPU time, the copy
 floor, smg-fast float32 and bfloat16 and the reference interleaved round by round, ratios of the
@@ -84,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     from references import photo_file
 
     import smg_fast
+    from smg_fast.bench.oracle_venv import OracleVenvMissing, torchvision_python
 
-    tv_python = os.environ.get("SMG_FAST_TV_PYTHON") or str(REPO / ".venv-tv" / "bin" / "python")
-    if not os.access(tv_python, os.X_OK):
-        raise SystemExit(f"no torchvision venv at {tv_python}: run .ci/torchvision_env.sh "
-                         "(or set SMG_FAST_TV_PYTHON)")
+    try:
+        tv_python = torchvision_python(REPO)
+    except OracleVenvMissing as exc:
+        raise SystemExit(str(exc)) from None
     with tempfile.TemporaryDirectory() as only:
         # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
         Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)

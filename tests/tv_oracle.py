@@ -2,14 +2,14 @@
 
 torchvision needs the CUDA build of torch, which the main environment must not have, so the
 reference outputs come from tests/tv_oracle_script.py under the python of the venv that
-.ci/torchvision_env.sh makes (SMG_FAST_TV_PYTHON, default .venv-tv/bin/python). Inputs travel
-as a pickle (PIL images keep their mode, palette and info), outputs as .npy files. Without the
-venv the tests fail with a message naming the script; they never skip.
+.ci/oracle_venv.sh torchvision makes outside the clone (smg_fast.bench.oracle_venv finds it;
+SMG_FAST_TV_PYTHON overrides). Inputs travel as a pickle (PIL images keep their mode, palette and
+info), outputs as .npy files. Without the venv the tests fail with a message naming the script;
+they never skip.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 from pathlib import Path
@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from smg_fast.bench.oracle_venv import OracleVenvMissing, torchvision_python
+
 REPO = Path(__file__).resolve().parent.parent
-ENV_SCRIPT = ".ci/torchvision_env.sh"
 SCRIPT = Path(__file__).with_name("tv_oracle_script.py")
 
 # Kimi-K2.5's media_proc_cfg as Kimi_K25ImageProcessor takes it.
@@ -28,11 +29,11 @@ KIMI_HUB = dict(size={"max_height": 512, "max_width": 512}, max_patches=16384, p
 
 
 def tv_python() -> str:
-    py = os.environ.get("SMG_FAST_TV_PYTHON") or str(REPO / ".venv-tv" / "bin" / "python")
-    if not os.access(py, os.X_OK):
-        pytest.fail(f"the torchvision oracle venv is missing ({py}): run {ENV_SCRIPT} "
-                    "(or point SMG_FAST_TV_PYTHON at its python)", pytrace=False)
-    return py
+    """The oracle venv's python; fails the test (never skips) when the venv is not made."""
+    try:
+        return torchvision_python(REPO)
+    except OracleVenvMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
