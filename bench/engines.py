@@ -1,0 +1,123 @@
+"""vLLM's whole per-request rendering (chat template, tokenization, media decode, multimodal
+processor) with smg-fast's plugin on vs off, one thread, in vLLM's own venv, in one run.
+
+    python bench/engines.py [--rounds N] [--modes uint8,float32]
+
+Requests: 1 and 4 JPEG images per prompt, 1920x1080 and 2048x2048 (scikit-image's photo
+resized), sent as data: URLs as an OpenAI client sends them. For each, the time of
+``render_chat`` (what vLLM's API server does for a chat request before the engine sees it),
+median over rounds, wall and CPU, in vLLM's default mode (uint8 patches, normalized on the
+device) and with ``mm_device_do_normalize=False`` (float32 on the CPU). Before timing, every
+request's output with the plugin on is checked identical to vLLM's own (off). The vLLM venv is
+``.ci/oracle_venv.sh vllm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import pickle
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+SIZES = ((1920, 1080), (2048, 2048))
+COUNTS = (1, 4)
+MODES = {"uint8": {}, "float32": {"mm_device_do_normalize": False}}
+
+
+def cpu_model() -> str:
+    """The host CPU's model name (every figure is printed with it)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _requests() -> list[tuple[str, dict]]:
+    from PIL import Image
+    from references import photo_file
+
+    with Image.open(photo_file()) as im:
+        base = im.convert("RGB")
+    out = []
+    for size in SIZES:
+        photos = []
+        for i in range(max(COUNTS)):  # distinct images: no cache or hash shortcut applies
+            buf = io.BytesIO()
+            base.rotate(0.5 * i).resize(size, Image.Resampling.LANCZOS).save(buf, "JPEG",
+                                                                            quality=90)
+            photos.append(("jpeg", buf.getvalue()))
+        for n in COUNTS:
+            out.append((f"{n} x {size[0]}x{size[1]}", {"images": photos[:n]}))
+    return out
+
+
+def _run(python, overlay, workdir: Path, folder: Path, requests, modes, rounds, plugin):
+    from smg_fast.bench.engine_env import run_in_venv
+
+    workdir.mkdir()
+    job = {"folder": str(folder), "repeat": rounds,
+           "runs": [{"engine": MODES[m], "requests": [r for _, r in requests]} for m in modes]}
+    (workdir / "job.pkl").write_bytes(pickle.dumps(job))
+    proc = run_in_venv(python, ["-m", "smg_fast.bench.vllm_runner", str(workdir)], overlay,
+                       {"SMG_FAST_VLLM": plugin}, timeout=3600)
+    if proc.returncode != 0:
+        raise SystemExit(f"vLLM runner failed:\n{proc.stderr[-4000:]}")
+    return pickle.loads((workdir / "result.pkl").read_bytes())["runs"]
+
+
+def _same(a: dict, b: dict) -> bool:
+    if a["prompt_token_ids"] != b["prompt_token_ids"] or set(a["fields"]) != set(b["fields"]):
+        return False
+    return all(x.dtype == y.dtype and np.array_equal(x, y)
+               for k in a["fields"] for x, y in zip(a["fields"][k], b["fields"][k], strict=True))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="timed renders per request")
+    parser.add_argument("--modes", default="uint8,float32",
+                        help="comma-separated: uint8 (vLLM's default), float32")
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+    from smg_fast.bench.engine_env import engine_python, make_overlay
+    from smg_fast.bench.model_folders import make_qwen_folder
+
+    python = engine_python("vllm")
+    requests = _requests()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        folder = make_qwen_folder(tmp / "Qwen2-VL-7B-Instruct")
+        overlay = make_overlay(tmp / "overlay")
+        off = _run(python, overlay, tmp / "off", folder, requests, modes, args.rounds, "0")
+        on = _run(python, overlay, tmp / "on", folder, requests, modes, args.rounds, "1")
+    print(f"CPU: {cpu_model()}; vLLM render_chat per request, 1 thread, median of "
+          f"{args.rounds}; Qwen2-VL hub config")
+    print(f"{'mode':8} {'request':18} {'vLLM ms':>9} {'+smg ms':>9} {'x wall':>7} "
+          f"{'vLLM cpu':>9} {'+smg cpu':>9} {'x cpu':>6}  exact")
+    for m, run_off, run_on in zip(modes, off, on, strict=True):
+        for (name, _), r_off, r_on in zip(requests, run_off["requests"], run_on["requests"],
+                                          strict=True):
+            w_off, w_on = (statistics.median(r["wall"]) * 1e3 for r in (r_off, r_on))
+            c_off, c_on = (statistics.median(r["cpu"]) * 1e3 for r in (r_off, r_on))
+            print(f"{m:8} {name:18} {w_off:9.1f} {w_on:9.1f} {w_off / w_on:7.2f} "
+                  f"{c_off:9.1f} {c_on:9.1f} {c_off / c_on:6.2f}  "
+                  f"{'yes' if _same(r_on, r_off) else 'NO'}")
+        print(f"{m:8} image processor: off {run_off['image_processor']}, "
+              f"on {run_on['image_processor']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

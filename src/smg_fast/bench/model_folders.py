@@ -1,0 +1,107 @@
+"""Tiny local model folders for engine tests and benchmarks: a real family's image processor
+config, a small config.json, and a byte-level BPE tokenizer trained here with the family's
+special tokens and a chat template. No weights: the engines' preprocessing never loads them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .oracles import CLIP_MEAN, CLIP_STD
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+                  "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+
+# Written here, not copied: each message's images become Qwen's vision placeholder, in order.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}"
+    "{% if c['type'] in ('image', 'image_url', 'image_pil') %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+# The hub checkpoints' preprocessor_config.json values (Qwen2-VL-7B-Instruct, Qwen2.5-VL-7B-
+# Instruct, Qwen3-VL-8B-Instruct), with the class name an engine's environment resolves.
+QWEN_PREPROCESSOR = {
+    "qwen2_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14, temporal_patch_size=2,
+                     merge_size=2, image_mean=CLIP_MEAN, image_std=CLIP_STD,
+                     processor_class="Qwen2VLProcessor"),
+    "qwen2_5_vl": dict(min_pixels=3136, max_pixels=12845056, patch_size=14,
+                       temporal_patch_size=2, merge_size=2, image_mean=CLIP_MEAN,
+                       image_std=CLIP_STD, processor_class="Qwen2_5_VLProcessor"),
+    "qwen3_vl": dict(size={"shortest_edge": 65536, "longest_edge": 16777216}, patch_size=16,
+                     temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3,
+                     image_std=[0.5] * 3, processor_class="Qwen3VLProcessor"),
+}
+
+_ARCHITECTURES = {"qwen2_vl": "Qwen2VLForConditionalGeneration",
+                  "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+                  "qwen3_vl": "Qwen3VLForConditionalGeneration"}
+
+
+def _write_tokenizer(folder: Path) -> dict[str, int]:
+    """Trains a ~400-token byte-level BPE with the special tokens; returns their ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = ["You are a helpful assistant. Describe these images: what is in each picture?"]
+    tok.train_from_iterator(corpus * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
+    fast.save_pretrained(str(folder))
+    return {t: fast.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+
+
+def _model_config(family: str, ids: dict[str, int], vocab: int) -> dict[str, Any]:
+    """A config.json small enough to build instantly (the engines read only its shape fields)."""
+    text = {"vocab_size": vocab, "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "max_position_embeddings": 32768, "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"], "torch_dtype": "bfloat16",
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}
+    if family == "qwen3_vl":
+        text.update(model_type="qwen3_vl_text", head_dim=32,
+                    rope_scaling={"rope_type": "default", "mrope_section": [4, 6, 6],
+                                  "mrope_interleaved": True})
+        vision = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                  "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
+                  "temporal_patch_size": 2, "out_hidden_size": 64,
+                  "num_position_embeddings": 2304, "deepstack_visual_indexes": []}
+    else:
+        text["model_type"] = f"{family}_text"
+        vision = {"depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2,
+                  "in_chans": 3, "patch_size": 14, "spatial_merge_size": 2,
+                  "temporal_patch_size": 2}
+        if family == "qwen2_5_vl":
+            vision.update(intermediate_size=64, out_hidden_size=64, window_size=112,
+                          fullatt_block_indexes=[0])
+    return {"architectures": [_ARCHITECTURES[family]], "model_type": family,
+            "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
+            "vision_start_token_id": ids["<|vision_start|>"],
+            "vision_end_token_id": ids["<|vision_end|>"], "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"], "text_config": text, "vision_config": vision,
+            "torch_dtype": "bfloat16", "vocab_size": vocab}
+
+
+def make_qwen_folder(folder: str | Path, family: str = "qwen2_vl",
+                     image_processor_type: str = "Qwen2VLImageProcessor") -> Path:
+    """Writes a tiny Qwen-family model folder (config, real preprocessor values, tokenizer)."""
+    if family not in QWEN_PREPROCESSOR:
+        raise ValueError(f"no tiny folder for {family!r}; one of {sorted(QWEN_PREPROCESSOR)}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder)
+    vocab = len(json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"])
+    (folder / "config.json").write_text(json.dumps(_model_config(family, ids, vocab), indent=1))
+    pre = {**QWEN_PREPROCESSOR[family], "image_processor_type": image_processor_type}
+    (folder / "preprocessor_config.json").write_text(json.dumps(pre, indent=1))
+    return folder

@@ -1,0 +1,98 @@
+"""Runs vLLM's own request rendering (chat template, tokenization, multimodal processor) on CPU,
+as its API server does, inside vLLM's venv: ``python -m smg_fast.bench.vllm_runner JOBDIR``.
+
+JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
+[{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs"}]}],
+"repeat": timed rounds}``. Writes JOBDIR/result.pkl: per run the image processor class vLLM
+built and per request the prompt token ids, each multimodal field as numpy arrays (bfloat16 as
+its uint16 bits) and the timed rounds' seconds (wall and this process's CPU). Used by the engine
+tests and bench/engines.py; it never starts vLLM's engine core (no GPU needed).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _content(images: list[tuple[str, Any]], text: str) -> list[dict[str, Any]]:
+    """An OpenAI-style user message: JPEG bytes as data: URLs, PIL images as image_pil parts."""
+    parts: list[dict[str, Any]] = []
+    for kind, value in images:
+        if kind == "jpeg":
+            url = "data:image/jpeg;base64," + base64.b64encode(value).decode()
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind == "pil":
+            parts.append({"type": "image_pil", "image_pil": value})
+        else:
+            raise ValueError(f"unknown image kind {kind!r}")
+    parts.append({"type": "text", "text": text})
+    return [{"role": "user", "content": parts}]
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    """A torch tensor's exact contents (bfloat16 as its uint16 bits)."""
+    import torch
+
+    if value.dtype == torch.bfloat16:
+        return value.contiguous().view(torch.uint16).numpy().copy()
+    return value.numpy().copy()
+
+
+def _fields(prompt: dict[str, Any]) -> dict[str, list[np.ndarray]]:
+    """Each multimodal field of an engine prompt, one array per image, in order."""
+    out: dict[str, list[np.ndarray]] = {}
+    for item in prompt["mm_kwargs"].get("image", []):
+        for key, value in item.get_data().items():
+            out.setdefault(key, []).append(_as_numpy(value))
+    return out
+
+
+def _render_run(folder: str, run: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """One engine configuration: its renderer, each request rendered once (kept), then timed."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.renderers.params import ChatParams
+    from vllm.renderers.registry import renderer_from_config
+
+    args = EngineArgs(model=folder, max_model_len=32768, enforce_eager=True,
+                      limit_mm_per_prompt={"image": 8}, **run.get("engine", {}))
+    renderer = renderer_from_config(args.create_engine_config())
+    results = []
+    for req in run["requests"]:
+        conv = _content(req["images"], req.get("text", "Describe these images."))
+        params = ChatParams(mm_processor_kwargs=req.get("mm_processor_kwargs"))
+        _, prompts = renderer.render_chat([conv], params, skip_mm_cache=True)
+        wall, cpu = [], []
+        for _ in range(repeat):
+            t0, c0 = time.perf_counter(), time.process_time()
+            renderer.render_chat([conv], params, skip_mm_cache=True)
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        results.append({"prompt_token_ids": list(prompts[0]["prompt_token_ids"]),
+                        "fields": _fields(prompts[0]), "wall": wall, "cpu": cpu})
+    hf = renderer.get_mm_processor().info.get_hf_processor()
+    image_processor = type(hf.image_processor)
+    return {"requests": results,
+            "image_processor": f"{image_processor.__module__}.{image_processor.__qualname__}"}
+
+
+def main(jobdir: Path) -> None:
+    """Renders every run of the job; one thread, as vLLM's API server renders a request."""
+    job = pickle.loads((jobdir / "job.pkl").read_bytes())
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    import torch
+
+    torch.set_num_threads(1)
+    runs = [_render_run(job["folder"], run, job.get("repeat", 0)) for run in job["runs"]]
+    (jobdir / "result.pkl").write_bytes(pickle.dumps({"runs": runs}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
