@@ -100,7 +100,7 @@ class _SmgImageProcessor(BaseImageProcessor):
     @staticmethod
     def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
         return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
-                    image_mean=list(cfg.image_mean), image_std=list(cfg.image_std),
+                    image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
                     rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
                     do_rescale=True, do_normalize=True, do_convert_rgb=True)
 
