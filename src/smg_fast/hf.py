@@ -80,7 +80,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         known = set(cls.valid_kwargs.__annotations__) | {"min_pixels", "max_pixels"}
         pre.update({k: rest.pop(k) for k in list(rest) if k in known})
         proc = cls(backend=backend, **pre, **smg)
-        compat.logger.info("%s", proc)
+        compat.logger.debug("%s", proc)
         return (proc, rest) if return_unused else proc
 
     @classmethod
