@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import logging
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,25 @@ def _kimi_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
     return dict(size={"max_height": side, "max_width": side}, max_patches=cfg.in_patch_limit,
                 patch_size=cfg.patch_size, merge_size=cfg.merge_size,
                 image_mean=list(cfg.image_mean), image_std=list(cfg.image_std))
+
+
+def _not_torch_advice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("PyTorch was not found")
+
+
+def quiet_transformers_import() -> bool:
+    """Imports transformers (False when it is not installed) without the "PyTorch was not
+    found" advice it logs when torch is absent (a CLI's output, and not a problem here: the
+    PIL reference needs no torch). A filter on its logger, which its module __init__ may run
+    more than once."""
+    hf_logger = logging.getLogger("transformers")
+    if _not_torch_advice not in hf_logger.filters:
+        hf_logger.addFilter(_not_torch_advice)
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
@@ -79,15 +99,19 @@ def reference_return_tensors(processor: Any) -> str:
     return "np" if type(processor).__name__.endswith("Pil") else "pt"
 
 
-def reference_pixel_values(cfg: ProcessorConfig, image: str | bytes) -> tuple[Any, str]:
-    """(float32 pixel_values from transformers, "") for an image path or encoded bytes, or
-    (None, why not). The image is loaded as transformers' load_image does."""
+def reference_pixel_values(cfg: ProcessorConfig,
+                           image: str | bytes | np.ndarray) -> tuple[Any, str]:
+    """(float32 pixel_values from transformers, "") for an image path, encoded bytes or an RGB
+    uint8 (H, W, 3) array, or (None, why not). Paths and bytes are loaded as transformers'
+    load_image does."""
+    quiet_transformers_import()
     ref, why = reference_processor(cfg)
     if ref is None:
         return None, why
     from PIL import Image
     from transformers.image_utils import load_image
 
-    img = load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
+    img = image if isinstance(image, np.ndarray) else \
+        load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
     out = ref(img, return_tensors=reference_return_tensors(ref))
     return np.asarray(out["pixel_values"]), ""
