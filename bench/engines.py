@@ -64,13 +64,14 @@ def _requests() -> list[tuple[str, dict]]:
 
 
 def _run(python, overlay, workdir: Path, folder: Path, requests, modes, rounds, plugin):
+    from smg_fast.bench import vllm_runner
     from smg_fast.bench.engine_env import run_in_venv
 
     workdir.mkdir()
     job = {"folder": str(folder), "repeat": rounds,
            "runs": [{"engine": MODES[m], "requests": [r for _, r in requests]} for m in modes]}
     (workdir / "job.pkl").write_bytes(pickle.dumps(job))
-    proc = run_in_venv(python, ["-m", "smg_fast.bench.vllm_runner", str(workdir)], overlay,
+    proc = run_in_venv(python, [vllm_runner.__file__, str(workdir)], overlay,
                        {"SMG_FAST_VLLM": plugin}, timeout=3600)
     if proc.returncode != 0:
         raise SystemExit(f"vLLM runner failed:\n{proc.stderr[-4000:]}")

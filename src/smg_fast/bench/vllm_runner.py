@@ -1,5 +1,6 @@
 """Runs vLLM's own request rendering (chat template, tokenization, multimodal processor) on CPU,
-as its API server does, inside vLLM's venv: ``python -m smg_fast.bench.vllm_runner JOBDIR``.
+as its API server does, inside vLLM's venv: ``python .../smg_fast/bench/vllm_runner.py JOBDIR``
+(by path: it imports nothing from smg_fast, so it also runs where smg_fast cannot load).
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
 [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs"}]}],
@@ -88,7 +89,10 @@ def main(jobdir: Path) -> None:
     job = pickle.loads((jobdir / "job.pkl").read_bytes())
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import torch
+    from vllm.config.logging import LoggingConfig
+    from vllm.logger import configure_logging
 
+    configure_logging(LoggingConfig())  # the API server's first step, before any plug-in loads
     torch.set_num_threads(1)
     runs = [_render_run(job["folder"], run, job.get("repeat", 0)) for run in job["runs"]]
     (jobdir / "result.pkl").write_bytes(pickle.dumps({"runs": runs}))
