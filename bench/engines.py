@@ -6,7 +6,8 @@ processor) with smg-fast's plugin on vs off, one thread, in vLLM's own venv, in 
 Requests: 1 and 4 JPEG images per prompt, 1920x1080 and 2048x2048 (scikit-image's photo
 resized), sent as data: URLs as an OpenAI client sends them. For each, the time of
 ``render_chat`` (what vLLM's API server does for a chat request before the engine sees it),
-median over rounds, wall and CPU, in vLLM's default mode (uint8 patches, normalized on the
+median over rounds of distinct images, wall and CPU (all threads: vLLM runs the processor
+under its own torch thread setting), in vLLM's default mode (uint8 patches, normalized on the
 device) and with ``mm_device_do_normalize=False`` (float32 on the CPU). Before timing, every
 request's output with the plugin on is checked identical to vLLM's own (off). The vLLM venv is
 ``.ci/oracle_venv.sh vllm``.
@@ -44,7 +45,9 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _requests() -> list[tuple[str, dict]]:
+def _requests(rounds: int) -> list[tuple[str, dict]]:
+    """Per size and count, a checked request and ``rounds`` timed ones, every image distinct
+    (vLLM caches processor outputs by content even when its multimodal cache is skipped)."""
     from PIL import Image
     from references import photo_file
 
@@ -53,26 +56,29 @@ def _requests() -> list[tuple[str, dict]]:
     out = []
     for size in SIZES:
         photos = []
-        for i in range(max(COUNTS)):  # distinct images: no cache or hash shortcut applies
+        for i in range(max(COUNTS) * (rounds + 1)):
             buf = io.BytesIO()
-            base.rotate(0.5 * i).resize(size, Image.Resampling.LANCZOS).save(buf, "JPEG",
-                                                                            quality=90)
+            base.rotate(0.25 * i).resize(size, Image.Resampling.LANCZOS).save(buf, "JPEG",
+                                                                             quality=90)
             photos.append(("jpeg", buf.getvalue()))
         for n in COUNTS:
-            out.append((f"{n} x {size[0]}x{size[1]}", {"images": photos[:n]}))
+            groups = [photos[k * n:(k + 1) * n] for k in range(rounds + 1)]
+            out.append((f"{n} x {size[0]}x{size[1]}", {"images": groups[0],
+                                                       "timed": groups[1:]}))
     return out
 
 
-def _run(python, overlay, workdir: Path, folder: Path, requests, modes, rounds, plugin):
+def _run(python, overlay, workdir: Path, folder: Path, requests, modes, plugin):
     from smg_fast.bench import vllm_runner
     from smg_fast.bench.engine_env import run_in_venv
 
     workdir.mkdir()
-    job = {"folder": str(folder), "repeat": rounds,
+    job = {"folder": str(folder),
            "runs": [{"engine": MODES[m], "requests": [r for _, r in requests]} for m in modes]}
     (workdir / "job.pkl").write_bytes(pickle.dumps(job))
     proc = run_in_venv(python, [vllm_runner.__file__, str(workdir)], overlay,
-                       {"SMG_FAST_VLLM": plugin}, timeout=3600)
+                       {"SMG_FAST_VLLM": plugin, "SMG_FAST_NUM_THREADS": "1"},
+                       timeout=3600)
     if proc.returncode != 0:
         raise SystemExit(f"vLLM runner failed:\n{proc.stderr[-4000:]}")
     return pickle.loads((workdir / "result.pkl").read_bytes())["runs"]
@@ -96,14 +102,14 @@ def main() -> int:
     from smg_fast.bench.model_folders import make_qwen_folder
 
     python = engine_python("vllm")
-    requests = _requests()
+    requests = _requests(args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         folder = make_qwen_folder(tmp / "Qwen2-VL-7B-Instruct")
         overlay = make_overlay(tmp / "overlay")
-        off = _run(python, overlay, tmp / "off", folder, requests, modes, args.rounds, "0")
-        on = _run(python, overlay, tmp / "on", folder, requests, modes, args.rounds, "1")
-    print(f"CPU: {cpu_model()}; vLLM render_chat per request, 1 thread, median of "
+        off = _run(python, overlay, tmp / "off", folder, requests, modes, "0")
+        on = _run(python, overlay, tmp / "on", folder, requests, modes, "1")
+    print(f"CPU: {cpu_model()}; vLLM render_chat per request, median of "
           f"{args.rounds}; Qwen2-VL hub config")
     print(f"{'mode':8} {'request':18} {'vLLM ms':>9} {'+smg ms':>9} {'x wall':>7} "
           f"{'vLLM cpu':>9} {'+smg cpu':>9} {'x cpu':>6}  exact")

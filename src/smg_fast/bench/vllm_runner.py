@@ -3,10 +3,12 @@ as its API server does, inside vLLM's venv: ``python .../smg_fast/bench/vllm_run
 (by path: it imports nothing from smg_fast, so it also runs where smg_fast cannot load).
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
-[{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs"}]}],
-"repeat": timed rounds}``. Writes JOBDIR/result.pkl: per run the image processor class vLLM
-built and per request the prompt token ids, each multimodal field as numpy arrays (bfloat16 as
-its uint16 bits) and the timed rounds' seconds (wall and this process's CPU). Used by the engine
+[{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs", "timed":
+[images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image processor class vLLM built
+and per request the prompt token ids, each multimodal field as numpy arrays (bfloat16 as its
+uint16 bits) and, for each of ``timed`` (other images in the same request shape: vLLM keeps a
+processor-only cache even when its multimodal cache is skipped, so a repeated image would be
+a cache hit), the render's seconds (wall and this process's CPU, all threads). Used by the engine
 tests and bench/engines.py; it never starts vLLM's engine core (no GPU needed).
 """
 
@@ -56,7 +58,7 @@ def _fields(prompt: dict[str, Any]) -> dict[str, list[np.ndarray]]:
     return out
 
 
-def _render_run(folder: str, run: dict[str, Any], repeat: int) -> dict[str, Any]:
+def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
     """One engine configuration: its renderer, each request rendered once (kept), then timed."""
     from vllm.engine.arg_utils import EngineArgs
     from vllm.renderers.params import ChatParams
@@ -71,9 +73,10 @@ def _render_run(folder: str, run: dict[str, Any], repeat: int) -> dict[str, Any]
         params = ChatParams(mm_processor_kwargs=req.get("mm_processor_kwargs"))
         _, prompts = renderer.render_chat([conv], params, skip_mm_cache=True)
         wall, cpu = [], []
-        for _ in range(repeat):
+        for images in req.get("timed", []):
+            timed = _content(images, req.get("text", "Describe these images."))
             t0, c0 = time.perf_counter(), time.process_time()
-            renderer.render_chat([conv], params, skip_mm_cache=True)
+            renderer.render_chat([timed], params, skip_mm_cache=True)
             wall.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         results.append({"prompt_token_ids": list(prompts[0]["prompt_token_ids"]),
@@ -94,7 +97,7 @@ def main(jobdir: Path) -> None:
 
     configure_logging(LoggingConfig())  # the API server's first step, before any plug-in loads
     torch.set_num_threads(1)
-    runs = [_render_run(job["folder"], run, job.get("repeat", 0)) for run in job["runs"]]
+    runs = [_render_run(job["folder"], run) for run in job["runs"]]
     (jobdir / "result.pkl").write_bytes(pickle.dumps({"runs": runs}))
 
 
