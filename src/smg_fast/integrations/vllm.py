@@ -17,8 +17,10 @@ processor would instead replace vLLM's per-model class and break with its next r
 
 A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown option, float
 input with ``do_rescale=False`` and ``do_normalize=False``) is computed by transformers' own
-class for that call, logged once per reason. If smg-fast's native module does not load, an
-error is logged and vLLM keeps transformers' processors. Nothing from vLLM is imported here.
+class for that call, logged once per reason. If smg-fast's native module does not load,
+importing this module raises an ImportError naming the cause, which vLLM's plug-in loader logs
+("Failed to load plugin smg_fast") before going on with transformers' processors. Nothing from
+vLLM is imported here.
 """
 
 from __future__ import annotations
