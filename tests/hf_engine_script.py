@@ -55,7 +55,7 @@ def model_folder(root: Path, model_type: str, pre: dict) -> Path:
 def same(a, b) -> bool:
     if sorted(a.keys()) != sorted(b.keys()):
         return False
-    return all(np.asarray(a[k]).dtype == np.asarray(b[k]).dtype and
+    return all(type(a[k]) is type(b[k]) and np.asarray(a[k]).dtype == np.asarray(b[k]).dtype and
                np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
@@ -96,6 +96,8 @@ def check_model(name, d, refs, case, images, pil, text, tmp) -> None:
         case(f"{name}/{p.name}/uint8_bytes_path", lambda p=p: same(
             ref_ip(str(p), do_rescale=False, do_normalize=False, return_tensors="pt"),
             ours_ip(str(p), do_rescale=False, do_normalize=False, return_tensors="pt")))
+    case(f"{name}/no_return_tensors", lambda: same(ref_ip(pil[:2]), ours_ip(pil[:2]))
+         and same(ref_pil(pil[:2]), ours_pil(pil[:2])))
     odd = {**RAW, "patch_size": 10, "merge_size": 1, "temporal_patch_size": 1}
     case(f"{name}/uint8_other_layout", lambda: same(
         ref_ip(pil[0], return_tensors="pt", **odd), ours_ip(pil[0], return_tensors="pt", **odd)))

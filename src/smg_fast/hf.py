@@ -20,6 +20,7 @@ fallbacks on the torchvision backend).
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import threading
 from typing import Any, ClassVar
@@ -156,10 +157,13 @@ class _SmgImageProcessor(BaseImageProcessor):
             return self._fallback(why, images, return_tensors, kwargs)
         kwargs.pop("dtype", None)
         rt = getattr(return_tensors, "value", return_tensors)
-        out = self._proc(self.fetch_images(images), return_tensors="pt" if rt == "pt" else "np",
+        # transformers' torchvision classes return torch tensors when no type is asked for
+        torch_out = rt == "pt" or (rt is None and self.backend == "torchvision" and
+                                   importlib.util.find_spec("torch") is not None)
+        out = self._proc(self.fetch_images(images), return_tensors="pt" if torch_out else "np",
                          dtype=dtype, channels_first_wins=True, **kwargs)
         data = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
-        if rt is None:  # transformers leaves numpy arrays as they are
+        if rt is None:  # transformers leaves the arrays as its backend made them
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 
