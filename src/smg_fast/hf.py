@@ -245,18 +245,17 @@ class Kimi_K25ImageProcessor(_SmgImageProcessor):  # noqa: N801  (transformers' 
         return out
 
 
-# model_type -> the transformers backends smg-fast serves for it (transformers' own mapping
-# for these families; Kimi-K2.5 has a torchvision class only).
+# The model types whose folders name transformers' Qwen2-VL image processor classes. Kimi-K2.5
+# is not registered: its hub folders run Kimi's remote code (the upstream numbers), which a class
+# registered for its config would displace; use smg_fast.hf.Kimi_K25ImageProcessor directly.
 _QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
-_registered = False
 
 
-def register(exist_ok: bool = True) -> list[str]:
+def register() -> list[str]:
     """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
-    classes for Qwen2/2.5/3-VL and Kimi-K2.5 model folders, for the backend transformers
-    resolves (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
+    classes for Qwen2/2.5/3-VL model folders, for the backend transformers resolves
+    (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
     Idempotent; returns the model types registered."""
-    global _registered
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
@@ -267,19 +266,16 @@ def register(exist_ok: bool = True) -> list[str]:
     # class needs torchvision: true, and not about what is being registered
     hf_logging.set_verbosity_error()
     try:
-        for model_type in (*_QWEN_TYPES, "kimi_k25"):
+        for model_type in _QWEN_TYPES:
             if model_type not in CONFIG_MAPPING:
                 continue
-            classes: dict[str, type] = (
-                {"torchvision": Kimi_K25ImageProcessor} if model_type == "kimi_k25" else
-                {"torchvision": Qwen2VLImageProcessor, "pil": Qwen2VLImageProcessorPil})
-            AutoImageProcessor.register(CONFIG_MAPPING[model_type],
-                                        image_processor_classes=classes,
-                                        exist_ok=exist_ok or _registered)
+            AutoImageProcessor.register(
+                CONFIG_MAPPING[model_type], exist_ok=True,
+                image_processor_classes={"torchvision": Qwen2VLImageProcessor,
+                                         "pil": Qwen2VLImageProcessorPil})
             done.append(model_type)
     finally:
         hf_logging.set_verbosity(verbosity)
-    _registered = True
     return done
 
 

@@ -1,5 +1,5 @@
-"""SGLang plug-in: SGLang's multimodal processors compute Qwen2/2.5/3-VL and Kimi-K2.5 images
-with smg-fast, bit for bit what transformers' processor would give.
+"""SGLang plug-in: SGLang's multimodal processors compute Qwen2/2.5/3-VL images with smg-fast,
+bit for bit what transformers' processor would give.
 
 Installed as the entry point ``smg_fast`` in the ``sglang.srt.plugins`` group, which SGLang's
 ``load_plugins()`` runs early in its processes (``SGLANG_PLUGINS`` filters it);
