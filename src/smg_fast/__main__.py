@@ -66,8 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="compare float32 output with transformers' PIL processor (exit status "
                          "1 when it differs) and report the fast decoders' self-check")
+    ap.add_argument("--check-engine", action="store_true",
+                    help="say whether the vLLM / SGLang plug-ins are installed and on here, and "
+                         "which image processor class transformers returns with smg-fast "
+                         "registered, then exit")
     args = ap.parse_args(argv)
 
+    if args.check_engine:
+        from .hf_reference import quiet_transformers_import
+        from .integrations.check import plugin_lines, resolved_line
+
+        quiet_transformers_import()
+        for line in [*plugin_lines(), resolved_line()]:
+            print(line)
+        return 0
     if args.threads is not None:
         set_num_threads(args.threads)
     try:
