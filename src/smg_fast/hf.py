@@ -49,10 +49,11 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     def __init__(self, processor: Processor | None = None, *, backend: str | None = None,
                  **kwargs: Any) -> None:
-        """transformers' constructor: a preprocessor_config.json's keys (``size``,
-        ``min_pixels``, ``image_mean``, ``do_normalize``...; other keys are kept, as there),
-        plus smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``; or a ready
-        ``processor``."""
+        """Built as transformers' class is, or from a ready smg_fast ``processor``.
+
+        Takes a preprocessor_config.json's keys (``size``, ``min_pixels``, ``image_mean``,
+        ``do_normalize``...; keys that change nothing here, such as ``processor_class``, are
+        dropped) and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
         if processor is None:
             processor = compat.build_processor(self.family == "kimi_k25", kwargs,
                                                backend or self.default_backend)
