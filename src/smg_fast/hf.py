@@ -20,6 +20,7 @@ fallbacks on the torchvision backend).
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import threading
 from typing import Any, ClassVar
@@ -48,10 +49,11 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     def __init__(self, processor: Processor | None = None, *, backend: str | None = None,
                  **kwargs: Any) -> None:
-        """transformers' constructor: a preprocessor_config.json's keys (``size``,
-        ``min_pixels``, ``image_mean``, ``do_normalize``...; other keys are kept, as there),
-        plus smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``; or a ready
-        ``processor``."""
+        """Built as transformers' class is, or from a ready smg_fast ``processor``.
+
+        Takes a preprocessor_config.json's keys (``size``, ``min_pixels``, ``image_mean``,
+        ``do_normalize``...; keys that change nothing here, such as ``processor_class``, are
+        dropped) and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
         if processor is None:
             processor = compat.build_processor(self.family == "kimi_k25", kwargs,
                                                backend or self.default_backend)
@@ -70,16 +72,27 @@ class _SmgImageProcessor(BaseImageProcessor):
         download rules), a json file; ``subfolder``, ``revision``, ``cache_dir``, ``token``,
         ``local_files_only`` as there, loader-only arguments (``_from_auto``,
         ``trust_remote_code``, ``use_fast``...) accepted; keyword overrides win over the file's
-        values; ``backend=`` picks smg-fast's other backend."""
+        values; ``backend=`` picks smg-fast's other backend. A config smg-fast does not
+        reproduce (``do_resize: false``, ...) gets transformers' own class (logged once)."""
         backend = kwargs.pop("backend", None)
         return_unused = kwargs.pop("return_unused_kwargs", False)
         smg = {k: kwargs.pop(k) for k in list(kwargs) if k in compat.SMG_OPTIONS}
+        passed = dict(kwargs, return_unused_kwargs=return_unused)
         for key in compat.LOADER_NOISE:
             kwargs.pop(key, None)
         pre, rest = cls.get_image_processor_dict(pretrained_model_name_or_path, **kwargs)
         known = set(cls.valid_kwargs.__annotations__) | {"min_pixels", "max_pixels"}
         pre.update({k: rest.pop(k) for k in list(rest) if k in known})
-        proc = cls(backend=backend, **pre, **smg)
+        try:
+            proc = cls(backend=backend, **pre, **smg)
+        except (TypeError, ValueError) as exc:
+            theirs = compat.transformers_class(cls.family == "kimi_k25",
+                                               backend or cls.default_backend)
+            if theirs is None:
+                raise
+            compat.log_once(f"smg-fast: {pretrained_model_name_or_path}: {exc}; transformers' "
+                            f"{theirs.__name__} computes it")
+            return theirs.from_pretrained(pretrained_model_name_or_path, *args, **passed)
         compat.logger.debug("%s", proc)
         return (proc, rest) if return_unused else proc
 
@@ -156,10 +169,13 @@ class _SmgImageProcessor(BaseImageProcessor):
             return self._fallback(why, images, return_tensors, kwargs)
         kwargs.pop("dtype", None)
         rt = getattr(return_tensors, "value", return_tensors)
-        out = self._proc(self.fetch_images(images), return_tensors="pt" if rt == "pt" else "np",
+        # transformers' torchvision classes return torch tensors when no type is asked for
+        torch_out = rt == "pt" or (rt is None and self.backend == "torchvision" and
+                                   importlib.util.find_spec("torch") is not None)
+        out = self._proc(self.fetch_images(images), return_tensors="pt" if torch_out else "np",
                          dtype=dtype, channels_first_wins=True, **kwargs)
         data = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
-        if rt is None:  # transformers leaves numpy arrays as they are
+        if rt is None:  # transformers leaves the arrays as its backend made them
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 
@@ -241,18 +257,17 @@ class Kimi_K25ImageProcessor(_SmgImageProcessor):  # noqa: N801  (transformers' 
         return out
 
 
-# model_type -> the transformers backends smg-fast serves for it (transformers' own mapping
-# for these families; Kimi-K2.5 has a torchvision class only).
+# The model types whose folders name transformers' Qwen2-VL image processor classes. Kimi-K2.5
+# is not registered: its hub folders run Kimi's remote code (the upstream numbers), which a class
+# registered for its config would displace; use smg_fast.hf.Kimi_K25ImageProcessor directly.
 _QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
-_registered = False
 
 
-def register(exist_ok: bool = True) -> list[str]:
+def register() -> list[str]:
     """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
-    classes for Qwen2/2.5/3-VL and Kimi-K2.5 model folders, for the backend transformers
-    resolves (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
+    classes for Qwen2/2.5/3-VL model folders, for the backend transformers resolves
+    (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
     Idempotent; returns the model types registered."""
-    global _registered
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
@@ -263,19 +278,16 @@ def register(exist_ok: bool = True) -> list[str]:
     # class needs torchvision: true, and not about what is being registered
     hf_logging.set_verbosity_error()
     try:
-        for model_type in (*_QWEN_TYPES, "kimi_k25"):
+        for model_type in _QWEN_TYPES:
             if model_type not in CONFIG_MAPPING:
                 continue
-            classes: dict[str, type] = (
-                {"torchvision": Kimi_K25ImageProcessor} if model_type == "kimi_k25" else
-                {"torchvision": Qwen2VLImageProcessor, "pil": Qwen2VLImageProcessorPil})
-            AutoImageProcessor.register(CONFIG_MAPPING[model_type],
-                                        image_processor_classes=classes,
-                                        exist_ok=exist_ok or _registered)
+            AutoImageProcessor.register(
+                CONFIG_MAPPING[model_type], exist_ok=True,
+                image_processor_classes={"torchvision": Qwen2VLImageProcessor,
+                                         "pil": Qwen2VLImageProcessorPil})
             done.append(model_type)
     finally:
         hf_logging.set_verbosity(verbosity)
-    _registered = True
     return done
 
 

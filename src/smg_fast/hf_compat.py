@@ -5,6 +5,7 @@ reason for the latter once."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from typing import Any
@@ -13,7 +14,8 @@ import numpy as np
 
 from .call_options import parse_options
 from .config import ProcessorConfig
-from .processors import Processor, make_processor
+from .hf_reference import reference_class
+from .processors import Processor, get_family, make_processor
 from .processors.registry import config_from_preprocessor
 
 logger = logging.getLogger("smg_fast")
@@ -74,6 +76,13 @@ def build_processor(kimi: bool, kwargs: dict[str, Any], backend: str) -> Process
     return make_processor(cfg)
 
 
+def transformers_class(kimi: bool, backend: str) -> Any:
+    """transformers' own class for a family and backend, or None when it cannot run here."""
+    cfg = dataclasses.replace(get_family("kimi_k25" if kimi else "qwen2_vl").builtin,
+                              backend=backend)
+    return reference_class(cfg)[0]
+
+
 def _flatten(images: Any) -> list[Any]:
     if isinstance(images, (list, tuple)):
         return [x for item in images for x in _flatten(item)]
@@ -119,4 +128,4 @@ def plain(value: Any) -> Any:
 
 
 __all__ = ["FLAGS", "LOADER_NOISE", "SMG_OPTIONS", "build_processor", "call_plan", "log_once",
-           "logger", "plain"]
+           "logger", "plain", "transformers_class"]
