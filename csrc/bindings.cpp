@@ -112,10 +112,8 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
         throw py::value_error("run: decode_seconds must be a writable float64 array, with jpeg");
     double* decode_s = secs ? static_cast<double*>(secs->mutable_data()) : nullptr;
     const PixelFormat f = checked_format(fmt, in, "run");
-    const int esize = dtype_size(pl.dtype());
-    // bfloat16 travels as its raw bits (uint16): no numpy bfloat16 exists
-    const char kind = pl.dtype() == DType::BFloat16 ? 'u' : 'f';
-    if (dst.itemsize() != esize || dst.dtype().kind() != kind || !(dst.flags() & py::array::c_style) || !dst.writeable())
+    const int esize = dtype_size(pl.dtype());  // bfloat16 travels as its raw bits (uint16)
+    if (!dst.dtype().equal(py::dtype(dtype_format(pl.dtype()))) || !(dst.flags() & py::array::c_style) || !dst.writeable())
         throw py::value_error("run: dst must be a writable C-contiguous array of the output dtype");
     const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w);
     if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
@@ -178,7 +176,8 @@ void bind_enums(py::module_& m) {
     py::enum_<DType>(m, "DType", "Output element type.")
         .value("FLOAT32", DType::Float32, "float32.")
         .value("BFLOAT16", DType::BFloat16, "bfloat16 (NumPy arrays hold its bits as uint16).")
-        .value("FLOAT16", DType::Float16, "IEEE float16.");
+        .value("FLOAT16", DType::Float16, "IEEE float16.")
+        .value("UINT8", DType::UInt8, "uint8: the resized byte itself, not normalized (patch order only).");
     py::enum_<LutRecipe>(m, "LutRecipe", "The reference's normalization arithmetic, operation for operation.")
         .value("HF_RESCALE_NORMALIZE", LutRecipe::HfRescaleNormalize,
                "transformers' PIL processors: f32(f32(f64(u) * rescale) - f32(mean)) / f32(std).")
@@ -219,12 +218,11 @@ void bind_pipeline(py::module_& m) {
              "multiple of merge and the resized image fits inside it.")
         .def_property_readonly("lut", [](py::object self) {
                  const Pipeline& pl = self.cast<const Pipeline&>();
-                 const py::dtype dt = pl.dtype() == DType::Float32 ? py::dtype::of<float>() : py::dtype::of<uint16_t>();
-                 py::array out(dt, {3, 256}, {}, pl.normalizer().lut(), self);
+                 py::array out(py::dtype(dtype_format(pl.dtype())), {3, 256}, {}, pl.normalizer().lut(), self);
                  make_read_only(out);
                  return out;
              }, "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
-                "float16), indexed [channel, pixel value]: the definition of every output value.")
+                "float16, uint8 for UINT8), indexed [channel, pixel value]: the definition of every output value.")
         .def_property_readonly("kernel", [](const Pipeline& pl) { return Normalizer::kernel_name(pl.normalizer().kernel_for(pl.patch())); },
              "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
              "'avx2-fast', 'avx2-gather' or 'table' (each SIMD form checked against all 768 table values).")

@@ -6,9 +6,20 @@
 
 namespace smg {
 
-int dtype_size(DType d) { return d == DType::Float32 ? 4 : 2; }
+int dtype_size(DType d) { return d == DType::Float32 ? 4 : d == DType::UInt8 ? 1 : 2; }
 
-bool is_valid_dtype(DType d) { return d == DType::Float32 || d == DType::BFloat16 || d == DType::Float16; }
+const char* dtype_format(DType d) {
+    switch (d) {
+        case DType::Float32: return "f";
+        case DType::BFloat16: return "H";
+        case DType::Float16: return "e";
+        default: return "B";
+    }
+}
+
+bool is_valid_dtype(DType d) {
+    return d == DType::Float32 || d == DType::BFloat16 || d == DType::Float16 || d == DType::UInt8;
+}
 
 bool is_valid_recipe(LutRecipe r) {
     return r == LutRecipe::HfRescaleNormalize || r == LutRecipe::KimiDivideMultiply ||
@@ -88,6 +99,7 @@ void build_lut(const NormParams& params, DType dtype, void* out) {
                 case DType::Float32: static_cast<float*>(out)[i] = y; break;
                 case DType::BFloat16: static_cast<uint16_t*>(out)[i] = float_to_bf16(y); break;
                 case DType::Float16: static_cast<uint16_t*>(out)[i] = float_to_f16(y); break;
+                case DType::UInt8: static_cast<uint8_t*>(out)[i] = uint8_t(u); break;
             }
         }
     }

@@ -6,9 +6,14 @@
 
 namespace smg {
 
-enum class DType : int { Float32 = 0, BFloat16 = 1, Float16 = 2 };
+// UInt8 is the resized byte itself in patch order, not normalized (transformers' torchvision
+// processors return that when called with do_rescale=False, do_normalize=False): its table is the
+// identity and the normalization parameters only have to be valid.
+enum class DType : int { Float32 = 0, BFloat16 = 1, Float16 = 2, UInt8 = 3 };
 
 int dtype_size(DType d);
+// The element's Python buffer-protocol format: "f", "H" (bfloat16 bits), "e", "B".
+const char* dtype_format(DType d);
 
 enum class LutRecipe : int {
     // transformers' PIL processors: y = f32(f32(f64(u) * rescale) - f32(mean)) / f32(std)

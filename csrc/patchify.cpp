@@ -82,6 +82,7 @@ Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params),
     const DefaultFpEnv fp_env;  // the table and the kernel checks below are defined under it
     build_lut(params_, dtype_, lut_);
 #if SMG_X86
+    if (dtype_ == DType::UInt8) return;  // a copy: the table path, no normalization to vectorize
     if (cpu_has_avx512vbmi()) {
         if (avx512_matches_lut(simd_norm(params_, true), dtype_, lut_)) {
             avx512_ = Kernel::SimdFast;
@@ -132,7 +133,9 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
             break;
     }
     note_ran(KernelId::PatchifyTable);
-    if (dt == DType::Float32) {
+    if (dt == DType::UInt8) {
+        block_row_scalar<uint8_t>(band, L_, static_cast<const uint8_t*>(norm_->lut()), static_cast<uint8_t*>(dst), bh);
+    } else if (dt == DType::Float32) {
         block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {
         block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_->lut()), static_cast<uint16_t*>(dst), bh);

@@ -298,6 +298,7 @@ PlanesFn pick_kernel(int P, int Tn, Avx2Form form, int recipe, DType dt) {
         case DType::Float32: return pick_form<DType::Float32>(P, Tn, form, recipe);
         case DType::BFloat16: return pick_form<DType::BFloat16>(P, Tn, form, recipe);
         case DType::Float16: return pick_form<DType::Float16>(P, Tn, form, recipe);
+        case DType::UInt8: break;  // never chosen: the Normalizer keeps uint8 on the table path
     }
     return nullptr;
 }

@@ -173,12 +173,12 @@ def test_invalid_overrides_rejected(smg, overrides):
 @pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
 def test_qwen2_folder(model_type, tmp_path, smg, real_images, assert_equal):
     d = write_model_dir(tmp_path / model_type, QWEN2_PREPROCESSOR, model_type)
-    proc = smg.load_processor(d)
+    proc = smg.load_processor(d, backend="pil")
     c = proc.config
     assert c.family == model_type
     assert (c.min_pixels, c.max_pixels, c.patch_size) == (3136, 12845056, 14)
     assert list(c.image_mean) == CLIP_MEAN and list(c.image_std) == CLIP_STD
-    assert smg.load_processor(str(d)).config == c  # str and Path alike
+    assert smg.load_processor(str(d), backend="pil").config == c  # str and Path alike
 
     hf = Qwen2VLImageProcessorPil.from_pretrained(d)
     ref = hf(real_images.open("rocket"), return_tensors="np")
@@ -196,7 +196,7 @@ def test_qwen2_folder_without_config_json(tmp_path, smg):
 
 def test_qwen3_folder(tmp_path, smg, real_images, assert_equal):
     d = write_model_dir(tmp_path / "q3", QWEN3_PREPROCESSOR, "qwen3_vl")
-    proc = smg.load_processor(d)
+    proc = smg.load_processor(d, backend="pil")
     c = proc.config
     assert c.family == "qwen3_vl"
     assert (c.min_pixels, c.max_pixels, c.patch_size, c.merge_size) == (65536, 16777216, 16, 2)
@@ -223,7 +223,7 @@ def test_folder_values_match_hf_from_pretrained(extra, tmp_path, smg, real_image
     pre.update(extra)
     d = write_model_dir(tmp_path / "custom", pre, "qwen2_vl")
     hf = Qwen2VLImageProcessorPil.from_pretrained(d)
-    proc = smg.load_processor(d)
+    proc = smg.load_processor(d, backend="pil")
     assert proc.config.min_pixels == hf.size["shortest_edge"]
     assert proc.config.max_pixels == hf.size["longest_edge"]
     for w, h in [(640, 480), (1920, 1080), (100, 3000), (33, 33)]:

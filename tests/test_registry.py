@@ -70,7 +70,9 @@ def test_torchvision_refuses_a_config_it_cannot_reproduce(tmp_path):
            "image_mean": [0.48145466, 0.4578275, 0.40821073],
            "image_std": [0.26862954, 0.26130258, 0.27577711], "do_normalize": False}
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(cfg))
-    smg_fast.load_processor(str(tmp_path))  # the PIL backend reproduces it
+    smg_fast.load_processor(str(tmp_path), backend="pil")  # the PIL backend reproduces it
     with pytest.raises(ValueError, match="do_normalize=False"):
         smg_fast.load_processor(str(tmp_path), backend="torchvision")
+    with pytest.raises(ValueError, match="do_normalize=False"):  # the class it names
+        smg_fast.load_processor(str(tmp_path))
     smg_fast.load_processor("qwen2_vl", backend="torchvision")  # the real configs load

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _native
+try:
+    from . import _native
+except ImportError as _exc:  # name the cause: engines log this when loading the plug-in
+    raise ImportError(f"smg-fast's native module smg_fast._native does not load ({_exc}): "
+                      "reinstall smg-fast for this Python and platform") from _exc
 from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
 from .config import ProcessorConfig
 from .errors import InvalidImageError, OutputTooLargeError

@@ -16,32 +16,19 @@ import numpy as np
 
 from . import FAMILIES, InvalidImageError, get_num_threads, load_processor, set_num_threads
 from .patterns import test_pattern
-from .processors import QwenVLProcessor
+from .processors import Processor
 
 
-def _check(model: str, image: object, ours: np.ndarray) -> str:
-    try:
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-            Qwen2VLImageProcessorPil,
-        )
-    except ImportError:
+def _check(proc: Processor, image: object, ours: np.ndarray) -> str:
+    """transformers' verdict on float32 output, from its class for proc's backend."""
+    from .hf_reference import quiet_transformers_import, reference_pixel_values
+
+    if not quiet_transformers_import():
         return ("check skipped: transformers is not installed; pip install transformers==5.24.0 "
                 "(no torch needed) and rerun to compare bit for bit")
-    proc = load_processor(model)
-    cfg = proc.config
-    if not isinstance(proc, QwenVLProcessor):
-        return ("check skipped: transformers has no PIL reference for kimi_k25 (its exactness "
-                "to the upstream code is proven by tests/test_kimi_parity.py)")
-    hf = Qwen2VLImageProcessorPil(
-        size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels},
-        patch_size=cfg.patch_size, temporal_patch_size=cfg.temporal_patch_size,
-        merge_size=cfg.merge_size, image_mean=list(cfg.image_mean), image_std=list(cfg.image_std),
-    )
-    if isinstance(image, str):
-        from transformers.image_utils import load_image
-
-        image = load_image(image)
-    ref = hf(image, return_tensors="np")["pixel_values"]
+    ref, why = reference_pixel_values(proc.config, image)
+    if ref is None:
+        return f"check skipped: {why}"
     same = np.array_equal(ref, ours)
     return "bit-exact with transformers" if same else "DIFFERS from transformers"
 
@@ -112,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"tokens {int(out['num_tokens'][0])} {statistics.median(times) * 1e3:.2f} ms")
         if args.check:
             f32 = out["pixel_values"] if args.dtype == "float32" else proc(image)["pixel_values"]
-            verdict = _check(args.model, image, f32)
+            verdict = _check(proc, image, f32)
             line += f" | {verdict}"
             if verdict.startswith("DIFFERS"):
                 status = 1

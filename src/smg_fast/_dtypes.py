@@ -13,6 +13,9 @@ DTYPES: dict[str, tuple[_native.DType, np.dtype]] = {
     "float32": (_native.DType.FLOAT32, np.dtype(np.float32)),
     "bfloat16": (_native.DType.BFLOAT16, np.dtype(np.uint16)),  # no numpy bfloat16: raw bits
     "float16": (_native.DType.FLOAT16, np.dtype(np.float16)),
+    # the resized bytes in patch order, not rescaled or normalized: what transformers'
+    # torchvision processors return for do_rescale=False, do_normalize=False
+    "uint8": (_native.DType.UINT8, np.dtype(np.uint8)),
 }
 
 
@@ -22,14 +25,15 @@ DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "half": "float16", "fp16
 
 
 def parse_dtype(dtype: Any) -> str:
-    """Accepts "float32" / "bfloat16" / "float16", numpy dtypes and torch dtypes."""
+    """Accepts "float32" / "bfloat16" / "float16" / "uint8", numpy dtypes and torch dtypes."""
     name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
     if name is None:
         name = str(dtype)
     name = str(name).removeprefix("torch.")
     name = DTYPE_ALIASES.get(name, name)
     if name not in DTYPES:
-        raise ValueError(f"unsupported dtype {dtype!r}: use 'float32', 'bfloat16' or 'float16'")
+        raise ValueError(f"unsupported dtype {dtype!r}: use 'float32', 'bfloat16', 'float16' "
+                         "or 'uint8' (not normalized)")
     return name
 
 

@@ -67,6 +67,7 @@ class DType(_Enum):
     FLOAT32: ClassVar[DType]
     BFLOAT16: ClassVar[DType]
     FLOAT16: ClassVar[DType]
+    UINT8: ClassVar[DType]
 
 class LutRecipe(_Enum):
     """The reference's normalization arithmetic, operation for operation."""

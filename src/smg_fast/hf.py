@@ -1,65 +1,87 @@
 """Drop-in replacements for transformers' image processors, computed by smg-fast.
 
-    from smg_fast.hf import Qwen2VLImageProcessor
-    image_processor = Qwen2VLImageProcessor.from_pretrained("/models/Qwen2.5-VL-7B-Instruct")
-    processor = Qwen2VLProcessor(image_processor=image_processor, tokenizer=tokenizer)
+    import smg_fast.hf
+    smg_fast.hf.register()  # AutoImageProcessor / AutoProcessor now return these classes
+    processor = AutoProcessor.from_pretrained("/models/Qwen2.5-VL-7B-Instruct")
 
-Each class reproduces the transformers class of the same name bit for bit:
-``Qwen2VLImageProcessor`` and ``Kimi_K25ImageProcessor`` the torchvision backend (what
-``AutoImageProcessor`` returns when torchvision is installed: vLLM, SGLang), and
-``Qwen2VLImageProcessorPil`` the PIL backend; ``backend=`` picks another. Calls take transformers'
-inputs and options and return a ``transformers.BatchFeature`` with transformers' keys
-(``pixel_values``, ``image_grid_thw``). This module needs transformers (not torch or torchvision,
-except for ``return_tensors="pt"``).
+or directly: ``Qwen2VLImageProcessor.from_pretrained(folder_or_hub_id)``. Each class reproduces
+the transformers class of the same name bit for bit: ``Qwen2VLImageProcessor`` and
+``Kimi_K25ImageProcessor`` the torchvision backend (what ``AutoImageProcessor`` returns when
+torchvision is installed: vLLM, SGLang), ``Qwen2VLImageProcessorPil`` the PIL backend;
+``backend=`` picks another. They are ``BaseImageProcessor`` subclasses, built from the same
+keyword arguments as transformers' classes, and serialize, copy and pickle as they do. Calls
+take transformers' inputs and options and return a ``transformers.BatchFeature``; a call whose
+options smg-fast does not reproduce (``device="cuda"``, an option it does not know) is computed
+by transformers' own class instead (logged once per reason), never approximated. This module
+needs transformers (not torch or torchvision, except for ``return_tensors="pt"`` and for those
+fallbacks on the torchvision backend).
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import threading
 from typing import Any, ClassVar
 
 from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_base import ImageProcessingMixin
+from transformers.image_processing_utils import BaseImageProcessor
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
     Qwen2VLImageProcessorKwargs,
 )
 from transformers.processing_utils import ImagesKwargs
 
+from . import hf_compat as compat
 from .config import ProcessorConfig
-from .processors import Processor, load_processor
+from .hf_reference import reference_processor
+from .processors import Processor, make_processor
 from .processors.qwen import smart_resize
 
 
-class _SmgImageProcessor(ImageProcessingMixin):
-    """An ImageProcessingMixin (so transformers' processors accept it) backed by a Processor."""
+class _SmgImageProcessor(BaseImageProcessor):
+    """A transformers image processor whose computation is an smg_fast Processor."""
 
     family: ClassVar[str]
     default_backend: ClassVar[str] = "torchvision"
     model_input_names: ClassVar[list[str]] = ["pixel_values", "image_grid_thw"]
 
     def __init__(self, processor: Processor | None = None, *, backend: str | None = None,
-                 **overrides: Any) -> None:
-        """A processor for the family's built-in config (or ``processor``), with overrides
-        (``min_pixels=...``, ``image_mean=...``; the config's field names)."""
+                 **kwargs: Any) -> None:
+        """transformers' constructor: a preprocessor_config.json's keys (``size``,
+        ``min_pixels``, ``image_mean``, ``do_normalize``...; other keys are kept, as there),
+        plus smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``; or a ready
+        ``processor``."""
         if processor is None:
-            processor = load_processor(self.family, backend=backend or self.default_backend,
-                                       **overrides)
-        elif backend is not None or overrides:
-            raise TypeError("give a processor or a backend / overrides, not both")
+            processor = compat.build_processor(self.family == "kimi_k25", kwargs,
+                                               backend or self.default_backend)
+        elif backend is not None or kwargs:
+            raise TypeError("give a processor or a backend / keyword arguments, not both")
         self._proc = processor
-        super().__init__(**self._attributes(processor.config))
+        self._reference: Any = None
+        self._ref_lock = threading.Lock()
+        flags = {k: bool(kwargs[k]) for k in compat.FLAGS if kwargs.get(k) is not None}
+        ImageProcessingMixin.__init__(self, **{**self._attributes(processor.config), **flags})
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike[str],
-                        backend: str | None = None, **overrides: Any) -> Any:
-        """The processor for a local model folder's preprocessor_config.json (no hub
-        downloads); ``overrides`` win over the folder's values."""
-        proc = load_processor(pretrained_model_name_or_path,
-                              backend=backend or cls.default_backend, **overrides)
-        if proc.config.family not in cls.families():
-            raise ValueError(f"{pretrained_model_name_or_path} is a {proc.config.family} model, "
-                             f"not one {cls.__name__} serves ({', '.join(cls.families())})")
-        return cls(proc)
+                        *args: Any, **kwargs: Any) -> Any:
+        """transformers' loader: a model folder, a hub id (through huggingface_hub's cache and
+        download rules), a json file; ``subfolder``, ``revision``, ``cache_dir``, ``token``,
+        ``local_files_only`` as there, loader-only arguments (``_from_auto``,
+        ``trust_remote_code``, ``use_fast``...) accepted; keyword overrides win over the file's
+        values; ``backend=`` picks smg-fast's other backend."""
+        backend = kwargs.pop("backend", None)
+        return_unused = kwargs.pop("return_unused_kwargs", False)
+        smg = {k: kwargs.pop(k) for k in list(kwargs) if k in compat.SMG_OPTIONS}
+        for key in compat.LOADER_NOISE:
+            kwargs.pop(key, None)
+        pre, rest = cls.get_image_processor_dict(pretrained_model_name_or_path, **kwargs)
+        known = set(cls.valid_kwargs.__annotations__) | {"min_pixels", "max_pixels"}
+        pre.update({k: rest.pop(k) for k in list(rest) if k in known})
+        proc = cls(backend=backend, **pre, **smg)
+        compat.logger.debug("%s", proc)
+        return (proc, rest) if return_unused else proc
 
     @classmethod
     def families(cls) -> tuple[str, ...]:
@@ -67,6 +89,7 @@ class _SmgImageProcessor(ImageProcessingMixin):
 
     @property
     def backend(self) -> str:
+        """Whose numbers this processor reproduces: "torchvision", "pil" or "upstream"."""
         return self._proc.config.backend
 
     @property
@@ -77,9 +100,34 @@ class _SmgImageProcessor(ImageProcessingMixin):
     @staticmethod
     def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
         return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
-                    image_mean=list(cfg.image_mean), image_std=list(cfg.image_std),
+                    image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
                     rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
                     do_rescale=True, do_normalize=True, do_convert_rgb=True)
+
+    # ---- serialization and copies: the Processor is rebuilt from its config ----
+
+    def to_dict(self) -> dict[str, Any]:
+        """The attributes transformers would save (no smg-fast internals)."""
+        out = {k: compat.plain(copy.deepcopy(v)) for k, v in self.__dict__.items()
+               if not k.startswith("_")}
+        out["image_processor_type"] = type(self).__name__
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__} (smg-fast, backend={self.backend!r}) "
+                f"{self.to_json_string()}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        return {"attributes": state, "config": self._proc.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state["attributes"])
+        self._proc = make_processor(state["config"])
+        self._reference = None
+        self._ref_lock = threading.Lock()
+
+    # ---- calls ----
 
     def fetch_images(self, image_url_or_urls: Any) -> Any:
         """http(s) URLs are fetched as transformers does; paths, data: URLs and base64 stay
@@ -91,14 +139,22 @@ class _SmgImageProcessor(ImageProcessingMixin):
             return super().fetch_images(image_url_or_urls)
         return image_url_or_urls
 
-    def __call__(self, images: Any, *args: Any, **kwargs: Any) -> BatchFeature:
+    def __call__(self, images: Any = None, *args: Any, **kwargs: Any) -> BatchFeature:
         return self.preprocess(images, *args, **kwargs)
 
-    def preprocess(self, images: Any, return_tensors: Any = None,
+    def preprocess(self, images: Any = None, return_tensors: Any = None,
                    **kwargs: Any) -> BatchFeature:
-        """transformers' call: images (nested lists flattened), its options; float32 output,
-        or ``dtype="bfloat16"`` / ``"float16"`` (smg-fast's own option)."""
-        dtype = kwargs.pop("dtype", "float32")
+        """transformers' call: images (nested lists flattened), its options; float32 output
+        (uint8 where transformers' torchvision class returns uint8: do_rescale=False and
+        do_normalize=False), or ``dtype="bfloat16"`` / ``"float16"`` (smg-fast's own option)."""
+        if images is None:
+            images = kwargs.pop("images")
+        flags = {k: False for k in compat.FLAGS if getattr(self, k, True) is False}
+        kwargs = {**flags, **kwargs}
+        dtype, why = compat.call_plan(self._proc.config, images, kwargs)
+        if why:
+            return self._fallback(why, images, return_tensors, kwargs)
+        kwargs.pop("dtype", None)
         rt = getattr(return_tensors, "value", return_tensors)
         out = self._proc(self.fetch_images(images), return_tensors="pt" if rt == "pt" else "np",
                          dtype=dtype, channels_first_wins=True, **kwargs)
@@ -107,11 +163,19 @@ class _SmgImageProcessor(ImageProcessingMixin):
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out.pop("_proc", None)
-        out["image_processor_type"] = type(self).__name__
-        return out
+    def _fallback(self, why: str, images: Any, return_tensors: Any,
+                  kwargs: dict[str, Any]) -> BatchFeature:
+        """The call computed by transformers' own class for this backend and config."""
+        with self._ref_lock:
+            if self._reference is None:
+                self._reference, cannot = reference_processor(self._proc.config)
+                if self._reference is None:
+                    raise ValueError(f"{why} (and transformers' own class cannot run here: "
+                                     f"{cannot})")
+        compat.log_once(f"smg-fast: {type(self).__name__} hands calls to transformers' "
+                        f"{type(self._reference).__name__} when: {why}")
+        kwargs.pop("dtype", None)
+        return self._reference(images, return_tensors=return_tensors, **kwargs)
 
 
 class Qwen2VLImageProcessor(_SmgImageProcessor):
@@ -177,4 +241,43 @@ class Kimi_K25ImageProcessor(_SmgImageProcessor):  # noqa: N801  (transformers' 
         return out
 
 
-__all__ = ["Kimi_K25ImageProcessor", "Qwen2VLImageProcessor", "Qwen2VLImageProcessorPil"]
+# model_type -> the transformers backends smg-fast serves for it (transformers' own mapping
+# for these families; Kimi-K2.5 has a torchvision class only).
+_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+_registered = False
+
+
+def register(exist_ok: bool = True) -> list[str]:
+    """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
+    classes for Qwen2/2.5/3-VL and Kimi-K2.5 model folders, for the backend transformers
+    resolves (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
+    Idempotent; returns the model types registered."""
+    global _registered
+    from transformers import AutoImageProcessor
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.utils import logging as hf_logging
+
+    done = []
+    verbosity = hf_logging.get_verbosity()
+    # register() resolves transformers' own mapping first, which warns that its torchvision
+    # class needs torchvision: true, and not about what is being registered
+    hf_logging.set_verbosity_error()
+    try:
+        for model_type in (*_QWEN_TYPES, "kimi_k25"):
+            if model_type not in CONFIG_MAPPING:
+                continue
+            classes: dict[str, type] = (
+                {"torchvision": Kimi_K25ImageProcessor} if model_type == "kimi_k25" else
+                {"torchvision": Qwen2VLImageProcessor, "pil": Qwen2VLImageProcessorPil})
+            AutoImageProcessor.register(CONFIG_MAPPING[model_type],
+                                        image_processor_classes=classes,
+                                        exist_ok=exist_ok or _registered)
+            done.append(model_type)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    _registered = True
+    return done
+
+
+__all__ = ["Kimi_K25ImageProcessor", "Qwen2VLImageProcessor", "Qwen2VLImageProcessorPil",
+           "register"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,26 @@ def _kimi_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
     return dict(size={"max_height": side, "max_width": side}, max_patches=cfg.in_patch_limit,
                 patch_size=cfg.patch_size, merge_size=cfg.merge_size,
                 image_mean=list(cfg.image_mean), image_std=list(cfg.image_std))
+
+
+def quiet_transformers_import() -> bool:
+    """Imports transformers (False when it is not installed) without the "PyTorch was not
+    found" advice it prints when torch is absent: a CLI's output, not a problem here."""
+    if "transformers" in sys.modules:
+        return True
+    key = "TRANSFORMERS_NO_ADVISORY_WARNINGS"
+    old = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+    return True
 
 
 def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
@@ -79,15 +101,19 @@ def reference_return_tensors(processor: Any) -> str:
     return "np" if type(processor).__name__.endswith("Pil") else "pt"
 
 
-def reference_pixel_values(cfg: ProcessorConfig, image: str | bytes) -> tuple[Any, str]:
-    """(float32 pixel_values from transformers, "") for an image path or encoded bytes, or
-    (None, why not). The image is loaded as transformers' load_image does."""
+def reference_pixel_values(cfg: ProcessorConfig,
+                           image: str | bytes | np.ndarray) -> tuple[Any, str]:
+    """(float32 pixel_values from transformers, "") for an image path, encoded bytes or an RGB
+    uint8 (H, W, 3) array, or (None, why not). Paths and bytes are loaded as transformers'
+    load_image does."""
+    quiet_transformers_import()
     ref, why = reference_processor(cfg)
     if ref is None:
         return None, why
     from PIL import Image
     from transformers.image_utils import load_image
 
-    img = load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
+    img = image if isinstance(image, np.ndarray) else \
+        load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
     out = ref(img, return_tensors=reference_return_tensors(ref))
     return np.asarray(out["pixel_values"]), ""

@@ -63,6 +63,7 @@ class Processor(ABC):
     # alpha composited onto white); False: plain convert("RGB"), as upstream Kimi code does.
     load_like_transformers: bool = True
     per_request_pixels: bool = False  # a server request may narrow min_pixels / max_pixels
+    backend_reason: str = ""  # why load_processor chose the backend (repr shows it)
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -77,7 +78,8 @@ class Processor(ABC):
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.config})"
+        why = f" ({self.backend_reason})" if self.backend_reason else ""
+        return f"{type(self).__name__}(backend={self.config.backend!r}{why}, {self.config})"
 
     # ---- per-family geometry ----
 

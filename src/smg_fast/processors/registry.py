@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from typing import Any
 
 from ..config import ProcessorConfig, coerce_fields, validate_common
 from .base import Processor
+from .folders import folder_backend, hub_folder, is_hub_id
+
+logger = logging.getLogger("smg_fast")
 
 # Options every family takes (input limits and the resampling rule, not the model's config).
 COMMON_OPTIONS = frozenset({"max_image_pixels", "pass_order", "image_formats", "resample",
@@ -87,6 +91,14 @@ def check_config(cfg: ProcessorConfig) -> None:
     fam.validate(cfg)
 
 
+def config_from_preprocessor(family: str, pre: dict[str, Any],
+                             overrides: dict[str, Any]) -> ProcessorConfig:
+    """A family's config from a preprocessor_config.json's keys (as a model folder's are read:
+    what it lacks takes the transformers class defaults), then overrides (which win)."""
+    fam = get_family(family)
+    return build_config(fam.name, {**fam.folder_defaults, **fam.read_folder(pre), **overrides})
+
+
 def _read_json(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -147,16 +159,30 @@ def make_processor(config: ProcessorConfig) -> Processor:
 
 def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = None,
                    **overrides: Any) -> Processor:
-    """A processor for a built-in family name or a HuggingFace model folder.
+    """A processor for a built-in family name, a HuggingFace model folder or a hub id in the
+    local Hugging Face cache (never downloaded here).
 
-    ``backend``: the reference reproduced bit for bit. None keeps the family's default: "pil"
-    (transformers' ``Qwen2VLImageProcessorPil``) for Qwen, "upstream" (Kimi's own NumPy/PIL
-    code) for Kimi-K2.5; "torchvision" reproduces transformers' torchvision classes
-    (``Qwen2VLImageProcessor``, ``Kimi_K25ImageProcessor``), which ``AutoImageProcessor``
-    returns whenever torchvision is installed (what vLLM and SGLang run). torch is not needed.
-    Overrides (e.g. ``min_pixels=..., max_pixels=..., max_image_pixels=...``) win over the
-    folder's or family's values.
+    ``backend``: the reference reproduced bit for bit. None: for a folder (or hub id), what
+    transformers' ``AutoImageProcessor`` would resolve for it in an engine's environment:
+    "torchvision" when its preprocessor_config.json names the torchvision class
+    (``Qwen2VLImageProcessor``, ``...Fast``, ``Kimi_K25ImageProcessor``: what vLLM and SGLang
+    run), "pil" when it names ``Qwen2VLImageProcessorPil``; for a family name the family's
+    default: "pil" for Qwen, "upstream" (Kimi's own NumPy/PIL code) for Kimi-K2.5. torch is not
+    needed either way. ``repr(processor)`` and one INFO log line say which and why. Overrides
+    (e.g. ``min_pixels=..., max_pixels=..., max_image_pixels=...``) win over the folder's or
+    family's values.
     """
+    key = os.fspath(name_or_dir)
+    why = "backend= given" if backend is not None else "the family's default"
+    if key not in _FAMILIES and is_hub_id(key):
+        key = hub_folder(key)
+    if backend is None and key not in _FAMILIES and os.path.isdir(key):
+        backend, why = folder_backend(key)
+        why = why if backend is not None else f"{why} (the family's default)"
     if backend is not None:
         overrides = {**overrides, "backend": backend}
-    return make_processor(resolve_config(name_or_dir, overrides))
+    proc = make_processor(resolve_config(key, overrides))
+    proc.backend_reason = why
+    logger.info("smg-fast: %s uses backend %r: %s", os.fspath(name_or_dir), proc.config.backend,
+                why)
+    return proc

@@ -1,0 +1,122 @@
+"""What smg_fast.hf's classes need to stand where transformers' classes stand: turning the
+keyword arguments transformers' loaders and constructors pass into an smg-fast config, deciding
+per call whether smg-fast computes the call or transformers' own class does, and logging each
+reason for the latter once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from .call_options import parse_options
+from .config import ProcessorConfig
+from .processors import Processor, make_processor
+from .processors.registry import config_from_preprocessor
+
+logger = logging.getLogger("smg_fast")
+
+# smg-fast's own options a constructor or from_pretrained may take beyond transformers' ones.
+SMG_OPTIONS = frozenset({"max_image_pixels", "pass_order", "image_formats"})
+# Passed by transformers' loaders (Auto classes, ProcessorMixin, pipelines) and meaningless to a
+# processor built from a dict: accepted and ignored by from_pretrained.
+LOADER_NOISE = frozenset({"trust_remote_code", "code_revision", "use_fast", "config",
+                          "_commit_hash", "user_agent", "resume_download", "use_auth_token",
+                          "local_files_only_override", "adapter_kwargs", "gguf_file"})
+# The per-call flags transformers keeps on the instance (a folder may set them False).
+FLAGS = ("do_rescale", "do_normalize", "do_convert_rgb")
+
+_logged: set[str] = set()
+_logged_lock = threading.Lock()
+
+
+def log_once(message: str, level: int = logging.INFO) -> None:
+    """Logs message the first time it is seen in this process."""
+    with _logged_lock:
+        if message in _logged:
+            return
+        _logged.add(message)
+    logger.log(level, message)
+
+
+def _kimi_fields(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """transformers' Kimi_K25ImageProcessor keyword arguments as Kimi's media_proc_cfg keys."""
+    out = dict(kwargs.get("media_proc_cfg") or {})
+    if kwargs.get("max_patches") is not None:
+        out["in_patch_limit"] = kwargs["max_patches"]
+    size = kwargs.get("size")
+    if isinstance(size, dict) and size.get("max_height") is not None:
+        out["patch_limit_on_one_side"] = size["max_height"]
+    for key in ("patch_size", "image_mean", "image_std"):
+        if kwargs.get(key) is not None:
+            out[key] = kwargs[key]
+    if kwargs.get("merge_size") is not None:
+        out["merge_kernel_size"] = kwargs["merge_size"]
+    return out
+
+
+def build_processor(kimi: bool, kwargs: dict[str, Any], backend: str) -> Processor:
+    """The processor for transformers-style constructor kwargs (a preprocessor_config.json's
+    keys, ``min_pixels``, ...); keys that change nothing here are ignored, as transformers
+    keeps them as plain attributes."""
+    smg = {k: v for k, v in kwargs.items() if k in SMG_OPTIONS}
+    pre = {k: v for k, v in kwargs.items() if k not in SMG_OPTIONS and v is not None}
+    if kimi:
+        cfg = config_from_preprocessor("kimi_k25", _kimi_fields(pre), {**smg, "backend": backend})
+    else:
+        if "media_proc_cfg" in pre:
+            raise ValueError("this is a Kimi-K2.5 config (media_proc_cfg): use "
+                             "Kimi_K25ImageProcessor")
+        family = "qwen3_vl" if int(pre.get("patch_size") or 14) == 16 else "qwen2_vl"
+        cfg = config_from_preprocessor(family, pre, {**smg, "backend": backend})
+    return make_processor(cfg)
+
+
+def _flatten(images: Any) -> list[Any]:
+    if isinstance(images, (list, tuple)):
+        return [x for item in images for x in _flatten(item)]
+    return [images]
+
+
+def _is_uint8(image: Any) -> bool:
+    """A PIL image, an encoded image or a uint8 array / tensor (what stays uint8 in
+    transformers' torchvision backend)."""
+    if isinstance(image, (str, bytes)) or hasattr(image, "getbands"):
+        return True
+    dtype = getattr(image, "dtype", None)
+    return dtype is not None and str(dtype) in ("uint8", "torch.uint8")
+
+
+def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tuple[str, str]:
+    """(output dtype, "") when smg-fast computes this call exactly, or ("", why not) when the
+    call must go to transformers' own class. uint8 when the torchvision backend skips rescale
+    and normalize (transformers returns the resized bytes)."""
+    dtype = kwargs.get("dtype", "float32")
+    opts = {k: v for k, v in kwargs.items() if k != "dtype"}
+    try:
+        parse_options(cfg, opts)
+    except (TypeError, ValueError) as exc:
+        return "", str(exc)
+    if cfg.backend == "torchvision" and opts.get("do_rescale") is False and \
+            opts.get("do_normalize") is False:
+        if not all(_is_uint8(im) for im in _flatten(images)):
+            return "", "do_rescale=False, do_normalize=False with non-uint8 images"
+        return "uint8", ""
+    return str(dtype), ""
+
+
+def plain(value: Any) -> Any:
+    """JSON-friendly copy of an attribute value (tuples as lists, numpy scalars as numbers)."""
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+__all__ = ["FLAGS", "LOADER_NOISE", "SMG_OPTIONS", "build_processor", "call_plan", "log_once",
+           "logger", "plain"]

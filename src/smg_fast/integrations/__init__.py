@@ -1,0 +1,1 @@
+"""Engine plug-ins: vLLM (vllm.py), loaded through entry points named in pyproject.toml."""
