@@ -204,4 +204,4 @@ def main(jobdir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[-1]))

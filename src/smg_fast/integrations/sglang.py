@@ -28,8 +28,9 @@ transformers' PIL numerics.
 One INFO line says which image processor SGLang's multimodal processor uses, logged when SGLang
 builds it (through an ``AFTER`` hook of SGLang's plug-in ``HookRegistry`` on ``get_mm_processor``;
 plug-ins load before SGLang configures logging, so a line at load time would not be shown).
-If smg-fast's native module does not load, an error is logged and SGLang keeps transformers'
-processors. ``register`` never raises.
+If smg-fast's native module does not load, importing the plug-in raises an ImportError naming
+the cause, which SGLang logs ("Failed to load plugin smg_fast") while keeping transformers'
+processors; any later failure is logged here the same way. ``register`` never raises.
 """
 
 from __future__ import annotations
