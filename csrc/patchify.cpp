@@ -7,6 +7,7 @@
 #include "fp_env.hpp"
 #include "kernel_log.hpp"
 #include "patchify_simd.hpp"
+#include "patchify_u8.hpp"
 
 namespace smg {
 
@@ -133,8 +134,8 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
             break;
     }
     note_ran(KernelId::PatchifyTable);
-    if (dt == DType::UInt8) {
-        block_row_scalar<uint8_t>(band, L_, static_cast<const uint8_t*>(norm_->lut()), static_cast<uint8_t*>(dst), bh);
+    if (dt == DType::UInt8) {  // a copy in patch order (the table is the identity)
+        block_row_u8(band, L_, static_cast<uint8_t*>(dst), bh);
     } else if (dt == DType::Float32) {
         block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {

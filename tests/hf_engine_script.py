@@ -19,11 +19,15 @@ import torch
 from PIL import Image
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoImageProcessor, AutoProcessor, PreTrainedTokenizerFast
+from transformers.models.kimi_k25.image_processing_kimi_k25 import (
+    Kimi_K25ImageProcessor as HfKimi,
+)
 
 import smg_fast.hf as sh
 
 warnings.simplefilter("ignore")
 torch.set_num_threads(1)
+RAW = {"do_rescale": False, "do_normalize": False}  # vLLM's device-normalize call
 SPECIALS = ["<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>"]
 QWEN2_HUB = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14,
              "temporal_patch_size": 2, "merge_size": 2,
@@ -51,7 +55,7 @@ def model_folder(root: Path, model_type: str, pre: dict) -> Path:
 def same(a, b) -> bool:
     if sorted(a.keys()) != sorted(b.keys()):
         return False
-    return all(np.asarray(a[k]).dtype == np.asarray(b[k]).dtype and
+    return all(type(a[k]) is type(b[k]) and np.asarray(a[k]).dtype == np.asarray(b[k]).dtype and
                np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
@@ -92,6 +96,11 @@ def check_model(name, d, refs, case, images, pil, text, tmp) -> None:
         case(f"{name}/{p.name}/uint8_bytes_path", lambda p=p: same(
             ref_ip(str(p), do_rescale=False, do_normalize=False, return_tensors="pt"),
             ours_ip(str(p), do_rescale=False, do_normalize=False, return_tensors="pt")))
+    case(f"{name}/no_return_tensors", lambda: same(ref_ip(pil[:2]), ours_ip(pil[:2]))
+         and same(ref_pil(pil[:2]), ours_pil(pil[:2])))
+    odd = {**RAW, "patch_size": 10, "merge_size": 1, "temporal_patch_size": 1}
+    case(f"{name}/uint8_other_layout", lambda: same(
+        ref_ip(pil[0], return_tensors="pt", **odd), ours_ip(pil[0], return_tensors="pt", **odd)))
     case(f"{name}/uint8_dtype", lambda: ours_ip(
         pil[0], do_rescale=False, do_normalize=False,
         return_tensors="pt")["pixel_values"].dtype == torch.uint8)
@@ -129,6 +138,10 @@ def main(images: list[Path]) -> None:
 
     for name, d in folders.items():
         check_model(name, d, refs[name], case, images, pil, text, tmp)
+    kimi_ref, kimi_ours = HfKimi(), sh.Kimi_K25ImageProcessor()
+    for p, im in zip(images, pil, strict=True):  # zero padding right and bottom, in uint8
+        case(f"kimi/{p.name}/uint8", lambda im=im: same(
+            kimi_ref(im, return_tensors="pt", **RAW), kimi_ours(im, return_tensors="pt", **RAW)))
     print(json.dumps(result))
 
 

@@ -45,3 +45,13 @@ def test_check_reports_the_fast_decoders() -> None:
     out = _run("import sys; from smg_fast.__main__ import main; "
                "sys.exit(main(['--check', '--repeat', '1']))")
     assert "fast decoders: libjpeg-turbo in use (bit-exact with Pillow)" in out.stdout
+
+
+def test_check_prints_no_pytorch_advice() -> None:
+    # Without torch (the PIL reference needs none) transformers logs "PyTorch was not found":
+    # noise on the command's output, filtered by smg-fast.
+    out = _run("import sys; sys.modules['torch'] = None; from smg_fast.__main__ import main; "
+               "sys.exit(main(['--check', '--repeat', '1']))")
+    assert out.returncode == 0, out.stderr
+    assert "bit-exact with transformers" in out.stdout
+    assert "PyTorch was not found" not in out.stdout + out.stderr

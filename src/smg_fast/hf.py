@@ -20,6 +20,7 @@ fallbacks on the torchvision backend).
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import threading
 from typing import Any, ClassVar
@@ -156,10 +157,13 @@ class _SmgImageProcessor(BaseImageProcessor):
             return self._fallback(why, images, return_tensors, kwargs)
         kwargs.pop("dtype", None)
         rt = getattr(return_tensors, "value", return_tensors)
-        out = self._proc(self.fetch_images(images), return_tensors="pt" if rt == "pt" else "np",
+        # transformers' torchvision classes return torch tensors when no type is asked for
+        torch_out = rt == "pt" or (rt is None and self.backend == "torchvision" and
+                                   importlib.util.find_spec("torch") is not None)
+        out = self._proc(self.fetch_images(images), return_tensors="pt" if torch_out else "np",
                          dtype=dtype, channels_first_wins=True, **kwargs)
         data = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
-        if rt is None:  # transformers leaves numpy arrays as they are
+        if rt is None:  # transformers leaves the arrays as its backend made them
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 
@@ -241,18 +245,17 @@ class Kimi_K25ImageProcessor(_SmgImageProcessor):  # noqa: N801  (transformers' 
         return out
 
 
-# model_type -> the transformers backends smg-fast serves for it (transformers' own mapping
-# for these families; Kimi-K2.5 has a torchvision class only).
+# The model types whose folders name transformers' Qwen2-VL image processor classes. Kimi-K2.5
+# is not registered: its hub folders run Kimi's remote code (the upstream numbers), which a class
+# registered for its config would displace; use smg_fast.hf.Kimi_K25ImageProcessor directly.
 _QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
-_registered = False
 
 
-def register(exist_ok: bool = True) -> list[str]:
+def register() -> list[str]:
     """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
-    classes for Qwen2/2.5/3-VL and Kimi-K2.5 model folders, for the backend transformers
-    resolves (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
+    classes for Qwen2/2.5/3-VL model folders, for the backend transformers resolves
+    (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
     Idempotent; returns the model types registered."""
-    global _registered
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
@@ -263,19 +266,16 @@ def register(exist_ok: bool = True) -> list[str]:
     # class needs torchvision: true, and not about what is being registered
     hf_logging.set_verbosity_error()
     try:
-        for model_type in (*_QWEN_TYPES, "kimi_k25"):
+        for model_type in _QWEN_TYPES:
             if model_type not in CONFIG_MAPPING:
                 continue
-            classes: dict[str, type] = (
-                {"torchvision": Kimi_K25ImageProcessor} if model_type == "kimi_k25" else
-                {"torchvision": Qwen2VLImageProcessor, "pil": Qwen2VLImageProcessorPil})
-            AutoImageProcessor.register(CONFIG_MAPPING[model_type],
-                                        image_processor_classes=classes,
-                                        exist_ok=exist_ok or _registered)
+            AutoImageProcessor.register(
+                CONFIG_MAPPING[model_type], exist_ok=True,
+                image_processor_classes={"torchvision": Qwen2VLImageProcessor,
+                                         "pil": Qwen2VLImageProcessorPil})
             done.append(model_type)
     finally:
         hf_logging.set_verbosity(verbosity)
-    _registered = True
     return done
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import os
-import sys
+import logging
 from typing import Any
 
 import numpy as np
@@ -35,23 +34,22 @@ def _kimi_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
                 image_mean=list(cfg.image_mean), image_std=list(cfg.image_std))
 
 
+def _not_torch_advice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("PyTorch was not found")
+
+
 def quiet_transformers_import() -> bool:
     """Imports transformers (False when it is not installed) without the "PyTorch was not
-    found" advice it prints when torch is absent: a CLI's output, not a problem here."""
-    if "transformers" in sys.modules:
-        return True
-    key = "TRANSFORMERS_NO_ADVISORY_WARNINGS"
-    old = os.environ.get(key)
-    os.environ[key] = "1"
+    found" advice it logs when torch is absent (a CLI's output, and not a problem here: the
+    PIL reference needs no torch). A filter on its logger, which its module __init__ may run
+    more than once."""
+    hf_logger = logging.getLogger("transformers")
+    if _not_torch_advice not in hf_logger.filters:
+        hf_logger.addFilter(_not_torch_advice)
     try:
         import transformers  # noqa: F401
     except ImportError:
         return False
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
     return True
 
 

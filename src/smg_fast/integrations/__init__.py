@@ -1,1 +1,2 @@
-"""Engine plug-ins: vLLM (vllm.py), loaded through entry points named in pyproject.toml."""
+"""Engine plug-ins: vLLM (vllm.py) and SGLang (sglang.py), loaded through the entry points
+named in pyproject.toml."""

@@ -1,8 +1,9 @@
-"""The vLLM plug-in module as vLLM's load_general_plugins() runs it (load the entry point,
-log a failure, call it), each case in a fresh process (vLLM is not installed here: the module
-imports nothing from it): on by default with one INFO line naming the class in use, off with
-SMG_FAST_VLLM=0, and a native module that does not load leaves transformers' processors in
-place with an error naming the cause (the engine still starts)."""
+"""The vLLM and SGLang plug-in modules as the engines' plug-in loaders run them (load the entry
+point, log a failure, call it), each case in a fresh process (neither engine is installed here:
+the modules import nothing from them): on by default with one INFO line naming the class in
+use, off with SMG_FAST_VLLM=0 / SMG_FAST_SGLANG=0, and a native module that does not load
+leaves transformers' processors in place with an error naming the cause (the engine still
+starts)."""
 
 from __future__ import annotations
 
@@ -22,21 +23,24 @@ PRE = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136,
        "image_mean": [0.48145466, 0.4578275, 0.40821073],
        "image_std": [0.26862954, 0.26130258, 0.27577711]}
 
-# What vLLM does with the entry point, then what its processor loading does.
+ENGINES = {"vllm": ("vllm.general_plugins", "SMG_FAST_VLLM"),
+           "sglang": ("sglang.srt.plugins", "SMG_FAST_SGLANG")}
+# What the engine does with the entry point, then what its processor loading does.
 SCRIPT = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s|%(message)s")
-if sys.argv[2] == "no-native":
+if sys.argv[3] == "no-native":
     sys.modules["smg_fast._native"] = None  # the import fails as a broken build's would
 first = second = False
 try:  # vLLM's loader: entry point load failures are logged, the engine goes on
     import importlib
-    plugin = importlib.import_module("smg_fast.integrations.vllm")
-    heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "torch", "transformers"))
+    plugin = importlib.import_module("smg_fast.integrations." + sys.argv[2])
+    heavy = sorted(m for m in sys.modules
+                   if m.split(".")[0] in ("vllm", "sglang", "torch", "transformers"))
     first, second = plugin.register(), plugin.register()
 except Exception as exc:
     heavy = []
-    logging.getLogger("vllm.plugins").error("Failed to load plugin smg_fast: %s", exc)
+    logging.getLogger(sys.argv[2] + ".plugins").error("Failed to load plugin smg_fast: %s", exc)
 from transformers import AutoImageProcessor
 proc = AutoImageProcessor.from_pretrained(sys.argv[1])
 print(json.dumps({"first": first, "second": second, "heavy_at_import": heavy,
@@ -52,38 +56,42 @@ def folder(tmp_path_factory):
     return d
 
 
-def run(folder: Path, mode: str, **env: str) -> tuple[dict, list[str]]:
+def run(folder: Path, engine: str, mode: str, **env: str) -> tuple[dict, list[str]]:
     src = str(Path(smg_fast.__file__).resolve().parent.parent)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder), mode], text=True,
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder), engine, mode], text=True,
                           capture_output=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": src, **env})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("vllm.")]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(engine + ".")]
     return json.loads(proc.stdout.strip().splitlines()[-1]), lines
 
 
-def test_entry_point_is_declared():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_entry_point_is_declared(engine):
     text = (ROOT / "pyproject.toml").read_text()  # no tomllib on Python 3.10
-    section = text.split('[project.entry-points."vllm.general_plugins"]\n', 1)[1]
-    entries = section.split("\n[", 1)[0].strip().splitlines()
-    assert entries == ['smg_fast = "smg_fast.integrations.vllm:register"']
+    section = text.split(f'[project.entry-points."{ENGINES[engine][0]}"]\n', 1)[1]
+    entries = section.split("\n[", 1)[0].split("\n\n", 1)[0].strip().splitlines()
+    assert entries == [f'smg_fast = "smg_fast.integrations.{engine}:register"']
 
 
-def test_on_by_default(folder):
-    out, lines = run(folder, "normal")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_on_by_default(folder, engine):
+    out, lines = run(folder, engine, "normal")
     assert out["first"] is True and out["second"] is True
     assert out["heavy_at_import"] == []
     assert out["class"] == "smg_fast.hf.Qwen2VLImageProcessorPil"  # no torchvision here
     assert len(lines) == 1 and "smg_fast.hf.Qwen2VLImageProcessorPil" in lines[0]
 
 
-def test_off_with_the_env_var(folder):
-    out, lines = run(folder, "normal", SMG_FAST_VLLM="0")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_off_with_the_env_var(folder, engine):
+    out, lines = run(folder, engine, "normal", **{ENGINES[engine][1]: "0"})
     assert out["first"] is False and out["class"].startswith("transformers.")
-    assert len(lines) == 1 and "SMG_FAST_VLLM=0" in lines[0]
+    assert len(lines) == 1 and f"{ENGINES[engine][1]}=0" in lines[0]
 
 
-def test_a_broken_native_module_keeps_transformers(folder):
-    out, lines = run(folder, "no-native")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_broken_native_module_keeps_transformers(folder, engine):
+    out, lines = run(folder, engine, "no-native")
     assert out["first"] is False and out["class"].startswith("transformers.")
     assert len(lines) == 1 and "native module smg_fast._native does not load" in lines[0]

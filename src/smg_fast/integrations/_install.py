@@ -1,0 +1,59 @@
+"""What the engine plug-ins share: install smg-fast's image processors into transformers'
+AutoImageProcessor registry once per process, or say why not, on the engine's own logger."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+
+_done: dict[str, bool] = {}
+
+
+def enabled(env: str) -> bool:
+    """False when the variable is 0 / false / off / no."""
+    return os.environ.get(env, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _share_handlers(engine_logger: str) -> None:
+    """smg-fast's own log lines (per-call handoffs) through the engine's handlers when it has
+    them and smg-fast's logger has none."""
+    ours, theirs = logging.getLogger("smg_fast"), logging.getLogger(engine_logger)
+    if ours.handlers or not theirs.handlers:
+        return
+    for handler in theirs.handlers:
+        ours.addHandler(handler)
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
+
+
+def install(engine: str, env: str, logger: logging.Logger) -> bool:
+    """Registers smg-fast's classes for this process (once; later calls return the first
+    answer). Returns whether they are in place; never raises."""
+    if engine in _done:
+        return _done[engine]
+    _done[engine] = False
+    if not enabled(env):
+        logger.info("smg-fast: %s=0, %s keeps transformers' image processors", env, engine)
+        return False
+    try:
+        from .. import hf
+        from .._version import __version__
+
+        types = hf.register()
+    except Exception as exc:  # an engine must start without us
+        logger.error("smg-fast: cannot install its image processors (%s: %s); %s keeps "
+                     "transformers' image processors", type(exc).__name__, exc, engine)
+        return False
+    _share_handlers(logger.name.split(".")[0])
+    torchvision = importlib.util.find_spec("torchvision") is not None
+    cls = hf.Qwen2VLImageProcessor if torchvision else hf.Qwen2VLImageProcessorPil
+    logger.info("smg-fast %s: %s's image processor for %s is smg_fast.hf.%s (%s numerics, "
+                "as transformers resolves it here; backend= / use_fast pick the other)",
+                __version__, engine, ", ".join(types), cls.__name__,
+                "torchvision" if torchvision else "PIL")
+    _done[engine] = True
+    return True
+
+
+__all__ = ["enabled", "install"]
