@@ -1,19 +1,20 @@
 """Runs SGLang's own multimodal request processing on CPU, as its TokenizerManager does, inside
 SGLang's venv: ``python -m smg_fast.bench.sglang_runner JOBDIR``.
 
-JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode": "sglang" | "rust", "server": ServerArgs
-overrides, "requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text"}]}],
-"repeat": timed rounds}``. Mode "sglang" loads SGLang's plug-ins, publishes its server
-arguments, builds transformers' processor with SGLang's ``get_processor`` and its multimodal
-processor with ``get_mm_processor`` (what ``TokenizerManager.init_tokenizer_and_processor``
-does), renders the prompt with the model's chat template and awaits
-``process_mm_data_async`` with the images as SGLang receives them (JPEG bytes as data: URLs, PIL
-images as they are). Mode "rust" runs SGLang's native Rust path,
-``_multimodal.qwen_vl.preprocess(jpeg_bytes, spec_json)``, loaded by file path, each JPEG with
-the parameters SGLang's Rust server would resolve from the same processor. Writes
-JOBDIR/result.pkl: per run the image processor class SGLang built and per request the prompt
-token ids, each field as numpy arrays (one per image) and the timed rounds' seconds (wall and
-this process's CPU, which counts the Rust path's own threads). No GPU, scheduler or model.
+JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode", "server": ServerArgs overrides,
+"requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text"}]}], "repeat": timed
+rounds}``. Mode "sglang" (the default) loads SGLang's plug-ins, publishes its server arguments,
+builds transformers' processor with SGLang's ``get_processor`` and its multimodal processor with
+``get_mm_processor`` (what ``TokenizerManager.init_tokenizer_and_processor`` does), renders the
+prompt with the model's chat template and awaits ``process_mm_data_async`` with the images as
+SGLang receives them (JPEG bytes as data: URLs, PIL images as they are). Mode "rust" runs
+SGLang's native Rust path, ``_multimodal.qwen_vl.preprocess(jpeg_bytes, spec_json)``, loaded by
+file path, each JPEG with the parameters SGLang's Rust server would resolve from the same
+processor. Mode "transformers" (a reference, untimed) calls the image processor SGLang built on
+each JPEG as Pillow decodes it. Writes JOBDIR/result.pkl: per run the image processor class
+SGLang built and per request the prompt token ids, each field as numpy arrays (one per image)
+and the timed rounds' seconds (wall and this process's CPU, which counts the Rust path's own
+threads). No GPU, scheduler or model.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import base64
 import glob
 import importlib.util
+import io
 import json
 import os
 import pickle
@@ -154,6 +156,23 @@ def _rust_request(rust: Any, spec: str, req: dict[str, Any]) -> dict[str, list[n
     return out
 
 
+def _reference_request(engine: _Engine, req: dict[str, Any]) -> dict[str, list[np.ndarray]]:
+    """Each JPEG of a request decoded by Pillow and computed by the image processor SGLang
+    built, called directly (transformers' class when the plug-in is off)."""
+    from PIL import Image
+
+    out: dict[str, list[np.ndarray]] = {"pixel_values": [], "image_grid_thw": []}
+    for kind, value in req["images"]:
+        if kind != "jpeg":
+            raise ValueError("the reference mode takes encoded bytes only")
+        with Image.open(io.BytesIO(value)) as im:
+            rgb = im.convert("RGB")
+        got = engine.processor.image_processor(images=[rgb], return_tensors="pt")
+        out["pixel_values"].append(_as_numpy(got["pixel_values"]))
+        out["image_grid_thw"].append(_as_numpy(got["image_grid_thw"]))
+    return out
+
+
 def _timed(fn: Any, repeat: int) -> tuple[list[float], list[float]]:
     wall, cpu = [], []
     for _ in range(repeat):
@@ -171,7 +190,10 @@ def _run(engine: _Engine, run: dict[str, Any], repeat: int) -> dict[str, Any]:
     rust = rust_module() if run.get("mode") == "rust" else None
     spec = engine.rust_spec() if rust is not None else ""
     for req in run["requests"]:
-        if rust is not None:
+        if run.get("mode") == "transformers":
+            results.append({"prompt_token_ids": [], "fields": _reference_request(engine, req)})
+            wall, cpu = [], []
+        elif rust is not None:
             results.append({"prompt_token_ids": [], "fields": _rust_request(rust, spec, req)})
             wall, cpu = _timed(lambda r=req: _rust_request(rust, spec, r), repeat)
         else:
