@@ -20,8 +20,9 @@ the CPU (``device="cpu"`` or none), which smg-fast computes. On a GPU host, with
 processor (SGLang's default), SGLang passes ``device="cuda:N"`` and decodes JPEGs with nvJPEG
 into GPU tensors: smg-fast computes on the CPU, so those calls go to transformers' own class (on
 the GPU), exactly as without the plug-in, logged once by ``smg_fast.hf``.
-``--image-processor-backend pil`` makes SGLang build the PIL class and pass no device: smg-fast
-computes those calls, exact to transformers' PIL numerics.
+``--image-processor-backend pil`` makes SGLang build the PIL class and pass no device (smg-fast
+computes those calls on CPU hosts, tested); on a GPU host SGLang still decodes JPEGs with nvJPEG
+into GPU tensors by default, a case not tested here.
 
 The INFO line that shows in SGLang's log is written when SGLang builds its multimodal processor
 (an ``AFTER`` hook of SGLang's plug-in ``HookRegistry`` on ``get_mm_processor``): it names the
