@@ -1,7 +1,7 @@
 """Runs SGLang's own multimodal request processing on CPU, as its TokenizerManager does, inside
 SGLang's venv: ``python -m smg_fast.bench.sglang_runner JOBDIR``.
 
-JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode", "server": ServerArgs overrides,
+JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode", "folder", "server": ServerArgs overrides,
 "requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text"}]}], "repeat": timed
 rounds}``. Mode "sglang" (the default) loads SGLang's plug-ins, publishes its server arguments,
 builds transformers' processor with SGLang's ``get_processor`` and its multimodal processor with
@@ -218,9 +218,10 @@ def main(jobdir: Path) -> None:
     torch.set_num_threads(1)
     runs, engines = [], {}
     for run in job["runs"]:
-        key = json.dumps(run.get("server", {}), sort_keys=True)
+        folder = run.get("folder", job["folder"])
+        key = json.dumps([folder, run.get("server", {})], sort_keys=True)
         if key not in engines:
-            engines[key] = _Engine(job["folder"], run.get("server", {}))
+            engines[key] = _Engine(folder, run.get("server", {}))
         runs.append(_run(engines[key], run, job.get("repeat", 0)))
     (jobdir / "result.pkl").write_bytes(pickle.dumps({"runs": runs}))
 
