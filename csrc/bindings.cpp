@@ -225,7 +225,7 @@ void bind_pipeline(py::module_& m) {
                 "float16, uint8 for UINT8), indexed [channel, pixel value]: the definition of every output value.")
         .def_property_readonly("kernel", [](const Pipeline& pl) { return Normalizer::kernel_name(pl.normalizer().kernel_for(pl.patch())); },
              "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
-             "'avx2-fast', 'avx2-gather' or 'table' (each SIMD form checked against all 768 table values).")
+             "'avx2-fast', 'avx2-gather', 'table' (each SIMD form checked against all 768 table values) or 'copy' (uint8).")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
         .def_property_readonly("recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; }, "Normalization recipe.")
         .def_property_readonly("rescale", [](const Pipeline& pl) { return pl.normalizer().params().rescale; },

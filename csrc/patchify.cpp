@@ -75,6 +75,7 @@ const char* Normalizer::kernel_name(Kernel k) {
         case Kernel::Simd: return "avx512";
         case Kernel::Avx2Fast: return "avx2-fast";
         case Kernel::Avx2Gather: return "avx2-gather";
+        case Kernel::Copy: return "copy";
         default: return "table";
     }
 }
@@ -82,8 +83,8 @@ const char* Normalizer::kernel_name(Kernel k) {
 Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params), dtype_(dtype) {
     const DefaultFpEnv fp_env;  // the table and the kernel checks below are defined under it
     build_lut(params_, dtype_, lut_);
+    if (dtype_ == DType::UInt8) return;  // nothing to normalize: kernel_for() says Copy
 #if SMG_X86
-    if (dtype_ == DType::UInt8) return;  // a copy: the table path, no normalization to vectorize
     if (cpu_has_avx512vbmi()) {
         if (avx512_matches_lut(simd_norm(params_, true), dtype_, lut_)) {
             avx512_ = Kernel::SimdFast;
@@ -105,6 +106,7 @@ Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params),
 }
 
 Normalizer::Kernel Normalizer::kernel_for(int patch) const {
+    if (dtype_ == DType::UInt8) return Kernel::Copy;
     if (avx512_ != Kernel::Table && patch <= 16) return avx512_;
     // The AVX2 kernel's whole-vector stores spill up to one vector (8 or 16 elements) past a
     // pixel row; that spill stays inside the patch row only when a patch holds at least 16
@@ -133,10 +135,12 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
         default:
             break;
     }
-    note_ran(KernelId::PatchifyTable);
-    if (dt == DType::UInt8) {  // a copy in patch order (the table is the identity)
+    if (kernel_ == Normalizer::Kernel::Copy) {  // uint8: the table is the identity
         block_row_u8(band, L_, static_cast<uint8_t*>(dst), bh);
-    } else if (dt == DType::Float32) {
+        return;
+    }
+    note_ran(KernelId::PatchifyTable);
+    if (dt == DType::Float32) {
         block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {
         block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_->lut()), static_cast<uint16_t*>(dst), bh);

@@ -58,14 +58,16 @@ public:
         Avx2Fast,    // AVX2, single precision (matched the table for these constants)
         Simd,        // AVX-512 VBMI, the reference's double-precision operation order (P <= 16)
         SimdFast,    // AVX-512 VBMI, single precision (P <= 16)
+        Copy,        // uint8: the bytes copied into the layout (patchify_u8.cpp)
     };
-    static const char* kernel_name(Kernel k);  // "avx512-fast", "avx2-gather", "table", ...
+    static const char* kernel_name(Kernel k);  // "avx512-fast", "avx2-gather", "table", "copy", ...
     // Throws std::invalid_argument for parameters build_lut refuses.
     Normalizer(const NormParams& params, DType dtype);
 
     const NormParams& params() const { return params_; }
     DType dtype() const { return dtype_; }
-    // The kernel that patches of side `patch` use (the AVX-512 kernels take P <= 16).
+    // The kernel that patches of side `patch` use (the AVX-512 kernels take P <= 16; uint8
+    // always copies).
     Kernel kernel_for(int patch) const;
     // 3 x 256 values in the element type of dtype(), channel-major.
     const void* lut() const { return lut_; }

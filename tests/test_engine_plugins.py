@@ -95,3 +95,23 @@ def test_a_broken_native_module_keeps_transformers(folder, engine):
     out, lines = run(folder, engine, "no-native")
     assert out["first"] is False and out["class"].startswith("transformers.")
     assert len(lines) == 1 and "native module smg_fast._native does not load" in lines[0]
+
+
+def test_check_engine_reports_what_is_installed_and_resolved():
+    from importlib import metadata
+
+    src = str(Path(smg_fast.__file__).resolve().parent.parent)
+    proc = subprocess.run([sys.executable, "-m", "smg_fast", "--check-engine"], text=True,
+                          capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": src, "SMG_FAST_SGLANG": "0"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 3 and "PyTorch was not found" not in proc.stdout + proc.stderr
+    for line, (engine, group) in zip(lines, (("vLLM", "vllm.general_plugins"),
+                                             ("SGLang", "sglang.srt.plugins")), strict=False):
+        installed = any(ep.name == "smg_fast" for ep in metadata.entry_points(group=group))
+        assert line.startswith(f"{engine} plug-in: entry point "
+                               f"{'installed' if installed else 'NOT installed'}"), line
+    assert "; on;" in lines[0] and "off (SMG_FAST_SGLANG=0)" in lines[1]
+    assert lines[2].endswith("returns smg_fast.hf.Qwen2VLImageProcessorPil for a Qwen2-VL "
+                             "folder (backend 'pil')")  # no torchvision here

@@ -139,3 +139,15 @@ def test_calls_smg_fast_cannot_reproduce_go_to_transformers(photos, caplog):
     assert len(lines) == 1 and "device='cuda'" in lines[0]
     with pytest.raises(TypeError, match="not_an_option"):  # transformers' own refusal
         ours(photos[0], not_an_option=1)
+
+
+def test_a_config_smg_fast_does_not_reproduce_gets_transformers_class(tmp_path, photos,
+                                                                      registered, caplog):
+    folder = write_folder(tmp_path / "noresize", {**QWEN2_HUB, "do_resize": False}, "qwen2_vl")
+    with caplog.at_level(logging.INFO, logger="smg_fast"):
+        proc = AutoImageProcessor.from_pretrained(folder, revision="main")
+    assert type(proc) is Qwen2VLImageProcessorPil  # transformers' own, not smg-fast's
+    assert any("do_resize" in r.getMessage() for r in caplog.records)
+    small = [np.asarray(p.convert("RGB"))[:56, :84] for p in photos]
+    assert same(proc(small, return_tensors="np"),
+                Qwen2VLImageProcessorPil.from_pretrained(folder)(small, return_tensors="np"))

@@ -3,7 +3,8 @@ transformers' torchvision classes return for do_rescale=False, do_normalize=Fals
 the oracle venv: tests/test_hf_engines.py); here against transformers' PIL class, whose output
 for those options is the same values as float32, on real images, PIL images (read as 4-byte
 RGBX) and numpy arrays (3 bytes), every patch layout (patch sizes with and without a
-specialised copy, merge 1 and 2, one and two temporal copies)."""
+specialised copy, below the SIMD kernels' minimum too, merge 1, 2 and 3, one to three temporal
+copies)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import smg_fast
 
 RAW = {"do_rescale": False, "do_normalize": False}
 LAYOUTS = [{}, {"patch_size": 16}, {"patch_size": 10, "merge_size": 1, "temporal_patch_size": 1},
-           {"patch_size": 7, "merge_size": 3, "temporal_patch_size": 3}]
+           {"patch_size": 7, "merge_size": 3, "temporal_patch_size": 3},
+           {"patch_size": 3, "temporal_patch_size": 1}]
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda d: str(d.get("patch_size", 14)))

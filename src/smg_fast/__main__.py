@@ -59,19 +59,35 @@ def main(argv: list[str] | None = None) -> int:
                     "test pattern)")
     ap.add_argument("--model", default="qwen2_vl",
                     help=f"family ({', '.join(FAMILIES)}) or a HF model folder (default qwen2_vl)")
+    ap.add_argument("--backend", default=None, choices=["pil", "torchvision", "upstream"],
+                    help="the reference reproduced (default: a folder's named class; a family's "
+                         "own default: pil for Qwen, upstream for Kimi)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=None,
                     help="native threads (default: SMG_FAST_NUM_THREADS or all CPUs)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per image (median shown)")
     ap.add_argument("--check", action="store_true",
-                    help="compare float32 output with transformers' PIL processor (exit status "
-                         "1 when it differs) and report the fast decoders' self-check")
+                    help="compare float32 output with transformers' processor for the backend "
+                         "(exit status 1 when it differs) and report the fast decoders' "
+                         "self-check")
+    ap.add_argument("--check-engine", action="store_true",
+                    help="say whether the vLLM / SGLang plug-ins are installed and on here, and "
+                         "which image processor class transformers returns with smg-fast "
+                         "registered, then exit")
     args = ap.parse_args(argv)
 
+    if args.check_engine:
+        from .hf_reference import quiet_transformers_import
+        from .integrations.check import plugin_lines, resolved_line
+
+        quiet_transformers_import()
+        for line in [*plugin_lines(), resolved_line()]:
+            print(line)
+        return 0
     if args.threads is not None:
         set_num_threads(args.threads)
     try:
-        proc = load_processor(args.model)
+        proc = load_processor(args.model, backend=args.backend)
     except (ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -49,10 +49,11 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     def __init__(self, processor: Processor | None = None, *, backend: str | None = None,
                  **kwargs: Any) -> None:
-        """transformers' constructor: a preprocessor_config.json's keys (``size``,
-        ``min_pixels``, ``image_mean``, ``do_normalize``...; other keys are kept, as there),
-        plus smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``; or a ready
-        ``processor``."""
+        """Built as transformers' class is, or from a ready smg_fast ``processor``.
+
+        Takes a preprocessor_config.json's keys (``size``, ``min_pixels``, ``image_mean``,
+        ``do_normalize``...; keys that change nothing here, such as ``processor_class``, are
+        dropped) and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
         if processor is None:
             processor = compat.build_processor(self.family == "kimi_k25", kwargs,
                                                backend or self.default_backend)
@@ -71,16 +72,27 @@ class _SmgImageProcessor(BaseImageProcessor):
         download rules), a json file; ``subfolder``, ``revision``, ``cache_dir``, ``token``,
         ``local_files_only`` as there, loader-only arguments (``_from_auto``,
         ``trust_remote_code``, ``use_fast``...) accepted; keyword overrides win over the file's
-        values; ``backend=`` picks smg-fast's other backend."""
+        values; ``backend=`` picks smg-fast's other backend. A config smg-fast does not
+        reproduce (``do_resize: false``, ...) gets transformers' own class (logged once)."""
         backend = kwargs.pop("backend", None)
         return_unused = kwargs.pop("return_unused_kwargs", False)
         smg = {k: kwargs.pop(k) for k in list(kwargs) if k in compat.SMG_OPTIONS}
+        passed = dict(kwargs, return_unused_kwargs=return_unused)
         for key in compat.LOADER_NOISE:
             kwargs.pop(key, None)
         pre, rest = cls.get_image_processor_dict(pretrained_model_name_or_path, **kwargs)
         known = set(cls.valid_kwargs.__annotations__) | {"min_pixels", "max_pixels"}
         pre.update({k: rest.pop(k) for k in list(rest) if k in known})
-        proc = cls(backend=backend, **pre, **smg)
+        try:
+            proc = cls(backend=backend, **pre, **smg)
+        except (TypeError, ValueError) as exc:
+            theirs = compat.transformers_class(cls.family == "kimi_k25",
+                                               backend or cls.default_backend)
+            if theirs is None:
+                raise
+            compat.log_once(f"smg-fast: {pretrained_model_name_or_path}: {exc}; transformers' "
+                            f"{theirs.__name__} computes it")
+            return theirs.from_pretrained(pretrained_model_name_or_path, *args, **passed)
         compat.logger.debug("%s", proc)
         return (proc, rest) if return_unused else proc
 

@@ -5,6 +5,7 @@ reason for the latter once."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -15,7 +16,8 @@ import numpy as np
 
 from .call_options import parse_options
 from .config import ProcessorConfig
-from .processors import Processor, make_processor
+from .hf_reference import reference_class
+from .processors import Processor, get_family, make_processor
 from .processors.registry import config_from_preprocessor
 
 logger = logging.getLogger("smg_fast")
@@ -74,6 +76,13 @@ def build_processor(kimi: bool, kwargs: dict[str, Any], backend: str) -> Process
         family = "qwen3_vl" if int(pre.get("patch_size") or 14) == 16 else "qwen2_vl"
         cfg = config_from_preprocessor(family, pre, {**smg, "backend": backend})
     return make_processor(cfg)
+
+
+def transformers_class(kimi: bool, backend: str) -> Any:
+    """transformers' own class for a family and backend, or None when it cannot run here."""
+    cfg = dataclasses.replace(get_family("kimi_k25" if kimi else "qwen2_vl").builtin,
+                              backend=backend)
+    return reference_class(cfg)[0]
 
 
 def _flatten(images: Any) -> list[Any]:
@@ -154,4 +163,4 @@ def plain(value: Any) -> Any:
 
 
 __all__ = ["FLAGS", "LOADER_NOISE", "SMG_OPTIONS", "alpha_dropped", "as_installed_transformers",
-           "build_processor", "call_plan", "log_once", "logger", "plain"]
+           "build_processor", "call_plan", "log_once", "logger", "plain", "transformers_class"]

@@ -63,7 +63,7 @@ def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
                       "not ship (tests/test_kimi_parity.py proves it)")
     if cfg.backend == "torchvision":
         if importlib.util.find_spec("torchvision") is None:
-            return None, ("the server's backend is torchvision and torchvision is not installed "
+            return None, ("the backend is torchvision and torchvision is not installed "
                           "here, so transformers' torchvision processor cannot run (not "
                           "compared with the PIL backend: they differ)")
         if kimi:

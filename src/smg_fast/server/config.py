@@ -287,8 +287,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help=f"a processor to load: NAME={'|'.join(FAMILIES)} or "
              "NAME=/path/to/hf_model_folder (repeatable; the first is the default); "
              f"optional :BACKEND ({'|'.join(BACKENDS)}) picks the reference reproduced "
-             "(default: pil for Qwen, upstream for Kimi; torchvision is what transformers "
-             "loads when torchvision is installed, as vLLM and SGLang do) "
+             "(default: a folder's named class, as transformers' Auto classes resolve it "
+             "with torchvision installed, as in vLLM and SGLang; a family name: pil for Qwen, "
+             "upstream for Kimi) "
              "[env SMG_FAST_MODELS, comma-separated] (default: qwen2_vl=qwen2_vl)")
     ap.add_argument(
         "--allowed-media-dir", dest="allowed_media_dirs", action="append",
