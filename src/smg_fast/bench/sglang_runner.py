@@ -99,8 +99,8 @@ class _Engine:
         mmp.import_processors("sglang.srt.multimodal.processors")
         self.processor = get_processor_wrapper()
         self.mm = mmp.get_mm_processor(self.model_config.hf_config, args, self.processor,
-                                   determine_tensor_transport_mode(),
-                                   model_config=self.model_config)
+                                       determine_tensor_transport_mode(),
+                                       model_config=self.model_config)
 
     async def process(self, req: dict[str, Any]) -> Any:
         """One request through the multimodal processor, as TokenizerManager calls it."""
