@@ -168,6 +168,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         if why:
             return self._fallback(why, images, return_tensors, kwargs)
         kwargs.pop("dtype", None)
+        images = compat.as_installed_transformers(images, kwargs.get("do_convert_rgb") is not False)
         rt = getattr(return_tensors, "value", return_tensors)
         # transformers' torchvision classes return torch tensors when no type is asked for
         torch_out = rt == "pt" or (rt is None and self.backend == "torchvision" and

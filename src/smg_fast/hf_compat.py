@@ -6,6 +6,8 @@ reason for the latter once."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import logging
 import threading
 from typing import Any
@@ -116,6 +118,39 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
     return str(dtype), ""
 
 
+@functools.cache
+def alpha_dropped() -> bool:
+    """Whether the installed transformers' convert_to_rgb drops a PIL image's alpha (Pillow's
+    convert("RGB"), as in 5.19, which SGLang 0.5.23 pins) instead of compositing it onto white
+    (as in 5.24, what smg-fast reproduces)."""
+    from PIL import Image
+    from transformers.image_transforms import convert_to_rgb
+
+    probe = Image.new("RGBA", (1, 1), (0, 0, 0, 0))
+    numpy_out = "return_numpy" in inspect.signature(convert_to_rgb).parameters
+    out = convert_to_rgb(probe, return_numpy=True) if numpy_out else convert_to_rgb(probe)
+    return int(np.asarray(out).reshape(-1)[0]) == 0
+
+
+def _has_alpha(image: Any) -> bool:
+    return hasattr(image, "getbands") and ("A" in image.getbands() or
+                                           image.info.get("transparency") is not None)
+
+
+def as_installed_transformers(images: Any, do_convert_rgb: bool) -> Any:
+    """images, with each PIL image that carries transparency converted as the installed
+    transformers' convert_to_rgb converts it when that one drops the alpha; else images."""
+    if not do_convert_rgb or not alpha_dropped():
+        return images
+    if isinstance(images, (list, tuple)):
+        return [as_installed_transformers(x, do_convert_rgb) for x in images]
+    if not _has_alpha(images):
+        return images
+    rgb = images.convert("RGB")  # a copy, also for RGB: its colour key is ignored there too
+    rgb.info.pop("transparency", None)
+    return rgb
+
+
 def plain(value: Any) -> Any:
     """JSON-friendly copy of an attribute value (tuples as lists, numpy scalars as numbers)."""
     if isinstance(value, (list, tuple)):
@@ -127,5 +162,5 @@ def plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["FLAGS", "LOADER_NOISE", "SMG_OPTIONS", "build_processor", "call_plan", "log_once",
-           "logger", "plain", "transformers_class"]
+__all__ = ["FLAGS", "LOADER_NOISE", "SMG_OPTIONS", "alpha_dropped", "as_installed_transformers",
+           "build_processor", "call_plan", "log_once", "logger", "plain", "transformers_class"]
