@@ -6,6 +6,8 @@ It invents nothing: it reads the tables that follow a marker comment in the page
 
     <!-- chart: NAME | CPU | DATE | COMMAND -->
 
+    | the table | ... |
+
 ("isa": `python bench/isa_table.py`'s per-cap table; "torchvision": `python
 bench/torchvision_backend.py`'s table), and writes the CPU, the date and the commands of the
 figures into the image. After a new measurement, paste the new table (and its marker) into the
@@ -52,6 +54,8 @@ def read_tables(doc: Path) -> dict[str, Table]:
         if not m:
             continue
         j = i + 1
+        while j < len(lines) and not lines[j].strip():
+            j += 1  # a blank line, so that Markdown renders the table after the comment
         rows = []
         while j < len(lines) and lines[j].startswith("|"):
             rows.append(_cells(lines[j]))
