@@ -4,7 +4,7 @@
 # installs that into a fresh venv with the `check` extra (transformers, no torch) and, from
 # outside the source tree, checks it: `python -m smg_fast --check` must be bit-exact with
 # transformers, plus a direct comparison of resize with Pillow. The manylinux tag is the one
-# this host's glibc allows (a container with an older glibc gives an older tag, see README).
+# this host's glibc allows (a container with an older glibc gives an older tag, see docs/kernels.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -1,7 +1,8 @@
-"""The README's speed table per instruction-set cap, from one run: for each SMG_FAST_ISA cap this
-host can run (avx512 only where the CPU has it, then avx2, baseline), bench/gate.py's measurement
-(1920x1080, one thread, CPU time interleaved with the exact reference and the copy floor) in a
-child process, since the cap is read once per process.
+"""The speed table per instruction-set cap of docs/performance.md, from one run.
+
+For each SMG_FAST_ISA cap this host can run (avx512 only where the CPU has it, then avx2,
+baseline), bench/gate.py's measurement (1920x1080, one thread, CPU time interleaved with the
+exact reference and the copy floor) in a child process, since the cap is read once per process.
 
     python bench/isa_table.py [--rounds N]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's closed-loop load table: shm / rdma / inline x cache off / hit / miss x concurrency
-# 1 and 8, against a real server on 127.0.0.1 (1920x1080 JPEG, float32). Needs NIXL for the rdma
-# rows. Usage: bash bench/load_table.sh [PORT]
+# The closed-loop load table of docs/performance.md: shm / rdma / inline x cache off / hit / miss
+# x concurrency 1 and 8, against a real server on 127.0.0.1 (1920x1080 JPEG, float32). Needs NIXL
+# for the rdma rows. Usage: bash bench/load_table.sh [PORT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 port=${1:-50061}

@@ -158,7 +158,7 @@ def test_e2e_1080p(benchmark, server_target, jpeg_1080p, transport, dtype):
         benchmark.extra_info.update(e2e="1920x1080 JPEG", transport=transport, dtype=dtype)
 
         def gap():
-            time.sleep(0.05)  # idle time between requests (not timed), like the README's figures
+            time.sleep(0.05)  # idle between requests (not timed), as for docs/performance.md
 
         benchmark.pedantic(lambda: c.preprocess(jpeg_1080p, transport=transport, dtype=dtype),
                            setup=gap, rounds=25, warmup_rounds=2)

@@ -42,7 +42,7 @@ def _neighbour_keys(key: str) -> list[str]:
 def test_forged_handles_never_hand_out_or_keep_another_tenants_bytes(peers):
     """A tenant holding only its own handle forges handles for the neighbouring slot (its address
     minus one slot, generations and keys next to its own). NIXL does READ the victim's frame (a
-    peer speaking NIXL directly could keep it: no confidentiality, see the README), but our
+    peer speaking NIXL directly could keep it: no confidentiality, see docs/security.md), but our
     puller refuses every one without revealing the generation, and wipes the landing slot: the
     victim's bytes are neither returned nor left behind."""
     peer = peers(slots=2, slot_bytes=MiB)

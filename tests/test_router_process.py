@@ -3,7 +3,7 @@ exact and in order with every transport (shm handles passed through), GetModelIn
 fleet, health, reflection and metrics, a SIGKILLed worker (with items in flight, retried) and a
 SIGTERMed one mid-run with zero client-visible errors, a size limit answered once with its
 retryable=0 trailer (the server's, and gRPC's own message limit), a member with another config
-refused (listed first), a router drain, and bad flags refused with clear errors. The README
+refused (listed first), a router drain, and bad flags refused with clear errors. docs/fleet.md
 lists every flag."""
 
 from __future__ import annotations
@@ -342,13 +342,16 @@ def test_bad_flags_message_and_env(capsys):
 
 
 def test_help_and_readme_list_every_router_setting():
+    """Every router setting is in --help and in the flag table of docs/fleet.md, with its
+    environment variable."""
     from smg_fast.routing.config import OPTIONS, WORKERS_VAR
 
     out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     help_words = set(re.sub(r"[\[\];,]", " ", out).split())
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Running a fleet"):]
+    fleet = (Path(__file__).parents[1] / "docs" / "fleet.md").read_text()
+    section = fleet[fleet.index("## Router flags"):]
+    section = section[:section.index("\n## ")]  # the table's section only
     table = [ln for ln in section.splitlines() if ln.startswith("| `--")]
     for flag, var in [(f, v) for f, v, _, _ in OPTIONS] + [("--worker", WORKERS_VAR)]:
         assert flag in help_words and var in help_words, (flag, var)
