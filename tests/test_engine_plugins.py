@@ -28,7 +28,10 @@ ENGINES = {"vllm": ("vllm.general_plugins", "SMG_FAST_VLLM"),
 # What the engine does with the entry point, then what its processor loading does.
 SCRIPT = """
 import json, logging, sys
-logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s|%(message)s")
+def configure_logging():
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s|%(message)s")
+if sys.argv[3] != "late-logging":
+    configure_logging()
 if sys.argv[3] == "no-native":
     sys.modules["smg_fast._native"] = None  # the import fails as a broken build's would
 first = second = False
@@ -41,6 +44,8 @@ try:  # vLLM's loader: entry point load failures are logged, the engine goes on
 except Exception as exc:
     heavy = []
     logging.getLogger(sys.argv[2] + ".plugins").error("Failed to load plugin smg_fast: %s", exc)
+if sys.argv[3] == "late-logging":  # vLLM's offline LLM: plug-ins load, then logging is set up
+    configure_logging()
 from transformers import AutoImageProcessor
 proc = AutoImageProcessor.from_pretrained(sys.argv[1])
 print(json.dumps({"first": first, "second": second, "heavy_at_import": heavy,
@@ -115,3 +120,12 @@ def test_check_engine_reports_what_is_installed_and_resolved():
     assert "; on;" in lines[0] and "off (SMG_FAST_SGLANG=0)" in lines[1]
     assert lines[2].endswith("returns smg_fast.hf.Qwen2VLImageProcessorPil for a Qwen2-VL "
                              "folder (backend 'pil')")  # no torchvision here
+
+
+def test_vllm_line_waits_for_logging_configured_after_the_plugin(folder):
+    """The INFO line is not lost when the engine configures logging only after loading its
+    plug-ins: it is written when the image processor is first loaded."""
+    out, lines = run(folder, "vllm", "late-logging")
+    assert out["first"] is True and out["class"].startswith("smg_fast.hf.Qwen2VLImageProcessor")
+    info = [ln for ln in lines if "image processor for" in ln]
+    assert len(info) == 1 and f"{out['class']} (" in info[0], lines

@@ -23,6 +23,7 @@ import copy
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from transformers.feature_extraction_utils import BatchFeature
@@ -38,6 +39,14 @@ from .config import ProcessorConfig
 from .hf_reference import reference_processor
 from .processors import Processor, make_processor
 from .processors.qwen import smart_resize
+
+_first_load: list[Callable[[], None]] = []
+
+
+def on_first_load(fn: Callable[[], None]) -> None:
+    """Calls fn once, when this process next loads one of these classes with from_pretrained
+    (an engine plug-in's log line, where the engine configures logging after loading it)."""
+    _first_load.append(fn)
 
 
 class _SmgImageProcessor(BaseImageProcessor):
@@ -74,6 +83,8 @@ class _SmgImageProcessor(BaseImageProcessor):
         ``trust_remote_code``, ``use_fast``...) accepted; keyword overrides win over the file's
         values; ``backend=`` picks smg-fast's other backend. A config smg-fast does not
         reproduce (``do_resize: false``, ...) gets transformers' own class (logged once)."""
+        while _first_load:
+            _first_load.pop()()
         backend = kwargs.pop("backend", None)
         return_unused = kwargs.pop("return_unused_kwargs", False)
         smg = {k: kwargs.pop(k) for k in list(kwargs) if k in compat.SMG_OPTIONS}

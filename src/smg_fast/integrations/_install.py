@@ -27,9 +27,10 @@ def _share_handlers(engine_logger: str) -> None:
     ours.propagate = False
 
 
-def install(engine: str, env: str, logger: logging.Logger) -> bool:
+def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = False) -> bool:
     """Registers smg-fast's classes for this process (once; later calls return the first
-    answer). Returns whether they are in place; never raises."""
+    answer). Returns whether they are in place; never raises. ``late_line``: if the engine has
+    not configured logging yet, its INFO line waits for the first class load."""
     if engine in _done:
         return _done[engine]
     _done[engine] = False
@@ -48,10 +49,14 @@ def install(engine: str, env: str, logger: logging.Logger) -> bool:
     _share_handlers(logger.name.split(".")[0])
     torchvision = importlib.util.find_spec("torchvision") is not None
     cls = hf.Qwen2VLImageProcessor if torchvision else hf.Qwen2VLImageProcessorPil
-    logger.info("smg-fast %s: %s's image processor for %s is smg_fast.hf.%s (%s numerics, "
-                "as transformers resolves it here; backend= / use_fast pick the other)",
-                __version__, engine, ", ".join(types), cls.__name__,
-                "torchvision" if torchvision else "PIL")
+    line = ("smg-fast %s: %s's image processor for %s is smg_fast.hf.%s (%s numerics, as "
+            "transformers resolves it here; backend= / use_fast pick the other)",
+            __version__, engine, ", ".join(types), cls.__name__,
+            "torchvision" if torchvision else "PIL")
+    if late_line and not logger.hasHandlers():
+        hf.on_first_load(lambda: logger.info(*line))  # vLLM's offline LLM configures it later
+    else:
+        logger.info(*line)
     _done[engine] = True
     return True
 

@@ -38,7 +38,7 @@ ENV = "SMG_FAST_VLLM"
 def register() -> bool:
     """vLLM's entry point: installs smg-fast's image processors in this process (once).
     Returns whether they are installed; never raises."""
-    return install("vLLM", ENV, logger)
+    return install("vLLM", ENV, logger, late_line=True)
 
 
 __all__ = ["ENV", "register"]
