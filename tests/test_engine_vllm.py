@@ -117,6 +117,7 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(on_and_off):
         assert run["image_processor"].startswith("transformers."), run["image_processor"]
     assert "smg-fast" in ours_log and "image processor" in ours_log  # the one INFO line
     assert "SMG_FAST_VLLM=0" in ref_log
+    assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
     _assert_same(ours, ref)
     uint8_run, float_run = ours["runs"]
     assert uint8_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint8

@@ -99,6 +99,7 @@ def test_aspect_ratio_and_too_many_pixels(client, ok):
 def test_bad_request_fields(client, ok):
     check(rpc_error(client.preprocess, ok, model="llava"), INVALID, "unknown model 'llava'")
     check(rpc_error(client.preprocess, ok, dtype="int8"), INVALID, "unsupported dtype 'int8'")
+    check(rpc_error(client.preprocess, ok, dtype="uint8"), INVALID, "unsupported dtype 'uint8'")
     check(rpc_error(client.preprocess, ok, transport="pigeon"), INVALID,
           "unknown transport 'pigeon'")
     check(rpc_error(client.preprocess, []), INVALID, "no items")

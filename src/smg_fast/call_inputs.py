@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from .call_options import CHANNELS_LAST, CallOptions
-from .errors import InvalidImageError
+from .errors import InvalidImageError, UnsupportedCallError
 
 UINT8 = "uint8"  # values are pixel levels: the processor's rescale factor applies
 UNIT = "unit"  # float in [0, 1]: already divided by 255 once (after the resize, by 1/255)
@@ -118,8 +118,9 @@ def _array(index: int, arr: np.ndarray, opts: CallOptions, torchvision: bool,
     if channels not in (1, 3, 4):
         raise InvalidImageError(index, f"images must have 1, 3 or 4 channels, got {channels}")
     if not opts.do_convert_rgb and channels != 3:
-        raise ValueError(f"do_convert_rgb=False with a {channels}-channel image: transformers "
-                         "would keep its channels; smg-fast always produces 3")
+        raise UnsupportedCallError(f"do_convert_rgb=False with a {channels}-channel image: "
+                                   "transformers would keep its channels; smg-fast always "
+                                   "produces 3")
     scale = UINT8
     if hwc.dtype == np.uint8:
         pass
@@ -130,17 +131,19 @@ def _array(index: int, arr: np.ndarray, opts: CallOptions, torchvision: bool,
         hwc = hwc.astype(np.uint8)
     elif np.issubdtype(hwc.dtype, np.floating) and not torchvision:
         if channels == 4:
-            raise ValueError("4-channel float images are not supported (transformers blends "
-                             "them in float before its uint8 conversion); pass uint8")
+            raise UnsupportedCallError("4-channel float images are not supported (transformers "
+                                       "blends them in float before its uint8 conversion); pass "
+                                       "uint8")
         hwc, scale = _unit_to_uint8(index, hwc)
     else:
         why = (" with backend='torchvision' (transformers resizes them in floating point, "
                "which smg-fast does not compute); pass uint8" if torchvision else "")
-        raise ValueError(f"{hwc.dtype} images are not supported{why}")
+        raise UnsupportedCallError(f"{hwc.dtype} images are not supported{why}")
     if scale == UNIT and opts.do_rescale:
-        raise ValueError("do_rescale=True with float images in [0, 1]: transformers divides "
-                         "them by 255 twice (once after its resize, once to rescale), which "
-                         "smg-fast does not reproduce; pass do_rescale=False or uint8 images")
+        raise UnsupportedCallError("do_rescale=True with float images in [0, 1]: transformers "
+                                   "divides them by 255 twice (once after its resize, once to "
+                                   "rescale), which smg-fast does not reproduce; pass "
+                                   "do_rescale=False or uint8 images")
     return CallImage(np.ascontiguousarray(hwc), scale)
 
 
@@ -162,11 +165,13 @@ def prepare_inputs(images: Any, opts: CallOptions, torchvision: bool,
             continue
         if not opts.do_convert_rgb:
             if not isinstance(item, Image.Image):
-                raise ValueError("do_convert_rgb=False applies to PIL images and arrays only "
-                                 "(transformers loads files and URLs with convert('RGB'))")
+                raise UnsupportedCallError("do_convert_rgb=False applies to PIL images and "
+                                           "arrays only (transformers loads files and URLs with "
+                                           "convert('RGB'))")
             if item.mode != "RGB":
-                raise ValueError(f"do_convert_rgb=False with a {item.mode} image: transformers "
-                                 "would keep its bands; smg-fast always produces RGB")
+                raise UnsupportedCallError(f"do_convert_rgb=False with a {item.mode} image: "
+                                           "transformers would keep its bands; smg-fast always "
+                                           "produces RGB")
             item = np.asarray(item)  # no colour-key compositing, as np.array(image) there
         out.append(CallImage(item))
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import ProcessorConfig
+from .errors import UnsupportedCallError
 
 CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
 
@@ -74,8 +75,9 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     fields: dict[str, Any] = {}
     for name, allowed in _NO_EFFECT.items():
         if name in opts and str(opts.pop(name)) not in [str(a) for a in allowed]:
-            raise ValueError(f"{name}={options[name]!r} is not supported by smg-fast (it "
-                             f"accepts {', '.join(repr(a) for a in allowed if a is not None)})")
+            accepted = ", ".join(repr(a) for a in allowed if a is not None)
+            raise UnsupportedCallError(f"{name}={options[name]!r} is not supported by smg-fast "
+                                       f"(it accepts {accepted})")
     if opts.get("size") is not None:
         fields.update(_size(cfg, opts.pop("size")))
     opts.pop("size", None)
@@ -101,7 +103,8 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     do_convert_rgb = opts.pop("do_convert_rgb", None)
     fmt = opts.pop("input_data_format", None)
     if opts:
-        raise TypeError(f"unknown or unsupported option(s) {sorted(opts)} for {cfg.family}")
+        raise UnsupportedCallError(f"unknown or unsupported option(s) {sorted(opts)} for "
+                                   f"{cfg.family}")
     if fmt not in (None, CHANNELS_FIRST, CHANNELS_LAST):
         raise ValueError(f"input_data_format must be {CHANNELS_FIRST!r} or {CHANNELS_LAST!r}, "
                          f"got {options['input_data_format']!r}")
@@ -113,12 +116,12 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
         if cfg.backend == "torchvision" and do_rescale is not False:
             # transformers' torchvision backend then multiplies by a float32 rescale factor;
             # smg-fast divides by 1/rescale_factor (its fused normalize), which can differ by 1 ulp.
-            raise ValueError("do_normalize=False with do_rescale=True is not supported for "
-                             "backend='torchvision'")
+            raise UnsupportedCallError("do_normalize=False with do_rescale=True is not supported "
+                                       "for backend='torchvision'")
         fields["image_mean"], fields["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
     if kimi and "rescale_factor" in fields and cfg.backend != "torchvision":
-        raise ValueError("rescale_factor / do_rescale are fixed (1/255) in Kimi-K2.5's "
-                         "upstream code")
+        raise UnsupportedCallError("rescale_factor / do_rescale are fixed (1/255) in Kimi-K2.5's "
+                                   "upstream code")
     changed = tuple(sorted((k, v) for k, v in fields.items() if getattr(cfg, k) != v))
     return CallOptions(changed, do_rescale is not False, do_convert_rgb is not False, fmt)
 

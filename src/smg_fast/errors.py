@@ -32,6 +32,11 @@ class InvalidImageError(ValueError):
         super().__init__(f"image {index}: {problem}")
 
 
+class UnsupportedCallError(ValueError, TypeError):
+    """A call smg-fast does not reproduce bit for bit (an option or input kind transformers'
+    class computes differently); ``smg_fast.hf`` hands such calls to that class."""
+
+
 class OutputTooLargeError(InvalidImageError):
     """The output would exceed a caller's byte limit; raised from the plan, before decoding.
     ``index`` is the image at which the running total crosses ``limit``."""

@@ -36,6 +36,7 @@ from transformers.processing_utils import ImagesKwargs
 
 from . import hf_compat as compat
 from .config import ProcessorConfig
+from .errors import UnsupportedCallError
 from .hf_reference import reference_processor
 from .processors import Processor, make_processor
 from .processors.qwen import smart_resize
@@ -73,6 +74,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         self._ref_lock = threading.Lock()
         flags = {k: bool(kwargs[k]) for k in compat.FLAGS if kwargs.get(k) is not None}
         ImageProcessingMixin.__init__(self, **{**self._attributes(processor.config), **flags})
+        self._built_from = copy.deepcopy(self._attributes(processor.config))
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike[str],
@@ -148,6 +150,7 @@ class _SmgImageProcessor(BaseImageProcessor):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state["attributes"])
         self._proc = make_processor(state["config"])
+        self._built_from = copy.deepcopy(self._attributes(state["config"]))
         self._reference = None
         self._ref_lock = threading.Lock()
 
@@ -174,7 +177,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         if images is None:
             images = kwargs.pop("images")
         flags = {k: False for k in compat.FLAGS if getattr(self, k, True) is False}
-        kwargs = {**flags, **kwargs}
+        kwargs = {**flags, **self._changed_attributes(kwargs), **kwargs}
         dtype, why = compat.call_plan(self._proc.config, images, kwargs)
         if why:
             return self._fallback(why, images, return_tensors, kwargs)
@@ -184,12 +187,21 @@ class _SmgImageProcessor(BaseImageProcessor):
         # transformers' torchvision classes return torch tensors when no type is asked for
         torch_out = rt == "pt" or (rt is None and self.backend == "torchvision" and
                                    importlib.util.find_spec("torch") is not None)
-        out = self._proc(self.fetch_images(images), return_tensors="pt" if torch_out else "np",
-                         dtype=dtype, channels_first_wins=True, **kwargs)
+        try:
+            out = self._proc(self.fetch_images(images), return_tensors="pt" if torch_out else "np",
+                             dtype=dtype, channels_first_wins=True, **kwargs)
+        except UnsupportedCallError as exc:
+            return self._fallback(str(exc), images, return_tensors, kwargs)
         data = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
         if rt is None:  # transformers leaves the arrays as its backend made them
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
+
+    def _changed_attributes(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Attributes set since construction (``proc.size = ...``), as call options: the
+        reference reads its attributes at each call, so they must win over the config."""
+        return {k: getattr(self, k) for k, v in self._built_from.items()
+                if k not in kwargs and getattr(self, k, v) != v}
 
     def _fallback(self, why: str, images: Any, return_tensors: Any,
                   kwargs: dict[str, Any]) -> BatchFeature:
@@ -230,12 +242,10 @@ class Qwen2VLImageProcessor(_SmgImageProcessor):
         """Patches (grid cells) for an image of this size, as transformers' method (vLLM uses
         it to count placeholders without pixels)."""
         kw = images_kwargs or {}
-        cfg = self._proc.config
-        size = kw.get("size") or {}
-        lo = kw.get("min_pixels", size.get("shortest_edge", cfg.min_pixels))
-        hi = kw.get("max_pixels", size.get("longest_edge", cfg.max_pixels))
-        patch = kw.get("patch_size", cfg.patch_size)
-        factor = patch * kw.get("merge_size", cfg.merge_size)
+        lo = kw.get("min_pixels", self.size["shortest_edge"])
+        hi = kw.get("max_pixels", self.size["longest_edge"])
+        patch = kw.get("patch_size", self.patch_size)
+        factor = patch * kw.get("merge_size", self.merge_size)
         h, w = smart_resize(height, width, factor, lo, hi)
         return (h // patch) * (w // patch)
 

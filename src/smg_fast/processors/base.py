@@ -19,7 +19,7 @@ from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..call_inputs import UNIT, prepare_inputs
 from ..call_options import CallOptions, parse_options
 from ..config import ProcessorConfig, coerce_fields, validate_common
-from ..errors import InvalidImageError, OutputTooLargeError
+from ..errors import InvalidImageError, OutputTooLargeError, UnsupportedCallError
 from ..media import ImageHeader, ImageInput, Pixels, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
@@ -188,8 +188,11 @@ class Processor(ABC):
             hit = self._variants.get(key)
         if hit is not None:
             return hit
-        cfg = dataclasses.replace(self.config, **coerce_fields(overrides))
-        validate_common(cfg)
+        try:  # an override smg-fast's config refuses: transformers' class decides (hf)
+            cfg = dataclasses.replace(self.config, **coerce_fields(overrides))
+            validate_common(cfg)
+        except (TypeError, ValueError) as exc:
+            raise UnsupportedCallError(str(exc)) from None
         if cfg.min_pixels is not None and not 0 < cfg.min_pixels <= (cfg.max_pixels or 0):
             raise ValueError("need 0 < min_pixels <= max_pixels")
         proc = type(self)(cfg)

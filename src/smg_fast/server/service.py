@@ -38,6 +38,8 @@ from .rdma_lane import RdmaLane
 log = logging.getLogger("smg_fast.server")
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
+# Output dtypes a request may ask for (the library also writes uint8: not on the wire yet).
+WIRE_DTYPES = ("float32", "bfloat16", "float16")
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
@@ -197,6 +199,8 @@ class PreprocessService:
         outcome.model = model.name
         try:
             dtype = parse_dtype(req.dtype or "float32")
+            if dtype not in WIRE_DTYPES:  # uint8 is the library's, not yet the wire's
+                raise ValueError(dtype)
         except ValueError:
             raise RequestError(_INVALID, f"unsupported dtype {req.dtype!r}: use 'float32', "
                                          "'bfloat16' or 'float16'") from None
