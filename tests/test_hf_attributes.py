@@ -103,3 +103,28 @@ def test_calls_found_unsupported_late_go_to_transformers(case, real_images, capl
             return
     expected = ref(images, return_tensors="np", **kwargs)
     _assert_same(ours(images, return_tensors="np", **kwargs), expected)
+
+
+@pytest.mark.parametrize("attr", ["image_mean", "image_std"])
+def test_array_attribute_applies(attr, photos):
+    """A numpy array set as mean or std (it compares element-wise) is honoured, not a crash."""
+    ref, ours = _pair()
+    value = np.array([0.5, 0.4, 0.3], dtype=np.float32)
+    setattr(ref, attr, value)
+    setattr(ours, attr, value)
+    _assert_same(ours(photos, return_tensors="np"), ref(photos, return_tensors="np"))
+
+
+@pytest.mark.parametrize("kwargs", [{"max_pixels": 1000},
+                                    {"min_pixels": 50000, "max_pixels": 5000}])
+def test_max_below_min_is_computed_as_transformers_does(kwargs, photos):
+    """A budget whose maximum is under its minimum (an engine's mm_processor_kwargs lowering
+    max_pixels below the default min_pixels): transformers computes a grid, and so must we."""
+    ref, ours = _pair()
+    _assert_same(ours(photos, return_tensors="np", **kwargs),
+                 ref(photos, return_tensors="np", **kwargs))
+
+
+def test_no_images_is_a_type_error():
+    with pytest.raises(TypeError):
+        sh.Qwen2VLImageProcessorPil(**HUB)(None)

@@ -44,6 +44,15 @@ from .processors.qwen import smart_resize
 _first_load: list[Callable[[], None]] = []
 
 
+def _differs(value: Any, built: Any) -> bool:
+    """Whether an attribute no longer holds what the processor was built from (an array or
+    any value that does not compare plainly counts as changed)."""
+    try:
+        return bool(value != built)
+    except (TypeError, ValueError):
+        return True
+
+
 def on_first_load(fn: Callable[[], None]) -> None:
     """Calls fn once, when this process next loads one of these classes with from_pretrained
     (an engine plug-in's log line, where the engine configures logging after loading it)."""
@@ -175,7 +184,9 @@ class _SmgImageProcessor(BaseImageProcessor):
         (uint8 where transformers' torchvision class returns uint8: do_rescale=False and
         do_normalize=False), or ``dtype="bfloat16"`` / ``"float16"`` (smg-fast's own option)."""
         if images is None:
-            images = kwargs.pop("images")
+            images = kwargs.pop("images", None)
+        if images is None:
+            raise TypeError("preprocess() needs images")
         flags = {k: False for k in compat.FLAGS if getattr(self, k, True) is False}
         kwargs = {**flags, **self._changed_attributes(kwargs), **kwargs}
         dtype, why = compat.call_plan(self._proc.config, images, kwargs)
@@ -201,7 +212,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         """Attributes set since construction (``proc.size = ...``), as call options: the
         reference reads its attributes at each call, so they must win over the config."""
         return {k: getattr(self, k) for k, v in self._built_from.items()
-                if k not in kwargs and getattr(self, k, v) != v}
+                if k not in kwargs and _differs(getattr(self, k, v), v)}
 
     def _fallback(self, why: str, images: Any, return_tensors: Any,
                   kwargs: dict[str, Any]) -> BatchFeature:

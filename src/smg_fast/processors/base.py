@@ -194,7 +194,7 @@ class Processor(ABC):
         except (TypeError, ValueError) as exc:
             raise UnsupportedCallError(str(exc)) from None
         if cfg.min_pixels is not None and not 0 < cfg.min_pixels <= (cfg.max_pixels or 0):
-            raise ValueError("need 0 < min_pixels <= max_pixels")
+            raise UnsupportedCallError("need 0 < min_pixels <= max_pixels")
         proc = type(self)(cfg)
         with self._lock:
             self._variants[key] = proc
