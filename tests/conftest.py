@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+pytest_plugins = ["suite_markers"]  # the slow / spawns / oracle / nixl markers
+
 # --------------------------------------------------------------------------------------------
 # Real images
 # --------------------------------------------------------------------------------------------
@@ -232,9 +234,12 @@ def qwen_family(request) -> str:
 
 
 def hf_call(hf_proc, images, **kwargs):
-    """Run the oracle and return (pixel_values, image_grid_thw) as numpy arrays."""
-    out = hf_proc(images, return_tensors="np", **kwargs)
-    return np.asarray(out["pixel_values"]), np.asarray(out["image_grid_thw"])
+    """Run the oracle (or read its cached output: tests/oracle_cache.py) and return
+    (pixel_values, image_grid_thw) as numpy arrays."""
+    from oracle_cache import hf_processor_call
+
+    out = hf_processor_call(hf_proc, images, **kwargs)
+    return out["pixel_values"], out["image_grid_thw"]
 
 
 @pytest.fixture(scope="session")
