@@ -234,8 +234,7 @@ def qwen_family(request) -> str:
 
 
 def hf_call(hf_proc, images, **kwargs):
-    """Run the oracle (or read its cached output: tests/oracle_cache.py) and return
-    (pixel_values, image_grid_thw) as numpy arrays."""
+    """The oracle's (pixel_values, image_grid_thw) as arrays (cached: tests/oracle_cache.py)."""
     from oracle_cache import hf_processor_call
 
     out = hf_processor_call(hf_proc, images, **kwargs)
