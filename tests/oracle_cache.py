@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import numbers
 import os
 import tempfile
 from collections.abc import Callable
@@ -45,6 +46,8 @@ def _feed(h: Any, obj: Any) -> None:
     """Feeds obj into h, tagged by type, so different values never share a byte stream."""
     if obj is None or isinstance(obj, (bool, int, float, str)):
         h.update(f"{type(obj).__name__}:{obj!r};".encode())
+    elif isinstance(obj, numbers.Rational):  # e.g. an EXIF IFDRational in a PIL image's info
+        h.update(f"{type(obj).__name__}:{obj.numerator}/{obj.denominator};".encode())
     elif isinstance(obj, (bytes, bytearray, memoryview)):
         data = bytes(obj)
         h.update(f"bytes:{len(data)};".encode())

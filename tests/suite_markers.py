@@ -32,7 +32,8 @@ SPAWNING_FIXTURES = {"fleet", "fresh_fleet", "peers", "rdma_server", "routed", "
 ORACLE_FIXTURES = {"tv_reference", "oracle", "results", "hf_torchvision", "tv_refs"}
 # Words in a test's own source that start them.
 SPAWNING_WORDS = ("ServerProcess(", "RouterProcess(", "start_servers(", "PeerProcess(",
-                  '"smg_fast.server"', '"smg_fast.router"', "rdma_peer")
+                  '"smg_fast.server"', '"smg_fast.router"', "rdma_peer", "start_routed(",
+                  "latency.main(")
 ORACLE_WORDS = ("run_oracle(", "tv_python(")
 # Slow for other reasons (reruns of whole suites, big references): "file::test" prefixes.
 ISA_RERUNS = "test_isa_paths.py::test_parity_suites_under_isa_cap"
