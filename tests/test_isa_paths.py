@@ -92,11 +92,48 @@ def check_kernels(info: dict, cap: str, host: dict[str, bool]) -> None:
         assert set(ran) <= set(names), f"{stage}: {ran} ran, above the cap {cap} ({names})"
 
 
-@pytest.mark.parametrize("cap", CAPS)
-def test_parity_suites_under_isa_cap(cap, tmp_path):
-    host = host_flags()
+def selected_under(cap: str) -> dict[str, str]:
+    """What the native module selects per stage under cap, asked in a fresh process."""
+    code = "import json, smg_fast; print(json.dumps(smg_fast.kernel_info()))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, SMG_FAST_ISA=cap))
+    info = json.loads(run.stdout)
+    assert info["isa_cap"] == cap
+    return info["selected"]
+
+
+@pytest.fixture(scope="module")
+def selections() -> dict[str, dict[str, str]]:
+    """Per cap, the kernels it selects on this host."""
+    return {cap: selected_under(cap) for cap in CAPS}
+
+
+def representative(cap: str, selections: dict[str, dict[str, str]]) -> str:
+    """The lowest cap that selects the same kernels as cap: the one whose run proves them."""
+    return next(c for c in CAPS if selections[c] == selections[cap])
+
+
+def test_caps_that_select_the_same_kernels_share_one_run():
+    """Two caps share a run only when they select identical kernels: on an AVX2-only host the
+    three upper caps select the avx2 kernels (one run), on a full AVX-512 host each cap is a
+    run of its own."""
+    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False,
+                 "x86": True}
+    full = dict(avx2_only, avx512=True, avx512vbmi=True, avx512vnni=True)
+    for host, runs in ((avx2_only, ["baseline", "avx2", "avx2", "avx2"]), (full, CAPS)):
+        sel = {cap: {s: k[-1] for s, k in allowed(cap, host).items()} for cap in CAPS}
+        assert [representative(cap, sel) for cap in CAPS] == runs
+
+
+_runs: dict[str, dict] = {}  # cap -> kernel_info() after its suites passed, this session
+
+
+def run_suites(cap: str, tmp_path: Path) -> dict:
+    """The suites under cap in a fresh process (once per session); kernel_info() from that
+    process afterwards: what those suites ran."""
+    if cap in _runs:
+        return _runs[cap]
     out = tmp_path / "kernel_info.json"
-    # pytest in-process, then kernel_info() from the same process: what those suites ran.
     code = ("import json, sys, pytest; rc = pytest.main(sys.argv[2:]); import smg_fast; "
             "open(sys.argv[1], 'w').write(json.dumps(smg_fast.kernel_info())); sys.exit(int(rc))")
     args = [sys.executable, "-c", code, str(out), "-q", "-x", "-p", "no:cacheprovider",
@@ -107,7 +144,18 @@ def test_parity_suites_under_isa_cap(cap, tmp_path):
     detail = f"{tail}\n{run.stderr[-2000:]}"
     assert run.returncode == 0, f"suites failed with SMG_FAST_ISA={cap}:\n{detail}"
     assert " passed" in tail
-    check_kernels(json.loads(out.read_text()), cap, host)
+    _runs[cap] = json.loads(out.read_text())
+    return _runs[cap]
+
+
+@pytest.mark.parametrize("cap", CAPS)
+def test_parity_suites_under_isa_cap(cap, tmp_path, selections):
+    """The suites pass under cap, and ran the kernels cap selects: one run per distinct kernel
+    selection (a cap that selects what a lower cap selects is proven by that cap's run)."""
+    host = host_flags()
+    assert selections[cap] == {s: k[-1] for s, k in allowed(cap, host).items()}, selections
+    rep = representative(cap, selections)
+    check_kernels(run_suites(rep, tmp_path), rep, host)
 
 
 def test_unknown_cap_means_baseline():

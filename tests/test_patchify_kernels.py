@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from cpu_flags import cpu_flags
+from oracle_cache import hf_processor_call
 from test_kimi_parity import KIMI_DEFAULTS, kimi_reference
 
 import smg_fast
@@ -113,7 +114,7 @@ def test_qwen_layouts_equal_transformers(layout, crop, max_pixels, norm, dtype, 
     img = np.ascontiguousarray(photo[:crop[0], :crop[1]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = hf(img, return_tensors="np", **opts)
+        ref = hf_processor_call(hf, img, **opts)
     _, gh, gw = np.asarray(ref["image_grid_thw"])[0].tolist()
     got = ours("qwen2_vl")(img, dtype=dtype, **opts)
     assert np.array_equal(got["image_grid_thw"], ref["image_grid_thw"])

@@ -141,7 +141,7 @@ def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
     dead_handle = tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, descriptor=dead.encode(),
                                                 nbytes=4)
     done: dict[str, float] = {}
-    with Puller(slots=2, slot_bytes=MiB, metadata_timeout_s=3) as p:
+    with Puller(slots=2, slot_bytes=MiB, metadata_timeout_s=120) as p:
         assert np.array_equal(p.pull(peer.export(100, seed=1)), payload(100, 1))
 
         def stuck() -> None:
@@ -151,11 +151,14 @@ def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
 
         th = threading.Thread(target=stuck)
         th.start()
-        time.sleep(0.2)  # the stuck pull now waits for metadata that never comes
+        silent.settimeout(60)
+        waiting, _ = silent.accept()  # the stuck pull has connected: it now waits for metadata
         assert np.array_equal(p.pull(peer.export(100, seed=2)), payload(100, 2))
         done["healthy"] = time.monotonic()
-        th.join(30)
-    silent.close()
+        assert th.is_alive()  # the healthy pull finished while the stuck one still waited
+        silent.close()  # the silent exporter goes away (a retry is refused) and hangs up:
+        waiting.close()  # the stuck pull fails now
+        th.join(60)
     assert done["healthy"] < done["stuck"]
 
 

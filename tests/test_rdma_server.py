@@ -5,7 +5,6 @@ server processes on free loopback ports; every wait is bounded."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
-from smg_fast.bench.servers import free_port, wait_serving
+from smg_fast.bench.servers import ServerProcess, free_port
 from smg_fast.client import Client
 from smg_fast.transport.rdma import Puller, PullError
 
@@ -27,26 +26,20 @@ pytest_plugins = ["rdma_fixtures"]  # the peers and puller fixtures
 def rdma_server(tmp_path_factory):
     """``python -m smg_fast.server --transport rdma`` in its own process; it must exit 0 after
     SIGTERM (drain with leases out, then close NIXL cleanly)."""
-    port, metrics = free_port(), free_port()
+    metrics = free_port()
     log = tmp_path_factory.mktemp("rdma_server") / "stderr.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
-             "--rdma-listen-port", "0", "--rdma-slots", "2", "--rdma-slot-mb", "64",
-             "--model", "qwen2_vl=qwen2_vl", "--model", "kimi=kimi_k25", "--workers", "2",
-             "--pixel-cache-mb", "256", "--metrics-port", str(metrics),
+        srv = ServerProcess(
+            ["--transport", "rdma", "--rdma-listen-port", "0", "--rdma-slots", "2",
+             "--rdma-slot-mb", "64", "--model", "qwen2_vl=qwen2_vl", "--model", "kimi=kimi_k25",
+             "--workers", "2", "--pixel-cache-mb", "256", "--metrics-port", str(metrics),
              "--drain-timeout-s", "3"], stderr=err)
-    server = types.SimpleNamespace(target=f"127.0.0.1:{port}", proc=proc, metrics=metrics)
+    server = types.SimpleNamespace(target=srv.target, proc=srv.proc, metrics=metrics)
     try:
-        wait_serving(server.target, proc)
+        srv.wait()
         yield server
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+        code = srv.stop(timeout=30)
     assert code == 0, log.read_text()[-2000:]
 
 
@@ -82,8 +75,9 @@ def test_server_full_arena_falls_back_to_inline(rdma_server, small_jpegs, ours, 
     """Two slots, three unpulled handles: the third item goes inline (another host's caller)."""
     import grpc
 
-    deadline = time.monotonic() + 10  # slots of earlier tests are freed by late notifications
-    while _metric(rdma_server.metrics, "smg_fast_rdma_in_use") and time.monotonic() < deadline:
+    deadline = time.monotonic() + 120  # slots of earlier tests are freed by late notifications
+    while _metric(rdma_server.metrics, "smg_fast_rdma_in_use"):
+        assert time.monotonic() < deadline, "earlier tests' slots never came back"
         time.sleep(0.05)
 
     from smg_fast._proto import preprocessor_pb2 as pb
@@ -103,13 +97,11 @@ def test_server_full_arena_falls_back_to_inline(rdma_server, small_jpegs, ours, 
 
 
 def test_server_killed_mid_flight_never_crashes_the_puller(photo_1080p, tmp_path):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "smg_fast.server", "--port", str(port),
-                             "--transport", "rdma", "--rdma-listen-port", "0",
-                             "--rdma-slot-mb", "64"], stderr=subprocess.DEVNULL)
+    srv = ServerProcess(["--transport", "rdma", "--rdma-listen-port", "0", "--rdma-slot-mb", "64"],
+                        stderr=subprocess.DEVNULL)
+    proc, target = srv.proc, srv.target
     try:
-        target = f"127.0.0.1:{port}"
-        wait_serving(target, proc)
+        srv.wait()
         import grpc
 
         from smg_fast._proto import preprocessor_pb2 as pb
@@ -195,17 +187,16 @@ def test_pullers_killed_at_random_moments(small_jpegs, tmp_path):
     slot they held comes back (TTL) so the arena is whole again."""
     import random
 
-    port, metrics = free_port(), free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--transport", "rdma",
-         "--rdma-listen-port", "0", "--rdma-slots", "4", "--rdma-slot-mb", "8",
-         "--rdma-slot-ttl-s", "2", "--metrics-port", str(metrics)], stderr=subprocess.DEVNULL)
+    metrics = free_port()
+    srv = ServerProcess(["--transport", "rdma", "--rdma-listen-port", "0", "--rdma-slots", "4",
+                         "--rdma-slot-mb", "8", "--rdma-slot-ttl-s", "2",
+                         "--metrics-port", str(metrics)], stderr=subprocess.DEVNULL)
+    proc, target = srv.proc, srv.target
     img = tmp_path / "img.jpg"
     img.write_bytes(small_jpegs["hubble"])
-    target = f"127.0.0.1:{port}"
     rng = random.Random(1)
     try:
-        wait_serving(target, proc)
+        srv.wait()
         for _ in range(4):
             child = subprocess.Popen([sys.executable, "-c", _PULL_FOREVER, target, str(img)],
                                      stdout=subprocess.PIPE, text=True)
@@ -218,7 +209,7 @@ def test_pullers_killed_at_random_moments(small_jpegs, tmp_path):
         with Puller(slots=1, slot_bytes=8 * MiB) as p, Client(target, puller=p) as c:
             out = c.preprocess(img.read_bytes(), transport="rdma")
             assert out.items[0].transport == "rdma"
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 120  # the TTL (2 s) reaps what the killed pullers held
         while _metric(metrics, "smg_fast_rdma_in_use") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _metric(metrics, "smg_fast_rdma_in_use") == 0

@@ -40,7 +40,7 @@ def slots_in_use(server) -> int:
     return server.server.rdma.exporter.arena.in_use
 
 
-def settled(server, timeout: float = 10.0) -> bool:
+def settled(server, timeout: float = 120.0) -> bool:
     deadline = time.monotonic() + timeout
     while slots_in_use(server) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -49,7 +49,7 @@ def images(real_images):
     return imgs, [proc(im)["pixel_values"] for im in imgs]
 
 
-def _start(n: int = 3, router_args: tuple[str, ...] = ()):
+def start_routed(n: int = 3, router_args: tuple[str, ...] = ()):
     servers = start_servers(n, ARGS)
     router = RouterProcess([s.target for s in servers], list(router_args))
     try:
@@ -63,7 +63,7 @@ def _start(n: int = 3, router_args: tuple[str, ...] = ()):
 @pytest.fixture(scope="module")
 def routed():
     metrics = free_port()
-    servers, router = _start(router_args=("--metrics-port", str(metrics)))
+    servers, router = start_routed(router_args=("--metrics-port", str(metrics)))
     try:
         yield servers, router, metrics
     finally:
@@ -144,22 +144,22 @@ def test_size_limit_answered_once_with_its_trailer(routed):
 
 
 @pytest.fixture(scope="module")
-def mixed():
+def mixed(routed):
     """A router (2 MiB messages) in front of a worker whose qwen2_vl is another config, listed
-    first, and two that agree: the two are the fleet, whichever answers first."""
-    servers = [ServerProcess([*ARGS, "--model", "qwen2_vl=qwen2_5_vl"]),
-               *(ServerProcess(ARGS) for _ in range(2))]
+    first, and two that agree (two of routed's workers, which keep serving): the two are the
+    fleet, whichever answers first."""
+    other = ServerProcess([*ARGS, "--model", "qwen2_vl=qwen2_5_vl"])
     router = None
     try:
-        for s in servers:
-            s.wait()
+        other.wait()
+        servers = [other, *routed[0][:2]]
         metrics = free_port()
         router = RouterProcess([s.target for s in servers],
                                ["--max-message-mb", "2", "--metrics-port", str(metrics)])
         router.wait()
         yield servers, router, metrics
     finally:
-        stop([*servers, router])
+        stop([other, router])
 
 
 def test_member_with_other_fingerprint_is_refused_through_the_router(mixed, images):
@@ -225,7 +225,7 @@ def test_worker_killed_and_drained_mid_run(images):
     the router retried the killed worker's items."""
     imgs, refs = images
     metrics = free_port()
-    servers, router = _start(router_args=("--metrics-port", str(metrics), "--floor", "64"))
+    servers, router = start_routed(router_args=("--metrics-port", str(metrics), "--floor", "64"))
     try:
         import random
 
@@ -292,16 +292,18 @@ def test_worker_killed_and_drained_mid_run(images):
         stop([*servers, router])
 
 
-def test_router_drains_on_sigterm(images):
+def test_router_drains_on_sigterm(routed, images):
+    """A router of its own in front of one of routed's workers (which keeps serving)."""
     imgs, refs = images
-    servers, router = _start(n=1, router_args=("--drain-timeout-s", "5"))
+    router = RouterProcess([routed[0][0].target], ["--drain-timeout-s", "5"])
     try:
+        router.wait()
         with Client(router.target) as c:
             check(c.preprocess(imgs[:2]), [0, 1], refs)
         router.proc.send_signal(signal.SIGTERM)
-        assert router.proc.wait(15) == 0
+        assert router.proc.wait(60) == 0
     finally:
-        stop([*servers, router])
+        stop([router])
 
 
 @pytest.mark.parametrize("argv, message", [

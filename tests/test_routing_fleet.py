@@ -32,14 +32,19 @@ def images(real_images):
     return imgs, [proc(im)["pixel_values"] for im in imgs]
 
 
-@pytest.fixture
-def fleet():
+def _fleet():
     """Three servers started side by side (each waits for SERVING); stopped whatever happens."""
     servers = start_servers(3, SERVER_ARGS)
     try:
         yield servers
     finally:
         stop(servers)
+
+
+# One fleet for the tests that leave every member serving; a fresh one for each test that kills
+# or drains a member.
+fleet = pytest.fixture(scope="module", name="fleet")(_fleet)
+fresh_fleet = pytest.fixture(name="fresh_fleet")(_fleet)
 
 
 def test_multi_image_exact_and_in_order(fleet, images):
@@ -120,13 +125,13 @@ async def _placed_on(rc, target: str, ims: list[bytes]) -> int:
     raise AssertionError(f"not placed on {target}")
 
 
-def test_sigkill_one_worker_mid_run(fleet, images):
+def test_sigkill_one_worker_mid_run(fresh_fleet, images):
     """Mid-run, the victim is stopped (it answers nothing from then on), two new images whose
     first choice it is are placed on it (floor 64: nothing spills), and it is SIGKILLed with
     them in flight: they are retried elsewhere and the request succeeds, as do all others."""
     imgs, refs = images
-    victim = fleet[0]
-    targets = [s.target for s in fleet]
+    victim = fresh_fleet[0]
+    targets = [s.target for s in fresh_fleet]
     probe, probe_refs = _fresh(victim.target, targets, 2)
     seen = {}
 
@@ -149,12 +154,12 @@ def test_sigkill_one_worker_mid_run(fleet, images):
     assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
 
 
-def test_sigterm_drain_one_worker_mid_run(fleet, images):
+def test_sigterm_drain_one_worker_mid_run(fresh_fleet, images):
     """Mid-run, a slow new image whose first choice is the victim is placed on it, then the
     victim is SIGTERMed (drain): that request and all others succeed, exact."""
     imgs, refs = images
-    victim = fleet[1]
-    targets = [s.target for s in fleet]
+    victim = fresh_fleet[1]
+    targets = [s.target for s in fresh_fleet]
     slow, slow_refs = _fresh(victim.target, targets, 1, size=(1000, 750))
     seen = {}
 
@@ -177,13 +182,12 @@ def test_sigterm_drain_one_worker_mid_run(fleet, images):
     # the same outputs, but another input limit: an image would pass or fail by where it lands
     ["--max-image-pixels", "300000"],
 ])
-def test_member_with_other_fingerprint_is_refused(images, unlike):
+def test_member_with_other_fingerprint_is_refused(fleet, images, unlike):
     imgs, refs = images
-    same = [ServerProcess(SERVER_ARGS) for _ in range(2)]
+    same = fleet[:2]  # members like each other (the shared fleet's: they keep serving)
     other = ServerProcess([*SERVER_ARGS, *unlike])
     try:
-        for s in (*same, other):
-            s.wait()
+        other.wait()
         with RoutedClient([s.target for s in same], timeout=30) as rc:
             assert rc.add(other.target) is False
             stats = rc.stats()
@@ -194,7 +198,7 @@ def test_member_with_other_fingerprint_is_refused(images, unlike):
             check(out, picks, refs)
             assert other.target not in {it.worker for it in out.items}
     finally:
-        stop((*same, other))
+        stop([other])
 
 
 def test_release_unlinks_unused_shm_segments(fleet, images):

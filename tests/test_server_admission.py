@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -23,7 +20,7 @@ pytest.importorskip("grpc")
 import grpc  # noqa: E402
 
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
-from smg_fast.bench.servers import free_port, wait_serving  # noqa: E402
+from smg_fast.bench.servers import ServerProcess  # noqa: E402
 from smg_fast.cache import COALESCED, MISS, CacheEntry, PixelCache  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
 
@@ -106,15 +103,12 @@ def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, me
 def test_sigterm_stop_is_bounded_by_the_drain_timeout(media_dir, track_pid, small_jpegs):
     """Busy with long requests, SIGTERM with --drain-timeout-s 2 exits (rc 0) in well under
     2 + 8 s; the cut requests get UNAVAILABLE (retry elsewhere), never CANCELLED."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--workers", "2",
-         "--drain-timeout-s", "2", "--allowed-media-dir", str(media_dir)],
-        stderr=subprocess.PIPE, text=True)
-    track_pid(proc.pid)
-    target = f"127.0.0.1:{port}"
+    srv = ServerProcess(["--workers", "2", "--drain-timeout-s", "2",
+                         "--allowed-media-dir", str(media_dir)])
+    proc, target = srv.proc, srv.target
+    track_pid(srv.pid)
     try:
-        wait_serving(target, proc)
+        srv.wait()
         with Client(target) as c:
             calls = [c._stub.Preprocess.future(heavy_request(media_dir, 400), timeout=300)
                      for _ in range(3)]
@@ -122,8 +116,9 @@ def test_sigterm_stop_is_bounded_by_the_drain_timeout(media_dir, track_pid, smal
             assert not any(call.done() for call in calls)
             t0 = time.monotonic()
             proc.send_signal(signal.SIGTERM)
-            # a request arriving while the server drains is refused as UNAVAILABLE
-            time.sleep(0.3)
+            # a request arriving while the server drains (health says so) is UNAVAILABLE
+            while c.health(timeout=10) == "SERVING":
+                time.sleep(0.01)
             with pytest.raises(grpc.RpcError) as late:
                 c.preprocess(small_jpegs["rocket"], transport="inline", timeout=10)
             assert late.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -140,9 +135,7 @@ def test_sigterm_stop_is_bounded_by_the_drain_timeout(media_dir, track_pid, smal
         log = proc.stderr.read()
         assert "stopped" in log and "Traceback" not in log, log
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        srv.kill()
 
 
 def _vm(pid: int, field: str) -> int:
@@ -165,16 +158,13 @@ def test_flood_of_big_requests_is_refused_and_memory_stays_bounded(media_dir, tr
     ref_small = ours("qwen2_vl", max_pixels=SMALL_PX)
     retina = ref_small((media_dir / "retina.jpg").read_bytes())["pixel_values"]
     want = np.concatenate([ref_small(small_jpegs["chelsea"])["pixel_values"]] + [retina] * 60)
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "smg_fast.server", "--port", str(port), "--workers", "1",
-         "--allowed-media-dir", str(media_dir), "--pixel-cache-mb", "0"],
-        env=dict(os.environ, SMG_FAST_MAX_QUEUED_REQUESTS="3", SMG_FAST_MAX_QUEUED_MB="100"),
-        stderr=subprocess.PIPE, text=True)
-    track_pid(proc.pid)
-    target = f"127.0.0.1:{port}"
+    srv = ServerProcess(["--workers", "1", "--allowed-media-dir", str(media_dir),
+                         "--pixel-cache-mb", "0"],
+                        env={"SMG_FAST_MAX_QUEUED_REQUESTS": "3", "SMG_FAST_MAX_QUEUED_MB": "100"})
+    proc, target = srv.proc, srv.target
+    track_pid(srv.pid)
     try:
-        wait_serving(target, proc)
+        srv.wait()
         with Client(target, timeout=120) as c:  # the baseline: the peak of one request alone
             c.preprocess([big] + slow, transport="inline", max_pixels=SMALL_PX)
         base = _vm(proc.pid, "VmHWM")
@@ -200,13 +190,7 @@ def test_flood_of_big_requests_is_refused_and_memory_stays_bounded(media_dir, tr
             assert np.array_equal(r.pixel_values, want)
         assert peak - base < 640 << 20, f"peak RSS grew {(peak - base) >> 20} MiB"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        srv.stop(timeout=30)
 
 
 def _png(size) -> bytes:

@@ -20,7 +20,7 @@ pytest.importorskip("grpc")
 
 import grpc  # noqa: E402
 
-from smg_fast.bench.servers import free_port, wait_serving  # noqa: E402
+from smg_fast.bench.servers import ServerProcess, free_port  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.server.config import ServerConfig, config_from_args  # noqa: E402
 
@@ -110,12 +110,11 @@ def test_process_end_to_end_and_sigterm_drain(real_images, small_jpegs, ours, tr
     env = dict(os.environ, SMG_FAST_PORT=str(port), SMG_MM_PIXEL_CACHE_MB="64",
                SMG_MM_TENSOR_TRANSPORT="shm", SMG_FAST_METRICS_PORT=str(metrics_port),
                SMG_FAST_WORKERS="2")
-    proc = subprocess.Popen([sys.executable, "-m", "smg_fast.server", "--host", "127.0.0.1"],
-                            env=env, stderr=subprocess.PIPE, text=True)
-    track_pid(proc.pid)
-    target = f"127.0.0.1:{port}"
+    srv = ServerProcess(["--host", "127.0.0.1"], env=env, port=port, address_flags=False)
+    proc, target = srv.proc, srv.target
+    track_pid(srv.pid)
     try:
-        wait_serving(target, proc)
+        srv.wait()
         with Client(target, timeout=60) as c:
             info = c.model_info()
             assert info["default_transport"] == "shm" and info["pixel_cache_bytes"] == 64 << 20
@@ -195,13 +194,11 @@ def test_process_end_to_end_and_sigterm_drain(real_images, small_jpegs, ours, tr
 
 
 def test_sigterm_unlinks_unread_segments(small_jpegs, track_pid):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "smg_fast.server", "--port", str(port),
-                             "--drain-timeout-s", "0.5"], stderr=subprocess.PIPE, text=True)
-    track_pid(proc.pid)
-    target = f"127.0.0.1:{port}"
+    srv = ServerProcess(["--drain-timeout-s", "0.5"])
+    proc, target = srv.proc, srv.target
+    track_pid(srv.pid)
     try:
-        wait_serving(target, proc)
+        srv.wait()
         from smg_fast._proto import preprocessor_pb2 as pb
 
         with Client(target) as c:

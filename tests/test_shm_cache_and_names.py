@@ -4,8 +4,6 @@ read_tensor maps and unlinks only smg-fast segments of trusted producers."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +13,7 @@ pytest.importorskip("grpc")
 from conftest import encode  # noqa: E402
 
 from smg_fast._proto import tensor_pb2  # noqa: E402
-from smg_fast.bench.servers import free_port, wait_serving  # noqa: E402
+from smg_fast.bench.servers import ServerProcess  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
 from smg_fast.transport.tensors import (  # noqa: E402
     UntrustedSegmentError,
@@ -35,16 +33,14 @@ def test_consumer_writing_or_truncating_its_segment_cannot_poison_the_cache(
         real_images, ours, track_pid):
     """A consumer running as the server's user makes its delivered segment writable and
     overwrites it, or truncates it; later cache hits still return the server's bytes."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "smg_fast.server", "--port", str(port),
-                             "--pixel-cache-mb", "256", "--transport", "shm", "--workers", "2",
-                             "--rdma-listen-port", "0"], stderr=subprocess.PIPE, text=True)
-    track_pid(proc.pid)
-    target = f"127.0.0.1:{port}"
+    srv = ServerProcess(["--pixel-cache-mb", "256", "--transport", "shm", "--workers", "2",
+                         "--rdma-listen-port", "0"])
+    proc, target = srv.proc, srv.target
+    track_pid(srv.pid)
     images = {"overwrite": encode(real_images.rgb("chelsea"), "PNG"),
               "truncate": encode(real_images.rgb("astronaut"), "JPEG", quality=90)}
     try:
-        wait_serving(target, proc)
+        srv.wait()
         with Client(target, timeout=60) as c:
             for attack, data in images.items():
                 ref = ours("qwen2_vl")(data)["pixel_values"]

@@ -183,6 +183,7 @@ def test_budgets_hold(shm_subdir):
 
 _OPENER = """
 import os, sys, time
+print("opening", flush=True)
 t = time.monotonic()
 fd = os.open(sys.argv[1], os.O_RDWR)
 waited = time.monotonic() - t
@@ -191,21 +192,32 @@ print(f"{waited:.3f}")
 """
 
 _WRITER = """
-import subprocess, sys, time
+import platform, subprocess, sys, time
 import numpy as np
 from smg_fast.transport import shm
 reg = shm.ShmRegistry(sys.argv[1], pool_bytes=16 << 20, reuse=True)
 child = []
+OPEN = {"x86_64": {2, 257}, "aarch64": {56}}[platform.machine()]  # open, openat
+
+def in_open(pid):  # /proc/PID/syscall: "NR args..." when blocked in one, else "running"
+    with open(f"/proc/{pid}/syscall") as fh:
+        nr = fh.read().split()[0]
+    return nr.isdigit() and int(nr) in OPEN
 
 def fill(slab):
     child.append(subprocess.Popen([sys.executable, "-c", sys.argv[2],
                                    f"/proc/{__import__('os').getpid()}/fd/{slab.fd}"],
                                   stdout=subprocess.PIPE, text=True))
-    time.sleep(0.5)  # the opener is blocked by the lease meanwhile (its signal is harmless)
+    assert child[0].stdout.readline().strip() == "opening"  # started: its next call is the open()
+    deadline = time.monotonic() + 60
+    while not in_open(child[0].pid):  # however slow the host: it is now blocked in open()
+        assert time.monotonic() < deadline and child[0].poll() is None
+        time.sleep(0.005)
+    time.sleep(0.5)  # the opener stays blocked by the lease meanwhile (its signal is harmless)
     slab.array(np.uint8).fill(9)
 
 name, _ = reg.deliver(4 << 20, fill)
-waited = float(child[0].communicate(timeout=60)[0])
+waited = float(child[0].communicate(timeout=60)[0].split()[-1])
 print(f"alive {waited:.3f}")
 reg.close()
 """

@@ -10,6 +10,7 @@ Prints {"ready": ..., "port": ...} once the exporter serves, then one JSON answe
   {"op": "lease", "nbytes": N, "seed": S}    written but not committed (answers its key)
   {"op": "commit", "key": K}                 commits such a lease (answers its descriptor)
   {"op": "free", "key": K}   {"op": "reap_after", "seconds": X}   {"op": "stats"}   {"op": "exit"}
+  {"op": "advance_reap_clock", "seconds": X}  the exporter's own reaper runs X seconds ahead
 Exports answer {"descriptor": <hex>, "nbytes": N, "key": K} or {"refused": <reason>}.
 """
 
@@ -65,11 +66,11 @@ class PeerProcess:
             return self._line()
 
     def export(self, nbytes: int, seed: int = 0, op: str = "export") -> Any:
-        """A RemoteTensorHandle of payload(nbytes, seed), waiting (up to 10 s) for a free slot:
+        """A RemoteTensorHandle of payload(nbytes, seed), waiting (up to 60 s) for a free slot:
         a pulled slot is freed by a notification that arrives a little later."""
         from smg_fast._proto import tensor_pb2
 
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while True:
             r = self.cmd(op=op, nbytes=nbytes, seed=seed)
             if r.get("refused") != "arena_full" or time.monotonic() > deadline:
@@ -80,7 +81,7 @@ class PeerProcess:
         return tensor_pb2.RemoteTensorHandle(transport=TRANSPORT, nbytes=nbytes,
                                              descriptor=bytes.fromhex(r["descriptor"]))
 
-    def wait_stats(self, pred: Callable[[dict], bool], timeout: float = 10.0) -> dict:
+    def wait_stats(self, pred: Callable[[dict], bool], timeout: float = 60.0) -> dict:
         deadline = time.monotonic() + timeout
         while True:
             s = self.cmd(op="stats")
@@ -149,6 +150,9 @@ def main() -> None:
                 out = {"freed": exp.free(cmd["key"])}
             elif op == "reap_after":
                 out = {"reaped": exp.arena.reap_after(cmd["seconds"])}
+            elif op == "advance_reap_clock":
+                exp.advance_reap_clock(cmd["seconds"])
+                out = {"ahead_s": cmd["seconds"]}
             elif op == "stats":
                 out = exp.stats()
             elif op == "exit":

@@ -56,11 +56,14 @@ class ServerProcess:
 
     def __init__(self, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
                  host: str = "127.0.0.1", port: int | None = None,
-                 stderr: Any = subprocess.PIPE) -> None:
+                 stderr: Any = subprocess.PIPE, address_flags: bool = True) -> None:
+        """address_flags=False: --host and --port are not passed (the process reads its
+        address from env or args; host and port say where that is)."""
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.target = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
-        cmd = [sys.executable, *self.launcher(), "--host", host, "--port", str(self.port), *args]
+        address = ["--host", host, "--port", str(self.port)] if address_flags else []
+        cmd = [sys.executable, *self.launcher(), *address, *args]
         self.proc = subprocess.Popen(cmd, env=dict(os.environ, **(env or {})),
                                      stdout=subprocess.DEVNULL, stderr=stderr, text=True)
 

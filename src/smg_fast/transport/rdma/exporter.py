@@ -89,6 +89,7 @@ class Exporter:
         self._meta_counters = {"metadata_served": 0, "metadata_dropped": 0,
                                "bad_notifications": 0}
         self._closed = False
+        self._reap_ahead_s = 0.0  # advance_reap_clock()
         # Whoever finishes last of close() and the thread frees sockets and registration: a
         # thread still inside a NIXL call must not have them freed under it.
         self._cleanup_lock = threading.Lock()
@@ -170,6 +171,12 @@ class Exporter:
         """Releases a committed lease (a slot still being written is refused)."""
         return bool(self.arena.free(key))
 
+    def advance_reap_clock(self, seconds: float) -> None:
+        """Makes the reaper judge leases as if `seconds` more had passed (tests: a TTL that
+        starts counting once the test has checked what it must see before it)."""
+        self._reap_ahead_s = float(seconds)
+        self._wake()
+
     def stats(self) -> dict[str, int]:
         out = dict(self.arena.counters())
         out.update(self._meta_counters)
@@ -217,7 +224,7 @@ class Exporter:
                                 self._meta_counters["bad_notifications"] += 1
                     now = time.monotonic()
                     if now >= next_reap:
-                        if self.arena.reap():
+                        if self.arena.reap_after(self._reap_ahead_s):
                             log.warning("rdma: reaped leases whose puller never confirmed "
                                         "(ttl %.0f s)", self.arena.ttl_s)
                         next_reap = now + reap_every
