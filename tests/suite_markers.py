@@ -1,7 +1,7 @@
 """The suite's markers, applied here and nowhere else, and the process starts that prove them.
 
 - ``spawns``: starts smg-fast service processes (server, router, RDMA peer);
-- ``oracle``: runs a reference in its own venv (the torchvision oracle);
+- ``oracle``: runs a reference in its own venv (the torchvision oracle, vLLM, SGLang);
 - ``nixl``: real NIXL (the module imports rdma_common, which skips it where NIXL is missing);
 - ``slow``: any of those, or a test listed in SLOW below. ``pytest -m "not slow"`` is the
   development loop; the README's command runs everything.
@@ -29,7 +29,8 @@ MARKERS = ("slow", "spawns", "oracle", "nixl")
 # marked.
 SPAWNING_FIXTURES = {"fleet", "fresh_fleet", "peers", "rdma_server", "routed", "mixed",
                      "server_process", "service_processes"}
-ORACLE_FIXTURES = {"tv_reference", "oracle", "results", "hf_torchvision", "tv_refs"}
+ORACLE_FIXTURES = {"tv_reference", "oracle", "results", "hf_torchvision", "tv_refs",
+                   "vllm_python", "sglang_python"}
 # Words in a test's own source that start them.
 SPAWNING_WORDS = ("ServerProcess(", "RouterProcess(", "start_servers(", "PeerProcess(",
                   '"smg_fast.server"', '"smg_fast.router"', "rdma_peer", "start_routed(",

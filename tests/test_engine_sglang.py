@@ -12,22 +12,20 @@ SGLang's default (torchvision class) and ``--image-processor-backend pil``. With
 
 from __future__ import annotations
 
-import io
 import pickle
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
 from PIL import Image
 
-from smg_fast.bench.engine_env import engine_python, make_overlay, start_in_venv
+from smg_fast.bench.engine_env import make_overlay, start_in_venv
 from smg_fast.bench.model_folders import make_qwen_folder
-from smg_fast.bench.oracle_venv import OracleVenvMissing
 
 # Run by file path: a process whose smg_fast has no native module cannot import the package.
 RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
-TIMEOUT = 900
 # SGLang's default (transformers' torchvision class), --image-processor-backend pil, image
 # options through --mm-process-config (pixel limits, honoured; do_rescale without
 # do_normalize, which smg-fast hands to transformers per call), and a Qwen3-VL folder.
@@ -39,16 +37,7 @@ QWEN3 = len(SERVERS)  # the run index of the Qwen3-VL folder
 
 @pytest.fixture(scope="module")
 def sglang_python() -> Path:
-    try:
-        return engine_python("sglang")
-    except OracleVenvMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def _jpeg(image: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, "JPEG", quality=90)
-    return buf.getvalue()
+    return engine_python_or_fail("sglang")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +52,7 @@ def requests(real_images) -> list[dict[str, Any]]:
     palette = real_images.rgb("coffee").convert("P")
     palette.info["transparency"] = 0
     return [
-        {"images": [("jpeg", _jpeg(photo)), *pils]},
+        {"images": [("jpeg", jpeg(photo)), *pils]},
         {"images": [("jpeg", real_images.bytes("rocket")), ("pil", palette)]},
     ]
 
@@ -82,28 +71,11 @@ def _start(python: Path, workdir: Path, folder: Path, runs: list[dict[str, Any]]
 
 
 def _finish(proc, workdir: Path) -> tuple[dict[str, Any], str]:
-    try:
-        _, err = proc.communicate(timeout=TIMEOUT)
-    except BaseException:
-        proc.kill()
-        proc.communicate()
-        raise
-    if proc.returncode != 0:
-        pytest.fail(f"SGLang runner failed (rc {proc.returncode}):\n{err[-6000:]}",
-                    pytrace=False)
-    return pickle.loads((workdir / "result.pkl").read_bytes()), err
+    return finish(proc, workdir, "SGLang")
 
 
 def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
-    for r, (req_ours, req_ref) in enumerate(zip(ours["requests"], ref["requests"],
-                                                strict=True)):
-        assert req_ours["prompt_token_ids"] == req_ref["prompt_token_ids"]
-        assert set(req_ours["fields"]) == set(req_ref["fields"]) >= {"pixel_values",
-                                                                    "image_grid_thw"}
-        for key, arrays in req_ref["fields"].items():
-            for i, (a, b) in enumerate(zip(req_ours["fields"][key], arrays, strict=True)):
-                assert a.dtype == b.dtype and a.shape == b.shape, (key, i, a.dtype, b.dtype)
-                assert np.array_equal(a, b), f"{key} of image {i} of request {r} differs"
+    assert_same_requests(ours["requests"], ref["requests"])
 
 
 @pytest.fixture(scope="module")

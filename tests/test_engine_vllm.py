@@ -12,37 +12,26 @@ Without the venv (.ci/oracle_venv.sh vllm) these tests fail with a message namin
 
 from __future__ import annotations
 
-import io
 import pickle
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
 from PIL import Image
 
 from smg_fast.bench import vllm_runner
-from smg_fast.bench.engine_env import engine_python, make_overlay, start_in_venv
+from smg_fast.bench.engine_env import make_overlay, start_in_venv
 from smg_fast.bench.model_folders import make_qwen_folder
-from smg_fast.bench.oracle_venv import OracleVenvMissing
 
 # By path, not -m: the runner must start even where the smg_fast package cannot be imported.
 RUNNER = [vllm_runner.__file__]
-TIMEOUT = 900
 
 
 @pytest.fixture(scope="module")
 def vllm_python() -> Path:
-    try:
-        return engine_python("vllm")
-    except OracleVenvMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def _jpeg(image: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, "JPEG", quality=90)
-    return buf.getvalue()
+    return engine_python_or_fail("vllm")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +41,7 @@ def requests(real_images) -> list[dict[str, Any]]:
     pils = [("pil", real_images.rgb("astronaut")), ("pil", real_images.open("logo2")),
             ("pil", real_images.open("camera"))]
     return [
-        {"images": [("jpeg", _jpeg(photo)), *pils]},
+        {"images": [("jpeg", jpeg(photo)), *pils]},
         {"images": [("jpeg", real_images.bytes("rocket")), ("pil", real_images.rgb("coffee"))],
          "mm_processor_kwargs": {"max_pixels": 200704, "min_pixels": 12544}},
     ]
@@ -71,27 +60,12 @@ def _start(python: Path, workdir: Path, folder: Path, requests: list[dict[str, A
 
 
 def _finish(proc, workdir: Path) -> tuple[dict[str, Any], str]:
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT)
-    except BaseException:
-        proc.kill()
-        proc.communicate()
-        raise
-    if proc.returncode != 0:
-        pytest.fail(f"vLLM runner failed (rc {proc.returncode}):\n{err[-6000:]}", pytrace=False)
-    return pickle.loads((workdir / "result.pkl").read_bytes()), out + err
+    return finish(proc, workdir, "vLLM")
 
 
 def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
     for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
-        for req_ours, req_ref in zip(run_ours["requests"], run_ref["requests"], strict=True):
-            assert req_ours["prompt_token_ids"] == req_ref["prompt_token_ids"]
-            assert set(req_ours["fields"]) == set(req_ref["fields"]) >= {"pixel_values",
-                                                                        "image_grid_thw"}
-            for key, arrays in req_ref["fields"].items():
-                for i, (a, b) in enumerate(zip(req_ours["fields"][key], arrays, strict=True)):
-                    assert a.dtype == b.dtype, (key, i, a.dtype, b.dtype)
-                    assert np.array_equal(a, b), f"{key} of image {i} differs"
+        assert_same_requests(run_ours["requests"], run_ref["requests"])
 
 
 @pytest.fixture(scope="module")
