@@ -101,7 +101,7 @@ def main() -> int:
     from smg_fast.bench.engine_env import engine_python, make_overlay
     from smg_fast.bench.model_folders import make_qwen_folder
 
-    python = engine_python("vllm")
+    python = engine_python("vllm", REPO)
     requests = _requests(args.rounds)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

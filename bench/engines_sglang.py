@@ -71,7 +71,7 @@ def main() -> int:
     from smg_fast.bench.engine_env import engine_python, make_overlay
     from smg_fast.bench.model_folders import make_qwen_folder
 
-    python = engine_python("sglang")
+    python = engine_python("sglang", REPO)
     requests = _requests()
     reqs = [r for _, r in requests]
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,12 +17,13 @@ from smg_fast.bench.engine_env import engine_python
 from smg_fast.bench.oracle_venv import OracleVenvMissing
 
 TIMEOUT = 900
+REPO = Path(__file__).resolve().parent.parent
 
 
 def engine_python_or_fail(name: str) -> Path:
     """The engine venv's python; the test fails naming the script that makes it."""
     try:
-        return engine_python(name)
+        return engine_python(name, REPO)
     except OracleVenvMissing as exc:
         pytest.fail(str(exc), pytrace=False)
 

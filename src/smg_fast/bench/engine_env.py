@@ -18,12 +18,12 @@ from pathlib import Path
 
 from .oracle_venv import venv_python
 
-REPO = Path(__file__).resolve().parents[3]
 DIST = "smg-fast"
 
 
-def engine_python(name: str, repo: Path = REPO) -> Path:
-    """The python of engine name's venv (.ci/venvs/name.txt); raises OracleVenvMissing."""
+def engine_python(name: str, repo: Path) -> Path:
+    """The python of engine name's venv (repo's .ci/venvs/name.txt: the pins live in the
+    repository, not in the installed package); raises OracleVenvMissing."""
     return venv_python(repo / ".ci" / "venvs" / f"{name}.txt")
 
 
