@@ -105,11 +105,11 @@ async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int, **kw) 
         return fleet.stats()
 
 
-def _fresh(target: str, targets: list[str], count: int, size=(64, 48)):
+def _fresh(target: str, targets: list[str], count: int, size=(64, 48), start: int = 1000):
     """count new images (none of the run's: no member holds them) whose first choice is
     target, with their in-process results."""
     proc = load_processor("qwen2_vl")
-    ims = preferring(target, targets, count, start=1000, size=size)
+    ims = preferring(target, targets, count, start=start, size=size)
     return ims, [proc(im)["pixel_values"] for im in ims]
 
 
@@ -126,16 +126,21 @@ async def _placed_on(rc, target: str, ims: list[bytes]) -> int:
 
 
 def test_sigkill_one_worker_mid_run(fresh_fleet, images):
-    """Mid-run, the victim is stopped (it answers nothing from then on), two new images whose
-    first choice it is are placed on it (floor 64: nothing spills), and it is SIGKILLed with
+    """Mid-run, the victim serves a new image whose first choice it is (so it was in use,
+    whatever the run's own images prefer), then is stopped (it answers nothing from then on),
+    two more such images are placed on it (floor 64: nothing spills), and it is SIGKILLed with
     them in flight: they are retried elsewhere and the request succeeds, as do all others."""
     imgs, refs = images
     victim = fresh_fleet[0]
     targets = [s.target for s in fresh_fleet]
     probe, probe_refs = _fresh(victim.target, targets, 2)
+    served, served_refs = _fresh(victim.target, targets, 1, start=2000)
     seen = {}
 
     async def disrupt(rc) -> None:
+        out = await rc.preprocess(served)
+        check(out, [0], served_refs)
+        assert out.items[0].worker == victim.target
         victim.proc.send_signal(signal.SIGSTOP)
         task = asyncio.ensure_future(rc.preprocess(probe))
         seen["in_flight"] = await _placed_on(rc, victim.target, probe)
@@ -150,7 +155,7 @@ def test_sigkill_one_worker_mid_run(fresh_fleet, images):
     assert seen["in_flight"] >= 2 and victim.target not in seen["workers"]
     assert sum(stats["retries"].values()) >= 2, stats  # the probe's items at least
     assert stats["members"][victim.target]["state"] == "down"
-    assert stats["requests"] == 61
+    assert stats["requests"] == 62
     assert stats["members"][victim.target]["items"].get("ok", 0) > 0  # it was in use
 
 
