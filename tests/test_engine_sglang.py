@@ -70,14 +70,6 @@ def _start(python: Path, workdir: Path, folder: Path, runs: list[dict[str, Any]]
                          {"SMG_FAST_SGLANG": plugin})
 
 
-def _finish(proc, workdir: Path) -> tuple[dict[str, Any], str]:
-    return finish(proc, workdir, "SGLang")
-
-
-def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
-    assert_same_requests(ours["requests"], ref["requests"])
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     return make_qwen_folder(tmp_path_factory.mktemp("sglang") / "Qwen2-VL-7B-Instruct")
@@ -95,7 +87,7 @@ def on_and_off(sglang_python, folder, requests, tmp_path_factory):
     rust = {"mode": "rust", "requests": _jpeg_only(requests)}
     on = _start(sglang_python, base / "on", folder, runs, overlay, "1")
     off = _start(sglang_python, base / "off", folder, [*runs, rust], overlay, "0")
-    return _finish(on, base / "on"), _finish(off, base / "off")
+    return finish(on, base / "on", "SGLang"), finish(off, base / "off", "SGLang")
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(on_and_off):
@@ -111,7 +103,7 @@ def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(on_and_off):
     # The option smg-fast does not reproduce went to transformers, said once.
     assert ours_log.count("hands calls to transformers'") == 1, ours_log[-3000:]
     for run_ours, run_ref in zip(ours["runs"], off, strict=True):
-        _assert_same(run_ours, run_ref)
+        assert_same_requests(run_ours["requests"], run_ref["requests"])
     limited = ours["runs"][2]["requests"][0]["fields"]["image_grid_thw"][0]
     assert int(np.prod(limited)) * 14 * 14 <= 200704  # the configured limit applied
     assert ours["runs"][QWEN3]["requests"][0]["fields"]["pixel_values"][0].shape[1] == 1536
@@ -126,14 +118,14 @@ def test_plugin_without_native_module_leaves_sglang_working(sglang_python, folde
     same results."""
     overlay = make_overlay(tmp_path / "overlay", with_native=False)
     runs = [{"server": SERVERS[0], "requests": requests[:1]}]
-    result, log = _finish(_start(sglang_python, tmp_path / "run", folder, runs, overlay, "1"),
-                          tmp_path / "run")
+    result, log = finish(_start(sglang_python, tmp_path / "run", folder, runs, overlay, "1"),
+                         tmp_path / "run", "SGLang")
     assert result["runs"][0]["image_processor"].startswith("transformers.")
     # The package's import names the cause; SGLang logs it and goes on without the plug-in.
     assert "Failed to load plugin smg_fast" in log
     assert "smg_fast._native does not load" in log and "reinstall smg-fast" in log
     (_, _), (ref, _) = on_and_off
-    _assert_same(result["runs"][0], {**ref["runs"][0], "requests": ref["runs"][0]["requests"][:1]})
+    assert_same_requests(result["runs"][0]["requests"], ref["runs"][0]["requests"][:1])
 
 
 def test_sglang_rust_path_shape_on_the_same_jpegs(on_and_off):

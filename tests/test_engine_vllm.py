@@ -59,10 +59,6 @@ def _start(python: Path, workdir: Path, folder: Path, requests: list[dict[str, A
     return start_in_venv(python, [*RUNNER, str(workdir)], overlay, {"SMG_FAST_VLLM": plugin})
 
 
-def _finish(proc, workdir: Path) -> tuple[dict[str, Any], str]:
-    return finish(proc, workdir, "vLLM")
-
-
 def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
     for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
         assert_same_requests(run_ours["requests"], run_ref["requests"])
@@ -80,7 +76,7 @@ def on_and_off(vllm_python, folder, requests, tmp_path_factory):
     overlay = make_overlay(base / "overlay")
     on = _start(vllm_python, base / "on", folder, requests, overlay, "1")
     off = _start(vllm_python, base / "off", folder, requests, overlay, "0")
-    return _finish(on, base / "on"), _finish(off, base / "off")
+    return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(on_and_off):
@@ -104,8 +100,8 @@ def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, r
     """A broken install (no compiled extension): a clear error, vLLM's own processor, same
     results."""
     overlay = make_overlay(tmp_path / "overlay", with_native=False)
-    result, log = _finish(_start(vllm_python, tmp_path / "run", folder, requests[:1], overlay,
-                                 "1", runs=ENGINES[:1]), tmp_path / "run")
+    result, log = finish(_start(vllm_python, tmp_path / "run", folder, requests[:1], overlay,
+                                "1", runs=ENGINES[:1]), tmp_path / "run", "vLLM")
     assert result["runs"][0]["image_processor"].startswith("transformers.")
     assert "smg_fast._native" in log
     (_, _), (ref, _) = on_and_off
