@@ -35,7 +35,7 @@ def _inside(photo: Path, families: list[str], rounds: int) -> int:
     from PIL import Image
 
     import smg_fast
-    from smg_fast.hf_reference import reference_processor, reference_return_tensors
+    from smg_fast.processors.reference import reference_processor, reference_return_tensors
 
     torch.set_num_threads(1)
     with Image.open(photo) as im:

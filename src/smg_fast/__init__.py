@@ -16,7 +16,6 @@ except ImportError as _exc:  # name the cause: engines log this when loading the
     raise ImportError(f"smg-fast's native module smg_fast._native does not load ({_exc}): "
                       "reinstall smg-fast for this Python and platform") from _exc
 from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
-from .config import ProcessorConfig
 from .errors import InvalidImageError, OutputTooLargeError
 from .processors import (
     FAMILIES,
@@ -26,6 +25,7 @@ from .processors import (
     QwenVLProcessor,
     load_processor,
 )
+from .processors.config import ProcessorConfig
 from .resample import pillow_pass_order, resize
 
 

@@ -21,7 +21,7 @@ from .processors import Processor
 
 def _check(proc: Processor, image: object, ours: np.ndarray) -> str:
     """transformers' verdict on float32 output, from its class for proc's backend."""
-    from .hf_reference import quiet_transformers_import, reference_pixel_values
+    from .processors.reference import quiet_transformers_import, reference_pixel_values
 
     if not quiet_transformers_import():
         return ("check skipped: transformers is not installed; pip install transformers==5.24.0 "
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.check_engine:
-        from .hf_reference import quiet_transformers_import
         from .integrations.check import plugin_lines, resolved_line
+        from .processors.reference import quiet_transformers_import
 
         quiet_transformers_import()
         for line in [*plugin_lines(), resolved_line()]:

@@ -257,7 +257,7 @@ def _verify(info: dict[str, Any], model: str | None, image: str | bytes, dtype: 
     """Compares with the in-process processor of the server's config and backend, and (float32)
     with transformers' processor for that backend where it can run here."""
     from . import load_processor
-    from .hf_reference import reference_pixel_values
+    from .processors.reference import reference_pixel_values
 
     name = model or info.get("default_model", "")
     spec = next((m for m in info.get("models", []) if m.get("name") == name), None)

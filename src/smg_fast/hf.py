@@ -35,11 +35,11 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
 from transformers.processing_utils import ImagesKwargs
 
 from . import hf_compat as compat
-from .config import ProcessorConfig
 from .errors import UnsupportedCallError
-from .hf_reference import reference_processor
 from .processors import Processor, make_processor
+from .processors.config import ProcessorConfig
 from .processors.qwen import smart_resize
+from .processors.reference import reference_processor
 
 _first_load: list[Callable[[], None]] = []
 

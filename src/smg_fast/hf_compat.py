@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .call_options import parse_options
-from .config import ProcessorConfig
-from .hf_reference import reference_class
 from .processors import Processor, get_family, make_processor
+from .processors.call_options import parse_options
+from .processors.config import ProcessorConfig
+from .processors.reference import reference_class
 from .processors.registry import config_from_preprocessor
 
 logger = logging.getLogger("smg_fast")

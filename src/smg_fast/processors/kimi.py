@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import HALF, ProcessorConfig
 from .base import LUT_KIMI, Plan, Processor, ProcessorOutput, check_aspect
+from .config import HALF, ProcessorConfig
 from .registry import Family, register
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..errors import InvalidImageError
 from .base import Plan, Processor, check_aspect
+from .config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from .registry import Family, register
 
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import ProcessorConfig, coerce_fields, validate_common
 from .base import Processor
+from .config import ProcessorConfig, coerce_fields, validate_common
 from .folders import folder_backend, hub_folder, is_hub_id
 
 logger = logging.getLogger("smg_fast")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import UnsupportedCallError
 from .config import ProcessorConfig
-from .errors import UnsupportedCallError
 
 CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from PIL import Image
 
-from .media import DEFAULT_IMAGE_FORMATS, normalize_formats
+from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
@@ -60,7 +60,7 @@ class ProcessorConfig:
         if fields["backend"] == "torchvision":
             fields["pass_order"] = None  # torch's resize has one pass order
         elif fields["pass_order"] is None:
-            from .resample import pillow_pass_order
+            from ..resample import pillow_pass_order
 
             fields["pass_order"] = pillow_pass_order()
         blob = json.dumps(fields, sort_keys=True).encode()

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ..errors import InvalidImageError, UnsupportedCallError
 from .call_options import CHANNELS_LAST, CallOptions
-from .errors import InvalidImageError, UnsupportedCallError
 
 UINT8 = "uint8"  # values are pixel levels: the processor's rescale factor applies
 UNIT = "unit"  # float in [0, 1]: already divided by 255 once (after the resize, by 1/255)
