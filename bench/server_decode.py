@@ -29,7 +29,7 @@ from smg_fast.client import Client
 
 # Runs the server with the decode ahead of the compute (the behaviour before it moved inside).
 _AHEAD = ("import runpy, sys\n"
-          "from smg_fast.processors.base import PlannedBatch\n"
+          "from smg_fast.processors.batch import PlannedBatch\n"
           "PlannedBatch.decodes_while_computing = property(lambda self: False)\n"
           "sys.argv[0] = 'smg_fast.server'\n"
           "runpy.run_module('smg_fast.server', run_name='__main__')\n")

@@ -15,7 +15,7 @@ from PIL import Image
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
 from smg_fast.client import Client
-from smg_fast.processors.base import PlannedBatch
+from smg_fast.processors.batch import PlannedBatch
 from smg_fast.transport.rdma import ExportRefused
 from smg_fast.transport.rdma.exporter import ExportLease
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 # Import order is registration order, the order of FAMILIES: Qwen first (qwen2_vl is the
 # default everywhere), then Kimi.
 # isort: off
-from .base import Processor, ProcessorOutput
+from .processor import Processor, ProcessorOutput
 from .qwen import QwenVLProcessor
 from .kimi import KimiK25Processor
 # isort: on

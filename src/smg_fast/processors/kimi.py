@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import LUT_KIMI, Plan, Processor, ProcessorOutput, check_aspect
 from .config import HALF, ProcessorConfig
+from .plan import Plan, check_aspect
+from .processor import LUT_KIMI, Processor, ProcessorOutput
 from .registry import Family, register
 
 

@@ -7,8 +7,9 @@ import math
 from typing import Any
 
 from ..errors import InvalidImageError
-from .base import Plan, Processor, check_aspect
 from .config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
+from .plan import Plan, check_aspect
+from .processor import Processor
 from .registry import Family, register
 
 

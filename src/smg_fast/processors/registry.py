@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Processor
 from .config import ProcessorConfig, coerce_fields, validate_common
 from .folders import folder_backend, hub_folder, is_hub_id
+from .processor import Processor
 
 logger = logging.getLogger("smg_fast")
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._proto import tensor_pb2
 from ..cache import CacheEntry
-from ..processors.base import PlannedBatch, PreparedBatch
+from ..processors.batch import PlannedBatch, PreparedBatch
 from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
 from ..transport.rdma import Descriptor, ExportRefused
 from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
