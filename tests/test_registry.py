@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import smg_fast
-from smg_fast.processors import QwenVLProcessor, get_family, names, register
+from smg_fast.processors import get_family, names, register
 from smg_fast.processors import registry as reg
+from smg_fast.processors.families import QwenVLProcessor
 
 
 def test_builtin_families_are_registered_in_order():

@@ -17,15 +17,9 @@ except ImportError as _exc:  # name the cause: engines log this when loading the
                       "reinstall smg-fast for this Python and platform") from _exc
 from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
 from .errors import InvalidImageError, OutputTooLargeError
-from .processors import (
-    FAMILIES,
-    KimiK25Processor,
-    Processor,
-    ProcessorOutput,
-    QwenVLProcessor,
-    load_processor,
-)
+from .processors import FAMILIES, Processor, ProcessorOutput, load_processor
 from .processors.config import ProcessorConfig
+from .processors.families import KimiK25Processor, QwenVLProcessor
 from .resample import pillow_pass_order, resize
 
 

@@ -14,7 +14,8 @@ take transformers' inputs and options and return a ``transformers.BatchFeature``
 options smg-fast does not reproduce (``device="cuda"``, an option it does not know) is computed
 by transformers' own class instead (logged once per reason), never approximated. This module
 needs transformers (not torch or torchvision, except for ``return_tensors="pt"`` and for those
-fallbacks on the torchvision backend).
+fallbacks on the torchvision backend). The classes are made here from each registered
+family's drop-in (``Family.dropin``, in its module under smg_fast/processors/families/).
 """
 
 from __future__ import annotations
@@ -29,17 +30,14 @@ from typing import Any, ClassVar
 from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_base import ImageProcessingMixin
 from transformers.image_processing_utils import BaseImageProcessor
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-    Qwen2VLImageProcessorKwargs,
-)
-from transformers.processing_utils import ImagesKwargs
 
 from . import hf_compat as compat
 from .errors import UnsupportedCallError
 from .processors import Processor, make_processor
 from .processors.config import ProcessorConfig
-from .processors.qwen import smart_resize
+from .processors.hooks import DropIn
 from .processors.reference import reference_processor
+from .processors.registry import registered
 
 _first_load: list[Callable[[], None]] = []
 
@@ -60,9 +58,12 @@ def on_first_load(fn: Callable[[], None]) -> None:
 
 
 class _SmgImageProcessor(BaseImageProcessor):
-    """A transformers image processor whose computation is an smg_fast Processor."""
+    """A transformers image processor whose computation is an smg_fast Processor. The classes
+    this module offers are made from the registered families' drop-ins (``Family.dropin``)."""
 
-    family: ClassVar[str]
+    dropin: ClassVar[DropIn]
+    family: ClassVar[str]  # the family its constructor builds unless the arguments say another
+    _families: ClassVar[tuple[str, ...]]
     default_backend: ClassVar[str] = "torchvision"
     model_input_names: ClassVar[list[str]] = ["pixel_values", "image_grid_thw"]
 
@@ -74,7 +75,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         ``do_normalize``...; keys that change nothing here, such as ``processor_class``, are
         dropped) and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
         if processor is None:
-            processor = compat.build_processor(self.family == "kimi_k25", kwargs,
+            processor = compat.build_processor(self.dropin, kwargs,
                                                backend or self.default_backend)
         elif backend is not None or kwargs:
             raise TypeError("give a processor or a backend / keyword arguments, not both")
@@ -103,13 +104,12 @@ class _SmgImageProcessor(BaseImageProcessor):
         for key in compat.LOADER_NOISE:
             kwargs.pop(key, None)
         pre, rest = cls.get_image_processor_dict(pretrained_model_name_or_path, **kwargs)
-        known = set(cls.valid_kwargs.__annotations__) | {"min_pixels", "max_pixels"}
+        known = set(cls.valid_kwargs.__annotations__)
         pre.update({k: rest.pop(k) for k in list(rest) if k in known})
         try:
             proc = cls(backend=backend, **pre, **smg)
         except (TypeError, ValueError) as exc:
-            theirs = compat.transformers_class(cls.family == "kimi_k25",
-                                               backend or cls.default_backend)
+            theirs = compat.transformers_class(cls.family, backend or cls.default_backend)
             if theirs is None:
                 raise
             compat.log_once(f"smg-fast: {pretrained_model_name_or_path}: {exc}; transformers' "
@@ -120,7 +120,8 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     @classmethod
     def families(cls) -> tuple[str, ...]:
-        return (cls.family,)
+        """The families this class serves."""
+        return cls._families
 
     @property
     def backend(self) -> str:
@@ -132,12 +133,14 @@ class _SmgImageProcessor(BaseImageProcessor):
         """The smg_fast Processor this class calls."""
         return self._proc
 
-    @staticmethod
-    def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
+    @classmethod
+    def _attributes(cls, cfg: ProcessorConfig) -> dict[str, Any]:
+        """The attributes transformers' class holds for cfg: every family's, then its own."""
         return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
                     image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
                     rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
-                    do_rescale=True, do_normalize=True, do_convert_rgb=True)
+                    do_rescale=True, do_normalize=True, do_convert_rgb=True,
+                    **cls.dropin.attributes(cfg))
 
     # ---- serialization and copies: the Processor is rebuilt from its config ----
 
@@ -229,100 +232,73 @@ class _SmgImageProcessor(BaseImageProcessor):
         return self._reference(images, return_tensors=return_tensors, **kwargs)
 
 
-class Qwen2VLImageProcessor(_SmgImageProcessor):
-    """transformers' ``Qwen2VLImageProcessor`` (torchvision backend) for Qwen2-VL, Qwen2.5-VL
-    and Qwen3-VL, computed by smg-fast."""
-
-    family = "qwen2_vl"
-    valid_kwargs = Qwen2VLImageProcessorKwargs
-
-    @classmethod
-    def families(cls) -> tuple[str, ...]:
-        return ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-
-    @staticmethod
-    def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
-        out = _SmgImageProcessor._attributes(cfg)
-        out.update(temporal_patch_size=cfg.temporal_patch_size, min_pixels=cfg.min_pixels,
-                   max_pixels=cfg.max_pixels,
-                   size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels})
-        return out
-
-    def get_number_of_image_patches(self, height: int, width: int,
-                                    images_kwargs: dict[str, Any] | None = None) -> int:
-        """Patches (grid cells) for an image of this size, as transformers' method (vLLM uses
-        it to count placeholders without pixels)."""
-        kw = images_kwargs or {}
-        lo = kw.get("min_pixels", self.size["shortest_edge"])
-        hi = kw.get("max_pixels", self.size["longest_edge"])
-        patch = kw.get("patch_size", self.patch_size)
-        factor = patch * kw.get("merge_size", self.merge_size)
-        h, w = smart_resize(height, width, factor, lo, hi)
-        return (h // patch) * (w // patch)
+def _count_patches(self: _SmgImageProcessor, height: int, width: int,
+                   images_kwargs: dict[str, Any] | None = None) -> int:
+    """Patches (grid cells) for an image of this size, as transformers' method (vLLM uses it
+    to count placeholders without pixels)."""
+    count = self.dropin.count_patches
+    assert count is not None  # only classes whose drop-in counts have this method
+    return count(self, height, width, images_kwargs or {})
 
 
-class Qwen2VLImageProcessorPil(Qwen2VLImageProcessor):
-    """transformers' ``Qwen2VLImageProcessorPil`` (PIL backend), computed by smg-fast."""
-
-    default_backend = "pil"
-
-
-class _KimiKwargs(ImagesKwargs, total=False):
-    """Kimi-K2.5's call options (transformers' module for them imports torchvision)."""
-
-    max_patches: int
-    patch_size: int
-    merge_size: int
-
-
-class Kimi_K25ImageProcessor(_SmgImageProcessor):  # noqa: N801  (transformers' name)
-    """transformers' ``Kimi_K25ImageProcessor`` (torchvision backend), computed by smg-fast;
-    ``backend="upstream"`` gives Kimi-K2.5's own code's numbers instead."""
-
-    family = "kimi_k25"
-    valid_kwargs = _KimiKwargs
-
-    @staticmethod
-    def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
-        out = _SmgImageProcessor._attributes(cfg)
-        side = cfg.patch_limit_on_one_side
-        out.update(max_patches=cfg.in_patch_limit, size={"max_height": side, "max_width": side})
-        return out
+def _make_classes() -> dict[str, type[_SmgImageProcessor]]:
+    """One class per name each registered family's drop-in offers (the first of a drop-in's
+    names is the base of the others, as transformers' PIL class subclasses its torchvision
+    one), named and placed as transformers' classes are, so they pickle by name."""
+    made: dict[str, type[_SmgImageProcessor]] = {}
+    for dropin in dict.fromkeys(f.dropin for f in registered() if f.dropin is not None):
+        fams = tuple(f.name for f in registered() if f.dropin is dropin)
+        base: type[_SmgImageProcessor] = _SmgImageProcessor
+        valid_kwargs = dropin.call_kwargs()
+        for name, backend in dropin.classes.items():
+            doc = (f"transformers' ``{name}`` ({backend} backend) for {', '.join(fams)}, "
+                   f"computed by smg-fast. {dropin.note}").rstrip()
+            ns: dict[str, Any] = {"__module__": __name__, "__qualname__": name, "__doc__": doc,
+                                  "default_backend": backend}
+            if base is _SmgImageProcessor:
+                ns.update(dropin=dropin, family=fams[0], _families=fams,
+                          valid_kwargs=valid_kwargs)
+                if dropin.count_patches is not None:
+                    ns["get_number_of_image_patches"] = _count_patches
+            made[name] = type(name, (base,), ns)
+            if base is _SmgImageProcessor:
+                base = made[name]
+    return made
 
 
-# The model types whose folders name transformers' Qwen2-VL image processor classes. Kimi-K2.5
-# is not registered: its hub folders run Kimi's remote code (the upstream numbers), which a class
-# registered for its config would displace; use smg_fast.hf.Kimi_K25ImageProcessor directly.
-_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+_CLASSES = _make_classes()
+globals().update(_CLASSES)
 
 
 def register() -> list[str]:
     """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
-    classes for Qwen2/2.5/3-VL model folders, for the backend transformers resolves
+    classes for the model folders of every family whose drop-in registers (Qwen2/2.5/3-VL;
+    not Kimi-K2.5, whose folders run its remote code), for the backend transformers resolves
     (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
     Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
 
-    done = []
+    done: list[str] = []
     verbosity = hf_logging.get_verbosity()
     # register() resolves transformers' own mapping first, which warns that its torchvision
     # class needs torchvision: true, and not about what is being registered
     hf_logging.set_verbosity_error()
     try:
-        for model_type in _QWEN_TYPES:
-            if model_type not in CONFIG_MAPPING:
+        for fam in registered():
+            if fam.dropin is None or not fam.dropin.auto_register:
                 continue
-            AutoImageProcessor.register(
-                CONFIG_MAPPING[model_type], exist_ok=True,
-                image_processor_classes={"torchvision": Qwen2VLImageProcessor,
-                                         "pil": Qwen2VLImageProcessorPil})
-            done.append(model_type)
+            classes = {backend: _CLASSES[name] for name, backend in fam.dropin.classes.items()}
+            for model_type in fam.model_types:
+                if model_type not in CONFIG_MAPPING or model_type in done:
+                    continue
+                AutoImageProcessor.register(CONFIG_MAPPING[model_type], exist_ok=True,
+                                            image_processor_classes=classes)
+                done.append(model_type)
     finally:
         hf_logging.set_verbosity(verbosity)
     return done
 
 
-__all__ = ["Kimi_K25ImageProcessor", "Qwen2VLImageProcessor", "Qwen2VLImageProcessorPil",
-           "register"]
+__all__ = [*_CLASSES, "register"]

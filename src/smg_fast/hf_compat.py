@@ -17,8 +17,9 @@ import numpy as np
 from .processors import Processor, get_family, make_processor
 from .processors.call_options import parse_options
 from .processors.config import ProcessorConfig
+from .processors.hooks import DropIn
 from .processors.reference import reference_class
-from .processors.registry import config_from_preprocessor
+from .processors.registry import config_from_preprocessor, registered
 
 logger = logging.getLogger("smg_fast")
 
@@ -45,47 +46,30 @@ def log_once(message: str, level: int = logging.INFO) -> None:
     logger.log(level, message)
 
 
-def _kimi_fields(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """transformers' Kimi_K25ImageProcessor keyword arguments as Kimi's media_proc_cfg keys."""
-    out = dict(kwargs.get("media_proc_cfg") or {})
-    if kwargs.get("max_patches") is not None:
-        out["in_patch_limit"] = kwargs["max_patches"]
-    size = kwargs.get("size")
-    if isinstance(size, dict) and size.get("max_height") is not None:
-        out["patch_limit_on_one_side"] = size["max_height"]
-    for key in ("patch_size", "image_mean", "image_std"):
-        if kwargs.get(key) is not None:
-            out[key] = kwargs[key]
-    if kwargs.get("merge_size") is not None:
-        out["merge_kernel_size"] = kwargs["merge_size"]
-    return out
-
-
-def build_processor(kimi: bool, kwargs: dict[str, Any], backend: str) -> Processor:
+def build_processor(dropin: DropIn, kwargs: dict[str, Any], backend: str) -> Processor:
     """The processor for transformers-style constructor kwargs (a preprocessor_config.json's
-    keys, ``min_pixels``, ...); keys that change nothing here are ignored, as transformers
-    keeps them as plain attributes."""
+    keys, ``min_pixels``, ...) of a drop-in class: the family its ``family_of`` picks; keys that
+    change nothing here are ignored, as transformers keeps them as plain attributes. A config
+    another drop-in's family alone can read (Kimi's media_proc_cfg) is refused."""
     smg = {k: v for k, v in kwargs.items() if k in SMG_OPTIONS}
     pre = {k: v for k, v in kwargs.items() if k not in SMG_OPTIONS and v is not None}
-    if kimi:
-        cfg = config_from_preprocessor("kimi_k25", _kimi_fields(pre), {**smg, "backend": backend})
-    else:
-        if "media_proc_cfg" in pre:
-            raise ValueError("this is a Kimi-K2.5 config (media_proc_cfg): use "
-                             "Kimi_K25ImageProcessor")
-        family = "qwen3_vl" if int(pre.get("patch_size") or 14) == 16 else "qwen2_vl"
-        cfg = config_from_preprocessor(family, pre, {**smg, "backend": backend})
+    for fam in registered():
+        if fam.dropin not in (None, dropin) and fam.unambiguous and fam.recognizes(pre):
+            raise ValueError(f"this is a {fam.name} config: use "
+                             f"{next(iter(fam.dropin.classes))}")
+    cfg = config_from_preprocessor(dropin.family_of(pre), dropin.read_kwargs(pre),
+                                   {**smg, "backend": backend})
     return make_processor(cfg)
 
 
-def transformers_class(kimi: bool, backend: str) -> Any:
+def transformers_class(family: str, backend: str) -> Any:
     """transformers' own class for a family and backend, or None when it cannot run here."""
-    cfg = dataclasses.replace(get_family("kimi_k25" if kimi else "qwen2_vl").builtin,
-                              backend=backend)
+    cfg = dataclasses.replace(get_family(family).builtin, backend=backend)
     return reference_class(cfg)[0]
 
 
 def _flatten(images: Any) -> list[Any]:
+    """images with nested lists and tuples flattened."""
     if isinstance(images, (list, tuple)):
         return [x for item in images for x in _flatten(item)]
     return [images]

@@ -1,5 +1,6 @@
 """transformers' call-time image-processor options, turned into config overrides and per-image
-conversion settings, as transformers' Qwen2-VL / Kimi-K2.5 processors read them.
+conversion settings, as transformers' image processors read them: the options every family
+shares here, each family's own (its ``size``, its integer options) from its ``Family.calls``.
 
 An option that would change the output in a way smg-fast does not compute raises an error that
 names it; options that change nothing here (``disable_grouping``, ``device="cpu"``, ...) are
@@ -13,6 +14,7 @@ from typing import Any
 
 from ..errors import UnsupportedCallError
 from .config import ProcessorConfig
+from .registry import get_family
 
 CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
 
@@ -39,24 +41,11 @@ def _triple(name: str, value: Any) -> tuple[float, float, float]:
     return vals[0], vals[1], vals[2]
 
 
-def _size(cfg: ProcessorConfig, size: Any) -> dict[str, Any]:
-    """Qwen's size {"shortest_edge": min_pixels, "longest_edge": max_pixels} (or the
-    min_pixels / max_pixels keys transformers still reads); Kimi's {"max_height", "max_width"}
-    in patches per side (equal, as transformers requires)."""
-    size = dict(getattr(size, "__dict__", None) or size) if size is not None else {}
-    size = {k: v for k, v in size.items() if v is not None}
-    if cfg.family == "kimi_k25":
-        h, w = size.get("max_height"), size.get("max_width")
-        if set(size) - {"max_height", "max_width"} or h is None or h != w:
-            raise ValueError(f"size must be {{'max_height': n, 'max_width': n}} for kimi_k25, "
-                             f"got {size}")
-        return {"patch_limit_on_one_side": int(h)}
-    lo = size.get("shortest_edge", size.get("min_pixels"))
-    hi = size.get("longest_edge", size.get("max_pixels"))
-    if set(size) - {"shortest_edge", "longest_edge", "min_pixels", "max_pixels"} or \
-            lo is None or hi is None:
-        raise ValueError(f"size must contain 'shortest_edge' and 'longest_edge', got {size}")
-    return {"min_pixels": int(lo), "max_pixels": int(hi)}
+def _size_keys(size: Any) -> dict[str, Any]:
+    """The ``size`` option as a plain dict without None values (transformers may pass its
+    SizeDict)."""
+    size = dict(getattr(size, "__dict__", None) or size)
+    return {k: v for k, v in size.items() if v is not None}
 
 
 # Accepted when they change nothing: value -> allowed values.
@@ -78,15 +67,11 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
             accepted = ", ".join(repr(a) for a in allowed if a is not None)
             raise UnsupportedCallError(f"{name}={options[name]!r} is not supported by smg-fast "
                                        f"(it accepts {accepted})")
+    rules = get_family(cfg.family).calls
     if opts.get("size") is not None:
-        fields.update(_size(cfg, opts.pop("size")))
+        fields.update(rules.size(_size_keys(opts.pop("size"))))
     opts.pop("size", None)
-    kimi = cfg.family == "kimi_k25"
-    renames = ({"max_patches": "in_patch_limit", "patch_size": "patch_size",
-                "merge_size": "merge_size"} if kimi else
-               {"min_pixels": "min_pixels", "max_pixels": "max_pixels", "patch_size": "patch_size",
-                "merge_size": "merge_size", "temporal_patch_size": "temporal_patch_size"})
-    for key, field in renames.items():
+    for key, field in rules.fields.items():
         if opts.get(key) is not None:
             fields[field] = int(opts.pop(key))
         opts.pop(key, None)
@@ -119,9 +104,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
             raise UnsupportedCallError("do_normalize=False with do_rescale=True is not supported "
                                        "for backend='torchvision'")
         fields["image_mean"], fields["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
-    if kimi and "rescale_factor" in fields and cfg.backend != "torchvision":
-        raise UnsupportedCallError("rescale_factor / do_rescale are fixed (1/255) in Kimi-K2.5's "
-                                   "upstream code")
+    rules.check(cfg, fields)
     changed = tuple(sorted((k, v) for k, v in fields.items() if getattr(cfg, k) != v))
     return CallOptions(changed, do_rescale is not False, do_convert_rgb is not False, fmt)
 

@@ -1,6 +1,6 @@
 """The processor config: every field that changes an output, its fingerprint, and the checks
 every family shares. The families themselves (built-in values, folder reading) register in
-smg_fast.processors."""
+processors/families/."""
 
 from __future__ import annotations
 
@@ -70,9 +70,6 @@ class ProcessorConfig:
 def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """Config fields as read from JSON or given by a caller, in the dataclass's types."""
     fields = dict(fields)
-    if "merge_kernel_size" in fields:
-        mk = fields.pop("merge_kernel_size")
-        fields["merge_size"] = int(mk[0] if isinstance(mk, (list, tuple)) else mk)
     for key in ("image_mean", "image_std"):
         if key in fields:
             v = fields[key]

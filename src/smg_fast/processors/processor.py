@@ -20,12 +20,11 @@ from . import torchvision as tv
 from .batch import ADDRESSABLE, PlannedBatch, PreparedBatch
 from .call_inputs import UNIT, prepare_inputs
 from .call_options import CallOptions, parse_options
-from .config import ProcessorConfig, coerce_fields, validate_common
+from .config import ProcessorConfig, coerce_fields
 from .plan import Plan
+from .registry import check_config
 
 LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
-# Kimi upstream: x = f32(u / 255.0); x = f32(x - mean); y = f32(x * (1.0 / std)), each in float64
-LUT_KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
 _MAX_VARIANTS = 8  # processors for call-time options, kept per processor
 
 
@@ -174,11 +173,9 @@ class Processor(ABC):
             return hit
         try:  # an override smg-fast's config refuses: transformers' class decides (hf)
             cfg = dataclasses.replace(self.config, **coerce_fields(overrides))
-            validate_common(cfg)
+            check_config(cfg)
         except (TypeError, ValueError) as exc:
             raise UnsupportedCallError(str(exc)) from None
-        if cfg.min_pixels is not None and not 0 < cfg.min_pixels <= (cfg.max_pixels or 0):
-            raise UnsupportedCallError("need 0 < min_pixels <= max_pixels")
         proc = type(self)(cfg)
         with self._lock:
             self._variants[key] = proc
@@ -239,4 +236,4 @@ class Processor(ABC):
         return ProcessorOutput(pixel_values=pixel_values, image_grid_thw=grid, num_tokens=tokens)
 
 
-__all__ = ["LUT_HF", "LUT_KIMI", "Processor", "ProcessorOutput"]
+__all__ = ["LUT_HF", "Processor", "ProcessorOutput"]

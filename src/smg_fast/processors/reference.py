@@ -1,14 +1,16 @@
-"""transformers' own image processor for a config's backend, when this install can run it: the
-reference ``python -m smg_fast.client --verify`` compares a server's output with.
-
-"pil" -> ``Qwen2VLImageProcessorPil``; "torchvision" -> ``Qwen2VLImageProcessor`` /
-``Kimi_K25ImageProcessor`` (which need torchvision); "upstream" (Kimi's own code) has no
-transformers class. Where the matching class cannot run, the answer says why: a backend is never
-compared with another backend's reference (at 1080p they differ in most float32 values).
+"""transformers' own image processor for a config's family and backend, when this install can
+run it: the one reference ``python -m smg_fast --check``, ``python -m smg_fast.client --verify``
+and the drop-ins' fallback compute with. Each family names its classes per backend
+(``Family.reference``): Qwen's "pil" -> ``Qwen2VLImageProcessorPil``, "torchvision" ->
+``Qwen2VLImageProcessor``; Kimi's "torchvision" -> ``Kimi_K25ImageProcessor`` (the torchvision
+classes need torchvision), while Kimi's "upstream" (its own code) has no transformers class.
+Where the matching class cannot run, the answer says why: a backend is never compared with
+another backend's reference (at 1080p they differ in most float32 values).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import io
 import logging
@@ -17,21 +19,7 @@ from typing import Any
 import numpy as np
 
 from .config import ProcessorConfig
-
-
-def _qwen_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
-    return dict(size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels},
-                patch_size=cfg.patch_size, temporal_patch_size=cfg.temporal_patch_size,
-                merge_size=cfg.merge_size, image_mean=list(cfg.image_mean),
-                image_std=list(cfg.image_std), rescale_factor=cfg.rescale_factor,
-                resample=cfg.resample)
-
-
-def _kimi_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
-    side = cfg.patch_limit_on_one_side
-    return dict(size={"max_height": side, "max_width": side}, max_patches=cfg.in_patch_limit,
-                patch_size=cfg.patch_size, merge_size=cfg.merge_size,
-                image_mean=list(cfg.image_mean), image_std=list(cfg.image_std))
+from .registry import get_family
 
 
 def _not_torch_advice(record: logging.LogRecord) -> bool:
@@ -54,34 +42,21 @@ def quiet_transformers_import() -> bool:
 
 
 def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
-    """(transformers class, "") for cfg's backend, or (None, why it cannot run here)."""
+    """(transformers class, "") for cfg's family and backend (its ``Family.reference``), or
+    (None, why it cannot run here)."""
     if importlib.util.find_spec("transformers") is None:
         return None, "transformers is not installed here"
-    kimi = cfg.family == "kimi_k25"
-    if cfg.backend == "upstream":
-        return None, ("the upstream backend is Kimi-K2.5's own code, which transformers does "
-                      "not ship (tests/test_kimi_parity.py proves it)")
-    if cfg.backend == "torchvision":
-        if importlib.util.find_spec("torchvision") is None:
-            return None, ("the backend is torchvision and torchvision is not installed "
-                          "here, so transformers' torchvision processor cannot run (not "
-                          "compared with the PIL backend: they differ)")
-        if kimi:
-            from transformers.models.kimi_k25.image_processing_kimi_k25 import (
-                Kimi_K25ImageProcessor,
-            )
-
-            return Kimi_K25ImageProcessor, ""
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
-
-        return Qwen2VLImageProcessor, ""
-    if kimi:
-        return None, f"transformers has no {cfg.backend!r} processor for kimi_k25"
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
-
-    return Qwen2VLImageProcessorPil, ""
+    ref = get_family(cfg.family).reference
+    path = ref.classes.get(cfg.backend) if ref is not None else None
+    if ref is None or path is None:
+        why = ref.missing.get(cfg.backend) if ref is not None else None
+        return None, why or f"transformers has no {cfg.backend!r} processor for {cfg.family}"
+    if cfg.backend == "torchvision" and importlib.util.find_spec("torchvision") is None:
+        return None, ("the backend is torchvision and torchvision is not installed "
+                      "here, so transformers' torchvision processor cannot run (not "
+                      "compared with the PIL backend: they differ)")
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name), ""
 
 
 def reference_processor(cfg: ProcessorConfig) -> tuple[Any, str]:
@@ -91,11 +66,13 @@ def reference_processor(cfg: ProcessorConfig) -> tuple[Any, str]:
     cls, why = reference_class(cfg)
     if cls is None:
         return None, why
-    kwargs = _kimi_kwargs(cfg) if cfg.family == "kimi_k25" else _qwen_kwargs(cfg)
-    return cls(**kwargs), ""
+    ref = get_family(cfg.family).reference
+    assert ref is not None  # reference_class found a class
+    return cls(**ref.kwargs(cfg)), ""
 
 
 def reference_return_tensors(processor: Any) -> str:
+    """The return_tensors transformers' processor takes: "np" for a PIL class, else "pt"."""
     return "np" if type(processor).__name__.endswith("Pil") else "pt"
 
 

@@ -13,7 +13,8 @@ import grpc
 from ..media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.config import BACKENDS
-from ..processors.registry import check_config, make_processor, names
+from ..processors.loader import make_processor
+from ..processors.registry import check_config, names
 from .errors import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
