@@ -9,11 +9,11 @@ import tracemalloc
 import numpy as np
 import pytest
 from PIL import Image
-from test_kimi_parity import KIMI_DEFAULTS, kimi_reference
 from test_qwen_parity import _check
 from transformers.image_transforms import convert_to_rgb
 
 from smg_fast import _native
+from smg_fast.bench.oracles import HUB_KIMI, kimi_upstream
 from smg_fast.media import open_image
 
 F = _native.PixelFormat
@@ -179,7 +179,7 @@ def test_qwen_numpy_equals_transformers(kind, qwen_family, real_images, ours, hf
 def test_kimi_pil_modes_equal_upstream(mode, real_images, ours, check_kimi):
     kimi = ours("kimi_k25", in_patch_limit=300)
     for img in _crops(_pil_inputs(real_images)[mode]):
-        ref_pv, ref_grid = kimi_reference(img, _kimi_cfg())
+        ref_pv, ref_grid = kimi_upstream(img, _kimi_cfg())
         check_kimi(kimi(img, return_tensors="np"), ref_pv, ref_grid)
 
 
@@ -188,12 +188,12 @@ def test_kimi_numpy_equals_upstream(kind, real_images, ours, check_kimi):
     arr = _numpy_inputs(real_images)[kind]
     dense = np.ascontiguousarray(arr)
     img = Image.fromarray(dense[:, :, 0] if dense.ndim == 3 and dense.shape[2] == 1 else dense)
-    ref_pv, ref_grid = kimi_reference(img, _kimi_cfg())
+    ref_pv, ref_grid = kimi_upstream(img, _kimi_cfg())
     check_kimi(ours("kimi_k25", in_patch_limit=300)(arr, return_tensors="np"), ref_pv, ref_grid)
 
 
 def _kimi_cfg():
-    return dict(KIMI_DEFAULTS, in_patch_limit=300)
+    return dict(HUB_KIMI, in_patch_limit=300)
 
 
 @pytest.fixture

@@ -1,65 +1,22 @@
 """Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream PIL/NumPy
-preprocessing code, re-implemented here in plain NumPy + Pillow as the oracle."""
+preprocessing code, re-implemented in plain NumPy + Pillow as the oracle
+(smg_fast.bench.oracles, which the benchmarks measure against too)."""
 
 from __future__ import annotations
 
 import io
-import math
 
 import numpy as np
 import pytest
 from PIL import Image
 
-KIMI_DEFAULTS = dict(
-    in_patch_limit=16384,
-    patch_limit_on_one_side=512,
-    patch_size=14,
-    merge_kernel_size=2,
-    image_mean=(0.5, 0.5, 0.5),
-    image_std=(0.5, 0.5, 0.5),
+from smg_fast.bench.oracles import (
+    HUB_KIMI,
+    kimi_normalize,
+    kimi_sizes,
+    kimi_upstream,
+    kimi_upstream_batch,
 )
-
-
-def kimi_sizes(w: int, h: int, cfg=KIMI_DEFAULTS):
-    """Upstream navit resize: returns (new_w, new_h, padded_w, padded_h)."""
-    p = cfg["patch_size"]
-    side = cfg["patch_limit_on_one_side"]
-    pw = float(max(1, w // p))
-    ph = float(max(1, h // p))
-    scale = min(1.0, math.sqrt(cfg["in_patch_limit"] / (pw * ph)), side * p / w, side * p / h)
-    new_w = min(max(1, int(w * scale)), side * p)
-    new_h = min(max(1, int(h * scale)), side * p)
-    f = cfg["merge_kernel_size"] * p
-    return new_w, new_h, new_w + (f - new_w % f) % f, new_h + (f - new_h % f) % f
-
-
-def kimi_reference(image: Image.Image, cfg=KIMI_DEFAULTS):
-    """Returns (pixel_values [N,3,P,P] float32, grid [1, H/P, W/P])."""
-    p = cfg["patch_size"]
-    rgb = image.convert("RGB")
-    w, h = rgb.size
-    new_w, new_h, pad_w, pad_h = kimi_sizes(w, h, cfg)
-    resized = np.asarray(rgb.resize((new_w, new_h), Image.Resampling.BICUBIC))
-    canvas = np.zeros((pad_h, pad_w, 3), dtype=np.uint8)  # zero padding right and bottom
-    canvas[:new_h, :new_w] = resized
-    x = (canvas / 255.0).astype(np.float32)  # float64 division, then float32
-    # Upstream's constants are float64 arrays (np.array of the config's Python floats); the
-    # in-place ops compute in float64 and store float32, one rounding per step.
-    mean = np.array(list(cfg["image_mean"]))
-    inv_std = 1.0 / np.array(list(cfg["image_std"]))
-    assert mean.dtype == inv_std.dtype == np.float64
-    x -= mean
-    x *= inv_std
-    assert x.dtype == np.float32
-    gh, gw = pad_h // p, pad_w // p
-    chw = np.transpose(x, (2, 0, 1))
-    patches = chw.reshape(3, gh, p, gw, p).transpose(1, 3, 0, 2, 4).reshape(gh * gw, 3, p, p)
-    return np.ascontiguousarray(patches), np.array([[1, gh, gw]], dtype=np.int64)
-
-
-def _reference_batch(images, cfg=KIMI_DEFAULTS):
-    parts = [kimi_reference(im, cfg) for im in images]
-    return np.concatenate([a for a, _ in parts]), np.concatenate([g for _, g in parts])
 
 
 @pytest.fixture
@@ -88,7 +45,7 @@ def check_kimi(assert_equal):
 
 def test_reference_worked_example():
     assert kimi_sizes(600, 400) == (600, 400, 616, 420)
-    pv, grid = kimi_reference(Image.new("RGB", (600, 400), (255, 0, 128)))
+    pv, grid = kimi_upstream(Image.new("RGB", (600, 400), (255, 0, 128)))
     assert grid.tolist() == [[1, 30, 44]] and pv.shape == (30 * 44, 3, 14, 14)
     assert 30 * 44 // 4 == 330
     # padding (last patch column of the first row) normalises to -1, content to its value
@@ -104,33 +61,33 @@ def test_reference_worked_example():
 
 
 def test_real_image(real_image_name, real_images, kimi, check_kimi):
-    ref_pv, ref_grid = kimi_reference(real_images.open(real_image_name))
+    ref_pv, ref_grid = kimi_upstream(real_images.open(real_image_name))
     check_kimi(kimi(real_images.open(real_image_name), return_tensors="np"), ref_pv, ref_grid)
 
 
 def test_pil_mode(mode_kind, real_images, kimi, check_kimi):
     """Upstream Kimi converts with image.convert("RGB"): alpha is dropped, not composited."""
-    ref_pv, ref_grid = kimi_reference(real_images.mode_image(mode_kind))
+    ref_pv, ref_grid = kimi_upstream(real_images.mode_image(mode_kind))
     check_kimi(kimi(real_images.mode_image(mode_kind), return_tensors="np"), ref_pv, ref_grid)
 
 
 @pytest.mark.parametrize("name", ["rocket", "coffee", "grace_hopper"])
 def test_bytes_and_path_input(name, real_images, kimi, check_kimi):
     """Files without EXIF orientation: bytes, str path and Path equal the decoded PIL image."""
-    ref_pv, ref_grid = kimi_reference(Image.open(io.BytesIO(real_images.bytes(name))))
+    ref_pv, ref_grid = kimi_upstream(Image.open(io.BytesIO(real_images.bytes(name))))
     for src in (real_images.bytes(name), str(real_images.path(name)), real_images.path(name)):
         check_kimi(kimi(src, return_tensors="np"), ref_pv, ref_grid)
 
 
 def test_numpy_rgb_input(real_images, kimi, check_kimi):
     arr = real_images.rgb_array("china")
-    ref_pv, ref_grid = kimi_reference(Image.fromarray(arr))
+    ref_pv, ref_grid = kimi_upstream(Image.fromarray(arr))
     check_kimi(kimi(arr, return_tensors="np"), ref_pv, ref_grid)
 
 
 def test_multi_image(real_images, kimi, check_kimi):
     names = ["chelsea", "rocket", "camera", "logo2"]
-    ref_pv, ref_grid = _reference_batch([real_images.open(n) for n in names])
+    ref_pv, ref_grid = kimi_upstream_batch([real_images.open(n) for n in names])
     check_kimi(kimi([real_images.open(n) for n in names], return_tensors="np"), ref_pv, ref_grid)
 
 
@@ -154,7 +111,7 @@ def test_600x400_worked_example(real_images, kimi, check_kimi):
     assert np.asarray(out["image_grid_thw"]).tolist() == [[1, 30, 44]]
     assert [int(v) for v in np.asarray(out["num_tokens"]).reshape(-1)] == [330]
     assert np.asarray(out["pixel_values"]).shape == (1320, 3, 14, 14)
-    check_kimi(out, *kimi_reference(real_images.open("coffee")))
+    check_kimi(out, *kimi_upstream(real_images.open("coffee")))
 
 
 @pytest.mark.parametrize(
@@ -176,7 +133,7 @@ def test_600x400_worked_example(real_images, kimi, check_kimi):
 def test_sizes(w, h, why, real_images, kimi, check_kimi):
     image = _content(real_images, w, h)
     assert image.size == (w, h)
-    ref_pv, ref_grid = kimi_reference(image)
+    ref_pv, ref_grid = kimi_upstream(image)
     out = kimi(image, return_tensors="np")
     check_kimi(out, ref_pv, ref_grid)
     new_w, new_h, pad_w, pad_h = kimi_sizes(w, h)
@@ -194,12 +151,12 @@ def test_size_cases_exercise_each_limit():
 
 
 def test_overrides(real_images, ours, check_kimi):
-    cfg = dict(KIMI_DEFAULTS, in_patch_limit=900, patch_limit_on_one_side=30)
+    cfg = dict(HUB_KIMI, in_patch_limit=900, patch_limit_on_one_side=30)
     proc = ours("kimi_k25", in_patch_limit=900, patch_limit_on_one_side=30)
     for name in ("astronaut", "rocket", "logo2"):
         image = real_images.open(name)
         assert kimi_sizes(*image.size, cfg)[:2] != image.size  # the overrides force a resize
-        check_kimi(proc(image, return_tensors="np"), *kimi_reference(real_images.open(name), cfg))
+        check_kimi(proc(image, return_tensors="np"), *kimi_upstream(real_images.open(name), cfg))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,10 +173,8 @@ MEAN_STD = {
 
 def upstream_table(mean, std) -> np.ndarray:
     """Upstream's normalize() applied to every uint8 value, as a (3, 256) float32 table."""
-    x = (np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1) / 255.0).astype(np.float32)
-    x -= np.array(list(mean))
-    x *= 1.0 / np.array(list(std))
-    return np.ascontiguousarray(x.T)
+    levels = np.repeat(np.arange(256, dtype=np.uint8)[:, None], 3, axis=1)
+    return np.ascontiguousarray(kimi_normalize(levels, mean, std).T)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
@@ -249,14 +204,14 @@ def test_float32_constants_would_differ():
 @pytest.mark.parametrize("which", list(MEAN_STD))
 def test_mean_std_overrides(which, real_images, ours, check_kimi):
     mean, std = MEAN_STD[which]
-    cfg = dict(KIMI_DEFAULTS, image_mean=mean, image_std=std)
+    cfg = dict(HUB_KIMI, image_mean=mean, image_std=std)
     proc = ours("kimi_k25", image_mean=list(mean), image_std=list(std))
     names = ["chelsea", "rocket", "logo2"]
     for name in names:
         out = proc(real_images.open(name), return_tensors="np")
-        check_kimi(out, *kimi_reference(real_images.open(name), cfg))
+        check_kimi(out, *kimi_upstream(real_images.open(name), cfg))
     out = proc([real_images.open(n) for n in names], return_tensors="np")
-    check_kimi(out, *_reference_batch([real_images.open(n) for n in names], cfg))
+    check_kimi(out, *kimi_upstream_batch([real_images.open(n) for n in names], cfg))
 
 
 @pytest.mark.parametrize("which", ["clip", "imagenet", "half"])
@@ -265,10 +220,10 @@ def test_mean_std_overrides_bfloat16(which, real_images, ours):
     import torch
 
     mean, std = MEAN_STD[which]
-    cfg = dict(KIMI_DEFAULTS, image_mean=mean, image_std=std)
+    cfg = dict(HUB_KIMI, image_mean=mean, image_std=std)
     proc = ours("kimi_k25", image_mean=list(mean), image_std=list(std))
     images = [real_images.open("astronaut"), _content(real_images, 29, 27)]
-    ref_pv, _ = _reference_batch(images, cfg)
+    ref_pv, _ = kimi_upstream_batch(images, cfg)
     out = proc(images, return_tensors="pt", dtype="bfloat16")
     assert out["pixel_values"].dtype == torch.bfloat16
     assert torch.equal(out["pixel_values"], torch.from_numpy(ref_pv).to(torch.bfloat16))

@@ -18,9 +18,9 @@ import pytest
 import torch
 from cpu_flags import cpu_flags
 from oracle_cache import hf_processor_call
-from test_kimi_parity import KIMI_DEFAULTS, kimi_reference
 
 import smg_fast
+from smg_fast.bench.oracles import HUB_KIMI, kimi_upstream
 
 DTYPES = ["float32", "bfloat16", "float16"]
 # Kimi (float64 order) constants whose single-precision form misses some table value in every
@@ -143,14 +143,14 @@ KIMI_CASES = [((9, 20), 16384), ((13, 13), 16384), ((15, 29), 16384), ((101, 157
 @pytest.mark.parametrize("patch", [14, 16])
 def test_kimi_padding_equals_upstream(patch, norm, dtype, real_images, ours):
     mean, std, gather = KIMI_NORMS[norm]
-    cfg = dict(KIMI_DEFAULTS, image_mean=mean, image_std=std, patch_size=patch)
+    cfg = dict(HUB_KIMI, image_mean=mean, image_std=std, patch_size=patch)
     photo = real_images.rgb("rocket")
     for (h, w), limit in KIMI_CASES:
         case = dict(cfg, in_patch_limit=limit)
         proc = ours("kimi_k25", image_mean=list(mean), image_std=list(std), patch_size=patch,
                     in_patch_limit=limit)
         img = photo.crop((0, 0, w, h))
-        ref_pv, ref_grid = kimi_reference(img, case)
+        ref_pv, ref_grid = kimi_upstream(img, case)
         out = proc(img, return_tensors="np", dtype=dtype)
         assert np.asarray(out["image_grid_thw"]).tolist() == ref_grid.tolist()
         assert_bits_equal(out["pixel_values"], as_dtype(ref_pv, dtype))

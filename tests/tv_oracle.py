@@ -20,14 +20,13 @@ import pytest
 from oracle_cache import cached_batch
 
 from smg_fast.bench.oracle_venv import OracleVenvMissing, torchvision_python
+from smg_fast.bench.oracles import kimi_kwargs
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).with_name("tv_oracle_script.py")
 PINS = REPO / ".ci" / "venvs" / "torchvision.txt"
 
-# Kimi-K2.5's media_proc_cfg as Kimi_K25ImageProcessor takes it.
-KIMI_HUB = dict(size={"max_height": 512, "max_width": 512}, max_patches=16384, patch_size=14,
-                merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+KIMI_HUB = kimi_kwargs()  # Kimi-K2.5's media_proc_cfg as Kimi_K25ImageProcessor takes it
 
 
 def tv_python() -> str:
