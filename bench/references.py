@@ -1,12 +1,12 @@
-"""The references the bench/ suites and the regression gate (bench/gate.py) measure smg-fast
-against, and the benchmark photo. Shared so both measure exactly the same thing.
+"""The references the bench/ suites and the regression gate measure smg-fast against.
+
+Also the benchmark photo. Shared so bench/ suites and bench/gate.py measure exactly the same thing.
 
 - Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' PIL/NumPy processor (``Qwen2VLImageProcessorPil``)
   configured with the family's published hub config.
 - Kimi-K2.5: transformers has no PIL processor for it, so ``kimi_upstream_numpy`` below is the
   NumPy/PIL implementation of the upstream MoonViT preprocessing the tests compare with too
-  (``smg_fast.bench.oracles.kimi_upstream``).
-"""
+  (``smg_fast.bench.oracles.kimi_upstream``)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
 
 def kimi_upstream_numpy(image: Image.Image) -> np.ndarray:
-    """Kimi-K2.5 upstream NumPy reference with its hub config: pixel_values [N, 3, P, P]
-    float32."""
+    """Kimi-K2.5 upstream NumPy reference with its hub config: pixel_values [N, 3, P, P].
+
+    The array is float32."""
     return kimi_upstream(image)[0]
 
 

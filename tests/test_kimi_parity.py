@@ -1,5 +1,6 @@
-"""Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream PIL/NumPy
-preprocessing code, re-implemented in plain NumPy + Pillow as the oracle
+"""Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream preprocessing.
+
+The oracle is the upstream PIL/NumPy code re-implemented in plain NumPy + Pillow
 (smg_fast.bench.oracles, which the benchmarks measure against too)."""
 
 from __future__ import annotations

@@ -43,9 +43,11 @@ def get_num_threads() -> int:
 
 
 def scratch_stats() -> dict[str, Any]:
-    """Buffer-pool counters: hits, misses, gives, drops, remote_gives (blocks given back to their
-    owner's pool from another thread), pooled_bytes (all threads), live_bytes, cap_bytes (per
-    thread, SMG_FAST_SCRATCH_MB), total_cap_bytes (process, SMG_FAST_SCRATCH_TOTAL_MB) and
+    """Buffer-pool counters of the native scratch pools.
+
+    hits, misses, gives, drops, remote_gives (blocks given back to their owner's pool from
+    another thread), pooled_bytes (all threads), live_bytes, cap_bytes (per thread,
+    SMG_FAST_SCRATCH_MB), total_cap_bytes (process, SMG_FAST_SCRATCH_TOTAL_MB) and
     thread_pooled_bytes (the calling thread's pool)."""
     return dict(_native.scratch_stats())
 

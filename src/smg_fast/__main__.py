@@ -20,8 +20,9 @@ from .processors import BACKENDS, Processor, get_family
 
 
 def _check(proc: Processor, image: object, ours: np.ndarray) -> str:
-    """transformers' verdict on float32 output, from its class for proc's family and backend
-    (processors/reference.py, the one reference builder)."""
+    """transformers' verdict on float32 output, from its class for proc's family and backend.
+
+    The class comes from processors/reference.py, the one reference builder."""
     from .processors.reference import quiet_transformers_import, reference_pixel_values
 
     if not quiet_transformers_import():

@@ -43,8 +43,9 @@ _first_load: list[Callable[[], None]] = []
 
 
 def _differs(value: Any, built: Any) -> bool:
-    """Whether an attribute no longer holds what the processor was built from (an array or
-    any value that does not compare plainly counts as changed)."""
+    """Whether an attribute no longer holds what the processor was built from.
+
+    An array, or any value that does not compare plainly, counts as changed."""
     try:
         return bool(value != built)
     except (TypeError, ValueError):
@@ -52,14 +53,17 @@ def _differs(value: Any, built: Any) -> bool:
 
 
 def on_first_load(fn: Callable[[], None]) -> None:
-    """Calls fn once, when this process next loads one of these classes with from_pretrained
-    (an engine plug-in's log line, where the engine configures logging after loading it)."""
+    """Calls fn once, when this process next loads one of these classes with from_pretrained.
+
+    For an engine plug-in's log line, where the engine configures logging after loading it."""
     _first_load.append(fn)
 
 
 class _SmgImageProcessor(BaseImageProcessor):
-    """A transformers image processor whose computation is an smg_fast Processor. The classes
-    this module offers are made from the registered families' drop-ins (``Family.dropin``)."""
+    """A transformers image processor whose computation is an smg_fast Processor.
+
+    The classes this module offers are made from the registered families' drop-ins
+    (``Family.dropin``)."""
 
     dropin: ClassVar[DropIn]
     family: ClassVar[str]  # the family its constructor builds unless the arguments say another
@@ -89,12 +93,14 @@ class _SmgImageProcessor(BaseImageProcessor):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike[str],
                         *args: Any, **kwargs: Any) -> Any:
-        """transformers' loader: a model folder, a hub id (through huggingface_hub's cache and
-        download rules), a json file; ``subfolder``, ``revision``, ``cache_dir``, ``token``,
-        ``local_files_only`` as there, loader-only arguments (``_from_auto``,
-        ``trust_remote_code``, ``use_fast``...) accepted; keyword overrides win over the file's
-        values; ``backend=`` picks smg-fast's other backend. A config smg-fast does not
-        reproduce (``do_resize: false``, ...) gets transformers' own class (logged once)."""
+        """transformers' loader: a model folder, a hub id or a json file.
+
+        Hub ids go through huggingface_hub's cache and download rules; ``subfolder``,
+        ``revision``, ``cache_dir``, ``token``, ``local_files_only`` as there, loader-only
+        arguments (``_from_auto``, ``trust_remote_code``, ``use_fast``...) accepted; keyword
+        overrides win over the file's values; ``backend=`` picks smg-fast's other backend. A
+        config smg-fast does not reproduce (``do_resize: false``, ...) gets transformers' own
+        class (logged once)."""
         while _first_load:
             _first_load.pop()()
         backend = kwargs.pop("backend", None)
@@ -169,8 +175,9 @@ class _SmgImageProcessor(BaseImageProcessor):
     # ---- calls ----
 
     def fetch_images(self, image_url_or_urls: Any) -> Any:
-        """http(s) URLs are fetched as transformers does; paths, data: URLs and base64 stay
-        strings (decoded by the call with load_image's semantics)."""
+        """http(s) URLs are fetched as transformers does; other strings stay strings.
+
+        Paths, data: URLs and base64 are decoded by the call with load_image's semantics."""
         if isinstance(image_url_or_urls, (list, tuple)):
             return [self.fetch_images(x) for x in image_url_or_urls]
         if isinstance(image_url_or_urls, str) and \
@@ -183,9 +190,11 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     def preprocess(self, images: Any = None, return_tensors: Any = None,
                    **kwargs: Any) -> BatchFeature:
-        """transformers' call: images (nested lists flattened), its options; float32 output
-        (uint8 where transformers' torchvision class returns uint8: do_rescale=False and
-        do_normalize=False), or ``dtype="bfloat16"`` / ``"float16"`` (smg-fast's own option)."""
+        """transformers' call: images (nested lists flattened) and its options.
+
+        The output is float32 (uint8 where transformers' torchvision class returns uint8:
+        do_rescale=False and do_normalize=False), or ``dtype="bfloat16"`` / ``"float16"``
+        (smg-fast's own option)."""
         if images is None:
             images = kwargs.pop("images", None)
         if images is None:
@@ -212,8 +221,9 @@ class _SmgImageProcessor(BaseImageProcessor):
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 
     def _changed_attributes(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Attributes set since construction (``proc.size = ...``), as call options: the
-        reference reads its attributes at each call, so they must win over the config."""
+        """Attributes set since construction (``proc.size = ...``), as call options.
+
+        The reference reads its attributes at each call, so they must win over the config."""
         return {k: getattr(self, k) for k, v in self._built_from.items()
                 if k not in kwargs and _differs(getattr(self, k, v), v)}
 
@@ -234,17 +244,19 @@ class _SmgImageProcessor(BaseImageProcessor):
 
 def _count_patches(self: _SmgImageProcessor, height: int, width: int,
                    images_kwargs: dict[str, Any] | None = None) -> int:
-    """Patches (grid cells) for an image of this size, as transformers' method (vLLM uses it
-    to count placeholders without pixels)."""
+    """Patches (grid cells) for an image of this size, as transformers' method counts them.
+
+    vLLM uses it to count placeholders without pixels."""
     count = self.dropin.count_patches
     assert count is not None  # only classes whose drop-in counts have this method
     return count(self, height, width, images_kwargs or {})
 
 
 def _make_classes() -> dict[str, type[_SmgImageProcessor]]:
-    """One class per name each registered family's drop-in offers (the first of a drop-in's
-    names is the base of the others, as transformers' PIL class subclasses its torchvision
-    one), named and placed as transformers' classes are, so they pickle by name."""
+    """One class per name each registered family's drop-in offers, placed to pickle by name.
+
+    The first of a drop-in's names is the base of the others, as transformers' PIL class
+    subclasses its torchvision one; each is named and placed as transformers' classes are."""
     made: dict[str, type[_SmgImageProcessor]] = {}
     for dropin in dict.fromkeys(f.dropin for f in registered() if f.dropin is not None):
         fams = tuple(f.name for f in registered() if f.dropin is dropin)
@@ -271,11 +283,12 @@ globals().update(_CLASSES)
 
 
 def register() -> list[str]:
-    """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
-    classes for the model folders of every family whose drop-in registers (Qwen2/2.5/3-VL;
-    not Kimi-K2.5, whose folders run its remote code), for the backend transformers resolves
-    (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
-    Idempotent; returns the model types registered."""
+    """Makes transformers' Auto classes return these classes for the families that register.
+
+    ``AutoImageProcessor`` (and so ``AutoProcessor``) then returns them for the model folders of
+    every family whose drop-in registers (Qwen2/2.5/3-VL; not Kimi-K2.5, whose folders run its
+    remote code), for the backend transformers resolves (torchvision when installed, else PIL;
+    ``backend=`` / ``use_fast`` honoured). Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging

@@ -1,7 +1,8 @@
-"""What smg_fast.hf's classes need to stand where transformers' classes stand: turning the
-keyword arguments transformers' loaders and constructors pass into an smg-fast config, deciding
-per call whether smg-fast computes the call or transformers' own class does, and logging each
-reason for the latter once."""
+"""What smg_fast.hf's classes need to stand where transformers' classes stand.
+
+Turning the keyword arguments transformers' loaders and constructors pass into an smg-fast
+config, deciding per call whether smg-fast computes the call or transformers' own class does, and
+logging each reason for the latter once."""
 
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ def log_once(message: str, level: int = logging.INFO) -> None:
 
 
 def build_processor(dropin: DropIn, kwargs: dict[str, Any], backend: str) -> Processor:
-    """The processor for transformers-style constructor kwargs (a preprocessor_config.json's
-    keys, ``min_pixels``, ...) of a drop-in class: the family its ``family_of`` picks; keys that
-    change nothing here are ignored, as transformers keeps them as plain attributes. A config
-    another drop-in's family alone can read (Kimi's media_proc_cfg) is refused."""
+    """The processor for a drop-in class's transformers-style constructor kwargs.
+
+    The kwargs are a preprocessor_config.json's keys, ``min_pixels``, ...; the family is the one
+    the drop-in's ``family_of`` picks; keys that change nothing here are ignored, as transformers
+    keeps them as plain attributes. A config another drop-in's family alone can read (Kimi's
+    media_proc_cfg) is refused."""
     smg = {k: v for k, v in kwargs.items() if k in SMG_OPTIONS}
     pre = {k: v for k, v in kwargs.items() if k not in SMG_OPTIONS and v is not None}
     for fam in registered():
@@ -76,8 +79,9 @@ def _flatten(images: Any) -> list[Any]:
 
 
 def _is_uint8(image: Any) -> bool:
-    """A PIL image, an encoded image or a uint8 array / tensor (what stays uint8 in
-    transformers' torchvision backend)."""
+    """Whether image stays uint8 in transformers' torchvision backend.
+
+    A PIL image, an encoded image or a uint8 array / tensor does."""
     if isinstance(image, (str, bytes)) or hasattr(image, "getbands"):
         return True
     dtype = getattr(image, "dtype", None)
@@ -85,9 +89,11 @@ def _is_uint8(image: Any) -> bool:
 
 
 def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tuple[str, str]:
-    """(output dtype, "") when smg-fast computes this call exactly, or ("", why not) when the
-    call must go to transformers' own class. uint8 when the torchvision backend skips rescale
-    and normalize (transformers returns the resized bytes)."""
+    """(output dtype, "") when smg-fast computes this call exactly, else ("", why not).
+
+    A call smg-fast does not compute exactly goes to transformers' own class. The dtype is uint8
+    when the torchvision backend skips rescale and normalize (transformers returns the resized
+    bytes)."""
     dtype = kwargs.get("dtype", "float32")
     opts = {k: v for k, v in kwargs.items() if k != "dtype"}
     try:
@@ -104,9 +110,10 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
 
 @functools.cache
 def alpha_dropped() -> bool:
-    """Whether the installed transformers' convert_to_rgb drops a PIL image's alpha (Pillow's
-    convert("RGB"), as in 5.19, which SGLang 0.5.23 pins) instead of compositing it onto white
-    (as in 5.24, what smg-fast reproduces)."""
+    """Whether the installed transformers' convert_to_rgb drops a PIL image's alpha.
+
+    Dropping is Pillow's convert("RGB"), as in 5.19, which SGLang 0.5.23 pins; 5.24, what
+    smg-fast reproduces, composites it onto white."""
     from PIL import Image
     from transformers.image_transforms import convert_to_rgb
 
@@ -122,8 +129,9 @@ def _has_alpha(image: Any) -> bool:
 
 
 def as_installed_transformers(images: Any, do_convert_rgb: bool) -> Any:
-    """images, with each PIL image that carries transparency converted as the installed
-    transformers' convert_to_rgb converts it when that one drops the alpha; else images."""
+    """images, each PIL image with transparency converted as the installed transformers does.
+
+    Only when that transformers' convert_to_rgb drops the alpha; else images as given."""
     if not do_convert_rgb or not alpha_dropped():
         return images
     if isinstance(images, (list, tuple)):

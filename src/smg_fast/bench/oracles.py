@@ -1,8 +1,10 @@
-"""The references the tests and the benchmarks compare smg-fast with, configured like the
-published hub configs: transformers' Qwen image processors, and for Kimi-K2.5 (which
-transformers ships only as a torchvision class) the upstream MoonViT preprocessing written out
-in NumPy + Pillow. The configs and the arithmetic are written out here independently of
-smg_fast's own tables and code, so a wrong built-in value cannot agree with itself."""
+"""The references the tests and the benchmarks compare smg-fast with, as the hub configs.
+
+They are configured like the published hub configs: transformers' Qwen image processors, and for
+Kimi-K2.5 (which transformers ships only as a torchvision class) the upstream MoonViT
+preprocessing written out in NumPy + Pillow. The configs and the arithmetic are written out here
+independently of smg_fast's own tables and code, so a wrong built-in value cannot agree with
+itself."""
 
 from __future__ import annotations
 
@@ -31,10 +33,11 @@ HUB_KIMI = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14
 
 
 def hf_qwen(cls: Any, family: str, **overrides: Any) -> Any:
-    """cls (Qwen2VLImageProcessorPil or the torchvision Qwen2VLImageProcessor) built from
-    family's hub config (min_pixels / max_pixels / patch_size overridable), and checked through
-    its attributes: a silently ignored keyword would make every comparison use the wrong
-    oracle."""
+    """cls built from family's hub config, and checked through its attributes.
+
+    cls is Qwen2VLImageProcessorPil or the torchvision Qwen2VLImageProcessor; min_pixels /
+    max_pixels / patch_size are overridable. The check matters: a silently ignored keyword would
+    make every comparison use the wrong oracle."""
     cfg = {**HUB_QWEN[family], **{k: v for k, v in overrides.items() if v is not None}}
     proc = cls(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
                patch_size=cfg["patch_size"], temporal_patch_size=2, merge_size=2,
@@ -57,8 +60,9 @@ def kimi_kwargs(cfg: dict[str, Any] = HUB_KIMI) -> dict[str, Any]:
 
 
 def kimi_sizes(w: int, h: int, cfg: dict[str, Any] = HUB_KIMI) -> tuple[int, int, int, int]:
-    """The upstream navit resize of a w x h image: (new_w, new_h, padded_w, padded_h). Never
-    upscales, truncates, caps each side at the per-side limit; pads to patch * merge."""
+    """The upstream navit resize of a w x h image: (new_w, new_h, padded_w, padded_h).
+
+    Never upscales, truncates, caps each side at the per-side limit; pads to patch * merge."""
     p = cfg["patch_size"]
     side = cfg["patch_limit_on_one_side"]
     pw = float(max(1, w // p))
@@ -71,9 +75,10 @@ def kimi_sizes(w: int, h: int, cfg: dict[str, Any] = HUB_KIMI) -> tuple[int, int
 
 
 def kimi_normalize(pixels: np.ndarray, mean: Any, std: Any) -> np.ndarray:
-    """The upstream normalize of uint8 pixels (..., 3): x / 255.0 in float64 stored as float32,
-    then in place minus the float64 mean and times the float64 1.0 / std (np.array of the
-    config's Python floats), so each step computes in float64 and stores float32."""
+    """The upstream normalize of uint8 pixels (..., 3), each step in float64 stored as float32.
+
+    x / 255.0 in float64 stored as float32, then in place minus the float64 mean and times the
+    float64 1.0 / std (np.array of the config's Python floats)."""
     x = (pixels / 255.0).astype(np.float32)
     mean64 = np.array(list(mean))
     inv_std64 = 1.0 / np.array(list(std))
@@ -86,10 +91,11 @@ def kimi_normalize(pixels: np.ndarray, mean: Any, std: Any) -> np.ndarray:
 
 def kimi_upstream(image: Image.Image, cfg: dict[str, Any] = HUB_KIMI
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Kimi-K2.5's upstream preprocessing of one image: convert("RGB") (alpha dropped, no
-    EXIF), the navit resize with Pillow's BICUBIC, zero padding right and bottom, normalize,
-    patches [N, 3, P, P] in row-major order. Returns (pixel_values float32, grid [[1, H/P,
-    W/P]] int64)."""
+    """Kimi-K2.5's upstream preprocessing of one image: (pixel_values, grid).
+
+    convert("RGB") (alpha dropped, no EXIF), the navit resize with Pillow's BICUBIC, zero padding
+    right and bottom, normalize, patches [N, 3, P, P] in row-major order. Returns (pixel_values
+    float32, grid [[1, H/P, W/P]] int64)."""
     p = cfg["patch_size"]
     rgb = image.convert("RGB")
     new_w, new_h, pad_w, pad_h = kimi_sizes(rgb.width, rgb.height, cfg)

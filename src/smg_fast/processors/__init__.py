@@ -1,6 +1,7 @@
-"""Processors: the ``Family`` registry (the one extension point), the ``Processor`` and its
-batches, the config, transformers-style calls, the loader and the reference builder. Importing
-this package registers the built-in families (processors/families/)."""
+"""Processors: the ``Family`` registry (the one extension point) and what it serves.
+
+The ``Processor`` and its batches, the config, transformers-style calls, the loader and the
+reference builder. Importing this package registers the built-in families (processors/families/)."""
 
 from __future__ import annotations
 

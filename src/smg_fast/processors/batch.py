@@ -1,6 +1,7 @@
-"""A processor call's images between sizing and computing: ``PlannedBatch`` (headers read,
-output sized, nothing decoded) and ``PreparedBatch`` (decoded), each writing into a destination
-the caller may choose before the tensor is written once."""
+"""A processor call's images between sizing and computing, written once into a destination.
+
+``PlannedBatch``: headers read, output sized, nothing decoded; ``PreparedBatch``: decoded. Each
+writes into a destination the caller may choose before the tensor is written."""
 
 from __future__ import annotations
 
@@ -75,8 +76,9 @@ class PlannedBatch(_Sized):
         self._size(proc, plans, dtype)
 
     def check_nbytes(self, limit: int) -> None:
-        """Raises OutputTooLargeError (naming the first image that crosses the limit) when the
-        output exceeds limit bytes."""
+        """Raises OutputTooLargeError when the output exceeds limit bytes.
+
+        The error names the first image whose output crosses the limit."""
         if self.nbytes <= limit:
             return
         per_row = self.row_elems * self.np_dtype.itemsize
@@ -101,14 +103,16 @@ class PlannedBatch(_Sized):
 
     @property
     def decodes_while_computing(self) -> bool:
-        """Whether write_into decodes while it computes (one JPEG the native decoder takes:
-        its decode overlaps its own resize), rather than decoding first."""
+        """Whether write_into decodes while it computes, rather than decoding first.
+
+        It does for one JPEG the native decoder takes: its decode overlaps its own resize."""
         return (len(self._headers) == 1 and self._headers[0].decode_running is not None
                 and decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG)
 
     def compute(self) -> np.ndarray:
-        """Decodes and computes every image into a new pooled buffer (shaped like pixel_values),
-        as write_into does."""
+        """Decodes and computes every image into a new pooled buffer, as write_into does.
+
+        The buffer is shaped like pixel_values."""
         try:
             self.check_nbytes(ADDRESSABLE)
             flat = _native.pooled_empty(self.nbytes).view(self.np_dtype)
@@ -118,12 +122,13 @@ class PlannedBatch(_Sized):
         return self.write_into(flat)
 
     def write_into(self, out: np.ndarray) -> np.ndarray:
-        """Decodes and computes every image into ``out`` (PreparedBatch.write_into's rules),
-        image i's native work overlapping the decodes of the images after it, or, for one JPEG,
-        its own decode. Consumes the headers; the first failing image raises, as decode() does,
-        and then what ``out`` holds is unspecified. Sets ``decode_seconds``: the decoding's
-        share of the call (a JPEG's own decode CPU time where it overlapped its resize; the
-        waits for decoded images otherwise)."""
+        """Decodes and computes every image into ``out`` (PreparedBatch.write_into's rules).
+
+        Image i's native work overlaps the decodes of the images after it, or, for one JPEG, its
+        own decode. Consumes the headers; the first failing image raises, as decode() does, and
+        then what ``out`` holds is unspecified. Sets ``decode_seconds``: the decoding's share of
+        the call (a JPEG's own decode CPU time where it overlapped its resize; the waits for
+        decoded images otherwise)."""
         self.decode_seconds = 0.0
         try:
             flat = _destination(out, self, self.nbytes)
@@ -182,14 +187,16 @@ class PreparedBatch(_Sized):
         self._size(proc, plans, dtype)
 
     def compute(self) -> np.ndarray:
-        """pixel_values in a new buffer from the native pools (pre-faulted when the same sizes
-        came before), shaped like pixel_values."""
+        """pixel_values in a new buffer from the native pools, shaped like pixel_values.
+
+        The pools pre-fault the buffer when the same sizes came before."""
         return self.write_into(_native.pooled_empty(self.nbytes).view(self.np_dtype))
 
     def write_into(self, out: np.ndarray, index: int | None = None) -> np.ndarray:
-        """Writes all images (or only image ``index``) into ``out``, a writable C-contiguous
-        array of this batch's dtype with at least that many elements; returns the filled part
-        shaped like pixel_values."""
+        """Writes all images (or only image ``index``) into ``out``; returns the filled part.
+
+        ``out`` is a writable C-contiguous array of this batch's dtype with at least that many
+        elements; the part returned is shaped like pixel_values."""
         which = range(len(self.plans)) if index is None else [index]
         flat = _destination(out, self, sum(self.rows[i] for i in which) * self.row_elems
                             * self.np_dtype.itemsize)
@@ -206,8 +213,9 @@ class PreparedBatch(_Sized):
 
 
 def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:
-    """out flattened, once it is a writable C-contiguous array of batch's dtype holding
-    nbytes."""
+    """out flattened, once checked to be a writable C-contiguous array of batch's dtype.
+
+    It must hold at least nbytes."""
     if not out.flags.c_contiguous or not out.flags.writeable:
         raise ValueError("destination must be a writable C-contiguous array")
     flat = out.reshape(-1)

@@ -1,5 +1,6 @@
-"""transformers-style image inputs, turned into what ``media.open_image`` reads, with the
-semantics of transformers' Qwen2-VL / Kimi-K2.5 image processors (5.x):
+"""transformers-style image inputs, turned into what ``media.open_image`` reads.
+
+The semantics are those of transformers' image processors (5.x) for the families here:
 
 - nesting: a list of lists is flattened one level, a 4-d array (or a list of them) is a batch;
 - torch tensors are read as their numpy arrays (CPU), CHW or HWC, inferred as transformers infers
@@ -11,8 +12,7 @@ semantics of transformers' Qwen2-VL / Kimi-K2.5 image processors (5.x):
   http(s) URLs are not fetched here.
 
 Each prepared image carries how its values are scaled, so the caller picks the rescale factor
-transformers' arithmetic amounts to.
-"""
+transformers' arithmetic amounts to."""
 
 from __future__ import annotations
 
@@ -149,8 +149,10 @@ def _array(index: int, arr: np.ndarray, opts: CallOptions, torchvision: bool,
 
 def prepare_inputs(images: Any, opts: CallOptions, torchvision: bool,
                    channels_first_wins: bool = False) -> list[CallImage]:
-    """The flattened images, each ready for open_image. channels_first_wins: an array whose
-    first and last axes could both be channels is CHW (transformers' guess), else HWC."""
+    """The flattened images, each ready for open_image.
+
+    channels_first_wins: an array whose first and last axes could both be channels is CHW
+    (transformers' guess), else HWC."""
     out: list[CallImage] = []
     for i, item in enumerate(flatten(images)):
         if _is_tensor(item):

@@ -1,11 +1,10 @@
-"""transformers' call-time image-processor options, turned into config overrides and per-image
-conversion settings, as transformers' image processors read them: the options every family
-shares here, each family's own (its ``size``, its integer options) from its ``Family.calls``.
+"""transformers' call-time image-processor options, turned into config overrides.
 
-An option that would change the output in a way smg-fast does not compute raises an error that
-names it; options that change nothing here (``disable_grouping``, ``device="cpu"``, ...) are
-accepted. Nothing here imports transformers or torch.
-"""
+Also the per-image conversion settings, as transformers' image processors read them: the options
+every family shares here, each family's own (its ``size``, its integer options) from its
+``Family.calls``. An option that would change the output in a way smg-fast does not compute
+raises an error that names it; options that change nothing here (``disable_grouping``,
+``device="cpu"``, ...) are accepted. Nothing here imports transformers or torch."""
 
 from __future__ import annotations
 
@@ -42,8 +41,9 @@ def _triple(name: str, value: Any) -> tuple[float, float, float]:
 
 
 def _size_keys(size: Any) -> dict[str, Any]:
-    """The ``size`` option as a plain dict without None values (transformers may pass its
-    SizeDict)."""
+    """The ``size`` option as a plain dict without None values.
+
+    transformers may pass its SizeDict."""
     size = dict(getattr(size, "__dict__", None) or size)
     return {k: v for k, v in size.items() if v is not None}
 
@@ -57,8 +57,9 @@ _NO_EFFECT: dict[str, tuple[Any, ...]] = {
 
 
 def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
-    """CallOptions for a call's keyword arguments; TypeError names an unknown option, ValueError
-    one this processor cannot honour."""
+    """CallOptions for a call's keyword arguments.
+
+    TypeError names an unknown option, ValueError one this processor cannot honour."""
     # None means "the processor's own value" in transformers (its processors pass such keys)
     opts = {k: _enum_value(v) for k, v in options.items() if v is not None}
     fields: dict[str, Any] = {}

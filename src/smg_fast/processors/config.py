@@ -1,6 +1,7 @@
-"""The processor config: every field that changes an output, its fingerprint, and the checks
-every family shares. The families themselves (built-in values, folder reading) register in
-processors/families/."""
+"""The processor config: every field that changes an output, and its fingerprint.
+
+Also the checks every family shares. The families themselves (built-in values, folder reading)
+register in processors/families/."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Model folders: a hub id found in huggingface_hub's local cache, reading a folder's JSON, and
-the backend transformers' Auto classes pick for a folder (what an engine running it computes)."""
+"""Model folders: hub ids in the local cache, a folder's JSON, the backend it resolves to.
+
+A hub id is found in huggingface_hub's local cache; the backend is the one transformers' Auto
+classes pick for a folder (what an engine running it computes)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ def is_hub_id(name: str) -> bool:
 
 
 def hub_folder(repo_id: str) -> str:
-    """The cached snapshot folder of a hub model id (never downloads); ValueError saying what
-    to do when it is not cached or huggingface_hub is not installed."""
+    """The cached snapshot folder of a hub model id (never downloads).
+
+    ValueError saying what to do when it is not cached or huggingface_hub is not installed."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -51,11 +54,12 @@ def read_json(path: str) -> dict[str, Any]:
 
 
 def auto_backend(named: str) -> tuple[str | None, str]:
-    """(backend, why) transformers' AutoImageProcessor resolves for a folder whose
-    preprocessor_config.json names class ``named`` ("" for none), in an engine's environment
-    (torchvision installed, as vLLM and SGLang have it): its PIL class when it names one, else
-    the torchvision class. A family whose folders resolve otherwise declares its own rule
-    (``Family.folder_backend``); None keeps the family's default."""
+    """(backend, why) transformers' AutoImageProcessor resolves for a folder naming ``named``.
+
+    ``named`` is the class its preprocessor_config.json names ("" for none); the environment is
+    an engine's (torchvision installed, as vLLM and SGLang have it): its PIL class when it names
+    one, else the torchvision class. A family whose folders resolve otherwise declares its own
+    rule (``Family.folder_backend``); None keeps the family's default."""
     if named.endswith("Pil"):
         return "pil", f"preprocessor_config.json names {named}, transformers' PIL class"
     what = f"names {named}" if named else "names no class"

@@ -1,10 +1,11 @@
-"""The parts of a ``Family`` read beyond the processor itself: how transformers' call-time
-options map onto its config (``CallRules``), transformers' own class as its reference
-(``Reference``), and the class ``smg_fast.hf`` offers in that class's place (``DropIn``).
+"""The parts of a ``Family`` read beyond its processor: call options, reference, drop-in.
+
+How transformers' call-time options map onto its config (``CallRules``), transformers' own class as
+its reference (``Reference``), and the class ``smg_fast.hf`` offers in that class's place
+(``DropIn``).
 
 Nothing here imports transformers: class names are strings, and the one hook that needs
-transformers' types (``DropIn.call_kwargs``) imports them when smg_fast.hf calls it.
-"""
+transformers' types (``DropIn.call_kwargs``) imports them when smg_fast.hf calls it."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ def _nothing_fixed(cfg: ProcessorConfig, fields: dict[str, Any]) -> None:
 
 @dataclass(frozen=True, eq=False)
 class CallRules:
-    """How a family reads transformers' call-time options (processors/call_options.py reads
-    the options every family shares: ``image_mean``, ``do_rescale``, ``resample``...)."""
+    """How a family reads transformers' call-time options of its own.
+
+    processors/call_options.py reads the options every family shares (``image_mean``,
+    ``do_rescale``, ``resample``...)."""
 
     # an integer option -> the config field it sets (Kimi's max_patches -> in_patch_limit)
     fields: Mapping[str, str]
@@ -39,9 +42,10 @@ class CallRules:
 
 @dataclass(frozen=True, eq=False)
 class Reference:
-    """transformers' own image processor for a family, per backend: what ``python -m smg_fast
-    --check``, ``python -m smg_fast.client --verify`` and the drop-ins' fallback compute with
-    (processors/reference.py builds it)."""
+    """transformers' own image processor for a family, per backend.
+
+    It is what ``python -m smg_fast --check``, ``python -m smg_fast.client --verify`` and the
+    drop-ins' fallback compute with (processors/reference.py builds it)."""
 
     classes: Mapping[str, str]  # backend -> "module:Class"
     kwargs: Callable[[ProcessorConfig], dict[str, Any]]  # its constructor arguments for a config
@@ -50,8 +54,9 @@ class Reference:
 
 @dataclass(frozen=True, eq=False)
 class DropIn:
-    """The class ``smg_fast.hf`` offers in place of transformers' class of the same name. One
-    may serve several families: every family whose ``dropin`` it is (Qwen2-VL's class serves
+    """The class ``smg_fast.hf`` offers in place of transformers' class of the same name.
+
+    One may serve several families: every family whose ``dropin`` it is (Qwen2-VL's class serves
     Qwen2/2.5/3-VL); the first of them is what its constructor builds by default."""
 
     # class name -> the backend it reproduces by default; the first class is the others' base

@@ -1,5 +1,6 @@
-"""``load_processor``: a processor from a family name, a HuggingFace model folder or a hub id in
-the local cache, with the backend an engine would run for it."""
+"""``load_processor``: a processor from a family name, a model folder or a cached hub id.
+
+The backend is the one an engine would run for it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ logger = logging.getLogger("smg_fast")
 
 
 def _family_of_folder(folder: str, pre: dict[str, Any]) -> Family:
-    """The family of a model folder: its config.json's model_type, else the family that
-    recognizes its preprocessor_config.json."""
+    """The family of a model folder.
+
+    Its config.json's model_type, else the family that recognizes its preprocessor_config.json."""
     cfg_path = os.path.join(folder, "config.json")
     if os.path.isfile(cfg_path):
         model_type = read_json(cfg_path).get("model_type")
@@ -72,19 +74,19 @@ def make_processor(config: ProcessorConfig) -> Processor:
 
 def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = None,
                    **overrides: Any) -> Processor:
-    """A processor for a built-in family name, a HuggingFace model folder or a hub id in the
-    local Hugging Face cache (never downloaded here).
+    """A processor for a family name, a HuggingFace model folder or a cached hub id.
+
+    A hub id is looked up in the local Hugging Face cache (never downloaded here).
 
     ``backend``: the reference reproduced bit for bit. None: for a folder (or hub id), what
     transformers' ``AutoImageProcessor`` would resolve for it in an engine's environment:
     "torchvision" when its preprocessor_config.json names the torchvision class
     (``Qwen2VLImageProcessor``, ``...Fast``, ``Kimi_K25ImageProcessor``: what vLLM and SGLang
-    run), "pil" when it names ``Qwen2VLImageProcessorPil``; for a family name the family's
-    default: "pil" for Qwen, "upstream" (Kimi's own NumPy/PIL code) for Kimi-K2.5. torch is not
-    needed either way. ``repr(processor)`` and one INFO log line say which and why. Overrides
-    (e.g. ``min_pixels=..., max_pixels=..., max_image_pixels=...``) win over the folder's or
-    family's values.
-    """
+    run), "pil" when it names ``Qwen2VLImageProcessorPil`` (each family's ``folder_backend``);
+    for a family name the family's default: "pil" for Qwen, "upstream" (Kimi's own NumPy/PIL
+    code) for Kimi-K2.5. torch is not needed either way. ``repr(processor)`` and one INFO log
+    line say which and why. Overrides (e.g. ``min_pixels=..., max_pixels=...,
+    max_image_pixels=...``) win over the folder's or family's values."""
     key = os.fspath(name_or_dir)
     why = "backend= given" if backend is not None else "the family's default"
     if key not in names() and is_hub_id(key):

@@ -1,5 +1,6 @@
-"""What a family's size rule produces for one image (``Plan``), and the size checks every
-family's rule starts with."""
+"""What a family's size rule produces for one image (``Plan``), and its first checks.
+
+``check_aspect`` is the size check every family's rule starts with."""
 
 from __future__ import annotations
 

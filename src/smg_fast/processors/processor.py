@@ -1,6 +1,8 @@
-"""The ``Processor`` every family subclasses: reading a call's inputs and options, one output
-allocation per call, one native call per image writing straight into its slice of the output.
-A family's subclass supplies its size rule (``plan``) and its patch layout."""
+"""The ``Processor`` every family subclasses: a call's images in, encoder inputs out.
+
+It reads a call's inputs and options, allocates one output per call, and makes one native call
+per image writing straight into its slice of the output. A family's subclass supplies its size
+rule (``plan``) and its patch layout."""
 
 from __future__ import annotations
 
@@ -91,9 +93,10 @@ class Processor(ABC):
         return gh * gw // (self.config.merge_size**2)
 
     def pipeline(self, dtype: str) -> _native.Pipeline:
-        """The native pipeline for one output dtype ("float32", "bfloat16", "float16"): filter,
-        normalization table and patch layout validated once, then cached. ``.lut`` is its
-        3 x 256 normalization table."""
+        """The native pipeline for one output dtype ("float32", "bfloat16", "float16"), cached.
+
+        Filter, normalization table and patch layout are validated once. ``.lut`` is its 3 x 256
+        normalization table."""
         pipe = self._pipelines.get(dtype)
         if pipe is None:
             cfg = self.config
@@ -119,9 +122,10 @@ class Processor(ABC):
         channels_first_wins: bool = False,
         **options: Any,
     ) -> ProcessorOutput:
-        """Preprocesses one image or a list of images (nested lists are flattened as transformers
-        does; PIL images, numpy arrays and torch tensors HWC or CHW, uint8 or float, bytes,
-        paths, ``data:`` URLs and base64 strings).
+        """Preprocesses one image or a list of images into the family's encoder inputs.
+
+        Nested lists are flattened as transformers does; PIL images, numpy arrays and torch tensors
+        HWC or CHW, uint8 or float, bytes, paths, ``data:`` URLs and base64 strings are read.
 
         Returns ``pixel_values`` (all images' patches concatenated in order), ``image_grid_thw``
         (int64, one [t, h, w] row per image) and ``num_tokens`` (int64 per image). For
@@ -129,10 +133,9 @@ class Processor(ABC):
         ``options``: transformers' call-time options (``size``, ``min_pixels``, ``max_pixels``,
         ``do_rescale``, ``do_normalize``, ``image_mean``, ``image_std``, ``patch_size``,
         ``merge_size``, ``temporal_patch_size``, ``do_convert_rgb``, ``input_data_format``, ...);
-        one smg-fast cannot honour raises an error naming it. An array whose first and last
-        axes could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
-        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise.
-        """
+        one smg-fast cannot honour raises an error naming it. An array whose first and last axes
+        could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
+        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise."""
         return_tensors = getattr(return_tensors, "value", return_tensors)
         if return_tensors not in (None, "np", "pt"):
             raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
@@ -185,9 +188,10 @@ class Processor(ABC):
 
     def plan_batch(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
                    dtype: Any = "float32") -> PlannedBatch:
-        """Reads the images' headers only and sizes the output: ``nbytes``, ``shape``, ``grid``
-        are known before any pixel is decoded or any buffer allocated. ``decode()`` it next (or
-        ``close()`` it to give up)."""
+        """Reads the images' headers only and sizes the output.
+
+        ``nbytes``, ``shape``, ``grid`` are known before any pixel is decoded or any buffer
+        allocated. ``decode()`` it next (or ``close()`` it to give up)."""
         dtype_name = parse_dtype(dtype)
         items = list(images) if isinstance(images, (list, tuple)) else [images]
         if not items:

@@ -1,12 +1,12 @@
-"""transformers' own image processor for a config's family and backend, when this install can
-run it: the one reference ``python -m smg_fast --check``, ``python -m smg_fast.client --verify``
-and the drop-ins' fallback compute with. Each family names its classes per backend
-(``Family.reference``): Qwen's "pil" -> ``Qwen2VLImageProcessorPil``, "torchvision" ->
+"""transformers' own image processor for a config's family and backend: the one reference.
+
+It is what ``python -m smg_fast --check``, ``python -m smg_fast.client --verify`` and the
+drop-ins' fallback compute with, when this install can run it. Each family names its classes per
+backend (``Family.reference``): Qwen's "pil" -> ``Qwen2VLImageProcessorPil``, "torchvision" ->
 ``Qwen2VLImageProcessor``; Kimi's "torchvision" -> ``Kimi_K25ImageProcessor`` (the torchvision
 classes need torchvision), while Kimi's "upstream" (its own code) has no transformers class.
 Where the matching class cannot run, the answer says why: a backend is never compared with
-another backend's reference (at 1080p they differ in most float32 values).
-"""
+another backend's reference (at 1080p they differ in most float32 values)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ def _not_torch_advice(record: logging.LogRecord) -> bool:
 
 
 def quiet_transformers_import() -> bool:
-    """Imports transformers (False when it is not installed) without the "PyTorch was not
-    found" advice it logs when torch is absent (a CLI's output, and not a problem here: the
-    PIL reference needs no torch). A filter on its logger, which its module __init__ may run
+    """Imports transformers without its "PyTorch was not found" advice; False when absent.
+
+    The advice is logged when torch is absent: noise on a CLI's output, and not a problem here
+    (the PIL reference needs no torch). A filter on its logger, which its module __init__ may run
     more than once."""
     hf_logger = logging.getLogger("transformers")
     if _not_torch_advice not in hf_logger.filters:
@@ -42,8 +43,9 @@ def quiet_transformers_import() -> bool:
 
 
 def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
-    """(transformers class, "") for cfg's family and backend (its ``Family.reference``), or
-    (None, why it cannot run here)."""
+    """(transformers class, "") for cfg's family and backend, or (None, why it cannot run).
+
+    The class is the one the family's ``Family.reference`` names for the backend."""
     if importlib.util.find_spec("transformers") is None:
         return None, "transformers is not installed here"
     ref = get_family(cfg.family).reference
@@ -60,9 +62,10 @@ def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
 
 
 def reference_processor(cfg: ProcessorConfig) -> tuple[Any, str]:
-    """(transformers processor configured like cfg, "") for cfg's backend, or (None, why it
-    cannot run here). Call it as transformers' processors are called; `return_tensors` must be
-    "np" for the PIL class and "pt" for the torchvision ones (reference_return_tensors)."""
+    """(transformers processor configured like cfg, "") for cfg's backend, or (None, why not).
+
+    Call it as transformers' processors are called; `return_tensors` must be "np" for the PIL
+    class and "pt" for the torchvision ones (reference_return_tensors)."""
     cls, why = reference_class(cfg)
     if cls is None:
         return None, why
@@ -78,9 +81,10 @@ def reference_return_tensors(processor: Any) -> str:
 
 def reference_pixel_values(cfg: ProcessorConfig,
                            image: str | bytes | np.ndarray) -> tuple[Any, str]:
-    """(float32 pixel_values from transformers, "") for an image path, encoded bytes or an RGB
-    uint8 (H, W, 3) array, or (None, why not). Paths and bytes are loaded as transformers'
-    load_image does."""
+    """(float32 pixel_values from transformers, "") for one image, or (None, why not).
+
+    The image is a path, encoded bytes or an RGB uint8 (H, W, 3) array; paths and bytes are
+    loaded as transformers' load_image does."""
     quiet_transformers_import()
     ref, why = reference_processor(cfg)
     if ref is None:

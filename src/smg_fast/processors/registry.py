@@ -1,13 +1,14 @@
-"""The family registry: each family says once, in its module under processors/families/, how it
-is configured, computed, called, compared and stood in for, and everything else (the loader,
-the server, the CLIs, the drop-ins, the reference builder) asks here.
+"""The family registry: the one place each family says what it is; everything else asks here.
 
-A family registers a ``Family``: its built-in config, the options a model folder or a caller
-may set, how it reads a HuggingFace ``preprocessor_config.json`` and recognizes one, its
-Processor subclass (the size rule and the patch layout), how it reads transformers' call
-options, its transformers reference and its drop-in class. Adding a family is one new module
-that calls ``register`` (and its line in processors/families/__init__.py).
-"""
+Each family says once, in its module under processors/families/, how it is configured, computed,
+called, compared and stood in for; the loader, the server, the CLIs, the drop-ins and the reference
+builder ask here.
+
+A family registers a ``Family``: its built-in config, the options a model folder or a caller may
+set, how it reads a HuggingFace ``preprocessor_config.json`` and recognizes one, its Processor
+subclass (the size rule and the patch layout), how it reads transformers' call options, its
+transformers reference and its drop-in class. Adding a family is one new module that calls
+``register`` (and its line in processors/families/__init__.py)."""
 
 from __future__ import annotations
 
@@ -113,8 +114,10 @@ def check_config(cfg: ProcessorConfig) -> None:
 
 def config_from_preprocessor(family: str, pre: dict[str, Any],
                              overrides: dict[str, Any]) -> ProcessorConfig:
-    """A family's config from a preprocessor_config.json's keys (as a model folder's are read:
-    what it lacks takes the transformers class defaults), then overrides (which win)."""
+    """A family's config from a preprocessor_config.json's keys, then overrides (which win).
+
+    The keys are read as a model folder's are: what it lacks takes the transformers class
+    defaults."""
     fam = get_family(family)
     return build_config(fam.name, {**fam.folder_defaults, **fam.read_folder(pre), **overrides})
 

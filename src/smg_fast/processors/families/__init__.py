@@ -1,6 +1,7 @@
-"""The built-in model families, one module each (its ``Family``: config, size rule, call
-options, reference, drop-in). Importing this package registers them, in the order imported
-here: that is the order of ``smg_fast.FAMILIES``, and ``qwen2_vl`` stays first (the default
+"""The built-in model families, one module each, registered in the order imported here.
+
+Each module declares its ``Family``: config, size rule, call options, reference, drop-in. The
+import order is the order of ``smg_fast.FAMILIES``, and ``qwen2_vl`` stays first (the default
 everywhere)."""
 
 from __future__ import annotations

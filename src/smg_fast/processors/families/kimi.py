@@ -1,10 +1,11 @@
-"""Kimi-K2.5 (MoonViT): the upstream navit resize (never upscales, truncates, caps each side),
-BICUBIC, zero padding right/bottom to a multiple of patch*merge, patches [N, 3, P, P] in
-row-major order, grid in P-pixel patches. Normalization follows the upstream NumPy code, which
-subtracts a float64 mean from float32 pixels and multiplies by a float64 1 / std in place: each
-step computed in float64 and stored as float32. Registers the family: its default backend is
-that upstream code ("upstream"), which transformers does not ship; its torchvision backend is
-transformers' Kimi_K25ImageProcessor."""
+"""Kimi-K2.5 (MoonViT): the upstream navit resize, zero padding and row-major patches.
+
+The navit resize never upscales, truncates and caps each side; BICUBIC; zero padding right/bottom
+to a multiple of patch*merge; patches [N, 3, P, P] in row-major order; grid in P-pixel patches.
+Normalization follows the upstream NumPy code, which subtracts a float64 mean from float32 pixels
+and multiplies by a float64 1 / std in place: each step computed in float64 and stored as
+float32. Registers the family: its default backend is that upstream code ("upstream"), which
+transformers does not ship; its torchvision backend is transformers' Kimi_K25ImageProcessor."""
 
 from __future__ import annotations
 
@@ -95,8 +96,9 @@ def _coerce(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _call_size(size: dict[str, Any]) -> dict[str, Any]:
-    """transformers' size {"max_height", "max_width"} in patches per side (equal, as
-    transformers requires) as patch_limit_on_one_side."""
+    """transformers' size {"max_height", "max_width"} as patch_limit_on_one_side.
+
+    Both are in patches per side, and equal, as transformers requires."""
     h, w = size.get("max_height"), size.get("max_width")
     if set(size) - {"max_height", "max_width"} or h is None or h != w:
         raise ValueError(f"size must be {{'max_height': n, 'max_width': n}} for kimi_k25, "
@@ -120,8 +122,9 @@ def _reference_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
 
 
 def _folder_backend(named: str) -> tuple[str | None, str]:
-    """Kimi-K2.5's hub folders run its own remote code: the upstream backend, unless the folder
-    names transformers' class."""
+    """The upstream backend for Kimi-K2.5's hub folders, unless one names transformers' class.
+
+    Its hub folders run Kimi's own remote code."""
     if named == "Kimi_K25ImageProcessor":
         return "torchvision", f"preprocessor_config.json names {named} (torchvision)"
     return None, "a Kimi-K2.5 folder without transformers' class: its upstream code"
@@ -134,8 +137,9 @@ def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
 
 
 def _call_kwargs() -> type:
-    """Kimi-K2.5's call options (transformers' own TypedDict lives in a module that imports
-    torchvision)."""
+    """Kimi-K2.5's call options as a TypedDict of transformers' ImagesKwargs.
+
+    transformers' own TypedDict lives in a module that imports torchvision."""
     from transformers.processing_utils import ImagesKwargs
 
     class KimiK25ImagesKwargs(ImagesKwargs, total=False):

@@ -1,7 +1,9 @@
-"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' smart_resize, BICUBIC, merge-ordered patches
-with the temporal copy; output [sum(gh*gw), 3*T*P*P]. Registers the three families, which share
-one processor, one reading of transformers' call options, one reference (transformers'
-Qwen2VLImageProcessorPil / Qwen2VLImageProcessor) and one drop-in class."""
+"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL: smart_resize and merge-ordered patches.
+
+transformers' smart_resize, BICUBIC, merge-ordered patches with the temporal copy; output
+[sum(gh*gw), 3*T*P*P]. Registers the three families, which share one processor, one reading of
+transformers' call options, one reference (transformers' Qwen2VLImageProcessorPil /
+Qwen2VLImageProcessor) and one drop-in class."""
 
 from __future__ import annotations
 
@@ -103,8 +105,10 @@ def _is_qwen_processor(pre: dict[str, Any]) -> bool:
 
 
 def _call_size(size: dict[str, Any]) -> dict[str, Any]:
-    """transformers' size {"shortest_edge": min_pixels, "longest_edge": max_pixels} (or the
-    min_pixels / max_pixels keys it still reads) as config fields."""
+    """transformers' size option as min_pixels and max_pixels.
+
+    It is {"shortest_edge": min_pixels, "longest_edge": max_pixels}, or the min_pixels /
+    max_pixels keys transformers still reads."""
     lo = size.get("shortest_edge", size.get("min_pixels"))
     hi = size.get("longest_edge", size.get("max_pixels"))
     if set(size) - {"shortest_edge", "longest_edge", "min_pixels", "max_pixels"} or \
@@ -152,8 +156,9 @@ def _family_of(kwargs: dict[str, Any]) -> str:
 
 
 def _count_patches(proc: Any, height: int, width: int, kw: dict[str, Any]) -> int:
-    """Grid cells for an image of this size, as transformers' get_number_of_image_patches
-    counts them from the drop-in's attributes and a call's options."""
+    """Grid cells for an image of this size, as transformers' get_number_of_image_patches.
+
+    They are counted from the drop-in's attributes and a call's options."""
     lo = kw.get("min_pixels", proc.size["shortest_edge"])
     hi = kw.get("max_pixels", proc.size["longest_edge"])
     patch = kw.get("patch_size", proc.patch_size)
