@@ -3,13 +3,16 @@ folders and the server use; nothing else needs to know it."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import smg_fast
+from smg_fast.errors import UnsupportedCallError
 from smg_fast.processors import get_family, names, register
 from smg_fast.processors import registry as reg
 from smg_fast.processors.families import QwenVLProcessor
@@ -77,3 +80,48 @@ def test_torchvision_refuses_a_config_it_cannot_reproduce(tmp_path):
     with pytest.raises(ValueError, match="do_normalize=False"):  # the class it names
         smg_fast.load_processor(str(tmp_path))
     smg_fast.load_processor("qwen2_vl", backend="torchvision")  # the real configs load
+
+
+def test_a_familys_hooks_drive_its_call_options_and_reference(toy_family, real_images):
+    """A family's CallRules name its own call options; its Reference is the one the reference
+    builder uses (none: the builder says so, never another family's class)."""
+    from smg_fast.processors.hooks import CallRules
+    from smg_fast.processors.reference import reference_class
+
+    fam = dataclasses.replace(toy_family, name="toy2_vl", model_types=(),
+                              builtin=dataclasses.replace(toy_family.builtin, family="toy2_vl"),
+                              calls=CallRules({"budget": "max_pixels"}), reference=None)
+    register(fam)
+    try:
+        img = real_images.rgb("chelsea")
+        toy = smg_fast.load_processor("toy2_vl")
+        ref = smg_fast.load_processor("qwen2_vl", max_pixels=100_000)
+        assert np.array_equal(toy(img, budget=100_000)["pixel_values"],
+                              ref(img)["pixel_values"])
+        with pytest.raises(UnsupportedCallError, match="max_pixels"):
+            toy(img, max_pixels=100_000)  # Qwen's option, not this family's
+        assert reference_class(toy.config) == (
+            None, "transformers has no 'pil' processor for toy2_vl")
+    finally:
+        reg._FAMILIES.pop("toy2_vl")
+
+
+def test_no_module_outside_the_families_tests_a_family_by_name():
+    """Family knowledge lives in processors/families/: no other module of the package compares
+    a family with a name (``cfg.family == "kimi_k25"``); it asks the family's hooks."""
+    root = Path(smg_fast.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[:2] == ("processors", "families") or rel.parts[0] in ("bench", "testing"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            named = any(isinstance(s, ast.Attribute) and s.attr == "family" or
+                        isinstance(s, ast.Name) and s.id == "family" for s in sides)
+            if named and any(isinstance(s, (ast.Constant, ast.Tuple, ast.List, ast.Set))
+                             for s in sides):
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, found
