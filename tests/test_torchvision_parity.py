@@ -16,7 +16,7 @@ from PIL import Image
 from tv_oracle import KIMI_HUB, run_oracle
 
 from smg_fast import _native, load_processor
-from smg_fast.bench.oracles import HUB_QWEN
+from smg_fast.bench.oracles import HUB_QWEN, qwen_kwargs
 
 QWEN = tuple(HUB_QWEN)
 # (width, height): tiny, odd, 1080p, 4K, extreme aspects (200:1 is Qwen's limit), and the sizes
@@ -59,13 +59,6 @@ def every_value_alpha_pair() -> np.ndarray:
     """256 x 256 RGBA: rows alpha, columns value, the colour channels in three orders."""
     v, a = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))
     return np.ascontiguousarray(np.stack([v, 255 - v, v[:, ::-1] ^ 0x5A, a], axis=2))
-
-
-def qwen_kwargs(family: str) -> dict:
-    c = HUB_QWEN[family]
-    return dict(size={"shortest_edge": c["min_pixels"], "longest_edge": c["max_pixels"]},
-                patch_size=c["patch_size"], temporal_patch_size=2, merge_size=2,
-                image_mean=list(c["mean"]), image_std=list(c["std"]))
 
 
 def jobs_and_keys(images):

@@ -32,6 +32,17 @@ HUB_KIMI = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14
                 merge_kernel_size=2, image_mean=(0.5, 0.5, 0.5), image_std=(0.5, 0.5, 0.5))
 
 
+def qwen_kwargs(family: str, **overrides: Any) -> dict[str, Any]:
+    """transformers' Qwen2-VL constructor arguments for family's hub config.
+
+    min_pixels / max_pixels / patch_size are overridable (None keeps the hub's value).
+    """
+    cfg = {**HUB_QWEN[family], **{k: v for k, v in overrides.items() if v is not None}}
+    return dict(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+                patch_size=cfg["patch_size"], temporal_patch_size=2, merge_size=2,
+                image_mean=list(cfg["mean"]), image_std=list(cfg["std"]))
+
+
 def hf_qwen(cls: Any, family: str, **overrides: Any) -> Any:
     """cls built from family's hub config, and checked through its attributes.
 
@@ -39,9 +50,7 @@ def hf_qwen(cls: Any, family: str, **overrides: Any) -> Any:
     max_pixels / patch_size are overridable. The check matters: a silently ignored keyword would
     make every comparison use the wrong oracle."""
     cfg = {**HUB_QWEN[family], **{k: v for k, v in overrides.items() if v is not None}}
-    proc = cls(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
-               patch_size=cfg["patch_size"], temporal_patch_size=2, merge_size=2,
-               image_mean=list(cfg["mean"]), image_std=list(cfg["std"]))
+    proc = cls(**qwen_kwargs(family, **overrides))
     assert proc.size["shortest_edge"] == cfg["min_pixels"]
     assert proc.size["longest_edge"] == cfg["max_pixels"]
     assert proc.patch_size == cfg["patch_size"]
@@ -117,4 +126,5 @@ def kimi_upstream_batch(images: list[Image.Image], cfg: dict[str, Any] = HUB_KIM
 
 
 __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_KIMI", "HUB_QWEN", "hf_qwen", "kimi_kwargs",
-           "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch"]
+           "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
+           "qwen_kwargs"]
