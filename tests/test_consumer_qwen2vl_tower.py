@@ -102,13 +102,9 @@ def hf_torchvision(images, tmp_path_factory) -> dict[str, np.ndarray]:
     """transformers' torchvision Qwen2VLImageProcessor on the whole list, in its own venv."""
     from tv_oracle import run_oracle
 
-    from smg_fast.bench.oracles import HUB_QWEN
+    from smg_fast.bench.oracles import qwen_kwargs
 
-    c = HUB_QWEN["qwen2_vl"]
-    kwargs = dict(size={"shortest_edge": c["min_pixels"], "longest_edge": c["max_pixels"]},
-                  patch_size=c["patch_size"], temporal_patch_size=2, merge_size=2,
-                  image_mean=list(c["mean"]), image_std=list(c["std"]))
-    job = {"cls": "qwen", "kwargs": kwargs, "images": images}
+    job = {"cls": "qwen", "kwargs": qwen_kwargs("qwen2_vl"), "images": images}
     return run_oracle(tmp_path_factory.mktemp("tower_tv"), [job])[0]
 
 
