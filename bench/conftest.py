@@ -9,7 +9,7 @@ References
   (``Qwen2VLImageProcessorPil``) with the family's published hub config; the torchvision
   processor (``Qwen2VLImageProcessor``) as a second reference when torchvision is installed.
 - Kimi-K2.5: transformers has no PIL processor for it, so the reference is ``kimi_upstream_numpy``
-  (bench/references.py: ``smg_fast.bench.oracles.kimi_upstream``, the NumPy/PIL implementation
+  (bench/references.py: ``smg_fast.testing.oracles.kimi_upstream``, the NumPy/PIL implementation
   of the upstream MoonViT preprocessing the parity tests use; labelled "upstream NumPy
   reference" in the results). transformers'
   torchvision ``Kimi_K25ImageProcessor`` is the torchvision reference when torchvision is
@@ -60,12 +60,12 @@ def make_hf_torchvision(family: str):
             Kimi_K25ImageProcessor,
         )
 
-        from smg_fast.bench.oracles import kimi_kwargs
+        from smg_fast.testing.oracles import kimi_kwargs
 
         return Kimi_K25ImageProcessor(**kimi_kwargs())
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
-    from smg_fast.bench.oracles import hf_qwen
+    from smg_fast.testing.oracles import hf_qwen
 
     return hf_qwen(Qwen2VLImageProcessor, family)
 

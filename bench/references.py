@@ -6,7 +6,7 @@ Also the benchmark photo. Shared so bench/ suites and bench/gate.py measure exac
   configured with the family's published hub config.
 - Kimi-K2.5: transformers has no PIL processor for it, so ``kimi_upstream_numpy`` below is the
   NumPy/PIL implementation of the upstream MoonViT preprocessing the tests compare with too
-  (``smg_fast.bench.oracles.kimi_upstream``)."""
+  (``smg_fast.testing.oracles.kimi_upstream``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from smg_fast.bench.oracles import kimi_upstream
+from smg_fast.testing.oracles import kimi_upstream
 
 PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
@@ -39,7 +39,7 @@ def make_hf_pil_qwen(family: str):
         Qwen2VLImageProcessorPil,
     )
 
-    from smg_fast.bench.oracles import hf_qwen
+    from smg_fast.testing.oracles import hf_qwen
 
     return hf_qwen(Qwen2VLImageProcessorPil, family)
 

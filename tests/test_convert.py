@@ -13,8 +13,8 @@ from test_qwen_parity import _check
 from transformers.image_transforms import convert_to_rgb
 
 from smg_fast import _native
-from smg_fast.bench.oracles import HUB_KIMI, kimi_upstream
-from smg_fast.media import open_image
+from smg_fast.imaging.media import open_image
+from smg_fast.testing.oracles import HUB_KIMI, kimi_upstream
 
 F = _native.PixelFormat
 _V = np.arange(256, dtype=np.uint8)

@@ -1,7 +1,7 @@
 """Bit-exact parity of the Kimi-K2.5 (MoonViT) processor with the upstream preprocessing.
 
 The oracle is the upstream PIL/NumPy code re-implemented in plain NumPy + Pillow
-(smg_fast.bench.oracles, which the benchmarks measure against too)."""
+(smg_fast.testing.oracles, which the benchmarks measure against too)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from smg_fast.bench.oracles import (
+from smg_fast.testing.oracles import (
     HUB_KIMI,
     kimi_normalize,
     kimi_sizes,

@@ -20,7 +20,7 @@ from cpu_flags import cpu_flags
 from oracle_cache import hf_processor_call
 
 import smg_fast
-from smg_fast.bench.oracles import HUB_KIMI, kimi_upstream
+from smg_fast.testing.oracles import HUB_KIMI, kimi_upstream
 
 DTYPES = ["float32", "bfloat16", "float16"]
 # Kimi (float64 order) constants whose single-precision form misses some table value in every

@@ -12,10 +12,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import _native, decoders
+from .. import _native
 from .._dtypes import DTYPES
 from ..errors import OutputTooLargeError
-from ..media import ImageHeader, Pixels
+from ..imaging import decoders
+from ..imaging.media import ImageHeader, Pixels
 from .config import ProcessorConfig
 from .decode_pool import decode_all, decode_iter
 from .plan import Plan

@@ -16,7 +16,7 @@ import numpy as np
 from .. import _native
 from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..errors import UnsupportedCallError
-from ..media import ImageHeader, ImageInput, open_image
+from ..imaging.media import ImageHeader, ImageInput, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
 from .batch import ADDRESSABLE, PlannedBatch, PreparedBatch

@@ -16,9 +16,9 @@ from typing import Any
 import grpc
 
 from .. import scratch_stats
-from ..cache import PixelCache
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .admission import Admission
+from .cache import PixelCache
 from .callers import Callers
 from .config import ServerConfig
 from .errors import RequestError

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
-from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
+from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors import FAMILIES
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS

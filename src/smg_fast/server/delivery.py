@@ -16,11 +16,11 @@ import grpc
 import numpy as np
 
 from .._proto import tensor_pb2
-from ..cache import CacheEntry
 from ..processors.batch import PlannedBatch, PreparedBatch
 from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
 from ..transport.rdma import Descriptor, ExportRefused
 from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
+from .cache import CacheEntry
 from .callers import CALLER_KEY, CONNECTION, ROUTED, UNTRUSTED
 from .config import ServerConfig
 from .errors import RequestError

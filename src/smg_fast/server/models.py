@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from ..media import DEFAULT_IMAGE_FORMATS
+from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.config import BACKENDS
 from ..processors.loader import make_processor

@@ -23,10 +23,10 @@ from google.protobuf.message import DecodeError
 from .. import __version__
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
-from ..cache import CacheEntry, PixelCache, cache_key
 from ..errors import MAX_ITEMS, InvalidImageError, too_many_items
 from ..processors import Processor
 from ..transport.shm import ShmRegistry
+from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
 from .delivery import OVERHEAD, Delivery, Outcome, Tensor, Timer
 from .errors import RequestError, StoppedError
@@ -142,9 +142,9 @@ class PreprocessService:
 
     def warm_up(self) -> None:
         """Runs every loaded processor once on a small image (builds LUTs, fills pools)."""
-        from ..patterns import test_pattern_bytes
+        from ..imaging.sample import sample_image_bytes
 
-        png = test_pattern_bytes(96, 64, "PNG")
+        png = sample_image_bytes(96, 64, "PNG")
         for m in self.models.models.values():
             m.proc.prepare(png, "float32").compute()
 
