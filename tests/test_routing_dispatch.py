@@ -31,7 +31,7 @@ from routing_fakes import (
 )
 
 from smg_fast._proto import preprocessor_pb2 as pb
-from smg_fast.errors import MAX_ITEMS
+from smg_fast._service.wire import MAX_ITEMS
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key

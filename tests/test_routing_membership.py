@@ -21,7 +21,7 @@ from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast.routing import membership
 from smg_fast.routing.dispatch import Fleet
-from smg_fast.routing.errors import RoutedError
+from smg_fast.routing.routed_error import RoutedError
 
 MODEL = "qwen2_vl"
 

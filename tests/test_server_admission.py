@@ -312,7 +312,7 @@ def test_single_flight_waiter_gives_up_on_a_stuck_leader():
 
 
 def test_admission_flags_and_env():
-    from smg_fast.server.config import build_parser, config_from_args
+    from smg_fast.server.flags import build_parser, config_from_args
 
     cfg = config_from_args([], environ={})
     assert cfg.queued_requests_limit >= 32 and 64 << 20 <= cfg.queued_bytes_limit <= 1 << 30

@@ -21,15 +21,15 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..client import _options
-from ..errors import MAX_ITEMS, too_many_items
+from .._service.channel import keepalive_options, message_size_options
+from .._service.wire import MAX_ITEMS, says_retryable, too_many_items
 from ..transport.tensors import shm_namespace
-from .caller import caller_metadata
-from .errors import RoutedError, name_items, renumber, says_retryable
+from .checks import check_settings, check_target, check_targets
+from .forwarded_caller import caller_metadata
 from .membership import Member, Membership
 from .messages import release, sub_request, without_items
 from .placement import Affinity, Choice, choose, item_key
-from .settings import check_settings, check_target, check_targets, keepalive_options
+from .routed_error import RoutedError, name_items, renumber
 
 log = logging.getLogger("smg_fast.routing")
 
@@ -57,7 +57,7 @@ class Fleet:
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the items go to their next
     member, and the member counts as failed only when a health Check goes unanswered too
-    (Membership.verify). ``keepalive_s``: see keepalive_options."""
+    (Membership.verify). ``keepalive_s``: see _service.channel.keepalive_options."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
@@ -77,7 +77,8 @@ class Fleet:
         self.attempt_timeout, self.join_timeout = attempt_timeout, join_timeout
         self.namespace = shm_namespace()
         self.membership = Membership(
-            channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
+            channel_options=(message_size_options(max_message_mb * 2**20)
+                             + keepalive_options(keepalive_s)),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
         founders = self.membership.found(targets, join_timeout)
         # one join every request waits for (shielded: a caller that leaves does not end it)

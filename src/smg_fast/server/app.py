@@ -16,16 +16,8 @@ from typing import Any
 import grpc
 
 from .. import scratch_stats
-from ..cache import PixelCache
-from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
-from .admission import Admission
-from .callers import Callers
-from .config import ServerConfig
-from .errors import RequestError
-from .metrics import Metrics
-from .models import ModelSet
-from .rdma_lane import RdmaLane
-from .scaffold import (
+from .._service.admission import Admission
+from .._service.grpc_server import (
     SERVICE_NAME,
     SERVING,
     Handlers,
@@ -34,12 +26,18 @@ from .scaffold import (
     address,
     grpc_server,
     listen,
-    off_loop,
-    on_stop_signals,
-    retrieved,
     set_health,
 )
+from .._service.shutdown import off_loop, on_stop_signals
+from ..cache import PixelCache
+from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
+from .config import ServerConfig
+from .metrics import Metrics
+from .models import ModelSet
+from .rdma_lane import RdmaLane
+from .request_error import RequestError
 from .service import Outcome, PreprocessService, Ticket
+from .shm_shares import Callers
 
 log = logging.getLogger("smg_fast.server")
 
@@ -48,6 +46,12 @@ __all__ = ["SERVICE_NAME", "Server", "serve"]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 _CLOSE_S = 3.0  # past the drain deadline: what closing the registry, RDMA and metrics may take
 _SHUTTING_DOWN = "server is shutting down: retry on another replica"
+
+
+def _retrieved(fut: asyncio.Future) -> None:
+    """A done-callback that marks a future's exception as seen (no "never retrieved" log)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _keep_pillow_blocks(workers: int) -> None:
@@ -198,7 +202,7 @@ class Server:
             work.add_done_callback(lambda w: self._release(size, ticket))
             self._live[ticket] = cut
             done = asyncio.wrap_future(work)
-            done.add_done_callback(retrieved)  # no "never retrieved" log once abandoned
+            done.add_done_callback(_retrieved)  # no "never retrieved" log once abandoned
             try:
                 await asyncio.wait((done, cut), return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # the caller went away: stop its work

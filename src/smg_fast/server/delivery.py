@@ -16,21 +16,22 @@ import grpc
 import numpy as np
 
 from .._proto import tensor_pb2
+from .._service.wire import CALLER_KEY
 from ..cache import CacheEntry
 from ..processors.base import PlannedBatch, PreparedBatch
 from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
 from ..transport.rdma import Descriptor, ExportRefused
 from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
-from .callers import CALLER_KEY, CONNECTION, ROUTED, UNTRUSTED
 from .config import ServerConfig
-from .errors import RequestError
 from .metrics import Metrics
 from .rdma_lane import RdmaLane
+from .request_error import RequestError
+from .shm_shares import CONNECTION, ROUTED, UNTRUSTED
 
 log = logging.getLogger("smg_fast.server")
 
 OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
-# Whose share of unread shm bytes is full, as the request's share was chosen (callers.py).
+# Whose share of unread shm bytes is full, as the request's share was chosen (shm_shares.py).
 _OWN_SHARE_FULL = ("this connection holds its share (a quarter) of the server's unread shm "
                    "bytes: read or unlink delivered segments first")
 _SHARE_FULL = {
@@ -64,7 +65,7 @@ class Outcome:
     model: str = ""
     transport: str = ""
     caller: str = ""  # whose share of unread shm bytes this request's segments count against
-    share: str = ""  # how that was chosen (callers.CONNECTION, ROUTED, UNTRUSTED)
+    share: str = ""  # how that was chosen (shm_shares.CONNECTION, ROUTED, UNTRUSTED)
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
     shm_bytes: int = 0  # of which planned to go by shm

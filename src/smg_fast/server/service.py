@@ -20,20 +20,21 @@ import grpc
 from blake3 import blake3
 from google.protobuf.message import DecodeError
 
-from .. import __version__
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
+from .._service.wire import MAX_ITEMS, too_many_items
+from .._version import __version__
 from ..cache import CacheEntry, PixelCache, cache_key
-from ..errors import MAX_ITEMS, InvalidImageError, too_many_items
+from ..errors import InvalidImageError
 from ..processors import Processor
 from ..transport.shm import ShmRegistry
 from .config import TRANSPORTS, ServerConfig
 from .delivery import OVERHEAD, Delivery, Outcome, Tensor, Timer
-from .errors import RequestError, StoppedError
 from .inputs import resolve_item
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
+from .request_error import RequestError, StoppedError
 
 log = logging.getLogger("smg_fast.server")
 

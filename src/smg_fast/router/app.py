@@ -22,10 +22,8 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from .._proto import preprocessor_pb2 as pb
-from .._version import __version__
-from ..errors import MAX_ITEMS, too_many_items
-from ..server.admission import Admission
-from ..server.scaffold import (
+from .._service.admission import Admission
+from .._service.grpc_server import (
     NOT_SERVING,
     SERVING,
     Handlers,
@@ -34,14 +32,16 @@ from ..server.scaffold import (
     address,
     grpc_server,
     listen,
-    off_loop,
-    on_stop_signals,
     set_health,
 )
-from .caller import CALLER
+from .._service.shutdown import off_loop, on_stop_signals
+from .._service.wire import MAX_ITEMS, too_many_items
+from .._version import __version__
+from ..routing.dispatch import Fleet
+from ..routing.forwarded_caller import CALLER
+from ..routing.membership import Member
+from ..routing.routed_error import RoutedError
 from .config import RouterConfig
-from .dispatch import Fleet, RoutedError
-from .membership import Member
 from .metrics import RouterMetrics
 
 log = logging.getLogger("smg_fast.router")
@@ -165,10 +165,12 @@ class Router:
 
     async def _route(self, raw: bytes, remaining: float | None,
                      peer: str) -> tuple[bytes, Any]:
-        """The response payload, and the response again when its shm segments are this host's
-        to unlink if the caller never reads them (else None). The sub-calls name peer to the
-        workers (caller.py): a worker trusting this router gives each caller its own shm
-        share."""
+        """The response payload, and the response when its shm segments are ours to unlink.
+
+        The response comes back (else None) when its shm segments are this host's to unlink if
+        the caller never reads them. The sub-calls name peer to the workers
+        (routing/forwarded_caller.py): a worker trusting this router gives each caller its own
+        shm share."""
         try:
             req = pb.PreprocessRequest.FromString(raw)
         except DecodeError:
