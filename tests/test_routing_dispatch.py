@@ -35,6 +35,7 @@ from smg_fast._service.wire import MAX_ITEMS
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key
+from smg_fast.routing.routed_request import RoutedRequest
 
 _C = grpc.StatusCode
 
@@ -189,10 +190,12 @@ def test_placement_that_fails_counts_nothing():
         a, b = member(fl, "a:1", answer), member(fl, "b:2", answer)
         first, _ = two_images(["a:1", "b:2"])
         a.in_flight = 5  # over the bound: item 0 spills to b
-        keys = [item_key(first, MODEL, "", None, None)] * 2
-        last = [None, (_C.RESOURCE_EXHAUSTED, "busy")]
+        r = RoutedRequest(pb.PreprocessRequest(items=[first, first]), MODEL,
+                          [item_key(first, MODEL, "", None, None)] * 2)
+        r.tried[1] = {"a:1", "b:2"}
+        r.last[1] = (_C.RESOURCE_EXHAUSTED, "busy")
         with pytest.raises(RoutedError) as err:
-            fl._place(MODEL, [0, 1], keys, [set(), {"a:1", "b:2"}], last)
+            fl._place(r)
         assert err.value.index == 1 and err.value.retryable
         assert fl.counts["spills"] == 0 and fl.retries == {}
         assert (a.in_flight, b.in_flight) == (5, 0)

@@ -28,7 +28,8 @@ from routing_common import (
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
-from smg_fast.routing.membership import Member, Membership
+from smg_fast.routing.member import Member
+from smg_fast.routing.membership import Membership
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
 
@@ -135,11 +136,11 @@ def test_one_crash_is_one_ejection():
         m = Member("w:1", None, None, state="serving")
         epochs = [m.epoch] * 8  # the calls' epochs when they were placed
         for e in epochs:
-            ms.failure(m, e)
-        assert (m.ejections, ms.ejected) == (1, 1)
+            ms.ejection.failure(m, e)
+        assert (m.ejections, ms.ejection.ejected) == (1, 1)
         m.ejected_until = 0.0  # the ejection ran out: one probe, which fails
-        ms.failure(m, m.epoch)
-        assert (m.ejections, ms.ejected) == (2, 2)  # now it doubles
+        ms.ejection.failure(m, m.epoch)
+        assert (m.ejections, ms.ejection.ejected) == (2, 2)  # now it doubles
 
     asyncio.run(main())
 

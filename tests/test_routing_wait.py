@@ -14,6 +14,7 @@ from routing_fakes import MODEL, image_preferring, member, passthrough, response
 from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key, order
+from smg_fast.routing.routed_request import RoutedRequest
 
 
 @pytest.mark.parametrize("wait_s", [30.0, 0.05])
@@ -157,8 +158,9 @@ def test_no_sub_call_is_sent_with_no_time_left():
         m.in_flight, m.probing, m.ejections = 1, True, 1  # as _place leaves a probe
         req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
         loop = asyncio.get_running_loop()
-        status, (code, _, retry) = await fl._call(m, m.epoch, True, [0], req, req,
-                                                  loop.time() - 0.001, passthrough, False)
+        r = RoutedRequest(req, MODEL, [b"x"], finish=passthrough,
+                          deadline=loop.time() - 0.001)
+        status, (code, _, retry) = await fl.calls.call(r, m, m.epoch, True, [0])
         assert status == "error" and code == grpc.StatusCode.DEADLINE_EXCEEDED and not retry
         assert m.stub.calls == 0 and m.in_flight == 0 and not m.probing and not m.items
         assert m.failures == 0 and m.ejections == 1
