@@ -330,7 +330,7 @@ def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours, mon
     """Two requests for one image on a server with the pixel cache: the first (the leader)
     hangs inside its computation; the second does not wait for it past
     --single-flight-wait-s and is served, exactly, by computing the image itself."""
-    from smg_fast.server.delivery import Tensor
+    from smg_fast.server.tensor import Tensor
 
     srv = start_server(pixel_cache_mb=32, single_flight_wait_s=0.3)
     real_array = Tensor.array

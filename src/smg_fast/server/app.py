@@ -36,8 +36,9 @@ from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
 from .request_error import RequestError
-from .service import Outcome, PreprocessService, Ticket
+from .service import Outcome, PreprocessService
 from .shm_shares import Callers
+from .ticket import Ticket
 
 log = logging.getLogger("smg_fast.server")
 
