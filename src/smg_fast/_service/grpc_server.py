@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 
 from .._proto import preprocessor_pb2 as pb
 from .channel import message_size_options
+from .metrics import MetricsEndpoint
 from .wire import trailers
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
@@ -88,6 +89,27 @@ async def add_health_and_reflection(server: grpc.aio.Server) -> health.aio.Healt
     reflection.enable_server_reflection(
         (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     return servicer
+
+
+async def start_preprocessor(
+        max_message_bytes: int, host: str, port: int, metrics: MetricsEndpoint,
+        metrics_port: int, *, preprocess: Callable[..., Awaitable[bytes]],
+        refuse: Callable[..., Awaitable[bytes]], model_info: Callable[..., Awaitable[bytes]],
+        full: Callable[[], bool],
+) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    """Starts a Preprocessor server on host:port, and metrics' endpoint on metrics_port (0: off).
+
+    Its methods are dispatched by Handlers (the keyword arguments are theirs), with health
+    (NOT_SERVING until the caller says otherwise) and reflection. Returns (server, health
+    servicer, the port bound); OSError when it cannot listen."""
+    server = grpc_server(max_message_bytes)
+    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full),))
+    servicer = await add_health_and_reflection(server)
+    bound = listen(server, host, port)
+    if metrics_port:
+        metrics.serve(host, metrics_port)
+    await server.start()
+    return server, servicer, bound
 
 
 async def set_health(servicer: health.aio.HealthServicer, status: int) -> None:

@@ -26,13 +26,10 @@ from .._service.admission import Admission
 from .._service.grpc_server import (
     NOT_SERVING,
     SERVING,
-    Handlers,
     abort,
-    add_health_and_reflection,
     address,
-    grpc_server,
-    listen,
     set_health,
+    start_preprocessor,
 )
 from .._service.shutdown import off_loop, on_stop_signals
 from .._service.wire import MAX_ITEMS, too_many_items
@@ -81,14 +78,10 @@ class Router:
                            keepalive_s=cfg.keepalive_s)
         self.metrics = RouterMetrics(self.fleet, asyncio.get_running_loop(),
                                      self.admission.stats)
-        self.server = grpc_server(cfg.max_message_bytes)
-        self.server.add_generic_rpc_handlers((Handlers(
-            self._preprocess, self._refuse, self._model_info, self.admission.full),))
-        self.health = await add_health_and_reflection(self.server)
-        self.port = listen(self.server, cfg.host, cfg.port)
-        if cfg.metrics_port:
-            self.metrics.serve(cfg.host, cfg.metrics_port)
-        await self.server.start()
+        self.server, self.health, self.port = await start_preprocessor(
+            cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
+            preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
+            full=self.admission.full)
         await self.fleet._ready()
         await self._update_health()
         self._health_task = asyncio.create_task(self._health_loop())

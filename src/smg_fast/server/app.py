@@ -20,13 +20,10 @@ from .._service.admission import Admission
 from .._service.grpc_server import (
     SERVICE_NAME,
     SERVING,
-    Handlers,
     abort,
-    add_health_and_reflection,
     address,
-    grpc_server,
-    listen,
     set_health,
+    start_preprocessor,
 )
 from .._service.shutdown import off_loop, on_stop_signals
 from ..cache import PixelCache
@@ -125,14 +122,10 @@ class Server:
                                          self.metrics, self.namespace, self.rdma)
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
-        self.server = grpc_server(cfg.max_message_bytes)
-        self.server.add_generic_rpc_handlers((Handlers(
-            self._preprocess, self._refuse, self._model_info, self.admission.full),))
-        self.health = await add_health_and_reflection(self.server)
-        self.port = listen(self.server, cfg.host, cfg.port)
-        if cfg.metrics_port:
-            self.metrics.serve(cfg.host, cfg.metrics_port)
-        await self.server.start()
+        self.server, self.health, self.port = await start_preprocessor(
+            cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
+            preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
+            full=self.admission.full)
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)
