@@ -21,8 +21,8 @@ import grpc  # noqa: E402
 
 import smg_fast  # noqa: E402
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
-from smg_fast.bench.servers import ServerProcess, free_port
 from smg_fast.client import Client  # noqa: E402
+from smg_fast.testing.servers import ServerProcess, free_port
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED

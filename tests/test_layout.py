@@ -1,6 +1,9 @@
-"""The package's shape: the layer table (which layer may import which), no import cycle between
-modules of src/smg_fast, and the old flat paths (smg_fast.shm, smg_fast.rdma ...) still the same
-module objects as their new homes in smg_fast.transport.
+"""The package's shape: the layer table, no import cycles, the old paths and the facade.
+
+The layer table (which layer may import which); no import cycle between modules of
+src/smg_fast; the old flat paths (smg_fast.shm, smg_fast.rdma ...) deprecated aliases of the
+very same module objects as their new homes in smg_fast.transport; the facade
+smg_fast.transport.
 
 Imports are read with ast, lazy ones (inside functions) included: a lazy import still ties two
 modules together, it only hides the cycle until the function runs."""
@@ -8,6 +11,7 @@ modules together, it only hides the cycle until the function runs."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import json
 import os
@@ -20,6 +24,7 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "smg_fast"
 MAX_LINES = 450
+_nothing = contextlib.nullcontext
 
 # Old flat path -> new home. Each old path must be the very same module object.
 COMPAT = {
@@ -41,19 +46,18 @@ COMPAT = {
 LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("_native", "_native_version", "_version", "_dtypes", "errors", "resample"),
     "proto": ("_proto",),
-    "imaging": ("imaging", "media", "decoders", "pixels", "png_chunks", "data_urls",
-                "patterns"),
+    "imaging": ("imaging",),
     "processors": ("processors", "config", "call_options", "call_inputs", "hf_reference"),
     "transport": ("transport",),
     "api": ("", "hf", "hf_compat"),
-    "compat": ("shm", "shm_pool", "shm_owner", "tensors", "rdma"),
+    "compat": ("_deprecated", "shm", "shm_pool", "shm_owner", "tensors", "rdma"),
     "integrations": ("integrations",),
     "_service": ("_service",),
     "client": ("client",),
-    "server": ("server", "cache"),
+    "server": ("server",),
     "routing": ("routing",),
     "router": ("router",),
-    "testing": ("testing", "bench"),
+    "testing": ("testing", "bench"),  # the harness, and the shipped tools built on it
     "cli": ("__main__",),
 }
 _LIBRARY = {"core", "proto", "imaging", "processors", "transport", "api"}
@@ -263,25 +267,98 @@ def test_no_file_grows_past_the_limit():
     assert files and not long, f"over {MAX_LINES} lines: {long}"
 
 
-@pytest.mark.parametrize("old", sorted(COMPAT))
-def test_old_paths_are_the_new_modules(old):
-    assert importlib.import_module(old) is importlib.import_module(COMPAT[old])
+_IMPORT_OLD_PATHS = """
+import importlib, json, sys, warnings
+out = {}
+for old, new in json.loads(sys.argv[1]).items():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mod = importlib.import_module(old)
+    out[old] = {"same": mod is importlib.import_module(new),
+                "warnings": [[w.category.__name__, str(w.message), w.filename] for w in seen]}
+print(json.dumps(out))
+"""
+
+
+def test_old_paths_warn_and_are_the_new_modules(tmp_path):
+    """Each old path is the very same module as its new home and, on first import, warns once
+    (DeprecationWarning) naming the new home and the release that removes it, attributed to the
+    importing file (so that warning filters keyed on the user's module apply)."""
+    import smg_fast
+    from smg_fast._deprecated import OLD_PATHS, REMOVED_IN
+
+    assert OLD_PATHS == COMPAT
+    user = tmp_path / "user_code.py"
+    user.write_text(_IMPORT_OLD_PATHS)
+    here = str(Path(smg_fast.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(user), json.dumps(COMPAT)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(result) == sorted(COMPAT)
+    for old, got in result.items():
+        assert got["same"], old
+        mine = [w for w in got["warnings"] if f"{old} is deprecated" in w[1]]
+        assert len(mine) == 1, (old, got["warnings"])
+        category, message, filename = mine[0]
+        assert category == "DeprecationWarning"
+        assert COMPAT[old] in message and f"removed in smg-fast {REMOVED_IN}" in message
+        assert filename == str(user), (old, filename)
+    # the first rdma submodule also warns for the old package it goes through, once
+    package = [w for got in result.values() for w in got["warnings"]
+               if "smg_fast.rdma is deprecated" in w[1]]
+    assert len(package) == 1 and package[0][2] == str(user)
+
+
+def test_no_module_imports_a_deprecated_path():
+    """Only the shims themselves import the old paths."""
+    graph = import_graph(SRC, PACKAGE)
+    old = (*COMPAT, "smg_fast.rdma")
+    bad = {mod: sorted(d for d in deps if d in old) for mod, deps in graph.items()
+           if mod not in old}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, bad
 
 
 def test_old_rdma_package_reexports_the_same_objects():
-    old = importlib.import_module("smg_fast.rdma")
+    with pytest.warns(DeprecationWarning) if "smg_fast.rdma" not in sys.modules else _nothing():
+        old = importlib.import_module("smg_fast.rdma")
     new = importlib.import_module("smg_fast.transport.rdma")
     assert old.__all__ == new.__all__
     for name in new.__all__:
         assert getattr(old, name) is getattr(new, name), name
-    from smg_fast.tensors import TensorError
-    from smg_fast.transport.errors import TensorError as NewTensorError
-    assert TensorError is NewTensorError and issubclass(old.DescriptorError, TensorError)
+    from smg_fast.transport.errors import TensorError
+    assert issubclass(old.DescriptorError, TensorError)
+
+
+def test_transport_facade_names_resolve_lazily():
+    """``smg_fast.transport`` is the encode worker's facade: every name in ``__all__`` is the
+    object its module defines, and importing the facade loads neither the RDMA lane nor NIXL."""
+    import smg_fast
+
+    here = str(Path(smg_fast.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys, smg_fast.transport as t; "
+            "print(sorted(m for m in sys.modules if 'rdma' in m or 'nixl' in m))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    import smg_fast.transport as facade
+    from smg_fast.transport import errors, rdma, shm_owner, tensors
+
+    homes = {"tensors": tensors, "errors": errors, "shm_owner": shm_owner, "rdma": rdma}
+    assert set(facade.__all__) == set(facade._FACADE)
+    for name in facade.__all__:
+        assert getattr(facade, name) is getattr(homes[facade._FACADE[name]], name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        facade.no_such_name  # noqa: B018
 
 
 @pytest.mark.parametrize("path", ["smg_fast.rdma.preflight", "smg_fast.transport.rdma.preflight"])
 def test_preflight_runs_under_both_paths(path):
-    """The server runs the preflight as ``python -m``; the old path must still print its line."""
+    """The server runs the preflight as ``python -m``; the old path still prints its line."""
     import smg_fast  # the child imports the package this test runs against (installed or src)
 
     here = str(Path(smg_fast.__file__).resolve().parent.parent)

@@ -35,8 +35,8 @@ from routing_common import (
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast._service.wire import RETRYABLE_KEY
-from smg_fast.bench.servers import RouterProcess, ServerProcess, free_port
 from smg_fast.client import AsyncClient, Client, build_request, read_response
+from smg_fast.testing.servers import RouterProcess, ServerProcess, free_port
 from smg_fast.transport.tensors import shm_namespace
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]

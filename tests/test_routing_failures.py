@@ -26,10 +26,10 @@ from routing_common import (
 )
 
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.member import Member
 from smg_fast.routing.membership import Membership
+from smg_fast.testing.servers import ServerProcess
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
 

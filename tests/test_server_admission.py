@@ -21,9 +21,9 @@ pytest.importorskip("grpc")
 import grpc  # noqa: E402
 
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
-from smg_fast.bench.servers import ServerProcess  # noqa: E402
-from smg_fast.cache import COALESCED, MISS, CacheEntry, PixelCache  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
+from smg_fast.server.cache import COALESCED, MISS, CacheEntry, PixelCache  # noqa: E402
+from smg_fast.testing.servers import ServerProcess  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 

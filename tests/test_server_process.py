@@ -20,10 +20,10 @@ pytest.importorskip("grpc")
 
 import grpc  # noqa: E402
 
-from smg_fast.bench.servers import ServerProcess, free_port  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.server.config import ServerConfig  # noqa: E402
 from smg_fast.server.flags import config_from_args  # noqa: E402
+from smg_fast.testing.servers import ServerProcess, free_port  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 

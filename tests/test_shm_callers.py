@@ -20,7 +20,6 @@ from shm_common import chelsea_png, dir_bytes, own_channel, shm_call  # noqa: E4
 
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc  # noqa: E402
 from smg_fast._service.wire import CALLER_KEY  # noqa: E402
-from smg_fast.bench.servers import RouterProcess, ServerProcess  # noqa: E402
 from smg_fast.client import build_request  # noqa: E402
 from smg_fast.server.flags import config_from_args  # noqa: E402
 from smg_fast.server.shm_shares import (  # noqa: E402
@@ -30,6 +29,7 @@ from smg_fast.server.shm_shares import (  # noqa: E402
     Callers,
     peer_address,
 )
+from smg_fast.testing.servers import RouterProcess, ServerProcess  # noqa: E402
 from smg_fast.transport.tensors import read_tensor, shm_namespace  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")

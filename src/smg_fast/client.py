@@ -309,9 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("give image files, --test-pattern, or --info")
     images: list[tuple[str, Any]] = [(str(i), i) for i in args.images]
     if args.test_pattern:
-        from .patterns import test_pattern_bytes
+        from .imaging.sample import sample_image_bytes
 
-        images.append(("test-pattern 1920x1080 JPEG", test_pattern_bytes()))
+        images.append(("test-pattern 1920x1080 JPEG", sample_image_bytes()))
     status = 0
     with Client(args.target, timeout=args.timeout) as client:
         try:

@@ -26,8 +26,8 @@ from .._service.grpc_server import (
     start_preprocessor,
 )
 from .._service.shutdown import off_loop, on_stop_signals
-from ..cache import PixelCache
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
+from .cache import PixelCache
 from .config import ServerConfig
 from .metrics import Metrics
 from .models import ModelSet

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .._service.admission import queued_bytes_limit
 from .._service.process import LOG_LEVELS
 from ..config import default_max_image_pixels
-from ..media import DEFAULT_IMAGE_FORMATS, normalize_formats
+from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
 from .shm_shares import parse_networks

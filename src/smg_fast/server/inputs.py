@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from ..data_urls import data_url_bytes
+from ..imaging.data_urls import data_url_bytes
 from .request_error import RequestError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

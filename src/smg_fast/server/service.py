@@ -24,10 +24,10 @@ from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
 from .._service.wire import MAX_ITEMS, too_many_items
 from .._version import __version__
-from ..cache import CacheEntry, PixelCache, cache_key
 from ..errors import InvalidImageError
 from ..processors import Processor
 from ..transport.shm import ShmRegistry
+from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
 from .delivery import OVERHEAD, Delivery, Outcome, Timer
 from .inputs import resolve_item
@@ -115,9 +115,9 @@ class PreprocessService:
 
     def warm_up(self) -> None:
         """Runs every loaded processor once on a small image (builds LUTs, fills pools)."""
-        from ..patterns import test_pattern_bytes
+        from ..imaging.sample import sample_image_bytes
 
-        png = test_pattern_bytes(96, 64, "PNG")
+        png = sample_image_bytes(96, 64, "PNG")
         for m in self.models.models.values():
             m.proc.prepare(png, "float32").compute()
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cache import CacheEntry
 from ..processors.base import PlannedBatch, PreparedBatch
+from .cache import CacheEntry
 
 
 @dataclass
