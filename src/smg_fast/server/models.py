@@ -15,7 +15,7 @@ from ..processors import Processor, load_processor
 from ..processors.config import BACKENDS
 from ..processors.loader import make_processor
 from ..processors.registry import check_config, names
-from .errors import RequestError
+from .request_error import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _MAX_VARIANTS = 64
