@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-pytest_plugins = ["suite_markers"]  # the slow / spawns / oracle / nixl markers
+pytest_plugins = ["support.suite_markers"]  # the slow / spawns / oracle / nixl markers
 
 # --------------------------------------------------------------------------------------------
 # Real images
@@ -234,8 +234,8 @@ def qwen_family(request) -> str:
 
 
 def hf_call(hf_proc, images, **kwargs):
-    """The oracle's (pixel_values, image_grid_thw) as arrays (cached: tests/oracle_cache.py)."""
-    from oracle_cache import hf_processor_call
+    """The oracle's (pixel_values, image_grid_thw) as arrays (cached by support.oracle_cache)."""
+    from support.oracle_cache import hf_processor_call
 
     out = hf_processor_call(hf_proc, images, **kwargs)
     return out["pixel_values"], out["image_grid_thw"]
