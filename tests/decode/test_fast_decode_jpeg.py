@@ -9,9 +9,9 @@ import io
 import numpy as np
 import pytest
 import simplejpeg
-from conftest import encode
 from PIL import Image, ImageCms
 from support.decode_common import HF, check, ours, reference
+from support.images import encode
 
 from smg_fast.imaging import decoders
 
@@ -30,11 +30,6 @@ def engine(request, monkeypatch) -> str:
 
 def jpeg(img: Image.Image, **kw) -> bytes:
     return encode(img, "JPEG", **kw)
-
-
-@pytest.fixture(scope="module")
-def photo(real_images) -> Image.Image:
-    return real_images.rgb("rocket")  # 640x427
 
 
 @HF

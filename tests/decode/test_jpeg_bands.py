@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from conftest import encode
 from PIL import Image
 from support.decode_common import reference
+from support.images import encode
 
 import smg_fast
 from smg_fast import _native
@@ -25,23 +25,7 @@ WHOLE, BANDED, DECLINED, FAILED = (decoders.JPEG_WHOLE, decoders.JPEG_BANDED,
 NEVER, IDLE, ALWAYS = (decoders.JPEG_BANDS_NEVER, decoders.JPEG_BANDS_IDLE,
                        decoders.JPEG_BANDS_ALWAYS)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def bound():
-    assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG, (
-        "the native core was built without jpeglib.h: run .ci/test_tools.sh, then pip install .")
-
-
-@pytest.fixture()
-def threads():
-    before = smg_fast.get_num_threads()
-    yield smg_fast.set_num_threads
-    smg_fast.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def photo(real_images) -> Image.Image:
-    return real_images.rgb("rocket")  # 640x427
+pytestmark = pytest.mark.usefixtures("libjpeg_bound")
 
 
 def pillow(data: bytes) -> np.ndarray:

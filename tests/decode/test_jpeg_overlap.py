@@ -10,9 +10,11 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import assert_arrays_equal, encode, hf_call
 from PIL import Image
 from support.decode_common import reference
+from support.hf_oracle import hf_call
+from support.images import encode
+from support.outputs import assert_arrays_equal
 
 import smg_fast
 from smg_fast import _native
@@ -21,24 +23,7 @@ from smg_fast.imaging import decoders
 
 WHOLE, DECLINED, FAILED = decoders.JPEG_WHOLE, decoders.JPEG_DECLINED, decoders.JPEG_FAILED
 
-
-@pytest.fixture(scope="module", autouse=True)
-def bound():
-    assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG, (
-        "the native core was built without jpeglib.h: run .ci/test_tools.sh, then pip install .")
-
-
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = smg_fast.get_num_threads()
-    smg_fast.set_num_threads(request.param)
-    yield request.param
-    smg_fast.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def photo(real_images) -> Image.Image:
-    return real_images.rgb("rocket")  # 640x427
+pytestmark = pytest.mark.usefixtures("libjpeg_bound")
 
 
 def pillow_rgb(data: bytes) -> np.ndarray:
@@ -65,7 +50,7 @@ def make(photo: Image.Image, size: tuple[int, int], kind: str) -> bytes:
 @pytest.mark.parametrize("size,max_pixels", [((1920, 1080), None), ((1920, 1080), 256 * 256),
                                              ((4000, 3000), 256 * 256),
                                              ((331, 1207), None), ((57, 29), None)])
-def test_qwen_equals_transformers(photo, hf_qwen, ours, threads, overlapped, kind, size,
+def test_qwen_equals_transformers(photo, hf_qwen, ours, thread_count, overlapped, kind, size,
                                   max_pixels):
     data = make(photo, size, kind)
     over = {} if max_pixels is None else {"max_pixels": max_pixels}
@@ -83,7 +68,8 @@ def test_qwen_equals_transformers(photo, hf_qwen, ours, threads, overlapped, kin
 @pytest.mark.parametrize("name,kw", [("qwen2_vl", {"backend": "torchvision"}),
                                      ("kimi_k25", {}), ("qwen3_vl", {})])
 @pytest.mark.parametrize("size", [(1920, 1080), (4000, 3000), (640, 427)])
-def test_other_families_equal_their_array_path(photo, ours, threads, overlapped, name, kw, size):
+def test_other_families_equal_their_array_path(photo, ours, thread_count, overlapped, name, kw,
+                                               size):
     data = make(photo, size, "420")
     proc = ours(name, **kw)
     got = proc(data)["pixel_values"]
@@ -92,7 +78,7 @@ def test_other_families_equal_their_array_path(photo, ours, threads, overlapped,
 
 
 @pytest.mark.parametrize("cut", [0.05, 0.5, 0.97])
-def test_truncated_fails_as_pillow_does(photo, ours, threads, overlapped, cut):
+def test_truncated_fails_as_pillow_does(photo, ours, thread_count, overlapped, cut):
     data = make(photo, (1920, 1080), "420")
     broken = data[: int(len(data) * cut)]
     with pytest.raises(OSError):
@@ -102,7 +88,7 @@ def test_truncated_fails_as_pillow_does(photo, ours, threads, overlapped, cut):
     assert overlapped == [False]  # the overlapped decode failed; Pillow then refused
 
 
-def test_corrupt_data_gives_pillows_pixels_or_its_error(photo, ours, hf_qwen, threads,
+def test_corrupt_data_gives_pillows_pixels_or_its_error(photo, ours, hf_qwen, thread_count,
                                                         overlapped):
     """Flipped entropy bytes: libjpeg warns, the overlapped output is dropped and Pillow decides
     (here it decodes the damage: the output is transformers' on those pixels)."""
@@ -206,7 +192,7 @@ def test_planned_batch_writes_into_a_callers_buffer(photo, ours, hf_qwen, overla
     assert len(overlapped) == tried  # the refused writes decoded nothing
 
 
-def test_concurrent_callers(photo, hf_qwen, ours, threads):
+def test_concurrent_callers(photo, hf_qwen, ours, thread_count):
     """Four callers at once (one holds the pool, the others decode and compute on their own
     thread): each gets its own image's result."""
     datas = [make(photo, size, "420") for size in ((1920, 1080), (1280, 720), (900, 1600),

@@ -22,13 +22,6 @@ def _encoded(real_images) -> list[bytes]:
     return out
 
 
-@pytest.fixture
-def threads():
-    before = smg_fast.get_num_threads()
-    yield smg_fast.set_num_threads
-    smg_fast.set_num_threads(before)
-
-
 def test_same_results_on_one_and_two_threads(real_images, threads):
     images = _encoded(real_images)
     proc = smg_fast.load_processor("qwen2_vl")

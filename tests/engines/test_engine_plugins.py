@@ -54,7 +54,7 @@ print(json.dumps({"first": first, "second": second, "heavy_at_import": heavy,
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
+def bare_folder(tmp_path_factory):
     d = tmp_path_factory.mktemp("qwen2_vl")
     (d / "preprocessor_config.json").write_text(json.dumps(PRE))
     (d / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}))
@@ -80,8 +80,8 @@ def test_entry_point_is_declared(engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_on_by_default(folder, engine):
-    out, lines = run(folder, engine, "normal")
+def test_on_by_default(bare_folder, engine):
+    out, lines = run(bare_folder, engine, "normal")
     assert out["first"] is True and out["second"] is True
     assert out["heavy_at_import"] == []
     assert out["class"] == "smg_fast.hf.Qwen2VLImageProcessorPil"  # no torchvision here
@@ -89,15 +89,15 @@ def test_on_by_default(folder, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_off_with_the_env_var(folder, engine):
-    out, lines = run(folder, engine, "normal", **{ENGINES[engine][1]: "0"})
+def test_off_with_the_env_var(bare_folder, engine):
+    out, lines = run(bare_folder, engine, "normal", **{ENGINES[engine][1]: "0"})
     assert out["first"] is False and out["class"].startswith("transformers.")
     assert len(lines) == 1 and f"{ENGINES[engine][1]}=0" in lines[0]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_broken_native_module_keeps_transformers(folder, engine):
-    out, lines = run(folder, engine, "no-native")
+def test_a_broken_native_module_keeps_transformers(bare_folder, engine):
+    out, lines = run(bare_folder, engine, "no-native")
     assert out["first"] is False and out["class"].startswith("transformers.")
     assert len(lines) == 1 and "native module smg_fast._native does not load" in lines[0]
 
@@ -122,10 +122,10 @@ def test_check_engine_reports_what_is_installed_and_resolved():
                              "folder (backend 'pil')")  # no torchvision here
 
 
-def test_vllm_line_waits_for_logging_configured_after_the_plugin(folder):
+def test_vllm_line_waits_for_logging_configured_after_the_plugin(bare_folder):
     """The INFO line is not lost when the engine configures logging only after loading its
     plug-ins: it is written when the image processor is first loaded."""
-    out, lines = run(folder, "vllm", "late-logging")
+    out, lines = run(bare_folder, "vllm", "late-logging")
     assert out["first"] is True and out["class"].startswith("smg_fast.hf.Qwen2VLImageProcessor")
     info = [ln for ln in lines if "image processor for" in ln]
     assert len(info) == 1 and f"{out['class']} (" in info[0], lines

@@ -41,7 +41,7 @@ def sglang_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def requests(real_images) -> list[dict[str, Any]]:
+def sglang_requests(real_images) -> list[dict[str, Any]]:
     """A 1920x1080 photo as JPEG bytes, PIL images (RGB, RGBA, grey, palette with a
     transparent index), several per prompt. SGLang's Qwen3-VL path hands PIL images to the
     image processor as they are, so transparency meets the convert_to_rgb of SGLang's
@@ -71,27 +71,22 @@ def _start(python: Path, workdir: Path, folder: Path, runs: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return make_qwen_folder(tmp_path_factory.mktemp("sglang") / "Qwen2-VL-7B-Instruct")
-
-
-@pytest.fixture(scope="module")
-def on_and_off(sglang_python, folder, requests, tmp_path_factory):
+def sglang_runs(sglang_python, folder, sglang_requests, tmp_path_factory):
     """The same requests processed by two SGLang processes at once: the plug-in on, and off
     (that one also runs SGLang's Rust path on the requests' JPEGs)."""
     base = tmp_path_factory.mktemp("sglang-runs")
     overlay = make_overlay(base / "overlay")
     qwen3 = make_qwen_folder(base / "Qwen3-VL-8B-Instruct", "qwen3_vl")
-    runs = [*({"server": s, "requests": requests} for s in SERVERS),
-            {"folder": str(qwen3), "requests": requests}]
-    rust = {"mode": "rust", "requests": _jpeg_only(requests)}
+    runs = [*({"server": s, "requests": sglang_requests} for s in SERVERS),
+            {"folder": str(qwen3), "requests": sglang_requests}]
+    rust = {"mode": "rust", "requests": _jpeg_only(sglang_requests)}
     on = _start(sglang_python, base / "on", folder, runs, overlay, "1")
     off = _start(sglang_python, base / "off", folder, [*runs, rust], overlay, "0")
     return finish(on, base / "on", "SGLang"), finish(off, base / "off", "SGLang")
 
 
-def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(on_and_off):
-    (ours, ours_log), (ref, ref_log) = on_and_off
+def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(sglang_runs):
+    (ours, ours_log), (ref, ref_log) = sglang_runs
     names = ["Qwen2VLImageProcessor", "Qwen2VLImageProcessorPil", *["Qwen2VLImageProcessor"] * 3]
     assert [r["image_processor"] for r in ours["runs"]] == [f"smg_fast.hf.{n}" for n in names]
     off = ref["runs"][:len(names)]
@@ -112,27 +107,27 @@ def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(on_and_off):
     assert photo["pixel_values"][0].shape[0] == int(np.prod(photo["image_grid_thw"][0]))
 
 
-def test_plugin_without_native_module_leaves_sglang_working(sglang_python, folder, requests,
-                                                            on_and_off, tmp_path):
+def test_plugin_without_native_module_leaves_sglang_working(sglang_python, folder, sglang_requests,
+                                                            sglang_runs, tmp_path):
     """A broken install (no compiled extension): a clear error, SGLang's own processor, the
     same results."""
     overlay = make_overlay(tmp_path / "overlay", with_native=False)
-    runs = [{"server": SERVERS[0], "requests": requests[:1]}]
+    runs = [{"server": SERVERS[0], "requests": sglang_requests[:1]}]
     result, log = finish(_start(sglang_python, tmp_path / "run", folder, runs, overlay, "1"),
                          tmp_path / "run", "SGLang")
     assert result["runs"][0]["image_processor"].startswith("transformers.")
     # The package's import names the cause; SGLang logs it and goes on without the plug-in.
     assert "Failed to load plugin smg_fast" in log
     assert "smg_fast._native does not load" in log and "reinstall smg-fast" in log
-    (_, _), (ref, _) = on_and_off
+    (_, _), (ref, _) = sglang_runs
     assert_same_requests(result["runs"][0]["requests"], ref["runs"][0]["requests"][:1])
 
 
-def test_sglang_rust_path_shape_on_the_same_jpegs(on_and_off):
+def test_sglang_rust_path_shape_on_the_same_jpegs(sglang_runs):
     """SGLang's Rust path from JPEG bytes next to transformers on Pillow's decode (SGLang
     with the plug-in off): same grids and layout; its values are reported, not required equal
     (its JPEG decoder is not Pillow's)."""
-    (_, _), (ref, _) = on_and_off
+    (_, _), (ref, _) = sglang_runs
     rust, pillow = ref["runs"][-1], ref["runs"][0]
     assert '"resample": "aten_u8"' in rust["spec"]
     for req_rust, req_ref in zip(rust["requests"], pillow["requests"], strict=True):

@@ -23,7 +23,6 @@ from support.engine_common import assert_same_requests, engine_python_or_fail, f
 
 from smg_fast.testing import vllm_runner
 from smg_fast.testing.engine_env import make_overlay, start_in_venv
-from smg_fast.testing.model_folders import make_qwen_folder
 
 # By path, not -m: the runner must start even where the smg_fast package cannot be imported.
 RUNNER = [vllm_runner.__file__]
@@ -35,7 +34,7 @@ def vllm_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def requests(real_images) -> list[dict[str, Any]]:
+def vllm_requests(real_images) -> list[dict[str, Any]]:
     """A 1920x1080 photo as JPEG bytes, PIL images (RGB, RGBA, grey), several per prompt."""
     photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
     pils = [("pil", real_images.rgb("astronaut")), ("pil", real_images.open("logo2")),
@@ -65,22 +64,17 @@ def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    return make_qwen_folder(tmp_path_factory.mktemp("vllm") / "Qwen2-VL-7B-Instruct")
-
-
-@pytest.fixture(scope="module")
-def on_and_off(vllm_python, folder, requests, tmp_path_factory):
+def vllm_runs(vllm_python, folder, vllm_requests, tmp_path_factory):
     """The same requests rendered by two vLLM processes at once: the plugin on, and off."""
     base = tmp_path_factory.mktemp("vllm-runs")
     overlay = make_overlay(base / "overlay")
-    on = _start(vllm_python, base / "on", folder, requests, overlay, "1")
-    off = _start(vllm_python, base / "off", folder, requests, overlay, "0")
+    on = _start(vllm_python, base / "on", folder, vllm_requests, overlay, "1")
+    off = _start(vllm_python, base / "off", folder, vllm_requests, overlay, "0")
     return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
 
 
-def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(on_and_off):
-    (ours, ours_log), (ref, ref_log) = on_and_off
+def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
+    (ours, ours_log), (ref, ref_log) = vllm_runs
     for run in ours["runs"]:
         assert run["image_processor"].startswith("smg_fast."), run["image_processor"]
     for run in ref["runs"]:
@@ -95,15 +89,15 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(on_and_off):
     assert float_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint16
 
 
-def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, requests,
-                                                          on_and_off, tmp_path):
+def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, vllm_requests,
+                                                          vllm_runs, tmp_path):
     """A broken install (no compiled extension): a clear error, vLLM's own processor, same
     results."""
     overlay = make_overlay(tmp_path / "overlay", with_native=False)
-    result, log = finish(_start(vllm_python, tmp_path / "run", folder, requests[:1], overlay,
+    result, log = finish(_start(vllm_python, tmp_path / "run", folder, vllm_requests[:1], overlay,
                                 "1", runs=ENGINES[:1]), tmp_path / "run", "vLLM")
     assert result["runs"][0]["image_processor"].startswith("transformers.")
     assert "smg_fast._native" in log
-    (_, _), (ref, _) = on_and_off
+    (_, _), (ref, _) = vllm_runs
     ref_first = {"runs": [{**ref["runs"][0], "requests": ref["runs"][0]["requests"][:1]}]}
     _assert_same(result, ref_first)

@@ -33,7 +33,8 @@ CHANGES = {
 
 
 @pytest.fixture(scope="module")
-def photos(real_images):
+def two_photos(real_images):
+    """rocket (RGB) and logo (RGBA): an opaque and a transparent image in one batch."""
     return [real_images.rgb("rocket"), real_images.open("logo")]
 
 
@@ -49,24 +50,24 @@ def _assert_same(ours, ref):
 
 
 @pytest.mark.parametrize("attr", CHANGES)
-def test_attribute_set_after_construction_applies(attr, photos):
+def test_attribute_set_after_construction_applies(attr, two_photos):
     ref, ours = _pair()
-    before = ours(photos, return_tensors="np")
+    before = ours(two_photos, return_tensors="np")
     setattr(ref, attr, CHANGES[attr])
     setattr(ours, attr, CHANGES[attr])
     try:
-        expected = ref(photos, return_tensors="np")
+        expected = ref(two_photos, return_tensors="np")
     except Exception as exc:  # transformers' own refusal is the reference's answer
         with pytest.raises(type(exc)):
-            ours(photos, return_tensors="np")
+            ours(two_photos, return_tensors="np")
         return
-    got = ours(photos, return_tensors="np")
+    got = ours(two_photos, return_tensors="np")
     _assert_same(got, expected)
     old, new = np.asarray(before["pixel_values"]), np.asarray(got["pixel_values"])
     assert old.shape != new.shape or not np.array_equal(old, new), "the change had no effect"
 
 
-def test_patch_count_follows_size(photos):
+def test_patch_count_follows_size(two_photos):
     ref, ours = _pair()
     for p in (ref, ours):
         p.size = dict(CHANGES["size"])
@@ -74,16 +75,16 @@ def test_patch_count_follows_size(photos):
         ref.get_number_of_image_patches(1080, 1920)
 
 
-def test_copy_keeps_its_own_attributes(photos):
+def test_copy_keeps_its_own_attributes(two_photos):
     import copy
 
     ref, ours = _pair()
     twin = copy.deepcopy(ours)
     twin.max_pixels = 80000
     ref.max_pixels = 80000
-    _assert_same(twin(photos, return_tensors="np"), ref(photos, return_tensors="np"))
+    _assert_same(twin(two_photos, return_tensors="np"), ref(two_photos, return_tensors="np"))
     untouched = Qwen2VLImageProcessorPil(**HUB)
-    _assert_same(ours(photos, return_tensors="np"), untouched(photos, return_tensors="np"))
+    _assert_same(ours(two_photos, return_tensors="np"), untouched(two_photos, return_tensors="np"))
 
 
 @pytest.mark.parametrize("case", ["unit_float_rescaled", "convert_rgb_off_grey"])
@@ -106,23 +107,23 @@ def test_calls_found_unsupported_late_go_to_transformers(case, real_images, capl
 
 
 @pytest.mark.parametrize("attr", ["image_mean", "image_std"])
-def test_array_attribute_applies(attr, photos):
+def test_array_attribute_applies(attr, two_photos):
     """A numpy array set as mean or std (it compares element-wise) is honoured, not a crash."""
     ref, ours = _pair()
     value = np.array([0.5, 0.4, 0.3], dtype=np.float32)
     setattr(ref, attr, value)
     setattr(ours, attr, value)
-    _assert_same(ours(photos, return_tensors="np"), ref(photos, return_tensors="np"))
+    _assert_same(ours(two_photos, return_tensors="np"), ref(two_photos, return_tensors="np"))
 
 
 @pytest.mark.parametrize("kwargs", [{"max_pixels": 1000},
                                     {"min_pixels": 50000, "max_pixels": 5000}])
-def test_max_below_min_is_computed_as_transformers_does(kwargs, photos):
+def test_max_below_min_is_computed_as_transformers_does(kwargs, two_photos):
     """A budget whose maximum is under its minimum (an engine's mm_processor_kwargs lowering
     max_pixels below the default min_pixels): transformers computes a grid, and so must we."""
     ref, ours = _pair()
-    _assert_same(ours(photos, return_tensors="np", **kwargs),
-                 ref(photos, return_tensors="np", **kwargs))
+    _assert_same(ours(two_photos, return_tensors="np", **kwargs),
+                 ref(two_photos, return_tensors="np", **kwargs))
 
 
 def test_no_images_is_a_type_error():

@@ -16,28 +16,21 @@ import pytest
 import torch
 from PIL import Image
 from transformers import BatchFeature
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
 import smg_fast
 from smg_fast.hf import Qwen2VLImageProcessor
 from smg_fast.hf import Qwen2VLImageProcessorPil as SmgPil
 
-QWEN2 = {"size": {"shortest_edge": 3136, "longest_edge": 12845056}}
+
+@pytest.fixture(scope="module")
+def qwen2(ours):
+    """smg_fast's Qwen2-VL processor."""
+    return ours("qwen2_vl")
 
 
 @pytest.fixture(scope="module")
 def rgb(real_images):
     return np.asarray(real_images.rgb("chelsea"))[:233, :301]
-
-
-@pytest.fixture(scope="module")
-def hf():
-    return Qwen2VLImageProcessorPil(**QWEN2)
-
-
-@pytest.fixture(scope="module")
-def ours():
-    return smg_fast.load_processor("qwen2_vl")
 
 
 def _png_b64(arr: np.ndarray) -> str:
@@ -70,22 +63,22 @@ KINDS = list(kinds(np.zeros((40, 40, 3), np.uint8)))
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_input_kind_equals_transformers(kind, rgb, hf, ours):
+def test_input_kind_equals_transformers(kind, rgb, hf_qwen2, qwen2):
     img = kinds(rgb)[kind]
     kw = {"do_rescale": False} if kind == "float_unit_gray" else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = hf(img, return_tensors="np", **kw)
-    got = ours(img, **kw)
+        ref = hf_qwen2(img, return_tensors="np", **kw)
+    got = qwen2(img, **kw)
     assert np.array_equal(got["pixel_values"], ref["pixel_values"]), kind
     assert np.array_equal(got["image_grid_thw"], ref["image_grid_thw"]), kind
 
 
-def test_float_unit_in_a_batch_with_uint8(rgb, hf, ours):
+def test_float_unit_in_a_batch_with_uint8(rgb, hf_qwen2, qwen2):
     # each image's own scale: u8 with do_rescale=False is unscaled, [0, 1] floats are /255
     imgs = [rgb, rgb.astype(np.float32) / 255, rgb[:50]]
-    ref = hf(imgs, return_tensors="np", do_rescale=False)
-    assert np.array_equal(ours(imgs, do_rescale=False)["pixel_values"], ref["pixel_values"])
+    ref = hf_qwen2(imgs, return_tensors="np", do_rescale=False)
+    assert np.array_equal(qwen2(imgs, do_rescale=False)["pixel_values"], ref["pixel_values"])
 
 
 OPTIONS = [
@@ -101,38 +94,38 @@ OPTIONS = [
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o))
-def test_call_option_equals_transformers(options, rgb, hf, ours):
+def test_call_option_equals_transformers(options, rgb, hf_qwen2, qwen2):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # min_pixels / max_pixels at call time: deprecated there
-        ref = hf(rgb, return_tensors="np", **options)
-    got = ours(rgb, **options)
+        ref = hf_qwen2(rgb, return_tensors="np", **options)
+    got = qwen2(rgb, **options)
     assert np.array_equal(got["pixel_values"], ref["pixel_values"])
     assert np.array_equal(got["image_grid_thw"], ref["image_grid_thw"])
 
 
-def test_ambiguous_channel_axis(hf, ours):
+def test_ambiguous_channel_axis(hf_qwen2, qwen2):
     img = np.random.default_rng(1).integers(0, 256, (3, 64, 4), dtype=np.uint8)  # 3 / 4 ends
-    first = hf(img, return_tensors="np", size={"shortest_edge": 1, "longest_edge": 10**6})
-    last = hf(img, return_tensors="np", size={"shortest_edge": 1, "longest_edge": 10**6},
+    first = hf_qwen2(img, return_tensors="np", size={"shortest_edge": 1, "longest_edge": 10**6})
+    last = hf_qwen2(img, return_tensors="np", size={"shortest_edge": 1, "longest_edge": 10**6},
               input_data_format="channels_last")
     assert not np.array_equal(first["pixel_values"], last["pixel_values"])
     size = {"size": {"shortest_edge": 1, "longest_edge": 10**6}}
     # smg-fast's own call keeps HWC (as before); transformers' guess (channels first) on request
-    assert np.array_equal(ours(img, **size)["pixel_values"], last["pixel_values"])
-    got = ours(img, channels_first_wins=True, **size)["pixel_values"]
+    assert np.array_equal(qwen2(img, **size)["pixel_values"], last["pixel_values"])
+    got = qwen2(img, channels_first_wins=True, **size)["pixel_values"]
     assert np.array_equal(got, first["pixel_values"])
-    got = ours(img, input_data_format="channels_first", **size)["pixel_values"]
+    got = qwen2(img, input_data_format="channels_first", **size)["pixel_values"]
     assert np.array_equal(got, first["pixel_values"])
     assert np.array_equal(SmgPil()(img, return_tensors="np", **size)["pixel_values"],
                           first["pixel_values"])
 
 
-def test_do_convert_rgb_false_on_rgb_keeps_the_colour_key(hf, ours):
+def test_do_convert_rgb_false_on_rgb_keeps_the_colour_key(hf_qwen2, qwen2):
     img = Image.fromarray(np.full((60, 60, 3), 7, np.uint8))
     img.info["transparency"] = (7, 7, 7)  # convert_to_rgb would paint it white
-    ref = hf(img, return_tensors="np", do_convert_rgb=False)
-    assert np.array_equal(ours(img, do_convert_rgb=False)["pixel_values"], ref["pixel_values"])
-    assert not np.array_equal(ours(img)["pixel_values"], ref["pixel_values"])
+    ref = hf_qwen2(img, return_tensors="np", do_convert_rgb=False)
+    assert np.array_equal(qwen2(img, do_convert_rgb=False)["pixel_values"], ref["pixel_values"])
+    assert not np.array_equal(qwen2(img)["pixel_values"], ref["pixel_values"])
 
 
 @pytest.mark.parametrize("options, match", [
@@ -142,28 +135,28 @@ def test_do_convert_rgb_false_on_rgb_keeps_the_colour_key(hf, ours):
     ({"input_data_format": "none"}, "input_data_format"),
     ({"min_pixels": 9000, "max_pixels": 100}, "min_pixels"),
 ])
-def test_unhonourable_options_name_themselves(options, match, rgb, ours):
+def test_unhonourable_options_name_themselves(options, match, rgb, qwen2):
     with pytest.raises((TypeError, ValueError), match=match):
-        ours(rgb, **options)
+        qwen2(rgb, **options)
 
 
-def test_refusals_name_the_reason(rgb, ours):
+def test_refusals_name_the_reason(rgb, qwen2):
     f = rgb.astype(np.float32) / 255
     with pytest.raises(ValueError, match="do_rescale=True with float images"):
-        ours(f)  # transformers would divide by 255 twice (checked: values -1.79..-1.47)
+        qwen2(f)  # transformers would divide by 255 twice (checked: values -1.79..-1.47)
     with pytest.raises(ValueError, match="do_convert_rgb=False with a L image"):
-        ours(Image.fromarray(rgb[:, :, 0]), do_convert_rgb=False)
+        qwen2(Image.fromarray(rgb[:, :, 0]), do_convert_rgb=False)
     with pytest.raises(ValueError, match="do_convert_rgb=False with a 4-channel"):
-        ours(np.dstack([rgb, rgb[:, :, 0]]), do_convert_rgb=False)
+        qwen2(np.dstack([rgb, rgb[:, :, 0]]), do_convert_rgb=False)
     with pytest.raises(ValueError, match="backend='torchvision'"):
         smg_fast.load_processor("qwen2_vl", backend="torchvision")(f, do_rescale=False)
     with pytest.raises(smg_fast.InvalidImageError, match="outside \\[0, 1\\]"):
-        ours(f * 2, do_rescale=False)
+        qwen2(f * 2, do_rescale=False)
     with pytest.raises(smg_fast.InvalidImageError, match="not fetched"):
-        ours("https://example.com/a.png")
+        qwen2("https://example.com/a.png")
 
 
-def test_hf_class_from_pretrained_and_batch_feature(tmp_path, rgb, hf):
+def test_hf_class_from_pretrained_and_batch_feature(tmp_path, rgb, hf_qwen2):
     pre = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136,
            "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
            "image_mean": [0.48145466, 0.4578275, 0.40821073],
@@ -175,15 +168,16 @@ def test_hf_class_from_pretrained_and_batch_feature(tmp_path, rgb, hf):
     assert Qwen2VLImageProcessor.from_pretrained(tmp_path).backend == "torchvision"
     for rt in ("pt", "np", None):
         out = proc([[rgb], [rgb[:70]]], return_tensors=rt)
-        ref = hf([[rgb], [rgb[:70]]], return_tensors=rt)
+        ref = hf_qwen2([[rgb], [rgb[:70]]], return_tensors=rt)
         assert isinstance(out, BatchFeature) and sorted(out.keys()) == sorted(ref.keys())
         for k in ref:
             assert type(out[k]) is type(ref[k]) and out[k].dtype == ref[k].dtype, (rt, k)
             assert np.array_equal(np.asarray(out[k]), np.asarray(ref[k])), (rt, k)
-    assert proc.get_number_of_image_patches(233, 301) == hf.get_number_of_image_patches(233, 301)
+    assert (proc.get_number_of_image_patches(233, 301)
+            == hf_qwen2.get_number_of_image_patches(233, 301))
     assert proc.get_number_of_image_patches(233, 301, {"max_pixels": 20000}) == \
-        hf.get_number_of_image_patches(233, 301, {"max_pixels": 20000})
+        hf_qwen2.get_number_of_image_patches(233, 301, {"max_pixels": 20000})
     bf16 = proc(rgb, return_tensors="pt", dtype="bfloat16")["pixel_values"]
     assert bf16.dtype == torch.bfloat16
-    assert torch.equal(bf16, torch.from_numpy(hf(rgb, return_tensors="np")["pixel_values"])
+    assert torch.equal(bf16, torch.from_numpy(hf_qwen2(rgb, return_tensors="np")["pixel_values"])
                        .to(torch.bfloat16))

@@ -8,42 +8,31 @@ for (do_rescale=False, do_normalize=False) and a call handed to transformers
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from support.tv_oracle import tv_python
-
-import smg_fast
+from support.tv_oracle import run_with_smg_fast
 
 SCRIPT = Path(__file__).parents[1] / "support" / "hf_engine_script.py"
 IMAGES = ("chelsea", "rocket", "grace_hopper", "logo")  # PNG, JPEG, JPEG, RGBA PNG
 
 
 @pytest.fixture(scope="module")
-def results(real_images, tmp_path_factory):
-    # only smg_fast on PYTHONPATH: its parent folder would shadow the venv's own packages
-    only = tmp_path_factory.mktemp("smg_fast_only")
-    (only / "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
-    env = dict(os.environ, PYTHONPATH=str(only))
-    paths = [str(real_images.path(name)) for name in IMAGES]
-    proc = subprocess.run([tv_python(), str(SCRIPT), *paths], capture_output=True, text=True,
-                          timeout=900, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def engine_results(real_images, tmp_path_factory) -> dict:
+    """{case: true | false | "error text"} from the script, run in the oracle venv."""
+    return run_with_smg_fast(SCRIPT, [str(real_images.path(name)) for name in IMAGES],
+                             tmp_path_factory.mktemp("smg_fast_only"))
 
 
-def test_every_case_equals_transformers(results):
-    assert len(results) >= 80
-    wrong = {k: v for k, v in results.items() if v is not True}
+def test_every_case_equals_transformers(engine_results):
+    assert len(engine_results) >= 80
+    wrong = {k: v for k, v in engine_results.items() if v is not True}
     assert not wrong, wrong
 
 
 @pytest.mark.parametrize("model", ["qwen2_vl", "qwen3_vl"])
-def test_the_engine_path_is_smg_fast(results, model):
+def test_the_engine_path_is_smg_fast(engine_results, model):
     for case in ("auto_class", "auto_pil_class", "processor_class", "processor_call",
                  "uint8_dtype", f"{IMAGES[1]}.jpg/torchvision/do_rescale=False+do_normalize=False"):
         key = f"{model}/{case}"
-        assert results.get(key) is True, (key, results.get(key))
+        assert engine_results.get(key) is True, (key, engine_results.get(key))

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from PIL import Image
 from support.kimi_reference import KIMI_DEFAULTS, kimi_reference
-from support.outputs import check_outputs
 from transformers.image_transforms import convert_to_rgb
 
 from smg_fast import _native
@@ -194,23 +193,6 @@ def test_kimi_numpy_equals_upstream(kind, real_images, ours, check_kimi):
 
 def _kimi_cfg():
     return dict(KIMI_DEFAULTS, in_patch_limit=300)
-
-
-@pytest.fixture
-def check(assert_equal):
-    def run(out, ref_pv, ref_grid):
-        check_outputs(out, ref_pv, ref_grid, assert_equal=assert_equal)
-
-    return run
-
-
-@pytest.fixture
-def check_kimi(assert_equal):
-    def run(out, ref_pv, ref_grid):
-        assert np.asarray(out["image_grid_thw"]).tolist() == ref_grid.tolist()
-        assert_equal(np.asarray(out["pixel_values"]), ref_pv)
-
-    return run
 
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "kimi_k25"])

@@ -6,16 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-FAMILIES = ["qwen2_vl", "qwen3_vl", "kimi_k25"]
-
 
 def _images(real_images):
     return [real_images.open("rocket"), real_images.mode_image("RGBA"), real_images.open("camera")]
-
-
-@pytest.fixture(params=FAMILIES)
-def family(request):
-    return request.param
 
 
 def _f32(proc, images):

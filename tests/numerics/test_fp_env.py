@@ -11,7 +11,6 @@ import platform
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import smg_fast
 
@@ -31,32 +30,27 @@ class rounding_upward:
         libc.fesetround(self.old)
 
 
-@pytest.fixture(scope="module")
-def photo(real_images) -> Image.Image:
-    return real_images.rgb("chelsea")  # 451x300: several block rows, a real resize
-
-
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_round_upward_caller_gets_the_reference(photo, hf_qwen, hf_run, family, threads):
-    want, _ = hf_run(hf_qwen(family), photo)
+def test_round_upward_caller_gets_the_reference(chelsea, hf_qwen, hf_run, family, threads):
+    want, _ = hf_run(hf_qwen(family), chelsea)
     before = smg_fast.get_num_threads()
     try:
         smg_fast.set_num_threads(threads)
         with rounding_upward():
             fresh = smg_fast.load_processor(family)  # table, kernel check, weights: built now
-            got = [fresh(photo)["pixel_values"] for _ in range(3)]
+            got = [fresh(chelsea)["pixel_values"] for _ in range(3)]
     finally:
         smg_fast.set_num_threads(before)
     for g in got:
         assert np.array_equal(g, want)
 
 
-def test_round_upward_torch_weights_and_kimi(photo):
+def test_round_upward_torch_weights_and_kimi(chelsea):
     """The torchvision backend's weights and Kimi's normalization, against the same calls in
     the default environment (their references run in the oracle venv: test_torchvision_*)."""
     for name, kw in (("qwen2_vl", {"backend": "torchvision"}), ("kimi_k25", {})):
-        want = smg_fast.load_processor(name, **kw)(photo)["pixel_values"]
+        want = smg_fast.load_processor(name, **kw)(chelsea)["pixel_values"]
         with rounding_upward():
-            got = smg_fast.load_processor(name, **kw)(photo)["pixel_values"]
+            got = smg_fast.load_processor(name, **kw)(chelsea)["pixel_values"]
         assert np.array_equal(got, want), name

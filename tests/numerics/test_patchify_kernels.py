@@ -69,19 +69,6 @@ def assert_bits_equal(got: np.ndarray, want: np.ndarray) -> None:
 
 # ---- Qwen: transformers' PIL processor with the same call-time options ----
 
-@pytest.fixture(scope="module")
-def hf():
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
-    return Qwen2VLImageProcessorPil(size={"shortest_edge": 3136, "longest_edge": 12845056})
-
-
-@pytest.fixture(scope="module")
-def photo(real_images) -> np.ndarray:
-    return np.asarray(real_images.rgb("rocket"))
-
-
 # (patch, merge, temporal), crop (h, w) of the photo, max_pixels: grids with an odd number of
 # merged blocks on both sides, and a crop that resizes below its own size.
 QWEN_LAYOUTS = [
@@ -105,16 +92,17 @@ QWEN_NORMS = {
 @pytest.mark.parametrize("norm", list(QWEN_NORMS))
 @pytest.mark.parametrize("layout,crop,max_pixels", QWEN_LAYOUTS,
                          ids=[f"p{p}m{m}t{t}-{h}x{w}" for (p, m, t), (h, w), _ in QWEN_LAYOUTS])
-def test_qwen_layouts_equal_transformers(layout, crop, max_pixels, norm, dtype, photo, hf, ours):
+def test_qwen_layouts_equal_transformers(layout, crop, max_pixels, norm, dtype, photo, hf_qwen2,
+                                         ours):
     patch, merge, temporal = layout
     opts = dict(patch_size=patch, merge_size=merge, temporal_patch_size=temporal,
                 size={"shortest_edge": 64, "longest_edge": max_pixels})
     if QWEN_NORMS[norm]:
         opts.update(image_mean=QWEN_NORMS[norm][0], image_std=QWEN_NORMS[norm][1])
-    img = np.ascontiguousarray(photo[:crop[0], :crop[1]])
+    img = np.ascontiguousarray(np.asarray(photo)[:crop[0], :crop[1]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = hf_processor_call(hf, img, **opts)
+        ref = hf_processor_call(hf_qwen2, img, **opts)
     _, gh, gw = np.asarray(ref["image_grid_thw"])[0].tolist()
     got = ours("qwen2_vl")(img, dtype=dtype, **opts)
     assert np.array_equal(got["image_grid_thw"], ref["image_grid_thw"])
@@ -193,7 +181,7 @@ def test_writes_stay_inside_the_destination(patch, merge, temporal, norm, dtype,
                             filter=_native.Filter.BICUBIC, pass_order=_native.PassOrder.PILLOW13,
                             patch=patch, merge=merge, temporal=temporal)
     check_kernel(pipe, patch, gather=norm == "gather")
-    img = np.ascontiguousarray(photo[:61, :97])
+    img = np.ascontiguousarray(np.asarray(photo)[:61, :97])
     grid_h = -(-61 // (patch * merge)) * merge
     grid_w = -(-97 // (patch * merge)) * merge
     n = pipe.output_elems(97, 61, grid_h, grid_w)

@@ -32,11 +32,6 @@ def reference(resized: np.ndarray, lut: np.ndarray, patch: int, merge: int, temp
     return np.ascontiguousarray(x).reshape(grid_h * grid_w, 3 * temporal * patch * patch)
 
 
-@pytest.fixture(scope="module")
-def photo(real_images) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(real_images.rgb("rocket"))[:300, :410])
-
-
 @pytest.mark.parametrize("channels", [3, 4])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("recipe,mean,std", [
@@ -46,9 +41,10 @@ def photo(real_images) -> np.ndarray:
                                                   (14, 2, 1), (16, 1, 2), (8, 2, 3), (5, 1, 2),
                                                   (17, 2, 2)])
 def test_layout_equals_numpy(photo, channels, dtype, recipe, mean, std, patch, merge, temporal):
-    src = photo
+    rgb = np.ascontiguousarray(np.asarray(photo)[:300, :410])
+    src = rgb
     if channels == 4:  # RGBX: the 4th byte must be ignored
-        src = np.concatenate([photo, np.full(photo.shape[:2] + (1,), 77, np.uint8)], axis=2)
+        src = np.concatenate([rgb, np.full(rgb.shape[:2] + (1,), 77, np.uint8)], axis=2)
     # Resize to a size that leaves padding on both the right and the bottom of the grid.
     resize_w, resize_h = 331, 203
     grid_w = -(-resize_w // (patch * merge)) * merge + merge

@@ -30,7 +30,7 @@ SIZES = [("astronaut", None), ("chelsea", None), ("rocket", (200, 301)), ("coffe
 
 
 @pytest.fixture(scope="module")
-def images(real_images) -> list[Image.Image]:
+def tower_images(real_images) -> list[Image.Image]:
     out = []
     for name, size in SIZES:
         im = real_images.rgb(name)
@@ -77,18 +77,19 @@ def assert_sensitive(model, ours) -> None:
 
 
 @pytest.fixture(scope="module")
-def hf_pil(images) -> list[dict[str, torch.Tensor]]:
+def hf_pil(tower_images) -> list[dict[str, torch.Tensor]]:
     """transformers' PIL processor: each image alone, then the whole list as one batch."""
     proc = hf_qwen(Qwen2VLImageProcessorPil, "qwen2_vl")
-    return [proc([im], return_tensors="pt") for im in images] + [proc(images, return_tensors="pt")]
+    return ([proc([im], return_tensors="pt") for im in tower_images]
+            + [proc(tower_images, return_tensors="pt")])
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
-def test_pil_backend_same_embeddings(dtype, images, towers, hf_pil):
+def test_pil_backend_same_embeddings(dtype, tower_images, towers, hf_pil):
     """The engine's flow: the processor's float32 pixel_values go into the tower, which casts
     them to its dtype; smg-fast's come in that dtype already (dtype="bfloat16")."""
     proc = load_processor("qwen2_vl")
-    inputs = [[im] for im in images] + [images]
+    inputs = [[im] for im in tower_images] + [tower_images]
     for batch, ref in zip(inputs, hf_pil, strict=True):
         assert ref["pixel_values"].dtype == torch.float32
         ours = proc(batch, return_tensors="pt", dtype=dtype)
@@ -98,7 +99,7 @@ def test_pil_backend_same_embeddings(dtype, images, towers, hf_pil):
 
 
 @pytest.fixture(scope="module")
-def hf_torchvision(images, tmp_path_factory) -> dict[str, np.ndarray]:
+def hf_torchvision(tower_images, tmp_path_factory) -> dict[str, np.ndarray]:
     """transformers' torchvision Qwen2VLImageProcessor on the whole list, in its own venv."""
     from support.tv_oracle import run_oracle
 
@@ -108,14 +109,14 @@ def hf_torchvision(images, tmp_path_factory) -> dict[str, np.ndarray]:
     kwargs = dict(size={"shortest_edge": c["min_pixels"], "longest_edge": c["max_pixels"]},
                   patch_size=c["patch_size"], temporal_patch_size=2, merge_size=2,
                   image_mean=list(c["mean"]), image_std=list(c["std"]))
-    job = {"cls": "qwen", "kwargs": kwargs, "images": images}
+    job = {"cls": "qwen", "kwargs": kwargs, "images": tower_images}
     return run_oracle(tmp_path_factory.mktemp("tower_tv"), [job])[0]
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
-def test_torchvision_backend_same_embeddings(dtype, images, towers, hf_torchvision):
+def test_torchvision_backend_same_embeddings(dtype, tower_images, towers, hf_torchvision):
     proc = load_processor("qwen2_vl", backend="torchvision")
-    ours = proc(images, return_tensors="pt", dtype=dtype)
+    ours = proc(tower_images, return_tensors="pt", dtype=dtype)
     ref_pv = torch.from_numpy(hf_torchvision["pixel_values"])
     ref_grid = torch.from_numpy(hf_torchvision["grid"]).to(torch.int64)
     assert_same_embeddings(towers[dtype], ours, ref_pv, ref_grid)

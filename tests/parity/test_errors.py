@@ -9,13 +9,7 @@ import zlib
 import numpy as np
 import pytest
 from PIL import Image
-
-FAMILIES = ["qwen2_vl", "qwen3_vl", "kimi_k25"]
-
-
-@pytest.fixture(params=FAMILIES)
-def family(request):
-    return request.param
+from support.images import encode
 
 
 def _bad_inputs(real_images, tmp_path):
@@ -112,12 +106,12 @@ def test_aspect_ratio_error_without_pixels(ours):
 
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl", "kimi_k25"])
-def test_max_image_pixels(family, real_images, encode_image, ours, smg):
+def test_max_image_pixels(family, real_images, ours, smg):
     proc = ours(family, max_image_pixels=100 * 100)
     small = real_images.rgb("chelsea").resize((90, 60))
     big = real_images.rgb("chelsea")  # 451x300 = 135300 px
     assert proc(small, return_tensors="np")["pixel_values"] is not None
-    for src in (big, np.asarray(big), encode_image(big, "PNG"), encode_image(big, "JPEG")):
+    for src in (big, np.asarray(big), encode(big, "PNG"), encode(big, "JPEG")):
         with pytest.raises(smg.InvalidImageError, match=r"\bimage 0\b"):
             proc(src, return_tensors="np")
     with pytest.raises(smg.InvalidImageError, match=r"\bimage 2\b"):
@@ -188,7 +182,7 @@ def test_error_message_is_informative(real_images, tmp_path, ours, smg):
 def test_inputs_transformers_accepts_are_accepted(kind, real_images, tmp_path, ours):
     """Once refused; transformers' processor takes them (float 0-255, other integer types, a
     batch of one), so smg-fast does too, with the same output."""
-    from conftest import make_hf_qwen
+    from support.hf_oracle import make_hf_qwen
 
     x = _bad_inputs(real_images, tmp_path)[kind]
     want = make_hf_qwen("qwen2_vl")(x, return_tensors="np")["pixel_values"]

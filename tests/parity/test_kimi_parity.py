@@ -16,20 +16,6 @@ def kimi(ours):
     return ours("kimi_k25")
 
 
-@pytest.fixture
-def check_kimi(assert_equal):
-    def run(out, ref_pv, ref_grid, merge=2):
-        grid = np.asarray(out["image_grid_thw"])
-        assert grid.dtype == np.int64
-        assert grid.tolist() == ref_grid.tolist(), f"grid {grid.tolist()} != {ref_grid.tolist()}"
-        assert np.array_equal(np.asarray(out["grid_thws"]), grid)
-        assert_equal(np.asarray(out["pixel_values"]), ref_pv)
-        tokens = [int(v) for v in np.asarray(out["num_tokens"]).reshape(-1).tolist()]
-        assert tokens == [t * h * w // (merge * merge) for t, h, w in ref_grid.tolist()]
-
-    return run
-
-
 # ---------------------------------------------------------------------------------------------
 # The oracle itself: the worked example of the upstream navit resize (600x400 -> 616x420)
 # ---------------------------------------------------------------------------------------------

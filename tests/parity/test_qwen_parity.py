@@ -13,17 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from support.outputs import check_outputs
+from support.images import encode
 from transformers.image_utils import load_image
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
-
-
-@pytest.fixture
-def check(assert_equal):
-    def run(out, ref_pv, ref_grid):
-        check_outputs(out, ref_pv, ref_grid, assert_equal=assert_equal)
-
-    return run
 
 
 def _crop(im: Image.Image, w: int, h: int, x0: int = 0, y0: int = 0) -> Image.Image:
@@ -84,11 +76,11 @@ def test_bytes_input(qwen_family, name, real_images, ours, hf_qwen, hf_run, chec
 
 
 @pytest.mark.parametrize("kind", ["P_transparency", "RGBA", "LA", "P", "1"])
-def test_bytes_input_encoded_modes(kind, real_images, encode_image, ours, hf_qwen, hf_run, check):
+def test_bytes_input_encoded_modes(kind, real_images, ours, hf_qwen, hf_run, check):
     """PNG-encoded mode images. A palette PNG with a transparency index is the subtle one: after
     load_image it is an RGB image whose info["transparency"] colour key makes the oracle turn
     every pixel of that colour white."""
-    data = encode_image(real_images.mode_image(kind), "PNG")
+    data = encode(real_images.mode_image(kind), "PNG")
     ref_pv, ref_grid = _hf_from_encoded(hf_qwen("qwen2_vl"), data, hf_run)
     check(ours("qwen2_vl")(data, return_tensors="np"), ref_pv, ref_grid)
 

@@ -11,8 +11,8 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import MODE_KINDS, REAL_IMAGE_NAMES
 from PIL import Image
+from support.images import MODE_KINDS, REAL_IMAGE_NAMES
 from support.tv_oracle import KIMI_HUB, run_oracle
 
 from smg_fast import _native, load_processor

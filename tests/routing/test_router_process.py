@@ -24,7 +24,6 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from support.routing_common import (
     SERVER_ARGS,
     check,
-    crops,
     flat_png,
     png,
     preferring,
@@ -40,13 +39,6 @@ from smg_fast.testing.servers import RouterProcess, ServerProcess, free_port
 from smg_fast.transport.tensors import shm_namespace
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
-
-
-@pytest.fixture(scope="module")
-def images(real_images):
-    imgs = crops(real_images, 12)
-    proc = load_processor("qwen2_vl")
-    return imgs, [proc(im)["pixel_values"] for im in imgs]
 
 
 def start_routed(n: int = 3, router_args: tuple[str, ...] = ()):
@@ -72,7 +64,7 @@ def routed():
 
 def test_exact_in_order_every_transport(routed, images):
     servers, router, _ = routed
-    imgs, refs = images
+    imgs, refs = images(12)
     picks = [3, 0, 11, 7, 7, 1, 10, 9]
     with Client(router.target) as c:
         for transport in ("shm", "inline", "auto"):
@@ -91,7 +83,7 @@ def test_exact_in_order_every_transport(routed, images):
 def test_shm_handles_pass_through_unchanged(routed, images):
     """The router answers with the worker's own segment names: the pixels never crossed it."""
     servers, router, _ = routed
-    imgs, _ = images
+    imgs, _ = images(12)
     channel = grpc.insecure_channel(router.target)
     try:
         req = build_request(imgs[:4], transport="shm", namespace=shm_namespace())
@@ -106,7 +98,7 @@ def test_shm_handles_pass_through_unchanged(routed, images):
 
 def test_health_reflection_metrics(routed, images):
     servers, router, metrics = routed
-    imgs, _ = images
+    imgs, _ = images(12)
     with Client(router.target) as c:
         assert c.health() == "SERVING"
         c.preprocess(imgs[:3])
@@ -163,7 +155,7 @@ def mixed(routed):
 
 
 def test_member_with_other_fingerprint_is_refused_through_the_router(mixed, images):
-    imgs, refs = images
+    imgs, refs = images(12)
     servers, router, metrics = mixed
     other, same = servers[0], servers[1]
     with Client(same.target) as c:
@@ -223,7 +215,7 @@ def test_worker_killed_and_drained_mid_run(images):
     choice it is goes in, and once the router counts them in flight there worker 0 is
     SIGKILLed; worker 1 is SIGTERMed after 20: every request succeeds, exact and in order, and
     the router retried the killed worker's items."""
-    imgs, refs = images
+    imgs, refs = images(12)
     metrics = free_port()
     servers, router = start_routed(router_args=("--metrics-port", str(metrics), "--floor", "64"))
     try:
@@ -294,7 +286,7 @@ def test_worker_killed_and_drained_mid_run(images):
 
 def test_router_drains_on_sigterm(routed, images):
     """A router of its own in front of one of routed's workers (which keeps serving)."""
-    imgs, refs = images
+    imgs, refs = images(12)
     router = RouterProcess([routed[0][0].target], ["--drain-timeout-s", "5"])
     try:
         router.wait()

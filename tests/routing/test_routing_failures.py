@@ -21,8 +21,6 @@ from support.routing_common import (
     flat_png,
     png,
     preferring,
-    start_servers,
-    stop,
 )
 
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
@@ -31,15 +29,7 @@ from smg_fast.routing.membership import Member, Membership
 from smg_fast.testing.servers import ServerProcess
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
-
-
-@pytest.fixture(scope="module")
-def fleet():
-    servers = start_servers(3, ARGS)
-    try:
-        yield servers
-    finally:
-        stop(servers)
+FLEET_ARGS = ARGS  # the `fleet` fixture's (tests/routing/conftest.py)
 
 
 @pytest.mark.parametrize("how", ["keepalive", "attempt_timeout"])

@@ -13,7 +13,7 @@ import signal
 
 import grpc
 import pytest
-from support.routing_common import SERVER_ARGS, check, crops, preferring, start_servers, stop
+from support.routing_common import SERVER_ARGS, check, preferring, stop
 
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
@@ -25,30 +25,8 @@ from smg_fast.testing.servers import ServerProcess
 from smg_fast.transport.tensors import shm_namespace
 
 
-@pytest.fixture(scope="module")
-def images(real_images):
-    imgs = crops(real_images, 16)
-    proc = load_processor("qwen2_vl")
-    return imgs, [proc(im)["pixel_values"] for im in imgs]
-
-
-def _fleet():
-    """Three servers started side by side (each waits for SERVING); stopped whatever happens."""
-    servers = start_servers(3, SERVER_ARGS)
-    try:
-        yield servers
-    finally:
-        stop(servers)
-
-
-# One fleet for the tests that leave every member serving; a fresh one for each test that kills
-# or drains a member.
-fleet = pytest.fixture(scope="module", name="fleet")(_fleet)
-fresh_fleet = pytest.fixture(name="fresh_fleet")(_fleet)
-
-
 def test_multi_image_exact_and_in_order(fleet, images):
-    imgs, refs = images
+    imgs, refs = images(16)
     targets = [s.target for s in fleet]
     # A repeat waits for a member holding its key rather than spilling to one that does not.
     with RoutedClient(targets, timeout=30, floor=1, affinity_wait=5) as rc:
@@ -72,7 +50,7 @@ def test_multi_image_exact_and_in_order(fleet, images):
 
 
 def test_invalid_item_names_the_callers_index(fleet, images):
-    imgs, _ = images
+    imgs, _ = images(16)
     with RoutedClient([s.target for s in fleet], timeout=30) as rc:
         with pytest.raises(RoutedError) as err:
             rc.preprocess([imgs[0], imgs[1], imgs[2], imgs[3], b"not an image", imgs[4]])
@@ -130,7 +108,7 @@ def test_sigkill_one_worker_mid_run(fresh_fleet, images):
     whatever the run's own images prefer), then is stopped (it answers nothing from then on),
     two more such images are placed on it (floor 64: nothing spills), and it is SIGKILLed with
     them in flight: they are retried elsewhere and the request succeeds, as do all others."""
-    imgs, refs = images
+    imgs, refs = images(16)
     victim = fresh_fleet[0]
     targets = [s.target for s in fresh_fleet]
     probe, probe_refs = _fresh(victim.target, targets, 2)
@@ -162,7 +140,7 @@ def test_sigkill_one_worker_mid_run(fresh_fleet, images):
 def test_sigterm_drain_one_worker_mid_run(fresh_fleet, images):
     """Mid-run, a slow new image whose first choice is the victim is placed on it, then the
     victim is SIGTERMed (drain): that request and all others succeed, exact."""
-    imgs, refs = images
+    imgs, refs = images(16)
     victim = fresh_fleet[1]
     targets = [s.target for s in fresh_fleet]
     slow, slow_refs = _fresh(victim.target, targets, 1, size=(1000, 750))
@@ -188,7 +166,7 @@ def test_sigterm_drain_one_worker_mid_run(fresh_fleet, images):
     ["--max-image-pixels", "300000"],
 ])
 def test_member_with_other_fingerprint_is_refused(fleet, images, unlike):
-    imgs, refs = images
+    imgs, refs = images(16)
     same = fleet[:2]  # members like each other (the shared fleet's: they keep serving)
     other = ServerProcess([*SERVER_ARGS, *unlike])
     try:
@@ -207,7 +185,7 @@ def test_member_with_other_fingerprint_is_refused(fleet, images, unlike):
 
 
 def test_release_unlinks_unused_shm_segments(fleet, images):
-    imgs, _ = images
+    imgs, _ = images(16)
     channel = grpc.insecure_channel(fleet[0].target)
     try:
         req = build_request(imgs[:3], transport="shm", namespace=shm_namespace())
@@ -221,7 +199,7 @@ def test_release_unlinks_unused_shm_segments(fleet, images):
 
 
 def test_caller_deadline_is_propagated_not_retried(fleet, images):
-    imgs, _ = images
+    imgs, _ = images(16)
     with RoutedClient([s.target for s in fleet]) as rc:
         with pytest.raises(RoutedError) as err:
             rc.preprocess(imgs[:8], timeout=1e-4)  # passes before any server can answer
@@ -241,7 +219,7 @@ def test_concurrent_requests_respect_the_load_bound(fleet, images):
     member is given it to compute once (a spill), then as a member that has it (affinity).
     (affinity_wait=0: the image never waits for a member, so the spread does not depend on
     how fast the first answers come.)"""
-    imgs, refs = images
+    imgs, refs = images(16)
 
     async def main():
         async with AsyncRoutedClient([s.target for s in fleet], timeout=60, floor=1,

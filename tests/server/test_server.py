@@ -14,7 +14,6 @@ pytest.importorskip("grpc")
 
 import grpc  # noqa: E402
 
-from smg_fast.client import Client  # noqa: E402
 from smg_fast.server import SERVICE_NAME  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
@@ -31,19 +30,17 @@ def media_dir(tmp_path_factory, small_jpegs):
     return d
 
 
-@pytest.fixture(scope="module", params=["cache", "nocache"])
-def server(request, start_server, media_dir):
-    mb = 64 if request.param == "cache" else 0
-    # rdma_min_bytes above every tensor: rdma requests here take the counted fallback without
-    # starting the NIXL lane (tests/transport/test_rdma_server.py covers the lane itself).
-    return start_server(models=MODELS, pixel_cache_mb=mb, allowed_media_dirs=[str(media_dir)],
-                        rdma_min_bytes=1 << 40)
+SERVER_VARIANTS = ("cache", "nocache")
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    with Client(server.target, timeout=30) as c:
-        yield c
+def server_fields(variant: str, media_dir) -> dict:
+    """The module's `server` (tests/conftest.py), with its pixel cache on and off.
+
+    rdma_min_bytes above every tensor: rdma requests here take the counted fallback without
+    starting the NIXL lane (tests/transport/test_rdma_server.py covers the lane itself).
+    """
+    return dict(models=MODELS, pixel_cache_mb=64 if variant == "cache" else 0,
+                allowed_media_dirs=[str(media_dir)], rdma_min_bytes=1 << 40)
 
 
 def photo_bytes(real_images, name="chelsea"):

@@ -31,7 +31,7 @@ HEAVY_ITEMS = 200
 
 
 @pytest.fixture(scope="module")
-def media_dir(tmp_path_factory, real_images):
+def retina_dir(tmp_path_factory, real_images):
     d = tmp_path_factory.mktemp("media")
     (d / "retina.jpg").write_bytes(real_images.bytes("retina"))  # 1411x1411: a slow decode
     return d
@@ -56,17 +56,17 @@ def settle(srv, timeout: float = 120.0) -> None:
 
 
 @pytest.fixture
-def one_worker(start_server, media_dir):
-    srv = start_server(workers=1, allowed_media_dirs=[str(media_dir)])
+def one_worker(start_server, retina_dir):
+    srv = start_server(workers=1, allowed_media_dirs=[str(retina_dir)])
     yield srv
     srv.stop(timeout=1.0)
 
 
-def test_cancelled_call_stops_its_work(one_worker, media_dir):
+def test_cancelled_call_stops_its_work(one_worker, retina_dir):
     srv = one_worker
     before = items_done(srv)
     with Client(srv.target) as c:
-        call = c._stub.Preprocess.future(heavy_request(media_dir), timeout=300)
+        call = c._stub.Preprocess.future(heavy_request(retina_dir), timeout=300)
         deadline = time.monotonic() + 60
         while items_done(srv) < before + 1:  # cancel mid-loop, after a first item
             assert time.monotonic() < deadline, "work never started"
@@ -79,14 +79,14 @@ def test_cancelled_call_stops_its_work(one_worker, media_dir):
     assert srv.server.admission.stats()["requests"] == 0
 
 
-def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, media_dir,
+def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, retina_dir,
                                                                   small_jpegs, ours):
     srv = one_worker
     before = items_done(srv)
     with Client(srv.target) as c:
-        first = c._stub.Preprocess.future(heavy_request(media_dir), timeout=1.0)
+        first = c._stub.Preprocess.future(heavy_request(retina_dir), timeout=1.0)
         # queued behind the first on the only worker; its deadline passes while it waits
-        queued = c._stub.Preprocess.future(heavy_request(media_dir), timeout=0.5)
+        queued = c._stub.Preprocess.future(heavy_request(retina_dir), timeout=0.5)
         for call in (first, queued):
             with pytest.raises(grpc.RpcError) as err:
                 call.result()
@@ -100,17 +100,17 @@ def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, me
                           ["pixel_values"])
 
 
-def test_sigterm_stop_is_bounded_by_the_drain_timeout(media_dir, track_pid, small_jpegs):
+def test_sigterm_stop_is_bounded_by_the_drain_timeout(retina_dir, track_pid, small_jpegs):
     """Busy with long requests, SIGTERM with --drain-timeout-s 2 exits (rc 0) in well under
     2 + 8 s; the cut requests get UNAVAILABLE (retry elsewhere), never CANCELLED."""
     srv = ServerProcess(["--workers", "2", "--drain-timeout-s", "2",
-                         "--allowed-media-dir", str(media_dir)])
+                         "--allowed-media-dir", str(retina_dir)])
     proc, target = srv.proc, srv.target
     track_pid(srv.pid)
     try:
         srv.wait()
         with Client(target) as c:
-            calls = [c._stub.Preprocess.future(heavy_request(media_dir, 400), timeout=300)
+            calls = [c._stub.Preprocess.future(heavy_request(retina_dir, 400), timeout=300)
                      for _ in range(3)]
             time.sleep(1.0)  # the workers are inside the item loops
             assert not any(call.done() for call in calls)
@@ -146,7 +146,7 @@ def _vm(pid: int, field: str) -> int:
     raise AssertionError(field)
 
 
-def test_flood_of_big_requests_is_refused_and_memory_stays_bounded(media_dir, track_pid,
+def test_flood_of_big_requests_is_refused_and_memory_stays_bounded(retina_dir, track_pid,
                                                                    small_jpegs, ours):
     """12 concurrent 80 MB requests against 3 admitted / 100 MiB: some are refused
     RESOURCE_EXHAUSTED (saying to back off), every other one is exact, and the server's peak
@@ -154,11 +154,11 @@ def test_flood_of_big_requests_is_refused_and_memory_stays_bounded(media_dir, tr
     of its message while it runs, and a message being received 2: hence the bound's size.)"""
     pad = 80 << 20
     big = small_jpegs["chelsea"] + bytes(pad)  # trailing bytes after EOI: decoders ignore them
-    slow = [f"file://{media_dir}/retina.jpg"] * 60  # about 2 s of work per request
+    slow = [f"file://{retina_dir}/retina.jpg"] * 60  # about 2 s of work per request
     ref_small = ours("qwen2_vl", max_pixels=SMALL_PX)
-    retina = ref_small((media_dir / "retina.jpg").read_bytes())["pixel_values"]
+    retina = ref_small((retina_dir / "retina.jpg").read_bytes())["pixel_values"]
     want = np.concatenate([ref_small(small_jpegs["chelsea"])["pixel_values"]] + [retina] * 60)
-    srv = ServerProcess(["--workers", "1", "--allowed-media-dir", str(media_dir),
+    srv = ServerProcess(["--workers", "1", "--allowed-media-dir", str(retina_dir),
                          "--pixel-cache-mb", "0"],
                         env={"SMG_FAST_MAX_QUEUED_REQUESTS": "3", "SMG_FAST_MAX_QUEUED_MB": "100"})
     proc, target = srv.proc, srv.target

@@ -14,7 +14,7 @@ pytest.importorskip("grpc")
 from support.tv_oracle import KIMI_HUB, run_oracle  # noqa: E402
 
 import smg_fast  # noqa: E402
-from smg_fast.client import Client, _verify  # noqa: E402
+from smg_fast.client import _verify  # noqa: E402
 from smg_fast.client import main as client_main  # noqa: E402
 from smg_fast.server.config import config_from_args, parse_model  # noqa: E402
 from smg_fast.server.models import split_backend  # noqa: E402
@@ -46,15 +46,9 @@ def test_a_backend_the_family_lacks_fails_to_start(start_server):
         start_server(models=[("q", "qwen2_vl:upstream")])
 
 
-@pytest.fixture(scope="module")
-def server(start_server):
-    return start_server(models=MODELS)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with Client(server.target, timeout=60) as c:
-        yield c
+def server_fields() -> dict:
+    """The module's `server` (tests/conftest.py): every model of MODELS."""
+    return dict(models=MODELS)
 
 
 def test_model_info_reports_the_backend(client):

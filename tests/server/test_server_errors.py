@@ -25,7 +25,7 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.fixture(scope="module")
-def media_dir(tmp_path_factory, small_jpegs):
+def hostile_media_dir(tmp_path_factory, small_jpegs):
     d = tmp_path_factory.mktemp("allowed")
     (d / "ok.jpg").write_bytes(small_jpegs["rocket"])
     (d / "empty.jpg").write_bytes(b"")
@@ -37,18 +37,14 @@ def media_dir(tmp_path_factory, small_jpegs):
     return d
 
 
-@pytest.fixture(scope="module", params=["cache", "nocache"])
-def server(request, start_server, media_dir):
-    mb = 32 if request.param == "cache" else 0
-    return start_server(models=[("qwen2_vl", "qwen2_vl"), ("kimi", "kimi_k25")],
-                        pixel_cache_mb=mb, allowed_media_dirs=[str(media_dir)],
-                        max_image_pixels=2_000_000)
+SERVER_VARIANTS = ("cache", "nocache")
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    with Client(server.target, timeout=30) as c:
-        yield c
+def server_fields(variant: str, hostile_media_dir) -> dict:
+    """The module's `server` (tests/conftest.py), with its pixel cache on and off."""
+    return dict(models=[("qwen2_vl", "qwen2_vl"), ("kimi", "kimi_k25")],
+                pixel_cache_mb=32 if variant == "cache" else 0,
+                allowed_media_dirs=[str(hostile_media_dir)], max_image_pixels=2_000_000)
 
 
 def png(size, mode="RGB"):
@@ -109,8 +105,8 @@ def test_bad_request_fields(client, ok):
           "Qwen models only")
 
 
-def test_bad_media_items(server, client, ok, media_dir):
-    d = str(media_dir)
+def test_bad_media_items(server, client, ok, hostile_media_dir):
+    d = str(hostile_media_dir)
     cases = [
         (pb.MediaItem(), "neither data nor url"),
         (pb.MediaItem(data=b""), "empty data"),

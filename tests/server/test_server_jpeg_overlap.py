@@ -10,8 +10,10 @@ import io
 
 import numpy as np
 import pytest
-from conftest import assert_arrays_equal, encode, hf_call
 from PIL import Image
+from support.hf_oracle import hf_call
+from support.images import encode
+from support.outputs import assert_arrays_equal
 
 pytest.importorskip("grpc")
 
@@ -24,10 +26,12 @@ from smg_fast.processors.base import PlannedBatch  # noqa: E402
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 
-@pytest.fixture(scope="module", params=["nocache", "cache"])
-def server(request, start_server):
-    return start_server(models=[("qwen2_vl", "qwen2_vl")],
-                        pixel_cache_mb=32 if request.param == "cache" else 0)
+SERVER_VARIANTS = ("nocache", "cache")
+
+
+def server_fields(variant: str) -> dict:
+    """The module's `server` (tests/conftest.py), with its pixel cache off and on."""
+    return dict(models=[("qwen2_vl", "qwen2_vl")], pixel_cache_mb=32 if variant == "cache" else 0)
 
 
 @pytest.fixture()
@@ -52,13 +56,8 @@ def paths(monkeypatch) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def photo(real_images) -> Image.Image:
-    return real_images.rgb("rocket").resize((1280, 720))
-
-
-@pytest.fixture(scope="module")
-def jpeg(photo) -> bytes:
-    return encode(photo, "JPEG", quality=90)
+def jpeg(photo_720p) -> bytes:
+    return encode(photo_720p, "JPEG", quality=90)
 
 
 def decodes(server, what: str = "count") -> float:
@@ -71,9 +70,9 @@ def transformers(hf_qwen, data: bytes) -> np.ndarray:
 
 
 @pytest.mark.parametrize("transport", ["inline", "shm"])
-def test_exact_and_decoded_inside_the_compute(server, photo, hf_qwen, paths, transport):
+def test_exact_and_decoded_inside_the_compute(server, photo_720p, hf_qwen, paths, transport):
     assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG
-    data = encode(photo, "JPEG", quality=80 if transport == "inline" else 85)  # no earlier hit
+    data = encode(photo_720p, "JPEG", quality=80 if transport == "inline" else 85)  # no earlier hit
     want = transformers(hf_qwen, data)
     computed = 1 if server.server.cache is not None else 2  # a cache hit decodes nothing
     before = decodes(server)

@@ -1,6 +1,8 @@
-"""Imported first by the RDMA test files: skips the importing module when NIXL is not installed
-(checked without importing NIXL, so its libraries stay out of this process until a test needs
-them) or grpc is missing. Their fixtures are in rdma_fixtures.py (a plugin, see pytest_plugins)."""
+"""Imported first by the RDMA test files: skips the importing module without NIXL or grpc.
+
+NIXL is looked for without importing it, so its libraries stay out of this process until a test
+needs them. The RDMA fixtures are in tests/transport/conftest.py.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Helpers and fixtures of the shm security tests (test_shm_*.py): a private tmpfs, a private
-directory on /dev/shm (fixtures in shm_fixtures.py, a plugin: ``pytest_plugins``), channels on
-their own connections."""
+"""Helpers of the shm tests (transport/test_shm_*.py): requests, waits, channels on their own
+connections (their tmpfs and /dev/shm directory fixtures are in tests/transport/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +7,10 @@ import os
 import time
 
 import grpc
-from conftest import encode
 
 from smg_fast.client import build_request
 from smg_fast.transport import shm
+from support.images import encode
 
 
 def wait_for(cond, timeout=20.0, what="condition"):

@@ -38,6 +38,26 @@ def tv_python() -> str:
         pytest.fail(str(exc), pytrace=False)
 
 
+def run_with_smg_fast(script: Path, args: list[str], workdir: Path) -> Any:
+    """script run by the oracle venv's python with smg_fast importable; its last line, as JSON.
+
+    The venv imports the smg_fast this process imported (installed by pip in CI, or built in
+    place) through workdir, a folder holding only that package: putting its parent on
+    PYTHONPATH would shadow the venv's own numpy with the main environment's.
+    """
+    import json
+    import os
+
+    import smg_fast
+
+    (workdir / "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=str(workdir))
+    proc = subprocess.run([tv_python(), str(script), *args], capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
     """Runs jobs in the oracle venv (or reads their cached outputs: support/oracle_cache.py). A
     job: {"cls": "qwen" | "kimi", "kwargs": constructor kwargs, "images": [PIL image or numpy

@@ -22,8 +22,6 @@ from smg_fast.testing.servers import free_port
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller, PullError, StaleSlotError
 
-pytest_plugins = ["support.rdma_fixtures"]  # the peers and puller fixtures
-
 
 def test_recycled_slot_is_detected_not_returned(peers, puller):
     peer = peers(slots=1, slot_bytes=MiB)

@@ -21,8 +21,6 @@ from smg_fast.testing.rdma_peer import payload
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller
 
-pytest_plugins = ["support.rdma_fixtures"]  # the peers and puller fixtures
-
 
 @pytest.mark.parametrize("op", ["export", "copy_in"])
 def test_pull_is_exact_and_frees_the_slot(peers, puller, op):

@@ -20,8 +20,6 @@ from smg_fast.testing.rdma_peer import payload
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import Puller, PullError, StaleSlotError
 
-pytest_plugins = ["support.rdma_fixtures"]  # the peers and puller fixtures
-
 
 def _handle(desc: rdma.Descriptor) -> tensor_pb2.RemoteTensorHandle:
     return tensor_pb2.RemoteTensorHandle(transport=rdma.TRANSPORT, nbytes=desc.nbytes,

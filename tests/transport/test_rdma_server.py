@@ -19,8 +19,6 @@ from smg_fast.client import Client
 from smg_fast.testing.servers import ServerProcess, free_port
 from smg_fast.transport.rdma import Puller, PullError
 
-pytest_plugins = ["support.rdma_fixtures"]  # the peers and puller fixtures
-
 
 @pytest.fixture(scope="module")
 def rdma_server(tmp_path_factory):

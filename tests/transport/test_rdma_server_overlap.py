@@ -10,8 +10,10 @@ import time
 
 import grpc
 import pytest
-from conftest import assert_arrays_equal, encode, hf_call
 from PIL import Image
+from support.hf_oracle import hf_call
+from support.images import encode
+from support.outputs import assert_arrays_equal
 from support.rdma_common import MiB  # skips this module when NIXL is not installed
 
 from smg_fast.client import Client
@@ -19,21 +21,13 @@ from smg_fast.processors.base import PlannedBatch
 from smg_fast.transport.rdma import ExportRefused
 from smg_fast.transport.rdma.exporter import ExportLease
 
-pytest_plugins = ["support.rdma_fixtures"]  # the puller fixture
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 
-@pytest.fixture(scope="module")
-def server(start_server):
-    srv = start_server(models=[("qwen2_vl", "qwen2_vl")], transport="rdma", rdma_slots=2,
-                       rdma_slot_bytes=32 * MiB)
-    assert srv.server.rdma.ready, srv.server.rdma.reason
-    return srv
-
-
-@pytest.fixture(scope="module")
-def photo(real_images) -> Image.Image:
-    return real_images.rgb("rocket").resize((1280, 720))
+def server_fields() -> dict:
+    """The module's `server` (tests/conftest.py): the rdma transport, two 32 MiB slots."""
+    return dict(models=[("qwen2_vl", "qwen2_vl")], transport="rdma", rdma_slots=2,
+                rdma_slot_bytes=32 * MiB)
 
 
 def slots_in_use(server) -> int:
@@ -51,8 +45,8 @@ def transformers(hf_qwen, data: bytes):
     return hf_call(hf_qwen("qwen2_vl"), [Image.open(io.BytesIO(data))])[0]
 
 
-def test_exact_through_a_slot(server, puller, photo, hf_qwen, overlapped):
-    data = encode(photo, "JPEG", quality=90)
+def test_exact_through_a_slot(server, puller, photo_720p, hf_qwen, overlapped):
+    data = encode(photo_720p, "JPEG", quality=90)
     with Client(server.target, puller=puller, timeout=30) as c:
         out = c.preprocess(data, transport="rdma")
     assert out.items[0].transport == "rdma"
@@ -61,10 +55,10 @@ def test_exact_through_a_slot(server, puller, photo, hf_qwen, overlapped):
     assert settled(server)
 
 
-def test_a_lease_lost_after_its_write_falls_back_with_a_fresh_decode(server, puller, photo,
+def test_a_lease_lost_after_its_write_falls_back_with_a_fresh_decode(server, puller, photo_720p,
                                                                      hf_qwen, overlapped,
                                                                      monkeypatch):
-    data = encode(photo, "JPEG", quality=91)
+    data = encode(photo_720p, "JPEG", quality=91)
     real_commit, refused = ExportLease.commit, []
 
     def commit(self):
@@ -107,8 +101,8 @@ def test_a_lease_lost_after_its_write_falls_back_with_a_fresh_decode(server, pul
     assert settled(server)
 
 
-def test_a_decode_error_gives_the_slot_back(server, puller, photo, overlapped):
-    data = encode(photo, "JPEG", quality=92)
+def test_a_decode_error_gives_the_slot_back(server, puller, photo_720p, overlapped):
+    data = encode(photo_720p, "JPEG", quality=92)
     with Client(server.target, puller=puller, timeout=30) as c:
         for cut in (0.2, 0.9):
             with pytest.raises(grpc.RpcError) as info:

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from conftest import encode  # noqa: E402
+from support.images import encode  # noqa: E402
 
 from smg_fast._proto import tensor_pb2  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
@@ -21,7 +21,6 @@ from smg_fast.transport.tensors import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-pytest_plugins = ["support.shm_fixtures"]  # the tmpfs and shm_subdir fixtures
 
 
 # ------------------------------------------------------------------------------------------

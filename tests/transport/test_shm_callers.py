@@ -33,7 +33,6 @@ from smg_fast.testing.servers import RouterProcess, ServerProcess  # noqa: E402
 from smg_fast.transport.tensors import read_tensor, shm_namespace  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-pytest_plugins = ["support.shm_fixtures"]  # the tmpfs fixture
 
 CAP_MB = 32  # a share is a quarter: 8 MiB, two chelsea tensors (3.2 MB each)
 

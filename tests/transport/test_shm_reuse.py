@@ -23,7 +23,6 @@ from smg_fast.transport import shm, shm_reuse  # noqa: E402
 from smg_fast.transport.tensors import read_tensor, shm_namespace, shm_tensor_data  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-pytest_plugins = ["support.shm_fixtures"]  # the shm_subdir fixture
 
 
 def _ino(d: str, name: str) -> int:
@@ -42,7 +41,9 @@ def _copy_and_unlink(d: str, td) -> np.ndarray:
 
 
 @pytest.fixture
-def server(start_server, shm_subdir):
+def pooled_server(start_server, shm_subdir):
+    """A server of this test alone, reusing segments of a 64 MiB pool in its own shm_subdir
+    (checked empty once it stops)."""
     srv = start_server(shm_dir=shm_subdir, shm_pool_mb=64, shm_ttl_s=600)
     yield srv
     srv.stop(timeout=5.0)
@@ -52,20 +53,20 @@ def server(start_server, shm_subdir):
 
 def _images(real_images):
     """Two images of one size (one size class), different pixels."""
-    from conftest import encode
     from PIL import Image
+    from support.images import encode
 
     im = real_images.rgb("chelsea")
     return [chelsea_png(real_images), encode(im.transpose(Image.Transpose.FLIP_LEFT_RIGHT),
                                              "JPEG", quality=90)]
 
 
-def test_released_segment_serves_the_next_response(server, shm_subdir, real_images, ours):
+def test_released_segment_serves_the_next_response(pooled_server, shm_subdir, real_images, ours):
     images = _images(real_images)
     refs = [ours("qwen2_vl")(data)["pixel_values"] for data in images]
     ns = shm_namespace(shm_subdir)
-    slabs = server.server.registry.slabs
-    with own_channel(server.target) as ch:
+    slabs = pooled_server.server.registry.slabs
+    with own_channel(pooled_server.target) as ch:
         stub = pb_grpc.PreprocessorStub(ch)
         first = shm_call(stub, images[0], ns).items[0].pixel_values
         assert first.shm.offset == shm_reuse.HEADER
@@ -77,19 +78,20 @@ def test_released_segment_serves_the_next_response(server, shm_subdir, real_imag
         assert slabs.stats()["reused"] == 1 and slabs.stats()["made"] == 1
         assert np.array_equal(read_tensor(second, shm_dir=shm_subdir), refs[1])
     gc.collect()
-    reused = server.server.metrics.registry.get_sample_value("smg_fast_shm_reuse_reused_total")
+    registry = pooled_server.server.metrics.registry
+    reused = registry.get_sample_value("smg_fast_shm_reuse_reused_total")
     assert reused == 1
 
 
-def test_a_held_result_never_changes(server, shm_subdir, real_images, ours):
+def test_a_held_result_never_changes(pooled_server, shm_subdir, real_images, ours):
     """read_tensor maps the segment (no copy) and unlinks its name: while the caller holds the
     array the server cannot lease the file, so it writes elsewhere; once it is dropped, the
     file is reused."""
     images = _images(real_images)
     refs = [ours("qwen2_vl")(data)["pixel_values"] for data in images]
     ns = shm_namespace(shm_subdir)
-    slabs = server.server.registry.slabs
-    with own_channel(server.target) as ch:
+    slabs = pooled_server.server.registry.slabs
+    with own_channel(pooled_server.target) as ch:
         stub = pb_grpc.PreprocessorStub(ch)
         first = shm_call(stub, images[0], ns).items[0].pixel_values
         ino = _ino(shm_subdir, first.shm.name)
@@ -106,7 +108,7 @@ def test_a_held_result_never_changes(server, shm_subdir, real_images, ours):
         assert np.array_equal(read_tensor(third, shm_dir=shm_subdir), refs[1])
 
 
-def test_a_consumer_that_keeps_or_truncates_a_segment_harms_nobody(server, shm_subdir,
+def test_a_consumer_that_keeps_or_truncates_a_segment_harms_nobody(pooled_server, shm_subdir,
                                                                    real_images, ours):
     """A consumer (the server's user) opens its segment writable and keeps it: that file is
     never written again. Truncating it afterwards cannot crash the server, and a file found
@@ -114,8 +116,8 @@ def test_a_consumer_that_keeps_or_truncates_a_segment_harms_nobody(server, shm_s
     images = _images(real_images)
     refs = [ours("qwen2_vl")(data)["pixel_values"] for data in images]
     ns = shm_namespace(shm_subdir)
-    slabs = server.server.registry.slabs
-    with own_channel(server.target) as ch:
+    slabs = pooled_server.server.registry.slabs
+    with own_channel(pooled_server.target) as ch:
         stub = pb_grpc.PreprocessorStub(ch)
         bad = shm_call(stub, images[0], ns).items[0].pixel_values
         path = os.path.join(shm_subdir, bad.shm.name)
@@ -137,7 +139,7 @@ def test_a_consumer_that_keeps_or_truncates_a_segment_harms_nobody(server, shm_s
             td = shm_call(stub, images[k], ns).items[0].pixel_values
             assert np.array_equal(read_tensor(td, shm_dir=shm_subdir), refs[k])
         assert slabs.stats()["dropped"] > dropped
-    assert server.server.registry.prune() == 0  # every name read: nothing outstanding
+    assert pooled_server.server.registry.prune() == 0  # every name read: nothing outstanding
 
 
 def test_unreleased_segments_expire_and_are_reused(shm_subdir):

@@ -25,7 +25,6 @@ from smg_fast.transport import shm, shm_reuse  # noqa: E402
 from smg_fast.transport.tensors import read_tensor, shm_namespace, shm_tensor_data  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-pytest_plugins = ["support.shm_fixtures"]  # the shm_subdir fixture
 
 
 def _fill(value: int):

@@ -30,7 +30,6 @@ from smg_fast.transport.tensors import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-pytest_plugins = ["support.shm_fixtures"]  # the tmpfs and shm_subdir fixtures
 
 
 # ------------------------------------------------------------------------------------------

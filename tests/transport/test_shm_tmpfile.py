@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from conftest import encode  # noqa: E402
+from support.images import encode  # noqa: E402
 from support.shm_common import (  # noqa: E402
     own_channel,
     shm_call,
@@ -30,7 +30,6 @@ from smg_fast.transport.tensors import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
-pytest_plugins = ["support.shm_fixtures"]  # the tmpfs and shm_subdir fixtures
 
 
 # ------------------------------------------------------------------------------------------

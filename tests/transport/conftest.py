@@ -1,4 +1,5 @@
-"""Fixtures of the shm security tests, loaded with ``pytest_plugins = ["shm_fixtures"]``."""
+"""Fixtures of the transport tests: private tmpfs mounts and /dev/shm directories for the shm
+tests; RDMA exporters in child processes and a module's puller for the NIXL tests."""
 
 from __future__ import annotations
 
@@ -37,3 +38,32 @@ def shm_subdir():
     os.mkdir(d, 0o700)
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def peers():
+    """Factory: peers(**opts) -> an exporter in a child process, closed after the test.
+
+    The exporter is smg_fast.testing.rdma_peer's PeerProcess.
+    """
+    from smg_fast.testing.rdma_peer import PeerProcess
+
+    started: list[PeerProcess] = []
+
+    def factory(**opts: object) -> PeerProcess:
+        p = PeerProcess(**opts)
+        started.append(p)
+        return p
+
+    yield factory
+    for p in started:
+        p.close()
+
+
+@pytest.fixture(scope="module")
+def puller():
+    """A Puller of 4 slots of 32 MiB, shared by the tests of a module."""
+    from smg_fast.transport.rdma import Puller
+
+    with Puller(slots=4, slot_bytes=32 << 20, timeout_s=10) as p:
+        yield p
