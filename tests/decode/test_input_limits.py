@@ -14,6 +14,7 @@ import urllib.request
 import numpy as np
 import pytest
 from PIL import Image
+from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
 pytest.importorskip("grpc")
 
@@ -221,9 +222,12 @@ def test_min_max_pixels_outside_the_model_range_refused(server_process, small_jp
     for lo, hi in [(2**63, 2**63), (2**64 - 1, 2**64 - 1), (3136, 12845057), (1000, 100000)]:
         err = _call(target, png, min_pixels=lo, max_pixels=hi)
         assert isinstance(err, grpc.RpcError) and err.code() == INVALID, (lo, hi)
-    # Narrowing the range is still a request's right.
+    # Narrowing the range is still a request's right: the grid transformers computes for it.
     ok = _call(target, small_jpegs["rocket"], min_pixels=3136, max_pixels=200_000)
-    assert not isinstance(ok, grpc.RpcError)
+    assert not isinstance(ok, grpc.RpcError), ok
+    w, h = Image.open(io.BytesIO(small_jpegs["rocket"])).size
+    rh, rw = smart_resize(h, w, factor=28, min_pixels=3136, max_pixels=200_000)
+    assert list(ok.items[0].grid_thw) == [1, rh // 14, rw // 14]
 
 
 def _decodes(metrics_port: int) -> float:
@@ -261,12 +265,13 @@ def test_eps_refused_by_the_server(server_process):
 
 
 @pytest.mark.usefixtures("no_shm_leak")
-def test_max_output_mb_per_request(start_server, real_images):
+def test_max_output_mb_per_request(start_server, real_images, hf_qwen2, hf_run, assert_equal):
     srv = start_server(max_output_mb=8, pixel_cache_mb=16)
     big = real_images.bytes("rocket")  # 6.2 MiB of float32 (Qwen2-VL)
+    want, _ = hf_run(hf_qwen2, real_images.open("rocket"))
     with Client(srv.target, timeout=30) as c:
-        out = c.preprocess([big], transport="inline")
-        assert out.pixel_values.shape[0] > 0
+        out = c.preprocess([big], transport="inline")  # one under the limit: served exactly
+        assert_equal(out.pixel_values, want)
         for transport in ("inline", "shm"):
             with pytest.raises(grpc.RpcError) as info:
                 c.preprocess([big, big], transport=transport)

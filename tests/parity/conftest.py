@@ -1,5 +1,5 @@
-"""Fixtures of the parity tests: every real image and every PIL mode case as a parameter, and an
-EXIF-rotated JPEG."""
+"""Fixtures of the parity tests: every real image and every PIL mode case as a parameter, an
+EXIF-rotated JPEG, and the reference's pixel_values for any family."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from support.images import MODE_KINDS, REAL_IMAGE_NAMES
+from support.kimi_reference import kimi_reference
 
 
 @pytest.fixture(params=REAL_IMAGE_NAMES)
@@ -31,3 +32,18 @@ def exif_rotated_jpeg(tmp_path_factory, real_images) -> Path:
     with Image.open(path) as check:
         assert check.getexif().get(0x0112) == 6
     return path
+
+
+@pytest.fixture(scope="session")
+def reference(hf_qwen, hf_run):
+    """reference(family, image) -> the reference's pixel_values for the family's hub config.
+
+    transformers' PIL processor for the Qwen families, the NumPy re-implementation for Kimi.
+    """
+
+    def pixel_values(family: str, image: Image.Image):
+        if family == "kimi_k25":
+            return kimi_reference(image)[0]
+        return hf_run(hf_qwen(family), image)[0]
+
+    return pixel_values

@@ -51,12 +51,15 @@ def test_single_image_in_list_equals_bare(real_images, ours):
 
 
 def test_output_is_dict_with_keys(real_images, ours):
+    """A dict of the three outputs, shaped by the grid transformers computes for the image."""
     out = ours("qwen2_vl")(real_images.open("chelsea"), return_tensors="np")
     assert isinstance(out, dict)
-    assert {"pixel_values", "image_grid_thw", "num_tokens"} <= set(out.keys())
-    pv = np.asarray(out["pixel_values"])
-    assert pv.ndim == 2 and pv.shape[1] == 3 * 2 * 14 * 14
-    assert np.asarray(out["image_grid_thw"]).shape == (1, 3)
+    assert set(out.keys()) == {"pixel_values", "image_grid_thw", "num_tokens"}
+    rh, rw = smart_resize(300, 451, factor=28, min_pixels=3136, max_pixels=12845056)  # 451x300
+    gh, gw = rh // 14, rw // 14
+    assert np.asarray(out["image_grid_thw"]).tolist() == [[1, gh, gw]]
+    assert np.asarray(out["pixel_values"]).shape == (gh * gw, 3 * 2 * 14 * 14)
+    assert [int(n) for n in np.asarray(out["num_tokens"]).reshape(-1)] == [gh * gw // 4]
 
 
 # ---------------------------------------------------------------------------------------------
