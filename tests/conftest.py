@@ -1,10 +1,9 @@
-"""Fixtures more than one test area uses: the real images, the oracle, smg_fast's processors and
-in-process servers; and the session's check that nothing is left in /dev/shm.
+"""Fixtures several test areas share, and the session's check that nothing is left in /dev/shm.
 
-Helpers live in tests/support/ (imported as ``support.<name>``: this file puts tests/ on
-sys.path); each area's own fixtures in its conftest.py. Nothing here imports smg_fast at module
-level but the test harness, so a broken package shows up as failures in the test modules, not as
-a conftest error.
+The real images, the oracle, smg_fast's processors and in-process servers. Helpers live in
+tests/support/ (imported as ``support.<name>``: this file puts tests/ on sys.path); each area's
+own fixtures in its conftest.py. Nothing here imports smg_fast at module level but the test
+harness, so a broken package shows up as failures in the test modules, not as a conftest error.
 """
 
 from __future__ import annotations

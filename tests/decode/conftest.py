@@ -1,5 +1,8 @@
-"""Fixtures of the decode tests: the native thread count, set by the test and restored after it;
-the libjpeg the native decoder must have bound."""
+"""Fixtures of the decode tests: the native thread count, and the libjpeg check.
+
+The thread count is set by the test and restored after it; the native decoder must have bound
+the libjpeg Pillow loaded.
+"""
 
 from __future__ import annotations
 

@@ -304,9 +304,12 @@ def test_limit_flags_env_and_help(capsys):
 
 
 def test_a_failed_request_frees_what_it_built(server_process):
-    """Item 0 is served (a 146 MiB inline tensor), item 1 is garbage: the request fails, and its
-    tensor must not outlive it (it used to stay referenced by the exception's traceback until
-    a garbage collection happened to run)."""
+    """A failed request frees the tensors it built for its earlier items.
+
+    Item 0 is served (a 146 MiB inline tensor), item 1 is garbage: the request fails, and its
+    tensor must not outlive it (not even referenced by the exception's traceback until a garbage
+    collection happens to run).
+    """
     proc, target, _ = server_process
     rng = np.random.default_rng(7)
     big = encode(Image.fromarray(rng.integers(0, 255, (2000, 3000, 3), dtype=np.uint8)), "JPEG",

@@ -78,8 +78,11 @@ def test_the_pool_outlives_batches_of_other_sizes(real_images, threads):
 
 
 def test_a_forked_child_gets_its_own_pool(real_images, threads):
-    """The decode pool's threads do not survive fork: a child's batch must not wait on them (it
-    hung forever before the pool was reset in the child)."""
+    """A forked child decodes on a pool of its own, not on the parent's threads.
+
+    The decode pool's threads do not survive fork: a child's batch waiting on them would hang
+    forever, so the child resets the pool.
+    """
     import os
     import signal
 

@@ -1,9 +1,11 @@
-"""smg_fast.hf's classes follow their attributes as transformers' do: a value set after
-construction (``proc.size = ...``, what vLLM's Qwen3-VL-based models and evaluation harnesses
-do) applies to the next call, and calls smg-fast does not reproduce, found only once the inputs
-are read, go to transformers' own class instead of raising. The reference is transformers'
-Qwen2VLImageProcessorPil with the same attribute set (the main environment has no torchvision;
-tests/engines/test_hf_engines.py covers the torchvision classes)."""
+"""smg_fast.hf's classes follow their attributes as transformers' do.
+
+A value set after construction (``proc.size = ...``, what vLLM's Qwen3-VL-based models and
+evaluation harnesses do) applies to the next call, and calls smg-fast does not reproduce, found
+only once the inputs are read, go to transformers' own class instead of raising. The reference
+is transformers' Qwen2VLImageProcessorPil with the same attribute set (the main environment has
+no torchvision; tests/engines/test_hf_engines.py covers the torchvision classes).
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The transformers call signature in the main environment, against transformers' PIL backend
-(Qwen2VLImageProcessorPil, the real class) with np.array_equal: every input kind, nested lists,
-call-time options; options smg-fast cannot honour raise errors naming them; smg_fast.hf's
+"""The transformers call signature in the main environment, against transformers' PIL backend.
+
+Qwen2VLImageProcessorPil, the real class, compared with np.array_equal: every input kind, nested
+lists, call-time options; options smg-fast cannot honour raise errors naming them; smg_fast.hf's
 from_pretrained and its BatchFeature. (The torchvision classes and the processor flow:
-tests/engines/test_hf_classes.py, in the oracle venv.)"""
+tests/engines/test_hf_classes.py, in the oracle venv.)
+"""
 
 from __future__ import annotations
 

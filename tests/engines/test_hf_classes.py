@@ -1,8 +1,10 @@
-"""smg_fast.hf's classes against transformers' own, run in the torchvision oracle venv
-(tests/support/hf_call_script.py): the torchvision and PIL Qwen classes and Kimi's torchvision
-class on every input kind and call-time option, and inside Qwen2VLProcessor with a tiny offline
-tokenizer (transformers' Qwen2VLProcessor needs a video processor, which needs torchvision: the main
-environment cannot build one)."""
+"""smg_fast.hf's classes against transformers' own, run in the torchvision oracle venv.
+
+The script (tests/support/hf_call_script.py) runs the torchvision and PIL Qwen classes and
+Kimi's torchvision class on every input kind and call-time option, and inside Qwen2VLProcessor
+with a tiny offline tokenizer (transformers' Qwen2VLProcessor needs a video processor, which
+needs torchvision: the main environment cannot build one).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ def test_every_case_equals_transformers(class_results):
 
 
 def test_float_images_on_torchvision_go_to_transformers(class_results):
-    """transformers resizes float tensors in float there, which smg-fast does not compute: the
-    call is handed to transformers' class, so the result is still its own."""
+    """Float tensors on the torchvision class are transformers' own result.
+
+    transformers resizes float tensors in float there, which smg-fast does not compute: the call is
+    handed to transformers' class, so the result is still its own.
+    """
     assert class_results["torchvision/float_unit"] is True

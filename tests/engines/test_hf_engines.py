@@ -1,10 +1,12 @@
-"""smg_fast.hf.register() in an engine's environment (torchvision installed: the torchvision
-oracle venv, tests/support/hf_engine_script.py): AutoImageProcessor / AutoProcessor on a local model
-folder with the real Qwen2-VL and Qwen3-VL hub preprocessor values return smg-fast's classes,
-and every output (the processor's token ids and grids too) equals transformers' own classes' on
-real images, for both backends, including the uint8 patches vLLM's device-normalize mode asks
-for (do_rescale=False, do_normalize=False) and a call handed to transformers
-(do_rescale=True, do_normalize=False on torchvision)."""
+"""smg_fast.hf.register() in an engine's environment: the torchvision oracle venv.
+
+With torchvision installed (tests/support/hf_engine_script.py), AutoImageProcessor /
+AutoProcessor on a local model folder with the real Qwen2-VL and Qwen3-VL hub preprocessor
+values return smg-fast's classes, and every output (the processor's token ids and grids too)
+equals transformers' own classes' on real images, for both backends, including the uint8
+patches vLLM's device-normalize mode asks for (do_rescale=False, do_normalize=False) and a call
+handed to transformers (do_rescale=True, do_normalize=False on torchvision).
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
-"""smg_fast.hf's classes where transformers' classes stand, in the main environment (no
-torchvision, so transformers resolves the PIL backend): register() and AutoImageProcessor,
-transformers' loader arguments, repr / to_dict / save_pretrained / deepcopy / pickle, and calls
-handed to transformers' own class. Every output is compared with transformers'
-Qwen2VLImageProcessorPil on real images. (The torchvision classes, AutoProcessor and the uint8
-patches: tests/engines/test_hf_engines.py, in the oracle venv.)"""
+"""smg_fast.hf's classes where transformers' classes stand, in the main environment.
+
+No torchvision there, so transformers resolves the PIL backend: register() and
+AutoImageProcessor, transformers' loader arguments, repr / to_dict / save_pretrained / deepcopy
+/ pickle, and calls handed to transformers' own class. Every output is compared with
+transformers' Qwen2VLImageProcessorPil on real images. (The torchvision classes, AutoProcessor
+and the uint8 patches: tests/engines/test_hf_engines.py, in the oracle venv.)
+"""
 
 from __future__ import annotations
 

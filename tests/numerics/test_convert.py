@@ -268,8 +268,11 @@ def _peak_traced(fn) -> int:
 
 @pytest.mark.parametrize("shape", [(900, 1100, 4), (900, 1100, 1), (900, 1100)])
 def test_numpy_conversion_allocates_no_full_size_temporary(shape, ours):
-    """NumPy's allocations are traced: the float64 blend (8 bytes per value) or np.repeat made
-    several full-size arrays; now nothing of the image's size is allocated in Python."""
+    """Converting a NumPy image allocates nothing of the image's size in Python.
+
+    NumPy's allocations are traced: a float64 blend (8 bytes per value) or np.repeat would make
+    several full-size arrays.
+    """
     proc = ours("qwen2_vl")
     arr = np.random.default_rng(3).integers(0, 256, shape, dtype=np.uint8)
     proc(arr)  # warm: pipelines, pools

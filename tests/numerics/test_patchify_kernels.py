@@ -1,13 +1,15 @@
-"""The SIMD normalize + patchify kernels (whichever this CPU runs) against the real references
-on the cases their store scheme and value forms must get right: patch 14 and 16 (the compiled
+"""The SIMD normalize + patchify kernels this CPU runs, against the real references.
+
+The cases their store scheme and value forms must get right: patch 14 and 16 (the compiled
 shapes) and others (the generic one), merge 1 and 2, temporal 1, 2 and 3, grids with an odd
 number of merged blocks, zero padding on the right and bottom, images smaller than one patch,
 every dtype, and means / stds other than the defaults, including ones whose single-precision
 form does not match the table (the AVX2 kernel then gathers from it). References:
 transformers' Qwen2VLImageProcessorPil with the same call-time options, and Kimi-K2.5's upstream
-NumPy order (tests/parity/test_kimi_parity.py); bfloat16 / float16 are torch's conversions of the
-reference's float32. Each case also checks the kernel the pipeline reports, so a fast path
-that silently stopped being chosen fails here."""
+NumPy order (tests/support/kimi_reference.py); bfloat16 / float16 are torch's conversions of
+the reference's float32. Each case also checks the kernel the pipeline reports, so a fast path
+that silently stopped being chosen fails here.
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""dtype="uint8": the resized bytes in the patch layout, written natively (no float pass). What
-transformers' torchvision classes return for do_rescale=False, do_normalize=False (checked in
-the oracle venv: tests/engines/test_hf_engines.py); here against transformers' PIL class, whose
-output for those options is the same values as float32, on real images, PIL images (read as 4-byte
-RGBX) and numpy arrays (3 bytes), every patch layout (patch sizes with and without a
+"""dtype="uint8": the resized bytes in the patch layout, written natively (no float pass).
+
+What transformers' torchvision classes return for do_rescale=False, do_normalize=False (checked
+in the oracle venv: tests/engines/test_hf_engines.py); here against transformers' PIL class,
+whose output for those options is the same values as float32, on real images, PIL images (read
+as 4-byte RGBX) and numpy arrays (3 bytes), every patch layout (patch sizes with and without a
 specialised copy, below the SIMD kernels' minimum too, merge 1, 2 and 3, one to three temporal
-copies)."""
+copies).
+"""
 
 from __future__ import annotations
 

@@ -149,8 +149,10 @@ def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
 
 
 def test_transport_stands_below_server_and_processors():
-    """transport never imports the server, the processors, or the compatibility paths (which
-    import transport back)."""
+    """transport imports neither the server, the processors, nor the compatibility paths.
+
+    The compatibility paths import transport back.
+    """
     graph = import_graph(SRC, PACKAGE)
     banned = ("smg_fast.server", "smg_fast.processors", "smg_fast.rdma", *COMPAT)
     bad = {mod: sorted(d for d in deps if d.startswith(banned) and d not in ("smg_fast",))
@@ -160,9 +162,11 @@ def test_transport_stands_below_server_and_processors():
 
 
 def test_routing_library_stands_without_the_server():
-    """``import smg_fast.routing`` (the clients a gateway embeds) reaches no module of the
-    server package (before: the retryable trailer's name pulled all of it in); the router
-    process (routing.router, config, metrics) does use the server's scaffolding."""
+    """``import smg_fast.routing`` (the clients a gateway embeds) reaches no server module.
+
+    Not even for the retryable trailer's name; the router process (routing.router, config, metrics)
+    does use the server's scaffolding.
+    """
     graph = import_graph(SRC, PACKAGE)
     seen: set[str] = set()
     todo = ["smg_fast.routing", "smg_fast"]  # (importing a module imports its parents)

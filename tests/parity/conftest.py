@@ -1,5 +1,8 @@
-"""Fixtures of the parity tests: every real image and every PIL mode case as a parameter, an
-EXIF-rotated JPEG, and the reference's pixel_values for any family."""
+"""Fixtures of the parity tests: image and mode parameters, an EXIF JPEG, the reference.
+
+Every real image and every PIL mode case as a parameter, an EXIF-rotated JPEG, and the
+reference's pixel_values for any family.
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""A consumer of pixel_values: transformers' own Qwen2-VL vision tower
-(Qwen2VisionTransformerPretrainedModel), tiny and randomly initialised from a Qwen2VLVisionConfig
-(no download), run on smg-fast's output and on transformers' processor's for the same images.
+"""A consumer of pixel_values, transformers' own Qwen2-VL vision tower, sees no difference.
+
+Qwen2VisionTransformerPretrainedModel, tiny and randomly initialised from a Qwen2VLVisionConfig
+(no download), runs on smg-fast's output and on transformers' processor's for the same images.
 The embeddings must be identical (torch.equal) in float32 and in bfloat16: the model sees no
 difference, including in the grid it is given and the patch layout it unpacks. The PIL backend
 is compared with Qwen2VLImageProcessorPil (main environment); backend="torchvision" with the
 real torchvision Qwen2VLImageProcessor, whose pixel_values come from the oracle venv
-(tests/support/tv_oracle.py) while the tower runs here."""
+(tests/support/tv_oracle.py) while the tower runs here.
+"""
 
 from __future__ import annotations
 

@@ -184,8 +184,10 @@ def test_error_message_is_informative(real_images, tmp_path, ours, smg):
 
 @pytest.mark.parametrize("kind", ["float32_numpy", "uint16_numpy", "4d_numpy"])
 def test_inputs_transformers_accepts_are_accepted(kind, real_images, tmp_path, ours):
-    """transformers' processor takes them (float 0-255, other integer types, a batch of one), so
-    smg-fast does too, with the same output."""
+    """Inputs transformers' processor takes are taken too, with the same output.
+
+    Float 0-255, other integer types, a batch of one.
+    """
     from support.hf_oracle import make_hf_qwen
 
     x = _bad_inputs(real_images, tmp_path)[kind]

@@ -1,9 +1,11 @@
-"""backend="torchvision" against transformers' real torchvision image processors
-(Qwen2VLImageProcessor, Kimi_K25ImageProcessor from transformers 5.24 with torch 2.14.1 and
-torchvision 0.29.1), run in their own venv (tests/support/tv_oracle.py): every family's hub config,
-real photos, every PIL mode, numpy inputs, tiny / odd / 4K / extreme-aspect sizes, Pillow 13's
-vertical-first cases (irrelevant to torch, kept in the corpus), float32 and bfloat16 bits,
-compared with np.array_equal. The oracle runs once per module on the whole corpus."""
+"""backend="torchvision" against transformers' real torchvision image processors.
+
+Qwen2VLImageProcessor and Kimi_K25ImageProcessor from transformers 5.24 with torch 2.14.1 and
+torchvision 0.29.1, run in their own venv (tests/support/tv_oracle.py): every family's hub
+config, real photos, every PIL mode, numpy inputs, tiny / odd / 4K / extreme-aspect sizes,
+Pillow 13's vertical-first cases (irrelevant to torch, kept in the corpus), float32 and bfloat16
+bits, compared with np.array_equal. The oracle runs once per module on the whole corpus.
+"""
 
 from __future__ import annotations
 
@@ -164,8 +166,10 @@ def test_numpy_rgba_blend_equals_torchvision_on_every_pair(oracle):
 
 
 def test_numpy_rgba_is_read_in_place_without_a_full_size_temporary():
-    """The blend happens while the native core reads the caller's array: no converted copy
-    (before, the backend built a blended (H, W, 3) array and index arrays in NumPy)."""
+    """An RGBA array is blended while the native core reads it: no full-size temporary.
+
+    No converted copy, no blended (H, W, 3) array or index arrays built in NumPy.
+    """
     proc = load_processor("qwen2_vl", backend="torchvision")
     arr = np.random.default_rng(5).integers(0, 256, (900, 1100, 4), dtype=np.uint8)
     proc(arr)  # warm: pipelines, pools

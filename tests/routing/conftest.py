@@ -1,5 +1,8 @@
-"""Fixtures of the routing tests: fleets of real server processes on loopback, and the images
-they serve with the in-process processor's pixel_values for them."""
+"""Fixtures of the routing tests: fleets of server processes, and the images they serve.
+
+The fleets are real server processes on loopback; the images come with the in-process
+processor's pixel_values for them.
+"""
 
 from __future__ import annotations
 

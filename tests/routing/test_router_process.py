@@ -181,9 +181,12 @@ def test_member_with_other_fingerprint_is_refused_through_the_router(mixed, imag
 
 
 def test_message_over_the_size_limit_is_answered_once_through_the_router(mixed):
-    """A 5 KiB PNG whose 26 MB answer is over the router's 2 MiB limit from its worker:
-    gRPC's own RESOURCE_EXHAUSTED, no trailer, so the router answers at once with
-    smg-fast-retryable: 0 (before: tried on every worker, then answered 1)."""
+    """An answer over the message size limit is refused once, not retried on every worker.
+
+    A 5 KiB PNG whose 26 MB answer is over the router's 2 MiB limit from its worker: gRPC's own
+    RESOURCE_EXHAUSTED, no trailer, so the router answers at once with smg-fast-retryable: 0,
+    without trying the other workers.
+    """
     _, router, metrics = mixed
     channel = grpc.insecure_channel(router.target)
     try:

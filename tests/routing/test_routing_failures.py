@@ -1,11 +1,13 @@
-"""The routing bugs reviews found, each against real server processes (or, for the ejection
-arithmetic, a Membership without one): a hung worker (SIGSTOP) is found by keepalive or by the
-attempt timeout and its items go elsewhere; a size-limit RESOURCE_EXHAUSTED, the server's or
-gRPC's own (a message over the size limit), is not retried while an admission one is; one crash
-is one ejection; the caller's own deadline is neither the member's success nor its failure;
-sub-calls a failed request no longer needs are cancelled; an answer that arrives after its items
-went elsewhere is released; concurrent add()s of one target wait for its joining; close() ends
-every task."""
+"""Routing failures against real server processes.
+
+(Or, for the ejection arithmetic, a Membership without one.) A hung worker (SIGSTOP) is found
+by keepalive or by the attempt timeout and its items go elsewhere; a size-limit
+RESOURCE_EXHAUSTED, the server's or gRPC's own (a message over the size limit), is not retried
+while an admission one is; one crash is one ejection; the caller's own deadline is neither the
+member's success nor its failure; sub-calls a failed request no longer needs are cancelled; an
+answer that arrives after its items went elsewhere is released; concurrent add()s of one target
+wait for its joining; close() ends every task.
+"""
 
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def test_hung_worker_is_ejected_and_its_items_go_elsewhere(fleet, how):
     with RoutedClient(targets, timeout=20, floor=8, **opts) as rc:
         victim.proc.send_signal(signal.SIGSTOP)
         try:
-            # without the fix this waits for the caller's 20 s deadline and fails with it:
-            # succeeding at all is the proof that the hung member was given up
+            # a fleet that kept waiting on the hung member would reach the caller's 20 s
+            # deadline and fail with it: succeeding at all proves the member was given up
             out = rc.preprocess(images)
             assert all(it.worker != victim.target for it in out.items)
             assert len(out.items) == 3
@@ -75,10 +77,12 @@ def test_size_limit_is_not_retried(fleet):
 
 
 def test_message_over_the_size_limit_is_not_retried(fleet):
-    """gRPC's own RESOURCE_EXHAUSTED (a 5 KiB PNG whose 26 MB answer is over the client's
-    2 MiB receive limit) carries no smg-fast-retryable trailer: it would fail the same way on
-    every member, so it is answered at once, not retryable (before: no trailer was taken for
-    "retry", it was tried on all three members and reported retryable)."""
+    """A message over the size limit is answered at once, not retryable.
+
+    gRPC's own RESOURCE_EXHAUSTED (a 5 KiB PNG whose 26 MB answer is over the client's 2 MiB
+    receive limit) carries no smg-fast-retryable trailer: it would fail the same way on every
+    member, so the other members are not tried (no trailer does not mean "retry").
+    """
     targets = [s.target for s in fleet]
     with RoutedClient(targets, timeout=30, max_message_mb=2) as rc:
         with pytest.raises(RoutedError) as err:
@@ -135,9 +139,12 @@ def test_one_crash_is_one_ejection():
 
 
 def test_callers_deadline_is_neither_the_members_success_nor_its_failure(fleet):
-    """The caller's own deadline ends a sub-call: the member's consecutive failures stay as
-    they were, and a half-open probe that ends so leaves the member ejected (the next request
-    probes it) instead of restoring it (before: counted as the member's success)."""
+    """The caller's deadline is neither the member's success nor its failure.
+
+    The caller's own deadline ends a sub-call: the member's consecutive failures stay as they were,
+    and a half-open probe that ends so leaves the member ejected (the next request probes it)
+    instead of restoring it.
+    """
     target = fleet[0].target
 
     async def main():

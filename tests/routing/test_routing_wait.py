@@ -71,11 +71,13 @@ def test_image_waits_for_the_member_that_has_it(wait_s):
 
 
 def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
-    """a:1's first call holds the image (floor 1: a:1 at the bound) until the end. Five more
-    requests for it at once: only as many wait for a:1 as it has items in flight (one); the
-    next spills once (to its second member, which then has it too) and the rest go to the
-    members that have it or wait for their slots: all five are answered while a:1's first
-    call still runs (before: every one waited for a:1, sent nowhere, for affinity_wait)."""
+    """In a burst, only as many requests wait for a busy holder as it has items in flight.
+
+    a:1's first call holds the image (floor 1: a:1 at the bound) until the end. Five more requests
+    for it at once: one waits for a:1, the next spills once (to its second member, which then has
+    it too) and the rest go to the members that have it or wait for their slots: all five are
+    answered while a:1's first call still runs, none sent nowhere for affinity_wait.
+    """
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -108,10 +110,13 @@ def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
 
 
 def test_a_short_deadline_is_not_spent_waiting():
-    """The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for
-    the busy member that has it at most half of it, then goes to its next member and succeeds
-    (before: it waited the whole deadline, was then sent with 0 s left and failed
-    DEADLINE_EXCEEDED, charged to the idle member, which affinity then named as its holder)."""
+    """A short deadline is not spent waiting: the image waits at most half of it.
+
+    The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for the busy
+    member that has it at most half of it, then goes to its next member and succeeds (waiting the
+    whole deadline would send it with 0 s left, to fail DEADLINE_EXCEEDED charged to the idle
+    member, which affinity would then name as its holder).
+    """
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()

@@ -1,5 +1,7 @@
-"""Fixtures of the server tests: a client of the module's server (`server`, in tests/conftest.py,
-shared with the transport tests)."""
+"""Fixtures of the server tests: a client of the module's server.
+
+`server` itself is in tests/conftest.py, shared with the transport tests.
+"""
 
 from __future__ import annotations
 

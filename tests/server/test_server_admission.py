@@ -1,7 +1,9 @@
-"""Admission, cancellation, deadlines, drain and error mapping under hostile load (issue 8):
-cancelled or expired work stops between items, a SIGTERM stop is bounded by the drain timeout,
+"""Admission, cancellation, deadlines, drain and error mapping under hostile load.
+
+Cancelled or expired work stops between items, a SIGTERM stop is bounded by the drain timeout,
 a flood of big requests is refused with RESOURCE_EXHAUSTED while memory stays bounded, and
-failures map to the right status without pinning buffers."""
+failures map to the right status without pinning buffers.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""Runs under the torchvision oracle venv (see tests/support/tv_oracle.py), never under pytest,
-with smg_fast on PYTHONPATH (tests/engines/test_hf_classes.py): smg_fast.hf's classes against
-transformers' own (torchvision and PIL backends), alone and inside Qwen2VLProcessor with a tiny
-tokenizer built offline. Prints one JSON object: {case: true | false | "error text"}."""
+"""smg_fast.hf's classes against transformers' own, in the torchvision oracle venv.
+
+Runs under the venv's python (see tests/support/tv_oracle.py), never under pytest, with
+smg_fast on PYTHONPATH (tests/engines/test_hf_classes.py): torchvision and PIL backends, alone
+and inside Qwen2VLProcessor with a tiny tokenizer built offline. Prints one JSON object:
+{case: true | false | "error text"}.
+"""
 
 import base64
 import io

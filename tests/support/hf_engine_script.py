@@ -1,10 +1,13 @@
-"""Runs under the torchvision oracle venv (see tests/support/tv_oracle.py), never under pytest, with
-smg_fast on PYTHONPATH (tests/engines/test_hf_engines.py): what an engine's environment does with
-smg_fast.hf.register(). A local model folder (real Qwen2-VL / Qwen3-VL hub preprocessor values,
-a tiny tokenizer built offline) loaded by AutoImageProcessor / AutoProcessor before and after
-register(): the classes swap, and every output equals transformers' own on real images,
-including the uint8 patches of do_rescale=False, do_normalize=False (vLLM's default for
-Qwen2-VL). Prints one JSON object: {case: true | false | "error text"}."""
+"""What an engine's environment does with smg_fast.hf.register(), in the oracle venv.
+
+Runs under the venv's python (see tests/support/tv_oracle.py), never under pytest, with
+smg_fast on PYTHONPATH (tests/engines/test_hf_engines.py). A local model folder (real Qwen2-VL /
+Qwen3-VL hub preprocessor values, a tiny tokenizer built offline) loaded by AutoImageProcessor /
+AutoProcessor before and after register(): the classes swap, and every output equals
+transformers' own on real images, including the uint8 patches of do_rescale=False,
+do_normalize=False (vLLM's default for Qwen2-VL). Prints one JSON object:
+{case: true | false | "error text"}.
+"""
 
 import copy
 import json

@@ -1,5 +1,7 @@
-"""The oracle most tests compare with: transformers' PIL Qwen2-VL processor, configured like
-smg_fast's family, its outputs cached on disk (support.oracle_cache)."""
+"""The oracle most tests compare with: transformers' PIL Qwen2-VL processor.
+
+Configured like smg_fast's family; its outputs cached on disk (support.oracle_cache).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The real test images: photos shipped in installed packages (scikit-image, matplotlib,
-scikit-learn), images derived from them in every PIL mode the processors must handle, and
-encoding helpers."""
+"""The real test images, images derived from them in every PIL mode, and encoding helpers.
+
+The photos ship in installed packages (scikit-image, matplotlib, scikit-learn); the derived
+images cover every PIL mode and transparency case the processors must handle.
+"""
 
 from __future__ import annotations
 

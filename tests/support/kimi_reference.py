@@ -1,5 +1,7 @@
-"""The upstream Kimi-K2.5 (MoonViT) PIL/NumPy preprocessing, re-implemented in plain NumPy +
-Pillow: the oracle of the Kimi parity tests and of the kernels that serve Kimi."""
+"""The upstream Kimi-K2.5 (MoonViT) preprocessing, re-implemented in plain NumPy + Pillow.
+
+The oracle of the Kimi parity tests and of the kernels that serve Kimi.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Checks of a processor's outputs against its reference's, shared by the parity and numerics
-tests."""
+"""Checks of a processor's outputs against its reference's, for the parity and numerics tests."""
 
 from __future__ import annotations
 
@@ -7,8 +6,11 @@ import numpy as np
 
 
 def check_outputs(out, ref_pv, ref_grid, merge=2, assert_equal=None) -> None:
-    """A processor's outputs against the reference's: float32 pixel_values (compared by
-    assert_equal), int64 image_grid_thw, and the token counts the grid implies."""
+    """A processor's outputs equal the reference's.
+
+    float32 pixel_values (compared by assert_equal), int64 image_grid_thw, and the token counts the
+    grid implies.
+    """
     pv = np.asarray(out["pixel_values"])
     grid = np.asarray(out["image_grid_thw"])
     assert grid.dtype == np.int64, grid.dtype

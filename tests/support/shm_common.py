@@ -1,5 +1,7 @@
-"""Helpers of the shm tests (transport/test_shm_*.py): requests, waits, channels on their own
-connections (their tmpfs and /dev/shm directory fixtures are in tests/transport/conftest.py)."""
+"""Helpers of the shm tests (transport/test_shm_*.py): requests, waits, own channels.
+
+Their tmpfs and /dev/shm directory fixtures are in tests/transport/conftest.py.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Which smg-fast segments in /dev/shm this test session answers for, so that the session and
-each test can fail on the ones they leave behind."""
+"""Which smg-fast segments in /dev/shm this test session answers for.
+
+So that the session and each test can fail on the ones they leave behind.
+"""
 
 from __future__ import annotations
 

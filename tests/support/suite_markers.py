@@ -117,8 +117,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks every item; the ISA reruns go last, after the suites whose oracle outputs they
-    read from the cache (tests/support/oracle_cache.py)."""
+    """Marks every item; the ISA reruns go last.
+
+    After the suites whose oracle outputs they read from the cache (tests/support/oracle_cache.py).
+    """
     for item in items:
         for name in sorted(markers_for(item)):
             item.add_marker(name)

@@ -59,11 +59,13 @@ def run_with_smg_fast(script: Path, args: list[str], workdir: Path) -> Any:
 
 
 def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
-    """Runs jobs in the oracle venv (or reads their cached outputs: support/oracle_cache.py). A
-    job: {"cls": "qwen" | "kimi", "kwargs": constructor kwargs, "images": [PIL image or numpy
+    """Runs jobs in the oracle venv, or reads their cached outputs (support/oracle_cache.py).
+
+    A job: {"cls": "qwen" | "kimi", "kwargs": constructor kwargs, "images": [PIL image or numpy
     array, ...]}. Returns per job {"pixel_values" (float32), "bf16" (uint16 bits of
-    pixel_values.to(torch.bfloat16)), "grid"}; a job with "convert": True runs only the
-    processor's convert_to_rgb on its one (H, W, C) uint8 array and returns {"rgb": (H, W, 3)}."""
+    pixel_values.to(torch.bfloat16)), "grid"}; a job with "convert": True runs only the processor's
+    convert_to_rgb on its one (H, W, C) uint8 array and returns {"rgb": (H, W, 3)}.
+    """
     python = tv_python()
     # The venv (its pins and where it is) and the script that drives it are part of every key.
     shared = (python, PINS.read_bytes(), SCRIPT.read_bytes())

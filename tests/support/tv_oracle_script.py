@@ -1,5 +1,8 @@
-"""Runs under the torchvision oracle venv (see tests/support/tv_oracle.py), never under pytest:
-transformers' torchvision image processors on pickled inputs, outputs as .npy files."""
+"""transformers' torchvision image processors on pickled inputs, in the oracle venv.
+
+Runs under the venv's python (see tests/support/tv_oracle.py), never under pytest; outputs as
+.npy files.
+"""
 
 import pickle
 import sys

@@ -1,5 +1,8 @@
-"""Fixtures of the transport tests: private tmpfs mounts and /dev/shm directories for the shm
-tests; RDMA exporters in child processes and a module's puller for the NIXL tests."""
+"""Fixtures of the transport tests: tmpfs mounts and shm directories; RDMA peers, a puller.
+
+Private tmpfs mounts and /dev/shm directories for the shm tests; RDMA exporters in child
+processes and a module's puller for the NIXL tests.
+"""
 
 from __future__ import annotations
 

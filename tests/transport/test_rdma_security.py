@@ -1,6 +1,9 @@
-"""Hostile tenants on the RDMA lane (issue 8), with real NIXL: forged handles and notifications,
-foreign transports, and idle, slow or flooding metadata peers never hand out another tenant's
-bytes, free a slot early, or lock a puller out. Every wait is bounded."""
+"""Hostile tenants on the RDMA lane, with real NIXL, never reach another tenant's bytes.
+
+Forged handles and notifications, foreign transports, and idle, slow or flooding metadata peers
+never hand out another tenant's bytes, free a slot early, or lock a puller out. Every wait is
+bounded.
+"""
 
 from __future__ import annotations
 

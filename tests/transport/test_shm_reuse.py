@@ -42,8 +42,10 @@ def _copy_and_unlink(d: str, td) -> np.ndarray:
 
 @pytest.fixture
 def pooled_server(start_server, shm_subdir):
-    """A server of this test alone, reusing segments of a 64 MiB pool in its own shm_subdir
-    (checked empty once it stops)."""
+    """A server of this test alone, reusing segments of a 64 MiB pool in its own shm_subdir.
+
+    The directory is checked empty once it stops.
+    """
     srv = start_server(shm_dir=shm_subdir, shm_pool_mb=64, shm_ttl_s=600)
     yield srv
     srv.stop(timeout=5.0)

@@ -89,11 +89,13 @@ asyncio.run(serve(ServerConfig(port=int(sys.argv[1]), shm_dir=sys.argv[2], worke
 @pytest.mark.parametrize("pool_mb", [0, 64])
 def test_same_uid_attacker_truncating_segments_cannot_crash_the_server(
         pool_mb, real_images, ours, shm_subdir, track_pid):
-    """A consumer running as the server's user lists the directory in a loop and makes every
-    smg-fast file it sees writable and empty. Before, it caught segments the server was still
-    writing (or ready pool ones), and the server's next store died of SIGBUS. Now it only ever
-    sees delivered ones: the server survives, and every tensor the attacker did not truncate
-    reads back exact."""
+    """A same-uid attacker truncating segments cannot crash the server.
+
+    A consumer running as the server's user lists the directory in a loop and makes every smg-fast
+    file it sees writable and empty. It only ever sees delivered segments (never one the server is
+    still writing, nor a ready pool one, whose truncation would kill the server's next store with
+    SIGBUS): the server survives, and every tensor the attacker did not truncate reads back exact.
+    """
     import threading
 
     from smg_fast.transport.tensors import TensorError
