@@ -40,7 +40,7 @@ def _run(python, overlay: Path, workdir: Path, folder: Path, runs: list[dict], r
     workdir.mkdir()
     (workdir / "job.pkl").write_bytes(pickle.dumps({"folder": str(folder), "repeat": rounds,
                                                     "runs": runs}))
-    script = overlay / "smg_fast" / "bench" / "sglang_runner.py"
+    script = overlay / "smg_fast" / "testing" / "sglang_runner.py"
     proc = run_in_venv(python, ["-c", RUNNER, str(script), str(workdir)], overlay,
                        {"SMG_FAST_SGLANG": plugin}, timeout=3600)
     if proc.returncode != 0:

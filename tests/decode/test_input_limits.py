@@ -281,7 +281,8 @@ def test_max_output_mb_per_request(start_server, real_images, hf_qwen2, hf_run, 
 
 
 def test_limit_flags_env_and_help(capsys):
-    from smg_fast.server.config import ServerConfig, config_from_args
+    from smg_fast.server.config import ServerConfig
+    from smg_fast.server.flags import config_from_args
 
     cfg = config_from_args([], environ={})
     assert cfg.max_output_mb == 1024 and cfg.image_format_list == (

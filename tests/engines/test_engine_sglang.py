@@ -65,7 +65,7 @@ def _start(python: Path, workdir: Path, folder: Path, runs: list[dict[str, Any]]
            overlay: Path, plugin: str):
     workdir.mkdir(parents=True)
     (workdir / "job.pkl").write_bytes(pickle.dumps({"folder": str(folder), "runs": runs}))
-    script = overlay / "smg_fast" / "bench" / "sglang_runner.py"
+    script = overlay / "smg_fast" / "testing" / "sglang_runner.py"
     return start_in_venv(python, ["-c", RUNNER, str(script), str(workdir)], overlay,
                          {"SMG_FAST_SGLANG": plugin})
 

@@ -1,8 +1,9 @@
-"""The package's shape: no import cycles, transport below the server and processors, old paths.
+"""The package's shape: the layer table, no import cycles, the old paths and the facade.
 
-No import cycle between modules of src/smg_fast; the transport layer below the server and the
-processors; the old flat paths (smg_fast.shm, smg_fast.rdma ...) deprecated aliases of the very
-same module objects as their new homes in smg_fast.transport; the facade smg_fast.transport.
+The layer table (which layer may import which); no import cycle between modules of
+src/smg_fast; the old flat paths (smg_fast.shm, smg_fast.rdma ...) deprecated aliases of the
+very same module objects as their new homes in smg_fast.transport; the facade
+smg_fast.transport.
 
 Imports are read with ast, lazy ones (inside functions) included: a lazy import still ties two
 modules together, it only hides the cycle until the function runs."""
@@ -34,6 +35,61 @@ COMPAT = {
     **{f"smg_fast.rdma.{m}": f"smg_fast.transport.rdma.{m}"
        for m in ("descriptor", "errors", "exporter", "nixl", "notifier", "preflight", "puller")},
 }
+
+
+# The layer table (docs/architecture.md): each layer's modules, named under smg_fast (a package
+# covers its submodules; "" is smg_fast/__init__.py itself), and the layers it may import
+# besides its own. Imaging and the core stand below the processors; transport below the
+# server and the clients; _service (what the server and the router share) below both; the
+# server and the routing library or the router process never import each other; nothing
+# imports upward. A new module belongs to a layer here before it is imported.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "core": ("_native", "_native_version", "_version", "_dtypes", "errors", "resample"),
+    "proto": ("_proto",),
+    "imaging": ("imaging",),
+    "processors": ("processors", "config", "call_options", "call_inputs", "hf_reference"),
+    "transport": ("transport",),
+    "api": ("", "hf", "hf_compat"),
+    "compat": ("_deprecated", "shm", "shm_pool", "shm_owner", "tensors", "rdma"),
+    "integrations": ("integrations",),
+    "_service": ("_service",),
+    "client": ("client",),
+    "server": ("server",),
+    "routing": ("routing",),
+    "router": ("router",),
+    "testing": ("testing", "bench"),  # the harness, and the shipped tools built on it
+    "cli": ("__main__",),
+}
+_LIBRARY = {"core", "proto", "imaging", "processors", "transport", "api"}
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": set(),
+    "proto": set(),
+    "imaging": {"core"},
+    "processors": {"core", "imaging"},
+    "transport": {"core", "proto"},
+    "api": {"core", "imaging", "processors"},
+    "compat": {"transport"},
+    "integrations": {"core", "imaging", "processors", "api"},
+    "_service": {"core", "proto"},
+    "client": _LIBRARY | {"_service"},
+    "server": _LIBRARY | {"_service"},
+    "routing": {"core", "proto", "imaging", "transport", "_service", "client"},
+    "router": {"core", "proto", "_service", "routing"},
+    "testing": set(LAYERS) - {"testing", "cli"},
+    "cli": _LIBRARY | {"integrations"},
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer whose entry names module or the package holding it (the longest such name)."""
+    best, found = -1, None
+    for layer, names in LAYERS.items():
+        for name in names:
+            full = f"{PACKAGE}.{name}" if name else PACKAGE
+            if (module == full or (name and module.startswith(full + "."))) \
+                    and len(full) > best:
+                best, found = len(full), layer
+    return found
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
@@ -148,25 +204,46 @@ def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
     assert missing == ["pkg.b:2 imports pkg.gone"]
 
 
-def test_transport_stands_below_server_and_processors():
-    """transport imports neither the server, the processors, nor the compatibility paths.
-
-    The compatibility paths import transport back.
-    """
+def test_every_module_has_a_layer():
+    """A module outside the table is one nobody placed: name it (or its package) in LAYERS."""
     graph = import_graph(SRC, PACKAGE)
-    banned = ("smg_fast.server", "smg_fast.processors", "smg_fast.rdma", *COMPAT)
-    bad = {mod: sorted(d for d in deps if d.startswith(banned) and d not in ("smg_fast",))
-           for mod, deps in graph.items() if mod.startswith("smg_fast.transport")}
-    bad = {k: v for k, v in bad.items() if v}
-    assert not bad, f"transport imports upward: {bad}"
+    assert not sorted(m for m in graph if layer_of(m) is None)
+
+
+def test_imports_follow_the_layer_table():
+    """Every import of the package's modules, lazy ones included, goes to its own layer or one
+    MAY_IMPORT lists for it."""
+    graph = import_graph(SRC, PACKAGE)
+    bad = sorted(f"{mod} ({layer_of(mod)}) imports {dep} ({layer_of(dep)})"
+                 for mod, deps in graph.items() for dep in deps
+                 if layer_of(dep) not in MAY_IMPORT[layer_of(mod)] | {layer_of(mod)})
+    assert not bad, "imports against the layer table:\n" + "\n".join(bad)
+
+
+def test_the_layer_table_points_one_way():
+    """The table itself: no two layers may import each other, even through others; _service
+    stands below the server and the router and imports neither them nor the routing; the
+    server never meets the routing library or the router process, either way."""
+    assert set(MAY_IMPORT) == set(LAYERS)
+    order = {layer: set(allowed) for layer, allowed in MAY_IMPORT.items()}
+    changed = True
+    while changed:  # each layer's set: everything it reaches
+        changed = False
+        for reach in order.values():
+            more = set().union(*(order[r] for r in reach)) - reach
+            if more:
+                reach |= more
+                changed = True
+    assert not [layer for layer, reach in order.items() if layer in reach]
+    assert "_service" in MAY_IMPORT["server"] and "_service" in MAY_IMPORT["router"]
+    assert not order["_service"] & {"server", "routing", "router", "client"}
+    for a, b in (("server", "routing"), ("server", "router")):
+        assert b not in order[a] and a not in order[b]
 
 
 def test_routing_library_stands_without_the_server():
-    """``import smg_fast.routing`` (the clients a gateway embeds) reaches no server module.
-
-    Not even for the retryable trailer's name; the router process (routing.router, config, metrics)
-    does use the server's scaffolding.
-    """
+    """``import smg_fast.routing`` (the clients a gateway embeds) reaches no module of the
+    server package nor of the router process: what it shares with them is in _service."""
     graph = import_graph(SRC, PACKAGE)
     seen: set[str] = set()
     todo = ["smg_fast.routing", "smg_fast"]  # (importing a module imports its parents)
@@ -176,7 +253,7 @@ def test_routing_library_stands_without_the_server():
             seen.add(mod)
             todo += graph.get(mod, ())
     assert "smg_fast.routing.dispatch" in seen
-    assert not sorted(m for m in seen if m.startswith("smg_fast.server"))
+    assert not sorted(m for m in seen if m.startswith(("smg_fast.server", "smg_fast.router")))
 
 
 def test_no_file_grows_past_the_limit():

@@ -133,10 +133,8 @@ def test_affinity_memory():
 
 
 def test_affinity_holders_per_key_are_bounded():
-    """One key placed on ever new member names keeps only the MAX_HOLDERS most recent.
-
-    Members are replaced and ports reused under new names: 10000 names in, MAX_HOLDERS kept.
-    """
+    """One key placed on ever new member names (members replaced, ports reused under new
+    names) keeps only the MAX_HOLDERS most recent, not every name (10000 after 10000)."""
     memory = Affinity(4)
     for k in range(10000):
         memory.add(b"a", f"m{k}", 1)

@@ -14,6 +14,7 @@ from support.routing_fakes import MODEL, image_preferring, member, passthrough, 
 from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key, order
+from smg_fast.routing.routed_request import RoutedRequest
 
 
 @pytest.mark.parametrize("wait_s", [30.0, 0.05])
@@ -71,13 +72,11 @@ def test_image_waits_for_the_member_that_has_it(wait_s):
 
 
 def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
-    """In a burst, only as many requests wait for a busy holder as it has items in flight.
-
-    a:1's first call holds the image (floor 1: a:1 at the bound) until the end. Five more requests
-    for it at once: one waits for a:1, the next spills once (to its second member, which then has
-    it too) and the rest go to the members that have it or wait for their slots: all five are
-    answered while a:1's first call still runs, none sent nowhere for affinity_wait.
-    """
+    """a:1's first call holds the image (floor 1: a:1 at the bound) until the end. Five more
+    requests for it at once: only as many wait for a:1 as it has items in flight (one); the
+    next spills once (to its second member, which then has it too) and the rest go to the
+    members that have it or wait for their slots: all five are answered while a:1's first
+    call still runs (not every one waiting for a:1, sent nowhere, for affinity_wait)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -110,13 +109,10 @@ def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
 
 
 def test_a_short_deadline_is_not_spent_waiting():
-    """A short deadline is not spent waiting: the image waits at most half of it.
-
-    The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for the busy
-    member that has it at most half of it, then goes to its next member and succeeds (waiting the
-    whole deadline would send it with 0 s left, to fail DEADLINE_EXCEEDED charged to the idle
-    member, which affinity would then name as its holder).
-    """
+    """The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for
+    the busy member that has it at most half of it, then goes to its next member and succeeds
+    (it does not wait the whole deadline, to be sent with 0 s left and fail DEADLINE_EXCEEDED,
+    charged to the idle member, which affinity would then name as its holder)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -162,8 +158,9 @@ def test_no_sub_call_is_sent_with_no_time_left():
         m.in_flight, m.probing, m.ejections = 1, True, 1  # as _place leaves a probe
         req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
         loop = asyncio.get_running_loop()
-        status, (code, _, retry) = await fl._call(m, m.epoch, True, [0], req, req,
-                                                  loop.time() - 0.001, passthrough, False)
+        r = RoutedRequest(req, MODEL, [b"x"], finish=passthrough,
+                          deadline=loop.time() - 0.001)
+        status, (code, _, retry) = await fl.calls.call(r, m, m.epoch, True, [0])
         assert status == "error" and code == grpc.StatusCode.DEADLINE_EXCEEDED and not retry
         assert m.stub.calls == 0 and m.in_flight == 0 and not m.probing and not m.items
         assert m.failures == 0 and m.ejections == 1

@@ -314,7 +314,7 @@ def test_single_flight_waiter_gives_up_on_a_stuck_leader():
 
 
 def test_admission_flags_and_env():
-    from smg_fast.server.config import build_parser, config_from_args
+    from smg_fast.server.flags import build_parser, config_from_args
 
     cfg = config_from_args([], environ={})
     assert cfg.queued_requests_limit >= 32 and 64 << 20 <= cfg.queued_bytes_limit <= 1 << 30
@@ -332,7 +332,7 @@ def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours, mon
     """Two requests for one image on a server with the pixel cache: the first (the leader)
     hangs inside its computation; the second does not wait for it past
     --single-flight-wait-s and is served, exactly, by computing the image itself."""
-    from smg_fast.server.delivery import Tensor
+    from smg_fast.server.tensor import Tensor
 
     srv = start_server(pixel_cache_mb=32, single_flight_wait_s=0.3)
     real_array = Tensor.array

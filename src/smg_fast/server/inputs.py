@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from ..imaging.data_urls import data_url_bytes
-from .errors import RequestError
+from .request_error import RequestError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 

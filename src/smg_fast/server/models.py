@@ -14,7 +14,7 @@ from ..config import BACKENDS
 from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.registry import check_config, make_processor, names
-from .errors import RequestError
+from .request_error import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _MAX_VARIANTS = 64
