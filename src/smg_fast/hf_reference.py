@@ -60,7 +60,7 @@ def reference_class(cfg: ProcessorConfig) -> tuple[Any, str]:
     kimi = cfg.family == "kimi_k25"
     if cfg.backend == "upstream":
         return None, ("the upstream backend is Kimi-K2.5's own code, which transformers does "
-                      "not ship (tests/test_kimi_parity.py proves it)")
+                      "not ship (tests/parity/test_kimi_parity.py proves it)")
     if cfg.backend == "torchvision":
         if importlib.util.find_spec("torchvision") is None:
             return None, ("the backend is torchvision and torchvision is not installed "
