@@ -1,7 +1,8 @@
 """Types of smg_fast._native, the C++ core (csrc/bindings.cpp is the only pybind11 file).
 
-Written by hand; tests/test_native_boundary.py checks it against the built module (every name,
-every parameter, every enum member), so a binding change that forgets this file fails there.
+Written by hand; tests/numerics/test_native_boundary.py checks it against the built module
+(every name, every parameter, every enum member), so a binding change that forgets this file
+fails there.
 """
 
 from collections.abc import Sequence

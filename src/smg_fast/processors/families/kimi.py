@@ -168,7 +168,7 @@ def _read_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 _TV = "transformers.models.kimi_k25.image_processing_kimi_k25:Kimi_K25ImageProcessor"
 _UPSTREAM = ("the upstream backend is Kimi-K2.5's own code, which transformers does not ship "
-             "(tests/test_kimi_parity.py proves it)")
+             "(tests/parity/test_kimi_parity.py proves it)")
 
 # Kimi-K2.5 media_proc_cfg. Its drop-in is not registered with AutoImageProcessor: its hub
 # folders run Kimi's remote code (the upstream numbers), which a class registered for its config
