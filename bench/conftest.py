@@ -1,5 +1,7 @@
-"""Fixtures for the processor benchmarks: one real photo at four sizes, the reference
-implementations each family is compared against, and the rounds to run.
+"""Fixtures for the processor benchmarks.
+
+One real photo at four sizes, the reference implementations each family is compared against, and the
+rounds to run.
 
 Run:  python -m pytest bench/ --benchmark-only --benchmark-json=/tmp/bench.json -q
       python bench/summarize.py /tmp/bench.json
@@ -84,8 +86,10 @@ def hf_pil():
 
 @pytest.fixture(scope="session")
 def hf_torchvision():
-    """Factory: hf_torchvision(family) -> transformers' torchvision processor; skips the test
-    when torchvision is not installed."""
+    """Factory.
+
+    Hf_torchvision(family) -> transformers' torchvision processor; skips the test when torchvision
+    is not installed."""
     return functools.cache(make_hf_torchvision)
 
 

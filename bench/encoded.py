@@ -1,6 +1,7 @@
-"""Encoded bytes -> encoder input, the path users run: 1920x1080 JPEG and PNG bytes to qwen2_vl
-float32, next to transformers (Pillow decode + Qwen2VLImageProcessorPil) and the decode floor,
-all measured interleaved in one run.
+"""Encoded bytes -> encoder input, the path users run.
+
+1920x1080 JPEG and PNG bytes to qwen2_vl float32, next to transformers (Pillow decode +
+Qwen2VLImageProcessorPil) and the decode floor, all measured interleaved in one run.
 
     python bench/encoded.py            # ~1-2 minutes on 2 cores
     python bench/encoded.py --rounds 9
@@ -77,9 +78,11 @@ _WINDOW_S = 2.5  # each side-by-side measurement window
 
 
 def _side_by_side_worker(folder: str) -> None:
-    """One process of the ceiling measurement: loads and warms up, says "ready", waits for a
-    line on stdin, then makes the 8-JPEG call on 1 thread over and over for _WINDOW_S (gc off,
-    as in-process timing has it); prints the median wall time of its calls."""
+    """One process of the ceiling measurement.
+
+    Loads and warms up, says "ready", waits for a line on stdin, then makes the 8-JPEG call on 1
+    thread over and over for _WINDOW_S (gc off, as in-process timing has it); prints the median wall
+    time of its calls."""
     import smg_fast
 
     smg_fast.set_num_threads(1)

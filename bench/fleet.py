@@ -78,8 +78,9 @@ def _images(n: int, seed: int = 0) -> list[bytes]:
 
 def _zipf_plans(n_images: int, s: float, requests: int, seed: int,
                 hot_share: float = 0.0) -> list[list[int]]:
-    """Requests of 1-8 image indices, Zipf(s); with hot_share, each item is image 0 with that
-    probability, else Zipf(s) over the others."""
+    """Requests of 1-8 image indices, Zipf(s).
+
+    With hot_share, each item is image 0 with that probability, else Zipf(s) over the others."""
     rnd = random.Random(seed)
     first = 1 if hot_share else 0
     weights = [1.0 / (k + 1) ** s for k in range(n_images - first)]

@@ -145,9 +145,10 @@ class _ClientBase:
 
     def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
                  timeout: float | None = None, puller: Any = None) -> None:
-        """``timeout`` (seconds) applies to every call unless overridden. ``puller``: the
-        :class:`smg_fast.transport.rdma.Puller` for transport "rdma" (default: the process-wide one,
-        created on first use)."""
+        """``timeout`` (seconds) applies to every call unless overridden.
+
+        ``puller``: the :class:`smg_fast.transport.rdma.Puller` for transport "rdma" (default: the
+        process-wide one, created on first use)."""
         self.target = target
         self.timeout = timeout
         self.puller = puller

@@ -18,8 +18,10 @@ class UnsupportedCallError(ValueError, TypeError):
 
 
 class OutputTooLargeError(InvalidImageError):
-    """The output would exceed a caller's byte limit; raised from the plan, before decoding.
-    ``index`` is the image at which the running total crosses ``limit``."""
+    """The output would exceed a caller's byte limit.
+
+    Raised from the plan, before decoding. ``index`` is the image at which the running total crosses
+    ``limit``."""
 
     def __init__(self, index: int, nbytes: int, limit: int) -> None:
         self.nbytes = nbytes

@@ -1,6 +1,7 @@
-"""The libjpeg-turbo fast path against Pillow and transformers' loading: every case is exact and
-takes the decoder it should; what the fast path does not cover goes to Pillow; broken data fails
-exactly where the reference fails."""
+"""The libjpeg-turbo fast path against Pillow and transformers' loading.
+
+Every case is exact and takes the decoder it should; what the fast path does not cover goes to
+Pillow; broken data fails exactly where the reference fails."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ FAST, PIL = decoders.LIBJPEG_TURBO, decoders.PILLOW
 
 @pytest.fixture(autouse=True, params=[decoders.PILLOW_LIBJPEG, decoders.SIMPLEJPEG])
 def engine(request, monkeypatch) -> str:
-    """Every case through both engines: Pillow's own libjpeg driven by the native core (banded on
-    two threads for sequential images of 256 rows or more), and simplejpeg."""
+    """Every case through both engines.
+
+    Pillow's own libjpeg driven by the native core (banded on two threads for sequential images of
+    256 rows or more), and simplejpeg."""
     assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG, (
         "the native core was built without jpeglib.h: run .ci/test_tools.sh, then pip install .")
     monkeypatch.setattr(decoders, "_jpeg_engine", request.param)
@@ -182,8 +185,9 @@ def test_a_decoder_that_differs_is_switched_off(photo, monkeypatch, caplog, engi
                                 {"optimize": True}, {"smoothing": 50}],
                          ids=["lossless", "lossless-p3", "rgb-components", "optimized", "smooth"])
 def test_other_encoders_jpegs(photo, hf, kw):
-    """libjpeg-turbo's own encoder (imagecodecs): lossless (SOF3), RGB components without YCbCr,
-    optimized Huffman tables."""
+    """libjpeg-turbo's own encoder (imagecodecs).
+
+    Lossless (SOF3), RGB components without YCbCr, optimized Huffman tables."""
     import imagecodecs
 
     check(imagecodecs.jpeg8_encode(np.asarray(photo), **kw), hf, FAST)

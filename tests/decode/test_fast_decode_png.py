@@ -181,8 +181,9 @@ def _with_chunks(chelsea: Image.Image, *chunks: tuple[bytes, bytes]) -> bytes:
 
 
 def test_raw_profile_exif_text_is_pillows(chelsea):
-    """Pillow's getexif falls back to ImageMagick's "Raw profile type exif" text chunk: an
-    orientation there turns the image under Qwen."""
+    """Pillow's getexif falls back to ImageMagick's "Raw profile type exif" text chunk.
+
+    An orientation there turns the image under Qwen."""
     ex = _exif(6)
     text = b"Raw profile type exif\0" + f"\nexif\n{len(ex):8d}\n{ex.hex()}\n".encode()
     data = _with_chunks(chelsea, (b"tEXt", text))

@@ -1,6 +1,8 @@
-"""Hostile inputs: output sizes are planned from the header and refused before decoding, only
-allowlisted formats reach a decoder (never Ghostscript), file:// URLs cannot be raced out of
-the allowed directory, and scratch blocks go home to the thread that took them."""
+"""Hostile inputs.
+
+Output sizes are planned from the header and refused before decoding, only allowlisted formats reach
+a decoder (never Ghostscript), file:// URLs cannot be raced out of the allowed directory, and
+scratch blocks go home to the thread that took them."""
 
 from __future__ import annotations
 
@@ -44,9 +46,10 @@ def tiny_png() -> bytes:
 
 
 def jpeg_declaring(width: int, height: int) -> bytes:
-    """A small JPEG whose SOF header is patched to claim width x height: a header bomb whose
-    data ends long before the pixels it declares (libjpeg still decodes it in full, padding
-    the missing data: seconds of work for 9000x9000)."""
+    """A small JPEG whose SOF header is patched to claim width x height.
+
+    A header bomb whose data ends long before the pixels it declares (libjpeg still decodes it in
+    full, padding the missing data: seconds of work for 9000x9000)."""
     data = bytearray(encode(Image.new("RGB", (16, 16), (90, 120, 150)), "JPEG", quality=50))
     sof = data.index(b"\xff\xc0")
     data[sof + 5:sof + 7] = height.to_bytes(2, "big")
@@ -97,8 +100,9 @@ def test_absurd_configured_range_is_a_typed_error():
 
 
 def test_exif_rotation_is_in_the_plan(real_images):
-    """Orientation 6 (rotate 90) swaps the sides exif_transpose produces; the header-only plan
-    knows it, and prepare's output is unchanged by the two-step path."""
+    """Orientation 6 (rotate 90) swaps the sides exif_transpose produces.
+
+    The header-only plan knows it, and prepare's output is unchanged by the two-step path."""
     proc = smg_fast.load_processor("qwen2_vl")
     exif = Image.Exif()
     exif[0x0112] = 6
@@ -241,8 +245,10 @@ def _decodes(metrics_port: int) -> float:
 
 
 def test_inline_header_bomb_refused_from_the_plan(server_process, small_jpegs):
-    """9000x9000 declared in a 700-byte JPEG: its output (308 MiB) cannot go inline. The server
-    says so from the header, without decoding it (the decode count does not move)."""
+    """9000x9000 declared in a 700-byte JPEG.
+
+    Its output (308 MiB) cannot go inline. The server says so from the header, without decoding it
+    (the decode count does not move)."""
     proc, target, metrics_port = server_process
     _call(target, small_jpegs["china"])
     decoded = _decodes(metrics_port)

@@ -90,8 +90,10 @@ def test_truncated_fails_as_pillow_does(photo, ours, thread_count, overlapped, c
 
 def test_corrupt_data_gives_pillows_pixels_or_its_error(photo, ours, hf_qwen, thread_count,
                                                         overlapped):
-    """Flipped entropy bytes: libjpeg warns, the overlapped output is dropped and Pillow decides
-    (here it decodes the damage: the output is transformers' on those pixels)."""
+    """Flipped entropy bytes.
+
+    Libjpeg warns, the overlapped output is dropped and Pillow decides (here it decodes the damage:
+    the output is transformers' on those pixels)."""
     data = bytearray(make(photo, (1920, 1080), "420"))
     start = data.rindex(b"\xff\xda")
     for k in range(4):
@@ -164,9 +166,10 @@ def test_native_run_with_jpeg(photo):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_planned_batch_writes_into_a_callers_buffer(photo, ours, hf_qwen, overlapped, dtype):
-    """PlannedBatch.write_into (the server's way to a leased destination): the overlapped decode
-    straight into the caller's buffer, its decode time noted; a destination that cannot hold
-    the output is refused before anything is decoded."""
+    """PlannedBatch.write_into (the server's way to a leased destination).
+
+    The overlapped decode straight into the caller's buffer, its decode time noted; a destination
+    that cannot hold the output is refused before anything is decoded."""
     data = make(photo, (1280, 720), "420")
     proc = ours("qwen2_vl")
     closed = proc.plan_batch(data, dtype)
@@ -193,8 +196,9 @@ def test_planned_batch_writes_into_a_callers_buffer(photo, ours, hf_qwen, overla
 
 
 def test_concurrent_callers(photo, hf_qwen, ours, thread_count):
-    """Four callers at once (one holds the pool, the others decode and compute on their own
-    thread): each gets its own image's result."""
+    """Four callers at once (one holds the pool, the others decode and compute on their own thread).
+
+    Each gets its own image's result."""
     datas = [make(photo, size, "420") for size in ((1920, 1080), (1280, 720), (900, 1600),
                                                    (640, 427))]
     wants = [hf_call(hf_qwen("qwen2_vl"), [Image.open(io.BytesIO(d))])[0] for d in datas]

@@ -1,5 +1,7 @@
-"""A batch's images decode on the native thread count's worth of threads: same results as one
-thread, the first bad image's error (by index) whatever finishes first, nothing left open."""
+"""A batch's images decode on the native thread count's worth of threads.
+
+Same results as one thread, the first bad image's error (by index) whatever finishes first, nothing
+left open."""
 
 from __future__ import annotations
 

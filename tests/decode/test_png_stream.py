@@ -1,7 +1,9 @@
-"""The PNG fast path's own work, against Pillow: every row filter (None, Sub, Up, Average, Paeth)
-at 1, 3 and 4 bytes per pixel, through both inflaters (zlib-ng, zlib), and every way the zlib
-stream or the filter bytes can be wrong: the fast path returns pixels only for a whole, valid
-image (then Pillow's, bit for bit) and otherwise hands the file to Pillow, which decides."""
+"""The PNG fast path's own work, against Pillow.
+
+Every row filter (None, Sub, Up, Average, Paeth) at 1, 3 and 4 bytes per pixel, through both
+inflaters (zlib-ng, zlib), and every way the zlib stream or the filter bytes can be wrong: the fast
+path returns pixels only for a whole, valid image (then Pillow's, bit for bit) and otherwise hands
+the file to Pillow, which decides."""
 
 from __future__ import annotations
 
@@ -174,8 +176,10 @@ class _Bits:
 
 @INFLATERS
 def test_stream_only_a_lenient_inflater_takes_is_refused(use, inflater):
-    """A fixed-Huffman block using length symbol 286, which RFC 1951 reserves: zlib (Pillow's
-    inflater) refuses it; libdeflate would read it as length 258 and return pixels."""
+    """A fixed-Huffman block using length symbol 286, which RFC 1951 reserves.
+
+    Zlib (Pillow's inflater) refuses it; libdeflate would read it as length 258 and return pixels.
+    """
     use(inflater)
     bits = _Bits()
     bits.put(1, 1)  # BFINAL
@@ -199,8 +203,9 @@ def _ihdr(w: int, h: int, depth: int, ctype: int, interlace: int) -> bytes:
 @pytest.mark.parametrize("second", [(1, 8, 8, 2, 1), (1, 4, 4, 0, 0), (1, 8, 8, 2, 0)],
                          ids=["interlaced", "4-bit", "same"])
 def test_second_header_is_pillows(use, second):
-    """Pillow reads every IHDR before the image data (the last one wins); the fast path reads
-    only the first, so any file with two is Pillow's."""
+    """Pillow reads every IHDR before the image data (the last one wins).
+
+    The fast path reads only the first, so any file with two is Pillow's."""
     use(decoders.ZLIB_NG)
     w, h, depth, ctype, interlace = second
     first = _ihdr(w, h, 8, ctype, 0)

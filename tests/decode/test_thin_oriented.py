@@ -1,6 +1,8 @@
-"""Images one pixel tall or wide, turned by an EXIF orientation (5-8 swap the sides): the turned
-view of the decoded pixels keeps a meaningless stride on its length-1 axis, which the native core
-must accept. Against transformers (load_image turns the image, then the PIL processor)."""
+"""Images one pixel tall or wide, turned by an EXIF orientation (5-8 swap the sides).
+
+The turned view of the decoded pixels keeps a meaningless stride on its length-1 axis, which the
+native core must accept. Against transformers (load_image turns the image, then the PIL processor).
+"""
 
 from __future__ import annotations
 

@@ -123,8 +123,9 @@ def test_check_engine_reports_what_is_installed_and_resolved():
 
 
 def test_vllm_line_waits_for_logging_configured_after_the_plugin(bare_folder):
-    """The INFO line is not lost when the engine configures logging only after loading its
-    plug-ins: it is written when the image processor is first loaded."""
+    """The INFO line is not lost when the engine configures logging only after loading its plug-ins.
+
+    It is written when the image processor is first loaded."""
     out, lines = run(bare_folder, "vllm", "late-logging")
     assert out["first"] is True and out["class"].startswith("smg_fast.hf.Qwen2VLImageProcessor")
     info = [ln for ln in lines if "image processor for" in ln]

@@ -72,8 +72,9 @@ def _start(python: Path, workdir: Path, folder: Path, runs: list[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def sglang_runs(sglang_python, folder, sglang_requests, tmp_path_factory):
-    """The same requests processed by two SGLang processes at once: the plug-in on, and off
-    (that one also runs SGLang's Rust path on the requests' JPEGs)."""
+    """The same requests processed by two SGLang processes at once.
+
+    The plug-in on, and off (that one also runs SGLang's Rust path on the requests' JPEGs)."""
     base = tmp_path_factory.mktemp("sglang-runs")
     overlay = make_overlay(base / "overlay")
     qwen3 = make_qwen_folder(base / "Qwen3-VL-8B-Instruct", "qwen3_vl")
@@ -109,8 +110,9 @@ def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(sglang_runs):
 
 def test_plugin_without_native_module_leaves_sglang_working(sglang_python, folder, sglang_requests,
                                                             sglang_runs, tmp_path):
-    """A broken install (no compiled extension): a clear error, SGLang's own processor, the
-    same results."""
+    """A broken install (no compiled extension).
+
+    A clear error, SGLang's own processor, the same results."""
     overlay = make_overlay(tmp_path / "overlay", with_native=False)
     runs = [{"server": SERVERS[0], "requests": sglang_requests[:1]}]
     result, log = finish(_start(sglang_python, tmp_path / "run", folder, runs, overlay, "1"),

@@ -91,8 +91,9 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
 
 def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, vllm_requests,
                                                           vllm_runs, tmp_path):
-    """A broken install (no compiled extension): a clear error, vLLM's own processor, same
-    results."""
+    """A broken install (no compiled extension).
+
+    A clear error, vLLM's own processor, same results."""
     overlay = make_overlay(tmp_path / "overlay", with_native=False)
     result, log = finish(_start(vllm_python, tmp_path / "run", folder, vllm_requests[:1], overlay,
                                 "1", runs=ENGINES[:1]), tmp_path / "run", "vLLM")

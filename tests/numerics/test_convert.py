@@ -1,6 +1,8 @@
-"""Mode conversions in the native core (PixelFormat): every (value, alpha) pair against the real
-references (Pillow's convert and alpha_composite, transformers' convert_to_rgb on arrays), through
-every resampler pass, end to end against the processors' oracles, and the memory they save."""
+"""Mode conversions in the native core (PixelFormat).
+
+Every (value, alpha) pair against the real references (Pillow's convert and alpha_composite,
+transformers' convert_to_rgb on arrays), through every resampler pass, end to end against the
+processors' oracles, and the memory they save."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ VALUE, ALPHA = np.meshgrid(_V, _V)  # every (value, alpha) pair: rows alpha, col
 
 
 def all_pairs(channels: int) -> np.ndarray:
-    """A 256 x 256 image holding every (value, alpha) pair; for colour, the three channels
-    hold the value in three different orders so each channel sees all 65536 pairs."""
+    """A 256 x 256 image holding every (value, alpha) pair.
+
+    For colour, the three channels hold the value in three different orders so each channel sees all
+    65536 pairs."""
     if channels == 2:
         return np.ascontiguousarray(np.stack([VALUE, ALPHA], axis=2))
     colour = [VALUE, 255 - VALUE, VALUE[:, ::-1] ^ 0x5A]
@@ -131,8 +135,10 @@ def test_run_refuses_a_format_that_does_not_fit():
 
 
 def _crops(img: Image.Image) -> list[Image.Image]:
-    """Odd sizes: a wide one, a tall one the Pillow 13 order resizes vertically first, and one
-    smaller than min_pixels (upscaled)."""
+    """Odd sizes.
+
+    A wide one, a tall one the Pillow 13 order resizes vertically first, and one smaller than
+    min_pixels (upscaled)."""
     return [img.crop((3, 5, 3 + 301, 5 + 177)), img.crop((7, 0, 7 + 61, 297)),
             img.crop((11, 13, 11 + 47, 13 + 39))]
 

@@ -1,5 +1,7 @@
-"""Output dtypes: bfloat16 / float16 are the exact (round-to-nearest-even) conversions of the
-float32 result, and return_tensors="pt" yields torch tensors of the right dtype and shape."""
+"""Output dtypes.
+
+Bfloat16 / float16 are the exact (round-to-nearest-even) conversions of the float32 result, and
+return_tensors="pt" yields torch tensors of the right dtype and shape."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The caller's floating-point environment does not reach the output: a thread that set
-round-upward (fesetround) gets the same pixel values as transformers computes in the default
-environment, whether the native pool or the calling thread computes a band, and a processor
-first built under that mode (its table, its kernel check, its resize weights) is exact too.
-(Flush-to-zero, e.g. torch.set_flush_denormal, goes through the same MXCSR register.)"""
+"""The caller's floating-point environment does not reach the output.
+
+A thread that set round-upward (fesetround) gets the same pixel values as transformers computes in
+the default environment, whether the native pool or the calling thread computes a band, and a
+processor first built under that mode (its table, its kernel check, its resize weights) is exact
+too. (Flush-to-zero, e.g. torch.set_flush_denormal, goes through the same MXCSR register.)"""
 
 from __future__ import annotations
 

@@ -169,9 +169,11 @@ def test_forms_both_occur_on_avx2():
                                                   (33, 1, 1), (40, 2, 2), (64, 1, 1), (64, 2, 3),
                                                   (14, 2, 16), (16, 4, 5), (7, 16, 1), (6, 3, 7)])
 def test_writes_stay_inside_the_destination(patch, merge, temporal, norm, dtype, photo):
-    """Whole-vector stores overflow each pixel row; the last rows of each patch must not: the
-    elements just before and after an image's rows (another image's, in a batch) keep their
-    bits, and the rows equal the table applied in the documented order."""
+    """Whole-vector stores overflow each pixel row.
+
+    The last rows of each patch must not: the elements just before and after an image's rows
+    (another image's, in a batch) keep their bits, and the rows equal the table applied in the
+    documented order."""
     from test_patchify_layouts import reference
 
     from smg_fast import _native

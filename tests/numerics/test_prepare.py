@@ -1,5 +1,7 @@
-"""prepare() + write_into(): the caller-chosen destination (shared memory, RDMA slot) gets
-exactly what __call__ returns, per batch and per image."""
+"""prepare() + write_into().
+
+The caller-chosen destination (shared memory, RDMA slot) gets exactly what __call__ returns, per
+batch and per image."""
 
 from __future__ import annotations
 

@@ -118,8 +118,9 @@ def test_accepts_int_filter_codes(smg, real_images):
 
 
 def test_other_pillow_filters_exact_or_refused(smg, real_images):
-    """Pillow 13 adds filters beyond the six (MKS2013, MKS2021): either exact or a ValueError,
-    never a silent substitute."""
+    """Pillow 13 adds filters beyond the six (MKS2013, MKS2021).
+
+    Either exact or a ValueError, never a silent substitute."""
     arr = real_images.rgb_array("chelsea")
     for f in R:
         if f in FILTERS:

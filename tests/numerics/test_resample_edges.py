@@ -38,16 +38,19 @@ def _image(rng: np.random.Generator, w: int, h: int, channels: int) -> np.ndarra
 
 
 def _pillow(img: np.ndarray, ow: int, oh: int, f: R) -> np.ndarray:
-    """Pillow's resize, each channel on its own: RGB, or RGBX for 4 channels (RGBA would be
-    premultiplied)."""
+    """Pillow's resize, each channel on its own.
+
+    RGB, or RGBX for 4 channels (RGBA would be premultiplied)."""
     h, w, c = img.shape
     im = Image.fromarray(img) if c == 3 else Image.frombytes("RGBX", (w, h), img.tobytes())
     return np.asarray(im.resize((ow, oh), f))
 
 
 def _ours_rgb_from_rgbx(img: np.ndarray, ow: int, oh: int, f: F) -> np.ndarray:
-    """RGBX in, RGB out (the horizontal kernel drops the pad byte): the pipeline with an identity
-    normalization and 1-pixel patches returns the resized pixels as float32 values."""
+    """RGBX in, RGB out (the horizontal kernel drops the pad byte).
+
+    The pipeline with an identity normalization and 1-pixel patches returns the resized pixels as
+    float32 values."""
     pipe = _native.Pipeline(recipe=HF, rescale=1.0, mean=[0, 0, 0], std=[1, 1, 1],
                             dtype=_native.DType.FLOAT32, filter=f, pass_order=ORDER, patch=1,
                             merge=1, temporal=1)
@@ -98,8 +101,10 @@ def test_upscales(f, channels, iw, ow):
 
 @pytest.mark.parametrize("f", list(FILTERS), ids=lambda f: f.name)
 def test_vertical_steps_and_tails(f):
-    """Vertical pass only: rows of 1..40 pixels (the 32-byte steps and the bytes after them)
-    between heights 1..40, and a long window."""
+    """Vertical pass only.
+
+    Rows of 1..40 pixels (the 32-byte steps and the bytes after them) between heights 1..40, and a
+    long window."""
     for ih, oh in [(1, 7), (7, 1), (2, 3), (13, 40), (40, 13), (39, 40), (40, 39), (31, 5),
                    (5, 31)]:
         for w in (1, 10, 11, 21, 32, 33, 40):
@@ -117,8 +122,9 @@ _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 @pytest.fixture
 def at_page_end():
-    """Copies an image so that its last byte is followed by an unreadable page: a kernel that
-    reads past the last row crashes the test."""
+    """Copies an image so that its last byte is followed by an unreadable page.
+
+    A kernel that reads past the last row crashes the test."""
     keep = []
 
     def place(img: np.ndarray) -> np.ndarray:

@@ -54,8 +54,10 @@ def test_real_photo_equals_torch(real_images):
 
 
 def torch_over_white(rgba: np.ndarray) -> np.ndarray:
-    """transformers' torchvision convert_to_rgb on a uint8 array, in torch: tvF.to_dtype's
-    scaling (times 1/255; back times 255 + 1 - 1e-3, truncated) around c * a + (1 - a)."""
+    """transformers' torchvision convert_to_rgb on a uint8 array, in torch.
+
+    TvF.to_dtype's scaling (times 1/255; back times 255 + 1 - 1e-3, truncated) around c * a + (1 -
+    a)."""
     x = torch.from_numpy(rgba).to(torch.float32).mul_(1.0 / 255)
     blended = x[..., :3] * x[..., 3:] + (1 - x[..., 3:])
     return blended.mul(255 + 1.0 - 1e-3).to(torch.uint8).numpy()

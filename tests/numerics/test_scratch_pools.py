@@ -18,8 +18,10 @@ from smg_fast import _native  # noqa: E402
 
 
 def test_scratch_blocks_return_to_the_thread_that_took_them():
-    """A producer thread allocates, a consumer thread drops: the producer's pool gets the block
-    back (hits), the consumer parks nothing, and the process total stays under its cap."""
+    """A producer thread allocates, a consumer thread drops.
+
+    The producer's pool gets the block back (hits), the consumer parks nothing, and the process
+    total stays under its cap."""
     to_b: queue.Queue = queue.Queue()
     parked_in_b: queue.Queue = queue.Queue()
 

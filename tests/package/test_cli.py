@@ -1,5 +1,6 @@
-"""`python -m smg_fast`: the first command a newcomer runs shows the exactness claim, or says how
-to see it."""
+"""`python -m smg_fast`.
+
+The first command a newcomer runs shows the exactness claim, or says how to see it."""
 
 import subprocess
 import sys

@@ -111,10 +111,11 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
 
 def import_graph(root: Path, package: str,
                  missing: list[str] | None = None) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (anywhere in its body). ``from X import y``
-    counts as importing X.y when that is a module, else X; a package's own submodules being
-    loaded through it (the implicit parent import) is not an edge. Imports of the package's
-    modules that do not exist (a relative import one level off) go to ``missing``."""
+    """Module -> the package's modules it imports (anywhere in its body).
+
+    ``from X import y`` counts as importing X.y when that is a module, else X; a package's own
+    submodules being loaded through it (the implicit parent import) is not an edge. Imports of the
+    package's modules that do not exist (a relative import one level off) go to ``missing``."""
     mods = module_names(root, package)
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
@@ -180,16 +181,20 @@ def test_no_import_cycle():
 
 
 def test_every_import_of_the_package_resolves():
-    """Lazy imports run only when their function does: one that names a module that does not
-    exist (``from .._dtypes`` one package too shallow after a move) is caught here."""
+    """Lazy imports run only when their function does.
+
+    One that names a module that does not exist (``from .._dtypes`` one package too shallow after a
+    move) is caught here."""
     missing: list[str] = []
     import_graph(SRC, PACKAGE, missing)
     assert not missing, missing
 
 
 def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
-    """The checker itself: a cycle through a lazy relative import and a ``from . import m`` is
-    found; the same package without it is clean."""
+    """The checker itself.
+
+    A cycle through a lazy relative import and a ``from . import m`` is found; the same package
+    without it is clean."""
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
@@ -221,9 +226,11 @@ def test_imports_follow_the_layer_table():
 
 
 def test_the_layer_table_points_one_way():
-    """The table itself: no two layers may import each other, even through others; _service
-    stands below the server and the router and imports neither them nor the routing; the
-    server never meets the routing library or the router process, either way."""
+    """The table itself.
+
+    No two layers may import each other, even through others; _service stands below the server and
+    the router and imports neither them nor the routing; the server never meets the routing library
+    or the router process, either way."""
     assert set(MAY_IMPORT) == set(LAYERS)
     order = {layer: set(allowed) for layer, allowed in MAY_IMPORT.items()}
     changed = True
@@ -257,8 +264,9 @@ def test_routing_library_stands_without_the_server():
 
 
 def test_no_file_grows_past_the_limit():
-    """Files are about one thing (DESIGN.md): none of the project's sources or tests passes
-    MAX_LINES; generated stubs are exempt."""
+    """Files are about one thing (DESIGN.md).
+
+    None of the project's sources or tests passes MAX_LINES; generated stubs are exempt."""
     root = SRC.parent
     files = [p for d in ("src", "tests", "bench", "csrc") for p in (root / d).rglob("*")
              if p.suffix in (".py", ".cpp", ".hpp") and "_proto" not in p.parts]
@@ -333,8 +341,10 @@ def test_old_rdma_package_reexports_the_same_objects():
 
 
 def test_transport_facade_names_resolve_lazily():
-    """``smg_fast.transport`` is the encode worker's facade: every name in ``__all__`` is the
-    object its module defines, and importing the facade loads neither the RDMA lane nor NIXL."""
+    """``smg_fast.transport`` is the encode worker's facade.
+
+    Every name in ``__all__`` is the object its module defines, and importing the facade loads
+    neither the RDMA lane nor NIXL."""
     import smg_fast
 
     here = str(Path(smg_fast.__file__).resolve().parent.parent)

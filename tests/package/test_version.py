@@ -1,5 +1,7 @@
-"""The version is written once: the package, its installed metadata and the compiled extension
-must agree, or a stale build would go unnoticed."""
+"""The version is written once.
+
+The package, its installed metadata and the compiled extension must agree, or a stale build would go
+unnoticed."""
 
 from importlib import metadata
 

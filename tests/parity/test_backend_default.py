@@ -1,8 +1,9 @@
-"""load_processor's backend for a model folder or hub id: what transformers' Auto classes would
-resolve for it in an engine's environment (the torchvision class a preprocessor_config.json
-names, or its PIL class), said in repr and one INFO line; ``backend=`` overrides; family names
-keep their default. Hub ids resolve through a Hugging Face cache laid out by the test (never
-the network)."""
+"""load_processor's backend for a model folder or hub id.
+
+What transformers' Auto classes would resolve for it in an engine's environment (the torchvision
+class a preprocessor_config.json names, or its PIL class), said in repr and one INFO line;
+``backend=`` overrides; family names keep their default. Hub ids resolve through a Hugging Face
+cache laid out by the test (never the network)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""load_processor: built-in families, HF model folders, overrides, fingerprints, and the token
-arithmetic (num_tokens / grid) checked against transformers' own smart_resize."""
+"""load_processor.
+
+Built-in families, HF model folders, overrides, fingerprints, and the token arithmetic (num_tokens /
+grid) checked against transformers' own smart_resize."""
 
 from __future__ import annotations
 

@@ -88,8 +88,10 @@ def hf_pil(tower_images) -> list[dict[str, torch.Tensor]]:
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_pil_backend_same_embeddings(dtype, tower_images, towers, hf_pil):
-    """The engine's flow: the processor's float32 pixel_values go into the tower, which casts
-    them to its dtype; smg-fast's come in that dtype already (dtype="bfloat16")."""
+    """The engine's flow.
+
+    The processor's float32 pixel_values go into the tower, which casts them to its dtype;
+    smg-fast's come in that dtype already (dtype="bfloat16")."""
     proc = load_processor("qwen2_vl")
     inputs = [[im] for im in tower_images] + [tower_images]
     for batch, ref in zip(inputs, hf_pil, strict=True):

@@ -80,9 +80,10 @@ def test_bytes_input(qwen_family, name, real_images, ours, hf_qwen, hf_run, chec
 
 @pytest.mark.parametrize("kind", ["P_transparency", "RGBA", "LA", "P", "1"])
 def test_bytes_input_encoded_modes(kind, real_images, ours, hf_qwen, hf_run, check):
-    """PNG-encoded mode images. A palette PNG with a transparency index is the subtle one: after
-    load_image it is an RGB image whose info["transparency"] colour key makes the oracle turn
-    every pixel of that colour white."""
+    """PNG-encoded mode images.
+
+    A palette PNG with a transparency index is the subtle one: after load_image it is an RGB image
+    whose info["transparency"] colour key makes the oracle turn every pixel of that colour white."""
     data = encode(real_images.mode_image(kind), "PNG")
     ref_pv, ref_grid = _hf_from_encoded(hf_qwen("qwen2_vl"), data, hf_run)
     check(ours("qwen2_vl")(data, return_tensors="np"), ref_pv, ref_grid)

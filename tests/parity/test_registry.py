@@ -1,5 +1,7 @@
-"""The processor registry: a family registered in one place is what load_processor, config
-folders and the server use; nothing else needs to know it."""
+"""The processor registry.
+
+A family registered in one place is what load_processor, config folders and the server use; nothing
+else needs to know it."""
 
 from __future__ import annotations
 
@@ -67,8 +69,10 @@ def test_missing_folder_is_named_as_such():
 
 
 def test_torchvision_refuses_a_config_it_cannot_reproduce(tmp_path):
-    """do_normalize=false in a hub config: transformers' torchvision class multiplies by the
-    rescale factor, smg-fast's fused recipe would divide (1 ulp off in ~40% of values)."""
+    """do_normalize=false in a hub config.
+
+    Transformers' torchvision class multiplies by the rescale factor, smg-fast's fused recipe would
+    divide (1 ulp off in ~40% of values)."""
     cfg = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136,
            "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
            "image_mean": [0.48145466, 0.4578275, 0.40821073],
@@ -83,8 +87,10 @@ def test_torchvision_refuses_a_config_it_cannot_reproduce(tmp_path):
 
 
 def test_a_familys_hooks_drive_its_call_options_and_reference(toy_family, real_images):
-    """A family's CallRules name its own call options; its Reference is the one the reference
-    builder uses (none: the builder says so, never another family's class)."""
+    """A family's CallRules name its own call options.
+
+    Its Reference is the one the reference builder uses (none: the builder says so, never another
+    family's class)."""
     from smg_fast.processors.hooks import CallRules
     from smg_fast.processors.reference import reference_class
 
@@ -107,8 +113,10 @@ def test_a_familys_hooks_drive_its_call_options_and_reference(toy_family, real_i
 
 
 def test_no_module_outside_the_families_tests_a_family_by_name():
-    """Family knowledge lives in processors/families/: no other module of the package compares
-    a family with a name (``cfg.family == "kimi_k25"``); it asks the family's hooks."""
+    """Family knowledge lives in processors/families/.
+
+    No other module of the package compares a family with a name (``cfg.family == "kimi_k25"``); it
+    asks the family's hooks."""
     root = Path(smg_fast.__file__).parent
     found = []
     for path in sorted(root.rglob("*.py")):

@@ -29,8 +29,10 @@ KIMI_SIZES = SIZES[:4] + ((7200, 60), (60, 7200), (640, 427), (3000, 29))
 
 
 def make_input(images, name: str):
-    """A named corpus input: a real image as shipped, a PIL mode case, a resized photo, or a
-    numpy array (RGBA, which the torchvision backend blends in float32, or (H, W, 1) grey)."""
+    """A named corpus input.
+
+    A real image as shipped, a PIL mode case, a resized photo, or a numpy array (RGBA, which the
+    torchvision backend blends in float32, or (H, W, 1) grey)."""
     kind, _, arg = name.partition(":")
     if kind == "real":
         return images.open(arg)

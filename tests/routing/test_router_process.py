@@ -1,10 +1,11 @@
-"""``python -m smg_fast.router`` in front of three real server processes on loopback: requests
-exact and in order with every transport (shm handles passed through), GetModelInfo for the
+"""``python -m smg_fast.router`` in front of three real server processes on loopback.
+
+Requests exact and in order with every transport (shm handles passed through), GetModelInfo for the
 fleet, health, reflection and metrics, a SIGKILLed worker (with items in flight, retried) and a
 SIGTERMed one mid-run with zero client-visible errors, a size limit answered once with its
 retryable=0 trailer (the server's, and gRPC's own message limit), a member with another config
-refused (listed first), a router drain, and bad flags refused with clear errors. docs/fleet.md
-lists every flag."""
+refused (listed first), a router drain, and bad flags refused with clear errors. docs/fleet.md lists
+every flag."""
 
 from __future__ import annotations
 
@@ -181,8 +182,9 @@ def test_member_with_other_fingerprint_is_refused_through_the_router(mixed, imag
 
 
 def test_message_over_the_size_limit_is_answered_once_through_the_router(mixed):
-    """A 5 KiB PNG whose 26 MB answer is over the router's 2 MiB limit from its worker:
-    gRPC's own RESOURCE_EXHAUSTED, no trailer, so the router answers at once with
+    """A 5 KiB PNG whose 26 MB answer is over the router's 2 MiB limit from its worker.
+
+    GRPC's own RESOURCE_EXHAUSTED, no trailer, so the router answers at once with
     smg-fast-retryable: 0 (not tried on every worker, then answered 1)."""
     _, router, metrics = mixed
     channel = grpc.insecure_channel(router.target)
@@ -210,11 +212,12 @@ def _metric(port: int, name: str, **labels: str) -> float:
 
 
 def test_worker_killed_and_drained_mid_run(images):
-    """Concurrency 8 through the router (floor 64: every image on its first choice). After 6
-    requests the run pauses; worker 0 is stopped, a request of two new images whose first
-    choice it is goes in, and once the router counts them in flight there worker 0 is
-    SIGKILLed; worker 1 is SIGTERMed after 20: every request succeeds, exact and in order, and
-    the router retried the killed worker's items."""
+    """Concurrency 8 through the router (floor 64: every image on its first choice).
+
+    After 6 requests the run pauses; worker 0 is stopped, a request of two new images whose first
+    choice it is goes in, and once the router counts them in flight there worker 0 is SIGKILLed;
+    worker 1 is SIGTERMed after 20: every request succeeds, exact and in order, and the router
+    retried the killed worker's items."""
     imgs, refs = images(12)
     metrics = free_port()
     servers, router = start_routed(router_args=("--metrics-port", str(metrics), "--floor", "64"))

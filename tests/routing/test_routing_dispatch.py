@@ -40,8 +40,10 @@ from smg_fast.routing.routed_request import RoutedRequest
 _C = grpc.StatusCode
 
 def test_cancelled_probe_frees_the_member():
-    """The caller cancels while the half-open probe is in flight: the next request probes
-    again (the member is not left probing forever, never placed on again)."""
+    """The caller cancels while the half-open probe is in flight.
+
+    The next request probes again (the member is not left probing forever, never placed on again).
+    """
     async def main():
         fl = Fleet([], keepalive_s=0)
         hang = asyncio.Event()
@@ -100,9 +102,10 @@ def test_every_member_busy_is_retryable():
 
 @pytest.mark.parametrize("how", ["later", "same_moment", "cancelled"])
 def test_failed_request_releases_finished_sub_calls(how):
-    """One sub-call answers with a shm segment; the other fails (later, or in the same loop
-    turn), or the caller cancels: nobody will read the segment, so it is unlinked at once,
-    not left in /dev/shm until the worker exits."""
+    """One sub-call answers with a shm segment.
+
+    The other fails (later, or in the same loop turn), or the caller cancels: nobody will read the
+    segment, so it is unlinked at once, not left in /dev/shm until the worker exits."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1)
         name = segment()
@@ -180,8 +183,9 @@ def test_items_go_only_to_members_serving_their_model():
 
 
 def test_placement_that_fails_counts_nothing():
-    """Item 0 spills, item 1 has no member left: nothing is sent, so no spill, no retry and
-    no in-flight count stays behind."""
+    """Item 0 spills, item 1 has no member left.
+
+    Nothing is sent, so no spill, no retry and no in-flight count stays behind."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1)
 
@@ -263,8 +267,9 @@ def test_too_many_items_are_refused_before_any_sub_call():
 
 
 def test_unreadable_or_miscounted_answers_fail_the_request_and_are_counted():
-    """finish raises (an answer that cannot be read), or a member answers the wrong number of
-    items: the request fails, counted as failed, the items' outcome recorded on the member."""
+    """finish raises (an answer that cannot be read), or a member answers the wrong number of items.
+
+    The request fails, counted as failed, the items' outcome recorded on the member."""
     async def main():
         fl = Fleet([], keepalive_s=0)
 

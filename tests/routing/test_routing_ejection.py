@@ -1,7 +1,8 @@
-"""What ejects a member, against in-process fake members (routing_fakes.py): a sub-call that
-runs past ``attempt_timeout`` sends its items to their next member but counts toward ejection
-only when the member does not answer a health Check either; slow valid work from one tenant no
-longer ejects healthy members for everyone."""
+"""What ejects a member, against in-process fake members (routing_fakes.py).
+
+A sub-call that runs past ``attempt_timeout`` sends its items to their next member but counts toward
+ejection only when the member does not answer a health Check either; slow valid work from one tenant
+no longer ejects healthy members for everyone."""
 
 from __future__ import annotations
 

@@ -96,8 +96,9 @@ def test_message_over_the_size_limit_is_not_retried(fleet):
 
 
 def test_admission_resource_exhausted_is_retried_elsewhere():
-    """A server whose admission is full answers RESOURCE_EXHAUSTED with retryable=1: the item
-    goes to the next member and the request succeeds."""
+    """A server whose admission is full answers RESOURCE_EXHAUSTED with retryable=1.
+
+    The item goes to the next member and the request succeeds."""
     busy = ServerProcess([*ARGS, "--max-queued-requests", "1", "--workers", "1"])
     free = ServerProcess(ARGS)
     try:
@@ -121,8 +122,9 @@ def test_admission_resource_exhausted_is_retried_elsewhere():
 
 
 def test_one_crash_is_one_ejection():
-    """Eight calls in flight when a member dies all fail at once: one ejection (1 s), not one
-    per failure past the threshold (each doubling the next)."""
+    """Eight calls in flight when a member dies all fail at once.
+
+    One ejection (1 s), not one per failure past the threshold (each doubling the next)."""
     async def main():
         ms = Membership(channel_options=[], eject_after=3, eject_base_s=1.0)
         m = Member("w:1", None, None, state="serving")
@@ -138,9 +140,11 @@ def test_one_crash_is_one_ejection():
 
 
 def test_callers_deadline_is_neither_the_members_success_nor_its_failure(fleet):
-    """The caller's own deadline ends a sub-call: the member's consecutive failures stay as
-    they were, and a half-open probe that ends so leaves the member ejected (the next request
-    probes it) instead of restoring it (it is not the member's success)."""
+    """The caller's own deadline ends a sub-call.
+
+    The member's consecutive failures stay as they were, and a half-open probe that ends so leaves
+    the member ejected (the next request probes it) instead of restoring it (it is not the member's
+    success)."""
     target = fleet[0].target
 
     async def main():
@@ -189,8 +193,9 @@ def test_abandoned_sub_calls_are_cancelled(fleet):
 
 
 class _AnswersAnyway:
-    """A member's Preprocess stub, on a channel of its own, whose calls ignore cancel(): the
-    race a late answer comes from (the answer was on its way when the fleet gave up the call).
+    """A member's Preprocess stub, on a channel of its own, whose calls ignore cancel().
+
+    The race a late answer comes from (the answer was on its way when the fleet gave up the call).
     Records the answers."""
 
     def __init__(self, target: str) -> None:
@@ -217,9 +222,10 @@ class _AnswersAnyway:
 
 
 def test_late_answer_is_released(fleet):
-    """A member is removed while its sub-call runs: the item goes to its next member and the
-    request succeeds; the removed member's answer, arriving after that, is counted late and
-    its shm segment unlinked (nobody will read it)."""
+    """A member is removed while its sub-call runs.
+
+    The item goes to its next member and the request succeeds; the removed member's answer, arriving
+    after that, is counted late and its shm segment unlinked (nobody will read it)."""
     targets = [s.target for s in fleet]
     victim = fleet[1]
     image = preferring(victim.target, targets, 1, start=500, size=(1000, 750))[0]

@@ -1,7 +1,8 @@
-"""RoutedClient / AsyncRoutedClient over three real server processes on loopback: exact and in
-order against the in-process processor, errors naming the caller's item, nothing failed, lost,
-duplicated or reordered when a worker is SIGKILLed (items in flight on it: retried) or drained
-(an item in flight on it) mid-run, a member whose config differs refused, and release() of
+"""RoutedClient / AsyncRoutedClient over three real server processes on loopback.
+
+Exact and in order against the in-process processor, errors naming the caller's item, nothing
+failed, lost, duplicated or reordered when a worker is SIGKILLed (items in flight on it: retried) or
+drained (an item in flight on it) mid-run, a member whose config differs refused, and release() of
 unused shm segments."""
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def test_invalid_item_names_the_callers_index(fleet, images):
 
 
 async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int, **kw) -> dict:
-    """Concurrency 8 over `requests` requests of 1-5 images; ``await disrupt(client)`` after
-    the 6th completes (the other 7 go on meanwhile). Every request must succeed with its items
-    exact and in order."""
+    """Concurrency 8 over `requests` requests of 1-5 images.
+
+    ``await disrupt(client)`` after the 6th completes (the other 7 go on meanwhile). Every request
+    must succeed with its items exact and in order."""
     rnd = random.Random(seed)
     plans = [[rnd.randrange(len(imgs)) for _ in range(rnd.randint(1, 5))]
              for _ in range(requests)]
@@ -92,8 +94,9 @@ def _fresh(target: str, targets: list[str], count: int, size=(64, 48), start: in
 
 
 async def _placed_on(rc, target: str, ims: list[bytes]) -> int:
-    """Waits until every image of ims was placed on target (the fleet remembers it there);
-    then target's items in flight."""
+    """Waits until every image of ims was placed on target (the fleet remembers it there).
+
+    Then target's items in flight."""
     m = rc.membership.members[target]
     keys = [item_key(_media_item(im), "qwen2_vl", "float32", None, None) for im in ims]
     for _ in range(10000):
@@ -214,11 +217,12 @@ def test_caller_deadline_is_propagated_not_retried(fleet, images):
 
 
 def test_concurrent_requests_respect_the_load_bound(fleet, images):
-    """Requests placed in the same moment see each other's items: 12 concurrent requests for
-    one hot image spread over the fleet instead of all landing on its first choice; each other
-    member is given it to compute once (a spill), then as a member that has it (affinity).
-    (affinity_wait=0: the image never waits for a member, so the spread does not depend on
-    how fast the first answers come.)"""
+    """Requests placed in the same moment see each other's items.
+
+    12 concurrent requests for one hot image spread over the fleet instead of all landing on its
+    first choice; each other member is given it to compute once (a spill), then as a member that has
+    it (affinity). (affinity_wait=0: the image never waits for a member, so the spread does not
+    depend on how fast the first answers come.)"""
     imgs, refs = images(16)
 
     async def main():

@@ -60,8 +60,9 @@ async def _serving(fl: Fleet, target: str, within: float = 5.0) -> bool:
 
 
 async def _member(fingerprint: str, **kw):
-    """(server, target, servicer): a member that serves MODEL (or kw's models) with this
-    fingerprint."""
+    """(server, target, servicer).
+
+    A member that serves MODEL (or kw's models) with this fingerprint."""
     server = grpc.aio.server()
     info = _Info(fingerprint, **kw)
     pb_grpc.add_PreprocessorServicer_to_server(info, server)
@@ -75,9 +76,10 @@ async def _member(fingerprint: str, **kw):
 
 @pytest.mark.parametrize("how", ["removed", "stopped"])
 def test_rolling_upgrade_admits_the_new_config_when_the_old_is_gone(how):
-    """The fleet's config is its admitted members': once the old config's last member is gone,
-    the refused members of the new one ask again and are admitted (the upgraded fleet
-    serves)."""
+    """The fleet's config is its admitted members'.
+
+    Once the old config's last member is gone, the refused members of the new one ask again and are
+    admitted (the upgraded fleet serves)."""
     async def main():
         old, old_target, _ = await _member("v1")
         new, new_target, _ = await _member("v2")

@@ -1,9 +1,10 @@
-"""Placement properties: the rendezvous order is a function of (key, member set) only, the load
-bound holds for every placement (with or without the fleet's memory of where keys went, hot
-keys included), a remembered member under the bound is always preferred and the least loaded of
-them chosen, an image waits only when every remembered member is at the bound, removing a
-member moves only its keys, adding one moves about 1/(N+1) of them (all to it), and the key is
-the server cache's identity of an image."""
+"""Placement properties.
+
+The rendezvous order is a function of (key, member set) only, the load bound holds for every
+placement (with or without the fleet's memory of where keys went, hot keys included), a remembered
+member under the bound is always preferred and the least loaded of them chosen, an image waits only
+when every remembered member is at the bound, removing a member moves only its keys, adding one
+moves about 1/(N+1) of them (all to it), and the key is the server cache's identity of an image."""
 
 from __future__ import annotations
 
@@ -58,13 +59,14 @@ def test_bound_holds_for_every_placement(members, keys, load_factor, floor):
 @given(members_st, st.lists(st.integers(0, 40), min_size=1, max_size=300),
        st.floats(1.0, 3.0), st.integers(1, 8), st.booleans(), st.data())
 def test_bound_holds_with_affinity_and_hot_keys(members, picks, load_factor, floor, wait, data):
-    """Placements as the fleet makes them: each key remembered on the members it went to,
-    items finishing at random; key 0 is about half of all items. Every placement is under the
-    bound; a remembered member under the bound is always taken (the least loaded of them); a
-    member that will miss is taken only past the key's first choice when counted as a spill;
-    with ``wait``, a wait exactly when the key's remembered members are all at the bound and one
-    of them has fewer items waiting for it than in flight (the one with the fewest waiting): a
-    burst of one image does not all wait for one member's few slots."""
+    """Placements as the fleet makes them.
+
+    Each key remembered on the members it went to, items finishing at random; key 0 is about half of
+    all items. Every placement is under the bound; a remembered member under the bound is always
+    taken (the least loaded of them); a member that will miss is taken only past the key's first
+    choice when counted as a spill; with ``wait``, a wait exactly when the key's remembered members
+    are all at the bound and one of them has fewer items waiting for it than in flight (the one with
+    the fewest waiting): a burst of one image does not all wait for one member's few slots."""
     memory = Affinity(64)
     joins = dict.fromkeys(members, 1)
     load = dict.fromkeys(members, 0)
@@ -111,9 +113,10 @@ def test_bound_holds_with_affinity_and_hot_keys(members, picks, load_factor, flo
 
 
 def test_affinity_memory():
-    """Most recent keys first out of a full memory; an entry of a member that rejoined (a new
-    incarnation: its cache may be empty) or that failed the key's call no longer counts;
-    capacity 0 remembers nothing."""
+    """Most recent keys first out of a full memory.
+
+    An entry of a member that rejoined (a new incarnation: its cache may be empty) or that failed
+    the key's call no longer counts; capacity 0 remembers nothing."""
     memory = Affinity(2)
     memory.add(b"a", "m1", 1)
     memory.add(b"a", "m2", 1)

@@ -72,11 +72,12 @@ def test_image_waits_for_the_member_that_has_it(wait_s):
 
 
 def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
-    """a:1's first call holds the image (floor 1: a:1 at the bound) until the end. Five more
-    requests for it at once: only as many wait for a:1 as it has items in flight (one); the
-    next spills once (to its second member, which then has it too) and the rest go to the
-    members that have it or wait for their slots: all five are answered while a:1's first
-    call still runs (not every one waiting for a:1, sent nowhere, for affinity_wait)."""
+    """a:1's first call holds the image (floor 1: a:1 at the bound) until the end.
+
+    Five more requests for it at once: only as many wait for a:1 as it has items in flight (one);
+    the next spills once (to its second member, which then has it too) and the rest go to the
+    members that have it or wait for their slots: all five are answered while a:1's first call still
+    runs (not every one waiting for a:1, sent nowhere, for affinity_wait)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -109,10 +110,11 @@ def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
 
 
 def test_a_short_deadline_is_not_spent_waiting():
-    """The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for
-    the busy member that has it at most half of it, then goes to its next member and succeeds
-    (it does not wait the whole deadline, to be sent with 0 s left and fail DEADLINE_EXCEEDED,
-    charged to the idle member, which affinity would then name as its holder)."""
+    """The caller's timeout (0.4 s) is shorter than affinity_wait (30 s).
+
+    The image waits for the busy member that has it at most half of it, then goes to its next member
+    and succeeds (it does not wait the whole deadline, to be sent with 0 s left and fail
+    DEADLINE_EXCEEDED, charged to the idle member, which affinity would then name as its holder)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -145,9 +147,10 @@ def test_a_short_deadline_is_not_spent_waiting():
 
 
 def test_no_sub_call_is_sent_with_no_time_left():
-    """A sub-call whose caller's deadline passed before it started is not sent: it fails in
-    the fleet with DEADLINE_EXCEEDED, not retried, the member neither called nor charged, its
-    in-flight count given back and its half-open probe freed."""
+    """A sub-call whose caller's deadline passed before it started is not sent.
+
+    It fails in the fleet with DEADLINE_EXCEEDED, not retried, the member neither called nor
+    charged, its in-flight count given back and its half-open probe freed."""
     async def main():
         fl = Fleet([], keepalive_s=0)
 

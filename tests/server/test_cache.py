@@ -62,8 +62,10 @@ def test_hits_and_inserts_do_not_copy():
 
 
 def run_coalesced(cache: PixelCache, worker, n: int, gate: threading.Event) -> None:
-    """n threads run worker; once n - 1 of them wait on the first one's computation, the gate
-    lets that computation finish."""
+    """n threads run worker.
+
+    Once n - 1 of them wait on the first one's computation, the gate lets that computation finish.
+    """
     threads = [threading.Thread(target=worker) for _ in range(n)]
     for t in threads:
         t.start()

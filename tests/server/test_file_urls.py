@@ -1,5 +1,6 @@
-"""file:// URLs cannot be raced out of the allowed directory: a directory swapped for a
-symlink between check and open never serves a file outside it."""
+"""file:// URLs cannot be raced out of the allowed directory.
+
+A directory swapped for a symlink between check and open never serves a file outside it."""
 
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ _SWAPPER = textwrap.dedent("""
 
 @pytest.fixture
 def racing_dir(tmp_path, small_jpegs):
-    """allowed/d/img.jpg, and outside/img.jpg; a process keeps swapping allowed/d for a
-    symlink to outside until the test ends."""
+    """allowed/d/img.jpg, and outside/img.jpg.
+
+    A process keeps swapping allowed/d for a symlink to outside until the test ends."""
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
     (allowed / "d").mkdir(parents=True)
     outside.mkdir()

@@ -1,5 +1,7 @@
-"""The service over real gRPC on loopback: every transport gives exactly what the in-process
-processor gives; the pixel cache; model info, health and reflection."""
+"""The service over real gRPC on loopback.
+
+Every transport gives exactly what the in-process processor gives; the pixel cache; model info,
+health and reflection."""
 
 from __future__ import annotations
 

@@ -103,8 +103,9 @@ def test_expired_call_stops_its_work_and_queued_work_never_starts(one_worker, re
 
 
 def test_sigterm_stop_is_bounded_by_the_drain_timeout(retina_dir, track_pid, small_jpegs):
-    """Busy with long requests, SIGTERM with --drain-timeout-s 2 exits (rc 0) in well under
-    2 + 8 s; the cut requests get UNAVAILABLE (retry elsewhere), never CANCELLED."""
+    """Busy with long requests, SIGTERM with --drain-timeout-s 2 exits (rc 0) in well under 2 + 8 s.
+
+    The cut requests get UNAVAILABLE (retry elsewhere), never CANCELLED."""
     srv = ServerProcess(["--workers", "2", "--drain-timeout-s", "2",
                          "--allowed-media-dir", str(retina_dir)])
     proc, target = srv.proc, srv.target
@@ -150,10 +151,11 @@ def _vm(pid: int, field: str) -> int:
 
 def test_flood_of_big_requests_is_refused_and_memory_stays_bounded(retina_dir, track_pid,
                                                                    small_jpegs, ours):
-    """12 concurrent 80 MB requests against 3 admitted / 100 MiB: some are refused
-    RESOURCE_EXHAUSTED (saying to back off), every other one is exact, and the server's peak
-    RSS grows by far less than the ~1 GB of the flood. (A served request holds about 3 copies
-    of its message while it runs, and a message being received 2: hence the bound's size.)"""
+    """12 concurrent 80 MB requests against 3 admitted / 100 MiB.
+
+    Some are refused RESOURCE_EXHAUSTED (saying to back off), every other one is exact, and the
+    server's peak RSS grows by far less than the ~1 GB of the flood. (A served request holds about 3
+    copies of its message while it runs, and a message being received 2: hence the bound's size.)"""
     pad = 80 << 20
     big = small_jpegs["chelsea"] + bytes(pad)  # trailing bytes after EOI: decoders ignore them
     slow = [f"file://{retina_dir}/retina.jpg"] * 60  # about 2 s of work per request
@@ -252,8 +254,9 @@ def test_failed_requests_leave_nothing_alive(start_server, real_images, cache_mb
 
 
 def test_stop_never_blocks_on_a_stuck_close(start_server):
-    """Closing the RDMA lane (or the registry, or metrics) runs off the event loop and is
-    bounded: a close that hangs does not hold the stop past the drain timeout + a few s."""
+    """Closing the RDMA lane (or the registry, or metrics) runs off the event loop and is bounded.
+
+    A close that hangs does not hold the stop past the drain timeout + a few s."""
     srv = start_server(drain_timeout_s=0.5)
     release = threading.Event()
     real_close = srv.server.rdma.close
@@ -329,8 +332,9 @@ def test_admission_flags_and_env():
 
 
 def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours, monkeypatch):
-    """Two requests for one image on a server with the pixel cache: the first (the leader)
-    hangs inside its computation; the second does not wait for it past
+    """Two requests for one image on a server with the pixel cache.
+
+    The first (the leader) hangs inside its computation; the second does not wait for it past
     --single-flight-wait-s and is served, exactly, by computing the image itself."""
     from smg_fast.server.tensor import Tensor
 
@@ -364,8 +368,9 @@ def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours, mon
 
 
 def test_idle_streams_do_not_lock_out_health_or_work(start_server, small_jpegs, ours):
-    """Many open health Watch streams (from several connections) count as RPCs: they must not
-    push health checks, GetModelInfo or Preprocess over any server-wide RPC limit."""
+    """Many open health Watch streams (from several connections) count as RPCs.
+
+    They must not push health checks, GetModelInfo or Preprocess over any server-wide RPC limit."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     srv = start_server(max_queued_requests=2)  # admission's bound is small on purpose

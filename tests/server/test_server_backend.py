@@ -1,6 +1,8 @@
-"""The backend per served model: --model NAME=SOURCE:BACKEND, GetModelInfo's backend field, the
-server's output equal to transformers' processor of that backend, and the client's --verify
-comparing with the matching backend only."""
+"""The backend per served model.
+
+--model NAME=SOURCE:BACKEND, GetModelInfo's backend field, the server's output equal to
+transformers' processor of that backend, and the client's --verify comparing with the matching
+backend only."""
 
 from __future__ import annotations
 

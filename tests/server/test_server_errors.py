@@ -1,5 +1,6 @@
-"""Every bad input gets its gRPC status and a message naming the item; nothing leaks (no shm
-file, no pool buffer) and the server keeps serving."""
+"""Every bad input gets its gRPC status and a message naming the item.
+
+Nothing leaks (no shm file, no pool buffer) and the server keeps serving."""
 
 from __future__ import annotations
 
@@ -178,8 +179,9 @@ def test_coalesced_waiters_get_their_own_item_index(server, client, ok):
 
 
 def test_message_limits(start_server, real_images, ours):
-    """Inbound messages over --max-message-mb and inline responses over it: RESOURCE_EXHAUSTED,
-    the latter telling to use shm; shm then works."""
+    """Inbound messages over --max-message-mb and inline responses over it.
+
+    RESOURCE_EXHAUSTED, the latter telling to use shm; shm then works."""
     srv = start_server(max_message_mb=1)
     big = real_images.bytes("retina")  # 1411x1411 JPEG
     try:
@@ -210,8 +212,10 @@ def test_cancelled_request_leaves_no_segment(server, real_images):
 
 
 def test_unavailable_while_draining(start_server, small_jpegs, ok):
-    """During a drain: health NOT_SERVING, new requests UNAVAILABLE; an unread segment is
-    waited for, then unlinked at the end."""
+    """During a drain.
+
+    Health NOT_SERVING, new requests UNAVAILABLE; an unread segment is waited for, then unlinked at
+    the end."""
     srv = start_server(drain_timeout_s=30)
     with Client(srv.target, timeout=10) as c:
         unread = raw_call(srv, [pb.MediaItem(data=small_jpegs["china"])], transport="shm",

@@ -36,8 +36,10 @@ def server_fields(variant: str) -> dict:
 
 @pytest.fixture()
 def paths(monkeypatch) -> list[str]:
-    """How the server's images were decoded: "ahead" (PlannedBatch.decode, before the compute),
-    "overlapped" (inside it), "failed" (the overlapped decode gave up; Pillow decided)."""
+    """How the server's images were decoded.
+
+    "ahead" (PlannedBatch.decode, before the compute), "overlapped" (inside it), "failed" (the
+    overlapped decode gave up; Pillow decided)."""
     seen: list[str] = []
     real_decode, real_running = PlannedBatch.decode, decoders.decode_jpeg_running
 
@@ -91,8 +93,10 @@ def test_exact_and_decoded_inside_the_compute(server, photo_720p, hf_qwen, paths
 
 
 def test_damaged_data_gives_pillows_pixels(server, jpeg, hf_qwen, paths):
-    """Flipped entropy bytes: libjpeg warns, the output written so far is dropped and Pillow
-    decodes into the same destination (here it decodes the damage)."""
+    """Flipped entropy bytes.
+
+    Libjpeg warns, the output written so far is dropped and Pillow decodes into the same destination
+    (here it decodes the damage)."""
     data = bytearray(jpeg)
     start = data.rindex(b"\xff\xda")
     for k in range(4):

@@ -1,5 +1,7 @@
-"""Concurrency: 32 clients x 200 requests without an error, exact results throughout; concurrent
-identical requests compute once (single flight)."""
+"""Concurrency.
+
+32 clients x 200 requests without an error, exact results throughout; concurrent identical requests
+compute once (single flight)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""``python -m smg_fast.server`` as a real process: configuration from flags and environment,
-metrics, the client CLI, and SIGTERM with requests in flight (drained, exact, nothing left in
-/dev/shm)."""
+"""``python -m smg_fast.server`` as a real process.
+
+Configuration from flags and environment, metrics, the client CLI, and SIGTERM with requests in
+flight (drained, exact, nothing left in /dev/shm)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""Helpers of the fast-decoder tests (test_fast_decode_*.py): the reference decode through
-Pillow and transformers' own loading, the comparison that also names the decoder that ran, and a
-small PNG writer for the bit depths, colour types and interlacing Pillow's encoder cannot make."""
+"""Helpers of the fast-decoder tests (test_fast_decode_*.py).
+
+The reference decode through Pillow and transformers' own loading, the comparison that also names
+the decoder that ran, and a small PNG writer for the bit depths, colour types and interlacing
+Pillow's encoder cannot make."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ HF = pytest.mark.parametrize("hf", [True, False], ids=["qwen", "kimi"])
 
 
 def reference(data: bytes, hf: bool) -> np.ndarray:
-    """What the references feed the resize: transformers' load_image + convert_to_rgb (Qwen), or
-    Pillow's convert("RGB") (upstream Kimi)."""
+    """What the references feed the resize.
+
+    Transformers' load_image + convert_to_rgb (Qwen), or Pillow's convert("RGB") (upstream Kimi)."""
     img = Image.open(io.BytesIO(data))
     if hf:
         from transformers.image_transforms import convert_to_rgb
@@ -37,8 +40,9 @@ def ours(data: bytes, hf: bool) -> tuple[np.ndarray, str | None]:
 
 
 def check(data: bytes, hf: bool, decoder: str) -> BaseException | None:
-    """Ours equals the reference, bit for bit, and ran the named decoder; or both refuse (the
-    reference's exception is returned)."""
+    """Ours equals the reference, bit for bit, and ran the named decoder.
+
+    Or both refuse (the reference's exception is returned)."""
     try:
         want = reference(data, hf)
     except Exception as exc:  # noqa: BLE001 - whatever Pillow raises, we must refuse too
@@ -100,9 +104,10 @@ def filter_rows(rows: np.ndarray, bpp: int, types: list[int]) -> list[bytes]:
 def write_png(samples: np.ndarray, ctype: int, depth: int, *, interlace: bool = False,
               extra: tuple[tuple[bytes, bytes], ...] = (), palette: bytes | None = None,
               filters: list[int] | None = None, idat_split: int = 0) -> bytes:
-    """A PNG of samples (H, W, C) with the given colour type and depth; extra chunks go before
-    IDAT. filters: each row's filter type (8-bit, not interlaced; default 0); idat_split: the
-    zlib stream cut into IDAT chunks of this many bytes (0: one chunk)."""
+    """A PNG of samples (H, W, C) with the given colour type and depth.
+
+    Extra chunks go before IDAT. filters: each row's filter type (8-bit, not interlaced; default 0);
+    idat_split: the zlib stream cut into IDAT chunks of this many bytes (0: one chunk)."""
     h, w, c = samples.shape
     ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 1 if interlace else 0)
     rows: list[bytes] = []

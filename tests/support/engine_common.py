@@ -1,5 +1,7 @@
-"""What the engine plug-in tests share: the engine's venv (fail, never skip, without it), JPEG
-bytes of a test image, waiting for a runner process, and comparing two runs' requests."""
+"""What the engine plug-in tests share.
+
+The engine's venv (fail, never skip, without it), JPEG bytes of a test image, waiting for a runner
+process, and comparing two runs' requests."""
 
 from __future__ import annotations
 

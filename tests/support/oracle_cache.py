@@ -85,8 +85,9 @@ def key_of(*parts: Any) -> str:
 
 
 def hf_processor_call(proc: Any, images: Any, **kwargs: Any) -> dict[str, np.ndarray]:
-    """transformers' processor proc on images (return_tensors="np"): its pixel_values and
-    image_grid_thw, cached."""
+    """transformers' processor proc on images (return_tensors="np").
+
+    Its pixel_values and image_grid_thw, cached."""
     import json
 
     def compute() -> dict[str, np.ndarray]:
@@ -131,8 +132,9 @@ def cached(kind: str, parts: tuple, compute: Callable[[], dict[str, np.ndarray]]
 def cached_batch(kind: str, shared: tuple, jobs: list,
                  compute: Callable[[list], list[dict[str, np.ndarray]]]
                  ) -> list[dict[str, np.ndarray]]:
-    """Per job, the arrays compute([job, ...]) returns for it; jobs without an entry under
-    (kind, shared, job) go to one compute() call together."""
+    """Per job, the arrays compute([job, ...]) returns for it.
+
+    Jobs without an entry under (kind, shared, job) go to one compute() call together."""
     root = cache_dir()
     paths: list[Path | None] = []
     for job in jobs:

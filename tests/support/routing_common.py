@@ -1,5 +1,6 @@
-"""Helpers of the fleet tests (test_routing_*.py, test_router_process.py): server arguments,
-real-photo crops, noise and flat PNGs, and where an image goes first."""
+"""Helpers of the fleet tests (test_routing_*.py, test_router_process.py).
+
+Server arguments, real-photo crops, noise and flat PNGs, and where an image goes first."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Run by test_routing_dispatch.py in a fresh process: routes one 32 MiB request of 32 images
-over 4 in-process members that hold their sub-requests until all are placed, and prints the
-request's size, how much the process's peak memory grew while the sub-requests were built
-(KiB) and how many sub-calls there were."""
+"""Run by test_routing_dispatch.py in a fresh process.
+
+Routes one 32 MiB request of 32 images over 4 in-process members that hold their sub-requests until
+all are placed, and prints the request's size, how much the process's peak memory grew while the
+sub-requests were built (KiB) and how many sub-calls there were."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""In-process fake members for Fleet tests (test_routing_dispatch.py, test_routing_wait.py):
-stubs whose answers the test scripts, no server, no network; and images that prefer a member."""
+"""In-process fake members for Fleet tests (test_routing_dispatch.py, test_routing_wait.py).
+
+Stubs whose answers the test scripts, no server, no network; and images that prefer a member."""
 
 from __future__ import annotations
 

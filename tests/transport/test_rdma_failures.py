@@ -1,6 +1,8 @@
-"""RDMA failures with real NIXL: recycled slots, killed pullers, restarted or dead exporters, bad
-handles, stalled reads and a stuck exporter thread are errors (or recoveries), never crashes,
-hangs or leaks. Exporters run in child processes; every wait is bounded."""
+"""RDMA failures with real NIXL.
+
+Recycled slots, killed pullers, restarted or dead exporters, bad handles, stalled reads and a stuck
+exporter thread are errors (or recoveries), never crashes, hangs or leaks. Exporters run in child
+processes; every wait is bounded."""
 
 from __future__ import annotations
 
@@ -49,8 +51,10 @@ _KILLED_PULLER = textwrap.dedent("""
 
 
 def test_killed_puller_leaves_a_slot_the_ttl_reaps(peers, puller):
-    """The TTL counts only once the stranded lease has been seen: the exporter's own reaper runs
-    with a clock the test moves past the TTL, so a slow child start cannot expire it early."""
+    """The TTL counts only once the stranded lease has been seen.
+
+    The exporter's own reaper runs with a clock the test moves past the TTL, so a slow child start
+    cannot expire it early."""
     ttl = 3600.0
     peer = peers(slots=1, slot_bytes=MiB, ttl_s=ttl)
     r = peer.cmd(op="export", nbytes=100_000, seed=3)
@@ -107,8 +111,10 @@ def test_bad_handles_and_unreachable_exporter(puller):
 
 
 def test_bad_handle_does_not_break_concurrent_pulls(peers):
-    """A handle outside the exporter's memory fails alone: it must not make the puller drop and
-    refetch the connection that concurrent valid pulls are using."""
+    """A handle outside the exporter's memory fails alone.
+
+    It must not make the puller drop and refetch the connection that concurrent valid pulls are
+    using."""
     peer = peers(slots=8, slot_bytes=MiB)
     good = peer.cmd(op="export", nbytes=1000, seed=1)
     desc = rdma.Descriptor.decode(bytes.fromhex(good["descriptor"]))
@@ -168,8 +174,10 @@ class _StallingAgent:
 
 
 def test_timed_out_reads_give_their_landing_slots_back(peers):
-    """A READ that timed out quarantines its buffer (a late write could land); once the transfer
-    reports DONE the slot returns to the pool, so later pulls do not overflow forever."""
+    """A READ that timed out quarantines its buffer (a late write could land).
+
+    Once the transfer reports DONE the slot returns to the pool, so later pulls do not overflow
+    forever."""
     peer = peers(slots=8, slot_bytes=MiB)
     with Puller(slots=2, slot_bytes=MiB, timeout_s=10) as p:
         stalling = p._agent = _StallingAgent(p._agent)
@@ -216,8 +224,10 @@ class _StuckNotifications:
 
 
 def test_close_never_frees_what_a_stuck_exporter_thread_uses():
-    """close() waits a bounded time; an exporter thread still inside a NIXL call keeps its
-    sockets and registration until it ends, and then releases them itself."""
+    """close() waits a bounded time.
+
+    An exporter thread still inside a NIXL call keeps its sockets and registration until it ends,
+    and then releases them itself."""
     exporter = rdma.Exporter(slots=1, slot_bytes=MiB, ttl_s=30, listen_port=0)
     agent = exporter._agent = _StuckNotifications(exporter._agent)
     try:

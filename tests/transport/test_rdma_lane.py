@@ -166,8 +166,9 @@ def _consistent(srv: MetadataServer) -> None:
 
 
 def test_a_connection_closed_to_make_room_never_hits_its_fd_successor(meta):
-    """The cap closes the oldest connection while this select() batch still holds its event; the
-    next accept gets its fd number. The stale event must not touch the new connection (it used
+    """The cap closes the oldest connection while this select() batch still holds its event.
+
+    The next accept gets its fd number. The stale event must not touch the new connection (it used
     to: dropped from the table while still registered for EVENT_WRITE, a 100% CPU spin)."""
     first = meta.connect(MAX_METADATA_PER_PEER)
     meta.accept(0.0)
@@ -207,8 +208,10 @@ def test_a_connection_closed_to_make_room_never_hits_its_fd_successor(meta):
 
 
 def test_a_connect_flood_does_not_evict_a_request_waiting_to_be_read(meta):
-    """All local pullers share 127.0.0.1: a puller whose request is already sent, followed by a
-    burst of idle connects in the same accept batch, is answered, not closed to make room."""
+    """All local pullers share 127.0.0.1.
+
+    A puller whose request is already sent, followed by a burst of idle connects in the same accept
+    batch, is answered, not closed to make room."""
     meta.connect(MAX_METADATA_PER_PEER)
     meta.accept(0.0)
     (puller,) = meta.connect(1)

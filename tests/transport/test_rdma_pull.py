@@ -182,8 +182,9 @@ _UNCLOSED = textwrap.dedent("""
 
 @pytest.mark.parametrize("where", ["local", "global"])
 def test_unclosed_puller_exits_cleanly(peers, where):
-    """NIXL aborts a process that destroys an agent with connected peers; pullers nobody closed
-    (collected early, or alive at exit) must close themselves."""
+    """NIXL aborts a process that destroys an agent with connected peers.
+
+    Pullers nobody closed (collected early, or alive at exit) must close themselves."""
     peer = peers(slots=2, slot_bytes=MiB)
     r = peer.cmd(op="export", nbytes=100, seed=1)
     child = subprocess.run([sys.executable, "-c", _UNCLOSED, r["descriptor"], "100", where],

@@ -30,8 +30,9 @@ def _handle(desc: rdma.Descriptor) -> tensor_pb2.RemoteTensorHandle:
 
 
 def _neighbour_keys(key: str) -> list[str]:
-    """What an attacker tries from its own key: the counters next to it, and its own key with
-    one character changed."""
+    """What an attacker tries from its own key.
+
+    The counters next to it, and its own key with one character changed."""
     out = []
     head, _, tail = key.rpartition(".")
     if tail.isdigit():
@@ -69,8 +70,10 @@ def test_forged_handles_never_hand_out_or_keep_another_tenants_bytes(peers):
 
 
 def test_forged_and_early_notifications_free_nothing(peers):
-    """Notifications are the free path: one naming a key that is not a lease's (guessed from the
-    sender's own key) or a lease still being written frees nothing, and each is counted."""
+    """Notifications are the free path.
+
+    One naming a key that is not a lease's (guessed from the sender's own key) or a lease still
+    being written frees nothing, and each is counted."""
     peer = peers(slots=4, slot_bytes=MiB)
     victim = peer.export(3000, seed=21)
     writing = peer.cmd(op="lease", nbytes=3000, seed=22)["key"]  # leased, not committed
@@ -95,8 +98,9 @@ def test_forged_and_early_notifications_free_nothing(peers):
 
 
 def test_foreign_transport_is_refused_by_name(peers, puller):
-    """smg's own RDMA handles say transport "nixl" with a binary descriptor: ours say
-    "nixl/smg-fast-v1", and each refuses the other's by name instead of misparsing it."""
+    """smg's own RDMA handles say transport "nixl" with a binary descriptor.
+
+    Ours say "nixl/smg-fast-v1", and each refuses the other's by name instead of misparsing it."""
     from smg_fast.transport.tensors import read_tensor
 
     assert rdma.TRANSPORT == "nixl/smg-fast-v1"
@@ -164,8 +168,9 @@ def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
 
 
 def test_idle_and_slow_metadata_peers_do_not_lock_out_pullers(peers):
-    """40 idle connections and 4 that drip a request byte by byte hold the metadata port; a new
-    puller still gets the metadata and pulls (the oldest connections make room)."""
+    """40 idle connections and 4 that drip a request byte by byte hold the metadata port.
+
+    A new puller still gets the metadata and pulls (the oldest connections make room)."""
     import socket
 
     peer = peers(slots=2, slot_bytes=MiB)
@@ -216,8 +221,9 @@ _CONNECT_FLOOD = textwrap.dedent("""
 
 
 def test_connect_flood_from_the_pullers_address_does_not_starve_a_puller(peers):
-    """Every local puller shares 127.0.0.1 with a local flood of idle connects (8 per address):
-    fresh pullers fetching metadata in the middle of the flood still get it and pull."""
+    """Every local puller shares 127.0.0.1 with a local flood of idle connects (8 per address).
+
+    Fresh pullers fetching metadata in the middle of the flood still get it and pull."""
     peer = peers(slots=2, slot_bytes=MiB)
     flood = subprocess.Popen([sys.executable, "-c", _CONNECT_FLOOD, str(peer.port), "2000"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

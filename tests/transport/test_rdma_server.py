@@ -1,6 +1,8 @@
-"""The server's rdma transport with real NIXL: exact at 1080p, falling back to inline when the
-arena is full or NIXL is broken, the client CLI, and servers or pullers killed mid-flight. Real
-server processes on free loopback ports; every wait is bounded."""
+"""The server's rdma transport with real NIXL.
+
+Exact at 1080p, falling back to inline when the arena is full or NIXL is broken, the client CLI, and
+servers or pullers killed mid-flight. Real server processes on free loopback ports; every wait is
+bounded."""
 
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ from smg_fast.transport.rdma import Puller, PullError
 
 @pytest.fixture(scope="module")
 def rdma_server(tmp_path_factory):
-    """``python -m smg_fast.server --transport rdma`` in its own process; it must exit 0 after
-    SIGTERM (drain with leases out, then close NIXL cleanly)."""
+    """``python -m smg_fast.server --transport rdma`` in its own process.
+
+    It must exit 0 after SIGTERM (drain with leases out, then close NIXL cleanly)."""
     metrics = free_port()
     log = tmp_path_factory.mktemp("rdma_server") / "stderr.log"
     with open(log, "w") as err:
@@ -128,8 +131,10 @@ def test_server_killed_mid_flight_never_crashes_the_puller(photo_1080p, tmp_path
 ])
 def test_broken_nixl_disables_the_lane_not_the_server(tmp_path, start_server, small_jpegs, ours,
                                                       monkeypatch, api, reason):
-    """A NIXL whose import aborts the process, or fails: the preflight child reports it, the
-    server keeps serving, rdma items go by shm and are counted with the reason."""
+    """A NIXL whose import aborts the process, or fails.
+
+    The preflight child reports it, the server keeps serving, rdma items go by shm and are counted
+    with the reason."""
     fake = tmp_path / "fake_nixl" / "nixl_cu12"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
@@ -181,8 +186,10 @@ def _metric(port: int, name: str) -> float:
 
 
 def test_pullers_killed_at_random_moments(small_jpegs, tmp_path):
-    """Pullers SIGKILLed at random points of their pull loop: the server keeps serving, and every
-    slot they held comes back (TTL) so the arena is whole again."""
+    """Pullers SIGKILLed at random points of their pull loop.
+
+    The server keeps serving, and every slot they held comes back (TTL) so the arena is whole again.
+    """
     import random
 
     metrics = free_port()

@@ -1,9 +1,10 @@
-"""Unread shm shares per router caller: a server counts a request's unread segments per
-(connection, caller named in smg-fast-caller metadata) only when the connection comes from a
---trusted-router-peer, so behind a trusted router one caller that never reads cannot take another
-caller's shm; anyone else's claim is ignored (one share per connection, as before), and the
-RESOURCE_EXHAUSTED message says whose share is full. The router names its own caller and never
-forwards a caller's claim."""
+"""Unread shm shares per router caller.
+
+A server counts a request's unread segments per (connection, caller named in smg-fast-caller
+metadata) only when the connection comes from a --trusted-router-peer, so behind a trusted router
+one caller that never reads cannot take another caller's shm; anyone else's claim is ignored (one
+share per connection, as before), and the RESOURCE_EXHAUSTED message says whose share is full. The
+router names its own caller and never forwards a caller's claim."""
 
 from __future__ import annotations
 
@@ -93,8 +94,10 @@ def test_trusted_router_peer_flag_and_env():
 
 
 def _fill(stub, data, ns, claims, fits):
-    """Asks for shm with a new claim on each call, never reading: the first ``fits`` calls get
-    shm, the next ones RESOURCE_EXHAUSTED; returns their handles and the refusal's message."""
+    """Asks for shm with a new claim on each call, never reading.
+
+    The first ``fits`` calls get shm, the next ones RESOURCE_EXHAUSTED; returns their handles and
+    the refusal's message."""
     held = []
     for i in range(fits + 2):
         req = build_request(data, transport="shm", namespace=ns)
@@ -111,9 +114,10 @@ def _fill(stub, data, ns, claims, fits):
 
 
 def test_an_untrusted_claim_gains_nothing(start_server, tmpfs, real_images, ours, caplog):
-    """A client naming a new caller on every call, to a server that trusts another address:
-    one share for its connection all the same, and the refusal says why; another connection
-    still gets shm."""
+    """A client naming a new caller on every call, to a server that trusts another address.
+
+    One share for its connection all the same, and the refusal says why; another connection still
+    gets shm."""
     d = tmpfs(64)
     ns = shm_namespace(d)
     data = chelsea_png(real_images)
@@ -184,11 +188,13 @@ def test_a_trusted_peer_gets_a_share_per_named_caller(start_server, tmpfs, real_
 
 @pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
 def test_through_the_router_one_caller_cannot_take_anothers_shm(trusted, real_images, ours):
-    """Real server and router processes; tensors too large for a message (inline impossible).
-    Tenant A asks through the router for shm and never reads, naming new callers in metadata
-    as it goes (the router ignores that); tenant B, on its own connection to the router, keeps
-    getting shm, exact, from a worker that trusts the router. Not trusted, the router's callers
-    share one share: B is refused, and the message says why."""
+    """Real server and router processes.
+
+    Tensors too large for a message (inline impossible). Tenant A asks through the router for shm
+    and never reads, naming new callers in metadata as it goes (the router ignores that); tenant B,
+    on its own connection to the router, keeps getting shm, exact, from a worker that trusts the
+    router. Not trusted, the router's callers share one share: B is refused, and the message says
+    why."""
     data = chelsea_png(real_images)
     ref = ours("qwen2_vl")(data)["pixel_values"]
     args = ["--workers", "1", "--drain-timeout-s", "2", "--shm-pool-mb", "0",

@@ -1,5 +1,7 @@
-"""Unread shm bytes are capped, per connection too; a full tmpfs falls back inline; shm only
-goes to callers that see the server's /dev/shm; refusals come from the plan."""
+"""Unread shm bytes are capped, per connection too.
+
+A full tmpfs falls back inline; shm only goes to callers that see the server's /dev/shm; refusals
+come from the plan."""
 
 from __future__ import annotations
 
@@ -60,9 +62,10 @@ def test_shm_needs_the_callers_namespace(start_server, real_images, ours):
 
 
 def test_an_abusive_caller_cannot_make_others_fail(start_server, tmpfs, real_images, ours):
-    """One connection requests shm and never reads: it holds at most its share (a quarter) of
-    the cap, then its items go inline; a second connection still gets shm, exact, and nothing
-    fails."""
+    """One connection requests shm and never reads.
+
+    It holds at most its share (a quarter) of the cap, then its items go inline; a second connection
+    still gets shm, exact, and nothing fails."""
     d = tmpfs(64)
     ns = shm_namespace(d)
     data = chelsea_png(real_images)
@@ -91,8 +94,10 @@ def test_an_abusive_caller_cannot_make_others_fail(start_server, tmpfs, real_ima
 
 
 def test_over_its_share_the_abuser_alone_is_refused(start_server, tmpfs, real_images, ours):
-    """Tensors too large to go inline: past its share, the abusive connection gets
-    RESOURCE_EXHAUSTED; the other connection keeps getting shm."""
+    """Tensors too large to go inline.
+
+    Past its share, the abusive connection gets RESOURCE_EXHAUSTED; the other connection keeps
+    getting shm."""
     d = tmpfs(64)
     ns = shm_namespace(d)
     data = chelsea_png(real_images)
@@ -123,9 +128,11 @@ def test_over_its_share_the_abuser_alone_is_refused(start_server, tmpfs, real_im
 
 def test_no_shm_room_is_refused_from_the_plan_before_decoding(start_server, tmpfs, real_images,
                                                               ours):
-    """Unread segments fill the cap; a tensor too big to go inline is then refused
-    RESOURCE_EXHAUSTED from its header, without being decoded (the decode count stays). Once a
-    consumer reads a segment, the next request fits again (the check counts reads)."""
+    """Unread segments fill the cap.
+
+    A tensor too big to go inline is then refused RESOURCE_EXHAUSTED from its header, without being
+    decoded (the decode count stays). Once a consumer reads a segment, the next request fits again
+    (the check counts reads)."""
     d = tmpfs(64)
     ns = shm_namespace(d)
     data = chelsea_png(real_images)
@@ -166,8 +173,9 @@ def test_no_shm_room_is_refused_from_the_plan_before_decoding(start_server, tmpf
 
 def test_a_request_whose_items_together_overflow_shm_is_refused_before_decoding(
         start_server, tmpfs, real_images, ours):
-    """Items each small enough for the cap but together over it (and each too big for inline):
-    the whole request is planned first, so it is refused with nothing decoded."""
+    """Items each small enough for the cap but together over it (and each too big for inline).
+
+    The whole request is planned first, so it is refused with nothing decoded."""
     d = tmpfs(64)
     ns = shm_namespace(d)
     data = chelsea_png(real_images)

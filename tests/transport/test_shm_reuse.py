@@ -1,7 +1,8 @@
-"""Reused shm segments: a released segment serves later responses (same inode, counted), a
-result a consumer holds never changes, consumers that unlink (smg style), hold or truncate
-break nobody else's results nor the server, unreleased ones expire, budgets hold, nothing
-leaks."""
+"""Reused shm segments.
+
+A released segment serves later responses (same inode, counted), a result a consumer holds never
+changes, consumers that unlink (smg style), hold or truncate break nobody else's results nor the
+server, unreleased ones expire, budgets hold, nothing leaks."""
 
 from __future__ import annotations
 
@@ -86,9 +87,10 @@ def test_released_segment_serves_the_next_response(pooled_server, shm_subdir, re
 
 
 def test_a_held_result_never_changes(pooled_server, shm_subdir, real_images, ours):
-    """read_tensor maps the segment (no copy) and unlinks its name: while the caller holds the
-    array the server cannot lease the file, so it writes elsewhere; once it is dropped, the
-    file is reused."""
+    """read_tensor maps the segment (no copy) and unlinks its name.
+
+    While the caller holds the array the server cannot lease the file, so it writes elsewhere; once
+    it is dropped, the file is reused."""
     images = _images(real_images)
     refs = [ours("qwen2_vl")(data)["pixel_values"] for data in images]
     ns = shm_namespace(shm_subdir)
@@ -112,9 +114,10 @@ def test_a_held_result_never_changes(pooled_server, shm_subdir, real_images, our
 
 def test_a_consumer_that_keeps_or_truncates_a_segment_harms_nobody(pooled_server, shm_subdir,
                                                                    real_images, ours):
-    """A consumer (the server's user) opens its segment writable and keeps it: that file is
-    never written again. Truncating it afterwards cannot crash the server, and a file found
-    truncated when it would be reused is dropped; everyone else's results stay exact."""
+    """A consumer (the server's user) opens its segment writable and keeps it.
+
+    That file is never written again. Truncating it afterwards cannot crash the server, and a file
+    found truncated when it would be reused is dropped; everyone else's results stay exact."""
     images = _images(real_images)
     refs = [ours("qwen2_vl")(data)["pixel_values"] for data in images]
     ns = shm_namespace(shm_subdir)
@@ -162,8 +165,10 @@ def test_unreleased_segments_expire_and_are_reused(shm_subdir):
 
 
 def test_budgets_hold(shm_subdir):
-    """Idle slabs stay within the pool budget; delivered slabs within the cap and share,
-    counted at what they take in the tmpfs (1 MiB -> 1.25 MiB, 2 MiB -> 2.5, 5 MiB -> 6)."""
+    """Idle slabs stay within the pool budget.
+
+    Delivered slabs within the cap and share, counted at what they take in the tmpfs (1 MiB -> 1.25
+    MiB, 2 MiB -> 2.5, 5 MiB -> 6)."""
     reg = shm.ShmRegistry(shm_subdir, pool_bytes=8 << 20, reuse=True,
                           max_outstanding_bytes=12 << 20, share_bytes=6 << 20)
     try:

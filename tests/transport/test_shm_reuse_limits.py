@@ -1,7 +1,8 @@
-"""Reused shm segments within the process's limits: live slabs (two descriptors each) stay
-under a cap derived from RLIMIT_NOFILE, a delivery past it or short of descriptors gets a fresh
-file (never a failed request), small tensors take about their size in the tmpfs and count
-that against the caps, and bytes past a tensor are zeros."""
+"""Reused shm segments within the process's limits.
+
+Live slabs (two descriptors each) stay under a cap derived from RLIMIT_NOFILE, a delivery past it or
+short of descriptors gets a fresh file (never a failed request), small tensors take about their size
+in the tmpfs and count that against the caps, and bytes past a tensor are zeros."""
 
 from __future__ import annotations
 
@@ -45,8 +46,10 @@ def test_size_classes_waste_under_a_quarter(nbytes):
 
 
 def test_small_tensors_take_their_size_and_count_it(shm_subdir):
-    """100 x 70 KB under an 8 MiB cap: the files delivered take at most the cap in the tmpfs
-    (a 2 MiB slab each took 200 MB before), and the cap counts what they take."""
+    """100 x 70 KB under an 8 MiB cap.
+
+    The files delivered take at most the cap in the tmpfs (a 2 MiB slab each took 200 MB before),
+    and the cap counts what they take."""
     reg = shm.ShmRegistry(shm_subdir, pool_bytes=64 << 20, reuse=True,
                           max_outstanding_bytes=8 << 20)
     names = []
@@ -112,8 +115,9 @@ reg.close()
 
 
 def test_unread_segments_never_exhaust_descriptors(shm_subdir):
-    """300 unread deliveries at RLIMIT_NOFILE 256 (about 125 hit EMFILE before): 32 slabs
-    live (an eighth of the limit), the rest are fresh files; every tensor is exact."""
+    """300 unread deliveries at RLIMIT_NOFILE 256 (about 125 hit EMFILE before).
+
+    32 slabs live (an eighth of the limit), the rest are fresh files; every tensor is exact."""
     out = subprocess.run([sys.executable, "-c", _UNREAD, shm_subdir], capture_output=True,
                          text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -141,8 +145,10 @@ def test_released_slabs_of_another_class_make_room_at_the_cap(shm_subdir):
 
 
 def test_a_reused_slab_has_zeros_past_its_tensor(shm_subdir):
-    """A smaller tensor in a slab that held a larger one: the file holds nothing of the
-    earlier tensor past the new one (one size class: 1,310,720 bytes)."""
+    """A smaller tensor in a slab that held a larger one.
+
+    The file holds nothing of the earlier tensor past the new one (one size class: 1,310,720 bytes).
+    """
     reg = shm.ShmRegistry(shm_subdir, pool_bytes=16 << 20, reuse=True)
     big, small = 1_200_000, 1 << 20
     try:

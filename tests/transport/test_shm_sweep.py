@@ -74,8 +74,9 @@ def test_sweep_removes_orphans_of_a_producer_killed_in_another_pid_namespace(shm
 
 
 def test_sweep_trusts_the_lock_not_the_pid(shm_subdir):
-    """An unlocked lock file whose pid is alive here (another namespace's pid) -> swept; a
-    held lock whose pid is dead here -> kept."""
+    """An unlocked lock file whose pid is alive here (another namespace's pid) -> swept.
+
+    A held lock whose pid is dead here -> kept."""
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                               capture_output=True, text=True, check=True).stdout)
     tag = shm._pidns_tag()

@@ -42,8 +42,9 @@ def _segment_files(d: str) -> list[str]:
 
 
 def test_segments_are_invisible_until_delivered(shm_subdir):
-    """Neither the pool's ready segments nor one being filled have a name in the directory:
-    only delivery (publish) links them, so nobody can open, chmod or truncate them first."""
+    """Neither the pool's ready segments nor one being filled have a name in the directory.
+
+    Only delivery (publish) links them, so nobody can open, chmod or truncate them first."""
     reg = shm.ShmRegistry(shm_subdir, pool_bytes=64 << 20)
     reg.pool.quiet_s = 0.0
     size = 3 << 20
@@ -169,8 +170,9 @@ def test_same_uid_attacker_truncating_segments_cannot_crash_the_server(
 
 
 def test_without_o_tmpfile_segments_are_named_from_creation(shm_subdir, monkeypatch):
-    """A filesystem that refuses O_TMPFILE (EOPNOTSUPP) gets today's named 0400 files: visible
-    while filled (the documented residual risk), delivered and read exactly the same."""
+    """A filesystem that refuses O_TMPFILE (EOPNOTSUPP) gets today's named 0400 files.
+
+    Visible while filled (the documented residual risk), delivered and read exactly the same."""
     import errno
 
     real_open = os.open

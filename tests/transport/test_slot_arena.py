@@ -1,5 +1,6 @@
-"""The native RDMA slot arena on its own (no NIXL): leases, frames, generations, TTL, counters,
-copy-in, and concurrent use."""
+"""The native RDMA slot arena on its own (no NIXL).
+
+Leases, frames, generations, TTL, counters, copy-in, and concurrent use."""
 
 from __future__ import annotations
 
@@ -90,8 +91,9 @@ def test_recycled_slot_is_detected():
 
 
 def test_new_lease_invalidates_the_old_trailer():
-    """A reader that copied the old header before the slot was leased again must still fail: the
-    new lease zeroes the old frame's trailer before any payload is written."""
+    """A reader that copied the old header before the slot was leased again must still fail.
+
+    The new lease zeroes the old frame's trailer before any payload is written."""
     arena = _native.SlotArena(1, 64 * 1024, 30.0)
     old = arena.lease("old", 1000)
     arena.commit("old")
@@ -190,8 +192,9 @@ def test_descriptor_round_trip_and_rejects():
 
 
 def test_uncommitted_leases_are_never_reaped():
-    """A producer still writing owns its slot: reaping it would hand the slot to a second writer
-    and mix their bytes in one frame."""
+    """A producer still writing owns its slot.
+
+    Reaping it would hand the slot to a second writer and mix their bytes in one frame."""
     arena = _native.SlotArena(1, 64 * 1024, 1.0)
     slow = arena.lease("slow", 100)
     assert arena.reap_after(3600) == 0
@@ -202,8 +205,10 @@ def test_uncommitted_leases_are_never_reaped():
 
 
 def test_reused_slot_with_a_longer_payload_is_detected():
-    """The new payload covers the old trailer's place; even bytes equal to the old generation
-    there cannot pass, because generations are random 64-bit values, not small counters."""
+    """The new payload covers the old trailer's place.
+
+    Even bytes equal to the old generation there cannot pass, because generations are random 64-bit
+    values, not small counters."""
     arena = _native.SlotArena(1, 64 * 1024, 30.0)
     old = arena.lease("old", 1000)
     arena.commit("old")
@@ -221,10 +226,12 @@ def test_reused_slot_with_a_longer_payload_is_detected():
 
 
 def test_free_during_write_never_mixes_frames():
-    """The early-free interleaving: A's lease is freed while A is still writing. If the free went
-    through, B would get A's slot, A's late bytes would land in B's payload, and B's frame would
-    pass every check (magic, both generations, key hash) with mixed data. The free is refused:
-    the slot stays A's until A commits or aborts, B gets another slot or none."""
+    """The early-free interleaving.
+
+    A's lease is freed while A is still writing. If the free went through, B would get A's slot, A's
+    late bytes would land in B's payload, and B's frame would pass every check (magic, both
+    generations, key hash) with mixed data. The free is refused: the slot stays A's until A commits
+    or aborts, B gets another slot or none."""
     for slots in (1, 2):
         arena = _native.SlotArena(slots, 64 * 1024, 30.0)
         n = 4000

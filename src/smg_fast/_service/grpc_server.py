@@ -33,10 +33,12 @@ def address(host: str, port: int) -> str:
 
 
 def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
-    """A grpc.aio server. No server-wide maximum_concurrent_rpcs: grpc counts every open RPC
-    against it, health Watch streams included, so a few idle streams would lock out health
-    checks and all work. Admission (which refuses most calls before their message is read)
-    bounds the work; HTTP/2's stream limit bounds what one connection can upload at once."""
+    """A grpc.aio server.
+
+    No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health Watch
+    streams included, so a few idle streams would lock out health checks and all work. Admission
+    (which refuses most calls before their message is read) bounds the work; HTTP/2's stream limit
+    bounds what one connection can upload at once."""
     return grpc.aio.server(options=[
         *message_size_options(max_message_bytes),
         ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
@@ -58,10 +60,11 @@ def listen(server: grpc.aio.Server, host: str, port: int) -> int:
 
 
 class Handlers(grpc.GenericRpcHandler):
-    """Picks a call's handler before its message is read: while ``full()`` (admission, for a
-    request of the recent typical size), a Preprocess call goes to ``refuse``, which never
-    reads the message, so a flood of big messages is not received only to be dropped.
-    Admission in ``preprocess`` stays the exact check: it knows the size."""
+    """Picks a call's handler before its message is read.
+
+    While ``full()`` (admission, for a request of the recent typical size), a Preprocess call goes
+    to ``refuse``, which never reads the message, so a flood of big messages is not received only to
+    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size."""
 
     def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
                  refuse: Callable[..., Awaitable[bytes]],
@@ -120,6 +123,7 @@ async def set_health(servicer: health.aio.HealthServicer, status: int) -> None:
 
 async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str,
                 retryable: bool = False) -> None:
-    """Ends the call with code and message; a RESOURCE_EXHAUSTED answer says in its trailing
-    metadata whether another try can succeed."""
+    """Ends the call with code and message.
+
+    A RESOURCE_EXHAUSTED answer says in its trailing metadata whether another try can succeed."""
     await context.abort(code, message, trailing_metadata=trailers(code, retryable))

@@ -83,9 +83,10 @@ _LIBJPEG62 = re.compile(r"libjpeg(-[0-9a-f]+)?\.so\.62(\.|$)")
 
 
 def pillow_libjpeg_path() -> str | None:
-    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps): the 6.2-ABI
-    libjpeg in Pillow's wheel folder (pillow.libs), else the only one mapped, else None. Another
-    module's libjpeg taken by mistake is caught by the self-check against Pillow."""
+    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps).
+
+    The 6.2-ABI libjpeg in Pillow's wheel folder (pillow.libs), else the only one mapped, else None.
+    Another module's libjpeg taken by mistake is caught by the self-check against Pillow."""
     import PIL
     from PIL import _imaging  # noqa: F401 - loads Pillow's libjpeg, if it has one
 
@@ -106,8 +107,10 @@ def pillow_libjpeg_path() -> str | None:
 
 
 def jpeg_engine() -> str | None:
-    """Which libjpeg-turbo the JPEG fast path drives on this install: PILLOW_LIBJPEG (Pillow's own
-    library, through the native core; banded on two threads), SIMPLEJPEG, or None."""
+    """Which libjpeg-turbo the JPEG fast path drives on this install.
+
+    PILLOW_LIBJPEG (Pillow's own library, through the native core; banded on two threads),
+    SIMPLEJPEG, or None."""
     global _jpeg_engine
     if _jpeg_engine is _UNSET:
         with _engine_lock:
@@ -235,8 +238,10 @@ _no_bands = threading.local()
 
 
 def decode_whole_in_this_thread() -> None:
-    """JPEGs this thread decodes from now on are never split into bands: for the threads of a
-    batch's decode pool, which already keep the cores busy with whole images."""
+    """JPEGs this thread decodes from now on are never split into bands.
+
+    For the threads of a batch's decode pool, which already keep the cores busy with whole images.
+    """
     _no_bands.set = True
 
 
@@ -284,8 +289,10 @@ _ZLIB_PIECE = 1 << 20  # Python's zlib inflates into pieces of this size, copied
 
 
 def _inflate(stream: bytes | memoryview, out: np.ndarray, inflater: str) -> bool:
-    """Inflates the zlib stream into out (uint8): True only when the stream ends, its checksum
-    holds, and it fills out exactly; the output never exceeds out (a bomb stops there)."""
+    """Inflates the zlib stream into out (uint8).
+
+    True only when the stream ends, its checksum holds, and it fills out exactly; the output never
+    exceeds out (a bomb stops there)."""
     try:
         if inflater == ZLIB_NG:
             if _zlib_ng is None:

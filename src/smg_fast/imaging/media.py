@@ -1,5 +1,4 @@
-"""Decoding and mode conversion with the references' semantics, validated before any big
-allocation.
+"""Decoding and mode conversion with the references' semantics, validated before any big allocation.
 
 Qwen (transformers 5.x): PIL objects with an alpha band or a transparency key are composited onto
 white, everything else goes through ``convert("RGB")``; encoded bytes and paths are opened the way
@@ -71,8 +70,9 @@ RUNS_PROGRAMS = frozenset({"EPS"})
 
 
 def normalize_formats(formats: Sequence[str] | str) -> tuple[str, ...]:
-    """Upper-cased, de-duplicated format names (a string may be comma-separated); ValueError
-    names any the installed Pillow cannot open, and any whose decoder runs a program."""
+    """Upper-cased, de-duplicated format names (a string may be comma-separated).
+
+    ValueError names any the installed Pillow cannot open, and any whose decoder runs a program."""
     if isinstance(formats, str):
         formats = formats.split(",")
     out: list[str] = []
@@ -103,8 +103,10 @@ def check_size(index: int, width: int, height: int, max_pixels: int | None) -> N
 
 
 def _sniff_format(prefix: bytes) -> str | None:
-    """The format whose signature check accepts prefix. Only the plugins' prefix tests run
-    (never an _open), so naming a refused format opens nothing."""
+    """The format whose signature check accepts prefix.
+
+    Only the plugins' prefix tests run (never an _open), so naming a refused format opens nothing.
+    """
     Image.init()
     for fmt in Image.ID:
         accept = Image.OPEN[fmt][1]
@@ -290,8 +292,10 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
 
 def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[], Image.Image]
                     | None, data: bytes | None = None, path: str | None = None) -> ImageHeader:
-    """img: opened (header read) from data or path. reopen: for files, opens it again at decode
-    time (the header pass closes it so a long list of paths does not hold a descriptor each)."""
+    """img.
+
+    Opened (header read) from data or path. reopen: for files, opens it again at decode time (the
+    header pass closes it so a long list of paths does not hold a descriptor each)."""
     w, h = img.width, img.height
     orientation = _header_orientation(img) if hf else 1
     if orientation in _SWAPPING:
@@ -350,8 +354,9 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
                formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
                torchvision: bool = False) -> ImageHeader:
-    """Reads item's header only (Image.open is lazy) and checks its size; raises
-    InvalidImageError naming index. torchvision (with hf): 4-channel arrays are blended as
+    """Reads item's header only (Image.open is lazy) and checks its size.
+
+    Raises InvalidImageError naming index. torchvision (with hf): 4-channel arrays are blended as
     transformers' torchvision backend does."""
     formats = tuple(formats)
     if isinstance(item, Image.Image):

@@ -1,6 +1,7 @@
-"""PNG chunk reading for the fast path: the header, the chunk list, the image data's zlib stream.
-Pure parsing of the bytes, as Pillow's PngImagePlugin reads them (what it stops at, what it does
-not check)."""
+"""PNG chunk reading for the fast path.
+
+The header, the chunk list, the image data's zlib stream. Pure parsing of the bytes, as Pillow's
+PngImagePlugin reads them (what it stops at, what it does not check)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ def png_channels(data: bytes, width: int, height: int) -> int | None:
 
 
 def idat_stream(data: bytes, start: int | None = None) -> bytes | memoryview | None:
-    """The zlib stream: the data of the first run of IDAT chunks (Pillow stops reading image
-    data at the first other chunk), or None when there is none, or when its data does not begin
-    at start (where Pillow's reader begins, when given). CRCs are not checked: Pillow does not
-    check those of IDAT chunks either."""
+    """The zlib stream.
+
+    The data of the first run of IDAT chunks (Pillow stops reading image data at the first other
+    chunk), or None when there is none, or when its data does not begin at start (where Pillow's
+    reader begins, when given). CRCs are not checked: Pillow does not check those of IDAT chunks
+    either."""
     pos, parts = 8, []
     view = memoryview(data)
     while pos + 8 <= len(data):

@@ -1,5 +1,7 @@
-"""What the engine plug-ins share: install smg-fast's image processors into transformers'
-AutoImageProcessor registry once per process, or say why not, on the engine's own logger."""
+"""What the engine plug-ins share.
+
+Install smg-fast's image processors into transformers' AutoImageProcessor registry once per process,
+or say why not, on the engine's own logger."""
 
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ def _share_handlers(engine_logger: str) -> None:
 
 
 def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = False) -> bool:
-    """Registers smg-fast's classes for this process (once; later calls return the first
-    answer). Returns whether they are in place; never raises. ``late_line``: if the engine has
-    not configured logging yet, its INFO line waits for the first class load."""
+    """Registers smg-fast's classes for this process (once; later calls return the first answer).
+
+    Returns whether they are in place; never raises. ``late_line``: if the engine has not configured
+    logging yet, its INFO line waits for the first class load."""
     if engine in _done:
         return _done[engine]
     _done[engine] = False

@@ -19,9 +19,10 @@ CALLER: ContextVar[str] = ContextVar("smg_fast_routed_caller", default="")
 
 
 def caller_metadata() -> dict[str, tuple[tuple[str, str], ...]]:
-    """The sub-call's keyword arguments naming the current caller: ``metadata``, or nothing when
-    there is no caller (the call is made as before). A name that is not short printable ASCII
-    (a unix socket path) goes as its hash."""
+    """The sub-call's keyword arguments naming the current caller.
+
+    ``metadata``, or nothing when there is no caller (the call is made as before). A name that is
+    not short printable ASCII (a unix socket path) goes as its hash."""
     name = CALLER.get()
     if not name:
         return {}

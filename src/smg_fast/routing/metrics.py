@@ -39,8 +39,10 @@ _TOTALS = {  # Fleet.stats() counter -> help
 
 
 class FleetCollector:
-    """A Prometheus collector of one fleet's stats. With ``loop`` (the fleet's event loop),
-    a scrape from another thread reads them on that loop, consistent with its requests."""
+    """A Prometheus collector of one fleet's stats.
+
+    With ``loop`` (the fleet's event loop), a scrape from another thread reads them on that loop,
+    consistent with its requests."""
 
     def __init__(self, fleet: Fleet, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._fleet = fleet

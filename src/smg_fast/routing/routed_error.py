@@ -1,5 +1,7 @@
-"""A routed request's error: the server's code and details, with the item indices of a member's
-sub-request rewritten to the caller's."""
+"""A routed request's error.
+
+The server's code and details, with the item indices of a member's sub-request rewritten to the
+caller's."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ _ITEM = re.compile(r"\bitem (\d+)\b")
 
 
 class RoutedError(grpc.RpcError):
-    """A failed routed request: the server's code and details, item indices rewritten to the
-    caller's; ``index`` is that item's position in the caller's request (None: whole request);
-    ``retryable`` (RESOURCE_EXHAUSTED) whether trying again later can help."""
+    """A failed routed request.
+
+    The server's code and details, item indices rewritten to the caller's; ``index`` is that item's
+    position in the caller's request (None: whole request); ``retryable`` (RESOURCE_EXHAUSTED)
+    whether trying again later can help."""
 
     def __init__(self, code: grpc.StatusCode, details: str, index: int | None = None,
                  retryable: bool = False) -> None:

@@ -1,8 +1,10 @@
-"""The sub-calls of routed requests: one Preprocess per member with its items of one request,
-under the request's deadline (or a shorter attempt timeout of its own). Each ends as an answer,
-or as a failure the fleet may retry elsewhere, and says what it tells of the member (health.Ejection
-counts transport failures; a timeout alone is only a question to the member). Sub-calls nobody
-waits for any more are cancelled and held until they end; what they answer anyway is released.
+"""The sub-calls of routed requests.
+
+One Preprocess per member with its items of one request, under the request's deadline (or a shorter
+attempt timeout of its own). Each ends as an answer, or as a failure the fleet may retry elsewhere,
+and says what it tells of the member (health.Ejection counts transport failures; a timeout alone is
+only a question to the member). Sub-calls nobody waits for any more are cancelled and held until
+they end; what they answer anyway is released.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ class SubCalls:
 
     async def call(self, r: RoutedRequest, m: Member, epoch: int, probe: bool,
                    idx: list[int]) -> tuple[str, Any]:
-        """r's sub-call of items idx on m: ("ok", (response, values)) or ("error", (code,
-        details, retry)).
+        """r's sub-call of items idx on m.
+
+        ("ok", (response, values)) or ("error", (code, details, retry)).
 
         The member's in-flight count covers the RPC until it really ends. A probe (half-open)
         that ends without a verdict (cancelled) lets the next request probe."""
@@ -157,8 +160,10 @@ class SubCalls:
         return "ok", (resp, values)
 
     def _release_late(self, rpc: asyncio.Future, local: bool) -> None:
-        """An abandoned sub-call ended: an answer that came anyway is counted and, when its
-        segments are in our /dev/shm, unlinked."""
+        """An abandoned sub-call ended.
+
+        An answer that came anyway is counted and, when its segments are in our /dev/shm, unlinked.
+        """
         if not rpc.cancelled() and rpc.exception() is None:
             self.counts["late_responses"] += 1
             if local:

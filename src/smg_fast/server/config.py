@@ -1,5 +1,6 @@
-"""The server's settings (``ServerConfig``), their defaults and their checks; flags.py reads them
-from the command line and the environment."""
+"""The server's settings (``ServerConfig``), their defaults and their checks.
+
+Flags.py reads them from the command line and the environment."""
 
 from __future__ import annotations
 

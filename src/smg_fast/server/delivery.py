@@ -1,7 +1,8 @@
-"""Delivery: where one item's tensor goes (an RDMA slot, a /dev/shm segment or the response
-itself), chosen before it is written so that it is written exactly once, with counted
-fallbacks when the chosen transport has no room; and what a request that fails leaves behind
-(unlinked, freed)."""
+"""Delivery.
+
+Where one item's tensor goes (an RDMA slot, a /dev/shm segment or the response itself), chosen
+before it is written so that it is written exactly once, with counted fallbacks when the chosen
+transport has no room; and what a request that fails leaves behind (unlinked, freed)."""
 
 from __future__ import annotations
 

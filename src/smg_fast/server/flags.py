@@ -1,5 +1,7 @@
-"""The server's command line: one source per setting. Each is a CLI flag whose default comes from
-its environment variable, else the built-in default shown in ``--help``."""
+"""The server's command line.
+
+One source per setting. Each is a CLI flag whose default comes from its environment variable, else
+the built-in default shown in ``--help``."""
 
 from __future__ import annotations
 

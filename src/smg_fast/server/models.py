@@ -22,8 +22,9 @@ _MAX_VARIANTS = 64
 
 
 def split_backend(source: str) -> tuple[str, str | None]:
-    """FAMILY_OR_DIR[:BACKEND] -> (FAMILY_OR_DIR, BACKEND or None). A folder keeps a colon in its
-    name unless what follows the last one is a backend's name."""
+    """FAMILY_OR_DIR[:BACKEND] -> (FAMILY_OR_DIR, BACKEND or None).
+
+    A folder keeps a colon in its name unless what follows the last one is a backend's name."""
     head, sep, tail = source.rpartition(":")
     if sep and tail in BACKENDS:
         return head, tail

@@ -1,5 +1,7 @@
-"""The Preprocess work itself, run in a worker thread: parse, validate, decode, preprocess (through
-the pixel cache when on), deliver each tensor inline or in /dev/shm, serialize.
+"""The Preprocess work itself, run in a worker thread.
+
+Parse, validate, decode, preprocess (through the pixel cache when on), deliver each tensor inline or
+in /dev/shm, serialize.
 
 Every failure becomes a RequestError carrying its gRPC status; every shm segment created for a
 request that then fails is unlinked before the error leaves. A Ticket from the handler stops the
@@ -125,10 +127,11 @@ class PreprocessService:
 
     def preprocess(self, raw: bytes, received: float, outcome: Outcome | None = None,
                    ticket: Ticket | None = None) -> Outcome:
-        """Serves one request (in a worker thread); fills and returns outcome (its model and
-        transport are set as soon as known, for the caller's metrics). Raises RequestError only,
-        and a fresh one: its traceback does not reach the frames (and the big buffers) of the
-        work that failed."""
+        """Serves one request (in a worker thread).
+
+        Fills and returns outcome (its model and transport are set as soon as known, for the
+        caller's metrics). Raises RequestError only, and a fresh one: its traceback does not reach
+        the frames (and the big buffers) of the work that failed."""
         outcome = Outcome(b"") if outcome is None else outcome
         try:
             return self._serve(raw, received, outcome, Ticket() if ticket is None else ticket)
@@ -257,8 +260,10 @@ class PreprocessService:
         self.delivery.release(outcome)
 
     def _shm_allowed(self, requested: str, namespace: str) -> tuple[bool, str]:
-        """Whether items may go by shm: only to a caller that sees the server's /dev/shm (its
-        shm_namespace equals ours); and, for a request that asked for shm, why not."""
+        """Whether items may go by shm.
+
+        Only to a caller that sees the server's /dev/shm (its shm_namespace equals ours); and, for a
+        request that asked for shm, why not."""
         if requested == "inline":
             return False, ""
         if namespace == self.namespace:
@@ -310,10 +315,12 @@ class PreprocessService:
         return batch
 
     def _uncached(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Tensor:
-        """The item's tensor, to be computed into its destination: decoded there too when the
-        planned batch decodes while it computes (one JPEG: its decode overlaps its resize, and
-        a decode error surfaces from the write, after the destination was taken, which the
-        write's or the request's failure path gives back), else decoded here first."""
+        """The item's tensor, to be computed into its destination.
+
+        Decoded there too when the planned batch decodes while it computes (one JPEG: its decode
+        overlaps its resize, and a decode error surfaces from the write, after the destination was
+        taken, which the write's or the request's failure path gives back), else decoded here first.
+        """
         planned = it.planned
         if planned.decodes_while_computing:
             data = it.data

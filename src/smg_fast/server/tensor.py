@@ -1,5 +1,7 @@
-"""One item's encoder input on its way out of the server: a batch still to be computed (written
-straight into its destination, once) or a pixel-cache entry already computed (copied there)."""
+"""One item's encoder input on its way out of the server.
+
+A batch still to be computed (written straight into its destination, once) or a pixel-cache entry
+already computed (copied there)."""
 
 from __future__ import annotations
 

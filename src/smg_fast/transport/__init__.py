@@ -1,5 +1,6 @@
-"""How tensors leave the process: TensorData encoding and reading, /dev/shm segments, and the
-RDMA lane over NIXL.
+"""How tensors leave the process.
+
+TensorData encoding and reading, /dev/shm segments, and the RDMA lane over NIXL.
 
 Dependencies point one way (tests/package/test_layout.py keeps it so), bottom first:
 

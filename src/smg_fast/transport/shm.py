@@ -1,7 +1,9 @@
-"""The registry of this process's shm segments: who owns which, the cap on unread bytes, expiry
-and cleanup. Segments themselves: :mod:`smg_fast.transport.shm_segment`; names, producer
-liveness and the sweeper: :mod:`smg_fast.transport.shm_owner`. This module also gathers the
-public shm names in one place (``smg_fast.shm`` is its deprecated old path).
+"""The registry of this process's shm segments.
+
+Who owns which, the cap on unread bytes, expiry and cleanup. Segments themselves:
+:mod:`smg_fast.transport.shm_segment`; names, producer liveness and the sweeper:
+:mod:`smg_fast.transport.shm_owner`. This module also gathers the public shm names in one place
+(``smg_fast.shm`` is its deprecated old path).
 """
 
 from __future__ import annotations
@@ -100,8 +102,9 @@ class ShmRegistry:
         self.refused = 0
 
     def footprint(self, nbytes: int) -> int:
-        """The bytes a delivered nbytes tensor counts against the limits: its slab's size
-        when segments are reused, else nbytes."""
+        """The bytes a delivered nbytes tensor counts against the limits.
+
+        Its slab's size when segments are reused, else nbytes."""
         return self.slabs.size_class(nbytes) if self.slabs is not None else int(nbytes)
 
     @property
@@ -161,8 +164,10 @@ class ShmRegistry:
         return ""
 
     def _over_after_prune(self, nbytes: int, caller: str) -> str:
-        """Like ``_over``; over a limit, first counts the reads consumers made since the last
-        pressure prune of that scope (at most one per PRESSURE_PRUNE_S)."""
+        """Like ``_over``.
+
+        Over a limit, first counts the reads consumers made since the last pressure prune of that
+        scope (at most one per PRESSURE_PRUNE_S)."""
         with self._lock:
             over = self._over(nbytes, caller)
             scope = None if over == "cap" else caller
@@ -234,8 +239,9 @@ class ShmRegistry:
 
     def deliver(self, nbytes: int, fill: Callable[[Any], None],
                 caller: str = "") -> tuple[str, int]:
-        """Like ``write``, from a reused segment when this registry reuses them (else a new
-        one); returns (name, offset of the tensor in the file)."""
+        """Like ``write``, from a reused segment when this registry reuses them (else a new one).
+
+        Returns (name, offset of the tensor in the file)."""
         if self.slabs is None:
             return self.write(nbytes, fill, caller), 0
         if self.closed:
@@ -310,8 +316,9 @@ class ShmRegistry:
             return list(self._owned)
 
     def prune(self) -> int:
-        """Forgets segments their consumers unlinked; unlinks expired ones. Returns how many
-        are still outstanding."""
+        """Forgets segments their consumers unlinked.
+
+        Unlinks expired ones. Returns how many are still outstanding."""
         return self._prune()
 
     def _prune(self, everyone: bool = True, caller: str = "") -> int:

@@ -54,8 +54,10 @@ def is_segment_name(name: str) -> bool:
 
 
 def shm_namespace(directory: str = SHM_DIR) -> str:
-    """``"<boot_id>:<st_dev of /dev/shm>"``: equal on both sides exactly when they see the same
-    /dev/shm (same kernel boot, same tmpfs mount), which is when the shm transport works."""
+    """``"<boot_id>:<st_dev of /dev/shm>"``.
+
+    Equal on both sides exactly when they see the same /dev/shm (same kernel boot, same tmpfs
+    mount), which is when the shm transport works."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
             boot = fh.read().strip()
@@ -78,10 +80,11 @@ def _pidns_tag() -> str:
 
 
 def link_fd(fd: int, directory: str, name: str) -> None:
-    """Gives the unnamed (O_TMPFILE) file open at fd the name directory/name: linkat of
-    /proc/self/fd/N with AT_SYMLINK_FOLLOW, which needs no CAP_DAC_READ_SEARCH (unlike
-    AT_EMPTY_PATH). A destination directory descriptor is what makes CPython call linkat: with
-    plain paths it calls link(), which links the /proc symlink itself (EXDEV)."""
+    """Gives the unnamed (O_TMPFILE) file open at fd the name directory/name.
+
+    Linkat of /proc/self/fd/N with AT_SYMLINK_FOLLOW, which needs no CAP_DAC_READ_SEARCH (unlike
+    AT_EMPTY_PATH). A destination directory descriptor is what makes CPython call linkat: with plain
+    paths it calls link(), which links the /proc symlink itself (EXDEV)."""
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dfd, follow_symlinks=True)
@@ -90,9 +93,10 @@ def link_fd(fd: int, directory: str, name: str) -> None:
 
 
 def _locked_file(directory: str, path: str) -> int:
-    """A descriptor holding an exclusive flock on a new file at path. The file appears under its
-    name already locked (O_TMPFILE + link, else a private name + rename), so no sweeper ever
-    sees it unlocked while its producer lives."""
+    """A descriptor holding an exclusive flock on a new file at path.
+
+    The file appears under its name already locked (O_TMPFILE + link, else a private name + rename),
+    so no sweeper ever sees it unlocked while its producer lives."""
     flags = os.O_RDWR | os.O_CLOEXEC
     tmpfile = getattr(os, "O_TMPFILE", 0)
     if tmpfile:
@@ -245,8 +249,9 @@ def pid_alive(pid: int) -> bool:
 
 
 def _dead_producer_lock(path: str, euid: int) -> int | None:
-    """A descriptor holding the lock at path when its producer is gone (the lock could be
-    taken); None while the producer lives, or when the file is not a lock file of ours."""
+    """A descriptor holding the lock at path when its producer is gone (the lock could be taken).
+
+    None while the producer lives, or when the file is not a lock file of ours."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

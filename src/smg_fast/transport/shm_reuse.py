@@ -1,7 +1,8 @@
-"""Reused shm segments ("slabs"): tmpfs files the producer keeps open and mapped and delivers
-again and again under fresh names, so a shm response is written into memory that is already
-allocated and mapped, instead of a new file whose pages the kernel must zero and fault in
-(~2 GB/s, more than computing a 1080p tensor).
+"""Reused shm segments ("slabs").
+
+Tmpfs files the producer keeps open and mapped and delivers again and again under fresh names, so a
+shm response is written into memory that is already allocated and mapped, instead of a new file
+whose pages the kernel must zero and fault in (~2 GB/s, more than computing a 1080p tensor).
 
 Life of a slab:
 
@@ -88,8 +89,10 @@ class LeaseUnavailable(OSError):
 
 
 def _take_lease(fd: int) -> bool:
-    """A write lease on fd: True when granted, False while another open file description of
-    the file exists (a consumer still has it open or mapped)."""
+    """A write lease on fd.
+
+    True when granted, False while another open file description of the file exists (a consumer
+    still has it open or mapped)."""
     fcntl.fcntl(fd, fcntl.F_SETSIG, _LEASE_SIGNAL)  # dropping a lease resets it: every time
     try:
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
@@ -108,10 +111,11 @@ def _drop_lease(fd: int) -> None:
 
 
 class SlabPool:
-    """Idle slabs by size class (``size_class``), at most ``budget_bytes`` of them; delivered
-    ones belong to the caller (the registry) until it gives them back. At most ``max_open``
-    slabs live at once (default: ``default_max_open()``). Raises :class:`LeaseUnavailable` at
-    creation where leases do not work."""
+    """Idle slabs by size class (``size_class``), at most ``budget_bytes`` of them.
+
+    Delivered ones belong to the caller (the registry) until it gives them back. At most
+    ``max_open`` slabs live at once (default: ``default_max_open()``). Raises
+    :class:`LeaseUnavailable` at creation where leases do not work."""
 
     def __init__(self, budget_bytes: int, directory: str = SHM_DIR, *,
                  granule: int = GRANULE, max_open: int = 0) -> None:
@@ -306,8 +310,9 @@ class SlabPool:
         self.give_back(slab)
 
     def give_back(self, slab: Slab) -> None:
-        """A delivered slab whose public name is gone (or one never delivered): idle, within
-        the budget (the oldest idle ones are dropped first)."""
+        """A delivered slab whose public name is gone (or one never delivered).
+
+        Idle, within the budget (the oldest idle ones are dropped first)."""
         slab.name = ""
         slab.idle_since = time.monotonic()
         drop = []
@@ -400,8 +405,9 @@ atexit.register(_remove_dirs_at_exit)
 
 
 def _probe(directory: str) -> None:
-    """Raises LeaseUnavailable (or OSError) unless an unnamed file in directory can be
-    leased: reuse is only safe with leases."""
+    """Raises LeaseUnavailable (or OSError) unless an unnamed file in directory can be leased.
+
+    Reuse is only safe with leases."""
     if not getattr(os, "O_TMPFILE", 0) or not hasattr(fcntl, "F_SETLEASE"):
         raise LeaseUnavailable(errno.ENOTSUP, "no O_TMPFILE or file leases on this platform")
     try:

@@ -117,8 +117,9 @@ class ShmSegment:
             self._fd = -1
 
     def close(self) -> None:
-        """Unmaps (a published file stays; an unpublished one is gone once unmapped). Every
-        array() view must be gone first."""
+        """Unmaps (a published file stays; an unpublished one is gone once unmapped).
+
+        Every array() view must be gone first."""
         self._close_fd()
         if self._mm is not None:
             self._mm.close()
@@ -134,8 +135,9 @@ class ShmSegment:
             _unlink_quiet(self.path)
 
     def close_later(self) -> None:
-        """Unmaps on the background thread (unmapping tens of MB costs milliseconds); a view
-        still alive then keeps the mapping until it is dropped."""
+        """Unmaps on the background thread (unmapping tens of MB costs milliseconds).
+
+        A view still alive then keeps the mapping until it is dropped."""
         self._close_fd()
         if self._mm is not None:
             call_later(close_mapping, self._mm)

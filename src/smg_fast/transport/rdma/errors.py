@@ -47,4 +47,5 @@ class PullError(RdmaError):
 
 class StaleSlotError(PullError):
     """The slot no longer holds the handle's tensor (reaped and reused, or its exporter restarted).
+
     Nothing was returned; ask the server again."""

@@ -1,5 +1,7 @@
-"""The exporter's metadata service: hands its NIXL agent metadata to pullers that connect to the
-listening socket, driven by the exporter's selector loop."""
+"""The exporter's metadata service.
+
+Hands its NIXL agent metadata to pullers that connect to the listening socket, driven by the
+exporter's selector loop."""
 
 from __future__ import annotations
 
@@ -57,8 +59,10 @@ class MetadataServer:
         sel.register(sock, selectors.EVENT_READ, self)
 
     def handle(self, ready: list[tuple[selectors.SelectorKey, int]], now: float) -> None:
-        """Processes one select() batch: connections first (a request already sent is answered
-        before any eviction), then new connections, then deadlines."""
+        """Processes one select() batch.
+
+        Connections first (a request already sent is answered before any eviction), then new
+        connections, then deadlines."""
         accept = False
         for sk, events in ready:
             if sk.data is self:
@@ -71,9 +75,11 @@ class MetadataServer:
         self.expire(now)
 
     def accept(self, now: float) -> None:
-        """Takes every pending connection. A full table (total, or this peer's share) first
-        advances the connections that may hold a request, then closes one that has sent nothing
-        (the oldest), else the oldest; never the new one."""
+        """Takes every pending connection.
+
+        A full table (total, or this peer's share) first advances the connections that may hold a
+        request, then closes one that has sent nothing (the oldest), else the oldest; never the new
+        one."""
         while True:
             try:
                 sock, addr = self.sock.accept()

@@ -53,9 +53,11 @@ class Puller:
                  metadata_timeout_s: float = DEFAULT_METADATA_TIMEOUT_S,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        """Raises RdmaUnavailable when NIXL cannot be used. ``pin_memory`` allocates the landing
-        pool as page-locked torch memory (needs torch with CUDA) so results copy to a GPU fast.
-        ``max_bytes``: handles naming a larger tensor are refused before anything is allocated."""
+        """Raises RdmaUnavailable when NIXL cannot be used.
+
+        ``pin_memory`` allocates the landing pool as page-locked torch memory (needs torch with
+        CUDA) so results copy to a GPU fast. ``max_bytes``: handles naming a larger tensor are
+        refused before anything is allocated."""
         if (slots < 0 or slot_bytes < 4096 or timeout_s <= 0 or chunk_bytes < 0
                 or max_bytes < 1):
             raise ValueError("need slots >= 0, slot_bytes >= 4096, timeout_s > 0, "
@@ -218,8 +220,9 @@ class Puller:
                 _quiet(self._agent.deregister_memory, buf.reg)
 
     def _settle_quarantine(self) -> None:
-        """A quarantined buffer is reusable once every transfer into it reports DONE or ERR: then
-        nothing can land in it any more, and its handles can be released."""
+        """A quarantined buffer is reusable once every transfer into it reports DONE or ERR.
+
+        Then nothing can land in it any more, and its handles can be released."""
         with self._pool_lock:
             held, self._quarantine = self._quarantine, []
         keep = []
@@ -319,9 +322,11 @@ class Puller:
         return peer
 
     def _fetch(self, desc: Descriptor, deadline: float) -> tuple[str, bytes]:
-        """The exporter's (name, metadata). A connection the exporter closed before answering
-        (it makes room that way when a connect flood fills its table) is retried, twice at most
-        and within the deadline; refused or timed-out connections are not."""
+        """The exporter's (name, metadata).
+
+        A connection the exporter closed before answering (it makes room that way when a connect
+        flood fills its table) is retried, twice at most and within the deadline; refused or
+        timed-out connections are not."""
         for attempt in range(3):
             timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
             try:

@@ -1,5 +1,7 @@
-"""What a RemoteTensorHandle says: parsing and checking a handle (or the TensorData carrying it)
-against its descriptor, and casting a pulled payload to what the caller asked for."""
+"""What a RemoteTensorHandle says.
+
+Parsing and checking a handle (or the TensorData carrying it) against its descriptor, and casting a
+pulled payload to what the caller asked for."""
 
 from __future__ import annotations
 
