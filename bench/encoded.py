@@ -101,9 +101,11 @@ def _side_by_side_worker(folder: str) -> None:
 
 
 def _side_by_side(jpegs: list[bytes], rounds: int) -> float:
-    """Two 1-thread processes' combined calls per second over one's alone (see the docstring),
-    alone and paired windows alternating, each released only once every worker is warm; the
-    median of the paired rates over the median of the alone ones."""
+    """Two 1-thread processes side by side: their combined calls per second over one's alone.
+
+    The host ceiling of the module docstring's table: alone and paired windows alternating, each
+    released only once every worker is warm; the median of the paired rates over the median of the
+    alone ones."""
     alone: list[float] = []
     paired: list[float] = []
     with tempfile.TemporaryDirectory() as folder:

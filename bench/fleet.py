@@ -39,9 +39,11 @@ from smg_fast.testing.servers import ServerProcess
 
 
 class _Policy(AsyncRoutedClient):
-    """A routed client whose per-image choice ignores (random, round_robin) or honours the key
-    without a bound (hash), or leaves out the fleet's memory (bounded) or the wait (affinity);
-    "ours" is the library unchanged."""
+    """A routed client that places images by one of the compared policies.
+
+    Its per-image choice ignores the key (random, round_robin) or honours it without a bound (hash),
+    or leaves out the fleet's memory (bounded) or the wait (affinity); "ours" is the library
+    unchanged."""
 
     def __init__(self, policy: str, targets: list[str], **kw: Any) -> None:
         super().__init__(targets, **kw)

@@ -100,8 +100,10 @@ def _timed(fn: Callable[[], object]) -> float:
 
 def measure_family(family: str, image, rounds: int = ROUNDS,
                    raw: dict[str, list[float]] | None = None) -> dict[str, float]:
-    """Ratios of the fastest of each implementation's interleaved runs, for one family at SIZE
-    on one native thread; `raw` (optional) receives every run's seconds, for looking into noise."""
+    """One family's speed ratios at SIZE on one native thread.
+
+    Ratios of the fastest of each implementation's interleaved runs; `raw` (optional) receives every
+    run's seconds, for looking into noise."""
     import smg_fast
 
     proc = smg_fast.load_processor(family)
@@ -120,8 +122,10 @@ def measure_family(family: str, image, rounds: int = ROUNDS,
 def measure_against(label: str, proc, reference: Callable[[], np.ndarray], image,
                     rounds: int = ROUNDS,
                     raw: dict[str, list[float]] | None = None) -> dict[str, float]:
-    """measure_family's timing of `proc` on `image` against a given exact reference (a call
-    returning the float32 pixel_values), metrics named after `label`."""
+    """measure_family's timing of `proc` on `image`, against a reference the caller gives.
+
+    The reference is exact: a call returning the float32 pixel_values. Metrics are named after
+    `label`."""
     import smg_fast
 
     before = smg_fast.get_num_threads()

@@ -1,5 +1,6 @@
-"""smg-fast's backend="torchvision" against transformers' torchvision image processors
-(Qwen2VLImageProcessor, Kimi_K25ImageProcessor) at 1920x1080 on one thread, in one run.
+"""smg-fast's backend="torchvision" against transformers' torchvision image processors.
+
+Qwen2VLImageProcessor and Kimi_K25ImageProcessor, at 1920x1080 on one thread, in one run.
 
     python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25]
 

@@ -207,10 +207,12 @@ def test_12_bit_is_refused_like_pillow(photo, hf):
                          ids=["baseline", "progressive", "restart"])
 @pytest.mark.parametrize("sub", ["4:2:0", "4:4:4"])
 def test_arithmetic_coding(photo, hf, flags, sub):
-    """Arithmetic-coded JPEGs (SOF9 / SOF10), made losslessly from Pillow's by libjpeg-turbo's
-    jpegtran (Debian's libjpeg-turbo-progs, which .ci/run installs): no Python encoder writes
-    them. Pillow decodes them only while they fit its 64 KiB read block (libjpeg's arithmetic
-    decoder cannot suspend), so they take Pillow's path: decoded, or refused, as Pillow does."""
+    """Arithmetic-coded JPEGs take Pillow's path: decoded, or refused, as Pillow does.
+
+    They are SOF9 / SOF10, made losslessly from Pillow's by libjpeg-turbo's jpegtran (Debian's
+    libjpeg-turbo-progs, which .ci/run installs): no Python encoder writes them. Pillow decodes them
+    only while they fit its 64 KiB read block (libjpeg's arithmetic decoder cannot suspend), hence
+    Pillow's path."""
     import shutil
     import subprocess
 

@@ -1,7 +1,8 @@
-"""The PNG fast path (zlib-ng or zlib inflating, the native core unfiltering) against Pillow
-and transformers' loading: the 8-bit grey / RGB / RGBA cases it takes are exact; every other PNG
-(other depths, palettes, transparency keys, grey+alpha, Adam7) is Pillow's; broken files fail
-exactly where the reference fails."""
+"""The PNG fast path against Pillow and transformers' loading.
+
+The fast path: zlib-ng or zlib inflating, the native core unfiltering. The 8-bit grey / RGB / RGBA
+cases it takes are exact; every other PNG (other depths, palettes, transparency keys, grey+alpha,
+Adam7) is Pillow's; broken files fail exactly where the reference fails."""
 
 from __future__ import annotations
 

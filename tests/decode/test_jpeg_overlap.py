@@ -1,7 +1,8 @@
-"""One JPEG decoded while the native core already resizes the rows decoded so far (Pipeline.run
-with jpeg=, csrc/row_gate.hpp): the output is transformers' on Pillow's decode, bit for bit, on
-one thread and on two, through the overlapped path (asserted); broken data ends where Pillow's
-decode ends; a second caller meanwhile changes nothing."""
+"""A JPEG decoded while the native core resizes the rows decoded so far, against transformers.
+
+Pipeline.run with jpeg=, csrc/row_gate.hpp. The output is transformers' on Pillow's decode, bit for
+bit, on one thread and on two, through the overlapped path (asserted); broken data ends where
+Pillow's decode ends; a second caller meanwhile changes nothing."""
 
 from __future__ import annotations
 
@@ -232,9 +233,11 @@ RESAMPLERS = [(f, R.PILLOW) for f in (F.NEAREST, F.BOX, F.BILINEAR, F.HAMMING, F
                                      ((300, 200), (280, 31)), ((50, 400), (47, 13)),
                                      ((40, 301), (41, 300)), ((9, 700), (20, 6))])
 def test_rows_read_bound_what_the_resize_reads(filt, rs, order, src, out):
-    """The overlap waits for resize_rows_read(y1) decoded rows before computing output rows
-    [0, y1): garbage in every row from there on must leave those output rows as they were
-    (a bound one row short fails here deterministically, where a race would rarely show it)."""
+    """resize_rows_read(y1) bounds the source rows that output rows [0, y1) read.
+
+    The overlap waits for that many decoded rows before computing those output rows: garbage in
+    every row from there on must leave them as they were (a bound one row short fails here
+    deterministically, where a race would rarely show it)."""
     rnd = np.random.default_rng(sum(src) * 7 + sum(out))
     img = rnd.integers(0, 256, (src[1], src[0], 3), dtype=np.uint8)
     full = _native.resize(img, *out, filt, order, rs)

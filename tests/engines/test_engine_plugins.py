@@ -1,8 +1,9 @@
-"""The vLLM and SGLang plug-in modules as the engines' plug-in loaders run them (load the entry
-point, log a failure, call it), each case in a fresh process (neither engine is installed here:
-the modules import nothing from them): on by default with one INFO line naming the class in
-use, off with SMG_FAST_VLLM=0 / SMG_FAST_SGLANG=0, and a native module that does not load
-leaves transformers' processors in place with an error naming the cause (the engine still
+"""The vLLM and SGLang plug-in modules, run as the engines' plug-in loaders run them.
+
+The loaders load the entry point, log a failure, call it; each case runs in a fresh process (neither
+engine is installed here: the modules import nothing from them). On by default with one INFO line
+naming the class in use, off with SMG_FAST_VLLM=0 / SMG_FAST_SGLANG=0, and a native module that does
+not load leaves transformers' processors in place with an error naming the cause (the engine still
 starts)."""
 
 from __future__ import annotations

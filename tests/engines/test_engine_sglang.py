@@ -1,6 +1,7 @@
-"""SGLang's own multimodal request processing (its get_processor, its Qwen-VL multimodal
-processor's process_mm_data_async, as its TokenizerManager calls it), run on CPU in SGLang's venv,
-with smg-fast's plug-in on and off; and SGLang's native Rust path as a peer.
+"""SGLang's own multimodal request processing with smg-fast's plug-in on and off, run on CPU.
+
+Its get_processor, its Qwen-VL multimodal processor's process_mm_data_async, as its TokenizerManager
+calls it, run in SGLang's venv; and SGLang's native Rust path as a peer.
 
 smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay: the
 package plus the entry points pip wrote), so SGLang's ``load_plugins()`` finds the plug-in in
@@ -42,10 +43,11 @@ def sglang_python() -> Path:
 
 @pytest.fixture(scope="module")
 def sglang_requests(real_images) -> list[dict[str, Any]]:
-    """A 1920x1080 photo as JPEG bytes, PIL images (RGB, RGBA, grey, palette with a
-    transparent index), several per prompt. SGLang's Qwen3-VL path hands PIL images to the
-    image processor as they are, so transparency meets the convert_to_rgb of SGLang's
-    transformers (5.19: the alpha dropped)."""
+    """Two requests of JPEG bytes and PIL images, some with transparency.
+
+    A 1920x1080 photo as JPEG bytes, PIL images (RGB, RGBA, grey, palette with a transparent index),
+    several per prompt. SGLang's Qwen3-VL path hands PIL images to the image processor as they are,
+    so transparency meets the convert_to_rgb of SGLang's transformers (5.19: the alpha dropped)."""
     photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
     pils = [("pil", real_images.rgb("astronaut")), ("pil", real_images.open("logo2")),
             ("pil", real_images.open("camera"))]
@@ -126,9 +128,10 @@ def test_plugin_without_native_module_leaves_sglang_working(sglang_python, folde
 
 
 def test_sglang_rust_path_shape_on_the_same_jpegs(sglang_runs):
-    """SGLang's Rust path from JPEG bytes next to transformers on Pillow's decode (SGLang
-    with the plug-in off): same grids and layout; its values are reported, not required equal
-    (its JPEG decoder is not Pillow's)."""
+    """SGLang's Rust path gives transformers' grids and layout on the same JPEGs.
+
+    From JPEG bytes, next to transformers on Pillow's decode (SGLang with the plug-in off); its
+    values are reported, not required equal (its JPEG decoder is not Pillow's)."""
     (_, _), (ref, _) = sglang_runs
     rust, pillow = ref["runs"][-1], ref["runs"][0]
     assert '"resample": "aten_u8"' in rust["spec"]

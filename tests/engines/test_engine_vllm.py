@@ -1,5 +1,7 @@
-"""vLLM's own request rendering (chat template, tokenizer, its Qwen2-VL multimodal processor),
-run on CPU in vLLM's venv as its API server runs it, with smg-fast's plugin on and off.
+"""vLLM's own request rendering with smg-fast's plugin on and off, run on CPU in vLLM's venv.
+
+The rendering: chat template, tokenizer, its Qwen2-VL multimodal processor, run as its API server
+runs it.
 
 smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay:
 the package plus the entry points pip wrote), so vLLM finds the plugin through its own

@@ -121,8 +121,10 @@ def test_array_attribute_applies(attr, two_photos):
 @pytest.mark.parametrize("kwargs", [{"max_pixels": 1000},
                                     {"min_pixels": 50000, "max_pixels": 5000}])
 def test_max_below_min_is_computed_as_transformers_does(kwargs, two_photos):
-    """A budget whose maximum is under its minimum (an engine's mm_processor_kwargs lowering
-    max_pixels below the default min_pixels): transformers computes a grid, and so must we."""
+    """A budget whose maximum is under its minimum gets transformers' grid.
+
+    For example an engine's mm_processor_kwargs lowering max_pixels below the default min_pixels:
+    transformers computes a grid, and so must we."""
     ref, ours = _pair()
     _assert_same(ours(two_photos, return_tensors="np", **kwargs),
                  ref(two_photos, return_tensors="np", **kwargs))

@@ -48,8 +48,10 @@ def test_round_upward_caller_gets_the_reference(chelsea, hf_qwen, hf_run, family
 
 
 def test_round_upward_torch_weights_and_kimi(chelsea):
-    """The torchvision backend's weights and Kimi's normalization, against the same calls in
-    the default environment (their references run in the oracle venv: test_torchvision_*)."""
+    """Rounding upward changes neither the torchvision backend's weights nor Kimi's normalization.
+
+    Checked against the same calls in the default environment (their references run in the oracle
+    venv: test_torchvision_*)."""
     for name, kw in (("qwen2_vl", {"backend": "torchvision"}), ("kimi_k25", {})):
         want = smg_fast.load_processor(name, **kw)(chelsea)["pixel_values"]
         with rounding_upward():

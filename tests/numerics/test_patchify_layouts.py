@@ -1,8 +1,10 @@
-"""The native normalize + patchify kernel on every layout shape it has a separate build for
-(patch 14 / 16 with 1 or 2 temporal copies, compiled per normalization mode and dtype) and on
-the run-time generic one (other patch sizes and copy counts, normalizations whose single-precision
-form does not match the table), with zero padding on the right and bottom. The oracle is NumPy:
-the 3 x 256 table applied to the resized pixels, then the documented row / column order."""
+"""The native normalize + patchify kernel on every layout shape, against NumPy.
+
+Every shape it has a separate build for (patch 14 / 16 with 1 or 2 temporal copies, compiled per
+normalization mode and dtype) and the run-time generic one (other patch sizes and copy counts,
+normalizations whose single-precision form does not match the table), with zero padding on the right
+and bottom. The oracle is NumPy: the 3 x 256 table applied to the resized pixels, then the
+documented row / column order."""
 
 from __future__ import annotations
 

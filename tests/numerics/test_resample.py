@@ -1,5 +1,6 @@
-"""smg_fast.resize must equal Pillow's Image.resize exactly, for every filter, both pass orders,
-RGB and L, random content and real photos."""
+"""smg_fast.resize must equal Pillow's Image.resize exactly.
+
+For every filter, both pass orders, RGB and L, random content and real photos."""
 
 from __future__ import annotations
 

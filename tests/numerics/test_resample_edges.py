@@ -1,9 +1,10 @@
-"""The resampler's row kernels at their edges, against Pillow's Image.resize (and torch for the
-torch resampler) with np.array_equal: every width 1..40 in and out (the AVX2 horizontal kernel
-computes in 32-byte chunks, falls back per byte where a chunk does not fit, and reads no byte past
-a row), 3 and 4 channels and RGBX read as RGB, strong downscales (long windows), upscales, rows
-ending on the last readable byte of the process's memory, and the vertical kernel's 32-byte
-steps and tails. test_isa_paths reruns this file under every SMG_FAST_ISA cap."""
+"""The resampler's row kernels at their edges, against Pillow's Image.resize.
+
+Compared with np.array_equal (against torch for the torch resampler): every width 1..40 in and out
+(the AVX2 horizontal kernel computes in 32-byte chunks, falls back per byte where a chunk does not
+fit, and reads no byte past a row), 3 and 4 channels and RGBX read as RGB, strong downscales (long
+windows), upscales, rows ending on the last readable byte of the process's memory, and the vertical
+kernel's 32-byte steps and tails. test_isa_paths reruns this file under every SMG_FAST_ISA cap."""
 
 from __future__ import annotations
 
@@ -161,8 +162,10 @@ def test_last_row_ends_at_unreadable_page(at_page_end, f, channels, size):
 @pytest.mark.parametrize("f", [R.BICUBIC, R.LANCZOS], ids=lambda f: f.name)
 @pytest.mark.parametrize("channels", [3, 4])
 def test_slack_before_each_row_at_unreadable_page(at_page_end, f, channels):
-    """A view whose rows skip bytes at their start (a crop's right part; the PNG decoder's rows
-    after their filter bytes): stride slack, yet nothing after the last row's last pixel."""
+    """Rows with stride slack at their start, the last one ending at an unreadable page, are exact.
+
+    A view whose rows skip bytes at their start (a crop's right part; the PNG decoder's rows after
+    their filter bytes): stride slack, yet nothing after the last row's last pixel."""
     for iw, ih, ow, oh in [(40, 30, 17, 30), (7, 3, 40, 5), (1920, 2, 1932, 3), (1, 4, 3, 4)]:
         full = at_page_end(_image(_rng(iw, ih, channels, 9), iw + 1, ih, channels))
         img = full[:, 1:]
@@ -172,8 +175,9 @@ def test_slack_before_each_row_at_unreadable_page(at_page_end, f, channels):
 
 
 def test_torch_resampler_edges(at_page_end):
-    """The torch resampler's weights (int16 at a lower precision, scaled to 22 bits) through the
-    same kernels: against torch itself."""
+    """The torch resampler at the same edges equals torch itself.
+
+    Its weights (int16 at a lower precision, scaled to 22 bits) go through the same kernels."""
     torch = pytest.importorskip("torch")
 
     def torch_resize(img, ow, oh):

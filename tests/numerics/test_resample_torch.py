@@ -1,8 +1,9 @@
-"""Resampler.TORCH against torch itself (the CPU torch of the test environment:
-interpolate(uint8, bicubic, antialias=True), what torchvision's resize runs), for 1..4 channels
-and every pass the Resizer has; the pipeline reading each PixelFormat through the torch
-resampler; and kernel_info showing the row kernels the torch resampler ran. test_isa_paths reruns
-this file under every SMG_FAST_ISA cap."""
+"""Resampler.TORCH against torch itself, for 1..4 channels and every pass the Resizer has.
+
+The CPU torch of the test environment: interpolate(uint8, bicubic, antialias=True), what
+torchvision's resize runs. Also the pipeline reading each PixelFormat through the torch resampler,
+and kernel_info showing the row kernels the torch resampler ran. test_isa_paths reruns this file
+under every SMG_FAST_ISA cap."""
 
 from __future__ import annotations
 
@@ -96,8 +97,10 @@ def test_torch_format_table_equals_torch():
 
 
 def test_torch_resampler_goes_through_the_dispatched_kernels():
-    """In a fresh process, one torch-resampler resize of an RGB image runs exactly the row
-    kernels the ISA dispatch selects (kernel_info), whatever SMG_FAST_ISA says."""
+    """The torch resampler runs the row kernels the ISA dispatch selects.
+
+    In a fresh process, one torch-resampler resize of an RGB image runs exactly those kernels
+    (kernel_info), whatever SMG_FAST_ISA says."""
     code = ("import json, numpy as np, smg_fast; from smg_fast import _native as n; "
             "img = np.zeros((300, 200, 3), np.uint8); "
             "n.resize(img, 97, 61, n.Filter.BICUBIC, n.PassOrder.PILLOW13, n.Resampler.TORCH); "

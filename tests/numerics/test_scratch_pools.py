@@ -1,5 +1,6 @@
-"""Scratch blocks go back to the pool of the thread that took them, whichever thread drops
-them, and the process-wide cap on pooled bytes holds across threads."""
+"""Scratch blocks go back to the pool of the thread that took them.
+
+Whichever thread drops them. The process-wide cap on pooled bytes holds across threads."""
 
 from __future__ import annotations
 

@@ -119,8 +119,10 @@ def test_scratch_pools_reused(real_images, ours, smg, restore_threads):
 
 
 def test_pooled_outputs_are_not_recycled(real_images, ours):
-    """Outputs handed to the caller stay intact while later calls of the same size run, and
-    writing into an output does not leak into later results."""
+    """Outputs handed to the caller are never reused for later results.
+
+    They stay intact while later calls of the same size run, and writing into an output does not
+    leak into later results."""
     proc = ours("qwen2_vl")
     a, b = real_images.rgb("china"), real_images.rgb("flower")  # both 640x427
     ref_a = np.asarray(proc(a, return_tensors="np")["pixel_values"]).copy()

@@ -93,8 +93,9 @@ def layer_of(module: str) -> str | None:
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
-    """Dotted module name -> file, for every .py and extension module under root/package (a
-    package is its __init__)."""
+    """Dotted module name -> file, for every module under root/package.
+
+    Every .py and extension module; a package is its __init__."""
     out = {}
     for path in sorted((root / package).rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
@@ -216,8 +217,9 @@ def test_every_module_has_a_layer():
 
 
 def test_imports_follow_the_layer_table():
-    """Every import of the package's modules, lazy ones included, goes to its own layer or one
-    MAY_IMPORT lists for it."""
+    """Every import of the package's modules follows the layer table.
+
+    Lazy ones included: each goes to its own layer or one MAY_IMPORT lists for it."""
     graph = import_graph(SRC, PACKAGE)
     bad = sorted(f"{mod} ({layer_of(mod)}) imports {dep} ({layer_of(dep)})"
                  for mod, deps in graph.items() for dep in deps
@@ -249,8 +251,10 @@ def test_the_layer_table_points_one_way():
 
 
 def test_routing_library_stands_without_the_server():
-    """``import smg_fast.routing`` (the clients a gateway embeds) reaches no module of the
-    server package nor of the router process: what it shares with them is in _service."""
+    """The routing library imports nothing of the server or of the router process.
+
+    ``import smg_fast.routing`` (the clients a gateway embeds) reaches no module of the server
+    package nor of the router process: what it shares with them is in _service."""
     graph = import_graph(SRC, PACKAGE)
     seen: set[str] = set()
     todo = ["smg_fast.routing", "smg_fast"]  # (importing a module imports its parents)
@@ -289,9 +293,10 @@ print(json.dumps(out))
 
 
 def test_old_paths_warn_and_are_the_new_modules(tmp_path):
-    """Each old path is the very same module as its new home and, on first import, warns once
-    (DeprecationWarning) naming the new home and the release that removes it, attributed to the
-    importing file (so that warning filters keyed on the user's module apply)."""
+    """Each old path is the very same module as its new home, and warns once on first import.
+
+    The DeprecationWarning names the new home and the release that removes it, and is attributed to
+    the importing file (so that warning filters keyed on the user's module apply)."""
     import smg_fast
     from smg_fast._deprecated import OLD_PATHS, REMOVED_IN
 

@@ -1,5 +1,6 @@
-"""smg_fast.testing.oracle_venv finds the reference venv where .ci/oracle_venv.sh makes it, and only
-once it is ready."""
+"""smg_fast.testing.oracle_venv finds the reference venv that .ci/oracle_venv.sh makes.
+
+It looks where the script makes it, and finds it only once it is ready."""
 
 from __future__ import annotations
 

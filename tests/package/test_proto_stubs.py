@@ -1,5 +1,7 @@
-"""The committed stubs in src/smg_fast/_proto/ are what proto/generate.py makes from the .proto
-files (regenerated into a temporary folder and compared)."""
+"""The committed gRPC stubs are what proto/generate.py makes.
+
+The stubs in src/smg_fast/_proto/ are compared with ones regenerated from the .proto files into a
+temporary folder."""
 
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ _VERSION_LINES = re.compile(
 
 
 def _generate(out_dir: Path) -> list[Path]:
-    """Runs proto/generate.py in its own process: grpc_tools' bundled protobuf crashes a process
-    that already loaded NIXL's native libraries (as the RDMA tests do)."""
+    """Runs proto/generate.py into out_dir, in its own process, and lists what it wrote.
+
+    Its own process: grpc_tools' bundled protobuf crashes a process that already loaded NIXL's
+    native libraries (as the RDMA tests do)."""
     subprocess.run([sys.executable, str(ROOT / "proto" / "generate.py"), str(out_dir)],
                    check=True, timeout=120)
     return sorted(out_dir.iterdir())

@@ -19,8 +19,9 @@ def test_extension_and_metadata_carry_the_package_version() -> None:
 
 
 def test_a_stale_extension_is_refused_by_name() -> None:
-    """An extension of another version (and without today's bindings) fails the import with the
-    rebuild advice, not with a missing attribute somewhere."""
+    """An extension of another version fails the import with the rebuild advice.
+
+    Even one without today's bindings fails there, not with a missing attribute somewhere."""
     import subprocess
     import sys
 

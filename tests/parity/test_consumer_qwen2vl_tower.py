@@ -42,8 +42,10 @@ def tower_images(real_images) -> list[Image.Image]:
 
 @pytest.fixture(scope="module")
 def towers() -> dict[str, Qwen2VisionTransformerPretrainedModel]:
-    """A 2-block Qwen2-VL vision tower with the hub model's patch geometry (14 px patches, 2
-    frames, 2 x 2 merge) and transformers' own seeded random init, in float32 and bfloat16."""
+    """A small random Qwen2-VL vision tower, in float32 and bfloat16.
+
+    2 blocks, with the hub model's patch geometry (14 px patches, 2 frames, 2 x 2 merge) and
+    transformers' own seeded random init."""
     cfg = Qwen2VLVisionConfig(depth=2, embed_dim=64, hidden_size=48, num_heads=4, mlp_ratio=2,
                               patch_size=14, temporal_patch_size=2, spatial_merge_size=2)
     torch.manual_seed(1234)

@@ -1,5 +1,6 @@
-"""Bad input raises InvalidImageError (a ValueError) naming the image index, and leaves the
-processor usable."""
+"""Bad input raises InvalidImageError naming the image index.
+
+InvalidImageError is a ValueError; the processor stays usable."""
 
 from __future__ import annotations
 

@@ -357,8 +357,10 @@ def test_lazy_pil_object(real_images, ours, hf_qwen, hf_run, check):
 
 
 def test_image_larger_than_pillow_block(real_images, ours, hf_qwen, hf_run, check):
-    """Pillow stores images over its block size (16 MiB) in several blocks, so they have no
-    single contiguous buffer; the result must not depend on that."""
+    """The result does not depend on Pillow storing a large image in several blocks.
+
+    Pillow stores images over its block size (16 MiB) in several blocks, so they have no single
+    contiguous buffer."""
     big = real_images.rgb("retina").resize((2600, 1800), Image.Resampling.BILINEAR)
     assert 2600 * 1800 * 4 > Image.core.get_block_size()
     kw = dict(min_pixels=3136, max_pixels=28 * 28 * 300)

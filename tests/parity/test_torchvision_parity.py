@@ -152,8 +152,10 @@ def test_backend_is_validated_and_fingerprinted():
 
 
 def test_numpy_rgba_blend_equals_torchvision_on_every_pair(oracle):
-    """PixelFormat.RGBA_OVER_WHITE_TORCH, the format the torchvision backend reads numpy RGBA
-    in, against the backend's own convert_to_rgb for every (value, alpha) pair."""
+    """The torchvision backend's numpy RGBA blend equals its convert_to_rgb on every pair.
+
+    PixelFormat.RGBA_OVER_WHITE_TORCH, the format the torchvision backend reads numpy RGBA in,
+    against the backend's own convert_to_rgb for every (value, alpha) pair."""
     rgba = every_value_alpha_pair()
     ref = oracle[("convert", "rgba")]["rgb"]
     assert ref.shape == (256, 256, 3) and ref.dtype == np.uint8

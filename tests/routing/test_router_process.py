@@ -138,8 +138,10 @@ def test_size_limit_answered_once_with_its_trailer(routed):
 
 @pytest.fixture(scope="module")
 def mixed(routed):
-    """A router (2 MiB messages) in front of a worker whose qwen2_vl is another config, listed
-    first, and two that agree (two of routed's workers, which keep serving): the two are the
+    """A router in front of one worker of another config and two that agree.
+
+    The router takes 2 MiB messages. The odd worker (its qwen2_vl is another config) is listed
+    first; the two that agree are two of routed's workers, which keep serving. The two are the
     fleet, whichever answers first."""
     other = ServerProcess([*ARGS, "--model", "qwen2_vl=qwen2_5_vl"])
     router = None
@@ -339,8 +341,9 @@ def test_bad_flags_message_and_env(capsys):
 
 
 def test_help_and_readme_list_every_router_setting():
-    """Every router setting is in --help and in the flag table of docs/fleet.md, with its
-    environment variable."""
+    """--help and docs/fleet.md list every router setting.
+
+    Each is in --help and in the flag table of docs/fleet.md, with its environment variable."""
     from smg_fast.router.flags import OPTIONS, WORKERS_VAR
 
     out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--help"],

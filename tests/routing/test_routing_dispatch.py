@@ -1,11 +1,12 @@
-"""Fleet.route against in-process fake members (routing_fakes.py: stubs whose answers the
-test scripts; no server, no network): a cancelled half-open probe frees its member, every member
-busy is a retryable failure with retries counted only for items placed again, a failed or
-cancelled request unlinks the shm segments its finished sub-calls made, items go only to members
-that serve their model, placement counts nothing for a request it fails, sub-calls copy only
-their own images, an empty request is refused as a server refuses it, unreadable or miscounted
-answers are counted, and the library checks its settings. (Waiting for a member that has an
-image: test_routing_wait.py.)"""
+"""Fleet.route against in-process fake members.
+
+The fakes (routing_fakes.py) are stubs whose answers the test scripts; no server, no network. A
+cancelled half-open probe frees its member, every member busy is a retryable failure with retries
+counted only for items placed again, a failed or cancelled request unlinks the shm segments its
+finished sub-calls made, items go only to members that serve their model, placement counts nothing
+for a request it fails, sub-calls copy only their own images, an empty request is refused as a
+server refuses it, unreadable or miscounted answers are counted, and the library checks its
+settings. (Waiting for a member that has an image: test_routing_wait.py.)"""
 
 from __future__ import annotations
 
@@ -355,9 +356,11 @@ def test_targets_are_checked_and_one_string_is_one_member():
 
 
 def test_a_failure_not_retried_forgets_the_member_as_holder():
-    """A sub-call that fails without a retry (INVALID_ARGUMENT here) made nothing the fleet
-    knows of: affinity does not name its member as the image's holder, so the next request for
-    the image neither waits for it nor goes to it for a cache hit it does not have."""
+    """A sub-call that fails without a retry does not make its member the image's holder.
+
+    Such a sub-call (INVALID_ARGUMENT here) made nothing the fleet knows of: affinity does not name
+    its member as the image's holder, so the next request for the image neither waits for it nor
+    goes to it for a cache hit it does not have."""
     async def main():
         fl = Fleet([], keepalive_s=0)
         fail = [True]
@@ -383,8 +386,9 @@ def test_a_failure_not_retried_forgets_the_member_as_holder():
 
 
 def test_routed_client_used_after_close_says_so():
-    """A call after close() raises 'closed' (not the loop's 'Event loop is closed', and no
-    never-awaited coroutine warning)."""
+    """A routed client called after close() raises 'closed'.
+
+    Not the loop's 'Event loop is closed', and no never-awaited coroutine warning."""
     rc = RoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=1)
     rc.close()
     with warnings.catch_warnings():

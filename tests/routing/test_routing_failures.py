@@ -78,10 +78,11 @@ def test_size_limit_is_not_retried(fleet):
 
 
 def test_message_over_the_size_limit_is_not_retried(fleet):
-    """gRPC's own RESOURCE_EXHAUSTED (a 5 KiB PNG whose 26 MB answer is over the client's
-    2 MiB receive limit) carries no smg-fast-retryable trailer: it would fail the same way on
-    every member, so it is answered at once, not retryable (not tried on all three members
-    and reported retryable)."""
+    """An answer over the client's receive limit fails at once, not retryable.
+
+    gRPC's own RESOURCE_EXHAUSTED (a 5 KiB PNG whose 26 MB answer is over the client's 2 MiB receive
+    limit) carries no smg-fast-retryable trailer: it would fail the same way on every member, so it
+    is answered at once, not retryable (not tried on all three members and reported retryable)."""
     targets = [s.target for s in fleet]
     with RoutedClient(targets, timeout=30, max_message_mb=2) as rc:
         with pytest.raises(RoutedError) as err:

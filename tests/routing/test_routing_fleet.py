@@ -86,8 +86,9 @@ async def _run(targets, imgs, refs, *, requests: int, disrupt, seed: int, **kw) 
 
 
 def _fresh(target: str, targets: list[str], count: int, size=(64, 48), start: int = 1000):
-    """count new images (none of the run's: no member holds them) whose first choice is
-    target, with their in-process results."""
+    """count new images whose first choice is target, with their in-process results.
+
+    None of them is one of the run's images, so no member holds them."""
     proc = load_processor("qwen2_vl")
     ims = preferring(target, targets, count, start=start, size=size)
     return ims, [proc(im)["pixel_values"] for im in ims]
@@ -107,10 +108,12 @@ async def _placed_on(rc, target: str, ims: list[bytes]) -> int:
 
 
 def test_sigkill_one_worker_mid_run(fresh_fleet, images):
-    """Mid-run, the victim serves a new image whose first choice it is (so it was in use,
-    whatever the run's own images prefer), then is stopped (it answers nothing from then on),
-    two more such images are placed on it (floor 64: nothing spills), and it is SIGKILLed with
-    them in flight: they are retried elsewhere and the request succeeds, as do all others."""
+    """A worker SIGKILLed mid-run with items in flight fails no request.
+
+    Mid-run, the victim serves a new image whose first choice it is (so it was in use, whatever the
+    run's own images prefer), then is stopped (it answers nothing from then on), two more such
+    images are placed on it (floor 64: nothing spills), and it is SIGKILLed with them in flight:
+    they are retried elsewhere and the request succeeds, as do all others."""
     imgs, refs = images(16)
     victim = fresh_fleet[0]
     targets = [s.target for s in fresh_fleet]
@@ -141,8 +144,10 @@ def test_sigkill_one_worker_mid_run(fresh_fleet, images):
 
 
 def test_sigterm_drain_one_worker_mid_run(fresh_fleet, images):
-    """Mid-run, a slow new image whose first choice is the victim is placed on it, then the
-    victim is SIGTERMed (drain): that request and all others succeed, exact."""
+    """A worker drained by SIGTERM mid-run fails no request, not even one placed on it.
+
+    Mid-run, a slow new image whose first choice is the victim is placed on it, then the victim is
+    SIGTERMed (drain): that request and all others succeed, exact."""
     imgs, refs = images(16)
     victim = fresh_fleet[1]
     targets = [s.target for s in fresh_fleet]

@@ -1,11 +1,12 @@
-"""The fleet's config fingerprints follow the members admitted now, against in-process gRPC
-members on loopback (GetModelInfo, health, and a Preprocess that answers empty items): the
-members given at start are admitted by agreement and list order, whichever answers first; a
-member refused for a config unlike the fleet's is admitted once the last member with the old
-config leaves (removed or stopped: a rolling upgrade), or once it answers with the fleet's config
-(restarted with a fixed one); the default model is the first listed member's, for Preprocess
-and GetModelInfo alike, which lists every model the fleet routes; requests that arrive while
-the members join wait for the join."""
+"""The fleet's config fingerprints follow the members admitted now.
+
+Against in-process gRPC members on loopback (GetModelInfo, health, and a Preprocess that answers
+empty items). The members given at start are admitted by agreement and list order, whichever answers
+first; a member refused for a config unlike the fleet's is admitted once the last member with the
+old config leaves (removed or stopped: a rolling upgrade), or once it answers with the fleet's
+config (restarted with a fixed one); the default model is the first listed member's, for Preprocess
+and GetModelInfo alike, which lists every model the fleet routes; requests that arrive while the
+members join wait for the join."""
 
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ MODEL = "qwen2_vl"
 
 
 class _Info(pb_grpc.PreprocessorServicer):
-    """Serves ``models`` (the first is its default), all with one fingerprint, answering
-    GetModelInfo after ``delay`` seconds; its Preprocess answers one empty item per item and
+    """A fake member: ``models`` under one fingerprint, GetModelInfo after ``delay`` seconds.
+
+    The first of ``models`` is its default; its Preprocess answers one empty item per item and
     records the models it was asked for."""
 
     def __init__(self, fingerprint: str, models: tuple[str, ...] = (MODEL,),
@@ -138,8 +140,9 @@ async def _passthrough(m, resp):
     (("v2", "v1", "v1"), (0.0, 0.3, 0.3), "v1"),  # most agree: not the first listed or fastest
 ])
 def test_founders_are_admitted_by_agreement_not_by_who_answers_first(configs, delays, want):
-    """The founders' config is the one most of them agree with, not the first to answer's, so
-    two routers in front of the same workers serve the same config."""
+    """The founders' config is the one most of them agree with, not the first to answer's.
+
+    So two routers in front of the same workers serve the same config."""
     async def main():
         made = [await _member(fp, delay=d) for fp, d in zip(configs, delays, strict=True)]
         fl = Fleet([t for _, t, _ in made], keepalive_s=0, join_timeout=10)
@@ -191,8 +194,9 @@ def test_default_model_is_the_first_listed_members_for_preprocess_and_model_info
 
 
 def test_requests_arriving_while_members_join_wait_for_the_join():
-    """Every request that arrives while the members join waits for the join, not only the
-    first (the others would find no member serving yet)."""
+    """Every request that arrives while the members join waits for the join.
+
+    Not only the first: the others would find no member serving yet."""
     async def main():
         server, target, info = await _member("v1", delay=0.2)
         fl = Fleet([target], keepalive_s=0, join_timeout=10)  # not entered: requests at once

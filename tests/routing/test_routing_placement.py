@@ -136,8 +136,10 @@ def test_affinity_memory():
 
 
 def test_affinity_holders_per_key_are_bounded():
-    """One key placed on ever new member names (members replaced, ports reused under new
-    names) keeps only the MAX_HOLDERS most recent, not every name (10000 after 10000)."""
+    """A key remembers only its MAX_HOLDERS most recent holders.
+
+    One key placed on ever new member names (members replaced, ports reused under new names) keeps
+    only those, not every name (10000 after 10000)."""
     memory = Affinity(4)
     for k in range(10000):
         memory.add(b"a", f"m{k}", 1)
@@ -157,9 +159,11 @@ def test_removing_a_member_moves_only_its_keys(members, keys, data):
 
 @pytest.mark.parametrize("n", range(2, 10))
 def test_adding_a_member_moves_about_one_in_n_plus_one(n):
-    """Fixed members and keys (deterministic: under hypothesis, random salts made a band of
-    about 3.5 sigma fail now and then): 2000 keys, within 25% of 2000 / (n + 1) (1.02-1.11
-    of it for these names)."""
+    """Adding a member to n moves about one key in n + 1, each to the new member.
+
+    Fixed members and keys (deterministic: under hypothesis, random salts made a band of about 3.5
+    sigma fail now and then): of 2000 keys, the moved ones are within 25% of 2000 / (n + 1)
+    (1.02-1.11 of it for these names)."""
     members = [f"10.1.0.{i}:50051" for i in range(n)]
     new = f"10.2.0.{n}:50051"
     keys = [b"key %d" % i for i in range(2000)]

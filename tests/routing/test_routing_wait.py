@@ -1,7 +1,8 @@
-"""An image whose remembered members are all at the load bound waits in the fleet, against
-in-process fake members (routing_fakes.py): for the member that has it, sent nowhere, and
-spills once the wait is over; and in a burst only as many wait for a member as it has items in
-flight, the rest go elsewhere at once."""
+"""An image whose remembered members are all at the load bound waits in the fleet.
+
+Against in-process fake members (routing_fakes.py): it waits for the member that has it, sent
+nowhere, and spills once the wait is over; and in a burst only as many wait for a member as it has
+items in flight, the rest go elsewhere at once."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from smg_fast.routing.routed_request import RoutedRequest
 
 @pytest.mark.parametrize("wait_s", [30.0, 0.05])
 def test_image_waits_for_the_member_that_has_it(wait_s):
-    """An image is in flight on a:1, its first choice, which is then at the bound (floor 1,
-    1 item of 1): the same image again waits in the fleet, sent nowhere, while a caller that
-    gives up meanwhile leaves nothing behind; when a:1's call ends it goes back to a:1 (a cache
-    hit there, no spill), or, once affinity_wait is over, to its next member (one spill)."""
+    """An image whose member is at the bound waits for it, then goes back there or spills.
+
+    The image is in flight on a:1, its first choice, which is then at the bound (floor 1, 1 item of
+    1): the same image again waits in the fleet, sent nowhere, while a caller that gives up
+    meanwhile leaves nothing behind; when a:1's call ends it goes back to a:1 (a cache hit there, no
+    spill), or, once affinity_wait is over, to its next member (one spill)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=wait_s)
         release = asyncio.Event()

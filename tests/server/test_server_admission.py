@@ -205,8 +205,10 @@ def _png(size) -> bytes:
 
 @pytest.mark.parametrize("cache_mb", [0, 32])
 def test_numeric_fields_and_memory_map_to_client_statuses(start_server, cache_mb):
-    """min = max = 2**63 (and other absurd ranges) are INVALID_ARGUMENT or RESOURCE_EXHAUSTED
-    on every transport, never INTERNAL."""
+    """Absurd numeric ranges get a client error status, never INTERNAL.
+
+    min = max = 2**63 and other absurd ranges are INVALID_ARGUMENT or RESOURCE_EXHAUSTED on every
+    transport."""
     srv = start_server(pixel_cache_mb=cache_mb)
     tiny = _png((8, 8))
     ok = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED)
@@ -223,11 +225,12 @@ def test_numeric_fields_and_memory_map_to_client_statuses(start_server, cache_mb
 
 @pytest.mark.parametrize("cache_mb", [0, 256])
 def test_failed_requests_leave_nothing_alive(start_server, real_images, cache_mb):
-    """A request that fails after an earlier item's output was built (item 1 is a truncated
-    JPEG: its header plans fine, its decode fails) frees that output at once, with no garbage
-    collection: nothing keeps it alive through the exception's traceback. (tracemalloc sees
-    Python objects such as the response under construction; a cache entry lives in the native
-    pools and is not counted.)"""
+    """A failed request frees the output it already built at once.
+
+    The request fails after an earlier item's output was built (item 1 is a truncated JPEG: its
+    header plans fine, its decode fails); that output is freed with no garbage collection: nothing
+    keeps it alive through the exception's traceback. (tracemalloc sees Python objects such as the
+    response under construction; a cache entry lives in the native pools and is not counted.)"""
     import tracemalloc
 
     srv = start_server(pixel_cache_mb=cache_mb, max_message_mb=128)

@@ -1,8 +1,9 @@
-"""The server decodes a JPEG inside the native call that computes it, straight into its
-destination (PlannedBatch.write_into: the decode overlaps the resize): exact to transformers
-through inline and shm, pixel cache on and off (path asserted); damaged data ends as Pillow's
-decode ends; the decode still counts as decoding in the timings and the metrics; nothing leaks.
-The RDMA side (a lease lost after its write) is in test_rdma_server_overlap.py."""
+"""The server decodes a JPEG inside the native call that computes it, into its destination.
+
+PlannedBatch.write_into: the decode overlaps the resize, straight into the destination. Exact to
+transformers through inline and shm, pixel cache on and off (path asserted); damaged data ends as
+Pillow's decode ends; the decode still counts as decoding in the timings and the metrics; nothing
+leaks. The RDMA side (a lease lost after its write) is in test_rdma_server_overlap.py."""
 
 from __future__ import annotations
 

@@ -65,8 +65,10 @@ def test_unknown_model_fails_to_start(start_server):
 
 
 def test_help_and_readme_list_every_setting():
-    """Every server setting is in --help and in the flag table of docs/service.md, with its
-    environment variable (and smg's name for it, where it has one)."""
+    """--help and docs/service.md list every server setting.
+
+    Each is in --help and in the flag table of docs/service.md, with its environment variable (and
+    smg's name for it, where it has one)."""
     from pathlib import Path
 
     from smg_fast.server.flags import _OPTIONS, ALIASES

@@ -1,5 +1,6 @@
-"""The CPU's feature flags as the Linux kernel reports them (/proc/cpuinfo), for tests that check
-smg_fast's own detection and kernel choice against an independent source."""
+"""The CPU's feature flags as the Linux kernel reports them (/proc/cpuinfo).
+
+For tests that check smg_fast's own detection and kernel choice against an independent source."""
 
 from __future__ import annotations
 

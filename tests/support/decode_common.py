@@ -88,8 +88,10 @@ def _paeth(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def filter_rows(rows: np.ndarray, bpp: int, types: list[int]) -> list[bytes]:
-    """8-bit rows (H, W*C) with the PNG filter types[y] applied to row y (PNG spec 9.2-9.4),
-    each prefixed with its filter byte: the encoder side, written from the spec."""
+    """The PNG encoder's filtering of 8-bit rows, written from the spec.
+
+    Rows (H, W*C) with the PNG filter types[y] applied to row y (PNG spec 9.2-9.4), each prefixed
+    with its filter byte."""
     x = rows.astype(np.int32)
     out = []
     for y, t in enumerate(types):

@@ -27,8 +27,10 @@ def chelsea_png(real_images) -> bytes:
 
 
 def own_channel(target: str, max_mb: int = 256) -> grpc.Channel:
-    """A channel on its own connection (gRPC shares connections between channels with equal
-    arguments in one process; the server counts shm shares per connection)."""
+    """A gRPC channel on its own connection.
+
+    gRPC shares connections between channels with equal arguments in one process; the server counts
+    shm shares per connection."""
     limit = max_mb << 20
     return grpc.insecure_channel(target, options=[
         ("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", limit),

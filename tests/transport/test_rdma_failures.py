@@ -154,8 +154,10 @@ def test_bad_handle_does_not_break_concurrent_pulls(peers):
 
 
 class _StallingAgent:
-    """A NIXL agent whose transfers look in progress while ``stall`` is set (a READ that times
-    out), and report their real state afterwards."""
+    """A NIXL agent wrapper whose transfers can stall, for READs that time out.
+
+    Its transfers look in progress while ``stall`` is set (a READ that times out), and report their
+    real state afterwards."""
 
     def __init__(self, agent: object) -> None:
         self._agent = agent
@@ -199,8 +201,10 @@ def test_timed_out_reads_give_their_landing_slots_back(peers):
 
 
 class _StuckNotifications:
-    """A NIXL agent whose get_new_notifs blocks while ``stuck`` is set (a NIXL call that does
-    not return), and that counts deregistrations."""
+    """A NIXL agent wrapper whose notifications can hang, counting deregistrations.
+
+    Its get_new_notifs blocks while ``stuck`` is set (a NIXL call that does not return); it counts
+    deregistrations."""
 
     def __init__(self, agent: object) -> None:
         self._agent = agent

@@ -1,7 +1,9 @@
-"""The server's RDMA lane when starting it fails in ways the exporter does not type (a raw NIXL
-error, a preflight that prints garbage) or outlives the server: the lane must end down with a
-counted reason, never stuck in "starting", and close() must not wait for a start in progress.
-NIXL is replaced by fakes here, so these run without it."""
+"""The server's RDMA lane ends down with a counted reason however its start fails.
+
+Starting it fails in ways the exporter does not type (a raw NIXL error, a preflight that prints
+garbage) or outlives the server: the lane must end down with a counted reason, never stuck in
+"starting", and close() must not wait for a start in progress. NIXL is replaced by fakes here, so
+these run without it."""
 
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ def _wait(pred, timeout: float = 20.0) -> bool:
 
 
 def _raw_nixl_error(monkeypatch):
-    """Preflight passes, then the exporter dies with an exception NIXL raises untyped (as
-    get_agent_metadata does)."""
+    """The exporter dies with an untyped NIXL exception after the preflight passes.
+
+    NIXL raises such exceptions untyped, as get_agent_metadata does."""
     monkeypatch.setattr(rdma_lane, "run_preflight", lambda: (None, ""))
 
     def exporter(**_: object) -> None:
@@ -156,8 +159,10 @@ def _ready(srv: MetadataServer, n: int) -> list:
 
 
 def _consistent(srv: MetadataServer) -> None:
-    """Every selector registration is a tracked, open connection (or the listener), and every
-    tracked connection is registered: nothing is left registered that nobody will close."""
+    """Asserts that the selector's registrations and the tracked connections match.
+
+    Every selector registration is a tracked, open connection (or the listener), and every tracked
+    connection is registered: nothing is left registered that nobody will close."""
     registered = [k for k in srv.sel.get_map().values() if k.data is not srv]
     assert {id(k.data) for k in registered} == {id(c) for c in srv.conns}
     assert len(registered) == len(srv.conns)

@@ -126,8 +126,10 @@ def test_pin_memory_without_cuda_is_a_clear_error():
 
 
 def test_dropping_results_inside_a_collection_never_deadlocks(peers):
-    """Results give their landing slot back from __del__, which can run in a garbage collection
-    started while the same thread holds the puller's locks: it must take none."""
+    """Dropping results inside a garbage collection never deadlocks the puller.
+
+    Results give their landing slot back from __del__, which can run in a garbage collection started
+    while the same thread holds the puller's locks: it must take none."""
     import gc
 
     peer = peers(slots=2, slot_bytes=MiB)

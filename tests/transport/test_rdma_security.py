@@ -42,11 +42,13 @@ def _neighbour_keys(key: str) -> list[str]:
 
 
 def test_forged_handles_never_hand_out_or_keep_another_tenants_bytes(peers):
-    """A tenant holding only its own handle forges handles for the neighbouring slot (its address
-    minus one slot, generations and keys next to its own). NIXL does READ the victim's frame (a
-    peer speaking NIXL directly could keep it: no confidentiality, see docs/security.md), but our
-    puller refuses every one without revealing the generation, and wipes the landing slot: the
-    victim's bytes are neither returned nor left behind."""
+    """Forged handles never hand out or leave behind another tenant's bytes.
+
+    A tenant holding only its own handle forges handles for the neighbouring slot (its address minus
+    one slot, generations and keys next to its own). NIXL does READ the victim's frame (a peer
+    speaking NIXL directly could keep it: no confidentiality, see docs/security.md), but our puller
+    refuses every one without revealing the generation, and wipes the landing slot: the victim's
+    bytes are neither returned nor left behind."""
     peer = peers(slots=2, slot_bytes=MiB)
     victim = rdma.Descriptor.decode(bytes(peer.export(5000, seed=11).descriptor))
     mine = rdma.Descriptor.decode(bytes(peer.export(5000, seed=12).descriptor))
@@ -133,8 +135,10 @@ def test_silent_metadata_connections_do_not_stall_the_exporter(peers):
 
 
 def test_unresponsive_exporter_does_not_hold_up_other_peers(peers):
-    """A pull whose exporter never answers its metadata request must not block a pull over an
-    existing connection to another exporter."""
+    """An exporter that never answers does not hold up pulls from other exporters.
+
+    A pull whose exporter never answers its metadata request must not block a pull over an existing
+    connection to another exporter."""
     import socket
 
     peer = peers(slots=2, slot_bytes=MiB)

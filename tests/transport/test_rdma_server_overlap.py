@@ -1,7 +1,9 @@
-"""The server's overlapped JPEG decode (decoded inside the native call that writes the RDMA slot)
-with real NIXL, server in process: exact through a slot; a lease lost after its write (the commit
-refused) falls back to shm with a fresh decode, since a planned batch is consumed by one write;
-a decode error gives its slot back. The inline / shm side is in test_server_jpeg_overlap.py."""
+"""The server's overlapped JPEG decode into an RDMA slot, with real NIXL.
+
+Decoded inside the native call that writes the RDMA slot, server in process: exact through a slot; a
+lease lost after its write (the commit refused) falls back to shm with a fresh decode, since a
+planned batch is consumed by one write; a decode error gives its slot back. The inline / shm side is
+in test_server_jpeg_overlap.py."""
 
 from __future__ import annotations
 

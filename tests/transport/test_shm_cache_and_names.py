@@ -1,5 +1,7 @@
-"""The pixel cache never serves bytes a consumer wrote into a segment it received, and
-read_tensor maps and unlinks only smg-fast segments of trusted producers."""
+"""Shm segments cannot poison the pixel cache, and read_tensor takes only trusted ones.
+
+The pixel cache never serves bytes a consumer wrote into a segment it received, and read_tensor maps
+and unlinks only smg-fast segments of trusted producers."""
 
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 def test_consumer_writing_or_truncating_its_segment_cannot_poison_the_cache(
         real_images, ours, track_pid):
-    """A consumer running as the server's user makes its delivered segment writable and
-    overwrites it, or truncates it; later cache hits still return the server's bytes."""
+    """A consumer that overwrites or truncates its segment cannot poison the cache.
+
+    The consumer runs as the server's user and makes its delivered segment writable and overwrites
+    it, or truncates it; later cache hits still return the server's bytes."""
     srv = ServerProcess(["--pixel-cache-mb", "256", "--transport", "shm", "--workers", "2",
                          "--rdma-listen-port", "0"])
     proc, target = srv.proc, srv.target

@@ -148,9 +148,11 @@ def test_an_untrusted_claim_gains_nothing(start_server, tmpfs, real_images, ours
 
 
 def test_a_trusted_peer_gets_a_share_per_named_caller(start_server, tmpfs, real_images, ours):
-    """From a trusted address each named caller has its own share (and its refusal names the
-    router's caller); its callers together still stay under the total cap, and the connection's
-    own requests (no claim) keep a share of their own."""
+    """A trusted peer gets one shm share per caller it names.
+
+    From a trusted address each named caller has its own share (and its refusal names the router's
+    caller); its callers together still stay under the total cap, and the connection's own requests
+    (no claim) keep a share of their own."""
     d = tmpfs(64)
     ns = shm_namespace(d)
     data = chelsea_png(real_images)

@@ -234,9 +234,11 @@ reg.close()
 
 def test_opening_a_segment_while_it_is_written_waits_and_cannot_crash_the_producer(
         shm_subdir):
-    """Another process of the server's user reaches the file being written through
-    /proc/<pid>/fd and truncates it: its open waits until the write is done, and the lease
-    break's signal is harmless, so the producer survives."""
+    """Opening a segment while the server writes it waits, and cannot crash the producer.
+
+    Another process of the server's user reaches the file being written through /proc/<pid>/fd and
+    truncates it: its open waits until the write is done, and the lease break's signal is harmless,
+    so the producer survives."""
     out = subprocess.run([sys.executable, "-c", _WRITER, shm_subdir, _OPENER],
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

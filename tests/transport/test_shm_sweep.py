@@ -1,5 +1,7 @@
-"""Orphans of dead producers are swept across pid namespaces (a lock held by each producer),
-never a live one's; the segment pool backs off on a small tmpfs."""
+"""Orphans of dead producers are swept, never a live one's.
+
+The sweep works across pid namespaces (each producer holds a lock); the segment pool backs off on a
+small tmpfs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Segments have no name until delivered (O_TMPFILE), so a same-uid attacker cannot truncate
-one the server is writing (a SIGBUS would kill it)."""
+"""Segments have no name until delivered (O_TMPFILE).
+
+So a same-uid attacker cannot truncate one the server is writing (a SIGBUS would kill it)."""
 
 from __future__ import annotations
 

@@ -328,7 +328,9 @@ print(reasons, c["in_use"], c["leased"], ok)
 
 
 def test_lease_that_cannot_draw_a_generation_loses_no_slot(tmp_path):
-    """getrandom failing inside lease() is a typed refusal the lane counts as a fallback
+    """A lease that cannot draw a generation is refused and loses no slot.
+
+    getrandom failing inside lease() is a typed refusal the lane counts as a fallback
     ("arena_error"), and the arena is unchanged: the slot is still there for the next lease."""
     import shutil
     import subprocess
