@@ -50,8 +50,10 @@ class Resampler(_Enum):
     TORCH: ClassVar[Resampler]
 
 class PixelFormat(_Enum):
-    """How run() reads a decoded image's bytes; other formats than RGB / RGBX are converted to
-    RGB row by row while read, with the named reference's arithmetic."""
+    """How run() reads a decoded image's bytes.
+
+    Formats other than RGB / RGBX are converted to RGB row by row while read, with the named
+    reference's arithmetic."""
 
     RGB: ClassVar[PixelFormat]
     RGBX: ClassVar[PixelFormat]

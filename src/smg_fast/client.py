@@ -109,8 +109,10 @@ def build_request(images: Any, *, model: str | None = None, dtype: str = "float3
 
 def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
                   puller: Any = None) -> PreprocessResult:
-    """Materializes every item (mapping and unlinking shm segments, pulling rdma handles with
-    ``puller``, default :func:`smg_fast.transport.rdma.default_puller`)."""
+    """Reads a response into a result, every item materialized.
+
+    Maps and unlinks shm segments, and pulls rdma handles with ``puller`` (default
+    :func:`smg_fast.transport.rdma.default_puller`)."""
     items = []
     for it in resp.items:
         items.append(PreprocessedImage(
@@ -252,8 +254,10 @@ class AsyncClient(_ClientBase):
 
 def _verify(info: dict[str, Any], model: str | None, image: str | bytes, dtype: str,
             got: np.ndarray) -> str:
-    """Compares with the in-process processor of the server's config and backend, and (float32)
-    with transformers' processor for that backend where it can run here."""
+    """A line saying how the served result compares with local references.
+
+    Compares with the in-process processor of the server's config and backend, and (float32) with
+    transformers' processor for that backend where it can run here."""
     from . import load_processor
     from .processors.reference import reference_pixel_values
 

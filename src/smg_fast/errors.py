@@ -13,8 +13,10 @@ class InvalidImageError(ValueError):
 
 
 class UnsupportedCallError(ValueError, TypeError):
-    """A call smg-fast does not reproduce bit for bit (an option or input kind transformers'
-    class computes differently); ``smg_fast.hf`` hands such calls to that class."""
+    """A call smg-fast does not reproduce bit for bit.
+
+    An option or input kind transformers' class computes differently; ``smg_fast.hf`` hands such
+    calls to that class."""
 
 
 class OutputTooLargeError(InvalidImageError):

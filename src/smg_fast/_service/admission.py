@@ -24,8 +24,9 @@ class Admission:
         self._lock = threading.Lock()
 
     def full(self) -> bool:
-        """Would a request of the recent typical size be refused? (Asked before a message is
-        read: its size is not known yet.)"""
+        """Would a request of the recent typical size be refused?
+
+        Asked before a message is read: its size is not known yet."""
         pending = self.pending
         return pending >= self.max_requests or (
             pending > 0 and self.bytes + self._typical > self.max_bytes)

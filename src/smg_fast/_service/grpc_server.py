@@ -1,6 +1,8 @@
-"""The gRPC server every smg-fast process runs (the encode server, and the router in front of a
-fleet of them): the grpc.aio server and its options, the method dispatch that can refuse a call
-before its message is read, health and reflection, and answers with status metadata."""
+"""The gRPC server every smg-fast process runs.
+
+The encode server runs it, and so does the router in front of a fleet of them. The grpc.aio server
+and its options, the method dispatch that can refuse a call before its message is read, health and
+reflection, and answers with status metadata."""
 
 from __future__ import annotations
 
@@ -84,8 +86,10 @@ class Handlers(grpc.GenericRpcHandler):
 
 
 async def add_health_and_reflection(server: grpc.aio.Server) -> health.aio.HealthServicer:
-    """grpc.health.v1 ("" and the service, NOT_SERVING until the caller says otherwise) and
-    reflection of the Preprocessor, health and reflection services."""
+    """Adds health and reflection to server; returns the health servicer.
+
+    grpc.health.v1 ("" and the service, NOT_SERVING until the caller says otherwise) and reflection
+    of the Preprocessor, health and reflection services."""
     servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     await set_health(servicer, NOT_SERVING)

@@ -58,8 +58,9 @@ _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
 
 
 def pillow_formats() -> frozenset[str]:
-    """Every format the installed Pillow can open (MPO: JPEG files that Pillow's JPEG plugin
-    opens as multi-picture; allowing it needs JPEG too)."""
+    """Every format the installed Pillow can open.
+
+    MPO: JPEG files that Pillow's JPEG plugin opens as multi-picture; allowing it needs JPEG too."""
     Image.init()
     return frozenset(Image.OPEN) | {"MPO"}
 
@@ -178,12 +179,12 @@ def _open_encoded(index: int, source: Any, max_pixels: int | None,
 
 
 def _header_orientation(img: Image.Image) -> int:
-    """The EXIF orientation exif_transpose will apply, read from the header only, or
-    UNKNOWN_ORIENTATION when the header holds EXIF this cannot read as Pillow would (an
-    unreadable block, a PNG's "Raw profile type exif" text): the fast decoders leave such images
-    to Pillow. Reads its own Exif object: calling img.getexif() before load would cache a
-    possibly incomplete copy (a PNG's eXIf chunk may follow the pixels), and for PNG it would
-    decode the image."""
+    """The EXIF orientation exif_transpose will apply, read from the header only.
+
+    UNKNOWN_ORIENTATION when the header holds EXIF this cannot read as Pillow would (an unreadable
+    block, a PNG's "Raw profile type exif" text): the fast decoders leave such images to Pillow.
+    Reads its own Exif object: calling img.getexif() before load would cache a possibly incomplete
+    copy (a PNG's eXIf chunk may follow the pixels), and for PNG it would decode the image."""
     if "Raw profile type exif" in img.info:
         return UNKNOWN_ORIENTATION
     value: Any = None
@@ -253,8 +254,10 @@ class ImageHeader:
         self.decode_running: Callable[[decoders.RunJpeg], bool] | None = None
 
     def decode(self) -> Pixels:
-        """The decoded image and the PixelFormat it is read in (converted to RGB by the native
-        core as it reads); raises InvalidImageError naming the index."""
+        """The decoded image and the PixelFormat it is read in.
+
+        The native core converts it to RGB as it reads. Raises InvalidImageError naming the
+        index."""
         fn, self._decode = self._decode, None
         if fn is None:
             raise RuntimeError(f"image {self.index} was already decoded or closed")
@@ -381,7 +384,8 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
 
 def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
              formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> np.ndarray:
-    """The image as uint8 (H, W, 3) with packed pixels (rows possibly strided), or an (H, W, 4)
-    RGBX view of a Pillow RGB image's own memory (4th byte ignored); raises InvalidImageError
-    naming index."""
+    """The image as uint8 pixels the native core reads.
+
+    Either (H, W, 3) with packed pixels (rows possibly strided), or an (H, W, 4) RGBX view of a
+    Pillow RGB image's own memory (4th byte ignored); raises InvalidImageError naming index."""
     return open_image(index, item, hf=hf, max_pixels=max_pixels, formats=formats).decode().to_rgb()

@@ -173,9 +173,10 @@ def _as_pixels(index: int, img: Image.Image, fmt: _native.PixelFormat) -> Pixels
 
 
 def from_numpy(arr: np.ndarray, hf: bool, torchvision: bool = False) -> Pixels:
-    """The caller's array itself, read in the format of convert_to_rgb (hf; torchvision: the
-    torchvision backend's float32 blend) or of dropping the alpha; copied only when its pixels
-    are not packed (the native core reads packed rows)."""
+    """The caller's array itself as Pixels, copied only when its pixels are not packed.
+
+    Read in the format of convert_to_rgb (hf; torchvision: the torchvision backend's float32 blend)
+    or of dropping the alpha. The native core reads packed rows."""
     channels = arr.shape[2]
     if channels == 1:
         fmt = _F.GRAY

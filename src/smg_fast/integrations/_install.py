@@ -18,8 +18,10 @@ def enabled(env: str) -> bool:
 
 
 def _share_handlers(engine_logger: str) -> None:
-    """smg-fast's own log lines (per-call handoffs) through the engine's handlers when it has
-    them and smg-fast's logger has none."""
+    """Sends smg-fast's own log lines through the engine's handlers.
+
+    Those are per-call handoffs. Only when the engine's logger has handlers and smg-fast's logger
+    has none."""
     ours, theirs = logging.getLogger("smg_fast"), logging.getLogger(engine_logger)
     if ours.handlers or not theirs.handlers:
         return

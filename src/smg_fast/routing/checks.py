@@ -1,5 +1,6 @@
-"""The fleet's settings and members checked where the library takes them (the router checks its
-flags the same way, with their names)."""
+"""Checks of the fleet's settings and members.
+
+Made where the library takes them; the router checks its flags the same way, with their names."""
 
 from __future__ import annotations
 

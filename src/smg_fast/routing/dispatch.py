@@ -235,19 +235,22 @@ class Fleet:
                 self.discard(resp)
 
     def discard(self, resp: Any) -> None:
-        """Unlinks the shm segments of an answer nobody will read (its request failed, or its
-        caller left); only for a caller in our shm namespace (SubCalls.discard)."""
+        """Unlinks the shm segments of an answer nobody will read.
+
+        Its request failed, or its caller left. Only for a caller in our shm namespace
+        (SubCalls.discard)."""
         self.calls.discard(resp)
 
     def _place(self, r: RoutedRequest, patient: bool = False,
                ) -> tuple[dict[Member, tuple[list[int], int, bool]], dict[int, str]]:
-        """Each of r's pending items' member (one serving the model, not one it already failed
-        on), under the load bound; with each member, its ejection epoch now (a failure counts only
-        within it) and whether this call is its half-open probe; and, when ``patient``, the
-        items that wait, each for a member holding its image that will free a slot soon
-        (placement.choose), counted as waiting for it until the caller's ``_unwait``. Counts
-        spills and retries only when every item was placed (a request that fails here sends
-        nothing)."""
+        """Chooses a member for each of r's pending items, under the load bound.
+
+        A member serving the model, not one the item already failed on. With each member, its
+        ejection epoch now (a failure counts only within it) and whether this call is its half-open
+        probe; and, when ``patient``, the items that wait, each for a member holding its image that
+        will free a slot soon (placement.choose), counted as waiting for it until the caller's
+        ``_unwait``. Counts spills and retries only when every item was placed (a request that fails
+        here sends nothing)."""
         model, pending, keys, tried, last = r.model, r.pending, r.keys, r.tried, r.last
         if not pending:
             return {}, {}

@@ -21,8 +21,9 @@ _SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 async def follow(m: Member, probe_s: float, set_state: Callable[[Member, str], None]) -> None:
-    """Follows m's Watch stream until it ends, or until a liveness Check goes unanswered for
-    probe_s (0: none).
+    """Follows m's Watch stream until it ends or a liveness Check goes unanswered.
+
+    probe_s: how long a Check may go unanswered (0: no Check).
 
     The stream's answers set m's state (serving or not_serving). A hung process keeps its
     connection and its stream open: only asking finds it; gRPC's own keepalive pings did not,

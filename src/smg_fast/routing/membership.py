@@ -59,9 +59,10 @@ class Membership:
     # ---- joining and leaving ----
 
     def found(self, targets: list[str], timeout: float) -> list[Member]:
-        """Starts joining the members given at start (the founders), admitted together by the
-        founding (founding.py) once each answered or timeout passed. Members added meanwhile
-        wait."""
+        """Starts joining the members given at start (the founders).
+
+        The founding (founding.py) admits them together once each answered or timeout passed.
+        Members added meanwhile wait."""
         founders = [self.add(t) for t in dict.fromkeys(targets)]
         self.founding.start(founders, timeout, self._admit,
                             lambda m: self.members.get(m.target) is m)
@@ -154,8 +155,9 @@ class Membership:
             await self.remove(target)
 
     def _admit(self, m: Member, info: Any) -> None:
-        """Checks the member's fingerprints against the fleet's (the admitted members'), then
-        admits it: its models are the fleet's too from now on."""
+        """Checks the member's fingerprints against the fleet's, then admits it.
+
+        The fleet's are the admitted members'. Once admitted, its models are the fleet's too."""
         fleet = self.fingerprints
         limits = self.image_limits
         for model in info.models:
@@ -209,8 +211,10 @@ class Membership:
             backoff = min(backoff * 2, RECONNECT_MAX_S)
 
     async def _refuse(self, m: Member, exc: FingerprintMismatch) -> None:
-        """Marks m refused (counted once per refusal, not per asking), then waits until an
-        admitted member leaves or REFUSED_RETRY_S passes (m may have restarted meanwhile)."""
+        """Marks m refused, then waits until it may ask again.
+
+        A refusal is counted once, not per asking. The wait lasts until an admitted member leaves or
+        REFUSED_RETRY_S passes (m may have restarted meanwhile)."""
         m.last_info = None  # its config is not the fleet's: it no longer names the default
         if m.state != "refused":
             log.error("refusing member: %s", exc)

@@ -121,10 +121,12 @@ MAX_HOLDERS = 8  # members remembered per key (a hot image's copies; older ones 
 
 
 class Affinity:
-    """The members this router placed each of its ``capacity`` most recent keys on (whose
-    pixel caches likely hold the key), each with the member's incarnation: a member that
-    rejoins may have restarted with an empty cache, and its older entries no longer count.
-    Keys are kept as 64-bit hashes (a collision only costs a cache miss)."""
+    """Which members this router placed its most recent keys on.
+
+    For each of its ``capacity`` most recent keys, the members it was placed on (whose pixel caches
+    likely hold the key), each with the member's incarnation: a member that rejoins may have
+    restarted with an empty cache, and its older entries no longer count. Keys are kept as 64-bit
+    hashes (a collision only costs a cache miss)."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 0:
@@ -136,8 +138,10 @@ class Affinity:
         return len(self._keys)
 
     def holders(self, key: bytes, incarnation: Mapping[str, int]) -> list[str]:
-        """The members key was placed on that are in ``incarnation`` (target -> its current
-        incarnation) and have not rejoined since."""
+        """The members key was placed on that may still hold it.
+
+        Only those in ``incarnation`` (target -> its current incarnation) that have not rejoined
+        since."""
         held = self._keys.get(xxhash.xxh3_64_intdigest(key), ())
         return [t for t, n in held if incarnation.get(t) == n]
 

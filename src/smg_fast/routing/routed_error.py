@@ -48,8 +48,10 @@ def renumber(details: str, indices: list[int]) -> tuple[str, int | None]:
 
 
 def name_items(text: str, indices: list[int]) -> tuple[str, int | None]:
-    """An answer that names no item (gRPC's own errors: a message over the size limit) failed
-    the whole sub-call: its items by the caller's indices, and the index when it had one."""
+    """The error text of a failed sub-call, naming its items by the caller's indices.
+
+    An answer that names no item (gRPC's own errors: a message over the size limit) failed the whole
+    sub-call. Returns the text with its items, and the index when it had one."""
     if len(indices) == 1:
         return f"{text} (item {indices[0]})", indices[0]
     return f"{text} (items {', '.join(map(str, indices))} of the request)", None

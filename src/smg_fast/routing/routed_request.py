@@ -84,8 +84,9 @@ class RoutedRequest:
         self.pending.extend(idx)
 
     def answered_meanwhile(self) -> None:
-        """Keeps the answers of sub-calls that succeeded in the moment the request failed (their
-        handles are released with the rest)."""
+        """Keeps the answers of sub-calls that succeeded in the moment the request failed.
+
+        Their handles are released with the rest."""
         for task in self.live:
             if task.done() and not task.cancelled() and task.exception() is None:
                 status, value = task.result()

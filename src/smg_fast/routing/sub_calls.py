@@ -45,9 +45,11 @@ class SubCalls:
         self._abandoned: set[asyncio.Future] = set()  # cancelled, still ending
 
     def discard(self, resp: Any) -> None:
-        """Unlinks the shm segments of an answer nobody will read (its request failed, or its
-        caller left); only for a caller in our shm namespace. finish may have read some
-        already (read_response unlinks as it maps): those are gone, and not counted."""
+        """Unlinks the shm segments of an answer nobody will read.
+
+        Its request failed, or its caller left. Only for a caller in our shm namespace. finish may
+        have read some already (read_response unlinks as it maps): those are gone, and not
+        counted."""
         self.counts["unread_released"] += release(resp)
 
     def keep(self, fut: asyncio.Future) -> None:

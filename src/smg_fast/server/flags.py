@@ -17,7 +17,9 @@ from .models import BACKENDS, split_backend
 
 
 def parse_model(spec: str) -> tuple[str, str]:
-    """NAME=FAMILY_OR_DIR[:BACKEND], or a bare family / folder (named after itself, without the
+    """Parses a --model spec into its name and source.
+
+    NAME=FAMILY_OR_DIR[:BACKEND], or a bare family / folder (named after itself, without the
     backend). The source keeps its :BACKEND suffix; models.split_backend reads it."""
     spec = spec.strip()
     if not spec:

@@ -49,9 +49,10 @@ _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
 def _forget(exc: BaseException) -> None:
-    """Drops the locals of the frames a failed request's exception went through (a decoded
-    image, an output buffer): the exception may outlive this request (a coalesced waiter's,
-    a log record's), its buffers must not."""
+    """Drops the locals of the frames a failed request's exception went through.
+
+    Those hold a decoded image, an output buffer: the exception may outlive this request (a
+    coalesced waiter's, a log record's), its buffers must not."""
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
 
@@ -276,9 +277,11 @@ class PreprocessService:
 
     def _admit(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, inline_budget: int,
                outcome: Outcome, timer: Timer) -> int:
-        """Reads the item's header and sizes its output (nothing decoded, nothing allocated),
-        then refuses it when the request's outputs would pass --max-output-mb or when it could
-        only go inline and does not fit what is left of the message (returned)."""
+        """Admits an item on its header alone, or refuses it.
+
+        Reads the item's header and sizes its output (nothing decoded, nothing allocated), then
+        refuses it when the request's outputs would pass --max-output-mb or when it could only go
+        inline and does not fit what is left of the message (returned)."""
         t0 = time.perf_counter()
         try:
             planned = proc.plan_batch(it.data, dtype)
@@ -329,8 +332,9 @@ class PreprocessService:
 
     def _cached(self, fingerprint: str, it: _Item, dtype: str, timer: Timer,
                 ticket: Ticket) -> tuple[Tensor, float]:
-        """The item's tensor through the pixel cache, and the time it took (a miss computes
-        it, a coalesced wait waits for it)."""
+        """The item's tensor through the pixel cache, and the time it took.
+
+        A miss computes it, a coalesced wait waits for it."""
         assert self.cache is not None
         computed = 0.0
 

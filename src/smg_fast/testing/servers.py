@@ -113,8 +113,9 @@ class ServerProcess:
 
 
 class RouterProcess(ServerProcess):
-    """``python -m smg_fast.router --worker ...`` on a free loopback port (SERVING once some
-    worker serves)::
+    """``python -m smg_fast.router --worker ...`` on a free loopback port.
+
+    It is SERVING once some worker serves::
 
         with RouterProcess([s.target for s in servers]) as router:
             Client(router.target).preprocess(...)

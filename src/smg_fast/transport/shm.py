@@ -113,8 +113,9 @@ class ShmRegistry:
             return self._bytes
 
     def create(self, nbytes: int, caller: str = "") -> ShmSegment:
-        """An unpublished segment of nbytes, its bytes reserved against the caller's limits
-        (:class:`ShmQuotaError` otherwise). Hand it to ``publish`` once written, or to
+        """An unpublished segment of nbytes, its bytes reserved against the caller's limits.
+
+        Raises :class:`ShmQuotaError` otherwise. Hand it to ``publish`` once written, or to
         ``abandon``: ``write`` does all three."""
         if self.closed:
             raise RuntimeError("shm registry is closed (shutting down)")
@@ -129,8 +130,10 @@ class ShmRegistry:
         return seg
 
     def publish(self, seg: ShmSegment, caller: str = "") -> str:
-        """Names a written segment from ``create`` and owns it from then on (until its
-        consumer unlinks it, ``release``, the TTL or ``close``); returns its name."""
+        """Names a written segment from ``create`` and returns its name.
+
+        The registry owns it from then on (until its consumer unlinks it, ``release``, the TTL or
+        ``close``)."""
         nbytes = seg.nbytes
         try:
             if self.closed:
@@ -180,9 +183,10 @@ class ShmRegistry:
         return over
 
     def would_fit(self, nbytes: int, caller: str = "") -> str:
-        """"" when a segment of nbytes for caller would pass neither limit now, else the one it
-        would pass ("cap" or "share"). Advisory (lets a server refuse work before doing it):
-        ``create`` decides."""
+        """Which limit a segment of nbytes for caller would pass now, if any.
+
+        "" when it would pass neither limit now, else the one it would pass ("cap" or "share").
+        Advisory (lets a server refuse work before doing it): ``create`` decides."""
         if not self._over_after_prune(nbytes, caller):
             return ""
         with self._lock:
@@ -224,9 +228,10 @@ class ShmRegistry:
         return rec
 
     def write(self, nbytes: int, fill: Callable[[ShmSegment], None], caller: str = "") -> str:
-        """Creates an unnamed segment, lets fill() write it, names it, unmaps it (on the
-        background thread) and returns its name; on any failure the segment is gone before the
-        exception propagates."""
+        """Writes a new segment with fill() and returns its name.
+
+        Creates an unnamed segment, lets fill() write it, names it and unmaps it (on the background
+        thread); on any failure the segment is gone before the exception propagates."""
         seg = self.create(nbytes, caller)
         try:
             fill(seg)
@@ -281,9 +286,10 @@ class ShmRegistry:
         raise RuntimeError("shm registry is closed (shutting down)")
 
     def _reclaim(self, cap: int | None, limit: int = 64) -> int:
-        """Gives the slabs of class cap (None: any) whose public name is gone back to the pool
-        (the oldest first, at most limit looked at): deliveries under load find them without
-        waiting for a prune. Returns how many."""
+        """Gives the slabs of class cap whose public name is gone back to the pool.
+
+        cap None: any class. The oldest first, at most limit looked at: deliveries under load find
+        them without waiting for a prune. Returns how many."""
         with self._lock:
             recs = [(n, r) for n, r in self._owned.items()
                     if r.slab is not None and cap in (None, r.slab.capacity)][:limit]

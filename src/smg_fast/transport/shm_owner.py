@@ -71,8 +71,9 @@ def shm_namespace(directory: str = SHM_DIR) -> str:
 
 
 def _pidns_tag() -> str:
-    """8 hex digits naming this process's pid namespace (the pid fallback of the sweeper judges
-    only pids of its own namespace)."""
+    """8 hex digits naming this process's pid namespace.
+
+    The pid fallback of the sweeper judges only pids of its own namespace."""
     try:
         return f"{os.stat('/proc/self/ns/pid').st_ino & 0xFFFFFFFF:08x}"
     except OSError:
@@ -151,8 +152,9 @@ class _Names:
             return f"{SHM_PREFIX}{self._pid}-{self._nonce}-{self._seq}"
 
     def reuse_dir(self, directory: str = SHM_DIR) -> str:
-        """A new name for a private directory of reused segments in directory
-        (``smg-fast-<pid>-<nonce>-reuse<n>``); first makes sure this process holds its lock
+        """A new name for a private directory of reused segments in directory.
+
+        Named ``smg-fast-<pid>-<nonce>-reuse<n>``; first makes sure this process holds its lock
         there, so that sweepers see it alive."""
         with self._lock:
             self._refresh()
@@ -188,8 +190,10 @@ class _Names:
         self._held[key] = (fd, path)
 
     def after_fork_in_child(self) -> None:
-        """The child closes its copies of the lock descriptors (a flock lives as long as any
-        descriptor of it: a child keeping them would keep its dead parent alive)."""
+        """Closes the child's copies of the lock descriptors.
+
+        A flock lives as long as any descriptor of it: a child keeping them would keep its dead
+        parent alive."""
         self._lock = threading.Lock()  # another thread may have held it at the fork
         for fd, _ in self._held.values():
             if fd >= 0:
@@ -201,8 +205,10 @@ class _Names:
         self._pid = -1
 
     def at_exit(self) -> None:
-        """Removes this process's lock files, except where its segments remain (so that the
-        next sweeper, in any pid namespace, can still tell they are orphans)."""
+        """Removes this process's lock files, except where its segments remain.
+
+        Those are kept so that the next sweeper, in any pid namespace, can still tell the segments
+        are orphans."""
         if os.getpid() != self._pid:
             return
         prefix = f"{SHM_PREFIX}{self._pid}-{self._nonce}-"
@@ -270,8 +276,10 @@ def _dead_producer_lock(path: str, euid: int) -> int | None:
 
 def _remove_owned(entries: list[os.DirEntry], euid: int,
                   is_kind: Callable[[int], bool]) -> list[str]:
-    """Removes this user's entries of one kind (stat.S_ISREG: segments, stat.S_ISDIR: private
-    directories of reused segments); never follows symlinks."""
+    """Removes this user's entries of one kind; returns their names.
+
+    stat.S_ISREG: segments, stat.S_ISDIR: private directories of reused segments. Never follows
+    symlinks."""
     removed = []
     for entry in entries:
         try:
@@ -289,11 +297,12 @@ def _remove_owned(entries: list[os.DirEntry], euid: int,
 
 
 def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
-    """Unlinks the segments (and lock files, and private directories of reused segments) of
-    smg-fast producers that are gone; returns the names removed. A producer is gone when its
-    lock file is not locked, in whatever pid namespace it ran; a producer without a lock file
-    is judged by its pid, and only when it ran in this pid namespace. Only this user's regular
-    files (and directories) are touched; live producers' segments never are."""
+    """Unlinks the segments of smg-fast producers that are gone; returns the names removed.
+
+    Their lock files and private directories of reused segments go too. A producer is gone when its
+    lock file is not locked, in whatever pid namespace it ran; a producer without a lock file is
+    judged by its pid, and only when it ran in this pid namespace. Only this user's regular files
+    (and directories) are touched; live producers' segments never are."""
     euid = os.geteuid()
     own = _NAMES.producer()
     tag = _pidns_tag()

@@ -112,8 +112,11 @@ class SegmentPool:
         return seg
 
     def _wanted(self, now: float) -> tuple[int | None, float]:
-        """The most recently requested class short of ready segments that fits the budget and
-        is not backing off, and how long until a backing-off class may be tried (lock held)."""
+        """Which class to make ready next, and how long a backing-off class still waits.
+
+        The class is the most recently requested one short of ready segments that fits the budget
+        and is not backing off; the wait is how long until a backing-off class may be tried. Lock
+        held."""
         wait = 1.0
         for cap in reversed(self._demand):
             if len(self._ready.get(cap, ())) < self.depth:

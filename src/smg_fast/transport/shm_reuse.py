@@ -147,11 +147,13 @@ class SlabPool:
     # ---- taking a slab to write ----
 
     def acquire(self, nbytes: int) -> Slab | None:
-        """A slab with room for nbytes, leased (nobody else has it open: write freely), reused
-        when an idle one of its class is free, else made; its bytes past the tensor are zeros.
-        None (counted ``declined``): no reuse for this one, write a fresh file (``max_open``
-        slabs live and none idle to evict, or making one failed with EMFILE, ENFILE, ENOMEM or
-        EBUSY). Raises OSError (ENOSPC...) when none can be made otherwise."""
+        """A leased slab with room for nbytes, or None for no reuse.
+
+        Leased: nobody else has it open, write freely. Reused when an idle one of its class is free,
+        else made; its bytes past the tensor are zeros. None (counted ``declined``): no reuse for
+        this one, write a fresh file (``max_open`` slabs live and none idle to evict, or making one
+        failed with EMFILE, ENFILE, ENOMEM or EBUSY). Raises OSError (ENOSPC...) when none can be
+        made otherwise."""
         cap = self.size_class(nbytes)
         with self._lock:
             if self._closed:
@@ -170,8 +172,9 @@ class SlabPool:
         return slab
 
     def _make_within_cap(self, cap: int) -> Slab | None:
-        """A new slab when one more fits under max_open (evicting the oldest idle slab of
-        any class to make room), else None."""
+        """A new slab when one more fits under max_open, else None.
+
+        The oldest idle slab of any class is evicted to make room."""
         evict = None
         with self._lock:
             if self._open >= self.max_open and self._idle_bytes > 0:
@@ -199,8 +202,10 @@ class SlabPool:
             raise
 
     def _first_free(self, cap: int, candidates: list[Slab]) -> Slab | None:
-        """The oldest idle slab whose lease is granted and that is unchanged, taken out of the
-        idle list; changed ones are dropped, busy ones stay."""
+        """The oldest usable idle slab, taken out of the idle list.
+
+        Usable: its lease is granted and it is unchanged. Changed ones are dropped, busy ones
+        stay."""
         for slab in candidates:
             with self._lock:
                 idle = self._idle.get(cap)
@@ -367,8 +372,10 @@ class SlabPool:
         call_later(close_mapping, slab.mm)  # unmapping 50 MB takes milliseconds
 
     def close(self) -> int:
-        """Drops every idle slab and removes the private directory (delivered slabs must have
-        been dropped by their holder first); returns how many idle ones there were."""
+        """Drops every idle slab and removes the private directory.
+
+        Delivered slabs must have been dropped by their holder first. Returns how many idle ones
+        there were."""
         with self._lock:
             self._closed = True
             idle = [s for q in self._idle.values() for s in q]
@@ -394,8 +401,10 @@ class SlabPool:
 
 
 def _remove_dirs_at_exit() -> None:
-    """A process exiting with pools still open removes their private directories (their
-    files vanish with its descriptors); delivered segments stay for their consumers."""
+    """Removes the private directories of pools still open at exit.
+
+    Their files vanish with the exiting process's descriptors; delivered segments stay for their
+    consumers."""
     for pool in list(_POOLS):
         if pool.dir_name and pool.pid == os.getpid():
             shutil.rmtree(os.path.join(pool.directory, pool.dir_name), ignore_errors=True)

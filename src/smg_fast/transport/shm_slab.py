@@ -1,5 +1,6 @@
-"""One reused shm segment (a "slab": see :mod:`smg_fast.transport.shm_reuse`), its size
-classes, and how many may be open at once."""
+"""One reused shm segment, its size classes, and how many may be open at once.
+
+A reused segment is a "slab": see :mod:`smg_fast.transport.shm_reuse`."""
 
 from __future__ import annotations
 

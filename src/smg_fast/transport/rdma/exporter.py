@@ -174,8 +174,10 @@ class Exporter:
         return bool(self.arena.free(key))
 
     def advance_reap_clock(self, seconds: float) -> None:
-        """Makes the reaper judge leases as if `seconds` more had passed (tests: a TTL that
-        starts counting once the test has checked what it must see before it)."""
+        """Makes the reaper judge leases as if `seconds` more had passed.
+
+        For tests: a TTL that starts counting once the test has checked what it must see before
+        it."""
         self._reap_ahead_s = float(seconds)
         self._wake()
 

@@ -51,8 +51,9 @@ class Holder:
 
 
 def landing_pool(nbytes: int, pin_memory: bool) -> tuple[np.ndarray, Any]:
-    """The landing pool's memory (uint8) and the object that keeps it alive (a pinned torch
-    tensor, or None)."""
+    """The landing pool's memory (uint8) and the object that keeps it alive.
+
+    That object is a pinned torch tensor, or None."""
     if pin_memory:
         try:
             import torch

@@ -39,10 +39,11 @@ class _MetaConn:
 
 
 class MetadataServer:
-    """Answers metadata requests on a non-blocking listening socket, driven by its owner's
-    selector loop (``handle`` once per select). Never blocks on a peer: each connection has an
-    absolute deadline, and when a cap is reached a connection is closed to make room, so idle or
-    slow peers can delay a new puller by at most one deadline, never lock it out.
+    """Answers metadata requests on a non-blocking listening socket.
+
+    Its owner's selector loop drives it (``handle`` once per select). Never blocks on a peer: each
+    connection has an absolute deadline, and when a cap is reached a connection is closed to make
+    room, so idle or slow peers can delay a new puller by at most one deadline, never lock it out.
 
     Connections are tracked by identity, never by file descriptor: closing one to make room
     frees its fd number, which the next accept in the same batch may get, while the batch still
@@ -107,8 +108,9 @@ class MetadataServer:
             self.drop(next((c for c in crowd if c.idle), crowd[0]))
 
     def _crowd(self, peer: str) -> list[_MetaConn]:
-        """The connections one of which must go before peer's new one fits (oldest first), or
-        none when it fits."""
+        """The connections one of which must go before peer's new one fits.
+
+        Oldest first; none when it fits."""
         mine = [c for c in self.conns if c.peer == peer]
         if len(mine) >= MAX_METADATA_PER_PEER:
             return mine

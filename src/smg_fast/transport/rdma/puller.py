@@ -195,8 +195,10 @@ class Puller:
         return Buffer(self._returned, arr, -1, reg)
 
     def _reclaim(self) -> None:
-        """Takes back the buffers released since the last call (see Buffer.release), and the
-        quarantined ones whose timed-out transfers have since settled."""
+        """Takes back the buffers that are free again.
+
+        Those released since the last call (see Buffer.release), and the quarantined ones whose
+        timed-out transfers have since settled."""
         while True:
             try:
                 buf = self._returned.popleft()
@@ -278,10 +280,11 @@ class Puller:
         self._notifier.send(peer, key)
 
     def _peer(self, desc: Descriptor, failed: Peer | None, deadline: float) -> Peer:
-        """The connected exporter at the handle's address, fetching its metadata when unknown,
-        when the handle names another agent, or when `failed` (a connection that just failed a
-        READ) is still the one registered. One fetch per address at a time; other addresses and
-        pulls over the current connection are not held up."""
+        """The connected exporter at the handle's address.
+
+        Fetches its metadata when unknown, when the handle names another agent, or when `failed` (a
+        connection that just failed a READ) is still the one registered. One fetch per address at a
+        time; other addresses and pulls over the current connection are not held up."""
         where = (desc.host, desc.port)
         peer = self._peers.get(where)
         if peer is not None and peer.name == desc.agent and peer is not failed:

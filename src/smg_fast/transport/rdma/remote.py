@@ -17,8 +17,10 @@ from .errors import DescriptorError, ForeignHandleError
 
 
 def parse_remote(tensor: Any) -> tuple[Descriptor, tuple[int, ...], str, np.dtype]:
-    """(descriptor, shape, dtype name, numpy dtype) of a TensorData with a remote payload or of a
-    bare RemoteTensorHandle (flat uint8); DescriptorError when they are malformed or disagree."""
+    """Parses the descriptor, shape and dtypes of a remote payload.
+
+    Returns (descriptor, shape, dtype name, numpy dtype) of a TensorData with a remote payload or of
+    a bare RemoteTensorHandle (flat uint8); DescriptorError when they are malformed or disagree."""
     if hasattr(tensor, "WhichOneof") and hasattr(tensor, "shape"):  # TensorData
         if tensor.WhichOneof("payload") != "remote":
             raise DescriptorError("TensorData has no remote payload")
