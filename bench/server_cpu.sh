@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Server CPU per request under saturation (issue 9, goal 4): concurrency 8, unique 1920x1080
+# Server CPU per request under saturation: concurrency 8, unique 1920x1080
 # JPEGs (every request computes), float32, pixel cache off, against a real server on 127.0.0.1,
 # next to the in-process CPU of the same bytes -> tensor work, all in one run.
 #   bash bench/server_cpu.sh [SECONDS]        # ~2 minutes; needs NIXL for the rdma row

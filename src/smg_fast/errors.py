@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InvalidImageError(ValueError):
     """An input image cannot be processed. The message starts with ``image <index>:``."""
@@ -30,3 +32,23 @@ class OutputTooLargeError(InvalidImageError):
         self.limit = limit
         super().__init__(index, f"the output would be {nbytes} bytes, over the limit of "
                                 f"{limit} bytes")
+
+
+# Wire names that lived here; they are smg_fast._service.wire's now (kept until REMOVED_IN).
+_MOVED_TO_WIRE = ("RETRYABLE_KEY", "CALLER_KEY", "MAX_CALLER_LEN", "MAX_ITEMS", "too_many_items")
+
+
+def __getattr__(name: str) -> Any:
+    """The wire names' old home: warns (DeprecationWarning) and returns smg_fast._service.wire's."""
+    if name not in _MOVED_TO_WIRE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    from ._deprecated import REMOVED_IN
+    from ._service import wire
+
+    warnings.warn(f"smg_fast.errors.{name} is deprecated and will be removed in smg-fast "
+                  f"{REMOVED_IN}: it is smg_fast._service.wire.{name} (the wire protocol's "
+                  "names; the trailer and metadata keys are documented in docs/fleet.md)",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(wire, name)

@@ -8,12 +8,13 @@ from __future__ import annotations
 from . import families  # noqa: F401  (registers the built-in families)
 from .batch import PlannedBatch, PreparedBatch
 from .config import BACKENDS, ProcessorConfig
+from .families import KimiK25Processor, QwenVLProcessor
 from .loader import load_processor, make_processor
 from .processor import Processor, ProcessorOutput
 from .registry import Family, check_config, get_family, names, register
 
 FAMILIES = names()
 
-__all__ = ["BACKENDS", "FAMILIES", "Family", "PlannedBatch", "PreparedBatch", "Processor",
-           "ProcessorConfig", "ProcessorOutput", "check_config", "get_family", "load_processor",
-           "make_processor", "names", "register"]
+__all__ = ["BACKENDS", "FAMILIES", "Family", "KimiK25Processor", "PlannedBatch", "PreparedBatch",
+           "Processor", "ProcessorConfig", "ProcessorOutput", "QwenVLProcessor", "check_config",
+           "get_family", "load_processor", "make_processor", "names", "register"]

@@ -1,0 +1,1 @@
+"""Fixtures only the package tests use (the shared ones are in tests/conftest.py)."""
