@@ -1,4 +1,4 @@
-"""Types of smg_fast._native, the C++ core (csrc/bindings.cpp is the only pybind11 file).
+"""Types of smg_fast._native, the C++ core (csrc/bind_*.cpp are its only pybind11 files).
 
 Written by hand; tests/test_native_boundary.py checks it against the built module (every name,
 every parameter, every enum member), so a binding change that forgets this file fails there.
