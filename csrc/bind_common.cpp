@@ -7,7 +7,8 @@ namespace smg::bind {
 ImageView image_view(const py::array& a, const char* what) {
     if (!py::isinstance<py::array_t<uint8_t>>(a) || a.dtype().kind() != 'u' || a.itemsize() != 1)
         throw py::type_error(std::string(what) + ": expected a uint8 array");
-    if (a.ndim() != 2 && a.ndim() != 3) throw py::value_error(std::string(what) + ": expected shape (H, W) or (H, W, C)");
+    if (a.ndim() != 2 && a.ndim() != 3)
+        throw py::value_error(std::string(what) + ": expected shape (H, W) or (H, W, C)");
     const int64_t h = a.shape(0), w = a.shape(1);
     const int64_t c = a.ndim() == 3 ? a.shape(2) : 1;
     if (h < 1 || w < 1) throw py::value_error(std::string(what) + ": empty image");
@@ -23,7 +24,9 @@ ImageView image_view(const py::array& a, const char* what) {
 
 bool is_bytes(const py::buffer_info& b) { return b.ndim == 1 && b.itemsize == 1 && b.strides[0] == 1; }
 
-void make_read_only(py::array& a) { py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_; }
+void make_read_only(py::array& a) {
+    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+}
 
 PixelFormat checked_format(const py::object& fmt, const ImageView& in, const char* what) {
     PixelFormat f;
@@ -35,7 +38,8 @@ PixelFormat checked_format(const py::object& fmt, const ImageView& in, const cha
     } else {
         f = fmt.cast<PixelFormat>();
     }
-    if (!is_valid_format(f)) throw py::value_error(std::string(what) + ": unknown pixel format " + std::to_string(int(f)));
+    if (!is_valid_format(f))
+        throw py::value_error(std::string(what) + ": unknown pixel format " + std::to_string(int(f)));
     if (in.channels != format_channels(f))
         throw py::value_error(std::string(what) + ": pixel format " + std::to_string(int(f)) + " reads " +
                               std::to_string(format_channels(f)) + " channels, the image has " +

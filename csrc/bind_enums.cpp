@@ -17,7 +17,8 @@ void bind_enums(py::module_& m) {
         .value("HAMMING", Filter::Hamming, "Hamming-windowed sinc.");
     py::enum_<PassOrder>(m, "PassOrder", "Which separable pass runs first; Pillow 13 changed the rule.")
         .value("HORIZONTAL_FIRST", PassOrder::HorizontalFirst, "Pillow <= 12: horizontal, then vertical.")
-        .value("PILLOW13", PassOrder::Pillow13, "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
+        .value("PILLOW13", PassOrder::Pillow13,
+               "Pillow 13: vertical first when the height shrinks by more than 2x the width.");
     py::enum_<Resampler>(m, "Resampler", "Whose resize arithmetic is reproduced.")
         .value("PILLOW", Resampler::Pillow, "Pillow's Resample.c (pass order per PassOrder).")
         .value("TORCH", Resampler::Torch,
@@ -28,9 +29,11 @@ void bind_enums(py::module_& m) {
                            "converted to RGB row by row while the resampler reads them, with the named\n"
                            "reference's arithmetic.")
         .value("RGB", PixelFormat::RGB, "3 bytes per pixel: R, G, B.")
-        .value("RGBX", PixelFormat::RGBX, "4 bytes: R, G, B and one ignored (Pillow's RGB memory; RGBA with alpha dropped).")
+        .value("RGBX", PixelFormat::RGBX,
+               "4 bytes: R, G, B and one ignored (Pillow's RGB memory; RGBA with alpha dropped).")
         .value("GRAY", PixelFormat::Gray, "1 byte, replicated to R = G = B (Pillow's L -> RGB; np.repeat).")
-        .value("GRAY_ALPHA_DROP", PixelFormat::GrayAlphaDrop, "2 bytes (L, A): L replicated, A dropped (Pillow's LA -> RGB).")
+        .value("GRAY_ALPHA_DROP", PixelFormat::GrayAlphaDrop,
+               "2 bytes (L, A): L replicated, A dropped (Pillow's LA -> RGB).")
         .value("GRAY_ALPHA_OVER_WHITE_PILLOW", PixelFormat::GrayAlphaOverWhitePillow,
                "2 bytes (L, A): LA -> RGBA (L replicated), then RGBA_OVER_WHITE_PILLOW.")
         .value("RGBA_OVER_WHITE_PILLOW", PixelFormat::RgbaOverWhitePillow,

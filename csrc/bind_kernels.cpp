@@ -8,7 +8,8 @@ namespace smg::bind {
 namespace {
 
 py::dict isa_dict(bool avx2, bool avx512, bool vbmi, bool vnni) {
-    return py::dict(py::arg("avx2") = avx2, py::arg("avx512") = avx512, py::arg("avx512vbmi") = vbmi, py::arg("avx512vnni") = vnni);
+    return py::dict(py::arg("avx2") = avx2, py::arg("avx512") = avx512, py::arg("avx512vbmi") = vbmi,
+                    py::arg("avx512vnni") = vnni);
 }
 
 py::dict kernel_info_py() {
@@ -29,7 +30,8 @@ py::dict kernel_info_py() {
     for (int i = 0; i < int(KernelId::Count); ++i) {
         const KernelDesc& k = kernel_desc(KernelId(i));
         kernels.append(py::dict(py::arg("stage") = k.stage, py::arg("name") = k.name,
-                                py::arg("min_cap") = kLevels[k.level], py::arg("ran") = bool(ran & (uint32_t(1) << i))));
+                                py::arg("min_cap") = kLevels[k.level],
+                                py::arg("ran") = bool(ran & (uint32_t(1) << i))));
     }
     d["kernels"] = kernels;
     return d;
@@ -38,8 +40,10 @@ py::dict kernel_info_py() {
 }  // namespace
 
 void bind_kernels(py::module_& m) {
-    m.def("cpu_features", [] { return isa_dict(cpu_has_avx2(), cpu_has_avx512(), cpu_has_avx512vbmi(), cpu_has_avx512vnni()); },
-          "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
+    m.def(
+        "cpu_features",
+        [] { return isa_dict(cpu_has_avx2(), cpu_has_avx512(), cpu_has_avx512vbmi(), cpu_has_avx512vnni()); },
+        "The instruction sets the kernels use, after the SMG_FAST_ISA cap.");
     m.def("kernel_info", &kernel_info_py,
           "The ISA cap in force (SMG_FAST_ISA), what the CPU supports, the kernel each stage's\n"
           "dispatch selects, and every kernel that has run in this process, with the level it needs.");

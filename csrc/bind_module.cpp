@@ -7,8 +7,9 @@
 #endif
 
 PYBIND11_MODULE(_native, m) {
-    m.doc() = "smg-fast native core: Pillow-exact resampling, fused normalize + patchify, pooled buffers,\n"
-              "the RDMA slot arena. Plain C++ below this module; see _native.pyi for the types.";
+    m.doc() =
+        "smg-fast native core: Pillow-exact resampling, fused normalize + patchify, pooled buffers,\n"
+        "the RDMA slot arena. Plain C++ below this module; see _native.pyi for the types.";
     m.attr("__version__") = SMG_FAST_VERSION;
     using namespace smg::bind;
     bind_enums(m);

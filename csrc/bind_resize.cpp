@@ -15,7 +15,8 @@ namespace {
 void check_resize(int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {
     if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
         throw py::value_error("resize: output size must be positive and at most 2^20 per side");
-    if (!is_valid_filter(filter)) throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
+    if (!is_valid_filter(filter))
+        throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
     if (!is_valid_pass_order(order)) throw py::value_error("resize: unknown pass order " + std::to_string(int(order)));
     if (!is_valid_resampler(rs)) throw py::value_error("resize: unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && filter != Filter::Bicubic)
@@ -55,11 +56,15 @@ void bind_resize(py::module_& m) {
           "Exact resize (Pillow's, or torch's uint8 antialias with Resampler.TORCH) of a packed uint8\n"
           "(H, W) or (H, W, C <= 4) array to out_w x out_h; returns a new array with src's channel\n"
           "count. Releases the GIL.");
-    m.def("resize_rows_read", [](const py::array& src, int out_w, int out_h, Filter f, PassOrder o, Resampler rs, int y1) {
-              check_resize(out_w, out_h, f, o, rs);
-              return Resizer(image_view(src, "resize_rows_read"), out_w, out_h, f, o, rs).source_rows_end(y1);
-          }, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"), py::arg("pass_order"),
-          py::arg("resampler"), py::arg("y1"), "n such that resize()'s output rows [0, y1) read only source rows [0, n).");
+    m.def(
+        "resize_rows_read",
+        [](const py::array& src, int out_w, int out_h, Filter f, PassOrder o, Resampler rs, int y1) {
+            check_resize(out_w, out_h, f, o, rs);
+            return Resizer(image_view(src, "resize_rows_read"), out_w, out_h, f, o, rs).source_rows_end(y1);
+        },
+        py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"), py::arg("pass_order"),
+        py::arg("resampler"), py::arg("y1"),
+        "n such that resize()'s output rows [0, y1) read only source rows [0, n).");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");

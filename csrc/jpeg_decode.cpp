@@ -117,17 +117,16 @@ void open_step(Decoder& d, void* arg) {
     c.dct_method = JDCT_ISLOW;
     c.do_fancy_upsampling = TRUE;
     g_lib.start(&c);
-    if (int64_t(c.output_width) != src.width || int64_t(c.output_height) != src.height ||
-        c.output_components != 3)
+    if (int64_t(c.output_width) != src.width || int64_t(c.output_height) != src.height || c.output_components != 3)
         src.declined_why = JpegStatus::Declined;
 }
 
 struct Rows {
-    uint8_t* out;        // row y0's destination
+    uint8_t* out;  // row y0's destination
     ptrdiff_t stride;
-    JDIMENSION y0, y1;   // rows [y0, y1) go to out; rows before y0 (from the current scanline) are dropped
-    uint8_t* drop;       // one row of scratch for dropped rows
-    RowGate* gate;       // told each batch of rows written (y0 == 0 only)
+    JDIMENSION y0, y1;  // rows [y0, y1) go to out; rows before y0 (from the current scanline) are dropped
+    uint8_t* drop;      // one row of scratch for dropped rows
+    RowGate* gate;      // told each batch of rows written (y0 == 0 only)
 };
 
 void read_step(Decoder& d, void* arg) {
@@ -205,13 +204,12 @@ std::string jpeg_bind(const char* path) {
     if (!h) return std::string("not loaded in this process: ") + path;
     Lib lib{};
     const auto get = [&](auto& fn, const char* name) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)> >(dlsym(h, name));
         return fn != nullptr;
     };
     if (!(get(lib.std_error, "jpeg_std_error") && get(lib.create, "jpeg_CreateDecompress") &&
           get(lib.destroy, "jpeg_destroy_decompress") && get(lib.mem_src, "jpeg_mem_src") &&
-          get(lib.read_header, "jpeg_read_header") &&
-          get(lib.multiple_scans, "jpeg_has_multiple_scans") &&
+          get(lib.read_header, "jpeg_read_header") && get(lib.multiple_scans, "jpeg_has_multiple_scans") &&
           get(lib.start, "jpeg_start_decompress") && get(lib.read_scanlines, "jpeg_read_scanlines") &&
           get(lib.skip_scanlines, "jpeg_skip_scanlines") && get(lib.finish, "jpeg_finish_decompress")))
         return std::string("a libjpeg entry point is missing in ") + path;
@@ -232,10 +230,9 @@ std::string jpeg_bind(const char* path) {
     return "";
 }
 
-JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
-                           int width, int height, JpegBands bands, RowGate* gate) {
-    if (!g_bound.load() || width <= 0 || height <= 0 || stride < ptrdiff_t(width) * 3)
-        return JpegStatus::Declined;
+JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride, int width, int height,
+                           JpegBands bands, RowGate* gate) {
+    if (!g_bound.load() || width <= 0 || height <= 0 || stride < ptrdiff_t(width) * 3) return JpegStatus::Declined;
     const WorkScope busy;
     Source src{data, size, width, height};
     Decoder top;
@@ -249,10 +246,10 @@ JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdi
     // thread: multi-scan (progressive) images; under kIdle, small images (a second decoder and
     // a thread hand-off cost more than half the decode) and a process doing other native work
     // (whose threads the bands would only take from it, at a cost).
-    const bool banded = !gate && !src.multi_scan && h >= 2 * imcu &&
-                        (bands == JpegBands::kAlways ||
-                         (bands == JpegBands::kIdle && num_threads() > 1 && work_in_flight() == 1 &&
-                          h >= 256 && int64_t(width) * h >= kMinBandedPixels));
+    const bool banded =
+        !gate && !src.multi_scan && h >= 2 * imcu &&
+        (bands == JpegBands::kAlways || (bands == JpegBands::kIdle && num_threads() > 1 && work_in_flight() == 1 &&
+                                         h >= 256 && int64_t(width) * h >= kMinBandedPixels));
     if (!banded) return decode_band(top, out, stride, 0, h, gate);
     const JDIMENSION cut = std::max<JDIMENSION>(1, (h * 13 / 20) / imcu) * imcu;
     const auto lower = [&]() {

@@ -43,7 +43,7 @@ enum class JpegBands {
 // header must say width x height. Never throws for bad data. With a gate: decoded whole on this
 // thread, each batch of rows published as it is written (the status still decides whether the
 // rows count; the caller fails the gate otherwise).
-JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride,
-                           int width, int height, JpegBands bands, RowGate* gate = nullptr);
+JpegStatus jpeg_decode_rgb(const uint8_t* data, size_t size, uint8_t* out, ptrdiff_t stride, int width, int height,
+                           JpegBands bands, RowGate* gate = nullptr);
 
 }  // namespace smg

@@ -35,7 +35,8 @@ NormParams effective_params(const NormParams& p) {
     for (int c = 0; c < 3; ++c) {
         const float m = float(p.mean[c]) * k, s = float(p.std_[c]) * k;
         if (!std::isfinite(m) || !std::isfinite(s) || s == 0.0f)
-            throw std::invalid_argument("image_mean and image_std divided by rescale_factor must be finite, std non-zero");
+            throw std::invalid_argument(
+                "image_mean and image_std divided by rescale_factor must be finite, std non-zero");
         e.mean[c] = m;
         e.std_[c] = s;
     }
@@ -56,9 +57,9 @@ uint16_t float_to_f16(float f) {
     std::memcpy(&x, &f, 4);
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t absx = x & 0x7fffffffu;
-    if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);      // NaN
-    if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);     // rounds to inf (>= 65520)
-    if (absx < 0x38800000u) {                                      // subnormal half (< 2^-14)
+    if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+    if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf (>= 65520)
+    if (absx < 0x38800000u) {                                  // subnormal half (< 2^-14)
         // Scale into the subnormal range with an exact float add, which rounds to nearest even.
         float a;
         std::memcpy(&a, &absx, 4);

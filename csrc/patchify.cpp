@@ -33,7 +33,8 @@ void block_row_scalar(const ImageView& band, const PatchLayout& L, const T* lut,
                         const int y = mh * P + py;  // row inside the band
                         const int vx = y < band.height ? valid_x : 0;
                         const int C = band.channels;  // 3 (RGB) or 4 (RGBX): the pixel stride
-                        const uint8_t* src = band.data + int64_t(std::min(y, band.height - 1)) * band.stride + int64_t(x0) * C + c;
+                        const uint8_t* src =
+                            band.data + int64_t(std::min(y, band.height - 1)) * band.stride + int64_t(x0) * C + c;
                         T* o = out + int64_t(c) * Tn * pp + int64_t(py) * P;
                         for (int px = 0; px < vx; ++px) o[px] = lc[src[px * C]];
                         for (int px = vx; px < P; ++px) o[px] = lc[0];
@@ -132,8 +133,7 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
             avx2_block_row(band, L_, norm_->simd_avx2(), norm_->avx2_form(), dt, norm_->lut(), dst, bh);
             return;
 #endif
-        default:
-            break;
+        default: break;
     }
     if (kernel_ == Normalizer::Kernel::Copy) {  // uint8: the table is the identity
         block_row_u8(band, L_, static_cast<uint8_t*>(dst), bh);
@@ -143,7 +143,8 @@ void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
     if (dt == DType::Float32) {
         block_row_scalar<float>(band, L_, static_cast<const float*>(norm_->lut()), static_cast<float*>(dst), bh);
     } else {
-        block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_->lut()), static_cast<uint16_t*>(dst), bh);
+        block_row_scalar<uint16_t>(band, L_, static_cast<const uint16_t*>(norm_->lut()), static_cast<uint16_t*>(dst),
+                                   bh);
     }
 }
 

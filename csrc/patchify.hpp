@@ -22,9 +22,7 @@ struct PatchLayout {
     int grid_w;    // gw (multiple of m)
 };
 
-inline int64_t patch_row_elems(const PatchLayout& L) {
-    return int64_t(3) * L.temporal * L.patch * L.patch;
-}
+inline int64_t patch_row_elems(const PatchLayout& L) { return int64_t(3) * L.temporal * L.patch * L.patch; }
 
 // The normalization constants in the form the SIMD kernels read them (see patchify_avx512.cpp
 // and patchify_avx2.cpp).
@@ -71,8 +69,8 @@ public:
     Kernel kernel_for(int patch) const;
     // 3 x 256 values in the element type of dtype(), channel-major.
     const void* lut() const { return lut_; }
-    const SimdNorm& simd() const { return simd_; }       // the AVX-512 kernels' constants
-    const SimdNorm& simd_avx2() const { return simd2_; } // the AVX2 kernel's constants
+    const SimdNorm& simd() const { return simd_; }        // the AVX-512 kernels' constants
+    const SimdNorm& simd_avx2() const { return simd2_; }  // the AVX2 kernel's constants
     Avx2Form avx2_form() const { return form2_; }
 
 private:

@@ -30,8 +30,7 @@ SMG_AVX512 SMG_INLINE __m512i finish16(__m512 f, DType dt) {
             const __m512i r = _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7fff)), lsb);
             return _mm512_srli_epi32(r, 16);
         }
-        default:
-            return _mm512_cvtepu16_epi32(_mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        default: return _mm512_cvtepu16_epi32(_mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
 }
 
@@ -118,8 +117,8 @@ constexpr int mode_of(bool fast, int recipe, DType dt) { return int(fast) | (rec
 // its width, so no row needs a mask of its own.
 template <typename T, int kP, int kT, int kMode, bool Full>
 SMG_AVX512 SMG_INLINE void patch_avx512(const uint8_t* const* rows, const __mmask64* row_mask, __mmask64 seg_mask,
-                                        const uint8_t (*ctrl_b)[64], int P, int Tn, const SimdNorm& n,
-                                        DType dt, bool fast, int recipe, T* out) {
+                                        const uint8_t (*ctrl_b)[64], int P, int Tn, const SimdNorm& n, DType dt,
+                                        bool fast, int recipe, T* out) {
     constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
     const int64_t pp = int64_t(P) * P;
     const __mmask16 lanes = __mmask16((1u << P) - 1);
@@ -154,8 +153,8 @@ SMG_AVX512 SMG_INLINE void patch_avx512(const uint8_t* const* rows, const __mmas
 // kP, kT: the patch size and temporal copies when known at compile time (0: read from L); with
 // kMode fixed too, the loops unroll fully and v[] lives in registers.
 template <typename T, int kP, int kT, int kMode>
-SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt_rt,
-                                 T* dst, int bh) {
+SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt_rt, T* dst,
+                                 int bh) {
     const int P = kP ? kP : L.patch, m = L.merge, Tn = kT ? kT : L.temporal;
     const bool fast = kMode == kAnyMode ? n.fast : bool(kMode & 1);
     const int recipe = kMode == kAnyMode ? n.recipe : (kMode >> 1) & 1;
@@ -181,14 +180,17 @@ SMG_AVX512 void block_row_avx512(const ImageView& band, const PatchLayout& L, co
                 __mmask64 row_mask[16];
 #pragma GCC unroll 16
                 for (int py = 0; py < P; ++py) {
-                    rows[py] = (py < valid_y ? first + int64_t(py) * band.stride : band.data) + (valid_x > 0 ? int64_t(x0) * C : 0);
+                    rows[py] = (py < valid_y ? first + int64_t(py) * band.stride : band.data) +
+                               (valid_x > 0 ? int64_t(x0) * C : 0);
                     row_mask[py] = py < valid_y ? ~0ULL : 0;
                 }
                 if (valid_y == P && valid_x == P) {
-                    patch_avx512<T, kP, kT, kMode, true>(rows, row_mask, full_mask, ctrl_b, P, Tn, n, dt, fast, recipe, out);
+                    patch_avx512<T, kP, kT, kMode, true>(rows, row_mask, full_mask, ctrl_b, P, Tn, n, dt, fast, recipe,
+                                                         out);
                 } else {
                     const __mmask64 seg_mask = C * valid_x >= 64 ? ~0ULL : ((1ULL << (C * valid_x)) - 1);
-                    patch_avx512<T, kP, kT, kMode, false>(rows, row_mask, seg_mask, ctrl_b, P, Tn, n, dt, fast, recipe, out);
+                    patch_avx512<T, kP, kT, kMode, false>(rows, row_mask, seg_mask, ctrl_b, P, Tn, n, dt, fast, recipe,
+                                                          out);
                 }
             }
         }
@@ -208,10 +210,14 @@ BlockRowFn pick_shape(int mode) {
     switch (mode) {
         case mode_of(true, 0, DType::Float32): return block_row_entry<float, kP, kT, mode_of(true, 0, DType::Float32)>;
         case mode_of(true, 1, DType::Float32): return block_row_entry<float, kP, kT, mode_of(true, 1, DType::Float32)>;
-        case mode_of(true, 0, DType::BFloat16): return block_row_entry<uint16_t, kP, kT, mode_of(true, 0, DType::BFloat16)>;
-        case mode_of(true, 1, DType::BFloat16): return block_row_entry<uint16_t, kP, kT, mode_of(true, 1, DType::BFloat16)>;
-        case mode_of(true, 0, DType::Float16): return block_row_entry<uint16_t, kP, kT, mode_of(true, 0, DType::Float16)>;
-        case mode_of(true, 1, DType::Float16): return block_row_entry<uint16_t, kP, kT, mode_of(true, 1, DType::Float16)>;
+        case mode_of(true, 0, DType::BFloat16):
+            return block_row_entry<uint16_t, kP, kT, mode_of(true, 0, DType::BFloat16)>;
+        case mode_of(true, 1, DType::BFloat16):
+            return block_row_entry<uint16_t, kP, kT, mode_of(true, 1, DType::BFloat16)>;
+        case mode_of(true, 0, DType::Float16):
+            return block_row_entry<uint16_t, kP, kT, mode_of(true, 0, DType::Float16)>;
+        case mode_of(true, 1, DType::Float16):
+            return block_row_entry<uint16_t, kP, kT, mode_of(true, 1, DType::Float16)>;
         default: return nullptr;
     }
 }

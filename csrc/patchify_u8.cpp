@@ -60,8 +60,10 @@ void block_row_u8(const ImageView& band, const PatchLayout& L, uint8_t* dst, int
         int valid = 0;
         if (y < band.height) {
             const uint8_t* src = band.data + int64_t(y) * band.stride;
-            if (band.channels == 4) deinterleave<4>(src, width, r, g, b);
-            else deinterleave<3>(src, width, r, g, b);
+            if (band.channels == 4)
+                deinterleave<4>(src, width, r, g, b);
+            else
+                deinterleave<3>(src, width, r, g, b);
             valid = width;
         }
         for (uint8_t* p : {r, g, b}) std::memset(p + valid, 0, size_t(W - valid));

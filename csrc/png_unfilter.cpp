@@ -70,8 +70,7 @@ template <int kBpp>
 bool unfilter_row(uint8_t* cur, const uint8_t* prev, int64_t n, int bpp_rt, int type) {
     const int64_t bpp = kBpp ? kBpp : bpp_rt;
     switch (type) {
-        case 0:
-            return true;
+        case 0: return true;
         case 1:
             for (int64_t i = bpp; i < n; ++i) cur[i] = uint8_t(cur[i] + cur[i - bpp]);
             return true;
@@ -103,8 +102,7 @@ bool unfilter_row(uint8_t* cur, const uint8_t* prev, int64_t n, int bpp_rt, int 
                     cur[i] = uint8_t(cur[i] + paeth(cur[i - bpp], prev[i], prev[i - bpp]));
             }
             return true;
-        default:
-            return false;
+        default: return false;
     }
 }
 

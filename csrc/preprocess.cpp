@@ -19,8 +19,7 @@ Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, in
     if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && f != Filter::Bicubic)
         throw std::invalid_argument("the torch resampler implements BICUBIC only");
-    if (!is_valid_pass_order(order))
-        throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
+    if (!is_valid_pass_order(order)) throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
     if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
         throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");
     return f;
@@ -28,8 +27,8 @@ Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, in
 
 }  // namespace
 
-Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler,
-                   int patch, int merge, int temporal)
+Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler, int patch,
+                   int merge, int temporal)
     : filter_(checked(filter, order, resampler, patch, merge, temporal)),
       order_(order),
       resampler_(resampler),
@@ -52,8 +51,8 @@ void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resi
     run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, nullptr);
 }
 
-bool Pipeline::run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h,
-                             int grid_w, void* dst, const Producer& produce) const {
+bool Pipeline::run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                             void* dst, const Producer& produce) const {
     return run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, &produce);
 }
 

@@ -24,8 +24,8 @@ public:
     // Throws std::invalid_argument for an unknown filter, pass order, resampler, recipe or dtype,
     // a filter the resampler does not implement, patch outside 1..64, merge or temporal outside
     // 1..16, or what build_lut refuses.
-    Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler,
-             int patch, int merge, int temporal);
+    Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler, int patch,
+             int merge, int temporal);
 
     // Elements run() writes for these sizes. Throws std::invalid_argument unless the grid is a
     // positive multiple of merge and the resized image fits inside it.
@@ -46,8 +46,8 @@ public:
     // while the others resize and patchify every band whose source rows are already published;
     // it then joins them. Same output as producing src and then calling run(); returns what
     // produce() returned.
-    bool run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h,
-                       int grid_w, void* dst, const Producer& produce) const;
+    bool run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                       void* dst, const Producer& produce) const;
 
     const Normalizer& normalizer() const { return norm_; }
     DType dtype() const { return norm_.dtype(); }
@@ -61,8 +61,8 @@ public:
     int64_t row_elems() const { return int64_t(3) * temporal_ * patch_ * patch_; }
 
 private:
-    bool run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
-                  void* dst, const Producer* produce) const;
+    bool run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w, void* dst,
+                  const Producer* produce) const;
 
     Filter filter_;
     PassOrder order_;

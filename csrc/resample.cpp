@@ -222,29 +222,26 @@ struct Resizer::Impl {
         }
         for (int a = r0; a < r1; a += kBandRows) {
             const int b = std::min(r1, a + kBandRows);
-            horizontal_rows(converted(a, b, band), 0, 0, b - a, dst + (a - r0) * dst_stride, dst_stride, out_w,
-                            out_c, kh, hplan());
+            horizontal_rows(converted(a, b, band), 0, 0, b - a, dst + (a - r0) * dst_stride, dst_stride, out_w, out_c,
+                            kh, hplan());
         }
     }
     void rows_converted(int y0, int y1, uint8_t* out, int64_t out_stride) const;
 };
 
-Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
-                 bool rgb_out)
-    : Resizer(src, out_w, out_h, f, order, rs, rgb_out,
-              src.channels == 3 ? PixelFormat::RGB : PixelFormat::RGBX) {
+Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs, bool rgb_out)
+    : Resizer(src, out_w, out_h, f, order, rs, rgb_out, src.channels == 3 ? PixelFormat::RGB : PixelFormat::RGBX) {
     // Any channel count 1..4 is filtered as it is: no conversion.
 }
 
-Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
-                 bool rgb_out, PixelFormat fmt)
+Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs, bool rgb_out,
+                 PixelFormat fmt)
     : impl_(new Impl) {
     if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && f != Filter::Bicubic)
         throw std::invalid_argument("the torch resampler implements BICUBIC only");
     if (src.channels < 1 || src.channels > 4) throw std::invalid_argument("resize: channels must be 1..4");
-    if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1)
-        throw std::invalid_argument("resize: empty image");
+    if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1) throw std::invalid_argument("resize: empty image");
     if (!is_valid_format(fmt)) throw std::invalid_argument("resize: unknown pixel format " + std::to_string(int(fmt)));
     Impl& m = *impl_;
     m.src = src;
@@ -343,8 +340,8 @@ void Resizer::Impl::rows_converted(int y0, int y1, uint8_t* out, int64_t out_str
                     const int64_t ts = conv_stride();
                     uint8_t* tmp = inter.get(size_t(ts) * (b - a) + 64);
                     vertical_rows(v, first, a, b, tmp, ts, src.width, kv);
-                    horizontal_rows(ImageView{tmp, src.width, b - a, 3, ts}, 0, 0, b - a, dst, out_stride, out_w,
-                                    out_c, kh, hplan());
+                    horizontal_rows(ImageView{tmp, src.width, b - a, 3, ts}, 0, 0, b - a, dst, out_stride, out_w, out_c,
+                                    kh, hplan());
                 }
                 a = b;
             }
@@ -427,9 +424,8 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* c
 void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order, Resampler rs) {
     if (src.channels != dst.channels) throw std::invalid_argument("resize: channel counts must match");
     Resizer r(src, dst.width, dst.height, f, order, rs);
-    parallel_for(dst.height, 32, [&](int64_t b, int64_t e) {
-        r.rows(int(b), int(e), dst.data + b * dst.stride, dst.stride);
-    });
+    parallel_for(dst.height, 32,
+                 [&](int64_t b, int64_t e) { r.rows(int(b), int(e), dst.data + b * dst.stride, dst.stride); });
 }
 
 }  // namespace smg

@@ -42,7 +42,7 @@ bool is_valid_resampler(Resampler r);
 struct Kernel {
     int taps = 0;
     std::vector<int> start;
-    std::vector<int32_t> weights;  // out_size * taps
+    std::vector<int32_t> weights;       // out_size * taps
     std::vector<int> pil_min, pil_len;  // trimmed bounds per output index
 };
 
@@ -81,8 +81,8 @@ private:
     friend class Resizer;
     Block block_{};
     const void* owner_ = nullptr;  // the Resizer whose rows these are
-    int first_ = 0;  // source row held in the first row of block_
-    int count_ = 0;  // rows held
+    int first_ = 0;                // source row held in the first row of block_
+    int count_ = 0;                // rows held
     int64_t stride_ = 0;
 };
 
@@ -95,8 +95,7 @@ public:
     // that free (see out_channels()); the pad byte is never read by the RGB consumers.
     // Reads src's channels as they are (1..4, each filtered on its own). Throws
     // std::invalid_argument for an unknown resampler, or a filter it does not implement.
-    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs,
-            bool rgb_out = false);
+    Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs, bool rgb_out = false);
     // Reads src in pixel format fmt (src.channels must be format_channels(fmt)). RGB and RGBX are
     // read in place; any other format is converted to RGB a band of source rows at a time into
     // pooled scratch (never a full-size copy), and the output then has 3 channels. The
@@ -120,7 +119,6 @@ private:
 // Resizes src into dst (both with the same channel count, 1..4, non-overlapping). Each channel
 // is filtered on its own, as Pillow (and torch, per plane) do for L, RGB, RGBX and CMYK. Runs on
 // the thread pool.
-void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order,
-            Resampler rs = Resampler::Pillow);
+void resize(const ImageView& src, const MutImageView& dst, Filter f, PassOrder order, Resampler rs = Resampler::Pillow);
 
 }  // namespace smg

@@ -203,9 +203,11 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
                 const int64_t b0 = p.base[2 * g], b1 = p.base[2 * g + 1];
                 // pairs below qs load inside the row (only the last few run past it)
                 const int64_t top_base = std::max(b0, b1);
-                const int qs = top_base > last_load ? 0 : int(std::min<int64_t>(pairs, (last_load - top_base) / (2 * C) + 1));
+                const int qs =
+                    top_base > last_load ? 0 : int(std::min<int64_t>(pairs, (last_load - top_base) / (2 * C) + 1));
                 for (int q = 0; q < qs; ++q) {
-                    const __m256i v = _mm256_shuffle_epi8(window<kShared>(row + b0 + 2 * q * C, row + b1 + 2 * q * C), mask);
+                    const __m256i v =
+                        _mm256_shuffle_epi8(window<kShared>(row + b0 + 2 * q * C, row + b1 + 2 * q * C), mask);
                     lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
                     hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
                 }
@@ -267,10 +269,10 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
     for (int k = 0; k < p.chunks; ++k) {
         if (p.fits[k] == 1) {
             hchunk_avx2<C, CO, kPixels, kShared, kPairs, false>(in, in_stride, p, out, out_stride, n_out, k, rows,
-                                                                 tails, last_load, tail_off);
-        } else if (p.fits[k] == 2) {
-            hchunk_avx2<C, CO, kPixels, kShared, kPairs, true>(in, in_stride, p, out, out_stride, n_out, k, rows,
                                                                 tails, last_load, tail_off);
+        } else if (p.fits[k] == 2) {
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, true>(in, in_stride, p, out, out_stride, n_out, k, rows, tails,
+                                                               last_load, tail_off);
         } else {
             const int64_t o0 = int64_t(k) * kChunkOut, o1 = std::min(n_out, o0 + kChunkOut);
             for (int y = 0; y < rows; ++y) hbytes_scalar<C, CO>(in + y * in_stride, kn, out + y * out_stride, o0, o1);
@@ -323,7 +325,7 @@ void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn
 // ~10% faster here than vpmaddwd over row pairs with the weight split (whose byte interleaving
 // costs more shuffles than the multiplies it saves).
 __attribute__((target("avx2"))) int vertical_row_avx2_steps(const uint8_t* first, int64_t stride, const int32_t* k,
-                                                           int taps, uint8_t* out, int len) {
+                                                            int taps, uint8_t* out, int len) {
     const __m256i half = _mm256_set1_epi32(kHalf);
     // after the packs the halves hold bytes 0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);

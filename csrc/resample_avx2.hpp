@@ -33,8 +33,8 @@ struct Avx2HPlan {
     int C = 0, CO = 0;    // source and output channels
     int pairs = 0;        // taps rounded up to pairs
     int chunks = 0;
-    int64_t row_bytes = 0;  // in_w * C
-    bool tail = false;      // some chunk has fits == 2
+    int64_t row_bytes = 0;       // in_w * C
+    bool tail = false;           // some chunk has fits == 2
     std::vector<int32_t> base;   // per half (8 per chunk): byte offset in the row of pair 0's load
     std::vector<Vec32> masks;    // per group: vpshufb control, bytes 4s, 4s+2 = slot s's sources
     std::vector<Vec32> weights;  // per group and pair: (lo, lo) then (hi, hi) int16 pairs per slot
@@ -47,8 +47,8 @@ Avx2HPlan make_avx2_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO);
 #if SMG_X86
 // Rows in + y * in_stride through the plan into out + y * out_stride, y < rows <= 4. Reads only
 // the rows' in_w * C bytes.
-void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& plan,
-                          uint8_t* out, int64_t out_stride, int out_w, int rows);
+void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& plan, uint8_t* out,
+                          int64_t out_stride, int out_w, int rows);
 
 // out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value
 // returned (a multiple of 64, at most len): the caller does the rest.

@@ -52,8 +52,8 @@ void vertical_row_sse2(const uint8_t* first, int64_t stride, const int32_t* k, i
 
 #if SMG_X86
 // Register-blocked 64-byte steps, the compiler's AVX2 loop for the rest.
-__attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k,
-                                                      int taps, uint8_t* out, int len) {
+__attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k, int taps,
+                                                       uint8_t* out, int len) {
     const int done = vertical_row_avx2_steps(first, stride, k, taps, out, len);
     if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
@@ -67,8 +67,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m128i clip8_x16(__
     return _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32(v, kPrecisionBits), _mm512_setzero_si512()));
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(
-    const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(const uint8_t* first, int64_t stride,
+                                                                              const int32_t* k, int taps, uint8_t* out,
+                                                                              int len) {
     const __m512i half = _mm512_set1_epi32(kHalf);
     int x = 0;
     for (; x + 64 <= len; x += 64) {
@@ -76,10 +77,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(
         const uint8_t* r = first + x;
         for (int j = 0; j < taps; ++j, r += stride) {
             const __m512i kj = _mm512_set1_epi32(k[j]);
-            a0 = _mm512_add_epi32(a0, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r))), kj));
-            a1 = _mm512_add_epi32(a1, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 16))), kj));
-            a2 = _mm512_add_epi32(a2, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 32))), kj));
-            a3 = _mm512_add_epi32(a3, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 48))), kj));
+            a0 = _mm512_add_epi32(a0,
+                                  _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r))), kj));
+            a1 = _mm512_add_epi32(
+                a1, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 16))), kj));
+            a2 = _mm512_add_epi32(
+                a2, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 32))), kj));
+            a3 = _mm512_add_epi32(
+                a3, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(r + 48))), kj));
         }
         _mm_storeu_si128((__m128i*)(out + x), clip8_x16(a0));
         _mm_storeu_si128((__m128i*)(out + x + 16), clip8_x16(a1));
@@ -113,9 +118,8 @@ void horizontal_row_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, in
 // 3 or 4 channels: one pixel's channels in the int32 lanes of an SSE register. Reads 4 bytes per
 // source pixel, so for C == 3 the caller guarantees one readable byte after the row.
 template <int CI, int CO = CI>
-__attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const Kernel& kn,
-                                                        uint8_t* out, int out_w, int x_begin = 0,
-                                                        int x_end = -1) {
+__attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const Kernel& kn, uint8_t* out, int out_w,
+                                                        int x_begin = 0, int x_end = -1) {
     const int taps = kn.taps;
     const __m128i zero = _mm_setzero_si128();
     if (x_end < 0) x_end = out_w;
@@ -148,7 +152,8 @@ __attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 template <bool VNNI>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i dot_pairs(__m512i acc, __m512i a, __m512i b) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i dot_pairs(__m512i acc, __m512i a,
+                                                                                         __m512i b) {
     if constexpr (VNNI) return _mm512_dpwssd_epi32(acc, a, b);
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
@@ -185,7 +190,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
         const __mmask64 m1 = avail >= 128 ? ~0ULL : (avail > 64 ? ((1ULL << (avail - 64)) - 1) : 0);
         // Plain loads where the whole window is inside the row (masked loads are slower).
         const __m512i w0 = avail >= 64 ? _mm512_loadu_si512(in + off) : _mm512_maskz_loadu_epi8(m0, in + off);
-        const __m512i w1 = avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
+        const __m512i w1 =
+            avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
         const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
         const Vec64* wt = &plan.weights[size_t(g) * pairs * 2];
         __m512i ch[4] = {zero, zero, zero, zero};
@@ -204,7 +210,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
             ch[c] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half),
                                       kPrecisionBits);
         }
-        const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
+        const __m512i packed =
+            _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
         const __m512i rgb = _mm512_permutexvar_epi8(ilv, packed);
         const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
         _mm512_mask_storeu_epi8(out + int64_t(x0) * CO, store, rgb);
@@ -224,8 +231,8 @@ void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, co
 }
 
 template <int C, int CO = C>
-void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out,
-                         int out_w, KernelId kernel) {
+void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out, int out_w,
+                         KernelId kernel) {
     if (kernel == KernelId::HorizontalAvx512Vnni) {
         horizontal_row_vbmi_pairs<C, CO, true>(in, in_w, kn, plan, out, out_w);
     } else {
@@ -236,8 +243,8 @@ void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const Vb
 #endif
 
 // plan.kernel: make_hplan's choice for these rows.
-void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const Kernel& kn,
-                    const HPlan& plan, uint8_t* out, int out_w, bool may_overread) {
+void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const Kernel& kn, const HPlan& plan,
+                    uint8_t* out, int out_w, bool may_overread) {
 #if SMG_X86
     const KernelId kernel = plan.kernel;
     if (kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni) {
@@ -334,8 +341,8 @@ HPlan make_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO) {
 constexpr int kAvx2Rows = 4;
 
 // Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0).
-void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out,
-                     int64_t out_stride, int out_w, int out_channels, const Kernel& kn, const HPlan& plan) {
+void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride,
+                     int out_w, int out_channels, const Kernel& kn, const HPlan& plan) {
     if (y0 < y1) note_ran(plan.kernel);
 #if SMG_X86
     if (plan.kernel == KernelId::HorizontalAvx2) {  // reads only the rows' bytes
@@ -359,8 +366,8 @@ void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uin
 
 // Output rows [y0, y1) of the vertical kernel into out rows [0, y1 - y0). `shift` is subtracted
 // from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
-void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out,
-                   int64_t out_stride, int out_w, const Kernel& kn) {
+void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride, int out_w,
+                   const Kernel& kn) {
     const int len = out_w * src.channels;
     const KernelId kernel = vertical_kernel();
     if (y0 < y1) note_ran(kernel);
@@ -394,8 +401,8 @@ std::vector<int> nearest_table(int in_size, int out_size) {
     return tab;
 }
 
-void nearest_rows(const ImageView& src, const std::vector<int>& xin, const std::vector<int>& yin,
-                  int64_t y0, int64_t y1, uint8_t* out_base, int64_t out_stride) {
+void nearest_rows(const ImageView& src, const std::vector<int>& xin, const std::vector<int>& yin, int64_t y0,
+                  int64_t y1, uint8_t* out_base, int64_t out_stride) {
     const int C = src.channels;
     const int out_w = int(xin.size());
     for (int64_t y = y0; y < y1; ++y) {

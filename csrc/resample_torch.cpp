@@ -24,10 +24,9 @@ double torch_cubic(double x) {
 }
 
 KernelWindows torch_windows(int in_size, int out_size, Filter f) {
-    if (f != Filter::Bicubic)
-        throw std::invalid_argument("the torch resampler implements BICUBIC only");
+    if (f != Filter::Bicubic) throw std::invalid_argument("the torch resampler implements BICUBIC only");
     if (in_size < 1 || out_size < 1) throw std::invalid_argument("resize: empty image");
-    constexpr double kInterpSize = 4.0;  // cubic
+    constexpr double kInterpSize = 4.0;                       // cubic
     const double scale = double(in_size) / double(out_size);  // align_corners=False, no scale factor
     const double support = scale >= 1.0 ? (kInterpSize * 0.5) * scale : kInterpSize * 0.5;
     const int ksize = int(std::ceil(support)) * 2 + 1;
