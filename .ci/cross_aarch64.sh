@@ -22,9 +22,9 @@ trap 'rm -rf "$out"' EXIT
 FLAGS=(-std=c++17 -O2 -fPIC -Wall -Wextra -Werror -ffp-contract=off -fno-fast-math -fvisibility=hidden
        -Icsrc -DSMG_FAST_VERSION='"cross"')
 objs=()
-for src in csrc/*.cpp; do
-    case "$(basename "$src")" in bind_*) continue ;; esac
-    obj="$out/$(basename "${src%.cpp}").o"
+core=$(find csrc -name '*.cpp' ! -name 'bind_*' | sort)
+for src in $core; do
+    obj="$out/$(echo "${src#csrc/}" | tr / _).o"  # resample/avx2.cpp and patchify/avx2.cpp both exist
     "$CXX" "${FLAGS[@]}" -c "$src" -o "$obj" &
     objs+=("$obj")
 done
@@ -53,4 +53,4 @@ for src in csrc/bind_*.cpp; do
         -o "$out/$(basename "${src%.cpp}").o" &
 done
 wait_all
-echo "aarch64 cross-compile: OK ($(ls csrc/*.cpp | wc -l) sources, core linked without undefined symbols)"
+echo "aarch64 cross-compile: OK ($(find csrc -name '*.cpp' | wc -l) sources, core linked without undefined symbols)"

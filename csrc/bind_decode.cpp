@@ -3,8 +3,8 @@
 
 #include "arrow.hpp"
 #include "bind_common.hpp"
-#include "jpeg_decode.hpp"
-#include "png_unfilter.hpp"
+#include "decode/jpeg.hpp"
+#include "decode/png_unfilter.hpp"
 
 namespace smg::bind {
 

@@ -2,8 +2,8 @@
 // is expected).
 #include "bind_common.hpp"
 #include "convert.hpp"
-#include "normalize.hpp"
-#include "resample.hpp"
+#include "normalize/lut.hpp"
+#include "resample/resizer.hpp"
 
 namespace smg::bind {
 

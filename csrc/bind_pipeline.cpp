@@ -7,10 +7,10 @@
 #include <string>
 
 #include "bind_common.hpp"
-#include "jpeg_decode.hpp"
-#include "jpeg_pipeline.hpp"
-#include "normalize.hpp"
-#include "preprocess.hpp"
+#include "decode/jpeg.hpp"
+#include "decode/jpeg_pipeline.hpp"
+#include "normalize/lut.hpp"
+#include "pipeline.hpp"
 
 namespace smg::bind {
 

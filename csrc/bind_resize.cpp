@@ -4,7 +4,7 @@
 
 #include "bind_common.hpp"
 #include "convert.hpp"
-#include "resample.hpp"
+#include "resample/resizer.hpp"
 
 namespace smg::bind {
 

@@ -1,4 +1,4 @@
-#include "patchify.hpp"
+#include "patchify/patchifier.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -6,8 +6,8 @@
 #include "cpu.hpp"
 #include "fp_env.hpp"
 #include "kernel_log.hpp"
-#include "patchify_simd.hpp"
-#include "patchify_u8.hpp"
+#include "patchify/copy.hpp"
+#include "patchify/simd.hpp"
 
 namespace smg {
 

@@ -1,4 +1,4 @@
-#include "resample_rows.hpp"
+#include "resample/passes.hpp"
 
 #include <algorithm>
 #include <cstring>

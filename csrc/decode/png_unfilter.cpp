@@ -1,4 +1,4 @@
-#include "png_unfilter.hpp"
+#include "decode/png_unfilter.hpp"
 
 #include <cstdlib>
 #include <cstring>

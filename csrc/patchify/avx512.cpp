@@ -2,7 +2,7 @@
 // interleaved bytes, vpermb spreads one channel into int32 lanes, the values are computed in
 // registers and written with masked stores.
 #include "fp_env.hpp"
-#include "patchify_simd.hpp"
+#include "patchify/simd.hpp"
 
 #if SMG_X86
 #include <immintrin.h>

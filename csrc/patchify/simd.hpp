@@ -5,17 +5,17 @@
 
 #include "cpu.hpp"
 #include "image.hpp"
-#include "normalize.hpp"
-#include "patchify.hpp"
+#include "normalize/lut.hpp"
+#include "patchify/patchifier.hpp"
 
 namespace smg {
 
 #if SMG_X86
-// AVX-512 VBMI, P <= 16 (patchify_avx512.cpp).
+// AVX-512 VBMI, P <= 16 (patchify/avx512.cpp).
 bool avx512_matches_lut(const SimdNorm& n, DType dt, const void* lut);
 void avx512_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt, void* dst, int bh);
 
-// AVX2 + FMA + F16C, any P (patchify_avx2.cpp). `lut` is the Normalizer's table (the gather
+// AVX2 + FMA + F16C, any P (patchify/avx2.cpp). `lut` is the Normalizer's table (the gather
 // form reads it; the arithmetic forms only check against it).
 bool avx2_matches_lut(const SimdNorm& n, Avx2Form form, DType dt, const void* lut);
 void avx2_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, Avx2Form form, DType dt,

@@ -1,4 +1,4 @@
-#include "jpeg_pipeline.hpp"
+#include "decode/jpeg_pipeline.hpp"
 
 #include <ctime>
 

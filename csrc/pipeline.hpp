@@ -8,9 +8,9 @@
 
 #include "convert.hpp"
 #include "image.hpp"
-#include "normalize.hpp"
-#include "patchify.hpp"
-#include "resample.hpp"
+#include "normalize/lut.hpp"
+#include "patchify/patchifier.hpp"
+#include "resample/resizer.hpp"
 #include "row_gate.hpp"
 
 namespace smg {

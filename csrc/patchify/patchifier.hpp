@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "image.hpp"
-#include "normalize.hpp"
+#include "normalize/lut.hpp"
 
 namespace smg {
 
@@ -24,8 +24,8 @@ struct PatchLayout {
 
 inline int64_t patch_row_elems(const PatchLayout& L) { return int64_t(3) * L.temporal * L.patch * L.patch; }
 
-// The normalization constants in the form the SIMD kernels read them (see patchify_avx512.cpp
-// and patchify_avx2.cpp).
+// The normalization constants in the form the SIMD kernels read them (see patchify/avx512.cpp
+// and patchify/avx2.cpp).
 struct SimdNorm {
     int recipe;
     bool fast;         // single-precision form; used only if it matches the table
@@ -56,7 +56,7 @@ public:
         Avx2Fast,    // AVX2, single precision (matched the table for these constants)
         Simd,        // AVX-512 VBMI, the reference's double-precision operation order (P <= 16)
         SimdFast,    // AVX-512 VBMI, single precision (P <= 16)
-        Copy,        // uint8: the bytes copied into the layout (patchify_u8.cpp)
+        Copy,        // uint8: the bytes copied into the layout (patchify/copy.cpp)
     };
     static const char* kernel_name(Kernel k);  // "avx512-fast", "avx2-gather", "table", "copy", ...
     // Throws std::invalid_argument for parameters build_lut refuses.

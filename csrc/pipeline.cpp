@@ -1,4 +1,4 @@
-#include "preprocess.hpp"
+#include "pipeline.hpp"
 
 #include <algorithm>
 #include <stdexcept>

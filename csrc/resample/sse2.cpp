@@ -1,9 +1,9 @@
-#include "resample_sse2.hpp"
+#include "resample/sse2.hpp"
 
 #include <cstring>
 
 #include "cpu.hpp"
-#include "resample_fixed.hpp"
+#include "resample/fixed.hpp"
 
 #if SMG_X86
 #include <emmintrin.h>

@@ -1,4 +1,4 @@
-#include "patchify_u8.hpp"
+#include "patchify/copy.hpp"
 
 #include <algorithm>
 #include <cstring>

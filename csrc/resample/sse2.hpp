@@ -1,13 +1,13 @@
 // The resampler's passes in SSE2, part of x86-64 itself (the "baseline" kernels' ISA), exact to
-// Pillow's sums through the split weights of resample_fixed.hpp: two taps per pmaddwd.
+// Pillow's sums through the split weights of resample/fixed.hpp: two taps per pmaddwd.
 // Horizontal: one output pixel's channels in the four int32 lanes. Vertical: 16 output bytes per
-// step, two source rows' bytes interleaved. Internal to resample_rows.cpp.
+// step, two source rows' bytes interleaved. Internal to resample/passes.cpp.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "resample.hpp"
+#include "resample/resizer.hpp"
 
 namespace smg {
 

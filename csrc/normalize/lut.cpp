@@ -1,4 +1,4 @@
-#include "normalize.hpp"
+#include "normalize/lut.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "resample_torch.hpp"
+#include "resample/torch_weights.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fp_env.hpp"
-#include "resample_rows.hpp"
+#include "resample/passes.hpp"
 
 namespace smg {
 

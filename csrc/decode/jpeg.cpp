@@ -1,4 +1,4 @@
-#include "jpeg_decode.hpp"
+#include "decode/jpeg.hpp"
 
 #include <algorithm>
 #include <atomic>

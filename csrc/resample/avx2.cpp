@@ -1,10 +1,10 @@
-#include "resample_avx2.hpp"
+#include "resample/avx2.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "cpu.hpp"
-#include "resample_fixed.hpp"
+#include "resample/fixed.hpp"
 
 #if SMG_X86
 #include <immintrin.h>

@@ -3,7 +3,7 @@
 // channel of a patch becomes 16 values from one 16-byte load, computed in registers (Avx2Form)
 // and written with 32-byte stores, once per temporal copy.
 #include "fp_env.hpp"
-#include "patchify_simd.hpp"
+#include "patchify/simd.hpp"
 
 #if SMG_X86
 #include <immintrin.h>

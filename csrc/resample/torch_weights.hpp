@@ -9,7 +9,7 @@
 // integer sums Pillow's 22-bit kernels compute, so those kernels produce torch's exact output.
 #pragma once
 
-#include "resample.hpp"
+#include "resample/resizer.hpp"
 
 namespace smg {
 

@@ -3,14 +3,14 @@
 // in [0, 2^11), hi in int16) and two vpmaddwd dot products over int16 pixel pairs are recombined
 // as (sum_hi << 11) + sum_lo: the same int32 sum Pillow computes (wrapping alike, were it to
 // wrap). Vertical: int32 multiplies, the sum as Pillow writes it.
-// Internal to resample_rows.cpp; compiled only for x86-64 (SMG_X86).
+// Internal to resample/passes.cpp; compiled only for x86-64 (SMG_X86).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "cpu.hpp"
-#include "resample.hpp"
+#include "resample/resizer.hpp"
 
 namespace smg {
 

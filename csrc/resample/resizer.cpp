@@ -1,4 +1,4 @@
-#include "resample.hpp"
+#include "resample/resizer.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include "cpu.hpp"
 #include "fp_env.hpp"
 #include "parallel.hpp"
-#include "resample_rows.hpp"
-#include "resample_torch.hpp"
+#include "resample/passes.hpp"
+#include "resample/torch_weights.hpp"
 #include "scratch.hpp"
 
 namespace smg {

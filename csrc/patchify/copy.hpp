@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "image.hpp"
-#include "patchify.hpp"
+#include "patchify/patchifier.hpp"
 
 namespace smg {
 

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "jpeg_decode.hpp"
-#include "preprocess.hpp"
+#include "decode/jpeg.hpp"
+#include "pipeline.hpp"
 
 namespace smg {
 

@@ -2,7 +2,7 @@
 // Geometry.c): same double-precision coefficients, same 22-bit fixed-point weights, same uint8
 // intermediate between the two separable passes, same skipped passes and pass order. torch's
 // uint8 antialiased resize (what torchvision runs on CPU) through the same row kernels, with
-// its own weights (resample_torch.hpp).
+// its own weights (resample/torch_weights.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Row kernels of the resampler: the vertical and horizontal passes over ranges of rows (scalar,
 // AVX2 and AVX-512 versions picked at run time), the VBMI horizontal plan, and NEAREST's tables.
-// Internal to resample.cpp; the public API is resample.hpp.
+// Internal to resample/resizer.cpp; the public API is resample/resizer.hpp.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +8,10 @@
 
 #include "image.hpp"
 #include "kernel_log.hpp"
-#include "resample.hpp"
-#include "resample_avx2.hpp"
-#include "resample_fixed.hpp"
-#include "resample_sse2.hpp"
+#include "resample/avx2.hpp"
+#include "resample/fixed.hpp"
+#include "resample/resizer.hpp"
+#include "resample/sse2.hpp"
 
 namespace smg {
 
