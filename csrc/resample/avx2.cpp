@@ -15,7 +15,7 @@ namespace smg {
 namespace {
 
 // One layout's plan; unfit_bytes: output bytes left to the per-byte path.
-Avx2HPlan plan_layout(const Kernel& kn, int in_w, int out_w, int C, int CO, bool pixels, bool shared,
+Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO, bool pixels, bool shared,
                       int64_t& unfit_bytes) {
     Avx2HPlan p;
     p.pixels = pixels;
@@ -106,7 +106,7 @@ Avx2HPlan plan_layout(const Kernel& kn, int in_w, int out_w, int C, int CO, bool
 
 }  // namespace
 
-Avx2HPlan make_avx2_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO) {
+Avx2HPlan make_avx2_hplan(const AxisWeights& kn, int in_w, int out_w, int C, int CO) {
     // Cheapest first: one window per group (one load per tap pair, no insert) where a group's 8
     // output bytes read within 16 source bytes (upscaling and mild downscaling); else one per
     // half; else, for 3 output channels, whole pixels (one per half, 4/3 the work for a lane
@@ -137,7 +137,7 @@ namespace {
 // Output bytes [b0, b1) of a row (chunks the plan does not fit), per pixel as Pillow computes
 // them: the pixels covering the bytes into a small buffer, then the bytes asked for.
 template <int C, int CO>
-void hbytes_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, int64_t b0, int64_t b1) {
+void hbytes_scalar(const uint8_t* in, const AxisWeights& kn, uint8_t* out, int64_t b0, int64_t b1) {
     const int taps = kn.taps;
     const int64_t x0 = b0 / CO, x1 = (b1 - 1) / CO + 1;
     uint8_t px[(32 / CO + 2) * CO];
@@ -253,7 +253,7 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
 // Rows in the inner loop: a chunk's plan (weights, masks) is read from L2 once and from L1 for
 // the other rows.
 template <int C, int CO, bool kPixels, bool kShared, int kPairs>
-__attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn,
+__attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const AxisWeights& kn,
                                                 const Avx2HPlan& p, uint8_t* out, int64_t out_stride, int out_w,
                                                 int rows) {
     const int64_t n_out = int64_t(out_w) * CO;
@@ -281,7 +281,7 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
 }
 
 template <int C, int CO, bool kPixels, bool kShared>
-void hrows_avx2_pairs(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& p, uint8_t* out,
+void hrows_avx2_pairs(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Avx2HPlan& p, uint8_t* out,
                       int64_t out_stride, int out_w, int rows) {
     switch (p.pairs) {  // upscaling: 2 (BICUBIC), 1 (BILINEAR), 3 (LANCZOS); mild downscaling: 3-4
         case 1: hrows_avx2<C, CO, kPixels, kShared, 1>(in, in_stride, kn, p, out, out_stride, out_w, rows); break;
@@ -294,7 +294,7 @@ void hrows_avx2_pairs(const uint8_t* in, int64_t in_stride, const Kernel& kn, co
 
 }  // namespace
 
-void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& p, uint8_t* out,
+void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Avx2HPlan& p, uint8_t* out,
                           int64_t out_stride, int out_w, int rows) {
 #define SMG_HROWS(C, CO, PX, SH) hrows_avx2_pairs<C, CO, PX, SH>(in, in_stride, kn, p, out, out_stride, out_w, rows)
     if (p.C == 4 && p.CO == 4) {

@@ -42,13 +42,13 @@ struct Avx2HPlan {
 };
 
 // Plan for kn over a row of in_w pixels of C (3 or 4) channels, writing CO (C, or 3 from 4).
-Avx2HPlan make_avx2_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO);
+Avx2HPlan make_avx2_hplan(const AxisWeights& kn, int in_w, int out_w, int C, int CO);
 
 #if SMG_X86
 // Rows in + y * in_stride through the plan into out + y * out_stride, y < rows <= 4. Reads only
 // the rows' in_w * C bytes.
-void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const Kernel& kn, const Avx2HPlan& plan, uint8_t* out,
-                          int64_t out_stride, int out_w, int rows);
+void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Avx2HPlan& plan,
+                          uint8_t* out, int64_t out_stride, int out_w, int rows);
 
 // out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value
 // returned (a multiple of 64, at most len): the caller does the rest.

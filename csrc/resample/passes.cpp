@@ -101,7 +101,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(co
 
 // CI channels in, the first CO of them out (CO < CI drops RGBX's pad byte on the way).
 template <int CI, int CO = CI>
-void horizontal_row_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, int out_w) {
+void horizontal_row_scalar(const uint8_t* in, const AxisWeights& kn, uint8_t* out, int out_w) {
     const int taps = kn.taps;
     for (int xx = 0; xx < out_w; ++xx) {
         const uint8_t* p = in + int64_t(kn.start[xx]) * CI;
@@ -118,8 +118,8 @@ void horizontal_row_scalar(const uint8_t* in, const Kernel& kn, uint8_t* out, in
 // 3 or 4 channels: one pixel's channels in the int32 lanes of an SSE register. Reads 4 bytes per
 // source pixel, so for C == 3 the caller guarantees one readable byte after the row.
 template <int CI, int CO = CI>
-__attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const Kernel& kn, uint8_t* out, int out_w,
-                                                        int x_begin = 0, int x_end = -1) {
+__attribute__((target("avx2"))) void horizontal_row_sse(const uint8_t* in, const AxisWeights& kn, uint8_t* out,
+                                                        int out_w, int x_begin = 0, int x_end = -1) {
     const int taps = kn.taps;
     const __m128i zero = _mm_setzero_si128();
     if (x_end < 0) x_end = out_w;
@@ -162,7 +162,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i d
 // the channel and pair loops unroll into independent accumulator chains.
 template <int C, int CO, bool VNNI, int kPairs>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
-    const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out, int out_w) {
+    const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out, int out_w) {
     const int64_t row_bytes = int64_t(in_w) * C;
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
@@ -219,7 +219,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
 }
 
 template <int C, int CO, bool VNNI>
-void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out,
+void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out,
                                int out_w) {
     switch (plan.pairs) {  // upscaling: 4 nonzero taps (BICUBIC), 6 (LANCZOS); mild downscaling: 5-8
         case 2: horizontal_row_vbmi_impl<C, CO, VNNI, 2>(in, in_w, kn, plan, out, out_w); break;
@@ -231,8 +231,8 @@ void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const Kernel& kn, co
 }
 
 template <int C, int CO = C>
-void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const VbmiPlan& plan, uint8_t* out, int out_w,
-                         KernelId kernel) {
+void horizontal_row_vbmi(const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out,
+                         int out_w, KernelId kernel) {
     if (kernel == KernelId::HorizontalAvx512Vnni) {
         horizontal_row_vbmi_pairs<C, CO, true>(in, in_w, kn, plan, out, out_w);
     } else {
@@ -243,8 +243,8 @@ void horizontal_row_vbmi(const uint8_t* in, int in_w, const Kernel& kn, const Vb
 #endif
 
 // plan.kernel: make_hplan's choice for these rows.
-void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const Kernel& kn, const HPlan& plan,
-                    uint8_t* out, int out_w, bool may_overread) {
+void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels, const AxisWeights& kn,
+                    const HPlan& plan, uint8_t* out, int out_w, bool may_overread) {
 #if SMG_X86
     const KernelId kernel = plan.kernel;
     if (kernel == KernelId::HorizontalAvx512Vbmi || kernel == KernelId::HorizontalAvx512Vnni) {
@@ -293,7 +293,7 @@ void horizontal_row(const uint8_t* in, int in_w, int channels, int out_channels,
 
 namespace {
 
-VbmiPlan make_vbmi_plan(const Kernel& kn, int out_w, int C) {
+VbmiPlan make_vbmi_plan(const AxisWeights& kn, int out_w, int C) {
     const int groups = (out_w + 15) / 16, taps = kn.taps;
     VbmiPlan p;
     p.pairs = (taps + 1) / 2;
@@ -303,7 +303,7 @@ VbmiPlan make_vbmi_plan(const Kernel& kn, int out_w, int C) {
     p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
-        // Trimmed windows (see Kernel) need not start in increasing order.
+        // Trimmed windows (see AxisWeights) need not start in increasing order.
         const auto [lo, hi] = std::minmax_element(kn.start.begin() + x0, kn.start.begin() + x0 + n);
         p.base[g] = *lo;
         p.fits[g] = (*hi - p.base[g] + taps) * C <= 128;
@@ -325,7 +325,7 @@ VbmiPlan make_vbmi_plan(const Kernel& kn, int out_w, int C) {
 
 }  // namespace
 
-HPlan make_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO) {
+HPlan make_hplan(const AxisWeights& kn, int in_w, int out_w, int C, int CO) {
     HPlan p;
     // 1 and 2 channels: the scalar kernel (see horizontal_kernel()).
     p.kernel = C >= 3 ? horizontal_kernel() : KernelId::HorizontalScalar;
@@ -342,7 +342,7 @@ constexpr int kAvx2Rows = 4;
 
 // Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0).
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride,
-                     int out_w, int out_channels, const Kernel& kn, const HPlan& plan) {
+                     int out_w, int out_channels, const AxisWeights& kn, const HPlan& plan) {
     if (y0 < y1) note_ran(plan.kernel);
 #if SMG_X86
     if (plan.kernel == KernelId::HorizontalAvx2) {  // reads only the rows' bytes
@@ -367,7 +367,7 @@ void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uin
 // Output rows [y0, y1) of the vertical kernel into out rows [0, y1 - y0). `shift` is subtracted
 // from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
 void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride, int out_w,
-                   const Kernel& kn) {
+                   const AxisWeights& kn) {
     const int len = out_w * src.channels;
     const KernelId kernel = vertical_kernel();
     if (y0 < y1) note_ran(kernel);

@@ -40,16 +40,16 @@ struct HPlan {
 // k = hi * 2^11 + lo with lo in [0, 2^11) and hi in int16; the two partial dot products are
 // recombined as (sum_hi << 11) + sum_lo, the same integer sum Pillow computes.
 // C source channels (1..4) in rows of in_w pixels, CO (C, or 3 from 4) out.
-HPlan make_hplan(const Kernel& kn, int in_w, int out_w, int C, int CO);
+HPlan make_hplan(const AxisWeights& kn, int in_w, int out_w, int C, int CO);
 
 // Source rows [row0 + y0, row0 + y1) through the horizontal kernel into out rows [0, y1 - y0);
 // plan: make_hplan's for this kernel and src's width and channels.
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride,
-                     int out_w, int out_channels, const Kernel& kn, const HPlan& plan);
+                     int out_w, int out_channels, const AxisWeights& kn, const HPlan& plan);
 // Output rows [y0, y1) of the vertical kernel into out rows [0, y1 - y0). `shift` is subtracted
 // from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
 void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride, int out_w,
-                   const Kernel& kn);
+                   const AxisWeights& kn);
 // NEAREST: Pillow's ImagingScaleAffine source index per output index (-1: filled with zeros).
 std::vector<int> nearest_table(int in_size, int out_size);
 void nearest_rows(const ImageView& src, const std::vector<int>& xin, const std::vector<int>& yin, int64_t y0,

@@ -11,12 +11,10 @@
 
 #include "convert.hpp"
 #include "image.hpp"
+#include "resample/weights.hpp"
 #include "scratch.hpp"
 
 namespace smg {
-
-// Values are Pillow's Resampling enum values.
-enum class Filter : int { Nearest = 0, Lanczos = 1, Bilinear = 2, Bicubic = 3, Box = 4, Hamming = 5 };
 
 enum class PassOrder : int {
     HorizontalFirst = 0,  // Pillow <= 12: horizontal pass, then vertical
@@ -29,39 +27,8 @@ enum class Resampler : int {
     Torch = 1,   // torch's uint8 antialiased interpolate on CPU (BICUBIC only; horizontal first)
 };
 
-bool is_valid_filter(Filter f);
 bool is_valid_pass_order(PassOrder order);
 bool is_valid_resampler(Resampler r);
-
-// Fixed-point weights of one axis. Pillow's window for output i is trimmed to the run of its
-// weights between the first and the last nonzero one: [pil_min[i], pil_min[i] + pil_len[i]).
-// The trimmed-off weights are exact integer zeros, so the sums are Pillow's; upscaling BICUBIC,
-// for example, has at most 4 nonzero weights in Pillow's 5-tap window. Every output index has
-// `taps` (the longest trimmed window) weights starting at source index start[i], zero-padded,
-// so the inner loops have a fixed trip count.
-struct Kernel {
-    int taps = 0;
-    std::vector<int> start;
-    std::vector<int32_t> weights;       // out_size * taps
-    std::vector<int> pil_min, pil_len;  // trimmed bounds per output index
-};
-
-Kernel make_kernel(int in_size, int out_size, Filter f);
-
-// Untrimmed fixed-point windows, one row of ksize weights per output index (22-bit scale:
-// sum(pixel * w) + 2^21, then >> 22), of which the first xsize[i] apply from source xmin[i].
-struct KernelWindows {
-    KernelWindows(int out_size, int ksize_)
-        : ksize(ksize_), xmin(out_size, 0), xsize(out_size, 0), weights(size_t(out_size) * ksize_, 0) {}
-    int32_t* row(int i) { return &weights[size_t(i) * ksize]; }
-    const int32_t* row(int i) const { return &weights[size_t(i) * ksize]; }
-    int ksize;
-    std::vector<int> xmin, xsize;
-    std::vector<int32_t> weights;
-};
-
-// The Kernel of these windows (trimmed to their nonzero runs, padded to a common tap count).
-Kernel pack_kernel(int in_size, const KernelWindows& win);
 
 // True when the vertical pass runs before the horizontal one for this size change.
 bool vertical_first(int in_w, int in_h, int out_w, int out_h, PassOrder order);

@@ -11,7 +11,7 @@
 
 namespace smg {
 
-bool make_sse2_hplan(const Kernel& kn, int out_w, Sse2HPlan& plan) {
+bool make_sse2_hplan(const AxisWeights& kn, int out_w, Sse2HPlan& plan) {
     const int taps = kn.taps, pairs = (taps + 1) / 2;
     Sse2HPlan p;
     p.pairs = pairs;
@@ -36,7 +36,7 @@ bool make_sse2_hplan(const Kernel& kn, int out_w, Sse2HPlan& plan) {
 namespace {
 
 template <int CI, int CO>
-void row_sse2(const uint8_t* in, const Kernel& kn, const Sse2HPlan& p, uint8_t* out, int out_w) {
+void row_sse2(const uint8_t* in, const AxisWeights& kn, const Sse2HPlan& p, uint8_t* out, int out_w) {
     const __m128i zero = _mm_setzero_si128();
     const __m128i half = _mm_set1_epi32(kHalf);
     const int taps = kn.taps, pairs = p.pairs;
@@ -112,7 +112,7 @@ int vertical_row_sse2_steps(const uint8_t* first, int64_t stride, const int32_t*
     return x;
 }
 
-void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const Kernel& kn, const Sse2HPlan& plan, uint8_t* out,
+void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const AxisWeights& kn, const Sse2HPlan& plan, uint8_t* out,
                          int out_w) {
     if (CI == 3) {
         row_sse2<3, 3>(in, kn, plan, out, out_w);
@@ -123,7 +123,7 @@ void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const Kernel& kn, co
     }
 }
 #else
-void horizontal_row_sse2(const uint8_t*, int, int, const Kernel&, const Sse2HPlan&, uint8_t*, int) {}
+void horizontal_row_sse2(const uint8_t*, int, int, const AxisWeights&, const Sse2HPlan&, uint8_t*, int) {}
 int vertical_row_sse2_steps(const uint8_t*, int64_t, const int32_t*, int, uint8_t*, int) { return 0; }
 #endif
 

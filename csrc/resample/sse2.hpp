@@ -24,12 +24,12 @@ struct Sse2HPlan {
 };
 
 // False (plan left empty) when some weight does not split (then the scalar kernel runs).
-bool make_sse2_hplan(const Kernel& kn, int out_w, Sse2HPlan& plan);
+bool make_sse2_hplan(const AxisWeights& kn, int out_w, Sse2HPlan& plan);
 
 // One row of CI (3 or 4) channel pixels into out_w pixels of CO (CI, or 3 from 4). Reads 4 bytes
 // per source pixel: for CI == 3 one byte past the row's last pixel, which must be readable. On
 // other CPUs than x86-64 it is never called (make_hplan picks the scalar kernel there).
-void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const Kernel& kn, const Sse2HPlan& plan, uint8_t* out,
+void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const AxisWeights& kn, const Sse2HPlan& plan, uint8_t* out,
                          int out_w);
 
 // out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value

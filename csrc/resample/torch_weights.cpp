@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fp_env.hpp"
-#include "resample/passes.hpp"
+#include "resample/fixed.hpp"
 
 namespace smg {
 
@@ -23,7 +23,7 @@ double torch_cubic(double x) {
     return 0.0;
 }
 
-KernelWindows torch_windows(int in_size, int out_size, Filter f) {
+WeightWindows torch_windows(int in_size, int out_size, Filter f) {
     if (f != Filter::Bicubic) throw std::invalid_argument("the torch resampler implements BICUBIC only");
     if (in_size < 1 || out_size < 1) throw std::invalid_argument("resize: empty image");
     constexpr double kInterpSize = 4.0;                       // cubic
@@ -60,7 +60,7 @@ KernelWindows torch_windows(int in_size, int out_size, Filter f) {
     for (; p < 22; ++p)
         if (int64_t(0.5 + wt_max * double(int64_t(1) << (p + 1))) >= (1 << 15)) break;
 
-    KernelWindows win(out_size, ksize);
+    WeightWindows win(out_size, ksize);
     for (int i = 0; i < out_size; ++i) {
         win.xmin[i] = xmin[i];
         win.xsize[i] = xsize[i];
@@ -77,9 +77,9 @@ KernelWindows torch_windows(int in_size, int out_size, Filter f) {
 
 }  // namespace
 
-Kernel make_torch_kernel(int in_size, int out_size, Filter f) {
+AxisWeights make_torch_weights(int in_size, int out_size, Filter f) {
     const DefaultFpEnv fp_env;  // the weights are torch's under the default rounding
-    return pack_kernel(in_size, torch_windows(in_size, out_size, f));
+    return pack_weights(in_size, torch_windows(in_size, out_size, f));
 }
 
 }  // namespace smg

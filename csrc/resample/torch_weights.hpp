@@ -9,12 +9,12 @@
 // integer sums Pillow's 22-bit kernels compute, so those kernels produce torch's exact output.
 #pragma once
 
-#include "resample/resizer.hpp"
+#include "resample/weights.hpp"
 
 namespace smg {
 
 // The weights of one axis, scaled to the 22-bit kernels. Only BICUBIC (Keys, a = -0.5) is
 // implemented; throws std::invalid_argument for other filters or non-positive sizes.
-Kernel make_torch_kernel(int in_size, int out_size, Filter f);
+AxisWeights make_torch_weights(int in_size, int out_size, Filter f);
 
 }  // namespace smg
