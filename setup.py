@@ -9,7 +9,7 @@ from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
 
 # Exactness: no FMA contraction, no fast-math. Portability: no -march=native; hot loops carry
-# their own AVX2 / AVX-512 versions selected at run time (see csrc/cpu.hpp).
+# their own AVX2 / AVX-512 versions selected at run time (see csrc/dispatch.hpp).
 # -fno-wrapv undoes the -fwrapv in Python's own CFLAGS, which blocks loop vectorization (~35% slower).
 CXX_FLAGS = ["-O3", "-fno-wrapv", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra", "-fvisibility=hidden"]
 

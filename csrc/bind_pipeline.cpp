@@ -93,8 +93,7 @@ void bind_pipeline(py::module_& m) {
             "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
             "float16, uint8 for UINT8), indexed [channel, pixel value]: the definition of every output value.")
         .def_property_readonly(
-            "kernel",
-            [](const Pipeline& pl) { return Normalizer::kernel_name(pl.normalizer().kernel_for(pl.patch())); },
+            "kernel", [](const Pipeline& pl) { return pl.normalizer().kernel_label(pl.patch()); },
             "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
             "'avx2-fast', 'avx2-gather', 'table' (each SIMD form checked against all 768 table values) or 'copy' "
             "(uint8).")

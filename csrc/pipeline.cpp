@@ -20,7 +20,7 @@ Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, in
     if (rs == Resampler::Torch && f != Filter::Bicubic)
         throw std::invalid_argument("the torch resampler implements BICUBIC only");
     if (!is_valid_pass_order(order)) throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
-    if (patch < 1 || patch > 64 || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
+    if (patch < 1 || patch > kMaxPatch || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
         throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");
     return f;
 }

@@ -2,8 +2,7 @@
 // into three zero-padded planes (so no patch needs edge handling), then each pixel row of each
 // channel of a patch becomes 16 values from one 16-byte load, computed in registers (Avx2Form)
 // and written with 32-byte stores, once per temporal copy.
-#include "fp_env.hpp"
-#include "patchify/simd.hpp"
+#include "patchify/kernels.hpp"
 
 #if SMG_X86
 #include <immintrin.h>
@@ -11,11 +10,18 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fp_env.hpp"
 #include "scratch.hpp"
 
 namespace smg {
 
 namespace {
+
+// How a value is computed: the single-precision form (as the AVX-512 fast form), or a gather from
+// the table (exact by construction; on AVX2 hosts faster than the reference's double-precision
+// order for Kimi, and about as fast for the others). Whichever is used has been checked against
+// all 768 table values.
+enum class Avx2Form : int { Fast = 0, Gather = 1 };
 
 #define SMG_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define SMG_INLINE __attribute__((always_inline)) inline
@@ -303,8 +309,6 @@ PlanesFn pick_kernel(int P, int Tn, Avx2Form form, int recipe, DType dt) {
     return nullptr;
 }
 
-}  // namespace
-
 bool avx2_matches_lut(const SimdNorm& n, Avx2Form form, DType dt, const void* lut) {
     // The kernel itself, on a one-patch layout whose 16 x 16 pixels of channel c are 0..255 in
     // order: its output (channel-major, one copy) is then exactly the table.
@@ -322,8 +326,25 @@ bool avx2_matches_lut(const SimdNorm& n, Avx2Form form, DType dt, const void* lu
     return std::memcmp(got, lut, size_t(3 * 256 * dtype_size(dt))) == 0;
 }
 
-void avx2_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, Avx2Form form, DType dt,
-                    const void* lut, void* dst, int bh) {
+}  // namespace
+
+bool patchify_prepare_avx2(const NormParams& params, DType dt, const void* lut, PatchifyPrep& prep) {
+    // Fastest first; the gather reads the table itself, so it matches whatever the constants.
+    const SimdNorm fast = simd_norm(params, true), exact = simd_norm(params, false);
+    if (avx2_matches_lut(fast, Avx2Form::Fast, dt, lut)) {
+        prep = PatchifyPrep{fast, int(Avx2Form::Fast), "avx2-fast"};
+    } else if (avx2_matches_lut(exact, Avx2Form::Gather, dt, lut)) {
+        prep = PatchifyPrep{exact, int(Avx2Form::Gather), "avx2-gather"};
+    } else {
+        return false;
+    }
+    return true;
+}
+
+void patchify_avx2(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt, const void* lut,
+                   void* dst, int bh) {
+    const SimdNorm& n = prep.norm;
+    const Avx2Form form = Avx2Form(prep.form);
     const DefaultFpEnv fp_env;  // the fast form was checked under it
     const int rows = L.merge * L.patch;
     const int64_t pitch = int64_t(L.grid_w) * L.patch + 16;

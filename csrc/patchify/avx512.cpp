@@ -1,14 +1,15 @@
 // AVX-512 VBMI normalize + patchify for P <= 16: a masked load fetches one patch row's
 // interleaved bytes, vpermb spreads one channel into int32 lanes, the values are computed in
 // registers and written with masked stores.
-#include "fp_env.hpp"
-#include "patchify/simd.hpp"
+#include "patchify/kernels.hpp"
 
 #if SMG_X86
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "fp_env.hpp"
 
 namespace smg {
 
@@ -238,10 +239,23 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
 #pragma GCC diagnostic pop
 }  // namespace
 
-bool avx512_matches_lut(const SimdNorm& n, DType dt, const void* lut) { return simd_matches_lut(n, dt, lut); }
+bool patchify_prepare_avx512(const NormParams& params, DType dt, const void* lut, PatchifyPrep& prep) {
+    // Fastest first: single precision, else the reference's double-precision order.
+    for (const bool fast : {true, false}) {
+        const SimdNorm n = simd_norm(params, fast);
+        if (!simd_matches_lut(n, dt, lut)) continue;
+        prep.norm = n;
+        prep.form = int(fast);
+        prep.label = fast ? "avx512-fast" : "avx512";
+        return true;
+    }
+    return false;
+}
 
-void avx512_block_row(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt, void* dst, int bh) {
+void patchify_avx512(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt, const void*,
+                     void* dst, int bh) {
     const DefaultFpEnv fp_env;  // the arithmetic forms were checked under it
+    const SimdNorm& n = prep.norm;
     pick_kernel(L.patch, L.temporal, n.fast, n.recipe, dt)(band, L, n, dt, dst, bh);
 }
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "image.hpp"
-#include "patchify/patchifier.hpp"
+#include "patchify/layout.hpp"
 
 namespace smg {
 

@@ -3,14 +3,14 @@
 // in [0, 2^11), hi in int16) and two vpmaddwd dot products over int16 pixel pairs are recombined
 // as (sum_hi << 11) + sum_lo: the same int32 sum Pillow computes (wrapping alike, were it to
 // wrap). Vertical: int32 multiplies, the sum as Pillow writes it.
-// Internal to resample/passes.cpp; compiled only for x86-64 (SMG_X86).
+// The horizontal plan shared by resample/avx2_plan.cpp (which makes it) and resample/avx2.cpp
+// (which reads it); x86-64 only (SMG_X86).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "cpu.hpp"
-#include "resample/resizer.hpp"
+#include "resample/kernels.hpp"
 
 namespace smg {
 
@@ -24,7 +24,7 @@ struct alignas(32) Vec32 {
 // window; loads that would run past the row's end (narrow rows, right-edge chunks with an odd tap
 // count) read a zero-padded copy of the row's last 16 bytes instead (only zero weights fall
 // there). Chunks that do not fit are computed per pixel, as Pillow does.
-struct Avx2HPlan {
+struct Avx2HPlan : HorizontalPlan {
     // Slot 4h + l of group j of chunk k (128-bit half h, int32 lane l) is output byte
     // 32k + 8j + 4h + l (packed), or channel l of output pixel 8k + 2j + h (pixels: 3 output
     // channels, lane 3 unused, where the strong downscales put a half's bytes more than 16 apart).
@@ -40,19 +40,5 @@ struct Avx2HPlan {
     std::vector<Vec32> weights;  // per group and pair: (lo, lo) then (hi, hi) int16 pairs per slot
     std::vector<uint8_t> fits;   // per chunk: 0 no, 1 yes, 2 yes with loads past the row's end
 };
-
-// Plan for kn over a row of in_w pixels of C (3 or 4) channels, writing CO (C, or 3 from 4).
-Avx2HPlan make_avx2_hplan(const AxisWeights& kn, int in_w, int out_w, int C, int CO);
-
-#if SMG_X86
-// Rows in + y * in_stride through the plan into out + y * out_stride, y < rows <= 4. Reads only
-// the rows' in_w * C bytes.
-void horizontal_rows_avx2(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Avx2HPlan& plan,
-                          uint8_t* out, int64_t out_stride, int out_w, int rows);
-
-// out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value
-// returned (a multiple of 64, at most len): the caller does the rest.
-int vertical_row_avx2_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
-#endif
 
 }  // namespace smg

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "parallel.hpp"
+#include "resample/nearest.hpp"
 #include "resample/passes.hpp"
 #include "resample/torch_weights.hpp"
 #include "scratch.hpp"

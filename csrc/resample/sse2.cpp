@@ -1,19 +1,37 @@
-#include "resample/sse2.hpp"
-
-#include <cstring>
-
-#include "cpu.hpp"
-#include "resample/fixed.hpp"
+// The resampler's row kernels in SSE2, part of x86-64 itself (the "baseline" cap's kernels there),
+// exact to Pillow's sums through the split weights of resample/fixed.hpp: two taps per pmaddwd.
+// Horizontal: one output pixel's channels in the four int32 lanes. Vertical: 16 output bytes per
+// step, two source rows' bytes interleaved.
+#include "resample/kernels.hpp"
 
 #if SMG_X86
 #include <emmintrin.h>
-#endif
+
+#include <cstring>
+#include <vector>
+
+#include "resample/fixed.hpp"
+#include "resample/row_loops.hpp"
 
 namespace smg {
 
-bool make_sse2_hplan(const AxisWeights& kn, int out_w, Sse2HPlan& plan) {
+namespace {
+
+struct alignas(16) Vec16 {
+    int32_t v[4];
+};
+
+struct Sse2HPlan : HorizontalPlan {
+    int pairs = 0;  // taps rounded up to pairs
+    // Per output pixel and tap pair q, hi then lo: the int16 parts of weights 2q (low half of each
+    // int32 lane) and 2q + 1 (high half; 0 past the last tap), in all four lanes, as pmaddwd
+    // takes them.
+    std::vector<Vec16> weights;
+};
+
+// False when some weight does not split (no real filter's weights fail to).
+bool split_weights(const AxisWeights& kn, int out_w, Sse2HPlan& p) {
     const int taps = kn.taps, pairs = (taps + 1) / 2;
-    Sse2HPlan p;
     p.pairs = pairs;
     p.weights.assign(size_t(out_w) * pairs * 2, Vec16{});
     for (int x = 0; x < out_w; ++x) {
@@ -28,13 +46,11 @@ bool make_sse2_hplan(const AxisWeights& kn, int out_w, Sse2HPlan& plan) {
             }
         }
     }
-    plan = std::move(p);
     return true;
 }
 
-#if SMG_X86
-namespace {
-
+// One row of CI (3 or 4) channel pixels into out_w pixels of CO (CI, or 3 from 4). Reads 4 bytes
+// per source pixel: for CI == 3 one byte past the row's last pixel, which must be readable.
 template <int CI, int CO>
 void row_sse2(const uint8_t* in, const AxisWeights& kn, const Sse2HPlan& p, uint8_t* out, int out_w) {
     const __m128i zero = _mm_setzero_si128();
@@ -69,9 +85,10 @@ void row_sse2(const uint8_t* in, const AxisWeights& kn, const Sse2HPlan& p, uint
     }
 }
 
-}  // namespace
-
-int vertical_row_sse2_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+// out[x] = clip(sum_j row_j[x] * k[j]), row_j = first + j * stride, for x from 0 up to the value
+// returned (a multiple of 16, at most len; 0 when a weight does not split or there are more than
+// 128 taps): the caller does the rest.
+int vertical_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
     constexpr int kMaxPairs = 64;
     const int pairs = (taps + 1) / 2;
     if (pairs > kMaxPairs || len < 16) return 0;
@@ -112,19 +129,36 @@ int vertical_row_sse2_steps(const uint8_t* first, int64_t stride, const int32_t*
     return x;
 }
 
-void horizontal_row_sse2(const uint8_t* in, int CI, int CO, const AxisWeights& kn, const Sse2HPlan& plan, uint8_t* out,
-                         int out_w) {
-    if (CI == 3) {
-        row_sse2<3, 3>(in, kn, plan, out, out_w);
-    } else if (CO == 3) {
-        row_sse2<4, 3>(in, kn, plan, out, out_w);
-    } else {
-        row_sse2<4, 4>(in, kn, plan, out, out_w);
-    }
+}  // namespace
+
+// 16-byte SSE2 steps (pmaddwd on split weights), the portable loop for the rest.
+void vertical_row_sse2(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len) {
+    const int done = vertical_steps(first, stride, k, taps, out, len);
+    if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
-#else
-void horizontal_row_sse2(const uint8_t*, int, int, const AxisWeights&, const Sse2HPlan&, uint8_t*, int) {}
-int vertical_row_sse2_steps(const uint8_t*, int64_t, const int32_t*, int, uint8_t*, int) { return 0; }
-#endif
+
+std::unique_ptr<HorizontalPlan> horizontal_plan_sse2(const AxisWeights& kn, int, int out_w, int C, int) {
+    if (C < 3) return nullptr;
+    auto p = std::make_unique<Sse2HPlan>();
+    if (!split_weights(kn, out_w, *p)) return nullptr;
+    return p;
+}
+
+void horizontal_rows_sse2(const HorizontalPlan& plan, const AxisWeights& kn, const ImageView& src, int row0, int64_t y0,
+                          int64_t y1, uint8_t* out, int64_t out_stride, int out_w, int CO) {
+    const Sse2HPlan& p = static_cast<const Sse2HPlan&>(plan);
+    const int CI = src.channels;
+    each_row(src, row0, y0, y1, out, out_stride, CI == 3, [&](const uint8_t* in, uint8_t* o) {
+        if (CI == 3) {
+            row_sse2<3, 3>(in, kn, p, o, out_w);
+        } else if (CO == 3) {
+            row_sse2<4, 3>(in, kn, p, o, out_w);
+        } else {
+            row_sse2<4, 4>(in, kn, p, o, out_w);
+        }
+    });
+}
 
 }  // namespace smg
+
+#endif

@@ -112,7 +112,9 @@ class Pipeline:
     @property
     def lut(self) -> np.ndarray: ...
     @property
-    def kernel(self) -> Literal["avx512-fast", "avx512", "avx2-fast", "avx2-gather", "table"]: ...
+    def kernel(
+        self,
+    ) -> Literal["avx512-fast", "avx512", "avx2-fast", "avx2-gather", "table", "copy"]: ...
     @property
     def dtype(self) -> DType: ...
     @property
@@ -188,6 +190,7 @@ def cpu_features() -> dict[str, bool]: ...
 class _KernelEntry(TypedDict):
     stage: str
     name: str
+    arch: str
     min_cap: str
     ran: bool
 
