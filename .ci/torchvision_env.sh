@@ -6,7 +6,7 @@
 #
 # .ci/oracle_venv.sh makes it (or finds it ready) outside the clone, keyed by its pin file
 # .ci/venvs/torchvision.txt; the tests and bench/torchvision_backend.py find it the same way
-# (smg_fast.bench.oracle_venv). SMG_FAST_TV_PYTHON, when set, names the python to use instead.
+# (smg_fast.testing.oracle_venv). SMG_FAST_TV_PYTHON, when set, names the python to use instead.
 # Prints that python on stdout.
 set -euo pipefail
 if [ -n "${SMG_FAST_TV_PYTHON:-}" ]; then

@@ -76,7 +76,7 @@ def make_hf_torchvision(family: str):
         )
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
-    from smg_fast.bench.oracles import hf_qwen
+    from smg_fast.testing.oracles import hf_qwen
 
     return hf_qwen(Qwen2VLImageProcessor, family)
 

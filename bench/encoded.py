@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     import smg_fast
-    from smg_fast import decoders
+    from smg_fast.imaging import decoders
 
     photo = load_photos([SIZE])[SIZE]
     jpeg = _encode(photo, "JPEG", quality=90)  # 4:2:0, Pillow's default

@@ -69,8 +69,8 @@ def _requests(rounds: int) -> list[tuple[str, dict]]:
 
 
 def _run(python, overlay, workdir: Path, folder: Path, requests, modes, plugin):
-    from smg_fast.bench import vllm_runner
-    from smg_fast.bench.engine_env import run_in_venv
+    from smg_fast.testing import vllm_runner
+    from smg_fast.testing.engine_env import run_in_venv
 
     workdir.mkdir()
     job = {"folder": str(folder),
@@ -98,8 +98,8 @@ def main() -> int:
                         help="comma-separated: uint8 (vLLM's default), float32")
     args = parser.parse_args()
     modes = args.modes.split(",")
-    from smg_fast.bench.engine_env import engine_python, make_overlay
-    from smg_fast.bench.model_folders import make_qwen_folder
+    from smg_fast.testing.engine_env import engine_python, make_overlay
+    from smg_fast.testing.model_folders import make_qwen_folder
 
     python = engine_python("vllm", REPO)
     requests = _requests(args.rounds)

@@ -35,12 +35,12 @@ RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 
 def _run(python, overlay: Path, workdir: Path, folder: Path, runs: list[dict], rounds: int,
          plugin: str) -> list[dict]:
-    from smg_fast.bench.engine_env import run_in_venv
+    from smg_fast.testing.engine_env import run_in_venv
 
     workdir.mkdir()
     (workdir / "job.pkl").write_bytes(pickle.dumps({"folder": str(folder), "repeat": rounds,
                                                     "runs": runs}))
-    script = overlay / "smg_fast" / "bench" / "sglang_runner.py"
+    script = overlay / "smg_fast" / "testing" / "sglang_runner.py"
     proc = run_in_venv(python, ["-c", RUNNER, str(script), str(workdir)], overlay,
                        {"SMG_FAST_SGLANG": plugin}, timeout=3600)
     if proc.returncode != 0:
@@ -68,8 +68,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7, help="timed calls per request")
     args = parser.parse_args()
-    from smg_fast.bench.engine_env import engine_python, make_overlay
-    from smg_fast.bench.model_folders import make_qwen_folder
+    from smg_fast.testing.engine_env import engine_python, make_overlay
+    from smg_fast.testing.model_folders import make_qwen_folder
 
     python = engine_python("sglang", REPO)
     requests = _requests()

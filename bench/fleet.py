@@ -33,9 +33,9 @@ import numpy as np
 from PIL import Image
 
 from smg_fast import load_processor
-from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedError
 from smg_fast.routing.placement import Choice
+from smg_fast.testing.servers import ServerProcess
 
 
 class _Policy(AsyncRoutedClient):

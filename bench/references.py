@@ -18,7 +18,7 @@ from PIL import Image
 
 PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
-from smg_fast.bench.oracles import HUB_QWEN as HF_QWEN_CONFIGS  # noqa: E402,F401
+from smg_fast.testing.oracles import HUB_QWEN as HF_QWEN_CONFIGS  # noqa: E402,F401
 
 # Kimi-K2.5 media_proc_cfg defaults.
 KIMI_UPSTREAM_CONFIG = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14,
@@ -81,7 +81,7 @@ def make_hf_pil_qwen(family: str):
         Qwen2VLImageProcessorPil,
     )
 
-    from smg_fast.bench.oracles import hf_qwen
+    from smg_fast.testing.oracles import hf_qwen
 
     return hf_qwen(Qwen2VLImageProcessorPil, family)
 

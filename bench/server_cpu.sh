@@ -13,7 +13,7 @@ run() {  # $1 = label, $2 = transport, rest = server arguments
   python -m smg_fast.server --port "$port" --workers 2 --pixel-cache-mb 0 --log-level warning \
     "$@" 2>/dev/null &
   local pid=$!
-  python -c "from smg_fast.bench.servers import wait_serving; wait_serving('127.0.0.1:$port', timeout=60)"
+  python -c "from smg_fast.testing.servers import wait_serving; wait_serving('127.0.0.1:$port', timeout=60)"
   echo "$label | $(python -m smg_fast.bench.load --target "127.0.0.1:$port" --concurrency 8 \
     --seconds "$secs" --transport "$transport" --unique --dtype float32 --no-progress \
     --server-pid "$pid" 2>&1 | grep 'server CPU')"
@@ -29,7 +29,7 @@ import threading
 import time
 
 from smg_fast import load_processor
-from smg_fast.patterns import test_pattern_bytes
+from smg_fast.imaging.sample import test_pattern_bytes
 
 import smg_fast
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from gate import cpu_model, kernel_key
 
 import smg_fast
-from smg_fast import decoders
-from smg_fast.bench.servers import ServerProcess
 from smg_fast.client import Client
+from smg_fast.imaging import decoders
+from smg_fast.testing.servers import ServerProcess
 
 # Runs the server with the decode ahead of the compute (the behaviour before it moved inside).
 _AHEAD = ("import runpy, sys\n"

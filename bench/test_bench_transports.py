@@ -42,7 +42,7 @@ needs_nixl = pytest.mark.skipif(not _nixl_installed(), reason="NIXL is not insta
 
 @pytest.fixture(scope="module")
 def peer():
-    from smg_fast.bench.rdma_peer import PeerProcess
+    from smg_fast.testing.rdma_peer import PeerProcess
 
     p = PeerProcess(slots=4, slot_bytes=33 * MiB)
     yield p
@@ -64,7 +64,7 @@ def _info(benchmark, transport: str, mb: int) -> None:
 @needs_nixl
 @pytest.mark.parametrize("mb", SIZES_MB)
 def test_payload_rdma(benchmark, peer, puller, mb):
-    from smg_fast.bench.rdma_peer import payload
+    from smg_fast.testing.rdma_peer import payload
 
     nbytes = mb * MiB
 
@@ -83,7 +83,7 @@ def test_payload_rdma(benchmark, peer, puller, mb):
 @pytest.mark.parametrize("mb", SIZES_MB)
 def test_payload_shm(benchmark, peer, mb):
     from smg_fast._proto import tensor_pb2
-    from smg_fast.bench.rdma_peer import payload
+    from smg_fast.testing.rdma_peer import payload
     from smg_fast.transport.tensors import read_tensor
 
     nbytes = mb * MiB
@@ -124,7 +124,7 @@ def test_payload_inline(benchmark, mb):
 
 @pytest.fixture(scope="module")
 def server_target():
-    from smg_fast.bench.servers import ServerProcess
+    from smg_fast.testing.servers import ServerProcess
 
     srv = ServerProcess(["--transport", "rdma", "--rdma-listen-port", "0", "--rdma-slots", "4",
                          "--rdma-slot-mb", "64", "--log-level", "warning"],
@@ -137,10 +137,10 @@ def server_target():
 def jpeg_1080p():
     from PIL import Image
 
-    from smg_fast.patterns import test_pattern
+    from smg_fast.imaging.sample import sample_image
 
     buf = io.BytesIO()
-    Image.fromarray(test_pattern(1920, 1080)).save(buf, "JPEG", quality=90)
+    Image.fromarray(sample_image(1920, 1080)).save(buf, "JPEG", quality=90)
     return buf.getvalue()
 
 

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from references import photo_file
 
     import smg_fast
-    from smg_fast.bench.oracle_venv import OracleVenvMissing, torchvision_python
+    from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
 
     try:
         tv_python = torchvision_python(REPO)

@@ -193,7 +193,7 @@ def exif_rotated_jpeg(tmp_path_factory, real_images) -> Path:
 # The oracle: transformers' PIL Qwen2-VL processor
 # --------------------------------------------------------------------------------------------
 
-from smg_fast.bench.oracles import HUB_QWEN as QWEN_HF_CONFIGS  # noqa: E402
+from smg_fast.testing.oracles import HUB_QWEN as QWEN_HF_CONFIGS  # noqa: E402
 
 QWEN_FAMILIES = tuple(QWEN_HF_CONFIGS)
 
@@ -205,7 +205,7 @@ def make_hf_qwen(family: str, *, min_pixels=None, max_pixels=None, patch_size=No
         Qwen2VLImageProcessorPil,
     )
 
-    from smg_fast.bench.oracles import hf_qwen
+    from smg_fast.testing.oracles import hf_qwen
 
     proc = hf_qwen(Qwen2VLImageProcessorPil, family, min_pixels=min_pixels,
                    max_pixels=max_pixels, patch_size=patch_size)
@@ -437,7 +437,7 @@ def start_server():
 def overlapped(monkeypatch) -> list:
     """What each decoders.decode_jpeg_running call returned in this test (True: a JPEG decoded
     inside the native call that computed it)."""
-    from smg_fast import decoders
+    from smg_fast.imaging import decoders
 
     seen: list = []
     real = decoders.decode_jpeg_running

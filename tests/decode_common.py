@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from smg_fast.errors import InvalidImageError
-from smg_fast.media import open_image
+from smg_fast.imaging.media import open_image
 
 # Each case runs through both references: the Qwen (transformers) and Kimi (upstream) processors.
 HF = pytest.mark.parametrize("hf", [True, False], ids=["qwen", "kimi"])

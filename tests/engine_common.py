@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from smg_fast.bench.engine_env import engine_python
-from smg_fast.bench.oracle_venv import OracleVenvMissing
+from smg_fast.testing.engine_env import engine_python
+from smg_fast.testing.oracle_venv import OracleVenvMissing
 
 TIMEOUT = 900
 REPO = Path(__file__).resolve().parent.parent

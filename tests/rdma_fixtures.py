@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from smg_fast.bench.rdma_peer import PeerProcess
+from smg_fast.testing.rdma_peer import PeerProcess
 from smg_fast.transport.rdma import Puller
 
 
 @pytest.fixture
 def peers():
-    """peers(**opts): an exporter in a child process (smg_fast.bench.rdma_peer), closed after
+    """peers(**opts): an exporter in a child process (smg_fast.testing.rdma_peer), closed after
     the test."""
     started: list[PeerProcess] = []
 

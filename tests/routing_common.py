@@ -9,9 +9,9 @@ import signal
 import numpy as np
 from PIL import Image
 
-from smg_fast.bench.servers import ServerProcess
 from smg_fast.client import _media_item
 from smg_fast.routing.placement import item_key, order
+from smg_fast.testing.servers import ServerProcess
 
 SERVER_ARGS = ["--workers", "2", "--drain-timeout-s", "5", "--pixel-cache-mb", "64"]
 

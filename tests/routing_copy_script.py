@@ -10,7 +10,7 @@ import resource
 
 from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast.routing.dispatch import Fleet
-from smg_fast.routing.membership import Member
+from smg_fast.routing.member import Member
 
 
 class _Call:

@@ -11,7 +11,7 @@ import grpc
 
 from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast.routing.dispatch import Fleet
-from smg_fast.routing.membership import Member
+from smg_fast.routing.member import Member
 from smg_fast.routing.placement import item_key, order
 
 MODEL = "qwen2_vl"

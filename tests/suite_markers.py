@@ -48,7 +48,7 @@ def _kind(args: object) -> str:
     argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)]
     joined = " ".join(argv)
     for module, kind in (("smg_fast.server", "server"), ("smg_fast.router", "router"),
-                         ("smg_fast.bench.rdma_peer", "rdma_peer")):
+                         ("smg_fast.testing.rdma_peer", "rdma_peer")):
         if f"-m {module}" in joined:
             return kind
     if argv and _is_oracle_python(argv[0]):
@@ -57,7 +57,7 @@ def _kind(args: object) -> str:
 
 
 def _is_oracle_python(exe: str) -> bool:
-    from smg_fast.bench.oracle_venv import TV_PYTHON_ENV, venv_cache
+    from smg_fast.testing.oracle_venv import TV_PYTHON_ENV, venv_cache
 
     if exe == os.environ.get(TV_PYTHON_ENV):
         return True

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from smg_fast.cache import COALESCED, HIT, MISS, CacheEntry, PixelCache, cache_key
+from smg_fast.server.cache import COALESCED, HIT, MISS, CacheEntry, PixelCache, cache_key
 
 
 def entry(nbytes: int, fill: int = 0) -> CacheEntry:

@@ -20,7 +20,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLIm
 from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel
 
 from smg_fast import load_processor
-from smg_fast.bench.oracles import hf_qwen
+from smg_fast.testing.oracles import hf_qwen
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 # Real photos as shipped and brought to small odd sizes (one below min_pixels, so upscaled; one
@@ -102,7 +102,7 @@ def hf_torchvision(images, tmp_path_factory) -> dict[str, np.ndarray]:
     """transformers' torchvision Qwen2VLImageProcessor on the whole list, in its own venv."""
     from tv_oracle import run_oracle
 
-    from smg_fast.bench.oracles import HUB_QWEN
+    from smg_fast.testing.oracles import HUB_QWEN
 
     c = HUB_QWEN["qwen2_vl"]
     kwargs = dict(size={"shortest_edge": c["min_pixels"], "longest_edge": c["max_pixels"]},

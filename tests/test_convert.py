@@ -14,7 +14,7 @@ from test_qwen_parity import _check
 from transformers.image_transforms import convert_to_rgb
 
 from smg_fast import _native
-from smg_fast.media import open_image
+from smg_fast.imaging.media import open_image
 
 F = _native.PixelFormat
 _V = np.arange(256, dtype=np.uint8)

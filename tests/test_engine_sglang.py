@@ -2,7 +2,7 @@
 processor's process_mm_data_async, as its TokenizerManager calls it), run on CPU in SGLang's venv,
 with smg-fast's plug-in on and off; and SGLang's native Rust path as a peer.
 
-smg-fast enters the venv as an installed distribution (smg_fast.bench.engine_env's overlay: the
+smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay: the
 package plus the entry points pip wrote), so SGLang's ``load_plugins()`` finds the plug-in in
 the ``sglang.srt.plugins`` group. The reference is SGLang with the plug-in off (transformers'
 classes, as SGLang builds them): pixel_values, grids and prompt token ids must be identical, for
@@ -21,8 +21,8 @@ import pytest
 from engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
 from PIL import Image
 
-from smg_fast.bench.engine_env import make_overlay, start_in_venv
-from smg_fast.bench.model_folders import make_qwen_folder
+from smg_fast.testing.engine_env import make_overlay, start_in_venv
+from smg_fast.testing.model_folders import make_qwen_folder
 
 # Run by file path: a process whose smg_fast has no native module cannot import the package.
 RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
@@ -65,7 +65,7 @@ def _start(python: Path, workdir: Path, folder: Path, runs: list[dict[str, Any]]
            overlay: Path, plugin: str):
     workdir.mkdir(parents=True)
     (workdir / "job.pkl").write_bytes(pickle.dumps({"folder": str(folder), "runs": runs}))
-    script = overlay / "smg_fast" / "bench" / "sglang_runner.py"
+    script = overlay / "smg_fast" / "testing" / "sglang_runner.py"
     return start_in_venv(python, ["-c", RUNNER, str(script), str(workdir)], overlay,
                          {"SMG_FAST_SGLANG": plugin})
 

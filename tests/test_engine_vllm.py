@@ -1,7 +1,7 @@
 """vLLM's own request rendering (chat template, tokenizer, its Qwen2-VL multimodal processor),
 run on CPU in vLLM's venv as its API server runs it, with smg-fast's plugin on and off.
 
-smg-fast enters the venv as an installed distribution (smg_fast.bench.engine_env's overlay:
+smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay:
 the package plus the entry points pip wrote), so vLLM finds the plugin through its own
 ``vllm.general_plugins`` discovery. The reference is vLLM with the plugin off (transformers'
 torchvision class, the processor vLLM builds by default): pixel_values (uint8 in vLLM's
@@ -21,9 +21,9 @@ import pytest
 from engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
 from PIL import Image
 
-from smg_fast.bench import vllm_runner
-from smg_fast.bench.engine_env import make_overlay, start_in_venv
-from smg_fast.bench.model_folders import make_qwen_folder
+from smg_fast.testing import vllm_runner
+from smg_fast.testing.engine_env import make_overlay, start_in_venv
+from smg_fast.testing.model_folders import make_qwen_folder
 
 # By path, not -m: the runner must start even where the smg_fast package cannot be imported.
 RUNNER = [vllm_runner.__file__]

@@ -13,7 +13,7 @@ from conftest import encode
 from decode_common import HF, check, ours, reference
 from PIL import Image, ImageCms
 
-from smg_fast import decoders
+from smg_fast.imaging import decoders
 
 FAST, PIL = decoders.LIBJPEG_TURBO, decoders.PILLOW
 

@@ -15,7 +15,7 @@ from conftest import encode
 from decode_common import HF, check, chunk, reference, write_png
 from PIL import Image, ImageCms, PngImagePlugin
 
-from smg_fast import decoders, png_chunks
+from smg_fast.imaging import decoders, png_chunks
 
 FAST, PIL = decoders.ZLIB_NG, decoders.PILLOW
 

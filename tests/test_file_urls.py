@@ -17,7 +17,7 @@ import grpc  # noqa: E402
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.server import inputs  # noqa: E402
-from smg_fast.server.errors import RequestError  # noqa: E402
+from smg_fast.server.request_error import RequestError  # noqa: E402
 
 # ---- file:// race ----
 

@@ -21,8 +21,8 @@ import grpc  # noqa: E402
 
 import smg_fast  # noqa: E402
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
-from smg_fast.bench.servers import ServerProcess, free_port
 from smg_fast.client import Client  # noqa: E402
+from smg_fast.testing.servers import ServerProcess, free_port
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -276,7 +276,8 @@ def test_max_output_mb_per_request(start_server, real_images):
 
 
 def test_limit_flags_env_and_help(capsys):
-    from smg_fast.server.config import ServerConfig, config_from_args
+    from smg_fast.server.config import ServerConfig
+    from smg_fast.server.flags import config_from_args
 
     cfg = config_from_args([], environ={})
     assert cfg.max_output_mb == 1024 and cfg.image_format_list == (

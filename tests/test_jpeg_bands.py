@@ -17,7 +17,8 @@ from decode_common import reference
 from PIL import Image
 
 import smg_fast
-from smg_fast import _native, decoders
+from smg_fast import _native
+from smg_fast.imaging import decoders
 
 WHOLE, BANDED, DECLINED, FAILED = (decoders.JPEG_WHOLE, decoders.JPEG_BANDED,
                                    decoders.JPEG_DECLINED, decoders.JPEG_FAILED)

@@ -15,8 +15,9 @@ from decode_common import reference
 from PIL import Image
 
 import smg_fast
-from smg_fast import _native, decoders
+from smg_fast import _native
 from smg_fast.errors import InvalidImageError
+from smg_fast.imaging import decoders
 
 WHOLE, DECLINED, FAILED = decoders.JPEG_WHOLE, decoders.JPEG_DECLINED, decoders.JPEG_FAILED
 

@@ -1,6 +1,9 @@
-"""The package's shape: no import cycle between modules of src/smg_fast, the transport layer below
-the server and the processors, and the old flat paths (smg_fast.shm, smg_fast.rdma ...) still the
-same module objects as their new homes in smg_fast.transport.
+"""The package's shape: the layer table, no import cycles, the old paths and the facade.
+
+The layer table (which layer may import which); no import cycle between modules of
+src/smg_fast; the old flat paths (smg_fast.shm, smg_fast.rdma ...) deprecated aliases of the
+very same module objects as their new homes in smg_fast.transport; the facade
+smg_fast.transport.
 
 Imports are read with ast, lazy ones (inside functions) included: a lazy import still ties two
 modules together, it only hides the cycle until the function runs."""
@@ -8,6 +11,7 @@ modules together, it only hides the cycle until the function runs."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import json
 import os
@@ -20,6 +24,7 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "smg_fast"
 MAX_LINES = 450
+_nothing = contextlib.nullcontext
 
 # Old flat path -> new home. Each old path must be the very same module object.
 COMPAT = {
@@ -30,6 +35,61 @@ COMPAT = {
     **{f"smg_fast.rdma.{m}": f"smg_fast.transport.rdma.{m}"
        for m in ("descriptor", "errors", "exporter", "nixl", "notifier", "preflight", "puller")},
 }
+
+
+# The layer table (docs/architecture.md): each layer's modules, named under smg_fast (a package
+# covers its submodules; "" is smg_fast/__init__.py itself), and the layers it may import
+# besides its own. Imaging and the core stand below the processors; transport below the
+# server and the clients; _service (what the server and the router share) below both; the
+# server and the routing library or the router process never import each other; nothing
+# imports upward. A new module belongs to a layer here before it is imported.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "core": ("_native", "_native_version", "_version", "_dtypes", "errors", "resample"),
+    "proto": ("_proto",),
+    "imaging": ("imaging",),
+    "processors": ("processors", "config", "call_options", "call_inputs", "hf_reference"),
+    "transport": ("transport",),
+    "api": ("", "hf", "hf_compat"),
+    "compat": ("_deprecated", "shm", "shm_pool", "shm_owner", "tensors", "rdma"),
+    "integrations": ("integrations",),
+    "_service": ("_service",),
+    "client": ("client",),
+    "server": ("server",),
+    "routing": ("routing",),
+    "router": ("router",),
+    "testing": ("testing", "bench"),  # the harness, and the shipped tools built on it
+    "cli": ("__main__",),
+}
+_LIBRARY = {"core", "proto", "imaging", "processors", "transport", "api"}
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": set(),
+    "proto": set(),
+    "imaging": {"core"},
+    "processors": {"core", "imaging"},
+    "transport": {"core", "proto"},
+    "api": {"core", "imaging", "processors"},
+    "compat": {"transport"},
+    "integrations": {"core", "imaging", "processors", "api"},
+    "_service": {"core", "proto"},
+    "client": _LIBRARY | {"_service"},
+    "server": _LIBRARY | {"_service"},
+    "routing": {"core", "proto", "imaging", "transport", "_service", "client"},
+    "router": {"core", "proto", "_service", "routing"},
+    "testing": set(LAYERS) - {"testing", "cli"},
+    "cli": _LIBRARY | {"integrations"},
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer whose entry names module or the package holding it (the longest such name)."""
+    best, found = -1, None
+    for layer, names in LAYERS.items():
+        for name in names:
+            full = f"{PACKAGE}.{name}" if name else PACKAGE
+            if (module == full or (name and module.startswith(full + "."))) \
+                    and len(full) > best:
+                best, found = len(full), layer
+    return found
 
 
 def module_names(root: Path, package: str) -> dict[str, Path]:
@@ -144,21 +204,46 @@ def test_cycle_finder_sees_lazy_and_relative_cycles(tmp_path):
     assert missing == ["pkg.b:2 imports pkg.gone"]
 
 
-def test_transport_stands_below_server_and_processors():
-    """transport never imports the server, the processors, or the compatibility paths (which
-    import transport back)."""
+def test_every_module_has_a_layer():
+    """A module outside the table is one nobody placed: name it (or its package) in LAYERS."""
     graph = import_graph(SRC, PACKAGE)
-    banned = ("smg_fast.server", "smg_fast.processors", "smg_fast.rdma", *COMPAT)
-    bad = {mod: sorted(d for d in deps if d.startswith(banned) and d not in ("smg_fast",))
-           for mod, deps in graph.items() if mod.startswith("smg_fast.transport")}
-    bad = {k: v for k, v in bad.items() if v}
-    assert not bad, f"transport imports upward: {bad}"
+    assert not sorted(m for m in graph if layer_of(m) is None)
+
+
+def test_imports_follow_the_layer_table():
+    """Every import of the package's modules, lazy ones included, goes to its own layer or one
+    MAY_IMPORT lists for it."""
+    graph = import_graph(SRC, PACKAGE)
+    bad = sorted(f"{mod} ({layer_of(mod)}) imports {dep} ({layer_of(dep)})"
+                 for mod, deps in graph.items() for dep in deps
+                 if layer_of(dep) not in MAY_IMPORT[layer_of(mod)] | {layer_of(mod)})
+    assert not bad, "imports against the layer table:\n" + "\n".join(bad)
+
+
+def test_the_layer_table_points_one_way():
+    """The table itself: no two layers may import each other, even through others; _service
+    stands below the server and the router and imports neither them nor the routing; the
+    server never meets the routing library or the router process, either way."""
+    assert set(MAY_IMPORT) == set(LAYERS)
+    order = {layer: set(allowed) for layer, allowed in MAY_IMPORT.items()}
+    changed = True
+    while changed:  # each layer's set: everything it reaches
+        changed = False
+        for reach in order.values():
+            more = set().union(*(order[r] for r in reach)) - reach
+            if more:
+                reach |= more
+                changed = True
+    assert not [layer for layer, reach in order.items() if layer in reach]
+    assert "_service" in MAY_IMPORT["server"] and "_service" in MAY_IMPORT["router"]
+    assert not order["_service"] & {"server", "routing", "router", "client"}
+    for a, b in (("server", "routing"), ("server", "router")):
+        assert b not in order[a] and a not in order[b]
 
 
 def test_routing_library_stands_without_the_server():
     """``import smg_fast.routing`` (the clients a gateway embeds) reaches no module of the
-    server package (before: the retryable trailer's name pulled all of it in); the router
-    process (routing.router, config, metrics) does use the server's scaffolding."""
+    server package nor of the router process: what it shares with them is in _service."""
     graph = import_graph(SRC, PACKAGE)
     seen: set[str] = set()
     todo = ["smg_fast.routing", "smg_fast"]  # (importing a module imports its parents)
@@ -168,7 +253,7 @@ def test_routing_library_stands_without_the_server():
             seen.add(mod)
             todo += graph.get(mod, ())
     assert "smg_fast.routing.dispatch" in seen
-    assert not sorted(m for m in seen if m.startswith("smg_fast.server"))
+    assert not sorted(m for m in seen if m.startswith(("smg_fast.server", "smg_fast.router")))
 
 
 def test_no_file_grows_past_the_limit():
@@ -182,25 +267,98 @@ def test_no_file_grows_past_the_limit():
     assert files and not long, f"over {MAX_LINES} lines: {long}"
 
 
-@pytest.mark.parametrize("old", sorted(COMPAT))
-def test_old_paths_are_the_new_modules(old):
-    assert importlib.import_module(old) is importlib.import_module(COMPAT[old])
+_IMPORT_OLD_PATHS = """
+import importlib, json, sys, warnings
+out = {}
+for old, new in json.loads(sys.argv[1]).items():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mod = importlib.import_module(old)
+    out[old] = {"same": mod is importlib.import_module(new),
+                "warnings": [[w.category.__name__, str(w.message), w.filename] for w in seen]}
+print(json.dumps(out))
+"""
+
+
+def test_old_paths_warn_and_are_the_new_modules(tmp_path):
+    """Each old path is the very same module as its new home and, on first import, warns once
+    (DeprecationWarning) naming the new home and the release that removes it, attributed to the
+    importing file (so that warning filters keyed on the user's module apply)."""
+    import smg_fast
+    from smg_fast._deprecated import OLD_PATHS, REMOVED_IN
+
+    assert OLD_PATHS == COMPAT
+    user = tmp_path / "user_code.py"
+    user.write_text(_IMPORT_OLD_PATHS)
+    here = str(Path(smg_fast.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(user), json.dumps(COMPAT)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(result) == sorted(COMPAT)
+    for old, got in result.items():
+        assert got["same"], old
+        mine = [w for w in got["warnings"] if f"{old} is deprecated" in w[1]]
+        assert len(mine) == 1, (old, got["warnings"])
+        category, message, filename = mine[0]
+        assert category == "DeprecationWarning"
+        assert COMPAT[old] in message and f"removed in smg-fast {REMOVED_IN}" in message
+        assert filename == str(user), (old, filename)
+    # the first rdma submodule also warns for the old package it goes through, once
+    package = [w for got in result.values() for w in got["warnings"]
+               if "smg_fast.rdma is deprecated" in w[1]]
+    assert len(package) == 1 and package[0][2] == str(user)
+
+
+def test_no_module_imports_a_deprecated_path():
+    """Only the shims themselves import the old paths."""
+    graph = import_graph(SRC, PACKAGE)
+    old = (*COMPAT, "smg_fast.rdma")
+    bad = {mod: sorted(d for d in deps if d in old) for mod, deps in graph.items()
+           if mod not in old}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, bad
 
 
 def test_old_rdma_package_reexports_the_same_objects():
-    old = importlib.import_module("smg_fast.rdma")
+    with pytest.warns(DeprecationWarning) if "smg_fast.rdma" not in sys.modules else _nothing():
+        old = importlib.import_module("smg_fast.rdma")
     new = importlib.import_module("smg_fast.transport.rdma")
     assert old.__all__ == new.__all__
     for name in new.__all__:
         assert getattr(old, name) is getattr(new, name), name
-    from smg_fast.tensors import TensorError
-    from smg_fast.transport.errors import TensorError as NewTensorError
-    assert TensorError is NewTensorError and issubclass(old.DescriptorError, TensorError)
+    from smg_fast.transport.errors import TensorError
+    assert issubclass(old.DescriptorError, TensorError)
+
+
+def test_transport_facade_names_resolve_lazily():
+    """``smg_fast.transport`` is the encode worker's facade: every name in ``__all__`` is the
+    object its module defines, and importing the facade loads neither the RDMA lane nor NIXL."""
+    import smg_fast
+
+    here = str(Path(smg_fast.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys, smg_fast.transport as t; "
+            "print(sorted(m for m in sys.modules if 'rdma' in m or 'nixl' in m))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    import smg_fast.transport as facade
+    from smg_fast.transport import errors, rdma, shm_owner, tensors
+
+    homes = {"tensors": tensors, "errors": errors, "shm_owner": shm_owner, "rdma": rdma}
+    assert set(facade.__all__) == set(facade._FACADE)
+    for name in facade.__all__:
+        assert getattr(facade, name) is getattr(homes[facade._FACADE[name]], name), name
+    with pytest.raises(AttributeError, match="no_such_name"):
+        facade.no_such_name  # noqa: B018
 
 
 @pytest.mark.parametrize("path", ["smg_fast.rdma.preflight", "smg_fast.transport.rdma.preflight"])
 def test_preflight_runs_under_both_paths(path):
-    """The server runs the preflight as ``python -m``; the old path must still print its line."""
+    """The server runs the preflight as ``python -m``; the old path still prints its line."""
     import smg_fast  # the child imports the package this test runs against (installed or src)
 
     here = str(Path(smg_fast.__file__).resolve().parent.parent)

@@ -1,4 +1,4 @@
-"""smg_fast.bench.oracle_venv finds the reference venv where .ci/oracle_venv.sh makes it, and only
+"""smg_fast.testing.oracle_venv finds the reference venv where .ci/oracle_venv.sh makes it, and only
 once it is ready."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from smg_fast.bench.oracle_venv import (
+from smg_fast.testing.oracle_venv import (
     OracleVenvMissing,
     torchvision_python,
     venv_dir,

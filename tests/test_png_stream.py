@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from decode_common import check, chunk, filter_rows, write_png
 
-from smg_fast import _native, decoders
+from smg_fast import _native
+from smg_fast.imaging import decoders
 
 PIL = decoders.PILLOW
 INFLATERS = pytest.mark.parametrize("inflater", [decoders.ZLIB_NG, decoders.ZLIB])

@@ -17,8 +17,8 @@ import pytest
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
 from smg_fast._proto import tensor_pb2
-from smg_fast.bench.rdma_peer import payload
-from smg_fast.bench.servers import free_port
+from smg_fast.testing.rdma_peer import payload
+from smg_fast.testing.servers import free_port
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller, PullError, StaleSlotError
 

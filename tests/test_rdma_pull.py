@@ -1,6 +1,8 @@
-"""RDMA pulls with real NIXL, the happy path and the puller's own resources: exact bytes, landing
-slots held by results and given back, casts, concurrency, asyncio, and clean exits. An exporter
-runs in a child process (smg_fast.bench.rdma_peer); the puller runs here. Every wait is bounded."""
+"""RDMA pulls with real NIXL, the happy path and the puller's own resources.
+
+Exact bytes, landing slots held by results and given back, casts, concurrency, asyncio, and clean
+exits. An exporter runs in a child process (smg_fast.testing.rdma_peer); the puller runs here.
+Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
 from smg_fast._proto import tensor_pb2
-from smg_fast.bench.rdma_peer import payload
+from smg_fast.testing.rdma_peer import payload
 from smg_fast.transport import rdma
 from smg_fast.transport.rdma import DescriptorError, Puller
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from rdma_common import MiB  # skips this module when NIXL is not installed
 
-from smg_fast.bench.servers import ServerProcess, free_port
 from smg_fast.client import Client
+from smg_fast.testing.servers import ServerProcess, free_port
 from smg_fast.transport.rdma import Puller, PullError
 
 pytest_plugins = ["rdma_fixtures"]  # the peers and puller fixtures

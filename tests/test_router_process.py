@@ -34,9 +34,9 @@ from routing_common import (
 
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-from smg_fast.bench.servers import RouterProcess, ServerProcess, free_port
+from smg_fast._service.wire import RETRYABLE_KEY
 from smg_fast.client import AsyncClient, Client, build_request, read_response
-from smg_fast.server.errors import RETRYABLE_KEY
+from smg_fast.testing.servers import RouterProcess, ServerProcess, free_port
 from smg_fast.transport.tensors import shm_namespace
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
@@ -191,7 +191,7 @@ def test_member_with_other_fingerprint_is_refused_through_the_router(mixed, imag
 def test_message_over_the_size_limit_is_answered_once_through_the_router(mixed):
     """A 5 KiB PNG whose 26 MB answer is over the router's 2 MiB limit from its worker:
     gRPC's own RESOURCE_EXHAUSTED, no trailer, so the router answers at once with
-    smg-fast-retryable: 0 (before: tried on every worker, then answered 1)."""
+    smg-fast-retryable: 0 (not tried on every worker, then answered 1)."""
     _, router, metrics = mixed
     channel = grpc.insecure_channel(router.target)
     try:
@@ -315,7 +315,7 @@ def test_router_drains_on_sigterm(routed, images):
     (["--worker", "a:1", "--port", "70000"], "--port must be 0..65535"),
 ])
 def test_bad_flags_fail_clearly(argv, message, capsys):
-    from smg_fast.routing.config import config_from_args
+    from smg_fast.router.flags import config_from_args
 
     with pytest.raises(SystemExit) as info:
         config_from_args(argv, environ={})
@@ -327,7 +327,7 @@ def test_bad_flags_message_and_env(capsys):
     out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--worker", "x"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--worker must be HOST:PORT, got 'x'" in out.stderr
-    from smg_fast.routing.config import config_from_args
+    from smg_fast.router.flags import config_from_args
 
     cfg = config_from_args(["--floor", "2"], environ={
         "SMG_FAST_ROUTER_WORKERS": "a:1, b:2", "SMG_FAST_ROUTER_FLOOR": "9",
@@ -346,7 +346,7 @@ def test_bad_flags_message_and_env(capsys):
 def test_help_and_readme_list_every_router_setting():
     """Every router setting is in --help and in the flag table of docs/fleet.md, with its
     environment variable."""
-    from smg_fast.routing.config import OPTIONS, WORKERS_VAR
+    from smg_fast.router.flags import OPTIONS, WORKERS_VAR
 
     out = subprocess.run([sys.executable, "-m", "smg_fast.router", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout

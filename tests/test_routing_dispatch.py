@@ -31,16 +31,17 @@ from routing_fakes import (
 )
 
 from smg_fast._proto import preprocessor_pb2 as pb
-from smg_fast.errors import MAX_ITEMS
+from smg_fast._service.wire import MAX_ITEMS
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key
+from smg_fast.routing.routed_request import RoutedRequest
 
 _C = grpc.StatusCode
 
 def test_cancelled_probe_frees_the_member():
     """The caller cancels while the half-open probe is in flight: the next request probes
-    again (before: probing stayed True and the member was never placed on again)."""
+    again (the member is not left probing forever, never placed on again)."""
     async def main():
         fl = Fleet([], keepalive_s=0)
         hang = asyncio.Event()
@@ -75,9 +76,10 @@ def test_cancelled_probe_frees_the_member():
 
 
 def test_every_member_busy_is_retryable():
-    """Both members answer RESOURCE_EXHAUSTED marked retryable: the request fails retryable
-    (the router's trailer says 1), and one retry is counted (the item went to b once), not
-    two (before: retryable=False, and a retry counted for the item that went nowhere)."""
+    """Both members answer RESOURCE_EXHAUSTED marked retryable: the request fails retryable.
+
+    The router's trailer says 1, and one retry is counted (the item went to b once), not two
+    (none for the item that went nowhere)."""
     async def main():
         fl = Fleet([], keepalive_s=0)
 
@@ -99,8 +101,8 @@ def test_every_member_busy_is_retryable():
 @pytest.mark.parametrize("how", ["later", "same_moment", "cancelled"])
 def test_failed_request_releases_finished_sub_calls(how):
     """One sub-call answers with a shm segment; the other fails (later, or in the same loop
-    turn), or the caller cancels: nobody will read the segment, so it is unlinked (before:
-    it stayed in /dev/shm until the worker exited)."""
+    turn), or the caller cancels: nobody will read the segment, so it is unlinked at once,
+    not left in /dev/shm until the worker exits."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1)
         name = segment()
@@ -137,7 +139,7 @@ def test_failed_request_releases_finished_sub_calls(how):
                 assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 1
             assert not os.path.exists(f"/dev/shm/{name}")
             assert fl.stats()["unread_released"] == 1
-            assert fl.stats()["failed"] == 1  # (before: not when its caller left)
+            assert fl.stats()["failed"] == 1  # (a caller that left too)
         finally:
             if os.path.exists(f"/dev/shm/{name}"):
                 os.unlink(f"/dev/shm/{name}")
@@ -159,7 +161,7 @@ def test_items_go_only_to_members_serving_their_model():
         assert (qwen.stub.calls, kimi.stub.calls) == (0, 1)
         await fl.route(pb.PreprocessRequest(items=items), passthrough, 30)  # default: qwen
         assert (qwen.stub.calls, kimi.stub.calls) == (1, 1)
-        with pytest.raises(RoutedError) as err:  # before: placed on both anyway
+        with pytest.raises(RoutedError) as err:  # not placed on either
             await fl.route(pb.PreprocessRequest(items=items, model="nope"), passthrough, 30)
         assert err.value.code() == _C.INVALID_ARGUMENT and err.value.index == 0
         assert "'nope'" in err.value.details() and "item 0" in err.value.details()
@@ -179,7 +181,7 @@ def test_items_go_only_to_members_serving_their_model():
 
 def test_placement_that_fails_counts_nothing():
     """Item 0 spills, item 1 has no member left: nothing is sent, so no spill, no retry and
-    no in-flight count stays behind (before: the spill was counted)."""
+    no in-flight count stays behind."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1)
 
@@ -189,10 +191,12 @@ def test_placement_that_fails_counts_nothing():
         a, b = member(fl, "a:1", answer), member(fl, "b:2", answer)
         first, _ = two_images(["a:1", "b:2"])
         a.in_flight = 5  # over the bound: item 0 spills to b
-        keys = [item_key(first, MODEL, "", None, None)] * 2
-        last = [None, (_C.RESOURCE_EXHAUSTED, "busy")]
+        r = RoutedRequest(pb.PreprocessRequest(items=[first, first]), MODEL,
+                          [item_key(first, MODEL, "", None, None)] * 2)
+        r.tried[1] = {"a:1", "b:2"}
+        r.last[1] = (_C.RESOURCE_EXHAUSTED, "busy")
         with pytest.raises(RoutedError) as err:
-            fl._place(MODEL, [0, 1], keys, [set(), {"a:1", "b:2"}], last)
+            fl._place(r)
         assert err.value.index == 1 and err.value.retryable
         assert fl.counts["spills"] == 0 and fl.retries == {}
         assert (a.in_flight, b.in_flight) == (5, 0)
@@ -201,9 +205,10 @@ def test_placement_that_fails_counts_nothing():
 
 
 def test_sub_calls_copy_only_their_own_images():
-    """A 32 MiB request spread over 4 members: while its sub-calls are in flight the process
-    holds about one more copy of the images (before: each sub-call copied the whole request,
-    then dropped the others' items; 5 copies). Peak memory of a fresh process, not time."""
+    """A 32 MiB request spread over 4 members holds about one more copy of its images in flight.
+
+    No sub-call copies the whole request to drop the others' items (that would be 5 copies).
+    Peak memory of a fresh process, not time."""
     import smg_fast
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -228,9 +233,10 @@ def test_empty_request_is_refused_as_a_server_refuses_it():
 
 
 def test_too_many_items_are_refused_before_any_sub_call():
-    """More than a server's MAX_ITEMS in one request: INVALID_ARGUMENT from the fleet itself,
-    with no sub-call made (before: split over members each under the limit, a 2100-item request
-    failed with a sub-request's count after its siblings did their work); MAX_ITEMS passes."""
+    """More than a server's MAX_ITEMS in one request: INVALID_ARGUMENT from the fleet itself.
+
+    No sub-call is made (split over members each under the limit, a 2100-item request would
+    fail with a sub-request's count after its siblings did their work); MAX_ITEMS passes."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=4096)
         calls = []
@@ -257,8 +263,7 @@ def test_too_many_items_are_refused_before_any_sub_call():
 
 def test_unreadable_or_miscounted_answers_fail_the_request_and_are_counted():
     """finish raises (an answer that cannot be read), or a member answers the wrong number of
-    items: the request fails, counted as failed, the items' outcome recorded on the member
-    (before: neither)."""
+    items: the request fails, counted as failed, the items' outcome recorded on the member."""
     async def main():
         fl = Fleet([], keepalive_s=0)
 
@@ -294,7 +299,7 @@ def test_unreadable_or_miscounted_answers_fail_the_request_and_are_counted():
     ("eject_base_s", float("inf")), ("keepalive_s", 0.5),
 ])
 def test_fleet_settings_are_checked(setting, value):
-    """As the router checks its flags (before: the library took these silently)."""
+    """The library checks its settings as the router checks its flags."""
     with pytest.raises(ValueError, match=f"^{setting} must be"):
         Fleet([], **{setting: value})
 
@@ -315,13 +320,14 @@ def test_routed_client_that_fails_to_start_leaves_no_thread():
         RoutedClient(["a:1"], load_factor=0.5)
     left = [t for t in threading.enumerate()
             if t.ident not in before and t.name == "smg-fast-routing"]
-    assert not left  # before: the private loop's thread ran forever
+    assert not left  # the private loop's thread does not outlive the refusal
 
 
 def test_targets_are_checked_and_one_string_is_one_member():
-    """AsyncRoutedClient("127.0.0.1:1") is one member (before: the string's characters were
-    the members, '1', '2', '7', ...); an empty list or a malformed target is refused, by both
-    clients (the synchronous one before it starts its thread) and by add()."""
+    """AsyncRoutedClient("127.0.0.1:1") is one member, not one per character of the string.
+
+    An empty list or a malformed target is refused, by both clients (the synchronous one
+    before it starts its thread) and by add()."""
     async def main():
         async with AsyncRoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=2) as rc:
             assert list(rc.membership.members) == ["127.0.0.1:1"]
@@ -344,8 +350,8 @@ def test_targets_are_checked_and_one_string_is_one_member():
 
 def test_a_failure_not_retried_forgets_the_member_as_holder():
     """A sub-call that fails without a retry (INVALID_ARGUMENT here) made nothing the fleet
-    knows of: affinity no longer names its member as the image's holder (before: it did, and
-    the next request for the image waited for or went to it for a cache hit it did not have)."""
+    knows of: affinity does not name its member as the image's holder, so the next request for
+    the image neither waits for it nor goes to it for a cache hit it does not have."""
     async def main():
         fl = Fleet([], keepalive_s=0)
         fail = [True]
@@ -371,7 +377,7 @@ def test_a_failure_not_retried_forgets_the_member_as_holder():
 
 
 def test_routed_client_used_after_close_says_so():
-    """A call after close() raises 'closed' (before: the loop's 'Event loop is closed' and a
+    """A call after close() raises 'closed' (not the loop's 'Event loop is closed', and no
     never-awaited coroutine warning)."""
     rc = RoutedClient("127.0.0.1:1", keepalive_s=0, join_timeout=1)
     rc.close()

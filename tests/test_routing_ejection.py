@@ -25,10 +25,11 @@ def images_preferring(target: str, targets: list[str], count: int) -> list[pb.Me
 
 @pytest.mark.parametrize("alive", [True, False])
 def test_attempt_timeout_ejects_only_with_a_failed_health_check(alive):
-    """a:1 takes longer than attempt_timeout for every call; each request's item goes on to
-    b:2 and succeeds. With eject_after=1, a:1 is ejected only when its health Check fails too
-    (a hung process); a member that answers its Check is slow, not failed, and stays
-    placeable (before: the first timeout ejected it)."""
+    """A timeout alone never ejects: a:1 is ejected only when its health Check fails too.
+
+    a:1 takes longer than attempt_timeout for every call; each request's item goes on to b:2
+    and succeeds. With eject_after=1, a member that answers its Check is slow, not failed, and
+    stays placeable; one that does not (a hung process) is ejected."""
     async def main():
         fl = Fleet([], keepalive_s=0, attempt_timeout=0.05, eject_after=1)
         done = asyncio.Event()

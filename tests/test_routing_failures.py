@@ -26,9 +26,10 @@ from routing_common import (
 )
 
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-from smg_fast.bench.servers import ServerProcess
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
-from smg_fast.routing.membership import Member, Membership
+from smg_fast.routing.member import Member
+from smg_fast.routing.membership import Membership
+from smg_fast.testing.servers import ServerProcess
 
 ARGS = [*SERVER_ARGS, "--max-output-mb", "64"]
 
@@ -87,8 +88,8 @@ def test_size_limit_is_not_retried(fleet):
 def test_message_over_the_size_limit_is_not_retried(fleet):
     """gRPC's own RESOURCE_EXHAUSTED (a 5 KiB PNG whose 26 MB answer is over the client's
     2 MiB receive limit) carries no smg-fast-retryable trailer: it would fail the same way on
-    every member, so it is answered at once, not retryable (before: no trailer was taken for
-    "retry", it was tried on all three members and reported retryable)."""
+    every member, so it is answered at once, not retryable (not tried on all three members
+    and reported retryable)."""
     targets = [s.target for s in fleet]
     with RoutedClient(targets, timeout=30, max_message_mb=2) as rc:
         with pytest.raises(RoutedError) as err:
@@ -135,11 +136,11 @@ def test_one_crash_is_one_ejection():
         m = Member("w:1", None, None, state="serving")
         epochs = [m.epoch] * 8  # the calls' epochs when they were placed
         for e in epochs:
-            ms.failure(m, e)
-        assert (m.ejections, ms.ejected) == (1, 1)
+            ms.ejection.failure(m, e)
+        assert (m.ejections, ms.ejection.ejected) == (1, 1)
         m.ejected_until = 0.0  # the ejection ran out: one probe, which fails
-        ms.failure(m, m.epoch)
-        assert (m.ejections, ms.ejected) == (2, 2)  # now it doubles
+        ms.ejection.failure(m, m.epoch)
+        assert (m.ejections, ms.ejection.ejected) == (2, 2)  # now it doubles
 
     asyncio.run(main())
 
@@ -147,7 +148,7 @@ def test_one_crash_is_one_ejection():
 def test_callers_deadline_is_neither_the_members_success_nor_its_failure(fleet):
     """The caller's own deadline ends a sub-call: the member's consecutive failures stay as
     they were, and a half-open probe that ends so leaves the member ejected (the next request
-    probes it) instead of restoring it (before: counted as the member's success)."""
+    probes it) instead of restoring it (it is not the member's success)."""
     target = fleet[0].target
 
     async def main():

@@ -17,11 +17,11 @@ from routing_common import SERVER_ARGS, check, crops, preferring, start_servers,
 
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-from smg_fast.bench.servers import ServerProcess
 from smg_fast.client import _media_item, build_request
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.client import release
 from smg_fast.routing.placement import item_key
+from smg_fast.testing.servers import ServerProcess
 from smg_fast.transport.tensors import shm_namespace
 
 

@@ -21,7 +21,7 @@ from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast.routing import membership
 from smg_fast.routing.dispatch import Fleet
-from smg_fast.routing.errors import RoutedError
+from smg_fast.routing.routed_error import RoutedError
 
 MODEL = "qwen2_vl"
 
@@ -75,8 +75,9 @@ async def _member(fingerprint: str, **kw):
 
 @pytest.mark.parametrize("how", ["removed", "stopped"])
 def test_rolling_upgrade_admits_the_new_config_when_the_old_is_gone(how):
-    """Before: the first member's fingerprint was the fleet's forever, and a refused member
-    never asked again, so the upgraded fleet served nothing."""
+    """The fleet's config is its admitted members': once the old config's last member is gone,
+    the refused members of the new one ask again and are admitted (the upgraded fleet
+    serves)."""
     async def main():
         old, old_target, _ = await _member("v1")
         new, new_target, _ = await _member("v2")
@@ -135,8 +136,8 @@ async def _passthrough(m, resp):
     (("v2", "v1", "v1"), (0.0, 0.3, 0.3), "v1"),  # most agree: not the first listed or fastest
 ])
 def test_founders_are_admitted_by_agreement_not_by_who_answers_first(configs, delays, want):
-    """Before: the first member to answer defined the fleet's config, so two routers in front
-    of the same workers could serve different configs."""
+    """The founders' config is the one most of them agree with, not the first to answer's, so
+    two routers in front of the same workers serve the same config."""
     async def main():
         made = [await _member(fp, delay=d) for fp, d in zip(configs, delays, strict=True)]
         fl = Fleet([t for _, t, _ in made], keepalive_s=0, join_timeout=10)
@@ -155,9 +156,11 @@ def test_founders_are_admitted_by_agreement_not_by_who_answers_first(configs, de
 
 
 def test_default_model_is_the_first_listed_members_for_preprocess_and_model_info():
-    """A serves qwen2_vl (its default) and kimi_k25, B kimi_k25 only, B answers first. Before:
-    the default was the first admitted member's (B: kimi_k25) and GetModelInfo listed only the
-    models every member serves ([kimi_k25]) while Preprocess routed qwen2_vl too."""
+    """The default model is the first listed member's, and GetModelInfo lists every model.
+
+    A serves qwen2_vl (its default) and kimi_k25, B kimi_k25 only, B answers first: the default
+    is A's (not the first admitted member's, B's kimi_k25), and GetModelInfo lists both models
+    (not only those every member serves), as Preprocess routes both."""
     async def main():
         a, ta, ia = await _member("fp", models=(MODEL, "kimi_k25"), delay=0.3)
         b, tb, ib = await _member("fp", models=("kimi_k25",))
@@ -186,7 +189,8 @@ def test_default_model_is_the_first_listed_members_for_preprocess_and_model_info
 
 
 def test_requests_arriving_while_members_join_wait_for_the_join():
-    """Before: only the first request waited; the others found no member serving yet."""
+    """Every request that arrives while the members join waits for the join, not only the
+    first (the others would find no member serving yet)."""
     async def main():
         server, target, info = await _member("v1", delay=0.2)
         fl = Fleet([target], keepalive_s=0, join_timeout=10)  # not entered: requests at once

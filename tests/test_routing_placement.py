@@ -134,7 +134,7 @@ def test_affinity_memory():
 
 def test_affinity_holders_per_key_are_bounded():
     """One key placed on ever new member names (members replaced, ports reused under new
-    names) keeps only the MAX_HOLDERS most recent (before: every name, 10000 after 10000)."""
+    names) keeps only the MAX_HOLDERS most recent, not every name (10000 after 10000)."""
     memory = Affinity(4)
     for k in range(10000):
         memory.add(b"a", f"m{k}", 1)

@@ -14,6 +14,7 @@ from routing_fakes import MODEL, image_preferring, member, passthrough, response
 from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast.routing.dispatch import Fleet
 from smg_fast.routing.placement import item_key, order
+from smg_fast.routing.routed_request import RoutedRequest
 
 
 @pytest.mark.parametrize("wait_s", [30.0, 0.05])
@@ -75,7 +76,7 @@ def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
     requests for it at once: only as many wait for a:1 as it has items in flight (one); the
     next spills once (to its second member, which then has it too) and the rest go to the
     members that have it or wait for their slots: all five are answered while a:1's first
-    call still runs (before: every one waited for a:1, sent nowhere, for affinity_wait)."""
+    call still runs (not every one waiting for a:1, sent nowhere, for affinity_wait)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -110,8 +111,8 @@ def test_a_burst_of_one_image_waits_only_for_slots_that_free_soon():
 def test_a_short_deadline_is_not_spent_waiting():
     """The caller's timeout (0.4 s) is shorter than affinity_wait (30 s): the image waits for
     the busy member that has it at most half of it, then goes to its next member and succeeds
-    (before: it waited the whole deadline, was then sent with 0 s left and failed
-    DEADLINE_EXCEEDED, charged to the idle member, which affinity then named as its holder)."""
+    (it does not wait the whole deadline, to be sent with 0 s left and fail DEADLINE_EXCEEDED,
+    charged to the idle member, which affinity would then name as its holder)."""
     async def main():
         fl = Fleet([], keepalive_s=0, floor=1, affinity_wait=30.0)
         release = asyncio.Event()
@@ -157,8 +158,9 @@ def test_no_sub_call_is_sent_with_no_time_left():
         m.in_flight, m.probing, m.ejections = 1, True, 1  # as _place leaves a probe
         req = pb.PreprocessRequest(items=[pb.MediaItem(data=b"x")])
         loop = asyncio.get_running_loop()
-        status, (code, _, retry) = await fl._call(m, m.epoch, True, [0], req, req,
-                                                  loop.time() - 0.001, passthrough, False)
+        r = RoutedRequest(req, MODEL, [b"x"], finish=passthrough,
+                          deadline=loop.time() - 0.001)
+        status, (code, _, retry) = await fl.calls.call(r, m, m.epoch, True, [0])
         assert status == "error" and code == grpc.StatusCode.DEADLINE_EXCEEDED and not retry
         assert m.stub.calls == 0 and m.in_flight == 0 and not m.probing and not m.items
         assert m.failures == 0 and m.ejections == 1

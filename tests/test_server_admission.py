@@ -1,5 +1,6 @@
-"""Admission, cancellation, deadlines, drain and error mapping under hostile load (issue 8):
-cancelled or expired work stops between items, a SIGTERM stop is bounded by the drain timeout,
+"""Admission, cancellation, deadlines, drain and error mapping under hostile load.
+
+Cancelled or expired work stops between items, a SIGTERM stop is bounded by the drain timeout,
 a flood of big requests is refused with RESOURCE_EXHAUSTED while memory stays bounded, and
 failures map to the right status without pinning buffers."""
 
@@ -20,9 +21,9 @@ pytest.importorskip("grpc")
 import grpc  # noqa: E402
 
 from smg_fast._proto import preprocessor_pb2 as pb  # noqa: E402
-from smg_fast.bench.servers import ServerProcess  # noqa: E402
-from smg_fast.cache import COALESCED, MISS, CacheEntry, PixelCache  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
+from smg_fast.server.cache import COALESCED, MISS, CacheEntry, PixelCache  # noqa: E402
+from smg_fast.testing.servers import ServerProcess  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
@@ -312,7 +313,7 @@ def test_single_flight_waiter_gives_up_on_a_stuck_leader():
 
 
 def test_admission_flags_and_env():
-    from smg_fast.server.config import build_parser, config_from_args
+    from smg_fast.server.flags import build_parser, config_from_args
 
     cfg = config_from_args([], environ={})
     assert cfg.queued_requests_limit >= 32 and 64 << 20 <= cfg.queued_bytes_limit <= 1 << 30
@@ -330,7 +331,7 @@ def test_waiter_on_a_stuck_leader_is_served(start_server, small_jpegs, ours, mon
     """Two requests for one image on a server with the pixel cache: the first (the leader)
     hangs inside its computation; the second does not wait for it past
     --single-flight-wait-s and is served, exactly, by computing the image itself."""
-    from smg_fast.server.delivery import Tensor
+    from smg_fast.server.tensor import Tensor
 
     srv = start_server(pixel_cache_mb=32, single_flight_wait_s=0.3)
     real_array = Tensor.array

@@ -16,7 +16,7 @@ from tv_oracle import KIMI_HUB, run_oracle  # noqa: E402
 import smg_fast  # noqa: E402
 from smg_fast.client import Client, _verify  # noqa: E402
 from smg_fast.client import main as client_main  # noqa: E402
-from smg_fast.server.config import config_from_args, parse_model  # noqa: E402
+from smg_fast.server.flags import config_from_args, parse_model  # noqa: E402
 from smg_fast.server.models import split_backend  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")

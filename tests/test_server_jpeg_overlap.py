@@ -17,8 +17,8 @@ pytest.importorskip("grpc")
 
 import grpc  # noqa: E402
 
-from smg_fast import decoders  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
+from smg_fast.imaging import decoders  # noqa: E402
 from smg_fast.processors.base import PlannedBatch  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")

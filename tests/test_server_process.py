@@ -20,9 +20,10 @@ pytest.importorskip("grpc")
 
 import grpc  # noqa: E402
 
-from smg_fast.bench.servers import ServerProcess, free_port  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
-from smg_fast.server.config import ServerConfig, config_from_args  # noqa: E402
+from smg_fast.server.config import ServerConfig  # noqa: E402
+from smg_fast.server.flags import config_from_args  # noqa: E402
+from smg_fast.testing.servers import ServerProcess, free_port  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
@@ -67,7 +68,7 @@ def test_help_and_readme_list_every_setting():
     environment variable (and smg's name for it, where it has one)."""
     from pathlib import Path
 
-    from smg_fast.server.config import _OPTIONS, ALIASES
+    from smg_fast.server.flags import _OPTIONS, ALIASES
 
     out = subprocess.run([sys.executable, "-m", "smg_fast.server", "--help"],
                          capture_output=True, text=True, timeout=60, check=True).stdout

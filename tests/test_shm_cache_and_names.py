@@ -13,8 +13,8 @@ pytest.importorskip("grpc")
 from conftest import encode  # noqa: E402
 
 from smg_fast._proto import tensor_pb2  # noqa: E402
-from smg_fast.bench.servers import ServerProcess  # noqa: E402
 from smg_fast.client import Client, build_request  # noqa: E402
+from smg_fast.testing.servers import ServerProcess  # noqa: E402
 from smg_fast.transport.tensors import (  # noqa: E402
     UntrustedSegmentError,
     read_tensor,

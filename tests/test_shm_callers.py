@@ -19,17 +19,17 @@ from routing_common import stop  # noqa: E402
 from shm_common import chelsea_png, dir_bytes, own_channel, shm_call  # noqa: E402
 
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc  # noqa: E402
-from smg_fast.bench.servers import RouterProcess, ServerProcess  # noqa: E402
+from smg_fast._service.wire import CALLER_KEY  # noqa: E402
 from smg_fast.client import build_request  # noqa: E402
-from smg_fast.server.callers import (  # noqa: E402
-    CALLER_KEY,
+from smg_fast.server.flags import config_from_args  # noqa: E402
+from smg_fast.server.shm_shares import (  # noqa: E402
     CONNECTION,
     ROUTED,
     UNTRUSTED,
     Callers,
     peer_address,
 )
-from smg_fast.server.config import config_from_args  # noqa: E402
+from smg_fast.testing.servers import RouterProcess, ServerProcess  # noqa: E402
 from smg_fast.transport.tensors import read_tensor, shm_namespace  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
@@ -64,7 +64,7 @@ def test_peer_addresses_and_trust():
 def test_the_router_names_its_caller_only_when_it_has_one():
     import contextvars
 
-    from smg_fast.routing.caller import CALLER, caller_metadata
+    from smg_fast.routing.forwarded_caller import CALLER, caller_metadata
 
     assert caller_metadata() == {}  # the library clients: calls made as before
 

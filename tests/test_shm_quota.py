@@ -211,7 +211,7 @@ def test_a_full_tmpfs_falls_back_inline(start_server, tmpfs, real_images, ours):
 
 
 def test_outstanding_cap_default_flag_and_env(tmpfs):
-    from smg_fast.server.config import config_from_args
+    from smg_fast.server.flags import config_from_args
 
     d = tmpfs(64)
     assert shm.default_outstanding_cap(d) == 32 << 20  # half the tmpfs (RAM is larger)

@@ -21,8 +21,8 @@ from shm_common import (  # noqa: E402
 
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc  # noqa: E402
 from smg_fast._proto import tensor_pb2  # noqa: E402
-from smg_fast.bench.servers import free_port, wait_serving  # noqa: E402
 from smg_fast.client import Client  # noqa: E402
+from smg_fast.testing.servers import free_port, wait_serving  # noqa: E402
 from smg_fast.transport import shm  # noqa: E402
 from smg_fast.transport.tensors import (  # noqa: E402
     read_tensor,

@@ -16,7 +16,7 @@ from PIL import Image
 from tv_oracle import KIMI_HUB, run_oracle
 
 from smg_fast import _native, load_processor
-from smg_fast.bench.oracles import HUB_QWEN
+from smg_fast.testing.oracles import HUB_QWEN
 
 QWEN = tuple(HUB_QWEN)
 # (width, height): tiny, odd, 1080p, 4K, extreme aspects (200:1 is Qwen's limit), and the sizes

@@ -2,7 +2,7 @@
 
 torchvision needs the CUDA build of torch, which the main environment must not have, so the
 reference outputs come from tests/tv_oracle_script.py under the python of the venv that
-.ci/oracle_venv.sh torchvision makes outside the clone (smg_fast.bench.oracle_venv finds it;
+.ci/oracle_venv.sh torchvision makes outside the clone (smg_fast.testing.oracle_venv finds it;
 SMG_FAST_TV_PYTHON overrides). Inputs travel as a pickle (PIL images keep their mode, palette and
 info), outputs as .npy files. Without the venv the tests fail with a message naming the script;
 they never skip.
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from oracle_cache import cached_batch
 
-from smg_fast.bench.oracle_venv import OracleVenvMissing, torchvision_python
+from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).with_name("tv_oracle_script.py")

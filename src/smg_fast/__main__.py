@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from . import FAMILIES, InvalidImageError, get_num_threads, load_processor, set_num_threads
-from .patterns import test_pattern
+from .imaging.sample import sample_image
 from .processors import Processor
 
 
@@ -35,7 +35,7 @@ def _check(proc: Processor, image: object, ours: np.ndarray) -> str:
 
 def _decoders_line() -> str:
     """Each fast decoder's state; in use means it matched Pillow on this install's self-check."""
-    from . import decoders
+    from .imaging import decoders
 
     state = decoders.available()
     engine = decoders.jpeg_engine()
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     inputs: list[tuple[str, object]] = [(p, p) for p in args.images] or [
-        ("test-pattern 1920x1080", test_pattern())
+        ("test-pattern 1920x1080", sample_image())
     ]
     print(f"model={args.model} dtype={args.dtype} threads={get_num_threads()}")
     if args.check:

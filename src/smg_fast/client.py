@@ -32,6 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ._proto import preprocessor_pb2 as pb
 from ._proto import preprocessor_pb2_grpc as pb_grpc
+from ._service.channel import message_size_options
 from .transport.tensors import read_tensor, shm_namespace
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -124,11 +125,6 @@ def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
     return PreprocessResult(resp.request_id, items, timings)
 
 
-def _options(max_message_mb: int) -> list[tuple[str, int]]:
-    limit = max_message_mb * 1024 * 1024
-    return [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", limit)]
-
-
 def _info_dict(msg: Any) -> dict[str, Any]:
     """A message as a plain dict (ints stay ints, repeated messages become lists of dicts)."""
     out: dict[str, Any] = {}
@@ -156,7 +152,8 @@ class _ClientBase:
         self.timeout = timeout
         self.puller = puller
         self.namespace = shm_namespace()
-        self._channel = self._channel_factory(target, options=_options(max_message_mb))
+        self._channel = self._channel_factory(
+            target, options=message_size_options(max_message_mb * 2**20))
         self._stub = pb_grpc.PreprocessorStub(self._channel)
 
     def _request(self, images: Any, model: str | None, dtype: str, transport: str,
@@ -312,9 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("give image files, --test-pattern, or --info")
     images: list[tuple[str, Any]] = [(str(i), i) for i in args.images]
     if args.test_pattern:
-        from .patterns import test_pattern_bytes
+        from .imaging.sample import sample_image_bytes
 
-        images.append(("test-pattern 1920x1080 JPEG", test_pattern_bytes()))
+        images.append(("test-pattern 1920x1080 JPEG", sample_image_bytes()))
     status = 0
     with Client(args.target, timeout=args.timeout) as client:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from PIL import Image
 
-from .media import DEFAULT_IMAGE_FORMATS, normalize_formats
+from .imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 
 OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)

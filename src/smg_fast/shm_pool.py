@@ -1,9 +1,5 @@
-"""Compatibility path: ``smg_fast.shm_pool`` is :mod:`smg_fast.transport.shm_pool`, the very same
-module object (its names, private ones included, and its state are shared, not copied)."""
+"""Deprecated path of :mod:`smg_fast.transport.shm_pool` (the same module object; warns once)."""
 
-import sys
+from ._deprecated import alias_module
 
-from .transport import shm_pool as _module
-from .transport.shm_pool import *  # noqa: F403  (the names, for static tools)
-
-sys.modules[__name__] = _module
+alias_module(__name__, "smg_fast.transport.shm_pool")

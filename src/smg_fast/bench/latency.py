@@ -79,7 +79,7 @@ def run(data: bytes, *, model: str, requests: int, gap_s: float, cache_mb: int, 
     Medians over every request."""
     from .. import load_processor
     from ..client import Client
-    from .servers import ServerProcess
+    from ..testing.servers import ServerProcess
 
     common = ["--transport", "shm", "--log-level", "warning", "--model", model]
     servers = {"off": ServerProcess([*common, *server_args]),
@@ -161,9 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.image, "rb") as fh:
             data = fh.read()
     else:
-        from ..patterns import test_pattern_bytes
+        from ..imaging.sample import sample_image_bytes
 
-        data = test_pattern_bytes()
+        data = sample_image_bytes()
     results = run(data, model=args.model, requests=args.requests, gap_s=args.gap_s,
                   cache_mb=args.cache_mb, dtype=args.dtype, server_args=args.server_arg,
                   rounds=args.rounds)

@@ -146,9 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(path, "rb") as fh:
             images.append(fh.read())
     if not images:
-        from ..patterns import test_pattern_bytes
+        from ..imaging.sample import sample_image_bytes
 
-        images = [test_pattern_bytes()]
+        images = [sample_image_bytes()]
     cpu0 = _cpu_seconds(args.server_pid) if args.server_pid else 0.0
     stats, elapsed = asyncio.run(run_load(
         args.target, images, concurrency=args.concurrency, seconds=args.seconds,

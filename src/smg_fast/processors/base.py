@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import _native, decoders
+from .. import _native
 from .._dtypes import DTYPES, parse_dtype, to_torch
 from ..call_inputs import UNIT, prepare_inputs
 from ..call_options import CallOptions, parse_options
 from ..config import ProcessorConfig, coerce_fields, validate_common
 from ..errors import InvalidImageError, OutputTooLargeError, UnsupportedCallError
-from ..media import ImageHeader, ImageInput, Pixels, open_image
+from ..imaging import decoders
+from ..imaging.media import ImageHeader, ImageInput, Pixels, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
 from .decode_pool import decode_all, decode_iter

@@ -9,8 +9,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from .. import _native, decoders
-from ..media import ImageHeader, Pixels
+from .. import _native
+from ..imaging import decoders
+from ..imaging.media import ImageHeader, Pixels
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None

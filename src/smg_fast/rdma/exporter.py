@@ -1,9 +1,5 @@
-"""Compatibility path: ``smg_fast.rdma.exporter`` is :mod:`smg_fast.transport.rdma.exporter`, the
-very same module object."""
+"""Deprecated path of :mod:`smg_fast.transport.rdma.exporter`: the same module, warns once."""
 
-import sys
+from .._deprecated import alias_module
 
-from ..transport.rdma import exporter as _module
-from ..transport.rdma.exporter import *  # noqa: F403  (the names, for static tools)
-
-sys.modules[__name__] = _module
+alias_module(__name__, "smg_fast.transport.rdma.exporter")

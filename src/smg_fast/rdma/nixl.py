@@ -1,9 +1,5 @@
-"""Compatibility path: ``smg_fast.rdma.nixl`` is :mod:`smg_fast.transport.rdma.nixl`, the
-very same module object."""
+"""Deprecated path of :mod:`smg_fast.transport.rdma.nixl`: the same module, warns once."""
 
-import sys
+from .._deprecated import alias_module
 
-from ..transport.rdma import nixl as _module
-from ..transport.rdma.nixl import *  # noqa: F403  (the names, for static tools)
-
-sys.modules[__name__] = _module
+alias_module(__name__, "smg_fast.transport.rdma.nixl")

@@ -1,12 +1,11 @@
-"""Compatibility path: ``smg_fast.rdma.preflight`` is :mod:`smg_fast.transport.rdma.preflight`,
-the very same module object; ``python -m smg_fast.rdma.preflight`` still runs the check."""
-
-import sys
-
-from ..transport.rdma import preflight as _module
-from ..transport.rdma.preflight import *  # noqa: F403  (the names, for static tools)
+"""Deprecated path of :mod:`smg_fast.transport.rdma.preflight` (the same module object; warns
+once); ``python -m smg_fast.rdma.preflight`` still runs the check."""
 
 if __name__ == "__main__":
-    _module.main()
+    from smg_fast.transport.rdma.preflight import main
+
+    main()
 else:
-    sys.modules[__name__] = _module
+    from .._deprecated import alias_module
+
+    alias_module(__name__, "smg_fast.transport.rdma.preflight")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .._process import run
+from .._service.process import run
 
 
 def _load() -> tuple[Any, Any]:
-    from ..routing.config import config_from_args
-    from ..routing.router import serve
+    from .app import serve
+    from .flags import config_from_args
 
     return config_from_args, serve
 

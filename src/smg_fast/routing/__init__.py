@@ -2,6 +2,6 @@
 image's content key), load-bounded, and retrying only failed items on their next member."""
 
 from .client import AsyncRoutedClient, RoutedClient, RoutedError
-from .membership import FingerprintMismatch
+from .member import FingerprintMismatch
 
 __all__ = ["AsyncRoutedClient", "FingerprintMismatch", "RoutedClient", "RoutedError"]

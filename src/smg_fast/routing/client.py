@@ -23,10 +23,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..client import PreprocessResult, build_request, read_response
+from .checks import check_targets
 from .dispatch import Fleet, RoutedError
 from .membership import Member
 from .messages import release
-from .settings import check_targets
 
 __all__ = ["AsyncRoutedClient", "RoutedClient", "RoutedError", "release"]
 

@@ -1,14 +1,16 @@
-"""One routed request: each image placed on a member (placement.py), one Preprocess sub-call per
-member with its items, all at once under the caller's deadline, results reassembled in the
-caller's order. An image goes only to a member that serves the request's model. Only items whose
+"""The fleet and its request loop: each image of a request placed on a member (placement.py),
+one Preprocess sub-call per member with its items (sub_calls.py), all at once under the caller's
+deadline, results reassembled in the caller's order (routed_request.py holds one request's
+state). An image goes only to a member that serves the request's model. Only items whose
 sub-call failed with a transient code are sent again, each to its key's next member; anything
 else fails the request naming the caller's item index. Sub-calls the request no longer needs (it
 failed, or was cancelled, or their member went away) are cancelled, and what they answer anyway
 is released, as is what the finished ones made for a request that then failed: shm segments
 unlinked (when they are in our /dev/shm), RDMA handles left to expire.
 
-``Fleet`` is the core the library clients (client.py) and the router process (router.py) share:
-they differ only in what they make of a member's response (``finish``).
+``Fleet`` is the core the library clients (client.py) and the router process
+(smg_fast/router/app.py) share: they differ only in what they make of a member's response
+(``finish``).
 """
 
 from __future__ import annotations
@@ -16,29 +18,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import grpc
 
-from ..client import _options
-from ..errors import MAX_ITEMS, too_many_items
+from .._service.channel import keepalive_options, message_size_options
+from .._service.wire import MAX_ITEMS, too_many_items
 from ..transport.tensors import shm_namespace
-from .caller import caller_metadata
-from .errors import RoutedError, name_items, renumber, says_retryable
-from .membership import Member, Membership
-from .messages import release, sub_request, without_items
+from .checks import check_settings, check_target, check_targets
+from .member import Member
+from .membership import Membership
 from .placement import Affinity, Choice, choose, item_key
-from .settings import check_settings, check_target, check_targets, keepalive_options
+from .routed_error import RoutedError, name_items, renumber
+from .routed_request import Finish, RoutedRequest
+from .sub_calls import SubCalls
 
 log = logging.getLogger("smg_fast.routing")
 
 _C = grpc.StatusCode
-CHECK_MIN_S = 1.0  # the shortest health Check that confirms a member whose sub-call timed out
 WAIT_SHARE = 0.5  # of the caller's timeout, the most an image may wait for a member that has it
-TIMINGS = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
-# What a member's response becomes for the caller: one value per item, in the sub-call's order.
-Finish = Callable[[Member, Any], Awaitable[list[Any]]]
 _F = TypeVar("_F", bound="Fleet")
 
 
@@ -57,7 +56,7 @@ class Fleet:
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the items go to their next
     member, and the member counts as failed only when a health Check goes unanswered too
-    (Membership.verify). ``keepalive_s``: see keepalive_options."""
+    (health.Ejection.verify). ``keepalive_s``: see _service.channel.keepalive_options."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
@@ -74,18 +73,20 @@ class Fleet:
         self.affinity = Affinity(affinity_keys)
         self.affinity_wait = affinity_wait
         self._waiting: Counter[str] = Counter()  # target -> items waiting in the fleet for it
-        self.attempt_timeout, self.join_timeout = attempt_timeout, join_timeout
+        self.join_timeout = join_timeout
         self.namespace = shm_namespace()
         self.membership = Membership(
-            channel_options=_options(max_message_mb) + keepalive_options(keepalive_s),
+            channel_options=(message_size_options(max_message_mb * 2**20)
+                             + keepalive_options(keepalive_s)),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
+        self.ejection = self.membership.ejection
         founders = self.membership.found(targets, join_timeout)
         # one join every request waits for (shielded: a caller that leaves does not end it)
         self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
                          if founders else None)
-        self._tasks: set[asyncio.Future] = set()  # sub-calls abandoned, still ending
         self.counts: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
+        self.calls = SubCalls(self.ejection, self.counts, attempt_timeout)
 
     # ---- membership ----
 
@@ -129,126 +130,111 @@ class Fleet:
         if len(req.items) > MAX_ITEMS:  # as a server answers it, before any member works on it
             raise RoutedError(_C.INVALID_ARGUMENT, too_many_items(len(req.items)))
         await self._ready()
-        loop = asyncio.get_running_loop()
-        timeout = self.timeout if timeout is None else timeout
+        r = self._request(req, finish, self.timeout if timeout is None else timeout)
+        self.counts["requests"] += 1
+        try:
+            while r.pending or r.live:
+                await self._step(r)
+        except BaseException:
+            self.counts["failed"] += 1  # (an error, a finish that raised, or its caller left)
+            self._abandon(r)
+            raise
+        self.counts["items"] += len(r)
+        return r.results, dict(r.timings)
+
+    def _request(self, req: Any, finish: Finish, timeout: float | None) -> RoutedRequest:
+        """The state of req's routing: its keys (for its resolved model), its deadline, and how
+        long its images may wait for their members (at most half the caller's time: the rest
+        is for the sub-call itself)."""
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be None or > 0 seconds, got {timeout!r}")
-        deadline = None if timeout is None else loop.time() + timeout
+        now = asyncio.get_running_loop().time()
         name = req.model or self.membership.default_model
         lo = req.min_pixels if req.HasField("min_pixels") else None
         hi = req.max_pixels if req.HasField("max_pixels") else None
-        keys = [item_key(it, name, req.dtype, lo, hi) for it in req.items]
-        local = req.shm_namespace == self.namespace  # its segments are in our /dev/shm
-        template = without_items(req, name)
-        n = len(keys)
-        results: list[Any] = [None] * n
-        kept: list[Any] = []  # the answers whose handles are in results
-        tried: list[set[str]] = [set() for _ in range(n)]
-        last: list[tuple[grpc.StatusCode, str] | None] = [None] * n
-        timings: Counter[str] = Counter()
-        pending = list(range(n))
-        live: dict[asyncio.Task, tuple[Member, list[int]]] = {}
-        self.counts["requests"] += 1
-        # images may wait for their members, at most half the caller's time: the rest is
-        # for the sub-call itself
-        patient_until = loop.time() + min(self.affinity_wait,
-                                          WAIT_SHARE * timeout if timeout is not None
-                                          else self.affinity_wait)
-        waited: set[int] = set()
+        patience = self.affinity_wait if timeout is None else min(self.affinity_wait,
+                                                                  WAIT_SHARE * timeout)
+        return RoutedRequest(
+            req, name, [item_key(it, name, req.dtype, lo, hi) for it in req.items],
+            finish=finish, local=req.shm_namespace == self.namespace,
+            deadline=None if timeout is None else now + timeout, patient_until=now + patience)
+
+    async def _step(self, r: RoutedRequest) -> None:
+        """One round: places r's pending items and starts their sub-calls, waits for a sub-call
+        to end (or a member an item waits for to free a slot), and takes what ended."""
+        loop = asyncio.get_running_loop()
+        if r.pending and r.expired(loop.time()):
+            # no time left to send them in: failed here, no member charged for it
+            text, index = name_items("the request's deadline passed before it was sent to a "
+                                     "member", r.pending)
+            raise RoutedError(_C.DEADLINE_EXCEEDED, text, index)
+        placed, waits_on = self._place(r, loop.time() < r.patient_until)
+        r.pending = sorted(waits_on)  # item -> the member it waits for (holding it)
+        freed: list[asyncio.Future] = []
         try:
-            while pending or live:
-                if pending and deadline is not None and loop.time() >= deadline:
-                    # no time left to send them in: failed here, no member charged for it
-                    text, index = name_items("the request's deadline passed before it was "
-                                             "sent to a member", pending)
-                    raise RoutedError(_C.DEADLINE_EXCEEDED, text, index)
-                placed, waits_on = self._place(name, pending, keys, tried, last,
-                                               loop.time() < patient_until)
-                pending = sorted(waits_on)  # item -> the member it waits for (holding it)
-                freed: list[asyncio.Future] = []
-                try:
-                    for m, (idx, epoch, probe) in placed.items():
-                        task = loop.create_task(self._call(m, epoch, probe, idx, req,
-                                                           template, deadline, finish, local))
-                        live[task] = (m, idx)
-                    if waits_on:  # placed again when one of those members ends a call
-                        self.counts["waited"] += len(set(waits_on) - waited)
-                        waited.update(waits_on)
-                        freed = [asyncio.ensure_future(self.membership.members[t].freed.wait())
-                                 for t in set(waits_on.values())]
-                    done, _ = await asyncio.wait(
-                        {*live, *freed}, return_when=asyncio.FIRST_COMPLETED,
-                        timeout=max(0.0, patient_until - loop.time()) if waits_on else None)
-                finally:
-                    for f in freed:
-                        f.cancel()
-                    self._unwait(waits_on)  # (placed again next, or the request ended)
-                done.difference_update(freed)
-                for task in done:
-                    m, idx = live.pop(task)
-                    status, value = task.result()
-                    if status == "ok":
-                        resp, values = value
-                        kept.append(resp)
-                        for i, v in zip(idx, values, strict=True):
-                            results[i] = v
-                        for k in TIMINGS:  # the calls ran side by side
-                            timings[k] = max(timings[k], getattr(resp.timings, k))
-                        continue
-                    code, details, retry = value
-                    text, index = renumber(details, idx)
-                    if not retry or (deadline is not None and loop.time() >= deadline):
-                        for i in idx:  # it may not have made them: not a holder any more
-                            self.affinity.forget(keys[i], m.target)
-                        if index is None:
-                            text, index = name_items(text, idx)
-                        raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED
-                                          and retry)
-                    for i in idx:
-                        tried[i].add(m.target)
-                        last[i] = (code, text)
-                        self.affinity.forget(keys[i], m.target)
-                    pending.extend(idx)
-                pending.sort()
-        except BaseException:
-            self.counts["failed"] += 1  # (an error, a finish that raised, or its caller left)
-            for task in live:  # a failed or cancelled request: its other sub-calls stop
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    status, value = task.result()
-                    if status == "ok":  # answered in the same moment as the failure
-                        kept.append(value[0])
-                    continue
+            for m, (idx, epoch, probe) in placed.items():
+                r.live[loop.create_task(self.calls.call(r, m, epoch, probe, idx))] = (m, idx)
+            if waits_on:  # placed again when one of those members ends a call
+                self.counts["waited"] += len(set(waits_on) - r.waited)
+                r.waited.update(waits_on)
+                freed = [asyncio.ensure_future(self.membership.members[t].freed.wait())
+                         for t in set(waits_on.values())]
+            done, _ = await asyncio.wait(
+                {*r.live, *freed}, return_when=asyncio.FIRST_COMPLETED,
+                timeout=max(0.0, r.patient_until - loop.time()) if waits_on else None)
+        finally:
+            for f in freed:
+                f.cancel()
+            self._unwait(waits_on)  # (placed again next, or the request ended)
+        for task in done.difference(freed):
+            self._ended(r, task, loop.time())
+        r.pending.sort()
+
+    def _ended(self, r: RoutedRequest, task: asyncio.Task, now: float) -> None:
+        """Takes a finished sub-call: its values, or its items back to pending after a
+        retryable failure with time left; else the request fails (RoutedError)."""
+        m, idx = r.live.pop(task)
+        status, value = task.result()
+        if status == "ok":
+            r.accept(idx, *value)
+            return
+        code, details, retry = value
+        text, index = renumber(details, idx)
+        for i in idx:  # it may not have made them: not a holder any more
+            self.affinity.forget(r.keys[i], m.target)
+        if not retry or r.expired(now):
+            if index is None:
+                text, index = name_items(text, idx)
+            raise RoutedError(code, text, index, code == _C.RESOURCE_EXHAUSTED and retry)
+        r.retry(idx, m.target, (code, text))
+
+    def _abandon(self, r: RoutedRequest) -> None:
+        """A failed or cancelled request: its other sub-calls stop, and what the finished ones
+        made is released (nobody will read it)."""
+        r.answered_meanwhile()
+        for task in r.live:
+            if not task.done():
                 task.cancel()
-                self._keep(task)
-            if local:  # nobody will read what the finished sub-calls made
-                for resp in kept:
-                    self.discard(resp)
-            raise
-        self.counts["items"] += n
-        return results, dict(timings)
+                self.calls.keep(task)
+        if r.local:
+            for resp in r.kept:
+                self.discard(resp)
 
     def discard(self, resp: Any) -> None:
         """Unlinks the shm segments of an answer nobody will read (its request failed, or its
-        caller left); only for a caller in our shm namespace. finish may have read some
-        already (read_response unlinks as it maps): those are gone, and not counted."""
-        self.counts["unread_released"] += release(resp)
+        caller left); only for a caller in our shm namespace (SubCalls.discard)."""
+        self.calls.discard(resp)
 
-    def _keep(self, fut: asyncio.Future) -> None:
-        """Holds an abandoned future until it ends (close() waits for it)."""
-        self._tasks.add(fut)
-        fut.add_done_callback(self._tasks.discard)
-
-    def _place(self, model: str, pending: list[int], keys: list[bytes],
-               tried: list[set[str]], last: list[tuple[grpc.StatusCode, str] | None],
-               patient: bool = False,
+    def _place(self, r: RoutedRequest, patient: bool = False,
                ) -> tuple[dict[Member, tuple[list[int], int, bool]], dict[int, str]]:
-        """Each pending item's member (one serving the model, not one it already failed on),
-        under the load bound; with each member, its ejection epoch now (a failure counts only
+        """Each of r's pending items' member (one serving the model, not one it already failed
+        on), under the load bound; with each member, its ejection epoch now (a failure counts only
         within it) and whether this call is its half-open probe; and, when ``patient``, the
         items that wait, each for a member holding its image that will free a slot soon
         (placement.choose), counted as waiting for it until the caller's ``_unwait``. Counts
         spills and retries only when every item was placed (a request that fails here sends
         nothing)."""
+        model, pending, keys, tried, last = r.model, r.pending, r.keys, r.tried, r.last
         if not pending:
             return {}, {}
         usable = {m.target: m for m in self.membership.usable() if m.serves(model)}
@@ -314,126 +300,12 @@ class Fleet:
             if self._waiting[t] <= 0:
                 del self._waiting[t]
 
-    async def _call(self, m: Member, epoch: int, probe: bool, idx: list[int], req: Any,
-                    template: Any, deadline: float | None, finish: Finish,
-                    local: bool) -> tuple[str, Any]:
-        """("ok", (response, values)) or ("error", (code, details, retry)); the member's
-        in-flight count covers the RPC until it really ends. A probe (half-open) that ends
-        without a verdict (cancelled) lets the next request probe."""
-        sub = sub_request(template, req, idx)
-        loop = asyncio.get_running_loop()
-        left = None if deadline is None else max(0.0, deadline - loop.time())
-        if left == 0:  # (it passed since _place): sent with no time, it would be charged to m
-            m.in_flight -= len(idx)
-            m.probing = m.probing and not probe
-            m.freed.set()
-            m.freed = asyncio.Event()
-            return "error", (_C.DEADLINE_EXCEEDED, "the request's deadline passed before it "
-                                                   "was sent to a member", False)
-        limit = left
-        if self.attempt_timeout is not None and (left is None or self.attempt_timeout < left):
-            limit = self.attempt_timeout  # a deadline of its own: hitting it is the member's
-        try:  # (the in-flight count was taken by _place; released when the RPC really ends)
-            call = m.stub.Preprocess(sub, timeout=limit, **caller_metadata())
-            rpc = asyncio.ensure_future(call)
-        except BaseException:
-            m.in_flight -= len(idx)
-            if probe:
-                m.probing = False
-            raise
-
-        def ended(_: asyncio.Future) -> None:
-            m.in_flight -= len(idx)
-            m.freed.set()  # wakes the requests whose images wait for m
-            m.freed = asyncio.Event()
-
-        def abandon() -> None:  # nobody will use this answer
-            rpc.add_done_callback(lambda f: self._release_rpc(f, local))
-            call.cancel()
-            self._keep(rpc)
-
-        rpc.add_done_callback(ended)
-        lost = asyncio.ensure_future(m.lost.wait())
-        try:
-            await asyncio.wait({rpc, lost}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            abandon()
-            if probe:  # else the member would never be placed on again
-                m.probing = False
-            self._outcome(m, "cancelled", len(idx))
-            raise
-        finally:
-            lost.cancel()
-        if not rpc.done():  # the member went away: its answer, if any, is not ours any more
-            abandon()
-            self.membership.failure(m, epoch)
-            self._outcome(m, "abandoned", len(idx))
-            return "error", (_C.UNAVAILABLE, f"{m.target} stopped serving", True)
-        if rpc.cancelled():  # (the channel was closed under it: remove())
-            if probe:
-                m.probing = False
-            self._outcome(m, "abandoned", len(idx))
-            return "error", (_C.UNAVAILABLE, f"{m.target} was removed", True)
-        exc = rpc.exception()
-        if isinstance(exc, grpc.aio.AioRpcError):
-            code = exc.code()
-            own = limit is not None and limit != left  # the sub-call's deadline, not the caller's
-            if code in (_C.UNAVAILABLE, _C.CANCELLED):
-                self.membership.failure(m, epoch)  # a peer that died or left
-                retry = True
-            elif code == _C.DEADLINE_EXCEEDED and own:  # slow work, or a hung peer: ask it
-                if probe:  # its verdict is the health Check's
-                    m.probing = False
-                self._keep(loop.create_task(self.membership.verify(
-                    m, epoch, max(CHECK_MIN_S, limit or 0.0))))
-                retry = True
-            elif code == _C.DEADLINE_EXCEEDED:  # the caller's time ran out: says nothing of m
-                if probe:  # its verdict is still to come: the next request probes
-                    m.probing = False
-                retry = False
-            else:  # the member answered: it is alive
-                self.membership.success(m)
-                retry = code == _C.RESOURCE_EXHAUSTED and says_retryable(exc)
-            self._outcome(m, code.name.lower(), len(idx))
-            return "error", (code, exc.details() or "", retry)
-        resp = rpc.result()
-        self.membership.success(m)
-        if len(resp.items) != len(idx):
-            if local:
-                self.discard(resp)
-            self._outcome(m, "internal", len(idx))
-            return "error", (_C.INTERNAL, f"{m.target} answered {len(resp.items)} items for "
-                                          f"{len(idx)}", False)
-        try:
-            values = await finish(m, resp)
-        except BaseException as exc:  # (the answer could not be read, or the caller left)
-            if local:
-                self.discard(resp)  # what finish had not reached yet
-            cancelled = isinstance(exc, asyncio.CancelledError)
-            self._outcome(m, "cancelled" if cancelled else "unread", len(idx))
-            raise
-        self._outcome(m, "ok", len(idx))
-        return "ok", (resp, values)
-
-    def _outcome(self, m: Member, outcome: str, n: int) -> None:
-        m.items[outcome] = m.items.get(outcome, 0) + n
-
-    def _release_rpc(self, rpc: asyncio.Future, local: bool) -> None:
-        if not rpc.cancelled() and rpc.exception() is None:
-            self.counts["late_responses"] += 1
-            if local:
-                self.counts["late_released"] += release(rpc.result())
-
     async def close(self) -> None:
         """Removes every member and waits for the sub-calls abandoned before (cancelled)."""
         if self._joining is not None:
             self._joining.cancel()
         await self.membership.close()
-        rest = list(self._tasks)
-        for fut in rest:
-            fut.cancel()
-        if rest:
-            await asyncio.wait(rest, timeout=5.0)
+        await self.calls.close()
 
     async def __aenter__(self: _F) -> _F:
         await self._ready()

@@ -1,17 +1,15 @@
-"""The fleet's members: joining (GetModelInfo, fingerprint check), health (grpc.health.v1
-Watch), passive ejection after transport failures, and in-flight counts for the load bound.
+"""The fleet's members: joining and leaving, admission (GetModelInfo, fingerprint check), and
+what the fleet serves.
 
-Asyncio only: one task per member keeps its Watch stream open (a draining server turns
-NOT_SERVING on it; a dead one breaks it) and rejoins after a reconnect. A member is refused
-when a model it serves has a different config fingerprint from the fleet's: the same image must
-give the same bytes wherever it lands. The fleet's fingerprints are those of the members
-admitted now (they agree: each was checked against the others). The members given at start
-(the founders) are admitted together, once each has answered (or failed to, or the join timeout
-passed), in a deterministic order: first the config most of them agree with, ties broken by
-their order in the list, so that replicated routers given one list agree whichever member
-answers first. Later members are checked against what is admitted then, so that config holds
-until its last member leaves; a refused member asks again every ``REFUSED_RETRY_S`` and at once
-when a member leaves, and is admitted when it matches what is admitted then.
+Asyncio only: one task per member joins it, follows its health (health.py: a draining server
+turns NOT_SERVING on its Watch stream; a dead one breaks it) and rejoins after a reconnect. A
+member is refused when a model it serves has a different config fingerprint from the fleet's:
+the same image must give the same bytes wherever it lands. The fleet's fingerprints are those
+of the members admitted now (they agree: each was checked against the others). The members
+given at start (the founders) are admitted together (founding.py). Later members are checked
+against what is admitted then, so that config holds until its last member leaves; a refused
+member asks again every ``REFUSED_RETRY_S`` and at once when a member leaves, and is admitted
+when it matches what is admitted then.
 """
 
 from __future__ import annotations
@@ -19,85 +17,58 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2_grpc
 
 from .._proto import preprocessor_pb2 as pb
 from .._proto import preprocessor_pb2_grpc as pb_grpc
+from .founding import Founding
+from .health import Ejection, follow
+from .member import FingerprintMismatch, Member
 
 log = logging.getLogger("smg_fast.routing")
 
-_SERVING = health_pb2.HealthCheckResponse.SERVING
 JOIN_TIMEOUT_S = 5.0
 RECONNECT_MAX_S = 2.0
 REFUSED_RETRY_S = 5.0
 
 
-class FingerprintMismatch(ValueError):
-    """A member's processor config for a model differs from the fleet's."""
-
-
-@dataclass(eq=False)  # members are identities (dict keys), not values
-class Member:
-    target: str
-    channel: Any
-    stub: Any
-    info: Any = None  # GetModelInfoResponse while admitted
-    last_info: Any = None  # the one it was last admitted with, kept while down (default_model)
-    offer: Any = None  # a founder's answer, until the founding admits or refuses it
-    joins: int = 0  # admissions so far: after a rejoin its cache may be empty (placement.Affinity)
-    state: str = "joining"  # joining | serving | not_serving | down | refused
-    in_flight: int = 0
-    failures: int = 0  # consecutive transport failures
-    ejections: int = 0  # consecutive ejections (the next lasts twice as long)
-    epoch: int = 0  # ejections so far: a call's failure counts only in the epoch it began in
-    ejected_until: float = 0.0
-    probing: bool = False  # half-open: one request in flight decides
-    items: dict[str, int] = field(default_factory=dict)  # outcome -> items
-    joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
-    answered: asyncio.Event = field(default_factory=asyncio.Event)  # first GetModelInfo ended
-    lost: asyncio.Event = field(default_factory=asyncio.Event)  # set when it stops serving
-    changed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per state
-    freed: asyncio.Event = field(default_factory=asyncio.Event)  # set (and replaced) per call end
-    task: asyncio.Task | None = None
-    health: Any = None  # its grpc.health.v1 stub
-
-    def usable(self, now: float) -> bool:
-        if self.state != "serving" or now < self.ejected_until:
-            return False
-        return not (self.ejections and self.probing)  # half-open: one probe at a time
-
-    def serves(self, model: str) -> bool:
-        return self.info is not None and any(x.name == model for x in self.info.models)
-
-
 class Membership:
-    """Members by target. ``eject_after`` consecutive transport failures eject a member for
-    ``eject_base_s`` x 2^(n-1) (at most ``eject_max_s``); then one request probes it."""
+    """Members by target, in the order given (the list, then add()).
+
+    ``ejection`` (health.Ejection) ejects a member after ``eject_after`` consecutive transport
+    failures; ``probe_s``: the liveness Check interval of health.follow (0: none)."""
 
     def __init__(self, *, channel_options: list[tuple[str, int]], eject_after: int = 3,
                  eject_base_s: float = 1.0, eject_max_s: float = 60.0,
                  probe_s: float = 0.0) -> None:
         self.options = channel_options
         self.probe_s = probe_s
-        self.eject_after = eject_after
-        self.eject_base_s = eject_base_s
-        self.eject_max_s = eject_max_s
+        self.ejection = Ejection(eject_after, eject_base_s, eject_max_s)
+        self.founding = Founding()
         self.members: dict[str, Member] = {}  # in the order given (the list, then add())
-        self._founded = asyncio.Event()  # cleared while the founders' admission is decided
-        self._founded.set()
-        self._founding: asyncio.Task | None = None
         self._left = asyncio.Event()  # set (and replaced) when an admitted member leaves
         # Every model an admitted member ever served: a request for one whose members are all
         # down for now is UNAVAILABLE (retry later), not an unknown model.
         self.known_models: set[str] = set()
         self.refused = 0
-        self.ejected = 0
 
     # ---- joining and leaving ----
+
+    def found(self, targets: list[str], timeout: float) -> list[Member]:
+        """Starts joining the members given at start (the founders), admitted together by the
+        founding (founding.py) once each answered or timeout passed. Members added meanwhile
+        wait."""
+        founders = [self.add(t) for t in dict.fromkeys(targets)]
+        self.founding.start(founders, timeout, self._admit,
+                            lambda m: self.members.get(m.target) is m)
+        return founders
+
+    async def founded(self) -> None:
+        """Returns once the founders' admission is decided."""
+        await self.founding.wait()
 
     def add(self, target: str) -> Member:
         """Starts joining target (idempotent); await ``member.joined`` for the first attempt."""
@@ -109,42 +80,6 @@ class Membership:
         self.members[target] = m
         m.task = asyncio.get_running_loop().create_task(self._run(m))
         return m
-
-    def found(self, targets: list[str], timeout: float) -> list[Member]:
-        """Starts joining the members given at start (the founders); none is admitted until
-        each has answered GetModelInfo (or failed to) or timeout passed. Then they are
-        admitted in the order of how many founders' configs agree with theirs, ties by their
-        order in targets, each checked against those admitted before it: the config most of
-        them share is the fleet's, whichever answered first. Members added meanwhile wait."""
-        founders = [self.add(t) for t in dict.fromkeys(targets)]
-        if founders:
-            self._founded.clear()
-            self._founding = asyncio.get_running_loop().create_task(
-                self._found(founders, timeout))
-        return founders
-
-    async def founded(self) -> None:
-        await self._founded.wait()
-
-    async def _found(self, founders: list[Member], timeout: float) -> None:
-        try:
-            waits = [asyncio.ensure_future(m.answered.wait()) for m in founders]
-            try:
-                await asyncio.wait(waits, timeout=timeout)
-            finally:
-                for w in waits:
-                    w.cancel()
-            offers = [m for m in founders if m.offer is not None
-                      and self.members.get(m.target) is m]
-            for m in _by_agreement(offers):
-                try:
-                    self._admit(m, m.offer)
-                except FingerprintMismatch:
-                    pass  # its own join refuses it (logged and counted there)
-        finally:
-            for m in founders:
-                m.offer = None
-            self._founded.set()
 
     async def remove(self, target: str) -> None:
         m = self.members.pop(target, None)
@@ -208,8 +143,8 @@ class Membership:
         return m.state == "serving" and self.members.get(m.target) is m
 
     async def close(self) -> None:
-        if self._founding is not None:
-            self._founding.cancel()
+        """Removes every member (a founding still being decided ends)."""
+        self.founding.cancel()
         for target in list(self.members):
             await self.remove(target)
 
@@ -240,24 +175,21 @@ class Membership:
 
     async def _run(self, m: Member) -> None:
         """Joins, then follows the member's health until removed; reconnects with backoff."""
-        health = m.health
         backoff = 0.05
         while True:
             try:
                 if m.info is None:
                     info = await m.stub.GetModelInfo(pb.GetModelInfoRequest(),
                                                      timeout=JOIN_TIMEOUT_S)
-                    if not self._founded.is_set():  # the founding admits founders together
-                        m.offer = info
-                        m.answered.set()
-                        await self._founded.wait()
+                    if self.founding.open:  # the founding admits founders together
+                        await self.founding.offer(m, info)
                     try:
                         if m.info is None:  # (not a founder the founding admitted)
                             self._admit(m, info)
                     except FingerprintMismatch as exc:
                         await self._refuse(m, exc)
                         continue  # ask again: the fleet's fingerprints may have changed
-                await self._follow(m, health)
+                await follow(m, self.probe_s, self._set_state)
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
@@ -286,41 +218,6 @@ class Membership:
         finally:
             left.cancel()
 
-    async def _follow(self, m: Member, health: Any) -> None:
-        """Follows the Watch stream until it ends, or until a liveness Check goes unanswered
-        for probe_s (a hung process keeps its connection and its stream open: only asking
-        finds it; gRPC's own keepalive pings did not, in our tests with grpcio 1.85)."""
-        call = health.Watch(health_pb2.HealthCheckRequest(service=""))
-
-        async def watch() -> None:
-            async for resp in call:
-                serving = resp.status == _SERVING
-                self._set_state(m, "serving" if serving else "not_serving")
-                m.joined.set()
-
-        async def probe() -> None:
-            while True:
-                await asyncio.sleep(self.probe_s)
-                try:
-                    await health.Check(health_pb2.HealthCheckRequest(service=""),
-                                       timeout=self.probe_s)
-                except grpc.aio.AioRpcError as exc:
-                    log.warning("member %s: no answer to a health check (%s): down",
-                                m.target, exc.code().name)
-                    return
-
-        tasks = [asyncio.ensure_future(watch())]
-        if self.probe_s:
-            tasks.append(asyncio.ensure_future(probe()))
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in tasks:
-                t.cancel()
-            call.cancel()
-        if tasks[0].done() and not tasks[0].cancelled() and tasks[0].exception() is not None:
-            raise tasks[0].exception()  # type: ignore[misc]
-
     def _set_state(self, m: Member, state: str) -> None:
         if state != "serving":
             m.probing = False  # a probe's verdict, if it comes, no longer decides anything
@@ -333,45 +230,6 @@ class Membership:
         m.state = state
         m.changed.set()  # wakes add()s waiting for this member
         m.changed = asyncio.Event()
-
-    # ---- passive ejection ----
-
-    def success(self, m: Member) -> None:
-        m.failures = 0
-        m.ejections = 0
-        m.probing = False
-
-    def failure(self, m: Member, epoch: int) -> None:
-        """One transport failure of a call that began in ``epoch``; ejects at the threshold, or
-        at once when it was a probe. Calls that began before the last ejection do not count:
-        one crash fails every call in flight at once, and that is one ejection, not several
-        (each doubling the next one's length)."""
-        if epoch != m.epoch:
-            return
-        m.failures += 1
-        half_open = m.ejections > 0
-        m.probing = False
-        if half_open or m.failures >= self.eject_after:
-            m.ejections += 1
-            m.epoch += 1
-            m.failures = 0
-            span = min(self.eject_max_s, self.eject_base_s * 2 ** (m.ejections - 1))
-            m.ejected_until = time.monotonic() + span
-            self.ejected += 1
-            log.warning("member %s: ejected for %.1f s", m.target, span)
-
-    async def verify(self, m: Member, epoch: int, timeout: float) -> None:
-        """A sub-call on m ran past its attempt timeout. That alone says nothing of m: another
-        tenant's slow valid images do it to a healthy member. It counts as a transport failure
-        (toward ejection) only when m does not answer a health Check within timeout either."""
-        if m.health is None:
-            return
-        try:
-            await m.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
-        except grpc.aio.AioRpcError as exc:
-            log.warning("member %s: a sub-call timed out and a health check got %s",
-                        m.target, exc.code().name)
-            self.failure(m, epoch)
 
     # ---- views ----
 
@@ -412,22 +270,8 @@ class Membership:
         a half-open probe in flight); ``usable`` whether a request may be placed on it now."""
         now = time.monotonic()
         return {
-            "refused": self.refused, "ejections": self.ejected,
+            "refused": self.refused, "ejections": self.ejection.ejected,
             "members": {t: {"state": m.state, "in_flight": m.in_flight,
                             "ejected": now < m.ejected_until or bool(m.ejections and m.probing),
                             "usable": m.usable(now), "items": dict(m.items)}
                         for t, m in self.members.items()}}
-
-
-def _by_agreement(founders: list[Member]) -> list[Member]:
-    """Founders (each with its offer) most agreed with first: by how many founders' configs
-    agree with theirs (the same fingerprint and image limit for every model both serve), then
-    list order."""
-    fps = [{x.name: (x.config_fingerprint, x.max_image_pixels) for x in m.offer.models}
-           for m in founders]
-
-    def agree(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]]) -> bool:
-        return all(b.get(name, fp) == fp for name, fp in a.items())
-
-    support = [sum(agree(f, g) for g in fps) for f in fps]
-    return [founders[i] for i in sorted(range(len(founders)), key=lambda i: (-support[i], i))]

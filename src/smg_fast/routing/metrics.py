@@ -1,21 +1,20 @@
-"""Prometheus metrics of a fleet, read from ``Fleet.stats()`` at scrape time (so the library's
-stats() and the router's /metrics always say the same), and the router process's own.
+"""Prometheus metrics of a fleet, read from ``Fleet.stats()`` at scrape time, so that the
+library's stats() and the router's /metrics always say the same.
 
 A gateway that embeds AsyncRoutedClient registers ``FleetCollector(fleet, loop)`` in its own
-registry; the router process serves it with its request counters on --metrics-port.
+registry; the router process serves it with its request counters on --metrics-port
+(smg_fast/router/metrics.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from ..server.metrics import LATENCY_BUCKETS, MetricsEndpoint, StatsCollector
 from .dispatch import Fleet
 
 STATES = ("joining", "serving", "not_serving", "down", "refused")
@@ -99,20 +98,3 @@ class FleetCollector:
             ejected.add_metric([worker], float(m["ejected"]))
             usable.add_metric([worker], float(m["usable"]))
         yield from (items, flight, state, ejected, usable)
-
-
-class RouterMetrics(MetricsEndpoint):
-    """The router process's registry: its requests, its admission, and the fleet."""
-
-    def __init__(self, fleet: Fleet, loop: asyncio.AbstractEventLoop,
-                 admission: Callable[[], dict[str, Any]]) -> None:
-        super().__init__()
-        r = self.registry
-        self.requests = Counter("smg_fast_router_calls", "Preprocess calls the router answered, "
-                                "by gRPC status", ["status"], registry=r)
-        self.request_seconds = Histogram("smg_fast_router_call_seconds", "Preprocess latency "
-                                         "through the router", buckets=LATENCY_BUCKETS,
-                                         registry=r)
-        r.register(FleetCollector(fleet, loop))
-        r.register(StatsCollector({"admission": admission},
-                                  {"admission.rejected", "admission.stopped"}))

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import xxhash
 from blake3 import blake3
 
-from ..data_urls import data_url_bytes
+from ..imaging.data_urls import data_url_bytes
 
 
 def content_id(item: Any) -> bytes:

@@ -5,8 +5,9 @@ Embedding: ``await Server(ServerConfig(...)).start()`` on your event loop, or
 """
 
 from .app import SERVICE_NAME, Server, serve
-from .background import BackgroundServer
-from .config import ServerConfig, config_from_args
+from .config import ServerConfig
+from .flags import config_from_args
+from .threaded import BackgroundServer
 
 __all__ = ["SERVICE_NAME", "BackgroundServer", "Server", "ServerConfig", "config_from_args",
            "serve"]

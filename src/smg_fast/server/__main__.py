@@ -9,12 +9,12 @@ import threading
 import time
 from typing import Any
 
-from .._process import run
+from .._service.process import run
 
 
 def _load() -> tuple[Any, Any]:
     from .app import serve
-    from .config import config_from_args
+    from .flags import config_from_args
 
     return config_from_args, serve
 

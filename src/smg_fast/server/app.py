@@ -16,30 +16,26 @@ from typing import Any
 import grpc
 
 from .. import scratch_stats
-from ..cache import PixelCache
+from .._service.admission import Admission
+from .._service.grpc_server import (
+    SERVICE_NAME,
+    SERVING,
+    abort,
+    address,
+    set_health,
+    start_preprocessor,
+)
+from .._service.shutdown import off_loop, on_stop_signals
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
-from .admission import Admission
-from .callers import Callers
+from .cache import PixelCache
 from .config import ServerConfig
-from .errors import RequestError
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
-from .scaffold import (
-    SERVICE_NAME,
-    SERVING,
-    Handlers,
-    abort,
-    add_health_and_reflection,
-    address,
-    grpc_server,
-    listen,
-    off_loop,
-    on_stop_signals,
-    retrieved,
-    set_health,
-)
-from .service import Outcome, PreprocessService, Ticket
+from .request_error import RequestError
+from .service import Outcome, PreprocessService
+from .shm_shares import Callers
+from .ticket import Ticket
 
 log = logging.getLogger("smg_fast.server")
 
@@ -48,6 +44,12 @@ __all__ = ["SERVICE_NAME", "Server", "serve"]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 _CLOSE_S = 3.0  # past the drain deadline: what closing the registry, RDMA and metrics may take
 _SHUTTING_DOWN = "server is shutting down: retry on another replica"
+
+
+def _retrieved(fut: asyncio.Future) -> None:
+    """A done-callback that marks a future's exception as seen (no "never retrieved" log)."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _keep_pillow_blocks(workers: int) -> None:
@@ -120,14 +122,10 @@ class Server:
                                          self.metrics, self.namespace, self.rdma)
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
-        self.server = grpc_server(cfg.max_message_bytes)
-        self.server.add_generic_rpc_handlers((Handlers(
-            self._preprocess, self._refuse, self._model_info, self.admission.full),))
-        self.health = await add_health_and_reflection(self.server)
-        self.port = listen(self.server, cfg.host, cfg.port)
-        if cfg.metrics_port:
-            self.metrics.serve(cfg.host, cfg.metrics_port)
-        await self.server.start()
+        self.server, self.health, self.port = await start_preprocessor(
+            cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
+            preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
+            full=self.admission.full)
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)
@@ -198,7 +196,7 @@ class Server:
             work.add_done_callback(lambda w: self._release(size, ticket))
             self._live[ticket] = cut
             done = asyncio.wrap_future(work)
-            done.add_done_callback(retrieved)  # no "never retrieved" log once abandoned
+            done.add_done_callback(_retrieved)  # no "never retrieved" log once abandoned
             try:
                 await asyncio.wait((done, cut), return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # the caller went away: stop its work

@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,21 +15,21 @@ import grpc
 import numpy as np
 
 from .._proto import tensor_pb2
-from ..cache import CacheEntry
-from ..processors.base import PlannedBatch, PreparedBatch
+from .._service.wire import CALLER_KEY
 from ..transport.rdma import TRANSPORT as RDMA_TRANSPORT
 from ..transport.rdma import Descriptor, ExportRefused
 from ..transport.shm import ShmQuotaError, ShmRegistry, owner_id
-from .callers import CALLER_KEY, CONNECTION, ROUTED, UNTRUSTED
 from .config import ServerConfig
-from .errors import RequestError
 from .metrics import Metrics
 from .rdma_lane import RdmaLane
+from .request_error import RequestError
+from .shm_shares import CONNECTION, ROUTED, UNTRUSTED
+from .tensor import Tensor
 
 log = logging.getLogger("smg_fast.server")
 
 OVERHEAD = 64 * 1024  # response bytes besides the tensors (grids, hashes, framing), generous
-# Whose share of unread shm bytes is full, as the request's share was chosen (callers.py).
+# Whose share of unread shm bytes is full, as the request's share was chosen (shm_shares.py).
 _OWN_SHARE_FULL = ("this connection holds its share (a quarter) of the server's unread shm "
                    "bytes: read or unlink delivered segments first")
 _SHARE_FULL = {
@@ -64,77 +63,10 @@ class Outcome:
     model: str = ""
     transport: str = ""
     caller: str = ""  # whose share of unread shm bytes this request's segments count against
-    share: str = ""  # how that was chosen (callers.CONNECTION, ROUTED, UNTRUSTED)
+    share: str = ""  # how that was chosen (shm_shares.CONNECTION, ROUTED, UNTRUSTED)
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
     shm_bytes: int = 0  # of which planned to go by shm
-
-
-@dataclass
-class Tensor:
-    """One item's encoder input on its way out: still to be computed (a batch, written straight
-    into its destination) or already computed (a pixel-cache entry, copied there)."""
-
-    nbytes: int
-    np_dtype: np.dtype
-    shape: tuple[int, ...]
-    grid: tuple[int, int, int]
-    num_tokens: int
-    hit: bool = False
-    # A prepared batch (decoded), or a planned one that decodes while it computes: a write
-    # consumes that, so writing again (an RDMA lease lost after its write falls back to shm)
-    # takes a fresh one from replan.
-    batch: PreparedBatch | PlannedBatch | None = None
-    pixels: np.ndarray | None = None
-    replan: Callable[[], PlannedBatch] | None = None
-    decoded: float | None = None  # a planned batch: its writes' decode_seconds
-    _spent: bool = field(default=False, init=False, repr=False)
-
-    @classmethod
-    def of_batch(cls, batch: PreparedBatch | PlannedBatch,
-                 replan: Callable[[], PlannedBatch] | None = None) -> Tensor:
-        g = batch.grid[0]
-        return cls(batch.nbytes, batch.np_dtype, tuple(batch.shape),
-                   (int(g[0]), int(g[1]), int(g[2])), int(batch.num_tokens[0]), batch=batch,
-                   replan=replan)
-
-    @classmethod
-    def of_entry(cls, entry: CacheEntry, hit: bool) -> Tensor:
-        px = entry.pixels
-        return cls(entry.nbytes, px.dtype, tuple(px.shape), entry.grid, entry.num_tokens,
-                   hit=hit, pixels=px)
-
-    def _batch(self) -> PreparedBatch | PlannedBatch:
-        assert self.batch is not None
-        if isinstance(self.batch, PreparedBatch):
-            return self.batch
-        if self._spent:
-            if self.replan is None:
-                raise RuntimeError("a planned tensor written twice without a replan")
-            return self.replan()
-        self._spent = True
-        return self.batch
-
-    def write(self, dst: np.ndarray) -> None:
-        """Writes the tensor into dst, a flat writable array of its dtype (or bytes)."""
-        if self.pixels is None:
-            batch = self._batch()
-            batch.write_into(dst)
-            self._note(batch)
-        else:
-            dst.reshape(-1).view(np.uint8)[:self.nbytes] = self.pixels.reshape(-1).view(np.uint8)
-
-    def array(self) -> np.ndarray:
-        """The tensor as an array (computed into a pooled buffer if it is not yet)."""
-        if self.pixels is None:
-            batch = self._batch()
-            self.pixels = batch.compute()
-            self._note(batch)
-        return self.pixels
-
-    def _note(self, batch: PreparedBatch | PlannedBatch) -> None:
-        if isinstance(batch, PlannedBatch):  # every write's decode (a re-plan decodes again)
-            self.decoded = (self.decoded or 0.0) + batch.decode_seconds
 
 
 class Delivery:

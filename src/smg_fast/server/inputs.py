@@ -16,8 +16,8 @@ from typing import Any
 
 import grpc
 
-from ..data_urls import data_url_bytes
-from .errors import RequestError
+from ..imaging.data_urls import data_url_bytes
+from .request_error import RequestError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 

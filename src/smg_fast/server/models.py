@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import grpc
 
 from ..config import BACKENDS
-from ..media import DEFAULT_IMAGE_FORMATS
+from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.registry import check_config, make_processor, names
-from .errors import RequestError
+from .request_error import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
 _MAX_VARIANTS = 64

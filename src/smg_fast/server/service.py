@@ -20,20 +20,23 @@ import grpc
 from blake3 import blake3
 from google.protobuf.message import DecodeError
 
-from .. import __version__
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
-from ..cache import CacheEntry, PixelCache, cache_key
-from ..errors import MAX_ITEMS, InvalidImageError, too_many_items
+from .._service.wire import MAX_ITEMS, too_many_items
+from .._version import __version__
+from ..errors import InvalidImageError
 from ..processors import Processor
 from ..transport.shm import ShmRegistry
+from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
-from .delivery import OVERHEAD, Delivery, Outcome, Tensor, Timer
-from .errors import RequestError, StoppedError
+from .delivery import OVERHEAD, Delivery, Outcome, Timer
 from .inputs import resolve_item
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
+from .request_error import RequestError, StoppedError
+from .tensor import Tensor
+from .ticket import Ticket
 
 log = logging.getLogger("smg_fast.server")
 
@@ -58,36 +61,6 @@ def _exhausted(message: str) -> RequestError:
 
 def _us(seconds: float) -> int:
     return max(0, int(seconds * 1e6))
-
-
-class Ticket:
-    """The handler's word to the work: stop (a code and a reason), and the RPC's deadline (on
-    time.monotonic()). Plain attribute writes: safe to set from the event loop thread."""
-
-    def __init__(self, deadline: float | None = None) -> None:
-        self.deadline = deadline
-        self.code: grpc.StatusCode | None = None
-        self.reason = ""
-        self.fired = False  # the work stopped because of this ticket
-
-    def stop(self, code: grpc.StatusCode, reason: str) -> None:
-        if self.code is None:
-            self.reason = reason
-            self.code = code
-
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
-
-    def check(self) -> None:
-        """Raises RequestError when the work must not go on."""
-        code = self.code
-        if code is not None:
-            self.fired = True
-            raise StoppedError(code, self.reason)
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            self.fired = True
-            raise StoppedError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                               "the request's deadline passed; its remaining work was skipped")
 
 
 @dataclass
@@ -142,9 +115,9 @@ class PreprocessService:
 
     def warm_up(self) -> None:
         """Runs every loaded processor once on a small image (builds LUTs, fills pools)."""
-        from ..patterns import test_pattern_bytes
+        from ..imaging.sample import sample_image_bytes
 
-        png = test_pattern_bytes(96, 64, "PNG")
+        png = sample_image_bytes(96, 64, "PNG")
         for m in self.models.models.values():
             m.proc.prepare(png, "float32").compute()
 

@@ -13,5 +13,50 @@ Dependencies point one way (tests/test_layout.py keeps it so), bottom first:
   rdma lazily for remote payloads, so NIXL is imported only when a remote tensor is read).
 
 Nothing here imports ``smg_fast.server`` or ``smg_fast.processors``. The old flat paths
-(``smg_fast.shm``, ``smg_fast.tensors``, ``smg_fast.rdma``...) are compatibility aliases.
+(``smg_fast.shm``, ``smg_fast.tensors``, ``smg_fast.rdma``...) are deprecated aliases
+(``smg_fast._deprecated``).
+
+This package is also the facade an encode worker imports (loaded on first use, so importing it
+costs nothing and NIXL is touched only by a pull)::
+
+    from smg_fast.transport import Puller, read_tensor, shm_namespace
+    x = read_tensor(item.pixel_values)                  # inline bytes or an shm handle
+    x = read_tensor(item.pixel_values, puller=Puller())  # an rdma handle too
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it.
+_FACADE = {
+    "read_tensor": "tensors",
+    "to_tensor_data": "tensors",
+    "TensorError": "errors",
+    "UntrustedSegmentError": "errors",
+    "ShmNameError": "errors",
+    "shm_namespace": "shm_owner",
+    "SHM_DIR": "shm_owner",
+    "Puller": "rdma",
+    "PullError": "rdma",
+    "RdmaError": "rdma",
+    "RdmaUnavailable": "rdma",
+    "set_default_puller": "rdma",
+    "default_puller": "rdma",
+}
+
+__all__ = sorted(_FACADE)
+
+
+def __getattr__(name: str) -> Any:
+    """Loads a facade name's module on first use (PEP 562)."""
+    if name not in _FACADE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_FACADE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,7 +1,7 @@
 """The registry of this process's shm segments: who owns which, the cap on unread bytes, expiry
 and cleanup. Segments themselves: :mod:`smg_fast.transport.shm_segment`; names, producer
 liveness and the sweeper: :mod:`smg_fast.transport.shm_owner`. This module also gathers the
-public shm names in one place (``smg_fast.shm`` is a compatibility path to it).
+public shm names in one place (``smg_fast.shm`` is its deprecated old path).
 """
 
 from __future__ import annotations

@@ -28,11 +28,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from .shm_owner import SHM_DIR
-from .shm_segment import ShmSegment, create_segment
+from .shm_segment import GRANULE, ShmSegment, create_segment
 
 log = logging.getLogger("smg_fast.shm")
 
-GRANULE = 2 * 1024 * 1024
 _POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
 
 

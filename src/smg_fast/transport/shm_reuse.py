@@ -54,12 +54,12 @@ import numpy as np
 
 from .background import call_later
 from .shm_owner import _NAMES, SHM_DIR, link_fd
+from .shm_segment import close_mapping
 from .shm_slab import (  # noqa: F401  (re-exported)
     GRANULE,
     HEADER,
     PAGE,
     Slab,
-    _close_mapping,
     default_max_open,
     size_class,
 )
@@ -359,7 +359,7 @@ class SlabPool:
             os.close(slab.fd)
         except OSError:
             pass
-        call_later(_close_mapping, slab.mm)  # unmapping 50 MB takes milliseconds
+        call_later(close_mapping, slab.mm)  # unmapping 50 MB takes milliseconds
 
     def close(self) -> int:
         """Drops every idle slab and removes the private directory (delivered slabs must have

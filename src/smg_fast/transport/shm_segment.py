@@ -138,16 +138,19 @@ class ShmSegment:
         still alive then keeps the mapping until it is dropped."""
         self._close_fd()
         if self._mm is not None:
-            call_later(_close_mapping, self._mm)
+            call_later(close_mapping, self._mm)
             self._mm = None
 
 
+# The coarsest size-class step of ready and reused segments (large tensors).
+GRANULE = 2 * 1024 * 1024
 _PUBLISH_TRIES = 16
 # errno of open(O_TMPFILE) where the filesystem or kernel lacks it: make named files instead
 _NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
 
 
-def _close_mapping(mm: mmap.mmap) -> None:
+def close_mapping(mm: mmap.mmap) -> None:
+    """Unmaps mm now, or when its last exported view is dropped."""
     try:
         mm.close()
     except BufferError:  # a view is still alive: it unmaps when it is dropped

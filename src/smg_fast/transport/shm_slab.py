@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from .shm_segment import GRANULE
+
 HEADER = 4096  # the tensor's offset in a reused segment: page aligned, for consumers that map
-GRANULE = 2 * 1024 * 1024  # the coarsest size-class step (large tensors)
 PAGE = mmap.PAGESIZE
 
 
@@ -64,13 +65,6 @@ def default_max_open() -> int:
     if soft == resource.RLIM_INFINITY or soft < 0:
         soft = 1 << 20
     return max(4, soft // 8)
-
-
-def _close_mapping(mm: mmap.mmap) -> None:
-    try:
-        mm.close()
-    except BufferError:  # a view is still alive: it unmaps when it is dropped
-        pass
 
 
 __all__ = ["GRANULE", "HEADER", "PAGE", "Slab", "default_max_open", "size_class"]

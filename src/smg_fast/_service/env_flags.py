@@ -5,7 +5,6 @@ default that ``--help`` shows."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -48,12 +47,3 @@ def add_env_options(ap: argparse.ArgumentParser, options: Sequence[Option], base
 def env_list(env: Mapping[str, str], var: str, sep: str = ",") -> list[str]:
     """A list-valued variable's non-empty entries."""
     return [s.strip() for s in env.get(var, "").split(sep) if s.strip()]
-
-
-def auto_queued_bytes() -> int:
-    """Request bytes admitted at once when not set: 1/8 of physical memory, 64 MiB..1 GiB."""
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        mem = 8 << 30
-    return max(64 << 20, min(1 << 30, mem // 8))

@@ -1,14 +1,11 @@
-"""A routed request's errors: the server's code and details, with the item indices of a
-member's sub-request rewritten to the caller's, and whether a RESOURCE_EXHAUSTED answer says
-trying again can help (this module, and the routing library, stand without the server)."""
+"""A routed request's error: the server's code and details, with the item indices of a member's
+sub-request rewritten to the caller's."""
 
 from __future__ import annotations
 
 import re
 
 import grpc
-
-from ..errors import RETRYABLE_KEY
 
 _ITEM = re.compile(r"\bitem (\d+)\b")
 
@@ -52,12 +49,3 @@ def name_items(text: str, indices: list[int]) -> tuple[str, int | None]:
     if len(indices) == 1:
         return f"{text} (item {indices[0]})", indices[0]
     return f"{text} (items {', '.join(map(str, indices))} of the request)", None
-
-
-def says_retryable(exc: grpc.aio.AioRpcError) -> bool:
-    """A RESOURCE_EXHAUSTED answer's own word: admission, shm room and memory say "1"; a size
-    limit says "0". No word is no: gRPC's own RESOURCE_EXHAUSTED (a message over the largest
-    size, sent or received) carries no trailer and fails the same way on every member (every
-    smg-fast server and router marks its own answers)."""
-    return any(key == RETRYABLE_KEY and value == "1"
-               for key, value in exc.trailing_metadata() or ())

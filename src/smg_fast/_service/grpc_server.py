@@ -1,25 +1,19 @@
-"""What every smg-fast gRPC process shares (the server, and the router in front of a fleet of
-them): the grpc.aio server and its options, the method dispatch that can refuse a call before
-its message is read, health and reflection, answers with status metadata, closes off the event
-loop, and the stop signals."""
+"""The gRPC server every smg-fast process runs (the encode server, and the router in front of a
+fleet of them): the grpc.aio server and its options, the method dispatch that can refuse a call
+before its message is read, health and reflection, and answers with status metadata."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import signal
-import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .._proto import preprocessor_pb2 as pb
-from .errors import trailers
-
-log = logging.getLogger("smg_fast.server")
+from .channel import message_size_options
+from .metrics import MetricsEndpoint
+from .wire import trailers
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
 PREPROCESS = f"/{SERVICE_NAME}/Preprocess"
@@ -34,6 +28,7 @@ MIN_PING_INTERVAL_MS = 500
 
 
 def address(host: str, port: int) -> str:
+    """host:port, an IPv6 host in brackets."""
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
@@ -43,8 +38,7 @@ def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
     checks and all work. Admission (which refuses most calls before their message is read)
     bounds the work; HTTP/2's stream limit bounds what one connection can upload at once."""
     return grpc.aio.server(options=[
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
+        *message_size_options(max_message_bytes),
         ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -97,7 +91,29 @@ async def add_health_and_reflection(server: grpc.aio.Server) -> health.aio.Healt
     return servicer
 
 
+async def start_preprocessor(
+        max_message_bytes: int, host: str, port: int, metrics: MetricsEndpoint,
+        metrics_port: int, *, preprocess: Callable[..., Awaitable[bytes]],
+        refuse: Callable[..., Awaitable[bytes]], model_info: Callable[..., Awaitable[bytes]],
+        full: Callable[[], bool],
+) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    """Starts a Preprocessor server on host:port, and metrics' endpoint on metrics_port (0: off).
+
+    Its methods are dispatched by Handlers (the keyword arguments are theirs), with health
+    (NOT_SERVING until the caller says otherwise) and reflection. Returns (server, health
+    servicer, the port bound); OSError when it cannot listen."""
+    server = grpc_server(max_message_bytes)
+    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full),))
+    servicer = await add_health_and_reflection(server)
+    bound = listen(server, host, port)
+    if metrics_port:
+        metrics.serve(host, metrics_port)
+    await server.start()
+    return server, servicer, bound
+
+
 async def set_health(servicer: health.aio.HealthServicer, status: int) -> None:
+    """Sets status for "" and the Preprocessor service."""
     for name in ("", SERVICE_NAME):
         await servicer.set(name, status)
 
@@ -107,48 +123,3 @@ async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, messag
     """Ends the call with code and message; a RESOURCE_EXHAUSTED answer says in its trailing
     metadata whether another try can succeed."""
     await context.abort(code, message, trailing_metadata=trailers(code, retryable))
-
-
-def on_stop_signals(request_stop: Callable[[], Any]) -> None:
-    """SIGTERM and SIGINT call request_stop on the running loop (drain; a second one hurries)."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, request_stop)
-
-
-def retrieved(fut: asyncio.Future) -> None:
-    """A done-callback that marks a future's exception as seen (no "never retrieved" log)."""
-    if not fut.cancelled():
-        fut.exception()
-
-
-async def off_loop(fn: Any, end: float, what: str) -> Any:
-    """fn() on a daemon thread, awaited until the loop time ``end`` at most: a stuck close
-    neither blocks the event loop nor (being a daemon) the process's exit."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-
-    def settle(res: Any, exc: BaseException | None) -> None:
-        if not fut.done():
-            fut.set_result(res) if exc is None else fut.set_exception(exc)
-
-    def run() -> None:
-        res: Any = None
-        err: BaseException | None = None
-        try:
-            res = fn()
-        except BaseException as exc:  # reported on the loop
-            err = exc
-        try:
-            loop.call_soon_threadsafe(settle, res, err)
-        except RuntimeError:  # the loop is gone: nobody waits any more
-            pass
-
-    threading.Thread(target=run, name="smg-fast-close", daemon=True).start()
-    try:
-        return await asyncio.wait_for(fut, max(0.05, end - loop.time()))
-    except asyncio.TimeoutError:
-        log.warning("stop: %s did not finish in time; going on", what)
-    except Exception:
-        log.exception("stop: %s failed", what)
-    return None

@@ -22,26 +22,23 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from .._proto import preprocessor_pb2 as pb
-from .._version import __version__
-from ..errors import MAX_ITEMS, too_many_items
-from ..server.admission import Admission
-from ..server.scaffold import (
+from .._service.admission import Admission
+from .._service.grpc_server import (
     NOT_SERVING,
     SERVING,
-    Handlers,
     abort,
-    add_health_and_reflection,
     address,
-    grpc_server,
-    listen,
-    off_loop,
-    on_stop_signals,
     set_health,
+    start_preprocessor,
 )
-from .caller import CALLER
+from .._service.shutdown import off_loop, on_stop_signals
+from .._service.wire import MAX_ITEMS, too_many_items
+from .._version import __version__
+from ..routing.dispatch import Fleet
+from ..routing.forwarded_caller import CALLER
+from ..routing.membership import Member
+from ..routing.routed_error import RoutedError
 from .config import RouterConfig
-from .dispatch import Fleet, RoutedError
-from .membership import Member
 from .metrics import RouterMetrics
 
 log = logging.getLogger("smg_fast.router")
@@ -81,14 +78,10 @@ class Router:
                            keepalive_s=cfg.keepalive_s)
         self.metrics = RouterMetrics(self.fleet, asyncio.get_running_loop(),
                                      self.admission.stats)
-        self.server = grpc_server(cfg.max_message_bytes)
-        self.server.add_generic_rpc_handlers((Handlers(
-            self._preprocess, self._refuse, self._model_info, self.admission.full),))
-        self.health = await add_health_and_reflection(self.server)
-        self.port = listen(self.server, cfg.host, cfg.port)
-        if cfg.metrics_port:
-            self.metrics.serve(cfg.host, cfg.metrics_port)
-        await self.server.start()
+        self.server, self.health, self.port = await start_preprocessor(
+            cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
+            preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
+            full=self.admission.full)
         await self.fleet._ready()
         await self._update_health()
         self._health_task = asyncio.create_task(self._health_loop())
@@ -165,10 +158,12 @@ class Router:
 
     async def _route(self, raw: bytes, remaining: float | None,
                      peer: str) -> tuple[bytes, Any]:
-        """The response payload, and the response again when its shm segments are this host's
-        to unlink if the caller never reads them (else None). The sub-calls name peer to the
-        workers (caller.py): a worker trusting this router gives each caller its own shm
-        share."""
+        """The response payload, and the response when its shm segments are ours to unlink.
+
+        The response comes back (else None) when its shm segments are this host's to unlink if
+        the caller never reads them. The sub-calls name peer to the workers
+        (routing/forwarded_caller.py): a worker trusting this router gives each caller its own
+        shm share."""
         try:
             req = pb.PreprocessRequest.FromString(raw)
         except DecodeError:

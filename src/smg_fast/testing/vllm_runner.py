@@ -1,5 +1,5 @@
 """Runs vLLM's own request rendering (chat template, tokenization, multimodal processor) on CPU,
-as its API server does, inside vLLM's venv: ``python .../smg_fast/bench/vllm_runner.py JOBDIR``
+as its API server does, inside vLLM's venv: ``python .../smg_fast/testing/vllm_runner.py JOBDIR``
 (by path: it imports nothing from smg_fast, so it also runs where smg_fast cannot load).
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":

@@ -1,9 +1,11 @@
-"""Admission: how many Preprocess requests, and how many bytes of them, the server works on at
-once (running or waiting for a worker). Past either bound a request is refused at once with
-RESOURCE_EXHAUSTED, so memory stays bounded under a flood instead of queueing every message."""
+"""Admission: how many Preprocess requests, and how many bytes of them, a server or router works
+on at once (running, waiting for a worker, or routed). Past either bound a request is refused at
+once with RESOURCE_EXHAUSTED, so memory stays bounded under a flood instead of queueing every
+message."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 
@@ -63,3 +65,15 @@ class Admission:
         return {"requests": self.pending, "bytes": self.bytes,
                 "max_requests": self.max_requests, "max_bytes": self.max_bytes,
                 "rejected": self.rejected, "stopped": self.stopped}
+
+
+def queued_bytes_limit(max_queued_mb: int) -> int:
+    """Request bytes admitted at once: ``max_queued_mb`` MiB, or when 0 (auto) 1/8 of physical
+    memory, 64 MiB..1 GiB."""
+    if max_queued_mb:
+        return max_queued_mb * 2**20
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        mem = 8 << 30
+    return max(64 << 20, min(1 << 30, mem // 8))

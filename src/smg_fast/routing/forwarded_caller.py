@@ -1,6 +1,6 @@
 """The caller a routed request comes from, named to the workers in ``smg-fast-caller`` request
 metadata so that a worker that trusts this router (``--trusted-router-peer``) counts unread shm
-bytes per caller instead of one share for the router's whole connection (server/callers.py).
+bytes per caller instead of one share for the router's whole connection (server/shm_shares.py).
 
 The router process sets ``CALLER`` to its caller's gRPC peer around the start of each routed
 request; the sub-calls started under it (asyncio tasks copy the context) carry it. Unset (the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from contextvars import ContextVar
 
-from ..errors import CALLER_KEY, MAX_CALLER_LEN
+from .._service.wire import CALLER_KEY, MAX_CALLER_LEN
 
 CALLER: ContextVar[str] = ContextVar("smg_fast_routed_caller", default="")
 

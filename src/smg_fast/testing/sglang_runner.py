@@ -1,5 +1,5 @@
 """Runs SGLang's own multimodal request processing on CPU, as its TokenizerManager does, inside
-SGLang's venv: ``python -m smg_fast.bench.sglang_runner JOBDIR``.
+SGLang's venv: ``python -m smg_fast.testing.sglang_runner JOBDIR``.
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode", "folder", "server": ServerArgs overrides,
 "requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text"}]}], "repeat": timed

@@ -7,9 +7,9 @@ import asyncio
 import threading
 from typing import Any
 
+from .._service.grpc_server import address
 from .app import Server
 from .config import ServerConfig
-from .scaffold import address
 
 
 class BackgroundServer:

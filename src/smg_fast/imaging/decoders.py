@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from . import _native
+from .. import _native
 from .pixels import Pixels
 from .png_chunks import ANIMATION, idat_stream, png_channels, png_chunks
 
@@ -51,7 +51,7 @@ try:  # optional extra "png": zlib-ng inflates about 3x faster than Python's zli
 except ImportError:
     _zlib_ng = None
 
-log = logging.getLogger("smg_fast.decoders")
+log = logging.getLogger("smg_fast.imaging.decoders")
 
 _F = _native.PixelFormat
 
@@ -137,9 +137,9 @@ _check_lock = threading.Lock()
 
 
 def _self_check(kind: str) -> bool:
-    from .patterns import test_pattern
+    from .sample import sample_image
 
-    rgb = Image.fromarray(test_pattern(67, 45))
+    rgb = Image.fromarray(sample_image(67, 45))
     rgba = rgb.copy()
     rgba.putalpha(rgb.convert("L"))
     cases = []
@@ -164,7 +164,7 @@ def _self_check(kind: str) -> bool:
     if kind == LIBJPEG_TURBO and jpeg_engine() == PILLOW_LIBJPEG:
         # The row bands rest on this library's jpeg_skip_scanlines: forced here, on images of
         # many iMCU rows (16-row 4:2:0, 8-row 4:2:2, 4:4:4 and grey).
-        tall = Image.fromarray(test_pattern(40, 200))
+        tall = Image.fromarray(sample_image(40, 200))
         for img, sub in ((tall, 2), (tall, 1), (tall, 0), (tall.convert("L"), 0)):
             buf = io.BytesIO()
             img.save(buf, format="JPEG", quality=90, subsampling=sub)

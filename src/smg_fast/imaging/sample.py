@@ -8,7 +8,7 @@ import io
 import numpy as np
 
 
-def test_pattern(width: int = 1920, height: int = 1080) -> np.ndarray:
+def sample_image(width: int = 1920, height: int = 1080) -> np.ndarray:
     """A deterministic RGB uint8 (H, W, 3) image with gradients and hard edges (exercises every
     filter tap)."""
     y, x = np.mgrid[0:height, 0:width]
@@ -18,15 +18,13 @@ def test_pattern(width: int = 1920, height: int = 1080) -> np.ndarray:
     return np.stack([r, g, b], axis=2)
 
 
-def test_pattern_bytes(width: int = 1920, height: int = 1080, fmt: str = "JPEG") -> bytes:
+def sample_image_bytes(width: int = 1920, height: int = 1080, fmt: str = "JPEG") -> bytes:
     """The test pattern encoded (JPEG quality 90 by default, or PNG): what a caller sends."""
     from PIL import Image
 
     buf = io.BytesIO()
     kwargs = {"quality": 90} if fmt.upper() == "JPEG" else {}
-    Image.fromarray(test_pattern(width, height)).save(buf, fmt, **kwargs)
+    Image.fromarray(sample_image(width, height)).save(buf, fmt, **kwargs)
     return buf.getvalue()
 
 
-test_pattern.__test__ = False  # not a pytest test despite the name
-test_pattern_bytes.__test__ = False

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from ..errors import InvalidImageError
 from . import decoders
-from .errors import InvalidImageError
 from .pixels import (
     DECODE_ERRORS,
     OBJECT_REPR,

@@ -1,6 +1,6 @@
 """A stand-alone RDMA exporter process for tests and benchmarks, driven by JSON lines on stdin.
 
-    python -m smg_fast.bench.rdma_peer --port P [--slots N] [--slot-bytes B] [--ttl-s T]
+    python -m smg_fast.testing.rdma_peer --port P [--slots N] [--slot-bytes B] [--ttl-s T]
 
 Prints {"ready": ..., "port": ...} once the exporter serves, then one JSON answer per command:
   {"op": "export", "nbytes": N, "seed": S}   payload = seeded random bytes, written in place
@@ -41,7 +41,7 @@ class PeerProcess:
     one command/answer pair at a time; every wait is bounded."""
 
     def __init__(self, port: int = 0, **opts: object) -> None:
-        argv = [sys.executable, "-m", "smg_fast.bench.rdma_peer", "--port", str(port)]
+        argv = [sys.executable, "-m", "smg_fast.testing.rdma_peer", "--port", str(port)]
         for k, v in opts.items():
             argv += [f"--{k.replace('_', '-')}", str(v)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

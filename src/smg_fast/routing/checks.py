@@ -1,5 +1,5 @@
-"""The fleet's settings checked where the library takes them (the router checks its flags
-the same way, with their names), and the keepalive options of a member's channel."""
+"""The fleet's settings and members checked where the library takes them (the router checks its
+flags the same way, with their names)."""
 
 from __future__ import annotations
 
@@ -55,14 +55,3 @@ def check_targets(targets: str | Iterable[str], *, allow_empty: bool = False) ->
     if not found and not allow_empty:
         raise ValueError("targets must name at least one HOST:PORT")
     return [check_target(t) for t in found]
-
-
-def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
-    """HTTP/2 keepalive pings every keepalive_s on a member's connection (a dead host's
-    connection closes without waiting for TCP). The membership also sends a health Check
-    every keepalive_s, which finds a hung process for sure. 0: off."""
-    if not keepalive_s:
-        return []
-    ms = int(keepalive_s * 1000)
-    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]

@@ -1,92 +1,15 @@
-"""Router settings (``python -m smg_fast.router``): one source per setting, as the server's. Each
-is a CLI flag whose default comes from its SMG_FAST_ROUTER_ environment variable, else the
-built-in default shown in ``--help``."""
+"""The router's command line (``python -m smg_fast.router``): one source per setting, as the
+server's. Each is a CLI flag whose default comes from its SMG_FAST_ROUTER_ environment variable,
+else the built-in default shown in ``--help``."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
-from ..server.config import LOG_LEVELS
-from ..server.options import Option, add_env_options, auto_queued_bytes, env_list
-from .settings import check_target
-
-
-@dataclass
-class RouterConfig:
-    workers: list[str] = field(default_factory=list)
-    host: str = "127.0.0.1"
-    port: int = 50050
-    load_factor: float = 1.25
-    floor: int = 4
-    affinity_keys: int = 65536
-    affinity_wait_s: float = 0.01
-    metrics_port: int = 0
-    log_level: str = "info"
-    drain_timeout_s: float = 30.0
-    max_message_mb: int = 256
-    request_timeout_s: float = 60.0
-    attempt_timeout_s: float = 0.0  # 0: a sub-call may take the whole request's time
-    keepalive_s: float = 10.0
-    join_timeout_s: float = 10.0
-    eject_after: int = 3
-    eject_base_s: float = 1.0
-    max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
-    max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
-
-    @property
-    def max_message_bytes(self) -> int:
-        return self.max_message_mb * 1024 * 1024
-
-    @property
-    def queued_requests_limit(self) -> int:
-        """Preprocess requests routed at once (the router only waits on its members)."""
-        return self.max_queued_requests or 1024
-
-    @property
-    def queued_bytes_limit(self) -> int:
-        return self.max_queued_mb * 2**20 if self.max_queued_mb else auto_queued_bytes()
-
-    def validate(self) -> RouterConfig:
-        if not self.workers:
-            raise ValueError("at least one --worker HOST:PORT is needed")
-        for w in self.workers:
-            check_target(w, "--worker")
-        if len(set(self.workers)) != len(self.workers):
-            raise ValueError(f"a --worker is given twice: {self.workers}")
-        floats = {"--load-factor": self.load_factor, "--drain-timeout-s": self.drain_timeout_s,
-                  "--request-timeout-s": self.request_timeout_s,
-                  "--attempt-timeout-s": self.attempt_timeout_s,
-                  "--keepalive-s": self.keepalive_s, "--join-timeout-s": self.join_timeout_s,
-                  "--affinity-wait-s": self.affinity_wait_s,
-                  "--eject-base-s": self.eject_base_s}
-        for flag, value in floats.items():
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{flag} must be a finite number >= 0, got {value}")
-        for flag, port in (("--port", self.port), ("--metrics-port", self.metrics_port)):
-            if not 0 <= port <= 65535:
-                raise ValueError(f"{flag} must be 0..65535, got {port}")
-        if self.load_factor < 1.0:
-            raise ValueError(f"--load-factor must be >= 1, got {self.load_factor}")
-        if self.floor < 1 or self.eject_after < 1:
-            raise ValueError("--floor and --eject-after must be >= 1")
-        if self.request_timeout_s <= 0 or self.join_timeout_s <= 0 or self.eject_base_s <= 0:
-            raise ValueError("--request-timeout-s, --join-timeout-s and --eject-base-s must "
-                             "be > 0")
-        if 0 < self.keepalive_s < 1:
-            raise ValueError(f"--keepalive-s must be 0 (off) or >= 1, got {self.keepalive_s}")
-        if not 1 <= self.max_message_mb <= 2047:
-            raise ValueError(f"--max-message-mb must be 1..2047, got {self.max_message_mb}")
-        if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.affinity_keys < 0:
-            raise ValueError("--max-queued-requests, --max-queued-mb and --affinity-keys must "
-                             "be >= 0")
-        if self.log_level not in LOG_LEVELS:
-            raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
-        return self
-
+from .._service.env_flags import Option, add_env_options, env_list
+from .config import RouterConfig
 
 # (flag, env var, type, help); defaults come from RouterConfig.
 OPTIONS: list[Option] = [

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from . import _native
-from .errors import InvalidImageError
+from .. import _native
+from ..errors import InvalidImageError
 
 # (SubprocessError: a plugin's helper program failing, for formats an operator allowed)
 # Not MemoryError: running out of memory is not a bad image (the server answers it with

@@ -9,9 +9,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+# --log-level of both processes (lower case; logging's own names upper-cased).
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
 
 def run(argv: list[str] | None, load: Callable[[], tuple[Any, Any]], name: str) -> tuple[int, Any]:
-    """load() gives (config_from_args, serve); returns (exit code, what serve returned). 2: the
+    """Runs one process: its settings, its logging, its serve() until stopped.
+
+    load() gives (config_from_args, serve); returns (exit code, what serve returned). 2: the
     server extra is missing, or the process could not start (bad settings exit earlier)."""
     try:
         config_from_args, serve = load()

@@ -17,7 +17,7 @@ import ipaddress
 import logging
 from collections.abc import Iterable
 
-from ..errors import CALLER_KEY, MAX_CALLER_LEN
+from .._service.wire import CALLER_KEY, MAX_CALLER_LEN
 
 log = logging.getLogger("smg_fast.server")
 

@@ -1,0 +1,21 @@
+"""gRPC channel and server options the clients, the routing library and the service processes
+build their connections with."""
+
+from __future__ import annotations
+
+
+def message_size_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """The largest message, both directions, of a channel or a server."""
+    return [("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes)]
+
+
+def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
+    """HTTP/2 keepalive pings every keepalive_s on a routed member's connection (a dead host's
+    connection closes without waiting for TCP). The membership also sends a health Check
+    every keepalive_s, which finds a hung process for sure. 0: off."""
+    if not keepalive_s:
+        return []
+    ms = int(keepalive_s * 1000)
+    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
+            ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]

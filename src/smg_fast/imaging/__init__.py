@@ -1,0 +1,1 @@
+"""Opening inputs: headers and size limits, the fast decoders, mode conversion, data: URLs."""

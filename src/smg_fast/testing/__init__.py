@@ -1,0 +1,2 @@
+"""The harness the tests and the benchmarks share: server processes, reference oracles and venvs,
+tiny model folders, engine runners (as ``numpy.testing`` ships numpy's)."""
