@@ -4,7 +4,7 @@
 # - libjpeg-turbo's jpegtran (libjpeg-turbo-progs), which makes the arithmetic-coded JPEGs of
 #   tests/test_fast_decode_jpeg.py (no Python encoder writes them);
 # - libjpeg's headers (libjpeg62-turbo-dev), with which the native core is built to drive
-#   Pillow's own libjpeg (csrc/jpeg_decode.cpp; without them the JPEG path uses simplejpeg and
+#   Pillow's own libjpeg (csrc/decode/jpeg.cpp; without them the JPEG path uses simplejpeg and
 #   the tests of the native path fail). Run it before `pip install .`;
 # - clang-format, with which .ci/run checks csrc against .clang-format.
 set -euo pipefail
