@@ -2,7 +2,7 @@
 # System packages the build and tests use that pip cannot install (Debian, via apt; root or sudo;
 # kept when already there):
 # - libjpeg-turbo's jpegtran (libjpeg-turbo-progs), which makes the arithmetic-coded JPEGs of
-#   tests/test_fast_decode_jpeg.py (no Python encoder writes them);
+#   tests/decode/test_fast_decode_jpeg.py (no Python encoder writes them);
 # - libjpeg's headers (libjpeg62-turbo-dev), with which the native core is built to drive
 #   Pillow's own libjpeg (csrc/decode/jpeg.cpp; without them the JPEG path uses simplejpeg and
 #   the tests of the native path fail). Run it before `pip install .`;

@@ -1,5 +1,7 @@
-"""Fixtures for the processor benchmarks: one real photo at four sizes, the reference
-implementations each family is compared against, and the rounds to run.
+"""Fixtures for the processor benchmarks.
+
+One real photo at four sizes, the reference implementations each family is compared against, and the
+rounds to run.
 
 Run:  python -m pytest bench/ --benchmark-only --benchmark-json=/tmp/bench.json -q
       python bench/summarize.py /tmp/bench.json
@@ -9,8 +11,9 @@ References
   (``Qwen2VLImageProcessorPil``) with the family's published hub config; the torchvision
   processor (``Qwen2VLImageProcessor``) as a second reference when torchvision is installed.
 - Kimi-K2.5: transformers has no PIL processor for it, so the reference is ``kimi_upstream_numpy``
-  (bench/references.py), a NumPy/PIL implementation of the upstream MoonViT preprocessing
-  written for this suite (labelled "upstream NumPy reference" in the results). transformers'
+  (bench/references.py: ``smg_fast.testing.oracles.kimi_upstream``, the NumPy/PIL implementation
+  of the upstream MoonViT preprocessing the parity tests use; labelled "upstream NumPy
+  reference" in the results). transformers'
   torchvision ``Kimi_K25ImageProcessor`` is the torchvision reference when torchvision is
   installed.
 
@@ -29,12 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from PIL import Image
-from references import (
-    KIMI_UPSTREAM_CONFIG,
-    kimi_upstream_numpy,
-    load_photos,
-    make_hf_pil_qwen,
-)
+from references import kimi_upstream_numpy, load_photos, make_hf_pil_qwen
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
 QWEN_FAMILIES = FAMILIES[:3]
@@ -64,16 +62,9 @@ def make_hf_torchvision(family: str):
             Kimi_K25ImageProcessor,
         )
 
-        cfg = KIMI_UPSTREAM_CONFIG
-        return Kimi_K25ImageProcessor(
-            size={"max_height": cfg["patch_limit_on_one_side"],
-                  "max_width": cfg["patch_limit_on_one_side"]},
-            max_patches=cfg["in_patch_limit"],
-            patch_size=cfg["patch_size"],
-            merge_size=cfg["merge_kernel_size"],
-            image_mean=list(cfg["image_mean"]),
-            image_std=list(cfg["image_std"]),
-        )
+        from smg_fast.testing.oracles import kimi_kwargs
+
+        return Kimi_K25ImageProcessor(**kimi_kwargs())
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
     from smg_fast.testing.oracles import hf_qwen
@@ -95,8 +86,10 @@ def hf_pil():
 
 @pytest.fixture(scope="session")
 def hf_torchvision():
-    """Factory: hf_torchvision(family) -> transformers' torchvision processor; skips the test
-    when torchvision is not installed."""
+    """Factory.
+
+    Hf_torchvision(family) -> transformers' torchvision processor; skips the test when torchvision
+    is not installed."""
     return functools.cache(make_hf_torchvision)
 
 

@@ -1,6 +1,7 @@
-"""Encoded bytes -> encoder input, the path users run: 1920x1080 JPEG and PNG bytes to qwen2_vl
-float32, next to transformers (Pillow decode + Qwen2VLImageProcessorPil) and the decode floor,
-all measured interleaved in one run.
+"""Encoded bytes -> encoder input, the path users run.
+
+1920x1080 JPEG and PNG bytes to qwen2_vl float32, next to transformers (Pillow decode +
+Qwen2VLImageProcessorPil) and the decode floor, all measured interleaved in one run.
 
     python bench/encoded.py            # ~1-2 minutes on 2 cores
     python bench/encoded.py --rounds 9
@@ -77,9 +78,11 @@ _WINDOW_S = 2.5  # each side-by-side measurement window
 
 
 def _side_by_side_worker(folder: str) -> None:
-    """One process of the ceiling measurement: loads and warms up, says "ready", waits for a
-    line on stdin, then makes the 8-JPEG call on 1 thread over and over for _WINDOW_S (gc off,
-    as in-process timing has it); prints the median wall time of its calls."""
+    """One process of the ceiling measurement.
+
+    Loads and warms up, says "ready", waits for a line on stdin, then makes the 8-JPEG call on 1
+    thread over and over for _WINDOW_S (gc off, as in-process timing has it); prints the median wall
+    time of its calls."""
     import smg_fast
 
     smg_fast.set_num_threads(1)
@@ -98,9 +101,11 @@ def _side_by_side_worker(folder: str) -> None:
 
 
 def _side_by_side(jpegs: list[bytes], rounds: int) -> float:
-    """Two 1-thread processes' combined calls per second over one's alone (see the docstring),
-    alone and paired windows alternating, each released only once every worker is warm; the
-    median of the paired rates over the median of the alone ones."""
+    """Two 1-thread processes side by side: their combined calls per second over one's alone.
+
+    The host ceiling of the module docstring's table: alone and paired windows alternating, each
+    released only once every worker is warm; the median of the paired rates over the median of the
+    alone ones."""
     alone: list[float] = []
     paired: list[float] = []
     with tempfile.TemporaryDirectory() as folder:

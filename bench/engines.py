@@ -1,5 +1,7 @@
-"""vLLM's whole per-request rendering (chat template, tokenization, media decode, multimodal
-processor) with smg-fast's plugin on vs off, one thread, in vLLM's own venv, in one run.
+"""vLLM's per-request rendering with smg-fast's plugin on vs off, in vLLM's own venv.
+
+The whole rendering (chat template, tokenization, media decode, multimodal processor), one thread,
+both arms in one run.
 
     python bench/engines.py [--rounds N] [--modes uint8,float32]
 
@@ -46,8 +48,10 @@ def cpu_model() -> str:
 
 
 def _requests(rounds: int) -> list[tuple[str, dict]]:
-    """Per size and count, a checked request and ``rounds`` timed ones, every image distinct
-    (vLLM caches processor outputs by content even when its multimodal cache is skipped)."""
+    """The benchmark's requests: per size and count, a checked one and ``rounds`` timed ones.
+
+    Every image is distinct (vLLM caches processor outputs by content even when its multimodal cache
+    is skipped)."""
     from PIL import Image
     from references import photo_file
 

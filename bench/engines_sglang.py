@@ -1,5 +1,6 @@
-"""SGLang's multimodal processing per request with smg-fast's plug-in on vs off, and SGLang's
-native Rust path as a peer, one thread each, in SGLang's own venv, in one run.
+"""SGLang's per-request multimodal processing with smg-fast's plug-in on vs off.
+
+SGLang's native Rust path runs as a peer; one thread each, in SGLang's own venv, in one run.
 
     python bench/engines_sglang.py [--rounds N]
 

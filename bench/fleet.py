@@ -39,9 +39,11 @@ from smg_fast.testing.servers import ServerProcess
 
 
 class _Policy(AsyncRoutedClient):
-    """A routed client whose per-image choice ignores (random, round_robin) or honours the key
-    without a bound (hash), or leaves out the fleet's memory (bounded) or the wait (affinity);
-    "ours" is the library unchanged."""
+    """A routed client that places images by one of the compared policies.
+
+    Its per-image choice ignores the key (random, round_robin) or honours it without a bound (hash),
+    or leaves out the fleet's memory (bounded) or the wait (affinity); "ours" is the library
+    unchanged."""
 
     def __init__(self, policy: str, targets: list[str], **kw: Any) -> None:
         super().__init__(targets, **kw)
@@ -78,8 +80,9 @@ def _images(n: int, seed: int = 0) -> list[bytes]:
 
 def _zipf_plans(n_images: int, s: float, requests: int, seed: int,
                 hot_share: float = 0.0) -> list[list[int]]:
-    """Requests of 1-8 image indices, Zipf(s); with hot_share, each item is image 0 with that
-    probability, else Zipf(s) over the others."""
+    """Requests of 1-8 image indices, Zipf(s).
+
+    With hot_share, each item is image 0 with that probability, else Zipf(s) over the others."""
     rnd = random.Random(seed)
     first = 1 if hot_share else 0
     weights = [1.0 / (k + 1) ** s for k in range(n_images - first)]

@@ -1,5 +1,7 @@
-"""Benchmark regression gate: smg-fast at 1920x1080 on one thread, as ratios to references
-measured in the same run, compared with the committed bench/baseline.json.
+"""Benchmark regression gate.
+
+Smg-fast at 1920x1080 on one thread, as ratios to references measured in the same run, compared with
+the committed bench/baseline.json.
 
     python bench/gate.py            # measure, compare, exit 1 on a regression (.ci/run runs this)
     python bench/gate.py --update   # measure 3 times, write the medians to bench/baseline.json;
@@ -63,8 +65,10 @@ UPDATE_RUNS = 3
 
 
 def kernel_key() -> str:
-    """The kernel set in use (after SMG_FAST_ISA): baselines are per kernel set, since an AVX2
-    machine's ratios are legitimately worse than an AVX-512 one's."""
+    """The kernel set in use (after SMG_FAST_ISA).
+
+    Baselines are per kernel set, since an AVX2 machine's ratios are legitimately worse than an
+    AVX-512 one's."""
     import smg_fast
 
     on = sorted(name for name, enabled in smg_fast.cpu_features().items() if enabled)
@@ -83,10 +87,12 @@ def cpu_model() -> str:
 
 
 def _timed(fn: Callable[[], object]) -> float:
-    """CPU seconds the process spent in fn(), not wall time: on a shared machine this process
-    is descheduled for whole time slices, which stretches a 10 ms call far more often than a
-    2 ms one and so skews wall-time ratios (measured: kimi float32 / copy 2.3 -> 3.6 under a load
-    average of 3). Everything timed runs on one thread, so CPU time is its running time."""
+    """CPU seconds the process spent in fn(), not wall time.
+
+    On a shared machine this process is descheduled for whole time slices, which stretches a 10 ms
+    call far more often than a 2 ms one and so skews wall-time ratios (measured: kimi float32 / copy
+    2.3 -> 3.6 under a load average of 3). Everything timed runs on one thread, so CPU time is its
+    running time."""
     t0 = time.process_time()
     fn()
     return time.process_time() - t0
@@ -94,8 +100,10 @@ def _timed(fn: Callable[[], object]) -> float:
 
 def measure_family(family: str, image, rounds: int = ROUNDS,
                    raw: dict[str, list[float]] | None = None) -> dict[str, float]:
-    """Ratios of the fastest of each implementation's interleaved runs, for one family at SIZE
-    on one native thread; `raw` (optional) receives every run's seconds, for looking into noise."""
+    """One family's speed ratios at SIZE on one native thread.
+
+    Ratios of the fastest of each implementation's interleaved runs; `raw` (optional) receives every
+    run's seconds, for looking into noise."""
     import smg_fast
 
     proc = smg_fast.load_processor(family)
@@ -114,8 +122,10 @@ def measure_family(family: str, image, rounds: int = ROUNDS,
 def measure_against(label: str, proc, reference: Callable[[], np.ndarray], image,
                     rounds: int = ROUNDS,
                     raw: dict[str, list[float]] | None = None) -> dict[str, float]:
-    """measure_family's timing of `proc` on `image` against a given exact reference (a call
-    returning the float32 pixel_values), metrics named after `label`."""
+    """measure_family's timing of `proc` on `image`, against a reference the caller gives.
+
+    The reference is exact: a call returning the float32 pixel_values. Metrics are named after
+    `label`."""
     import smg_fast
 
     before = smg_fast.get_num_threads()

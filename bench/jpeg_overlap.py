@@ -1,6 +1,8 @@
-"""One 1080p JPEG to qwen2_vl float32 on 2 threads: its decode overlapped with its resize (a plain
-call) against decoding it first, in two row bands, then running the core (prepare()). Wall and
-CPU time per call, medians of alternating calls in one process.
+"""One 1080p JPEG to qwen2_vl float32 on 2 threads.
+
+Its decode overlapped with its resize (a plain call) against decoding it first, in two row bands,
+then running the core (prepare()). Wall and CPU time per call, medians of alternating calls in one
+process.
 
     python bench/jpeg_overlap.py [--calls 40]
 """

@@ -1,7 +1,9 @@
-"""The normalize + patchify stage on one thread, per family and dtype, for a random 1920x1080 RGB
-image: the whole processor call, the stage alone (Pipeline.run on an image already at the
-resized size, so the resize is a band copy) and the copy floor (np.copyto of the output's bytes
-into a touched buffer). Medians (and minimums) of per-call times, CPU time by default.
+"""The normalize + patchify stage on one thread, per family and dtype.
+
+For a random 1920x1080 RGB image: the whole processor call, the stage alone (Pipeline.run on an
+image already at the resized size, so the resize is a band copy) and the copy floor (np.copyto of
+the output's bytes into a touched buffer). Medians (and minimums) of per-call times, CPU time by
+default.
 
     PYTHONPATH=src python bench/patchify_stage.py                 # this build, one process
     python bench/patchify_stage.py --compare A=path/to/src B=...  # builds side by side: each

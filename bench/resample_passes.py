@@ -1,9 +1,10 @@
-"""The resampler's passes and the processors around them, 1 native thread (not part of the test
-command): random 1920x1080 content, each pass on its own (horizontal only: 1920 -> 1932 wide;
-vertical only: 1080 -> 1092 high; Pillow's and torch's weights), RGBX, a strong downscale, and
-the qwen2_vl processor (PIL image, float32) with the pil and torchvision backends. Every case runs
-once per round, all cases interleaved, timed in process CPU time; medians and minimums in ms.
-Compare kernel sets with SMG_FAST_ISA (avx2, baseline, ...), one process each.
+"""The resampler's passes and the processors around them, on 1 native thread.
+
+Not part of the test command. Random 1920x1080 content, each pass on its own (horizontal only:
+1920 -> 1932 wide; vertical only: 1080 -> 1092 high; Pillow's and torch's weights), RGBX, a strong
+downscale, and the qwen2_vl processor (PIL image, float32) with the pil and torchvision backends.
+Every case runs once per round, all cases interleaved, timed in process CPU time; medians and
+minimums in ms. Compare kernel sets with SMG_FAST_ISA (avx2, baseline, ...), one process each.
 
     SMG_FAST_ISA=avx2 python bench/resample_passes.py [--rounds 21] [--only SUBSTRING]
 """

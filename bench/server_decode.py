@@ -1,9 +1,10 @@
-"""The server decoding each JPEG inside the native call that writes its destination ("inside",
-the default) against decoding it first, as it did before ("ahead": the same build with
-PlannedBatch.decodes_while_computing forced off), alternated in one run. Unique 1920x1080 JPEGs
-(every request computes), float32, pixel cache off, 2 workers, real servers on 127.0.0.1 driven
-by the project's load generator; req/s, p50 latency and the server's CPU per request (medians of
-the rounds).
+"""The server's JPEG decode inside the native call against decoding it ahead, in one run.
+
+"inside" (the default): each JPEG decodes inside the native call that writes its destination.
+"ahead": it decodes first (the same build with PlannedBatch.decodes_while_computing forced off). The
+two arms alternate. Unique 1920x1080 JPEGs (every request computes), float32, pixel cache off, 2
+workers, real servers on 127.0.0.1 driven by the project's load generator; req/s, p50 latency and
+the server's CPU per request (medians of the rounds).
 
     PYTHONPATH=src python bench/server_decode.py [--seconds 8] [--rounds 2]
         [--concurrency 1,8] [--transports shm,rdma]     # ~4 minutes; rdma needs NIXL
@@ -29,7 +30,7 @@ from smg_fast.testing.servers import ServerProcess
 
 # Runs the server with the decode ahead of the compute (the behaviour before it moved inside).
 _AHEAD = ("import runpy, sys\n"
-          "from smg_fast.processors.base import PlannedBatch\n"
+          "from smg_fast.processors.batch import PlannedBatch\n"
           "PlannedBatch.decodes_while_computing = property(lambda self: False)\n"
           "sys.argv[0] = 'smg_fast.server'\n"
           "runpy.run_module('smg_fast.server', run_name='__main__')\n")

@@ -1,5 +1,6 @@
-"""smg-fast processors next to their references, one benchmark group per family and input size
-(e.g. "qwen2_vl-1920x1080").
+"""smg-fast processors next to their references, one benchmark group per family and input size.
+
+Groups are named like "qwen2_vl-1920x1080".
 
 In every group:
   smg_f32_1t    smg-fast, 1 native thread, float32

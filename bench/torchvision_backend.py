@@ -1,5 +1,6 @@
-"""smg-fast's backend="torchvision" against transformers' torchvision image processors
-(Qwen2VLImageProcessor, Kimi_K25ImageProcessor) at 1920x1080 on one thread, in one run.
+"""smg-fast's backend="torchvision" against transformers' torchvision image processors.
+
+Qwen2VLImageProcessor and Kimi_K25ImageProcessor, at 1920x1080 on one thread, in one run.
 
     python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25]
 
@@ -35,7 +36,7 @@ def _inside(photo: Path, families: list[str], rounds: int) -> int:
     from PIL import Image
 
     import smg_fast
-    from smg_fast.hf_reference import reference_processor, reference_return_tensors
+    from smg_fast.processors.reference import reference_processor, reference_return_tensors
 
     torch.set_num_threads(1)
     with Image.open(photo) as im:

@@ -7,7 +7,7 @@
 //
 // A new kernel is its instruction set's file in the stage's folder (its entry points declared in
 // the stage's kernels.hpp), its row in the stage's table below, and its row in
-// tests/test_isa_paths.py. A new instruction-set level is also a rung of its architecture's cap
+// tests/numerics/test_isa_paths.py. A new instruction-set level is also a rung of its architecture's cap
 // ladder (kX86Caps, kArm64Caps); a new host feature, a check in cpu.hpp and a row of kFeatures.
 #pragma once
 

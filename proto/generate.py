@@ -5,9 +5,9 @@
 protoc names modules after the proto paths (``smg_fast.v1.tensor_pb2``); the stubs live flat in
 the private package ``smg_fast._proto``, so the cross-file imports are rewritten to relative ones.
 The descriptors keep their proto file names (``smg_fast/v1/*.proto``), which reflection serves.
-tests/test_proto_stubs.py regenerates into a temporary folder (in a separate process: grpc_tools'
-protoc crashes a process that has loaded NIXL 1.5.1's libraries) and fails if the committed stubs
-differ.
+tests/package/test_proto_stubs.py regenerates into a temporary folder (in a separate process:
+grpc_tools' protoc crashes a process that has loaded NIXL 1.5.1's libraries) and fails if the
+committed stubs differ.
 """
 
 from __future__ import annotations

@@ -16,16 +16,10 @@ except ImportError as _exc:  # name the cause: engines log this when loading the
     raise ImportError(f"smg-fast's native module smg_fast._native does not load ({_exc}): "
                       "reinstall smg-fast for this Python and platform") from _exc
 from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
-from .config import ProcessorConfig
 from .errors import InvalidImageError, OutputTooLargeError
-from .processors import (
-    FAMILIES,
-    KimiK25Processor,
-    Processor,
-    ProcessorOutput,
-    QwenVLProcessor,
-    load_processor,
-)
+from .processors import FAMILIES, Processor, ProcessorOutput, load_processor
+from .processors.config import ProcessorConfig
+from .processors.families import KimiK25Processor, QwenVLProcessor
 from .resample import pillow_pass_order, resize
 
 
@@ -49,9 +43,11 @@ def get_num_threads() -> int:
 
 
 def scratch_stats() -> dict[str, Any]:
-    """Buffer-pool counters: hits, misses, gives, drops, remote_gives (blocks given back to their
-    owner's pool from another thread), pooled_bytes (all threads), live_bytes, cap_bytes (per
-    thread, SMG_FAST_SCRATCH_MB), total_cap_bytes (process, SMG_FAST_SCRATCH_TOTAL_MB) and
+    """Buffer-pool counters of the native scratch pools.
+
+    hits, misses, gives, drops, remote_gives (blocks given back to their owner's pool from
+    another thread), pooled_bytes (all threads), live_bytes, cap_bytes (per thread,
+    SMG_FAST_SCRATCH_MB), total_cap_bytes (process, SMG_FAST_SCRATCH_TOTAL_MB) and
     thread_pooled_bytes (the calling thread's pool)."""
     return dict(_native.scratch_stats())
 

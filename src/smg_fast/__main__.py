@@ -16,12 +16,14 @@ import numpy as np
 
 from . import FAMILIES, InvalidImageError, get_num_threads, load_processor, set_num_threads
 from .imaging.sample import sample_image
-from .processors import Processor
+from .processors import BACKENDS, Processor, get_family
 
 
 def _check(proc: Processor, image: object, ours: np.ndarray) -> str:
-    """transformers' verdict on float32 output, from its class for proc's backend."""
-    from .hf_reference import quiet_transformers_import, reference_pixel_values
+    """transformers' verdict on float32 output, from its class for proc's family and backend.
+
+    The class comes from processors/reference.py, the one reference builder."""
+    from .processors.reference import quiet_transformers_import, reference_pixel_values
 
     if not quiet_transformers_import():
         return ("check skipped: transformers is not installed; pip install transformers==5.24.0 "
@@ -50,6 +52,7 @@ def _decoders_line() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns its exit status (1 when --check finds a difference)."""
     ap = argparse.ArgumentParser(
         prog="python -m smg_fast",
         description="Preprocess images into VLM encoder inputs (HF-exact) and report shapes, "
@@ -59,9 +62,13 @@ def main(argv: list[str] | None = None) -> int:
                     "test pattern)")
     ap.add_argument("--model", default="qwen2_vl",
                     help=f"family ({', '.join(FAMILIES)}) or a HF model folder (default qwen2_vl)")
-    ap.add_argument("--backend", default=None, choices=["pil", "torchvision", "upstream"],
-                    help="the reference reproduced (default: a folder's named class; a family's "
-                         "own default: pil for Qwen, upstream for Kimi)")
+    defaults: dict[str, list[str]] = {}
+    for name in FAMILIES:
+        defaults.setdefault(get_family(name).builtin.backend, []).append(name)
+    own = "; ".join(f"{backend} for {', '.join(fams)}" for backend, fams in defaults.items())
+    ap.add_argument("--backend", default=None, choices=list(BACKENDS),
+                    help=f"the reference reproduced (default: a folder's named class; a family's "
+                         f"own default: {own})")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=None,
                     help="native threads (default: SMG_FAST_NUM_THREADS or all CPUs)")
@@ -77,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.check_engine:
-        from .hf_reference import quiet_transformers_import
         from .integrations.check import plugin_lines, resolved_line
+        from .processors.reference import quiet_transformers_import
 
         quiet_transformers_import()
         for line in [*plugin_lines(), resolved_line()]:

@@ -1,5 +1,7 @@
-"""Old module paths kept for a while: each warns once, names its new home and the release that
-removes it, and is the very same module object as that home."""
+"""Old module paths kept for a while.
+
+Each warns once, names its new home and the release that removes it, and is the very same module
+object as that home."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Types of smg_fast._native, the C++ core (csrc/bind_*.cpp are its only pybind11 files).
 
-Written by hand; tests/test_native_boundary.py checks it against the built module (every name,
-every parameter, every enum member), so a binding change that forgets this file fails there.
+Written by hand; tests/numerics/test_native_boundary.py checks it against the built module
+(every name, every parameter, every enum member), so a binding change that forgets this file
+fails there.
 """
 
 from collections.abc import Sequence
@@ -49,8 +50,10 @@ class Resampler(_Enum):
     TORCH: ClassVar[Resampler]
 
 class PixelFormat(_Enum):
-    """How run() reads a decoded image's bytes; other formats than RGB / RGBX are converted to
-    RGB row by row while read, with the named reference's arithmetic."""
+    """How run() reads a decoded image's bytes.
+
+    Formats other than RGB / RGBX are converted to RGB row by row while read, with the named
+    reference's arithmetic."""
 
     RGB: ClassVar[PixelFormat]
     RGBX: ClassVar[PixelFormat]

@@ -1,6 +1,8 @@
-"""Refuses an extension built from another version of the package (a stale build computing with
-old kernels or missing new bindings). Imported by the package before anything else that uses
-the extension, so the error is this one and not a missing attribute."""
+"""Refuses an extension built from another version of the package.
+
+Such a build is stale: it computes with old kernels or misses new bindings. Imported by the package
+before anything else that uses the extension, so the error is this one and not a missing
+attribute."""
 
 from __future__ import annotations
 

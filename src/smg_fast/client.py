@@ -109,8 +109,10 @@ def build_request(images: Any, *, model: str | None = None, dtype: str = "float3
 
 def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
                   puller: Any = None) -> PreprocessResult:
-    """Materializes every item (mapping and unlinking shm segments, pulling rdma handles with
-    ``puller``, default :func:`smg_fast.transport.rdma.default_puller`)."""
+    """Reads a response into a result, every item materialized.
+
+    Maps and unlinks shm segments, and pulls rdma handles with ``puller`` (default
+    :func:`smg_fast.transport.rdma.default_puller`)."""
     items = []
     for it in resp.items:
         items.append(PreprocessedImage(
@@ -145,9 +147,10 @@ class _ClientBase:
 
     def __init__(self, target: str = DEFAULT_TARGET, *, max_message_mb: int = 256,
                  timeout: float | None = None, puller: Any = None) -> None:
-        """``timeout`` (seconds) applies to every call unless overridden. ``puller``: the
-        :class:`smg_fast.transport.rdma.Puller` for transport "rdma" (default: the process-wide one,
-        created on first use)."""
+        """``timeout`` (seconds) applies to every call unless overridden.
+
+        ``puller``: the :class:`smg_fast.transport.rdma.Puller` for transport "rdma" (default: the
+        process-wide one, created on first use)."""
         self.target = target
         self.timeout = timeout
         self.puller = puller
@@ -251,10 +254,12 @@ class AsyncClient(_ClientBase):
 
 def _verify(info: dict[str, Any], model: str | None, image: str | bytes, dtype: str,
             got: np.ndarray) -> str:
-    """Compares with the in-process processor of the server's config and backend, and (float32)
-    with transformers' processor for that backend where it can run here."""
+    """A line saying how the served result compares with local references.
+
+    Compares with the in-process processor of the server's config and backend, and (float32) with
+    transformers' processor for that backend where it can run here."""
     from . import load_processor
-    from .hf_reference import reference_pixel_values
+    from .processors.reference import reference_pixel_values
 
     name = model or info.get("default_model", "")
     spec = next((m for m in info.get("models", []) if m.get("name") == name), None)

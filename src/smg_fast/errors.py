@@ -13,13 +13,17 @@ class InvalidImageError(ValueError):
 
 
 class UnsupportedCallError(ValueError, TypeError):
-    """A call smg-fast does not reproduce bit for bit (an option or input kind transformers'
-    class computes differently); ``smg_fast.hf`` hands such calls to that class."""
+    """A call smg-fast does not reproduce bit for bit.
+
+    An option or input kind transformers' class computes differently; ``smg_fast.hf`` hands such
+    calls to that class."""
 
 
 class OutputTooLargeError(InvalidImageError):
-    """The output would exceed a caller's byte limit; raised from the plan, before decoding.
-    ``index`` is the image at which the running total crosses ``limit``."""
+    """The output would exceed a caller's byte limit.
+
+    Raised from the plan, before decoding. ``index`` is the image at which the running total crosses
+    ``limit``."""
 
     def __init__(self, index: int, nbytes: int, limit: int) -> None:
         self.nbytes = nbytes

@@ -14,7 +14,8 @@ take transformers' inputs and options and return a ``transformers.BatchFeature``
 options smg-fast does not reproduce (``device="cuda"``, an option it does not know) is computed
 by transformers' own class instead (logged once per reason), never approximated. This module
 needs transformers (not torch or torchvision, except for ``return_tensors="pt"`` and for those
-fallbacks on the torchvision backend).
+fallbacks on the torchvision backend). The classes are made here from each registered
+family's drop-in (``Family.dropin``, in its module under smg_fast/processors/families/).
 """
 
 from __future__ import annotations
@@ -29,24 +30,22 @@ from typing import Any, ClassVar
 from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_base import ImageProcessingMixin
 from transformers.image_processing_utils import BaseImageProcessor
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-    Qwen2VLImageProcessorKwargs,
-)
-from transformers.processing_utils import ImagesKwargs
 
 from . import hf_compat as compat
-from .config import ProcessorConfig
 from .errors import UnsupportedCallError
-from .hf_reference import reference_processor
 from .processors import Processor, make_processor
-from .processors.qwen import smart_resize
+from .processors.config import ProcessorConfig
+from .processors.hooks import DropIn
+from .processors.reference import reference_processor
+from .processors.registry import registered
 
 _first_load: list[Callable[[], None]] = []
 
 
 def _differs(value: Any, built: Any) -> bool:
-    """Whether an attribute no longer holds what the processor was built from (an array or
-    any value that does not compare plainly counts as changed)."""
+    """Whether an attribute no longer holds what the processor was built from.
+
+    An array, or any value that does not compare plainly, counts as changed."""
     try:
         return bool(value != built)
     except (TypeError, ValueError):
@@ -54,15 +53,21 @@ def _differs(value: Any, built: Any) -> bool:
 
 
 def on_first_load(fn: Callable[[], None]) -> None:
-    """Calls fn once, when this process next loads one of these classes with from_pretrained
-    (an engine plug-in's log line, where the engine configures logging after loading it)."""
+    """Calls fn once, when this process next loads one of these classes with from_pretrained.
+
+    For an engine plug-in's log line, where the engine configures logging after loading it."""
     _first_load.append(fn)
 
 
 class _SmgImageProcessor(BaseImageProcessor):
-    """A transformers image processor whose computation is an smg_fast Processor."""
+    """A transformers image processor whose computation is an smg_fast Processor.
 
-    family: ClassVar[str]
+    The classes this module offers are made from the registered families' drop-ins
+    (``Family.dropin``)."""
+
+    dropin: ClassVar[DropIn]
+    family: ClassVar[str]  # the family its constructor builds unless the arguments say another
+    _families: ClassVar[tuple[str, ...]]
     default_backend: ClassVar[str] = "torchvision"
     model_input_names: ClassVar[list[str]] = ["pixel_values", "image_grid_thw"]
 
@@ -74,7 +79,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         ``do_normalize``...; keys that change nothing here, such as ``processor_class``, are
         dropped) and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
         if processor is None:
-            processor = compat.build_processor(self.family == "kimi_k25", kwargs,
+            processor = compat.build_processor(self.dropin, kwargs,
                                                backend or self.default_backend)
         elif backend is not None or kwargs:
             raise TypeError("give a processor or a backend / keyword arguments, not both")
@@ -88,12 +93,14 @@ class _SmgImageProcessor(BaseImageProcessor):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike[str],
                         *args: Any, **kwargs: Any) -> Any:
-        """transformers' loader: a model folder, a hub id (through huggingface_hub's cache and
-        download rules), a json file; ``subfolder``, ``revision``, ``cache_dir``, ``token``,
-        ``local_files_only`` as there, loader-only arguments (``_from_auto``,
-        ``trust_remote_code``, ``use_fast``...) accepted; keyword overrides win over the file's
-        values; ``backend=`` picks smg-fast's other backend. A config smg-fast does not
-        reproduce (``do_resize: false``, ...) gets transformers' own class (logged once)."""
+        """transformers' loader: a model folder, a hub id or a json file.
+
+        Hub ids go through huggingface_hub's cache and download rules; ``subfolder``,
+        ``revision``, ``cache_dir``, ``token``, ``local_files_only`` as there, loader-only
+        arguments (``_from_auto``, ``trust_remote_code``, ``use_fast``...) accepted; keyword
+        overrides win over the file's values; ``backend=`` picks smg-fast's other backend. A
+        config smg-fast does not reproduce (``do_resize: false``, ...) gets transformers' own
+        class (logged once)."""
         while _first_load:
             _first_load.pop()()
         backend = kwargs.pop("backend", None)
@@ -103,13 +110,12 @@ class _SmgImageProcessor(BaseImageProcessor):
         for key in compat.LOADER_NOISE:
             kwargs.pop(key, None)
         pre, rest = cls.get_image_processor_dict(pretrained_model_name_or_path, **kwargs)
-        known = set(cls.valid_kwargs.__annotations__) | {"min_pixels", "max_pixels"}
+        known = set(cls.valid_kwargs.__annotations__)
         pre.update({k: rest.pop(k) for k in list(rest) if k in known})
         try:
             proc = cls(backend=backend, **pre, **smg)
         except (TypeError, ValueError) as exc:
-            theirs = compat.transformers_class(cls.family == "kimi_k25",
-                                               backend or cls.default_backend)
+            theirs = compat.transformers_class(cls.family, backend or cls.default_backend)
             if theirs is None:
                 raise
             compat.log_once(f"smg-fast: {pretrained_model_name_or_path}: {exc}; transformers' "
@@ -120,7 +126,8 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     @classmethod
     def families(cls) -> tuple[str, ...]:
-        return (cls.family,)
+        """The families this class serves."""
+        return cls._families
 
     @property
     def backend(self) -> str:
@@ -132,12 +139,14 @@ class _SmgImageProcessor(BaseImageProcessor):
         """The smg_fast Processor this class calls."""
         return self._proc
 
-    @staticmethod
-    def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
+    @classmethod
+    def _attributes(cls, cfg: ProcessorConfig) -> dict[str, Any]:
+        """The attributes transformers' class holds for cfg: every family's, then its own."""
         return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
                     image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
                     rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
-                    do_rescale=True, do_normalize=True, do_convert_rgb=True)
+                    do_rescale=True, do_normalize=True, do_convert_rgb=True,
+                    **cls.dropin.attributes(cfg))
 
     # ---- serialization and copies: the Processor is rebuilt from its config ----
 
@@ -166,8 +175,9 @@ class _SmgImageProcessor(BaseImageProcessor):
     # ---- calls ----
 
     def fetch_images(self, image_url_or_urls: Any) -> Any:
-        """http(s) URLs are fetched as transformers does; paths, data: URLs and base64 stay
-        strings (decoded by the call with load_image's semantics)."""
+        """http(s) URLs are fetched as transformers does; other strings stay strings.
+
+        Paths, data: URLs and base64 are decoded by the call with load_image's semantics."""
         if isinstance(image_url_or_urls, (list, tuple)):
             return [self.fetch_images(x) for x in image_url_or_urls]
         if isinstance(image_url_or_urls, str) and \
@@ -180,9 +190,11 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     def preprocess(self, images: Any = None, return_tensors: Any = None,
                    **kwargs: Any) -> BatchFeature:
-        """transformers' call: images (nested lists flattened), its options; float32 output
-        (uint8 where transformers' torchvision class returns uint8: do_rescale=False and
-        do_normalize=False), or ``dtype="bfloat16"`` / ``"float16"`` (smg-fast's own option)."""
+        """transformers' call: images (nested lists flattened) and its options.
+
+        The output is float32 (uint8 where transformers' torchvision class returns uint8:
+        do_rescale=False and do_normalize=False), or ``dtype="bfloat16"`` / ``"float16"``
+        (smg-fast's own option)."""
         if images is None:
             images = kwargs.pop("images", None)
         if images is None:
@@ -209,8 +221,9 @@ class _SmgImageProcessor(BaseImageProcessor):
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 
     def _changed_attributes(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Attributes set since construction (``proc.size = ...``), as call options: the
-        reference reads its attributes at each call, so they must win over the config."""
+        """Attributes set since construction (``proc.size = ...``), as call options.
+
+        The reference reads its attributes at each call, so they must win over the config."""
         return {k: getattr(self, k) for k, v in self._built_from.items()
                 if k not in kwargs and _differs(getattr(self, k, v), v)}
 
@@ -229,100 +242,76 @@ class _SmgImageProcessor(BaseImageProcessor):
         return self._reference(images, return_tensors=return_tensors, **kwargs)
 
 
-class Qwen2VLImageProcessor(_SmgImageProcessor):
-    """transformers' ``Qwen2VLImageProcessor`` (torchvision backend) for Qwen2-VL, Qwen2.5-VL
-    and Qwen3-VL, computed by smg-fast."""
+def _count_patches(self: _SmgImageProcessor, height: int, width: int,
+                   images_kwargs: dict[str, Any] | None = None) -> int:
+    """Patches (grid cells) for an image of this size, as transformers' method counts them.
 
-    family = "qwen2_vl"
-    valid_kwargs = Qwen2VLImageProcessorKwargs
-
-    @classmethod
-    def families(cls) -> tuple[str, ...]:
-        return ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-
-    @staticmethod
-    def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
-        out = _SmgImageProcessor._attributes(cfg)
-        out.update(temporal_patch_size=cfg.temporal_patch_size, min_pixels=cfg.min_pixels,
-                   max_pixels=cfg.max_pixels,
-                   size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels})
-        return out
-
-    def get_number_of_image_patches(self, height: int, width: int,
-                                    images_kwargs: dict[str, Any] | None = None) -> int:
-        """Patches (grid cells) for an image of this size, as transformers' method (vLLM uses
-        it to count placeholders without pixels)."""
-        kw = images_kwargs or {}
-        lo = kw.get("min_pixels", self.size["shortest_edge"])
-        hi = kw.get("max_pixels", self.size["longest_edge"])
-        patch = kw.get("patch_size", self.patch_size)
-        factor = patch * kw.get("merge_size", self.merge_size)
-        h, w = smart_resize(height, width, factor, lo, hi)
-        return (h // patch) * (w // patch)
+    vLLM uses it to count placeholders without pixels."""
+    count = self.dropin.count_patches
+    assert count is not None  # only classes whose drop-in counts have this method
+    return count(self, height, width, images_kwargs or {})
 
 
-class Qwen2VLImageProcessorPil(Qwen2VLImageProcessor):
-    """transformers' ``Qwen2VLImageProcessorPil`` (PIL backend), computed by smg-fast."""
+def _make_classes() -> dict[str, type[_SmgImageProcessor]]:
+    """One class per name each registered family's drop-in offers, placed to pickle by name.
 
-    default_backend = "pil"
-
-
-class _KimiKwargs(ImagesKwargs, total=False):
-    """Kimi-K2.5's call options (transformers' module for them imports torchvision)."""
-
-    max_patches: int
-    patch_size: int
-    merge_size: int
-
-
-class Kimi_K25ImageProcessor(_SmgImageProcessor):  # noqa: N801  (transformers' name)
-    """transformers' ``Kimi_K25ImageProcessor`` (torchvision backend), computed by smg-fast;
-    ``backend="upstream"`` gives Kimi-K2.5's own code's numbers instead."""
-
-    family = "kimi_k25"
-    valid_kwargs = _KimiKwargs
-
-    @staticmethod
-    def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
-        out = _SmgImageProcessor._attributes(cfg)
-        side = cfg.patch_limit_on_one_side
-        out.update(max_patches=cfg.in_patch_limit, size={"max_height": side, "max_width": side})
-        return out
+    The first of a drop-in's names is the base of the others, as transformers' PIL class
+    subclasses its torchvision one; each is named and placed as transformers' classes are."""
+    made: dict[str, type[_SmgImageProcessor]] = {}
+    for dropin in dict.fromkeys(f.dropin for f in registered() if f.dropin is not None):
+        fams = tuple(f.name for f in registered() if f.dropin is dropin)
+        base: type[_SmgImageProcessor] = _SmgImageProcessor
+        valid_kwargs = dropin.call_kwargs()
+        for name, backend in dropin.classes.items():
+            doc = (f"transformers' ``{name}`` ({backend} backend) for {', '.join(fams)}, "
+                   f"computed by smg-fast. {dropin.note}").rstrip()
+            ns: dict[str, Any] = {"__module__": __name__, "__qualname__": name, "__doc__": doc,
+                                  "default_backend": backend}
+            if base is _SmgImageProcessor:
+                ns.update(dropin=dropin, family=fams[0], _families=fams,
+                          valid_kwargs=valid_kwargs)
+                if dropin.count_patches is not None:
+                    ns["get_number_of_image_patches"] = _count_patches
+            made[name] = type(name, (base,), ns)
+            if base is _SmgImageProcessor:
+                base = made[name]
+    return made
 
 
-# The model types whose folders name transformers' Qwen2-VL image processor classes. Kimi-K2.5
-# is not registered: its hub folders run Kimi's remote code (the upstream numbers), which a class
-# registered for its config would displace; use smg_fast.hf.Kimi_K25ImageProcessor directly.
-_QWEN_TYPES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+_CLASSES = _make_classes()
+globals().update(_CLASSES)
 
 
 def register() -> list[str]:
-    """Makes transformers' ``AutoImageProcessor`` (and so ``AutoProcessor``) return these
-    classes for Qwen2/2.5/3-VL model folders, for the backend transformers resolves
-    (torchvision when installed, else PIL; ``backend=`` / ``use_fast`` honoured).
-    Idempotent; returns the model types registered."""
+    """Makes transformers' Auto classes return these classes for the families that register.
+
+    ``AutoImageProcessor`` (and so ``AutoProcessor``) then returns them for the model folders of
+    every family whose drop-in registers (Qwen2/2.5/3-VL; not Kimi-K2.5, whose folders run its
+    remote code), for the backend transformers resolves (torchvision when installed, else PIL;
+    ``backend=`` / ``use_fast`` honoured). Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
 
-    done = []
+    done: list[str] = []
     verbosity = hf_logging.get_verbosity()
     # register() resolves transformers' own mapping first, which warns that its torchvision
     # class needs torchvision: true, and not about what is being registered
     hf_logging.set_verbosity_error()
     try:
-        for model_type in _QWEN_TYPES:
-            if model_type not in CONFIG_MAPPING:
+        for fam in registered():
+            if fam.dropin is None or not fam.dropin.auto_register:
                 continue
-            AutoImageProcessor.register(
-                CONFIG_MAPPING[model_type], exist_ok=True,
-                image_processor_classes={"torchvision": Qwen2VLImageProcessor,
-                                         "pil": Qwen2VLImageProcessorPil})
-            done.append(model_type)
+            classes = {backend: _CLASSES[name] for name, backend in fam.dropin.classes.items()}
+            for model_type in fam.model_types:
+                if model_type not in CONFIG_MAPPING or model_type in done:
+                    continue
+                AutoImageProcessor.register(CONFIG_MAPPING[model_type], exist_ok=True,
+                                            image_processor_classes=classes)
+                done.append(model_type)
     finally:
         hf_logging.set_verbosity(verbosity)
     return done
 
 
-__all__ = ["Kimi_K25ImageProcessor", "Qwen2VLImageProcessor", "Qwen2VLImageProcessorPil",
-           "register"]
+__all__ = [*_CLASSES, "register"]

@@ -1,7 +1,8 @@
-"""What smg_fast.hf's classes need to stand where transformers' classes stand: turning the
-keyword arguments transformers' loaders and constructors pass into an smg-fast config, deciding
-per call whether smg-fast computes the call or transformers' own class does, and logging each
-reason for the latter once."""
+"""What smg_fast.hf's classes need to stand where transformers' classes stand.
+
+Turning the keyword arguments transformers' loaders and constructors pass into an smg-fast
+config, deciding per call whether smg-fast computes the call or transformers' own class does, and
+logging each reason for the latter once."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .call_options import parse_options
-from .config import ProcessorConfig
-from .hf_reference import reference_class
 from .processors import Processor, get_family, make_processor
-from .processors.registry import config_from_preprocessor
+from .processors.call_options import parse_options
+from .processors.config import ProcessorConfig
+from .processors.hooks import DropIn
+from .processors.reference import reference_class
+from .processors.registry import config_from_preprocessor, registered
 
 logger = logging.getLogger("smg_fast")
 
@@ -45,55 +47,41 @@ def log_once(message: str, level: int = logging.INFO) -> None:
     logger.log(level, message)
 
 
-def _kimi_fields(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """transformers' Kimi_K25ImageProcessor keyword arguments as Kimi's media_proc_cfg keys."""
-    out = dict(kwargs.get("media_proc_cfg") or {})
-    if kwargs.get("max_patches") is not None:
-        out["in_patch_limit"] = kwargs["max_patches"]
-    size = kwargs.get("size")
-    if isinstance(size, dict) and size.get("max_height") is not None:
-        out["patch_limit_on_one_side"] = size["max_height"]
-    for key in ("patch_size", "image_mean", "image_std"):
-        if kwargs.get(key) is not None:
-            out[key] = kwargs[key]
-    if kwargs.get("merge_size") is not None:
-        out["merge_kernel_size"] = kwargs["merge_size"]
-    return out
+def build_processor(dropin: DropIn, kwargs: dict[str, Any], backend: str) -> Processor:
+    """The processor for a drop-in class's transformers-style constructor kwargs.
 
-
-def build_processor(kimi: bool, kwargs: dict[str, Any], backend: str) -> Processor:
-    """The processor for transformers-style constructor kwargs (a preprocessor_config.json's
-    keys, ``min_pixels``, ...); keys that change nothing here are ignored, as transformers
-    keeps them as plain attributes."""
+    The kwargs are a preprocessor_config.json's keys, ``min_pixels``, ...; the family is the one
+    the drop-in's ``family_of`` picks; keys that change nothing here are ignored, as transformers
+    keeps them as plain attributes. A config another drop-in's family alone can read (Kimi's
+    media_proc_cfg) is refused."""
     smg = {k: v for k, v in kwargs.items() if k in SMG_OPTIONS}
     pre = {k: v for k, v in kwargs.items() if k not in SMG_OPTIONS and v is not None}
-    if kimi:
-        cfg = config_from_preprocessor("kimi_k25", _kimi_fields(pre), {**smg, "backend": backend})
-    else:
-        if "media_proc_cfg" in pre:
-            raise ValueError("this is a Kimi-K2.5 config (media_proc_cfg): use "
-                             "Kimi_K25ImageProcessor")
-        family = "qwen3_vl" if int(pre.get("patch_size") or 14) == 16 else "qwen2_vl"
-        cfg = config_from_preprocessor(family, pre, {**smg, "backend": backend})
+    for fam in registered():
+        if fam.dropin not in (None, dropin) and fam.unambiguous and fam.recognizes(pre):
+            raise ValueError(f"this is a {fam.name} config: use "
+                             f"{next(iter(fam.dropin.classes))}")
+    cfg = config_from_preprocessor(dropin.family_of(pre), dropin.read_kwargs(pre),
+                                   {**smg, "backend": backend})
     return make_processor(cfg)
 
 
-def transformers_class(kimi: bool, backend: str) -> Any:
+def transformers_class(family: str, backend: str) -> Any:
     """transformers' own class for a family and backend, or None when it cannot run here."""
-    cfg = dataclasses.replace(get_family("kimi_k25" if kimi else "qwen2_vl").builtin,
-                              backend=backend)
+    cfg = dataclasses.replace(get_family(family).builtin, backend=backend)
     return reference_class(cfg)[0]
 
 
 def _flatten(images: Any) -> list[Any]:
+    """images with nested lists and tuples flattened."""
     if isinstance(images, (list, tuple)):
         return [x for item in images for x in _flatten(item)]
     return [images]
 
 
 def _is_uint8(image: Any) -> bool:
-    """A PIL image, an encoded image or a uint8 array / tensor (what stays uint8 in
-    transformers' torchvision backend)."""
+    """Whether image stays uint8 in transformers' torchvision backend.
+
+    A PIL image, an encoded image or a uint8 array / tensor does."""
     if isinstance(image, (str, bytes)) or hasattr(image, "getbands"):
         return True
     dtype = getattr(image, "dtype", None)
@@ -101,9 +89,11 @@ def _is_uint8(image: Any) -> bool:
 
 
 def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tuple[str, str]:
-    """(output dtype, "") when smg-fast computes this call exactly, or ("", why not) when the
-    call must go to transformers' own class. uint8 when the torchvision backend skips rescale
-    and normalize (transformers returns the resized bytes)."""
+    """(output dtype, "") when smg-fast computes this call exactly, else ("", why not).
+
+    A call smg-fast does not compute exactly goes to transformers' own class. The dtype is uint8
+    when the torchvision backend skips rescale and normalize (transformers returns the resized
+    bytes)."""
     dtype = kwargs.get("dtype", "float32")
     opts = {k: v for k, v in kwargs.items() if k != "dtype"}
     try:
@@ -120,9 +110,10 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
 
 @functools.cache
 def alpha_dropped() -> bool:
-    """Whether the installed transformers' convert_to_rgb drops a PIL image's alpha (Pillow's
-    convert("RGB"), as in 5.19, which SGLang 0.5.23 pins) instead of compositing it onto white
-    (as in 5.24, what smg-fast reproduces)."""
+    """Whether the installed transformers' convert_to_rgb drops a PIL image's alpha.
+
+    Dropping is Pillow's convert("RGB"), as in 5.19, which SGLang 0.5.23 pins; 5.24, what
+    smg-fast reproduces, composites it onto white."""
     from PIL import Image
     from transformers.image_transforms import convert_to_rgb
 
@@ -138,8 +129,9 @@ def _has_alpha(image: Any) -> bool:
 
 
 def as_installed_transformers(images: Any, do_convert_rgb: bool) -> Any:
-    """images, with each PIL image that carries transparency converted as the installed
-    transformers' convert_to_rgb converts it when that one drops the alpha; else images."""
+    """images, each PIL image with transparency converted as the installed transformers does.
+
+    Only when that transformers' convert_to_rgb drops the alpha; else images as given."""
     if not do_convert_rgb or not alpha_dropped():
         return images
     if isinstance(images, (list, tuple)):

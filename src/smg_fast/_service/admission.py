@@ -1,7 +1,8 @@
-"""Admission: how many Preprocess requests, and how many bytes of them, a server or router works
-on at once (running, waiting for a worker, or routed). Past either bound a request is refused at
-once with RESOURCE_EXHAUSTED, so memory stays bounded under a flood instead of queueing every
-message."""
+"""Admission.
+
+How many Preprocess requests, and how many bytes of them, a server or router works on at once
+(running, waiting for a worker, or routed). Past either bound a request is refused at once with
+RESOURCE_EXHAUSTED, so memory stays bounded under a flood instead of queueing every message."""
 
 from __future__ import annotations
 
@@ -23,15 +24,18 @@ class Admission:
         self._lock = threading.Lock()
 
     def full(self) -> bool:
-        """Would a request of the recent typical size be refused? (Asked before a message is
-        read: its size is not known yet.)"""
+        """Would a request of the recent typical size be refused?
+
+        Asked before a message is read: its size is not known yet."""
         pending = self.pending
         return pending >= self.max_requests or (
             pending > 0 and self.bytes + self._typical > self.max_bytes)
 
     def admit(self, size: int) -> bool:
-        """Takes a place for a request of ``size`` bytes, or counts a refusal. A lone request
-        is always admitted (it is within the message limit), so big ones are never starved."""
+        """Takes a place for a request of ``size`` bytes, or counts a refusal.
+
+        A lone request is always admitted (it is within the message limit), so big ones are never
+        starved."""
         with self._lock:
             if self.pending >= self.max_requests or (
                     self.pending and self.bytes + size > self.max_bytes):
@@ -68,8 +72,9 @@ class Admission:
 
 
 def queued_bytes_limit(max_queued_mb: int) -> int:
-    """Request bytes admitted at once: ``max_queued_mb`` MiB, or when 0 (auto) 1/8 of physical
-    memory, 64 MiB..1 GiB."""
+    """Request bytes admitted at once.
+
+    ``max_queued_mb`` MiB, or when 0 (auto) 1/8 of physical memory, 64 MiB..1 GiB."""
     if max_queued_mb:
         return max_queued_mb * 2**20
     try:

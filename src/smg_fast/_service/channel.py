@@ -1,5 +1,6 @@
-"""gRPC channel and server options the clients, the routing library and the service processes
-build their connections with."""
+"""gRPC channel and server options.
+
+The clients, the routing library and the service processes build their connections with them."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ def message_size_options(max_message_bytes: int) -> list[tuple[str, int]]:
 
 
 def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
-    """HTTP/2 keepalive pings every keepalive_s on a routed member's connection (a dead host's
-    connection closes without waiting for TCP). The membership also sends a health Check
-    every keepalive_s, which finds a hung process for sure. 0: off."""
+    """Channel options for HTTP/2 keepalive pings on a routed member's connection.
+
+    Pings every keepalive_s (0: off), so a dead host's connection closes without waiting for TCP.
+    The membership also sends a health Check every keepalive_s, which finds a hung process for
+    sure."""
     if not keepalive_s:
         return []
     ms = int(keepalive_s * 1000)

@@ -1,5 +1,6 @@
-"""Settings with one source each, shared by the server's and the router's command lines: a CLI
-flag whose default comes from its environment variable (or an alias of it), else the built-in
+"""Settings with one source each, shared by the server's and the router's command lines.
+
+A CLI flag whose default comes from its environment variable (or an alias of it), else the built-in
 default that ``--help`` shows."""
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def env_default(ap: argparse.ArgumentParser, env: Mapping[str, str], var: str, t
 
 def add_env_options(ap: argparse.ArgumentParser, options: Sequence[Option], base: Any,
                     env: Mapping[str, str], aliases: Aliases | None = None) -> None:
-    """One argument per option, its default from the environment or ``base``; the help names
-    the variable (and its alias)."""
+    """One argument per option, its default from the environment or ``base``.
+
+    The help names the variable (and its alias)."""
     aliases = aliases or {}
     for flag, var, typ, text in options:
         dest = flag[2:].replace("-", "_")

@@ -1,6 +1,8 @@
-"""The gRPC server every smg-fast process runs (the encode server, and the router in front of a
-fleet of them): the grpc.aio server and its options, the method dispatch that can refuse a call
-before its message is read, health and reflection, and answers with status metadata."""
+"""The gRPC server every smg-fast process runs.
+
+The encode server runs it, and so does the router in front of a fleet of them. The grpc.aio server
+and its options, the method dispatch that can refuse a call before its message is read, health and
+reflection, and answers with status metadata."""
 
 from __future__ import annotations
 
@@ -33,10 +35,12 @@ def address(host: str, port: int) -> str:
 
 
 def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
-    """A grpc.aio server. No server-wide maximum_concurrent_rpcs: grpc counts every open RPC
-    against it, health Watch streams included, so a few idle streams would lock out health
-    checks and all work. Admission (which refuses most calls before their message is read)
-    bounds the work; HTTP/2's stream limit bounds what one connection can upload at once."""
+    """A grpc.aio server.
+
+    No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health Watch
+    streams included, so a few idle streams would lock out health checks and all work. Admission
+    (which refuses most calls before their message is read) bounds the work; HTTP/2's stream limit
+    bounds what one connection can upload at once."""
     return grpc.aio.server(options=[
         *message_size_options(max_message_bytes),
         ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
@@ -58,10 +62,11 @@ def listen(server: grpc.aio.Server, host: str, port: int) -> int:
 
 
 class Handlers(grpc.GenericRpcHandler):
-    """Picks a call's handler before its message is read: while ``full()`` (admission, for a
-    request of the recent typical size), a Preprocess call goes to ``refuse``, which never
-    reads the message, so a flood of big messages is not received only to be dropped.
-    Admission in ``preprocess`` stays the exact check: it knows the size."""
+    """Picks a call's handler before its message is read.
+
+    While ``full()`` (admission, for a request of the recent typical size), a Preprocess call goes
+    to ``refuse``, which never reads the message, so a flood of big messages is not received only to
+    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size."""
 
     def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
                  refuse: Callable[..., Awaitable[bytes]],
@@ -81,8 +86,10 @@ class Handlers(grpc.GenericRpcHandler):
 
 
 async def add_health_and_reflection(server: grpc.aio.Server) -> health.aio.HealthServicer:
-    """grpc.health.v1 ("" and the service, NOT_SERVING until the caller says otherwise) and
-    reflection of the Preprocessor, health and reflection services."""
+    """Adds health and reflection to server; returns the health servicer.
+
+    grpc.health.v1 ("" and the service, NOT_SERVING until the caller says otherwise) and reflection
+    of the Preprocessor, health and reflection services."""
     servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     await set_health(servicer, NOT_SERVING)
@@ -120,6 +127,7 @@ async def set_health(servicer: health.aio.HealthServicer, status: int) -> None:
 
 async def abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str,
                 retryable: bool = False) -> None:
-    """Ends the call with code and message; a RESOURCE_EXHAUSTED answer says in its trailing
-    metadata whether another try can succeed."""
+    """Ends the call with code and message.
+
+    A RESOURCE_EXHAUSTED answer says in its trailing metadata whether another try can succeed."""
     await context.abort(code, message, trailing_metadata=trailers(code, retryable))

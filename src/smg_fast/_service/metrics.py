@@ -1,6 +1,7 @@
-"""What the server's and the router's Prometheus metrics share: each its own registry (so
-several can share a process) served on its own /metrics endpoint, the latency buckets, and the
-collector of counters read at scrape time."""
+"""What the server's and the router's Prometheus metrics share.
+
+Each its own registry (so several can share a process) served on its own /metrics endpoint, the
+latency buckets, and the collector of counters read at scrape time."""
 
 from __future__ import annotations
 

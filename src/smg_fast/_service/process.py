@@ -1,5 +1,6 @@
-"""What ``python -m smg_fast.server`` and ``python -m smg_fast.router`` share: the server extra's
-import check, settings, logging, and running until stopped."""
+"""What ``python -m smg_fast.server`` and ``python -m smg_fast.router`` share.
+
+The server extra's import check, settings, logging, and running until stopped."""
 
 from __future__ import annotations
 

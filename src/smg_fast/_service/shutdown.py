@@ -1,5 +1,7 @@
-"""Stopping a service process: the stop signals, and closes that run off the event loop so that
-a stuck one neither blocks the loop nor the process's exit."""
+"""Stopping a service process.
+
+The stop signals, and closes that run off the event loop so that a stuck one neither blocks the loop
+nor the process's exit."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ def on_stop_signals(request_stop: Callable[[], Any]) -> None:
 
 
 async def off_loop(fn: Any, end: float, what: str) -> Any:
-    """fn() on a daemon thread, awaited until the loop time ``end`` at most: a stuck close
-    neither blocks the event loop nor (being a daemon) the process's exit."""
+    """fn() on a daemon thread, awaited until the loop time ``end`` at most.
+
+    A stuck close neither blocks the event loop nor (being a daemon) the process's exit."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
 

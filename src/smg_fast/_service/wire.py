@@ -1,5 +1,6 @@
-"""The wire names and limits the server, the router and the routing library agree on: the
-trailer a RESOURCE_EXHAUSTED answer carries (written by one side, read by the other), the caller
+"""The wire names and limits the server, the router and the routing library agree on.
+
+The trailer a RESOURCE_EXHAUSTED answer carries (written by one side, read by the other), the caller
 a router forwards for, and the most images one request may hold."""
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def trailers(code: grpc.StatusCode, retryable: bool) -> tuple[tuple[str, str], .
 
 
 def says_retryable(exc: grpc.aio.AioRpcError) -> bool:
-    """A RESOURCE_EXHAUSTED answer's own word: admission, shm
-    room and memory say "1"; a size limit says "0". No word is no: gRPC's own
-    RESOURCE_EXHAUSTED (a message over the largest size, sent or received) carries no trailer
-    and fails the same way on every member (every smg-fast server and router marks its own
-    answers)."""
+    """A RESOURCE_EXHAUSTED answer's own word.
+
+    Admission, shm room and memory say "1"; a size limit says "0". No word is no: gRPC's own
+    RESOURCE_EXHAUSTED (a message over the largest size, sent or received) carries no trailer and
+    fails the same way on every member (every smg-fast server and router marks its own answers)."""
     return any(key == RETRYABLE_KEY and value == "1"
                for key, value in exc.trailing_metadata() or ())

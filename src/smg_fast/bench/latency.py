@@ -73,10 +73,11 @@ def _median_ms(values: Sequence[float]) -> float:
 
 def run(data: bytes, *, model: str, requests: int, gap_s: float, cache_mb: int, dtype: str,
         server_args: list[str], rounds: int = 3) -> dict[str, dict[str, float]]:
-    """Each round: ``requests`` in-process calls back to back ("hot"), then ``requests`` turns
-    of one in-process call ("idle") and one request per mode, each after ``gap_s`` of idle time
-    (turns interleave the modes, so a slow spell of a noisy machine hits all of them).
-    Medians over every request."""
+    """Each round.
+
+    ``requests`` in-process calls back to back ("hot"), then ``requests`` turns of one in-process
+    call ("idle") and one request per mode, each after ``gap_s`` of idle time (turns interleave the
+    modes, so a slow spell of a noisy machine hits all of them). Medians over every request."""
     from .. import load_processor
     from ..client import Client
     from ..testing.servers import ServerProcess

@@ -1,5 +1,7 @@
-"""data: URLs (RFC 2397) to the bytes they carry: one reading for the server, which refuses a
-malformed one, and the routing, which keys an image by the same bytes the server hashes."""
+"""data.
+
+URLs (RFC 2397) to the bytes they carry: one reading for the server, which refuses a malformed one,
+and the routing, which keys an image by the same bytes the server hashes."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import urllib.parse
 
 
 def data_url_bytes(url: str) -> bytes:
-    """The bytes a ``data:`` URL carries (``;base64`` or percent-encoded); ValueError saying
-    what is malformed."""
+    """The bytes a ``data:`` URL carries (``;base64`` or percent-encoded).
+
+    ValueError saying what is malformed."""
     header, sep, payload = url[5:].partition(",")
     if not sep:
         raise ValueError("malformed data: URL (no ',')")

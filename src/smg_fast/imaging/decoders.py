@@ -83,9 +83,10 @@ _LIBJPEG62 = re.compile(r"libjpeg(-[0-9a-f]+)?\.so\.62(\.|$)")
 
 
 def pillow_libjpeg_path() -> str | None:
-    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps): the 6.2-ABI
-    libjpeg in Pillow's wheel folder (pillow.libs), else the only one mapped, else None. Another
-    module's libjpeg taken by mistake is caught by the self-check against Pillow."""
+    """The file of the libjpeg Pillow's _imaging module loaded (from /proc/self/maps).
+
+    The 6.2-ABI libjpeg in Pillow's wheel folder (pillow.libs), else the only one mapped, else None.
+    Another module's libjpeg taken by mistake is caught by the self-check against Pillow."""
     import PIL
     from PIL import _imaging  # noqa: F401 - loads Pillow's libjpeg, if it has one
 
@@ -106,8 +107,10 @@ def pillow_libjpeg_path() -> str | None:
 
 
 def jpeg_engine() -> str | None:
-    """Which libjpeg-turbo the JPEG fast path drives on this install: PILLOW_LIBJPEG (Pillow's own
-    library, through the native core; banded on two threads), SIMPLEJPEG, or None."""
+    """Which libjpeg-turbo the JPEG fast path drives on this install.
+
+    PILLOW_LIBJPEG (Pillow's own library, through the native core; banded on two threads),
+    SIMPLEJPEG, or None."""
     global _jpeg_engine
     if _jpeg_engine is _UNSET:
         with _engine_lock:
@@ -123,8 +126,10 @@ def jpeg_engine() -> str | None:
 
 
 def png_decoder() -> str | None:
-    """The PNG fast path's inflater on this install (zlib-ng when imagecodecs is installed and
-    passed its check, else Python's zlib), or None when neither reproduces Pillow."""
+    """The PNG fast path's inflater on this install, or None.
+
+    zlib-ng when imagecodecs is installed and passed its check, else Python's zlib; None when
+    neither reproduces Pillow."""
     state = available()
     return ZLIB_NG if state[ZLIB_NG] else ZLIB if state[ZLIB] else None
 
@@ -208,8 +213,9 @@ _ARITHMETIC_SOF = frozenset({0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 
 
 def jpeg_frame_marker(data: bytes) -> int | None:
-    """The SOFn marker byte (0xC0-0xCF) of a JPEG's first frame, or None when the header ends,
-    or a scan starts, before one."""
+    """The SOFn marker byte (0xC0-0xCF) of a JPEG's first frame.
+
+    None when the header ends, or a scan starts, before one."""
     pos = 2 if data[:2] == b"\xff\xd8" else len(data)
     while pos + 4 <= len(data):
         if data[pos] != 0xFF:
@@ -235,14 +241,18 @@ _no_bands = threading.local()
 
 
 def decode_whole_in_this_thread() -> None:
-    """JPEGs this thread decodes from now on are never split into bands: for the threads of a
-    batch's decode pool, which already keep the cores busy with whole images."""
+    """JPEGs this thread decodes from now on are never split into bands.
+
+    For the threads of a batch's decode pool, which already keep the cores busy with whole images.
+    """
     _no_bands.set = True
 
 
 def decode_jpeg(data: bytes, width: int, height: int) -> np.ndarray | None:
-    """RGB uint8 (height, width, 3) as Pillow decodes (and converts to RGB) these bytes, or None
-    when the fast decoder does not reproduce them or reports anything wrong (Pillow decides)."""
+    """RGB uint8 (height, width, 3) as Pillow decodes (and converts to RGB) these bytes.
+
+    None when the fast decoder does not reproduce them or reports anything wrong (Pillow
+    decides)."""
     engine, marker = jpeg_engine(), jpeg_frame_marker(data)
     if engine is None or marker in _ARITHMETIC_SOF:
         return None
@@ -269,10 +279,11 @@ RunJpeg = Callable[[np.ndarray, bytes], int]
 
 
 def decode_jpeg_running(data: bytes, width: int, height: int, run: RunJpeg) -> bool | None:
-    """True when the native decoder decoded data (as decode_jpeg would) inside run, which
-    computes on the rows already decoded meanwhile; False where decode_jpeg would return None
-    (run's output is then incomplete); None, run not called, where decode_jpeg would not use the
-    native decoder."""
+    """Decodes data natively inside run, which computes on the rows already decoded meanwhile.
+
+    True when the native decoder decoded data (as decode_jpeg would); False where decode_jpeg would
+    return None (run's output is then incomplete); None, run not called, where decode_jpeg would not
+    use the native decoder."""
     if jpeg_engine() != PILLOW_LIBJPEG:
         return None
     if jpeg_frame_marker(data) in _ARITHMETIC_SOF:
@@ -284,8 +295,10 @@ _ZLIB_PIECE = 1 << 20  # Python's zlib inflates into pieces of this size, copied
 
 
 def _inflate(stream: bytes | memoryview, out: np.ndarray, inflater: str) -> bool:
-    """Inflates the zlib stream into out (uint8): True only when the stream ends, its checksum
-    holds, and it fills out exactly; the output never exceeds out (a bomb stops there)."""
+    """Inflates the zlib stream into out (uint8).
+
+    True only when the stream ends, its checksum holds, and it fills out exactly; the output never
+    exceeds out (a bomb stops there)."""
     try:
         if inflater == ZLIB_NG:
             if _zlib_ng is None:
@@ -308,9 +321,11 @@ def _inflate(stream: bytes | memoryview, out: np.ndarray, inflater: str) -> bool
 
 def decode_png(data: bytes, width: int, height: int, channels: int,
                inflater: str | None = None, start: int | None = None) -> np.ndarray | None:
-    """The PNG's own samples, uint8 (height, width, channels) (rows strided past each filter
-    byte), or None when the stream or a filter type is not what a whole image needs (Pillow
-    decides). inflater: ZLIB_NG or ZLIB (default: png_decoder()); start: see idat_stream."""
+    """The PNG's own samples, uint8 (height, width, channels).
+
+    Rows are strided past each filter byte. None when the stream or a filter type is not what a
+    whole image needs (Pillow decides). inflater: ZLIB_NG or ZLIB (default: png_decoder()); start:
+    see idat_stream."""
     inflater = inflater or png_decoder()
     stream = idat_stream(data, start)
     if inflater is None or stream is None:
@@ -346,9 +361,10 @@ def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
 
 def fast_path(img: Image.Image, hf: bool, orientation: int
               ) -> Callable[[bytes], Pixels | None] | None:
-    """The fast decode of what Pillow opened as img (header read, orientation: the EXIF
-    orientation Qwen's loading applies), when it reproduces Pillow's result for such a header:
-    a function bytes -> Pixels that returns None to decline."""
+    """The fast decode of what Pillow opened as img (header read), or None.
+
+    orientation: the EXIF orientation Qwen's loading applies. Where it reproduces Pillow's result
+    for such a header, a function bytes -> Pixels that returns None to decline."""
     w, h = img.width, img.height
     if orientation < 0:  # EXIF only Pillow can read (or refuse) as exif_transpose does
         return None
@@ -399,9 +415,10 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
 
 
 def read_file(path: str, width: int, height: int) -> bytes | None:
-    """The file's bytes for a fast decoder, or None (Pillow then reopens it, streams it, and
-    reports any problem): a file far larger than any encoding of its pixels (trailing data) is
-    not read into memory whole."""
+    """The file's bytes for a fast decoder, or None.
+
+    None leaves it to Pillow, which reopens it, streams it, and reports any problem: a file far
+    larger than any encoding of its pixels (trailing data) is not read into memory whole."""
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size

@@ -1,5 +1,4 @@
-"""Decoding and mode conversion with the references' semantics, validated before any big
-allocation.
+"""Decoding and mode conversion with the references' semantics, validated before any big allocation.
 
 Qwen (transformers 5.x): PIL objects with an alpha band or a transparency key are composited onto
 white, everything else goes through ``convert("RGB")``; encoded bytes and paths are opened the way
@@ -59,8 +58,9 @@ _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
 
 
 def pillow_formats() -> frozenset[str]:
-    """Every format the installed Pillow can open (MPO: JPEG files that Pillow's JPEG plugin
-    opens as multi-picture; allowing it needs JPEG too)."""
+    """Every format the installed Pillow can open.
+
+    MPO: JPEG files that Pillow's JPEG plugin opens as multi-picture; allowing it needs JPEG too."""
     Image.init()
     return frozenset(Image.OPEN) | {"MPO"}
 
@@ -71,8 +71,9 @@ RUNS_PROGRAMS = frozenset({"EPS"})
 
 
 def normalize_formats(formats: Sequence[str] | str) -> tuple[str, ...]:
-    """Upper-cased, de-duplicated format names (a string may be comma-separated); ValueError
-    names any the installed Pillow cannot open, and any whose decoder runs a program."""
+    """Upper-cased, de-duplicated format names (a string may be comma-separated).
+
+    ValueError names any the installed Pillow cannot open, and any whose decoder runs a program."""
     if isinstance(formats, str):
         formats = formats.split(",")
     out: list[str] = []
@@ -103,8 +104,10 @@ def check_size(index: int, width: int, height: int, max_pixels: int | None) -> N
 
 
 def _sniff_format(prefix: bytes) -> str | None:
-    """The format whose signature check accepts prefix. Only the plugins' prefix tests run
-    (never an _open), so naming a refused format opens nothing."""
+    """The format whose signature check accepts prefix.
+
+    Only the plugins' prefix tests run (never an _open), so naming a refused format opens nothing.
+    """
     Image.init()
     for fmt in Image.ID:
         accept = Image.OPEN[fmt][1]
@@ -176,12 +179,12 @@ def _open_encoded(index: int, source: Any, max_pixels: int | None,
 
 
 def _header_orientation(img: Image.Image) -> int:
-    """The EXIF orientation exif_transpose will apply, read from the header only, or
-    UNKNOWN_ORIENTATION when the header holds EXIF this cannot read as Pillow would (an
-    unreadable block, a PNG's "Raw profile type exif" text): the fast decoders leave such images
-    to Pillow. Reads its own Exif object: calling img.getexif() before load would cache a
-    possibly incomplete copy (a PNG's eXIf chunk may follow the pixels), and for PNG it would
-    decode the image."""
+    """The EXIF orientation exif_transpose will apply, read from the header only.
+
+    UNKNOWN_ORIENTATION when the header holds EXIF this cannot read as Pillow would (an unreadable
+    block, a PNG's "Raw profile type exif" text): the fast decoders leave such images to Pillow.
+    Reads its own Exif object: calling img.getexif() before load would cache a possibly incomplete
+    copy (a PNG's eXIf chunk may follow the pixels), and for PNG it would decode the image."""
     if "Raw profile type exif" in img.info:
         return UNKNOWN_ORIENTATION
     value: Any = None
@@ -251,8 +254,10 @@ class ImageHeader:
         self.decode_running: Callable[[decoders.RunJpeg], bool] | None = None
 
     def decode(self) -> Pixels:
-        """The decoded image and the PixelFormat it is read in (converted to RGB by the native
-        core as it reads); raises InvalidImageError naming the index."""
+        """The decoded image and the PixelFormat it is read in.
+
+        The native core converts it to RGB as it reads. Raises InvalidImageError naming the
+        index."""
         fn, self._decode = self._decode, None
         if fn is None:
             raise RuntimeError(f"image {self.index} was already decoded or closed")
@@ -290,8 +295,10 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
 
 def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[], Image.Image]
                     | None, data: bytes | None = None, path: str | None = None) -> ImageHeader:
-    """img: opened (header read) from data or path. reopen: for files, opens it again at decode
-    time (the header pass closes it so a long list of paths does not hold a descriptor each)."""
+    """img.
+
+    Opened (header read) from data or path. reopen: for files, opens it again at decode time (the
+    header pass closes it so a long list of paths does not hold a descriptor each)."""
     w, h = img.width, img.height
     orientation = _header_orientation(img) if hf else 1
     if orientation in _SWAPPING:
@@ -350,8 +357,9 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
                formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
                torchvision: bool = False) -> ImageHeader:
-    """Reads item's header only (Image.open is lazy) and checks its size; raises
-    InvalidImageError naming index. torchvision (with hf): 4-channel arrays are blended as
+    """Reads item's header only (Image.open is lazy) and checks its size.
+
+    Raises InvalidImageError naming index. torchvision (with hf): 4-channel arrays are blended as
     transformers' torchvision backend does."""
     formats = tuple(formats)
     if isinstance(item, Image.Image):
@@ -376,7 +384,8 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
 
 def load_rgb(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
              formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> np.ndarray:
-    """The image as uint8 (H, W, 3) with packed pixels (rows possibly strided), or an (H, W, 4)
-    RGBX view of a Pillow RGB image's own memory (4th byte ignored); raises InvalidImageError
-    naming index."""
+    """The image as uint8 pixels the native core reads.
+
+    Either (H, W, 3) with packed pixels (rows possibly strided), or an (H, W, 4) RGBX view of a
+    Pillow RGB image's own memory (4th byte ignored); raises InvalidImageError naming index."""
     return open_image(index, item, hf=hf, max_pixels=max_pixels, formats=formats).decode().to_rgb()

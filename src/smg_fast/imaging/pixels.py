@@ -62,9 +62,11 @@ _CHANNELS = {_F.RGB: 3, _F.RGBX: 4, _F.GRAY: 1, _F.GRAY_ALPHA_DROP: 2,
 
 @dataclass(frozen=True)
 class Pixels:
-    """A decoded image: uint8 (H, W, C) memory (packed pixels; rows may lie further apart than
-    their width, e.g. past a PNG row's filter byte) and the PixelFormat the native core reads it
-    in, converting to RGB while it reads."""
+    """A decoded image.
+
+    Uint8 (H, W, C) memory (packed pixels; rows may lie further apart than their width, e.g. past a
+    PNG row's filter byte) and the PixelFormat the native core reads it in, converting to RGB while
+    it reads."""
 
     array: np.ndarray
     fmt: _native.PixelFormat
@@ -78,8 +80,9 @@ class Pixels:
         return int(self.array.shape[0])
 
     def to_rgb(self) -> np.ndarray:
-        """Packed (H, W, 3) RGB, or the (H, W, 4) RGBX array itself (4th byte ignored); other
-        formats are converted into a new array."""
+        """Packed (H, W, 3) RGB, or the (H, W, 4) RGBX array itself (4th byte ignored).
+
+        Other formats are converted into a new array."""
         if self.fmt in (_F.RGB, _F.RGBX):
             return self.array
         return _native.to_rgb(self.array, self.fmt)
@@ -118,9 +121,11 @@ def pixels_plain(index: int, img: Image.Image) -> Pixels:
 
 
 def pixels_load_image_hf(index: int, img: Image.Image) -> Pixels:
-    """load_image, then the processor's own convert_to_rgb: a palette image with a transparency
-    index becomes RGB carrying a colour key, and the second step turns that colour white. img is
-    ours (opened from the request's bytes or path), so it is transposed in place: no copy."""
+    """load_image, then the processor's own convert_to_rgb.
+
+    A palette image with a transparency index becomes RGB carrying a colour key, and the second step
+    turns that colour white. img is ours (opened from the request's bytes or path), so it is
+    transposed in place: no copy."""
     pillow_step(index, img, lambda im: ImageOps.exif_transpose(im, in_place=True))
     if img.info.get("transparency") is None and img.mode in _PLAIN_FORMATS:
         # load_image's convert("RGB") drops the alpha and leaves no key for convert_to_rgb.
@@ -131,8 +136,10 @@ def pixels_load_image_hf(index: int, img: Image.Image) -> Pixels:
 
 
 def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
-    """Pillow keeps RGB and RGBA as 4 bytes per pixel; when the image is one memory block its
-    Arrow export gives a zero-copy (H, W, 4) view, saving the full copy np.asarray makes."""
+    """Pillow keeps RGB and RGBA as 4 bytes per pixel.
+
+    When the image is one memory block its Arrow export gives a zero-copy (H, W, 4) view, saving the
+    full copy np.asarray makes."""
     if img.mode not in ("RGB", "RGBA") or not hasattr(img, "__arrow_c_array__"):
         return None
     try:
@@ -147,8 +154,10 @@ def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
 
 
 def _as_pixels(index: int, img: Image.Image, fmt: _native.PixelFormat) -> Pixels:
-    """img's pixels, to be read in fmt: a view of Pillow's own memory where its Arrow export
-    allows (RGB as RGBX), else the one copy np.asarray makes."""
+    """img's pixels, to be read in fmt.
+
+    A view of Pillow's own memory where its Arrow export allows (RGB as RGBX), else the one copy
+    np.asarray makes."""
     view = _rgbx_view(index, img)
     if view is not None:
         return Pixels(view, _F.RGBX if fmt == _F.RGB else fmt)
@@ -164,9 +173,10 @@ def _as_pixels(index: int, img: Image.Image, fmt: _native.PixelFormat) -> Pixels
 
 
 def from_numpy(arr: np.ndarray, hf: bool, torchvision: bool = False) -> Pixels:
-    """The caller's array itself, read in the format of convert_to_rgb (hf; torchvision: the
-    torchvision backend's float32 blend) or of dropping the alpha; copied only when its pixels
-    are not packed (the native core reads packed rows)."""
+    """The caller's array itself as Pixels, copied only when its pixels are not packed.
+
+    Read in the format of convert_to_rgb (hf; torchvision: the torchvision backend's float32 blend)
+    or of dropping the alpha. The native core reads packed rows."""
     channels = arr.shape[2]
     if channels == 1:
         fmt = _F.GRAY

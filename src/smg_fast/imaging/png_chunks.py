@@ -1,6 +1,7 @@
-"""PNG chunk reading for the fast path: the header, the chunk list, the image data's zlib stream.
-Pure parsing of the bytes, as Pillow's PngImagePlugin reads them (what it stops at, what it does
-not check)."""
+"""PNG chunk reading for the fast path.
+
+The header, the chunk list, the image data's zlib stream. Pure parsing of the bytes, as Pillow's
+PngImagePlugin reads them (what it stops at, what it does not check)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ def png_header(data: bytes) -> tuple[int, int, int, int, int] | None:
 
 
 def png_channels(data: bytes, width: int, height: int) -> int | None:
-    """Channels of a PNG the fast path takes (1, 3 or 4: 8-bit grey, RGB, RGBA, not interlaced,
-    the standard compression and filter methods), else None."""
+    """Channels of a PNG the fast path takes, else None.
+
+    1, 3 or 4: 8-bit grey, RGB or RGBA, not interlaced, with the standard compression and filter
+    methods."""
     if len(data) < 33 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
         return None
     w, h, depth, ctype, comp, filt, interlace = struct.unpack(">IIBBBBB", data[16:29])
@@ -31,10 +34,12 @@ def png_channels(data: bytes, width: int, height: int) -> int | None:
 
 
 def idat_stream(data: bytes, start: int | None = None) -> bytes | memoryview | None:
-    """The zlib stream: the data of the first run of IDAT chunks (Pillow stops reading image
-    data at the first other chunk), or None when there is none, or when its data does not begin
-    at start (where Pillow's reader begins, when given). CRCs are not checked: Pillow does not
-    check those of IDAT chunks either."""
+    """The zlib stream.
+
+    The data of the first run of IDAT chunks (Pillow stops reading image data at the first other
+    chunk), or None when there is none, or when its data does not begin at start (where Pillow's
+    reader begins, when given). CRCs are not checked: Pillow does not check those of IDAT chunks
+    either."""
     pos, parts = 8, []
     view = memoryview(data)
     while pos + 8 <= len(data):
@@ -57,10 +62,11 @@ ANIMATION = {"acTL", "fcTL", "fdAT"}
 
 
 def png_chunks(data: bytes) -> set[str] | None:
-    """The chunk types of a PNG up to IEND, plus "after pixels" when a chunk other than IEND
-    follows its image data (Pillow reads those, an eXIf or XMP orientation among them, only
-    after decoding) and "repeated header" for a second IHDR; None when the chunks do not parse
-    up to an IEND."""
+    """The chunk types of a PNG up to IEND, or None when the chunks do not parse up to an IEND.
+
+    The set also holds "after pixels" when a chunk other than IEND follows its image data (Pillow
+    reads those, an eXIf or XMP orientation among them, only after decoding) and "repeated header"
+    for a second IHDR."""
     pos, seen_idat, kinds = 8, False, set()
     while pos + 8 <= len(data):
         length, kind = struct.unpack_from(">I4s", data, pos)

@@ -1,5 +1,7 @@
-"""A built-in test image, so that the CLIs, the server's warm-up and the load generator work
-without an image of the user's own."""
+"""A built-in test image.
+
+The CLIs, the server's warm-up and the load generator work with it without an image of the user's
+own."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import numpy as np
 
 
 def sample_image(width: int = 1920, height: int = 1080) -> np.ndarray:
-    """A deterministic RGB uint8 (H, W, 3) image with gradients and hard edges (exercises every
-    filter tap)."""
+    """A deterministic RGB uint8 (H, W, 3) image with gradients and hard edges.
+
+    It exercises every filter tap."""
     y, x = np.mgrid[0:height, 0:width]
     r = (x * 255 // max(1, width - 1)).astype(np.uint8)
     g = (y * 255 // max(1, height - 1)).astype(np.uint8)

@@ -1,2 +1,3 @@
-"""Engine plug-ins: vLLM (vllm.py) and SGLang (sglang.py), loaded through the entry points
-named in pyproject.toml."""
+"""Engine plug-ins.
+
+VLLM (vllm.py) and SGLang (sglang.py), loaded through the entry points named in pyproject.toml."""

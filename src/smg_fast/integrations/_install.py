@@ -1,5 +1,7 @@
-"""What the engine plug-ins share: install smg-fast's image processors into transformers'
-AutoImageProcessor registry once per process, or say why not, on the engine's own logger."""
+"""What the engine plug-ins share.
+
+Install smg-fast's image processors into transformers' AutoImageProcessor registry once per process,
+or say why not, on the engine's own logger."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ def enabled(env: str) -> bool:
 
 
 def _share_handlers(engine_logger: str) -> None:
-    """smg-fast's own log lines (per-call handoffs) through the engine's handlers when it has
-    them and smg-fast's logger has none."""
+    """Sends smg-fast's own log lines through the engine's handlers.
+
+    Those are per-call handoffs. Only when the engine's logger has handlers and smg-fast's logger
+    has none."""
     ours, theirs = logging.getLogger("smg_fast"), logging.getLogger(engine_logger)
     if ours.handlers or not theirs.handlers:
         return
@@ -28,9 +32,10 @@ def _share_handlers(engine_logger: str) -> None:
 
 
 def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = False) -> bool:
-    """Registers smg-fast's classes for this process (once; later calls return the first
-    answer). Returns whether they are in place; never raises. ``late_line``: if the engine has
-    not configured logging yet, its INFO line waits for the first class load."""
+    """Registers smg-fast's classes for this process (once; later calls return the first answer).
+
+    Returns whether they are in place; never raises. ``late_line``: if the engine has not configured
+    logging yet, its INFO line waits for the first class load."""
     if engine in _done:
         return _done[engine]
     _done[engine] = False

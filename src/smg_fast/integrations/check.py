@@ -1,6 +1,8 @@
-"""``python -m smg_fast --check-engine``: whether the engine plug-ins are installed and on here,
-and which image processor class transformers' AutoImageProcessor returns for a Qwen2-VL model
-folder once smg-fast is registered (what vLLM and SGLang then run)."""
+"""``python -m smg_fast --check-engine``.
+
+Whether the engine plug-ins are installed and on here, and which image processor class transformers'
+AutoImageProcessor returns for a Qwen2-VL model folder once smg-fast is registered (what vLLM and
+SGLang then run)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""SGLang plug-in: SGLang's multimodal processors compute Qwen2/2.5/3-VL images with smg-fast,
-bit for bit what transformers' processor would give.
+"""SGLang plug-in.
+
+SGLang's multimodal processors compute Qwen2/2.5/3-VL images with smg-fast, bit for bit what
+transformers' processor would give.
 
 Installed as the entry point ``smg_fast`` in the ``sglang.srt.plugins`` group, which SGLang's
 ``load_plugins()`` runs early in its processes (the engine / ``sglang serve`` process, where the
@@ -73,8 +75,10 @@ def _install_report_hook() -> None:
 
 
 def register() -> bool:
-    """SGLang's entry point: installs smg-fast's image processors in this process (once).
-    Returns whether they are installed; never raises."""
+    """SGLang's entry point.
+
+    Installs smg-fast's image processors in this process (once). Returns whether they are installed;
+    never raises."""
     first = "why" not in _why
     done = install("SGLang", ENV, logger)
     if first:

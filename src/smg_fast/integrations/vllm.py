@@ -1,5 +1,7 @@
-"""vLLM plug-in: vLLM's multimodal processor computes Qwen2/2.5/3-VL images with smg-fast, bit
-for bit what transformers' processor would give.
+"""vLLM plug-in.
+
+VLLM's multimodal processor computes Qwen2/2.5/3-VL images with smg-fast, bit for bit what
+transformers' processor would give.
 
 Installed as the entry point ``smg_fast`` in the ``vllm.general_plugins`` group, which vLLM
 calls in every process it starts (API server, engine core, workers), so ``pip install
@@ -36,8 +38,10 @@ ENV = "SMG_FAST_VLLM"
 
 
 def register() -> bool:
-    """vLLM's entry point: installs smg-fast's image processors in this process (once).
-    Returns whether they are installed; never raises."""
+    """vLLM's entry point.
+
+    Installs smg-fast's image processors in this process (once). Returns whether they are installed;
+    never raises."""
     return install("vLLM", ENV, logger, late_line=True)
 
 

@@ -1,18 +1,19 @@
-"""Processor families, their registry and the loader. Importing this package registers the
-built-in families (qwen.py, kimi.py)."""
+"""Processors: the ``Family`` registry (the one extension point) and what it serves.
+
+The ``Processor`` and its batches, the config, transformers-style calls, the loader and the
+reference builder. Importing this package registers the built-in families (processors/families/)."""
 
 from __future__ import annotations
 
-# Import order is registration order, the order of FAMILIES: Qwen first (qwen2_vl is the
-# default everywhere), then Kimi.
-# isort: off
-from .base import Processor, ProcessorOutput
-from .qwen import QwenVLProcessor
-from .kimi import KimiK25Processor
-# isort: on
-from .registry import Family, get_family, load_processor, make_processor, names, register
+from . import families  # noqa: F401  (registers the built-in families)
+from .batch import PlannedBatch, PreparedBatch
+from .config import BACKENDS, ProcessorConfig
+from .loader import load_processor, make_processor
+from .processor import Processor, ProcessorOutput
+from .registry import Family, check_config, get_family, names, register
 
 FAMILIES = names()
 
-__all__ = ["FAMILIES", "Family", "KimiK25Processor", "Processor", "ProcessorOutput",
-           "QwenVLProcessor", "get_family", "load_processor", "make_processor", "register"]
+__all__ = ["BACKENDS", "FAMILIES", "Family", "PlannedBatch", "PreparedBatch", "Processor",
+           "ProcessorConfig", "ProcessorOutput", "check_config", "get_family", "load_processor",
+           "make_processor", "names", "register"]

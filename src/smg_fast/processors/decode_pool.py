@@ -1,6 +1,8 @@
-"""Decoding a batch's images side by side: libjpeg-turbo, zlib-ng, zlib, the native PNG unfilter
-and Pillow all release the GIL while they decode, so the images of one call decode on as many
-threads as the native core uses (``smg_fast.set_num_threads``) instead of one after another."""
+"""Decoding a batch's images side by side, on the native core's threads.
+
+libjpeg-turbo, zlib-ng, zlib, the native PNG unfilter and Pillow all release the GIL while they
+decode, so the images of one call decode on as many threads as the native core uses
+(``smg_fast.set_num_threads``) instead of one after another."""
 
 from __future__ import annotations
 
@@ -46,11 +48,12 @@ def _submit(workers: int, headers: Sequence[ImageHeader]) -> list[Future[Pixels]
 
 
 def decode_iter(headers: Sequence[ImageHeader]) -> Iterator[Pixels]:
-    """Every header decoded, yielded in order as soon as it is ready while the later ones go on
-    decoding on the pool (so a caller computes image i while images i+1... decode). The first
-    failing image (in order) raises its error, as a serial loop would; then, or when the caller
-    stops early (close the generator), decodes not yet started are cancelled and running ones
-    waited for, so none outlives the call."""
+    """Every header decoded, yielded in order as soon as it is ready.
+
+    The later ones go on decoding on the pool meanwhile (so a caller computes image i while
+    images i+1... decode). The first failing image (in order) raises its error, as a serial loop
+    would; then, or when the caller stops early (close the generator), decodes not yet started
+    are cancelled and running ones waited for, so none outlives the call."""
     threads = int(_native.num_threads())
     if threads <= 1 or len(headers) <= 1:
         for h in headers:

@@ -1,5 +1,7 @@
-"""Model folders: a hub id found in huggingface_hub's local cache, and the backend transformers'
-Auto classes would pick for a folder (what an engine running it computes)."""
+"""Model folders: hub ids in the local cache, a folder's JSON, the backend it resolves to.
+
+A hub id is found in huggingface_hub's local cache; the backend is the one transformers' Auto
+classes pick for a folder (what an engine running it computes)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ _FILES = ["preprocessor_config.json", "config.json"]
 
 
 def is_hub_id(name: str) -> bool:
+    """Whether name reads as a hub id ("org/name") and is not a path here."""
     return bool(_HUB_ID.match(name)) and not os.path.exists(name)
 
 
 def hub_folder(repo_id: str) -> str:
-    """The cached snapshot folder of a hub model id (never downloads); ValueError saying what
-    to do when it is not cached or huggingface_hub is not installed."""
+    """The cached snapshot folder of a hub model id (never downloads).
+
+    ValueError saying what to do when it is not cached or huggingface_hub is not installed."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -37,34 +41,31 @@ def hub_folder(repo_id: str) -> str:
             f"({type(exc).__name__})") from None
 
 
-def _image_processor_type(folder: str) -> tuple[str, bool]:
-    """(image_processor_type named by preprocessor_config.json or "", whether it is Kimi's
-    media_proc_cfg format)."""
+def read_json(path: str) -> dict[str, Any]:
+    """The JSON object in path; ValueError naming the file when it cannot be read as one."""
     try:
-        with open(os.path.join(folder, "preprocessor_config.json"), encoding="utf-8") as fh:
-            pre: Any = json.load(fh)
-    except (OSError, ValueError):
-        return "", False  # the loader reports it
-    if not isinstance(pre, dict):
-        return "", False
-    return str(pre.get("image_processor_type") or ""), "media_proc_cfg" in pre
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return data
 
 
-def folder_backend(folder: str) -> tuple[str | None, str]:
-    """(backend, why) transformers' AutoImageProcessor would resolve for this folder in an
-    engine's environment (torchvision installed, as vLLM and SGLang have it); None keeps the
-    family's default."""
-    kind, kimi = _image_processor_type(folder)
-    if kind.endswith("Pil"):
-        return "pil", f"preprocessor_config.json names {kind}, transformers' PIL class"
-    if kimi or kind.startswith("Kimi"):
-        if kind == "Kimi_K25ImageProcessor":
-            return "torchvision", f"preprocessor_config.json names {kind} (torchvision)"
-        return None, "a Kimi-K2.5 folder without transformers' class: its upstream code"
-    named = f"names {kind}" if kind else "names no class"
-    return "torchvision", (f"preprocessor_config.json {named}: the torchvision class that "
+def auto_backend(named: str) -> tuple[str | None, str]:
+    """(backend, why) transformers' AutoImageProcessor resolves for a folder naming ``named``.
+
+    ``named`` is the class its preprocessor_config.json names ("" for none); the environment is
+    an engine's (torchvision installed, as vLLM and SGLang have it): its PIL class when it names
+    one, else the torchvision class. A family whose folders resolve otherwise declares its own
+    rule (``Family.folder_backend``); None keeps the family's default."""
+    if named.endswith("Pil"):
+        return "pil", f"preprocessor_config.json names {named}, transformers' PIL class"
+    what = f"names {named}" if named else "names no class"
+    return "torchvision", (f"preprocessor_config.json {what}: the torchvision class that "
                            "transformers' AutoImageProcessor returns with torchvision installed "
                            "(what vLLM and SGLang run)")
 
 
-__all__ = ["folder_backend", "hub_folder", "is_hub_id"]
+__all__ = ["auto_backend", "hub_folder", "is_hub_id", "read_json"]

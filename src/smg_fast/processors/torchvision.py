@@ -1,6 +1,7 @@
-"""The torchvision backend: what transformers' torchvision image processors
-(``Qwen2VLImageProcessor``, ``Kimi_K25ImageProcessor``) do differently from the PIL backend and
-from Kimi's upstream code, computed without torch or torchvision.
+"""The torchvision backend: what transformers' torchvision image processors do differently.
+
+Different, that is, from the PIL backend and from Kimi's upstream code (for
+``Qwen2VLImageProcessor``, ``Kimi_K25ImageProcessor``), computed without torch or torchvision:
 
 - resize: torch's uint8 antialiased bicubic (``_native.Resampler.TORCH``), horizontal pass first;
 - rescale + normalize fused: ``(f32(u) - M) / S`` with mean and std scaled by 1/rescale_factor in
@@ -11,8 +12,7 @@ from Kimi's upstream code, computed without torch or torchvision.
   by the native core while it reads the caller's array (``open_image(..., torchvision=True)``).
 
 Sizes (smart_resize, navit), patch order and the temporal copy are the same as the other
-backends'.
-"""
+backends'."""
 
 from __future__ import annotations
 

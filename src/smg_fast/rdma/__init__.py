@@ -1,5 +1,7 @@
-"""Deprecated path of :mod:`smg_fast.transport.rdma`: re-exports its public names (the same
-objects) and warns once; each old submodule path is the very same module object as the new one."""
+"""Deprecated path of :mod:`smg_fast.transport.rdma`.
+
+Re-exports its public names (the same objects) and warns once; each old submodule path is the very
+same module object as the new one."""
 
 from .._deprecated import warn_package
 from ..transport.rdma import *  # noqa: F403

@@ -1,5 +1,6 @@
-"""Deprecated path of :mod:`smg_fast.transport.rdma.preflight` (the same module object; warns
-once); ``python -m smg_fast.rdma.preflight`` still runs the check."""
+"""Deprecated path of :mod:`smg_fast.transport.rdma.preflight` (the same module object; warns once).
+
+``python -m smg_fast.rdma.preflight`` still runs the check."""
 
 if __name__ == "__main__":
     from smg_fast.transport.rdma.preflight import main

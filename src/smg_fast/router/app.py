@@ -1,5 +1,7 @@
-"""The router process: ``smg_fast.v1.Preprocessor`` (Preprocess, GetModelInfo) in front of a
-fleet, with health, reflection and metrics, for callers that cannot embed the library.
+"""The router process.
+
+``smg_fast.v1.Preprocessor`` (Preprocess, GetModelInfo) in front of a fleet, with health, reflection
+and metrics, for callers that cannot embed the library.
 
 Each request is routed by a :class:`~smg_fast.routing.dispatch.Fleet` as the library routes it,
 and the members' items go back unchanged: inline bytes, shm names, rdma descriptors (with shm
@@ -233,8 +235,10 @@ class Router:
             work.cancel()
 
     async def stop(self, timeout: float | None = None) -> None:
-        """NOT_SERVING and UNAVAILABLE for new calls; in-flight requests may finish up to the
-        drain timeout, then are cut (UNAVAILABLE); the server stops, the fleet closes."""
+        """NOT_SERVING and UNAVAILABLE for new calls.
+
+        In-flight requests may finish up to the drain timeout, then are cut (UNAVAILABLE); the
+        server stops, the fleet closes."""
         if self.draining:
             await self._stopped.wait()
             return

@@ -1,5 +1,6 @@
-"""The router's settings (``RouterConfig``), their defaults and their checks; flags.py reads them
-from the command line and the environment."""
+"""The router's settings (``RouterConfig``), their defaults and their checks.
+
+Flags.py reads them from the command line and the environment."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The router's command line (``python -m smg_fast.router``): one source per setting, as the
-server's. Each is a CLI flag whose default comes from its SMG_FAST_ROUTER_ environment variable,
-else the built-in default shown in ``--help``."""
+"""The router's command line (``python -m smg_fast.router``).
+
+One source per setting, as the server's. Each is a CLI flag whose default comes from its
+SMG_FAST_ROUTER_ environment variable, else the built-in default shown in ``--help``."""
 
 from __future__ import annotations
 

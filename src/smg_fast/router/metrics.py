@@ -1,5 +1,7 @@
-"""The router process's Prometheus metrics: its calls, its admission, and its fleet's
-(routing/metrics.py), on one registry served at --metrics-port."""
+"""The router process's Prometheus metrics.
+
+Its calls, its admission, and its fleet's (routing/metrics.py), on one registry served at
+--metrics-port."""
 
 from __future__ import annotations
 

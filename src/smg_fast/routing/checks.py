@@ -1,5 +1,6 @@
-"""The fleet's settings and members checked where the library takes them (the router checks its
-flags the same way, with their names)."""
+"""Checks of the fleet's settings and members.
+
+Made where the library takes them; the router checks its flags the same way, with their names."""
 
 from __future__ import annotations
 
@@ -49,8 +50,10 @@ def check_target(target: object, what: str = "a target") -> str:
 
 
 def check_targets(targets: str | Iterable[str], *, allow_empty: bool = False) -> list[str]:
-    """The members given to a fleet as a list: one HOST:PORT string is one member (not its
-    characters), each must be HOST:PORT, and at least one is needed unless ``allow_empty``."""
+    """The members given to a fleet as a list.
+
+    One HOST:PORT string is one member (not its characters), each must be HOST:PORT, and at least
+    one is needed unless ``allow_empty``."""
     found = [targets] if isinstance(targets, str) else list(targets)
     if not found and not allow_empty:
         raise ValueError("targets must name at least one HOST:PORT")

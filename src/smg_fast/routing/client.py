@@ -32,12 +32,13 @@ __all__ = ["AsyncRoutedClient", "RoutedClient", "RoutedError", "release"]
 
 
 class AsyncRoutedClient(Fleet):
-    """asyncio routed client; create it inside the event loop that uses it. The keyword
-    arguments are :class:`~smg_fast.routing.dispatch.Fleet`'s (load_factor, floor,
-    affinity_keys, affinity_wait, timeout, attempt_timeout, join_timeout, eject_after,
-    eject_base_s, keepalive_s, max_message_mb);
-    ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller).
-    ``targets``: HOST:PORT strings (one string is one member), at least one."""
+    """asyncio routed client.
+
+    Create it inside the event loop that uses it. The keyword arguments are
+    :class:`~smg_fast.routing.dispatch.Fleet`'s (load_factor, floor, affinity_keys, affinity_wait,
+    timeout, attempt_timeout, join_timeout, eject_after, eject_base_s, keepalive_s, max_message_mb);
+    ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller). ``targets``:
+    HOST:PORT strings (one string is one member), at least one."""
 
     def __init__(self, targets: str | Iterable[str], *, puller: Any = None,
                  **kwargs: Any) -> None:
@@ -72,8 +73,10 @@ class AsyncRoutedClient(Fleet):
 
 
 class RoutedClient:
-    """Synchronous routed client: an :class:`AsyncRoutedClient` on a private event loop
-    thread (one per client; the calls of several threads share it)."""
+    """Synchronous routed client.
+
+    An :class:`AsyncRoutedClient` on a private event loop thread (one per client; the calls of
+    several threads share it)."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25,
                  **kwargs: Any) -> None:

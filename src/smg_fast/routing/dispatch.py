@@ -1,12 +1,14 @@
-"""The fleet and its request loop: each image of a request placed on a member (placement.py),
-one Preprocess sub-call per member with its items (sub_calls.py), all at once under the caller's
-deadline, results reassembled in the caller's order (routed_request.py holds one request's
-state). An image goes only to a member that serves the request's model. Only items whose
-sub-call failed with a transient code are sent again, each to its key's next member; anything
-else fails the request naming the caller's item index. Sub-calls the request no longer needs (it
-failed, or was cancelled, or their member went away) are cancelled, and what they answer anyway
-is released, as is what the finished ones made for a request that then failed: shm segments
-unlinked (when they are in our /dev/shm), RDMA handles left to expire.
+"""The fleet and its request loop.
+
+Each image of a request placed on a member (placement.py), one Preprocess sub-call per member with
+its items (sub_calls.py), all at once under the caller's deadline, results reassembled in the
+caller's order (routed_request.py holds one request's state). An image goes only to a member that
+serves the request's model. Only items whose sub-call failed with a transient code are sent again,
+each to its key's next member; anything else fails the request naming the caller's item index.
+Sub-calls the request no longer needs (it failed, or was cancelled, or their member went away) are
+cancelled, and what they answer anyway is released, as is what the finished ones made for a request
+that then failed: shm segments unlinked (when they are in our /dev/shm), RDMA handles left to
+expire.
 
 ``Fleet`` is the core the library clients (client.py) and the router process
 (smg_fast/router/app.py) share: they differ only in what they make of a member's response
@@ -96,8 +98,9 @@ class Fleet:
             await asyncio.shield(self._joining)
 
     async def _join(self, founders: list[Member]) -> None:
-        """The founders' admission (membership.found), then their first health answers; at
-        most join_timeout in all (a member still joining is placed on once SERVING)."""
+        """The founders' admission (membership.found), then their first health answers.
+
+        At most join_timeout in all (a member still joining is placed on once SERVING)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + self.join_timeout
         await self.membership.founded()
@@ -107,8 +110,10 @@ class Fleet:
             w.cancel()
 
     async def add(self, target: str) -> bool:
-        """Joins target; True once it serves, False when it was refused (a different config) or
-        did not serve within join_timeout. Concurrent adds of one target share its joining."""
+        """Joins target.
+
+        True once it serves, False when it was refused (a different config) or did not serve within
+        join_timeout. Concurrent adds of one target share its joining."""
         m = self.membership.add(check_target(target))
         return await self.membership.settled(m, self.join_timeout)
 
@@ -123,8 +128,10 @@ class Fleet:
 
     async def route(self, req: Any, finish: Finish,
                     timeout: float | None = None) -> tuple[list[Any], dict[str, int]]:
-        """Serves req (its model resolved here) over the fleet: finish's values in the
-        caller's order, and the slowest sub-call's timings. Raises RoutedError."""
+        """Serves req (its model resolved here) over the fleet.
+
+        Finish's values in the caller's order, and the slowest sub-call's timings. Raises
+        RoutedError."""
         if not req.items:  # as a server answers it
             raise RoutedError(_C.INVALID_ARGUMENT, "request has no items")
         if len(req.items) > MAX_ITEMS:  # as a server answers it, before any member works on it
@@ -143,9 +150,10 @@ class Fleet:
         return r.results, dict(r.timings)
 
     def _request(self, req: Any, finish: Finish, timeout: float | None) -> RoutedRequest:
-        """The state of req's routing: its keys (for its resolved model), its deadline, and how
-        long its images may wait for their members (at most half the caller's time: the rest
-        is for the sub-call itself)."""
+        """The state of req's routing.
+
+        Its keys (for its resolved model), its deadline, and how long its images may wait for their
+        members (at most half the caller's time: the rest is for the sub-call itself)."""
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be None or > 0 seconds, got {timeout!r}")
         now = asyncio.get_running_loop().time()
@@ -160,8 +168,10 @@ class Fleet:
             deadline=None if timeout is None else now + timeout, patient_until=now + patience)
 
     async def _step(self, r: RoutedRequest) -> None:
-        """One round: places r's pending items and starts their sub-calls, waits for a sub-call
-        to end (or a member an item waits for to free a slot), and takes what ended."""
+        """One round.
+
+        Places r's pending items and starts their sub-calls, waits for a sub-call to end (or a
+        member an item waits for to free a slot), and takes what ended."""
         loop = asyncio.get_running_loop()
         if r.pending and r.expired(loop.time()):
             # no time left to send them in: failed here, no member charged for it
@@ -191,8 +201,10 @@ class Fleet:
         r.pending.sort()
 
     def _ended(self, r: RoutedRequest, task: asyncio.Task, now: float) -> None:
-        """Takes a finished sub-call: its values, or its items back to pending after a
-        retryable failure with time left; else the request fails (RoutedError)."""
+        """Takes a finished sub-call.
+
+        Its values, or its items back to pending after a retryable failure with time left; else the
+        request fails (RoutedError)."""
         m, idx = r.live.pop(task)
         status, value = task.result()
         if status == "ok":
@@ -209,8 +221,10 @@ class Fleet:
         r.retry(idx, m.target, (code, text))
 
     def _abandon(self, r: RoutedRequest) -> None:
-        """A failed or cancelled request: its other sub-calls stop, and what the finished ones
-        made is released (nobody will read it)."""
+        """A failed or cancelled request.
+
+        Its other sub-calls stop, and what the finished ones made is released (nobody will read it).
+        """
         r.answered_meanwhile()
         for task in r.live:
             if not task.done():
@@ -221,19 +235,22 @@ class Fleet:
                 self.discard(resp)
 
     def discard(self, resp: Any) -> None:
-        """Unlinks the shm segments of an answer nobody will read (its request failed, or its
-        caller left); only for a caller in our shm namespace (SubCalls.discard)."""
+        """Unlinks the shm segments of an answer nobody will read.
+
+        Its request failed, or its caller left. Only for a caller in our shm namespace
+        (SubCalls.discard)."""
         self.calls.discard(resp)
 
     def _place(self, r: RoutedRequest, patient: bool = False,
                ) -> tuple[dict[Member, tuple[list[int], int, bool]], dict[int, str]]:
-        """Each of r's pending items' member (one serving the model, not one it already failed
-        on), under the load bound; with each member, its ejection epoch now (a failure counts only
-        within it) and whether this call is its half-open probe; and, when ``patient``, the
-        items that wait, each for a member holding its image that will free a slot soon
-        (placement.choose), counted as waiting for it until the caller's ``_unwait``. Counts
-        spills and retries only when every item was placed (a request that fails here sends
-        nothing)."""
+        """Chooses a member for each of r's pending items, under the load bound.
+
+        A member serving the model, not one the item already failed on. With each member, its
+        ejection epoch now (a failure counts only within it) and whether this call is its half-open
+        probe; and, when ``patient``, the items that wait, each for a member holding its image that
+        will free a slot soon (placement.choose), counted as waiting for it until the caller's
+        ``_unwait``. Counts spills and retries only when every item was placed (a request that fails
+        here sends nothing)."""
         model, pending, keys, tried, last = r.model, r.pending, r.keys, r.tried, r.last
         if not pending:
             return {}, {}

@@ -1,6 +1,8 @@
-"""The caller a routed request comes from, named to the workers in ``smg-fast-caller`` request
-metadata so that a worker that trusts this router (``--trusted-router-peer``) counts unread shm
-bytes per caller instead of one share for the router's whole connection (server/shm_shares.py).
+"""The caller a routed request comes from, named to the workers.
+
+It travels in ``smg-fast-caller`` request metadata so that a worker that trusts this router
+(``--trusted-router-peer``) counts unread shm bytes per caller instead of one share for the router's
+whole connection (server/shm_shares.py).
 
 The router process sets ``CALLER`` to its caller's gRPC peer around the start of each routed
 request; the sub-calls started under it (asyncio tasks copy the context) carry it. Unset (the
@@ -19,9 +21,10 @@ CALLER: ContextVar[str] = ContextVar("smg_fast_routed_caller", default="")
 
 
 def caller_metadata() -> dict[str, tuple[tuple[str, str], ...]]:
-    """The sub-call's keyword arguments naming the current caller: ``metadata``, or nothing when
-    there is no caller (the call is made as before). A name that is not short printable ASCII
-    (a unix socket path) goes as its hash."""
+    """The sub-call's keyword arguments naming the current caller.
+
+    ``metadata``, or nothing when there is no caller (the call is made as before). A name that is
+    not short printable ASCII (a unix socket path) goes as its hash."""
     name = CALLER.get()
     if not name:
         return {}

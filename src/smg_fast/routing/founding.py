@@ -35,8 +35,9 @@ class Founding:
 
     def start(self, founders: list[Member], timeout: float, admit: Admit,
               current: Callable[[Member], bool]) -> None:
-        """Starts deciding the founders' admission; ``current(m)``: m is still a member (not
-        removed meanwhile)."""
+        """Starts deciding the founders' admission.
+
+        ``current(m)``: m is still a member (not removed meanwhile)."""
         if not founders:
             return
         self._done.clear()
@@ -48,8 +49,9 @@ class Founding:
         await self._done.wait()
 
     async def offer(self, m: Member, info: Any) -> None:
-        """A member answered while the founding is open: its answer is the founding's to admit
-        (or not); returns when the founding has ended."""
+        """A member answered while the founding is open.
+
+        Its answer is the founding's to admit (or not); returns when the founding has ended."""
         m.offer = info
         m.answered.set()
         await self._done.wait()
@@ -81,9 +83,10 @@ class Founding:
 
 
 def by_agreement(founders: list[Member]) -> list[Member]:
-    """Founders (each with its offer) most agreed with first: by how many founders' configs
-    agree with theirs (the same fingerprint and image limit for every model both serve), then
-    list order."""
+    """Founders (each with its offer) most agreed with first.
+
+    By how many founders' configs agree with theirs (the same fingerprint and image limit for every
+    model both serve), then list order."""
     fps = [{x.name: (x.config_fingerprint, x.max_image_pixels) for x in m.offer.models}
            for m in founders]
 

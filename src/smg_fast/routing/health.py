@@ -1,5 +1,7 @@
-"""A member's health: its grpc.health.v1 Watch stream and liveness checks (``follow``), and
-passive ejection after consecutive transport failures (``Ejection``)."""
+"""A member's health.
+
+Its grpc.health.v1 Watch stream and liveness checks (``follow``), and passive ejection after
+consecutive transport failures (``Ejection``)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ _SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 async def follow(m: Member, probe_s: float, set_state: Callable[[Member, str], None]) -> None:
-    """Follows m's Watch stream until it ends, or until a liveness Check goes unanswered for
-    probe_s (0: none).
+    """Follows m's Watch stream until it ends or a liveness Check goes unanswered.
+
+    probe_s: how long a Check may go unanswered (0: no Check).
 
     The stream's answers set m's state (serving or not_serving). A hung process keeps its
     connection and its stream open: only asking finds it; gRPC's own keepalive pings did not,
@@ -57,9 +60,10 @@ async def follow(m: Member, probe_s: float, set_state: Callable[[Member, str], N
 
 
 class Ejection:
-    """Passive ejection: ``eject_after`` consecutive transport failures eject a member for
-    ``eject_base_s`` x 2^(n-1) (at most ``eject_max_s``); then one request probes it (half-open)
-    and its outcome decides."""
+    """Passive ejection.
+
+    ``eject_after`` consecutive transport failures eject a member for ``eject_base_s`` x 2^(n-1) (at
+    most ``eject_max_s``); then one request probes it (half-open) and its outcome decides."""
 
     def __init__(self, eject_after: int = 3, eject_base_s: float = 1.0,
                  eject_max_s: float = 60.0) -> None:
@@ -75,8 +79,9 @@ class Ejection:
         m.probing = False
 
     def failure(self, m: Member, epoch: int) -> None:
-        """One transport failure of a call that began in ``epoch``; ejects at the threshold, or
-        at once when it was a probe.
+        """One transport failure of a call that began in ``epoch``.
+
+        Ejects at the threshold, or at once when it was a probe.
 
         Calls that began before the last ejection do not count: one crash fails every call in
         flight at once, and that is one ejection, not several (each doubling the next one's

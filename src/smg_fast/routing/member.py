@@ -1,5 +1,7 @@
-"""A member of a fleet: one smg-fast server as the fleet sees it (its channel, what it serves, its
-health state, its ejection, its load), and the refusal of one whose config is not the fleet's."""
+"""A member of a fleet.
+
+One smg-fast server as the fleet sees it (its channel, what it serves, its health state, its
+ejection, its load), and the refusal of one whose config is not the fleet's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The fleet's members: joining and leaving, admission (GetModelInfo, fingerprint check), and
-what the fleet serves.
+"""The fleet's members.
+
+Joining and leaving, admission (GetModelInfo, fingerprint check), and what the fleet serves.
 
 Asyncio only: one task per member joins it, follows its health (health.py: a draining server
 turns NOT_SERVING on its Watch stream; a dead one breaks it) and rejoins after a reconnect. A
@@ -58,9 +59,10 @@ class Membership:
     # ---- joining and leaving ----
 
     def found(self, targets: list[str], timeout: float) -> list[Member]:
-        """Starts joining the members given at start (the founders), admitted together by the
-        founding (founding.py) once each answered or timeout passed. Members added meanwhile
-        wait."""
+        """Starts joining the members given at start (the founders).
+
+        The founding (founding.py) admits them together once each answered or timeout passed.
+        Members added meanwhile wait."""
         founders = [self.add(t) for t in dict.fromkeys(targets)]
         self.founding.start(founders, timeout, self._admit,
                             lambda m: self.members.get(m.target) is m)
@@ -94,8 +96,9 @@ class Membership:
         await m.channel.close()
 
     def _leave(self, m: Member) -> None:
-        """m is no longer admitted: the fleet's fingerprints are the others' now, so refused
-        members ask again."""
+        """m is no longer admitted.
+
+        The fleet's fingerprints are the others' now, so refused members ask again."""
         if m.info is not None:
             m.info = None
             self._left.set()
@@ -109,9 +112,10 @@ class Membership:
 
     @property
     def image_limits(self) -> dict[str, int]:
-        """Model name -> the admitted members' max_image_pixels (0: none). Not part of the
-        fingerprint (a limit never changes an output), but the same image must pass or fail
-        the same wherever it lands, so it is checked on admission like the fingerprint."""
+        """Model name -> the admitted members' max_image_pixels (0: none).
+
+        Not part of the fingerprint (a limit never changes an output), but the same image must pass
+        or fail the same wherever it lands, so it is checked on admission like the fingerprint."""
         return {x.name: x.max_image_pixels for m in self.members.values()
                 if m.info is not None for x in m.info.models}
 
@@ -121,10 +125,12 @@ class Membership:
 
     @property
     def default_model(self) -> str:
-        """The model of a request that names none: the default of the first member, in the
-        order given (the list, then add()), that was admitted; a member that is down keeps its
-        place (the requests wait for it: UNAVAILABLE, never another model's output), one
-        removed or refused since loses it. Routers given one list agree."""
+        """The model of a request that names none.
+
+        The default of the first member, in the order given (the list, then add()), that was
+        admitted; a member that is down keeps its place (the requests wait for it: UNAVAILABLE,
+        never another model's output), one removed or refused since loses it. Routers given one list
+        agree."""
         for m in self.members.values():
             if m.last_info is not None:
                 return m.last_info.default_model
@@ -149,8 +155,9 @@ class Membership:
             await self.remove(target)
 
     def _admit(self, m: Member, info: Any) -> None:
-        """Checks the member's fingerprints against the fleet's (the admitted members'), then
-        admits it: its models are the fleet's too from now on."""
+        """Checks the member's fingerprints against the fleet's, then admits it.
+
+        The fleet's are the admitted members'. Once admitted, its models are the fleet's too."""
         fleet = self.fingerprints
         limits = self.image_limits
         for model in info.models:
@@ -204,8 +211,10 @@ class Membership:
             backoff = min(backoff * 2, RECONNECT_MAX_S)
 
     async def _refuse(self, m: Member, exc: FingerprintMismatch) -> None:
-        """Marks m refused (counted once per refusal, not per asking), then waits until an
-        admitted member leaves or REFUSED_RETRY_S passes (m may have restarted meanwhile)."""
+        """Marks m refused, then waits until it may ask again.
+
+        A refusal is counted once, not per asking. The wait lasts until an admitted member leaves or
+        REFUSED_RETRY_S passes (m may have restarted meanwhile)."""
         m.last_info = None  # its config is not the fleet's: it no longer names the default
         if m.state != "refused":
             log.error("refusing member: %s", exc)
@@ -238,11 +247,12 @@ class Membership:
         return [m for m in self.members.values() if m.usable(now)]
 
     def info(self, version: str, max_message_bytes: int) -> Any:
-        """GetModelInfo for the fleet: every model an admitted member serves (a Preprocess for
-        it is routed; each described as the first member in list order that serves it), and
-        the default model a Preprocess that names none gets (default_model); what must hold
-        everywhere as the strictest serving member's value; what they share as theirs, else
-        empty. None when no member serves."""
+        """GetModelInfo for the fleet.
+
+        Every model an admitted member serves (a Preprocess for it is routed; each described as the
+        first member in list order that serves it), and the default model a Preprocess that names
+        none gets (default_model); what must hold everywhere as the strictest serving member's
+        value; what they share as theirs, else empty. None when no member serves."""
         infos = [m.info for m in self.members.values() if m.state == "serving" and m.info]
         if not infos:
             return None
@@ -266,8 +276,10 @@ class Membership:
         return out
 
     def stats(self) -> dict[str, Any]:
-        """Per member: its health state; ``ejected`` while ejection keeps it out (its span, or
-        a half-open probe in flight); ``usable`` whether a request may be placed on it now."""
+        """Per member.
+
+        Its health state; ``ejected`` while ejection keeps it out (its span, or a half-open probe in
+        flight); ``usable`` whether a request may be placed on it now."""
         now = time.monotonic()
         return {
             "refused": self.refused, "ejections": self.ejection.ejected,

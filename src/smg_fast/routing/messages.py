@@ -1,6 +1,7 @@
-"""What the fleet makes of the messages of one routed request: a member's sub-request built
-from the caller's without copying the other members' images, and the shm segments of an answer
-nobody will read unlinked."""
+"""What the fleet makes of the messages of one routed request.
+
+A member's sub-request built from the caller's without copying the other members' images, and the
+shm segments of an answer nobody will read unlinked."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def release(resp: Any) -> int:
 
 
 def without_items(req: Any, model: str) -> Any:
-    """req's fields but its items (every other field is a scalar), for model: what each
-    sub-call copies, so that no sub-call copies the images of the others."""
+    """req's fields but its items (every other field is a scalar), for model.
+
+    What each sub-call copies, so that no sub-call copies the images of the others."""
     out = pb.PreprocessRequest()
     for fd, value in req.ListFields():
         if fd.name != "items":

@@ -1,5 +1,6 @@
-"""Prometheus metrics of a fleet, read from ``Fleet.stats()`` at scrape time, so that the
-library's stats() and the router's /metrics always say the same.
+"""Prometheus metrics of a fleet, read from ``Fleet.stats()`` at scrape time.
+
+The library's stats() and the router's /metrics therefore always say the same.
 
 A gateway that embeds AsyncRoutedClient registers ``FleetCollector(fleet, loop)`` in its own
 registry; the router process serves it with its request counters on --metrics-port
@@ -39,8 +40,10 @@ _TOTALS = {  # Fleet.stats() counter -> help
 
 
 class FleetCollector:
-    """A Prometheus collector of one fleet's stats. With ``loop`` (the fleet's event loop),
-    a scrape from another thread reads them on that loop, consistent with its requests."""
+    """A Prometheus collector of one fleet's stats.
+
+    With ``loop`` (the fleet's event loop), a scrape from another thread reads them on that loop,
+    consistent with its requests."""
 
     def __init__(self, fleet: Fleet, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._fleet = fleet

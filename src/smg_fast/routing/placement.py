@@ -34,9 +34,11 @@ from ..imaging.data_urls import data_url_bytes
 
 
 def content_id(item: Any) -> bytes:
-    """What identifies one MediaItem's image: blake3 of its encoded bytes (data, and data:
-    URLs by their decoded bytes, as the server hashes them); file:// URLs and paths by the path
-    (reading them here would cost what the server will pay anyway)."""
+    """What identifies one MediaItem's image.
+
+    Blake3 of its encoded bytes (data, and data: URLs by their decoded bytes, as the server hashes
+    them); file:// URLs and paths by the path (reading them here would cost what the server will pay
+    anyway)."""
     kind = item.WhichOneof("source")
     if kind == "data":
         return blake3(item.data).digest()
@@ -67,17 +69,19 @@ def order(key: bytes, members: Iterable[str]) -> list[str]:
 
 
 def bound(total_in_flight: int, members: int, load_factor: float, floor: int) -> int:
-    """The most in-flight items one member may hold when one more is placed:
-    max(floor, ceil(load_factor * (total + 1) / members))."""
+    """The most in-flight items one member may hold when one more is placed.
+
+    Max(floor, ceil(load_factor * (total + 1) / members))."""
     if members <= 0:
         return floor
     return max(floor, math.ceil(load_factor * (total_in_flight + 1) / members))
 
 
 class Choice(NamedTuple):
-    """Where one key goes: ``target``, or with ``wait`` the member it waits for; ``spilled``:
-    past its first choice, on a member holding no copy we know of (it will miss); ``first``:
-    its first choice."""
+    """Where one key goes.
+
+    ``target``, or with ``wait`` the member it waits for; ``spilled``: past its first choice, on a
+    member holding no copy we know of (it will miss); ``first``: its first choice."""
 
     target: str
     spilled: bool
@@ -88,12 +92,13 @@ class Choice(NamedTuple):
 def choose(key: bytes, members: Sequence[str], in_flight: Mapping[str, int],
            load_factor: float, floor: int, holders: Collection[str] = (),
            wait: bool = False, waiting: Mapping[str, int] | None = None) -> Choice:
-    """Under the bound: the least loaded of ``holders`` (the members this router placed key on
-    recently; ties by the key's order); else, with ``wait``, a wait for the holder with the
-    fewest items ``waiting`` for it among those with fewer waiting than in flight (it frees a
-    slot soon); else the first member in the key's order under the bound. With
-    load_factor >= 1 some member is always below the bound (the bounds add up to more than the
-    load); otherwise the first choice."""
+    """Under the bound.
+
+    The least loaded of ``holders`` (the members this router placed key on recently; ties by the
+    key's order); else, with ``wait``, a wait for the holder with the fewest items ``waiting`` for
+    it among those with fewer waiting than in flight (it frees a slot soon); else the first member
+    in the key's order under the bound. With load_factor >= 1 some member is always below the bound
+    (the bounds add up to more than the load); otherwise the first choice."""
     if not members:
         raise ValueError("no members to place on")
     ranked = order(key, members)
@@ -116,10 +121,12 @@ MAX_HOLDERS = 8  # members remembered per key (a hot image's copies; older ones 
 
 
 class Affinity:
-    """The members this router placed each of its ``capacity`` most recent keys on (whose
-    pixel caches likely hold the key), each with the member's incarnation: a member that
-    rejoins may have restarted with an empty cache, and its older entries no longer count.
-    Keys are kept as 64-bit hashes (a collision only costs a cache miss)."""
+    """Which members this router placed its most recent keys on.
+
+    For each of its ``capacity`` most recent keys, the members it was placed on (whose pixel caches
+    likely hold the key), each with the member's incarnation: a member that rejoins may have
+    restarted with an empty cache, and its older entries no longer count. Keys are kept as 64-bit
+    hashes (a collision only costs a cache miss)."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 0:
@@ -131,8 +138,10 @@ class Affinity:
         return len(self._keys)
 
     def holders(self, key: bytes, incarnation: Mapping[str, int]) -> list[str]:
-        """The members key was placed on that are in ``incarnation`` (target -> its current
-        incarnation) and have not rejoined since."""
+        """The members key was placed on that may still hold it.
+
+        Only those in ``incarnation`` (target -> its current incarnation) that have not rejoined
+        since."""
         held = self._keys.get(xxhash.xxh3_64_intdigest(key), ())
         return [t for t, n in held if incarnation.get(t) == n]
 

@@ -1,5 +1,7 @@
-"""A routed request's error: the server's code and details, with the item indices of a member's
-sub-request rewritten to the caller's."""
+"""A routed request's error.
+
+The server's code and details, with the item indices of a member's sub-request rewritten to the
+caller's."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ _ITEM = re.compile(r"\bitem (\d+)\b")
 
 
 class RoutedError(grpc.RpcError):
-    """A failed routed request: the server's code and details, item indices rewritten to the
-    caller's; ``index`` is that item's position in the caller's request (None: whole request);
-    ``retryable`` (RESOURCE_EXHAUSTED) whether trying again later can help."""
+    """A failed routed request.
+
+    The server's code and details, item indices rewritten to the caller's; ``index`` is that item's
+    position in the caller's request (None: whole request); ``retryable`` (RESOURCE_EXHAUSTED)
+    whether trying again later can help."""
 
     def __init__(self, code: grpc.StatusCode, details: str, index: int | None = None,
                  retryable: bool = False) -> None:
@@ -44,8 +48,10 @@ def renumber(details: str, indices: list[int]) -> tuple[str, int | None]:
 
 
 def name_items(text: str, indices: list[int]) -> tuple[str, int | None]:
-    """An answer that names no item (gRPC's own errors: a message over the size limit) failed
-    the whole sub-call: its items by the caller's indices, and the index when it had one."""
+    """The error text of a failed sub-call, naming its items by the caller's indices.
+
+    An answer that names no item (gRPC's own errors: a message over the size limit) failed the whole
+    sub-call. Returns the text with its items, and the index when it had one."""
     if len(indices) == 1:
         return f"{text} (item {indices[0]})", indices[0]
     return f"{text} (items {', '.join(map(str, indices))} of the request)", None

@@ -1,6 +1,7 @@
-"""One routed request's state, from the caller's message to its reassembled results: its items'
-keys, where each item was tried and how it last failed, the sub-calls in flight, the answers
-kept so far, its deadline, and how long its images may wait for a member that holds them."""
+"""One routed request's state, from the caller's message to its reassembled results.
+
+Its items' keys, where each item was tried and how it last failed, the sub-calls in flight, the
+answers kept so far, its deadline, and how long its images may wait for a member that holds them."""
 
 from __future__ import annotations
 
@@ -66,8 +67,9 @@ class RoutedRequest:
         return sub_request(self.template, self.req, idx)
 
     def accept(self, idx: list[int], resp: Any, values: list[Any]) -> None:
-        """A member's answer for items idx: their values, kept with the answer's slowest
-        timings (the sub-calls ran side by side)."""
+        """A member's answer for items idx.
+
+        Their values, kept with the answer's slowest timings (the sub-calls ran side by side)."""
         self.kept.append(resp)
         for i, v in zip(idx, values, strict=True):
             self.results[i] = v
@@ -82,8 +84,9 @@ class RoutedRequest:
         self.pending.extend(idx)
 
     def answered_meanwhile(self) -> None:
-        """Keeps the answers of sub-calls that succeeded in the moment the request failed (their
-        handles are released with the rest)."""
+        """Keeps the answers of sub-calls that succeeded in the moment the request failed.
+
+        Their handles are released with the rest."""
         for task in self.live:
             if task.done() and not task.cancelled() and task.exception() is None:
                 status, value = task.result()

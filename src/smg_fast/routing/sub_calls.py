@@ -1,8 +1,10 @@
-"""The sub-calls of routed requests: one Preprocess per member with its items of one request,
-under the request's deadline (or a shorter attempt timeout of its own). Each ends as an answer,
-or as a failure the fleet may retry elsewhere, and says what it tells of the member (health.Ejection
-counts transport failures; a timeout alone is only a question to the member). Sub-calls nobody
-waits for any more are cancelled and held until they end; what they answer anyway is released.
+"""The sub-calls of routed requests.
+
+One Preprocess per member with its items of one request, under the request's deadline (or a shorter
+attempt timeout of its own). Each ends as an answer, or as a failure the fleet may retry elsewhere,
+and says what it tells of the member (health.Ejection counts transport failures; a timeout alone is
+only a question to the member). Sub-calls nobody waits for any more are cancelled and held until
+they end; what they answer anyway is released.
 """
 
 from __future__ import annotations
@@ -43,9 +45,11 @@ class SubCalls:
         self._abandoned: set[asyncio.Future] = set()  # cancelled, still ending
 
     def discard(self, resp: Any) -> None:
-        """Unlinks the shm segments of an answer nobody will read (its request failed, or its
-        caller left); only for a caller in our shm namespace. finish may have read some
-        already (read_response unlinks as it maps): those are gone, and not counted."""
+        """Unlinks the shm segments of an answer nobody will read.
+
+        Its request failed, or its caller left. Only for a caller in our shm namespace. finish may
+        have read some already (read_response unlinks as it maps): those are gone, and not
+        counted."""
         self.counts["unread_released"] += release(resp)
 
     def keep(self, fut: asyncio.Future) -> None:
@@ -55,8 +59,9 @@ class SubCalls:
 
     async def call(self, r: RoutedRequest, m: Member, epoch: int, probe: bool,
                    idx: list[int]) -> tuple[str, Any]:
-        """r's sub-call of items idx on m: ("ok", (response, values)) or ("error", (code,
-        details, retry)).
+        """r's sub-call of items idx on m.
+
+        ("ok", (response, values)) or ("error", (code, details, retry)).
 
         The member's in-flight count covers the RPC until it really ends. A probe (half-open)
         that ends without a verdict (cancelled) lets the next request probe."""
@@ -157,8 +162,10 @@ class SubCalls:
         return "ok", (resp, values)
 
     def _release_late(self, rpc: asyncio.Future, local: bool) -> None:
-        """An abandoned sub-call ended: an answer that came anyway is counted and, when its
-        segments are in our /dev/shm, unlinked."""
+        """An abandoned sub-call ended.
+
+        An answer that came anyway is counted and, when its segments are in our /dev/shm, unlinked.
+        """
         if not rpc.cancelled() and rpc.exception() is None:
             self.counts["late_responses"] += 1
             if local:

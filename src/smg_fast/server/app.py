@@ -1,8 +1,10 @@
-"""Server lifecycle: grpc.aio server with the Preprocessor service, health, reflection and
-metrics; admission (bounded requests and bytes admitted at once, the rest RESOURCE_EXHAUSTED at
-once); start (sweep, load, warm up, SERVING) and drain (NOT_SERVING, finish in-flight work up to
-the drain timeout, then cut it with UNAVAILABLE, let consumers read delivered segments, stop,
-unlink what is left), all of it bounded by the drain timeout plus a few seconds."""
+"""Server lifecycle.
+
+Grpc.aio server with the Preprocessor service, health, reflection and metrics; admission (bounded
+requests and bytes admitted at once, the rest RESOURCE_EXHAUSTED at once); start (sweep, load, warm
+up, SERVING) and drain (NOT_SERVING, finish in-flight work up to the drain timeout, then cut it with
+UNAVAILABLE, let consumers read delivered segments, stop, unlink what is left), all of it bounded by
+the drain timeout plus a few seconds."""
 
 from __future__ import annotations
 
@@ -53,10 +55,11 @@ def _retrieved(fut: asyncio.Future) -> None:
 
 
 def _keep_pillow_blocks(workers: int) -> None:
-    """Lets Pillow reuse freed image memory blocks instead of returning them to the OS, so
-    decoding a large image does not page-fault its buffers in again on every request (measured:
-    a 1080p JPEG decode in a worker thread 20-25 ms -> 10 ms). PILLOW_BLOCKS_MAX, when set,
-    wins. Memory only; outputs do not change."""
+    """Lets Pillow reuse freed image memory blocks instead of returning them to the OS.
+
+    Decoding a large image then does not page-fault its buffers in again on every request (measured:
+    a 1080p JPEG decode in a worker thread 20-25 ms -> 10 ms). PILLOW_BLOCKS_MAX, when set, wins.
+    Memory only; outputs do not change."""
     if os.environ.get("PILLOW_BLOCKS_MAX"):
         return
     from PIL import Image
@@ -236,8 +239,10 @@ class Server:
 
     def _abandon(self, work: concurrent.futures.Future, ticket: Ticket,
                  code: grpc.StatusCode, reason: str) -> None:
-        """Nobody will read this call's answer: its work stops before its next item (or never
-        starts), and what it delivered anyway is unlinked."""
+        """Nobody will read this call's answer.
+
+        Its work stops before its next item (or never starts), and what it delivered anyway is
+        unlinked."""
         ticket.stop(code, reason)
         if work.cancel():  # never started
             self.admission.note_stopped()
@@ -269,11 +274,13 @@ class Server:
         return self._stopping
 
     async def stop(self, timeout: float | None = None) -> None:
-        """Drain: NOT_SERVING and UNAVAILABLE for new requests; wait (up to the drain timeout)
-        for in-flight requests, then for consumers to read delivered shm segments; cut what is
-        still running (UNAVAILABLE, its work stops before its next item); stop the gRPC
-        server; unlink every segment still owned. Blocking closes run off the event loop, so
-        the whole stop takes at most about the drain timeout + _CLOSE_S."""
+        """Drain.
+
+        NOT_SERVING and UNAVAILABLE for new requests; wait (up to the drain timeout) for in-flight
+        requests, then for consumers to read delivered shm segments; cut what is still running
+        (UNAVAILABLE, its work stops before its next item); stop the gRPC server; unlink every
+        segment still owned. Blocking closes run off the event loop, so the whole stop takes at most
+        about the drain timeout + _CLOSE_S."""
         assert self._stopped is not None
         if self.draining:
             await self._stopped.wait()

@@ -1,5 +1,6 @@
-"""The server's settings (``ServerConfig``), their defaults and their checks; flags.py reads them
-from the command line and the environment."""
+"""The server's settings (``ServerConfig``), their defaults and their checks.
+
+Flags.py reads them from the command line and the environment."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from dataclasses import dataclass, field
 
 from .._service.admission import queued_bytes_limit
 from .._service.process import LOG_LEVELS
-from ..config import default_max_image_pixels
 from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
+from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
 from .shm_shares import parse_networks

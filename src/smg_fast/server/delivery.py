@@ -1,7 +1,8 @@
-"""Delivery: where one item's tensor goes (an RDMA slot, a /dev/shm segment or the response
-itself), chosen before it is written so that it is written exactly once, with counted
-fallbacks when the chosen transport has no room; and what a request that fails leaves behind
-(unlinked, freed)."""
+"""Delivery.
+
+Where one item's tensor goes (an RDMA slot, a /dev/shm segment or the response itself), chosen
+before it is written so that it is written exactly once, with counted fallbacks when the chosen
+transport has no room; and what a request that fails leaves behind (unlinked, freed)."""
 
 from __future__ import annotations
 
@@ -84,10 +85,11 @@ class Delivery:
 
     def check_room(self, nbytes: int, shm_ok: bool, inline_budget: int,
                    outcome: Outcome) -> str:
-        """The transport a tensor of nbytes is planned for ("rdma", "shm" or "inline"), given
-        what the request's earlier items already planned; raises RequestError when it could go
-        nowhere: too big for what is left of the response, and no other transport has room.
-        The check after computing stays the authority: room may come or go meanwhile."""
+        """The transport a tensor of nbytes is planned for ("rdma", "shm" or "inline").
+
+        It accounts for what the request's earlier items already planned. Raises RequestError when
+        it could go nowhere: too big for what is left of the response, and no other transport has
+        room. The check after computing stays the authority: room may come or go meanwhile."""
         if self._rdma_possible(nbytes, outcome.transport):
             return "rdma"
         if not self._to_shm(nbytes, shm_ok):
@@ -108,8 +110,10 @@ class Delivery:
 
     def deliver(self, t: Tensor, dtype: str, shm_ok: bool, out: Any, timer: Timer,
                 inline_budget: int, outcome: Outcome, pre: float = 0.0) -> int:
-        """Puts t where it goes, fills the response item ``out`` and returns what is left of
-        the inline budget. ``pre``: time already spent computing t (a cache miss, a wait)."""
+        """Puts t where it goes and fills the response item ``out``.
+
+        Returns what is left of the inline budget. ``pre``: time already spent computing t (a cache
+        miss, a wait)."""
         reason = ""
         if outcome.transport == "rdma":
             t0 = time.perf_counter()
@@ -152,8 +156,9 @@ class Delivery:
         return inline_budget
 
     def split_decode(self, t: Tensor, seconds: float, timer: Timer) -> float:
-        """seconds spent computing t, less the decoding they included (t decoded while it was
-        computed), which is counted as decoding instead."""
+        """The seconds spent computing t, less the decoding they included.
+
+        When t was decoded while it was computed, that time is counted as decoding instead."""
         if t.decoded is None:
             return seconds
         timer.decode += t.decoded
@@ -180,7 +185,9 @@ class Delivery:
     # ---- the transports ----
 
     def _to_rdma(self, t: Tensor) -> tuple[Descriptor | None, str, float]:
-        """(descriptor, "", seconds spent writing) or (None, fallback reason, seconds spent on
+        """Writes t for an RDMA pull, or says why it falls back.
+
+        Returns (descriptor, "", seconds spent writing) or (None, fallback reason, seconds spent on
         a write whose lease was then lost, else 0)."""
         if t.batch is None:  # a computed tensor: the lane copies it in, GIL released
             desc, reason = self.rdma.export_array(t.array())
@@ -239,10 +246,12 @@ class Delivery:
 
     def _new_segment(self, nbytes: int, fill: Any,
                      outcome: Outcome) -> tuple[str | None, int, str]:
-        """(name, offset, "") of a delivered segment written by fill() (reused when the
-        registry reuses them: offset > 0), or (None, 0, why) when shm has no room for it:
-        "shm_cap" (--shm-max-outstanding-mb), "shm_share" (the caller's share of it),
-        "shm_full" (the tmpfs itself), "shm_fds" (no file descriptor left)."""
+        """Writes a delivered segment with fill(), when shm has room for it.
+
+        Returns (name, offset, "") of the segment (reused when the registry reuses them:
+        offset > 0), or (None, 0, why) when shm has no room for it: "shm_cap"
+        (--shm-max-outstanding-mb), "shm_share" (the caller's share of it), "shm_full" (the tmpfs
+        itself), "shm_fds" (no file descriptor left)."""
         try:
             name, offset = self.registry.deliver(nbytes, fill, caller=outcome.caller)
         except ShmQuotaError as exc:

@@ -1,5 +1,7 @@
-"""The server's command line: one source per setting. Each is a CLI flag whose default comes from
-its environment variable, else the built-in default shown in ``--help``."""
+"""The server's command line.
+
+One source per setting. Each is a CLI flag whose default comes from its environment variable, else
+the built-in default shown in ``--help``."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from .models import BACKENDS, split_backend
 
 
 def parse_model(spec: str) -> tuple[str, str]:
-    """NAME=FAMILY_OR_DIR[:BACKEND], or a bare family / folder (named after itself, without the
+    """Parses a --model spec into its name and source.
+
+    NAME=FAMILY_OR_DIR[:BACKEND], or a bare family / folder (named after itself, without the
     backend). The source keeps its :BACKEND suffix; models.split_backend reads it."""
     spec = spec.strip()
     if not spec:

@@ -1,6 +1,7 @@
-"""MediaItem -> encoded image bytes: inline data, data: URLs, and files under the allowed
-directories (resolved below the directory's fd with no symlink followed anywhere on the path,
-regular files only, size-capped)."""
+"""MediaItem -> encoded image bytes.
+
+Inline data, data: URLs, and files under the allowed directories (resolved below the directory's fd
+with no symlink followed anywhere on the path, regular files only, size-capped)."""
 
 from __future__ import annotations
 
@@ -137,8 +138,10 @@ def _openat2(dir_fd: int, rel: str) -> int | None:
 
 
 def _walk(dir_fd: int, rel: str) -> int:
-    """The fallback: one component at a time, each directory opened with O_NOFOLLOW relative
-    to its parent's fd, so no symlink anywhere on the path is followed."""
+    """The fallback.
+
+    One component at a time, each directory opened with O_NOFOLLOW relative to its parent's fd, so
+    no symlink anywhere on the path is followed."""
     parts = [p for p in rel.split("/") if p not in ("", ".")] or ["."]
     if ".." in parts:
         raise _Escape()
@@ -164,8 +167,9 @@ def _walk(dir_fd: int, rel: str) -> int:
 
 
 def open_beneath(root: str, rel: str) -> int:
-    """A read-only fd of root/rel that cannot resolve outside root; _Escape if the path holds
-    a symlink or climbs out, OSError otherwise."""
+    """A read-only fd of root/rel that cannot resolve outside root.
+
+    _Escape if the path holds a symlink or climbs out, OSError otherwise."""
     dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fd = _openat2(dir_fd, rel)

@@ -1,5 +1,7 @@
-"""The server's Prometheus metrics: its requests, stage latencies, transports and fallbacks, and
-the stats of its caches, pools and admission read at scrape time."""
+"""The server's Prometheus metrics.
+
+Its requests, stage latencies, transports and fallbacks, and the stats of its caches, pools and
+admission read at scrape time."""
 
 from __future__ import annotations
 

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import grpc
 
-from ..config import BACKENDS
 from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
-from ..processors.registry import check_config, make_processor, names
+from ..processors.config import BACKENDS
+from ..processors.loader import make_processor
+from ..processors.registry import check_config, names
 from .request_error import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -21,8 +22,9 @@ _MAX_VARIANTS = 64
 
 
 def split_backend(source: str) -> tuple[str, str | None]:
-    """FAMILY_OR_DIR[:BACKEND] -> (FAMILY_OR_DIR, BACKEND or None). A folder keeps a colon in its
-    name unless what follows the last one is a backend's name."""
+    """FAMILY_OR_DIR[:BACKEND] -> (FAMILY_OR_DIR, BACKEND or None).
+
+    A folder keeps a colon in its name unless what follows the last one is a backend's name."""
     head, sep, tail = source.rpartition(":")
     if sep and tail in BACKENDS:
         return head, tail

@@ -1,5 +1,6 @@
-"""The server's RDMA lane: when and whether the NIXL exporter runs, and why an item did not go
-by rdma.
+"""The server's RDMA lane.
+
+When and whether the NIXL exporter runs, and why an item did not go by rdma.
 
 The exporter starts at server start when rdma is the default transport, else on the first request
 that asks for rdma (in the background; items fall back meanwhile). Before touching NIXL in this
@@ -38,6 +39,7 @@ class RdmaLane:
 
     def start(self) -> bool:
         """Preflight + exporter, blocking (also when another thread already started them).
+
         True when the lane is ready. Never raises: any failure marks the lane unavailable."""
         with self._lock:
             if self._closing and self.state == "off":  # a request during shutdown: stay off
@@ -99,8 +101,10 @@ class RdmaLane:
         return self.exporter is not None
 
     def close(self) -> None:
-        """Stops the exporter. Called from the event loop: never waits for a start still in
-        progress (that start closes what it makes); the exporter's own close is bounded."""
+        """Stops the exporter.
+
+        Called from the event loop: never waits for a start still in progress (that start closes
+        what it makes); the exporter's own close is bounded."""
         with self._lock:
             self._closing = True
             exporter = self.exporter

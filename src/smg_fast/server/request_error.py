@@ -1,5 +1,6 @@
-"""The one exception the service turns into a gRPC status; a RESOURCE_EXHAUSTED one says whether
-trying again (here later, or on another replica) can help."""
+"""The one exception the service turns into a gRPC status.
+
+A RESOURCE_EXHAUSTED one says whether trying again (here later, or on another replica) can help."""
 
 from __future__ import annotations
 
@@ -25,5 +26,6 @@ class RequestError(Exception):
 
 
 class StoppedError(RequestError):
-    """The request's own stop (cancelled, past its deadline, cut by the drain): never another
-    request's answer, so a coalesced waiter that receives it computes for itself."""
+    """The request's own stop (cancelled, past its deadline, cut by the drain).
+
+    Never another request's answer, so a coalesced waiter that receives it computes for itself."""

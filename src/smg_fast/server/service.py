@@ -1,5 +1,7 @@
-"""The Preprocess work itself, run in a worker thread: parse, validate, decode, preprocess (through
-the pixel cache when on), deliver each tensor inline or in /dev/shm, serialize.
+"""The Preprocess work itself, run in a worker thread.
+
+Parse, validate, decode, preprocess (through the pixel cache when on), deliver each tensor inline or
+in /dev/shm, serialize.
 
 Every failure becomes a RequestError carrying its gRPC status; every shm segment created for a
 request that then fails is unlinked before the error leaves. A Ticket from the handler stops the
@@ -47,9 +49,10 @@ _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
 def _forget(exc: BaseException) -> None:
-    """Drops the locals of the frames a failed request's exception went through (a decoded
-    image, an output buffer): the exception may outlive this request (a coalesced waiter's,
-    a log record's), its buffers must not."""
+    """Drops the locals of the frames a failed request's exception went through.
+
+    Those hold a decoded image, an output buffer: the exception may outlive this request (a
+    coalesced waiter's, a log record's), its buffers must not."""
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
 
@@ -125,10 +128,11 @@ class PreprocessService:
 
     def preprocess(self, raw: bytes, received: float, outcome: Outcome | None = None,
                    ticket: Ticket | None = None) -> Outcome:
-        """Serves one request (in a worker thread); fills and returns outcome (its model and
-        transport are set as soon as known, for the caller's metrics). Raises RequestError only,
-        and a fresh one: its traceback does not reach the frames (and the big buffers) of the
-        work that failed."""
+        """Serves one request (in a worker thread).
+
+        Fills and returns outcome (its model and transport are set as soon as known, for the
+        caller's metrics). Raises RequestError only, and a fresh one: its traceback does not reach
+        the frames (and the big buffers) of the work that failed."""
         outcome = Outcome(b"") if outcome is None else outcome
         try:
             return self._serve(raw, received, outcome, Ticket() if ticket is None else ticket)
@@ -257,8 +261,10 @@ class PreprocessService:
         self.delivery.release(outcome)
 
     def _shm_allowed(self, requested: str, namespace: str) -> tuple[bool, str]:
-        """Whether items may go by shm: only to a caller that sees the server's /dev/shm (its
-        shm_namespace equals ours); and, for a request that asked for shm, why not."""
+        """Whether items may go by shm.
+
+        Only to a caller that sees the server's /dev/shm (its shm_namespace equals ours); and, for a
+        request that asked for shm, why not."""
         if requested == "inline":
             return False, ""
         if namespace == self.namespace:
@@ -271,9 +277,11 @@ class PreprocessService:
 
     def _admit(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, inline_budget: int,
                outcome: Outcome, timer: Timer) -> int:
-        """Reads the item's header and sizes its output (nothing decoded, nothing allocated),
-        then refuses it when the request's outputs would pass --max-output-mb or when it could
-        only go inline and does not fit what is left of the message (returned)."""
+        """Admits an item on its header alone, or refuses it.
+
+        Reads the item's header and sizes its output (nothing decoded, nothing allocated), then
+        refuses it when the request's outputs would pass --max-output-mb or when it could only go
+        inline and does not fit what is left of the message (returned)."""
         t0 = time.perf_counter()
         try:
             planned = proc.plan_batch(it.data, dtype)
@@ -310,10 +318,12 @@ class PreprocessService:
         return batch
 
     def _uncached(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Tensor:
-        """The item's tensor, to be computed into its destination: decoded there too when the
-        planned batch decodes while it computes (one JPEG: its decode overlaps its resize, and
-        a decode error surfaces from the write, after the destination was taken, which the
-        write's or the request's failure path gives back), else decoded here first."""
+        """The item's tensor, to be computed into its destination.
+
+        Decoded there too when the planned batch decodes while it computes (one JPEG: its decode
+        overlaps its resize, and a decode error surfaces from the write, after the destination was
+        taken, which the write's or the request's failure path gives back), else decoded here first.
+        """
         planned = it.planned
         if planned.decodes_while_computing:
             data = it.data
@@ -322,8 +332,9 @@ class PreprocessService:
 
     def _cached(self, fingerprint: str, it: _Item, dtype: str, timer: Timer,
                 ticket: Ticket) -> tuple[Tensor, float]:
-        """The item's tensor through the pixel cache, and the time it took (a miss computes
-        it, a coalesced wait waits for it)."""
+        """The item's tensor through the pixel cache, and the time it took.
+
+        A miss computes it, a coalesced wait waits for it."""
         assert self.cache is not None
         computed = 0.0
 

@@ -30,8 +30,10 @@ UNTRUSTED = "untrusted"  # a claim from a peer that is not a trusted router: ign
 
 
 def parse_networks(specs: Iterable[str]) -> list[_Network]:
-    """IP addresses or networks (``10.0.0.5``, ``10.0.0.0/24``, ``::1``); ValueError naming a
-    bad one (host names are refused: a peer is matched by the address it connects from)."""
+    """IP addresses or networks (``10.0.0.5``, ``10.0.0.0/24``, ``::1``).
+
+    ValueError naming a bad one (host names are refused: a peer is matched by the address it
+    connects from)."""
     out = []
     for spec in specs:
         try:
@@ -43,8 +45,9 @@ def parse_networks(specs: Iterable[str]) -> list[_Network]:
 
 
 def peer_address(peer: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The IP of a gRPC peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``); None for others
-    (unix sockets). An IPv4-mapped IPv6 address is its IPv4 one."""
+    """The IP of a gRPC peer string (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``).
+
+    None for others (unix sockets). An IPv4-mapped IPv6 address is its IPv4 one."""
     kind, _, rest = peer.partition(":")
     if kind == "ipv4":
         host = rest.rpartition(":")[0]

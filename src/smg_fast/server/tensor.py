@@ -1,5 +1,7 @@
-"""One item's encoder input on its way out of the server: a batch still to be computed (written
-straight into its destination, once) or a pixel-cache entry already computed (copied there)."""
+"""One item's encoder input on its way out of the server.
+
+A batch still to be computed (written straight into its destination, once) or a pixel-cache entry
+already computed (copied there)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..processors.base import PlannedBatch, PreparedBatch
+from ..processors.batch import PlannedBatch, PreparedBatch
 from .cache import CacheEntry
 
 

@@ -1,5 +1,6 @@
-"""A server on its own event loop thread: for tests, and for embedding in a synchronous
-program."""
+"""A server on its own event loop thread.
+
+For tests, and for embedding in a synchronous program."""
 
 from __future__ import annotations
 

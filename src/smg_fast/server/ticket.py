@@ -1,6 +1,7 @@
-"""The handler's word to the work of one request, which runs on a worker thread: stop (a code
-and a reason: cancelled, cut by the drain), and the RPC's deadline. The work checks it between
-items."""
+"""The handler's word to the work of one request, which runs on a worker thread.
+
+Stop (a code and a reason: cancelled, cut by the drain), and the RPC's deadline. The work checks it
+between items."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from .request_error import StoppedError
 
 
 class Ticket:
-    """The handler's word to the work: stop (a code and a reason), and the RPC's deadline (on
-    time.monotonic()). Plain attribute writes: safe to set from the event loop thread."""
+    """The handler's word to the work.
+
+    Stop (a code and a reason), and the RPC's deadline (on time.monotonic()). Plain attribute
+    writes: safe to set from the event loop thread."""
 
     def __init__(self, deadline: float | None = None) -> None:
         self.deadline = deadline

@@ -1,2 +1,4 @@
-"""The harness the tests and the benchmarks share: server processes, reference oracles and venvs,
-tiny model folders, engine runners (as ``numpy.testing`` ships numpy's)."""
+"""The harness the tests and the benchmarks share.
+
+Server processes, reference oracles and venvs, tiny model folders, engine runners (as
+``numpy.testing`` ships numpy's)."""

@@ -22,8 +22,10 @@ DIST = "smg-fast"
 
 
 def engine_python(name: str, repo: Path) -> Path:
-    """The python of engine name's venv (repo's .ci/venvs/name.txt: the pins live in the
-    repository, not in the installed package); raises OracleVenvMissing."""
+    """The python of engine name's venv.
+
+    Found from repo's .ci/venvs/name.txt: the pins live in the repository, not in the installed
+    package. Raises OracleVenvMissing."""
     return venv_python(repo / ".ci" / "venvs" / f"{name}.txt")
 
 

@@ -1,6 +1,8 @@
-"""Tiny local model folders for engine tests and benchmarks: a real family's image processor
-config, a small config.json, and a byte-level BPE tokenizer trained here with the family's
-special tokens and a chat template. No weights: the engines' preprocessing never loads them."""
+"""Tiny local model folders for engine tests and benchmarks.
+
+A real family's image processor config, a small config.json, and a byte-level BPE tokenizer trained
+here with the family's special tokens and a chat template. No weights: the engines' preprocessing
+never loads them."""
 
 from __future__ import annotations
 

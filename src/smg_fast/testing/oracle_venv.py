@@ -1,5 +1,7 @@
-"""Where the reference virtualenvs live: the path .ci/oracle_venv.sh makes for a pin file, found
-the same way by the tests and the benchmarks.
+"""Where the reference virtualenvs live.
+
+The path .ci/oracle_venv.sh makes for a pin file, found the same way by the tests and the
+benchmarks.
 
 A venv for ``.ci/venvs/NAME.txt`` lives at ``$SMG_FAST_VENV_CACHE/NAME-<first 12 hex digits of
 the sha256 of the pin file>`` (default cache ``~/.cache/smg-fast/venvs``), and counts as ready
@@ -42,8 +44,10 @@ def venv_python(pins: Path) -> Path:
 
 
 def torchvision_python(repo: Path) -> str:
-    """The torchvision oracle's python: SMG_FAST_TV_PYTHON when set, else the ready venv of
-    repo's .ci/venvs/torchvision.txt; raises OracleVenvMissing."""
+    """The torchvision oracle's python.
+
+    SMG_FAST_TV_PYTHON when set, else the ready venv of repo's .ci/venvs/torchvision.txt; raises
+    OracleVenvMissing."""
     override = os.environ.get(TV_PYTHON_ENV)
     if override:
         if not os.access(override, os.X_OK):

@@ -1,10 +1,18 @@
-"""transformers' Qwen image processors configured like the published hub configs: the oracles
-the tests and the benchmarks compare against. The configs are written out here independently
-of smg_fast's own tables, so a wrong built-in value cannot agree with itself."""
+"""The references the tests and the benchmarks compare smg-fast with, as the hub configs.
+
+They are configured like the published hub configs: transformers' Qwen image processors, and for
+Kimi-K2.5 (which transformers ships only as a torchvision class) the upstream MoonViT
+preprocessing written out in NumPy + Pillow. The configs and the arithmetic are written out here
+independently of smg_fast's own tables and code, so a wrong built-in value cannot agree with
+itself."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
+from PIL import Image
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
@@ -19,16 +27,30 @@ HUB_QWEN = {
                      std=[0.5] * 3),
 }
 
+# Kimi-K2.5's media_proc_cfg.
+HUB_KIMI = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14,
+                merge_kernel_size=2, image_mean=(0.5, 0.5, 0.5), image_std=(0.5, 0.5, 0.5))
+
+
+def qwen_kwargs(family: str, **overrides: Any) -> dict[str, Any]:
+    """transformers' Qwen2-VL constructor arguments for family's hub config.
+
+    min_pixels / max_pixels / patch_size are overridable (None keeps the hub's value).
+    """
+    cfg = {**HUB_QWEN[family], **{k: v for k, v in overrides.items() if v is not None}}
+    return dict(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+                patch_size=cfg["patch_size"], temporal_patch_size=2, merge_size=2,
+                image_mean=list(cfg["mean"]), image_std=list(cfg["std"]))
+
 
 def hf_qwen(cls: Any, family: str, **overrides: Any) -> Any:
-    """cls (Qwen2VLImageProcessorPil or the torchvision Qwen2VLImageProcessor) built from
-    family's hub config (min_pixels / max_pixels / patch_size overridable), and checked through
-    its attributes: a silently ignored keyword would make every comparison use the wrong
-    oracle."""
+    """cls built from family's hub config, and checked through its attributes.
+
+    cls is Qwen2VLImageProcessorPil or the torchvision Qwen2VLImageProcessor; min_pixels /
+    max_pixels / patch_size are overridable. The check matters: a silently ignored keyword would
+    make every comparison use the wrong oracle."""
     cfg = {**HUB_QWEN[family], **{k: v for k, v in overrides.items() if v is not None}}
-    proc = cls(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
-               patch_size=cfg["patch_size"], temporal_patch_size=2, merge_size=2,
-               image_mean=list(cfg["mean"]), image_std=list(cfg["std"]))
+    proc = cls(**qwen_kwargs(family, **overrides))
     assert proc.size["shortest_edge"] == cfg["min_pixels"]
     assert proc.size["longest_edge"] == cfg["max_pixels"]
     assert proc.patch_size == cfg["patch_size"]
@@ -36,3 +58,73 @@ def hf_qwen(cls: Any, family: str, **overrides: Any) -> Any:
     assert list(proc.image_mean) == list(cfg["mean"])
     assert list(proc.image_std) == list(cfg["std"])
     return proc
+
+
+def kimi_kwargs(cfg: dict[str, Any] = HUB_KIMI) -> dict[str, Any]:
+    """transformers' Kimi_K25ImageProcessor constructor arguments for a media_proc_cfg."""
+    side = cfg["patch_limit_on_one_side"]
+    return dict(size={"max_height": side, "max_width": side}, max_patches=cfg["in_patch_limit"],
+                patch_size=cfg["patch_size"], merge_size=cfg["merge_kernel_size"],
+                image_mean=list(cfg["image_mean"]), image_std=list(cfg["image_std"]))
+
+
+def kimi_sizes(w: int, h: int, cfg: dict[str, Any] = HUB_KIMI) -> tuple[int, int, int, int]:
+    """The upstream navit resize of a w x h image: (new_w, new_h, padded_w, padded_h).
+
+    Never upscales, truncates, caps each side at the per-side limit; pads to patch * merge."""
+    p = cfg["patch_size"]
+    side = cfg["patch_limit_on_one_side"]
+    pw = float(max(1, w // p))
+    ph = float(max(1, h // p))
+    scale = min(1.0, math.sqrt(cfg["in_patch_limit"] / (pw * ph)), side * p / w, side * p / h)
+    new_w = min(max(1, int(w * scale)), side * p)
+    new_h = min(max(1, int(h * scale)), side * p)
+    f = cfg["merge_kernel_size"] * p
+    return new_w, new_h, new_w + (f - new_w % f) % f, new_h + (f - new_h % f) % f
+
+
+def kimi_normalize(pixels: np.ndarray, mean: Any, std: Any) -> np.ndarray:
+    """The upstream normalize of uint8 pixels (..., 3), each step in float64 stored as float32.
+
+    x / 255.0 in float64 stored as float32, then in place minus the float64 mean and times the
+    float64 1.0 / std (np.array of the config's Python floats)."""
+    x = (pixels / 255.0).astype(np.float32)
+    mean64 = np.array(list(mean))
+    inv_std64 = 1.0 / np.array(list(std))
+    assert mean64.dtype == inv_std64.dtype == np.float64
+    x -= mean64
+    x *= inv_std64
+    assert x.dtype == np.float32
+    return x
+
+
+def kimi_upstream(image: Image.Image, cfg: dict[str, Any] = HUB_KIMI
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Kimi-K2.5's upstream preprocessing of one image: (pixel_values, grid).
+
+    convert("RGB") (alpha dropped, no EXIF), the navit resize with Pillow's BICUBIC, zero padding
+    right and bottom, normalize, patches [N, 3, P, P] in row-major order. Returns (pixel_values
+    float32, grid [[1, H/P, W/P]] int64)."""
+    p = cfg["patch_size"]
+    rgb = image.convert("RGB")
+    new_w, new_h, pad_w, pad_h = kimi_sizes(rgb.width, rgb.height, cfg)
+    resized = np.asarray(rgb.resize((new_w, new_h), Image.Resampling.BICUBIC))
+    canvas = np.zeros((pad_h, pad_w, 3), dtype=np.uint8)
+    canvas[:new_h, :new_w] = resized
+    x = kimi_normalize(canvas, cfg["image_mean"], cfg["image_std"])
+    gh, gw = pad_h // p, pad_w // p
+    chw = np.transpose(x, (2, 0, 1))
+    patches = chw.reshape(3, gh, p, gw, p).transpose(1, 3, 0, 2, 4).reshape(gh * gw, 3, p, p)
+    return np.ascontiguousarray(patches), np.array([[1, gh, gw]], dtype=np.int64)
+
+
+def kimi_upstream_batch(images: list[Image.Image], cfg: dict[str, Any] = HUB_KIMI
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """kimi_upstream of each image, concatenated as one call's output."""
+    parts = [kimi_upstream(im, cfg) for im in images]
+    return np.concatenate([a for a, _ in parts]), np.concatenate([g for _, g in parts])
+
+
+__all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_KIMI", "HUB_QWEN", "hf_qwen", "kimi_kwargs",
+           "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
+           "qwen_kwargs"]

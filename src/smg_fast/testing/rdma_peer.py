@@ -37,8 +37,9 @@ def payload(nbytes: int, seed: int) -> np.ndarray:
 
 
 class PeerProcess:
-    """Runs this module as a child process and drives it (tests and benchmarks). Thread-safe:
-    one command/answer pair at a time; every wait is bounded."""
+    """Runs this module as a child process and drives it (tests and benchmarks).
+
+    Thread-safe: one command/answer pair at a time; every wait is bounded."""
 
     def __init__(self, port: int = 0, **opts: object) -> None:
         argv = [sys.executable, "-m", "smg_fast.testing.rdma_peer", "--port", str(port)]
@@ -66,8 +67,9 @@ class PeerProcess:
             return self._line()
 
     def export(self, nbytes: int, seed: int = 0, op: str = "export") -> Any:
-        """A RemoteTensorHandle of payload(nbytes, seed), waiting (up to 60 s) for a free slot:
-        a pulled slot is freed by a notification that arrives a little later."""
+        """A RemoteTensorHandle of payload(nbytes, seed), waiting (up to 60 s) for a free slot.
+
+        A pulled slot is freed by a notification that arrives a little later."""
         from smg_fast._proto import tensor_pb2
 
         deadline = time.monotonic() + 60

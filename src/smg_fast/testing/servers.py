@@ -1,6 +1,7 @@
-"""Server (and router) processes on loopback for tests and benchmarks: a free port, start, wait
-until SERVING, stop (SIGTERM, then SIGKILL). One place for what the test suite, bench.latency
-and the fleet benchmarks all need."""
+"""Server (and router) processes on loopback for tests and benchmarks.
+
+A free port, start, wait until SERVING, stop (SIGTERM, then SIGKILL). One place for what the test
+suite, bench.latency and the fleet benchmarks all need."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def wait_serving(target: str, proc: subprocess.Popen | None = None,
                  timeout: float = 120.0) -> None:
-    """Polls target's health until SERVING; raises RuntimeError if proc exits first and
-    TimeoutError after timeout seconds."""
+    """Polls target's health until SERVING.
+
+    Raises RuntimeError if proc exits first and TimeoutError after timeout seconds."""
     import grpc
 
     from ..client import Client
@@ -57,8 +59,10 @@ class ServerProcess:
     def __init__(self, args: list[str] | tuple[str, ...] = (), *, env: dict[str, str] | None = None,
                  host: str = "127.0.0.1", port: int | None = None,
                  stderr: Any = subprocess.PIPE, address_flags: bool = True) -> None:
-        """address_flags=False: --host and --port are not passed (the process reads its
-        address from env or args; host and port say where that is)."""
+        """address_flags=False.
+
+        --host and --port are not passed (the process reads its address from env or args; host and
+        port say where that is)."""
         self.host = host
         self.port = port if port is not None else free_port(host)
         self.target = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
@@ -109,8 +113,9 @@ class ServerProcess:
 
 
 class RouterProcess(ServerProcess):
-    """``python -m smg_fast.router --worker ...`` on a free loopback port (SERVING once some
-    worker serves)::
+    """``python -m smg_fast.router --worker ...`` on a free loopback port.
+
+    It is SERVING once some worker serves::
 
         with RouterProcess([s.target for s in servers]) as router:
             Client(router.target).preprocess(...)

@@ -1,5 +1,6 @@
-"""Runs SGLang's own multimodal request processing on CPU, as its TokenizerManager does, inside
-SGLang's venv: ``python -m smg_fast.testing.sglang_runner JOBDIR``.
+"""Runs SGLang's own multimodal request processing on CPU, as its TokenizerManager does.
+
+It runs inside SGLang's venv: ``python -m smg_fast.testing.sglang_runner JOBDIR``.
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode", "folder", "server": ServerArgs overrides,
 "requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text"}]}], "repeat": timed
@@ -112,8 +113,10 @@ class _Engine:
                                                    request_obj=obj, max_req_input_len=32768)
 
     def rust_spec(self) -> str:
-        """The Rust path's parameters, resolved from SGLang's processor as its Rust server
-        resolves them (torchvision class: "aten_u8" resize, PIL class: "pil")."""
+        """The Rust path's parameters, resolved from SGLang's processor.
+
+        Resolved as SGLang's Rust server resolves them (torchvision class: "aten_u8" resize, PIL
+        class: "pil")."""
         ip = self.processor.image_processor
         size = getattr(ip, "size", None) or {}
         spec = {"family": "qwen_vl", "feature_shm": False,
@@ -157,8 +160,10 @@ def _rust_request(rust: Any, spec: str, req: dict[str, Any]) -> dict[str, list[n
 
 
 def _reference_request(engine: _Engine, req: dict[str, Any]) -> dict[str, list[np.ndarray]]:
-    """Each JPEG of a request decoded by Pillow and computed by the image processor SGLang
-    built, called directly (transformers' class when the plug-in is off)."""
+    """The reference outputs of a request, from the image processor SGLang built.
+
+    Each JPEG decoded by Pillow and computed by that processor, called directly (transformers' class
+    when the plug-in is off)."""
     from PIL import Image
 
     out: dict[str, list[np.ndarray]] = {"pixel_values": [], "image_grid_thw": []}

@@ -1,6 +1,8 @@
-"""Runs vLLM's own request rendering (chat template, tokenization, multimodal processor) on CPU,
-as its API server does, inside vLLM's venv: ``python .../smg_fast/testing/vllm_runner.py JOBDIR``
-(by path: it imports nothing from smg_fast, so it also runs where smg_fast cannot load).
+"""Runs vLLM's own request rendering on CPU, as its API server does, inside vLLM's venv.
+
+The rendering is the chat template, tokenization and multimodal processor. Run as ``python
+.../smg_fast/testing/vllm_runner.py JOBDIR`` (by path: it imports nothing from smg_fast, so it also
+runs where smg_fast cannot load).
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
 [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs", "timed":

@@ -1,7 +1,8 @@
-"""How tensors leave the process: TensorData encoding and reading, /dev/shm segments, and the
-RDMA lane over NIXL.
+"""How tensors leave the process.
 
-Dependencies point one way (tests/test_layout.py keeps it so), bottom first:
+TensorData encoding and reading, /dev/shm segments, and the RDMA lane over NIXL.
+
+Dependencies point one way (tests/package/test_layout.py keeps it so), bottom first:
 
 - ``errors``: TensorError and the shm errors; ``dtypes``: TensorData dtype names.
 - ``background``: slow releases off the request path.

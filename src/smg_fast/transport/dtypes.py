@@ -1,5 +1,6 @@
-"""TensorData dtype names and the numpy dtype that holds each one's bytes on the wire (shared
-by the shm/inline reader in :mod:`~smg_fast.transport.tensors` and the RDMA puller)."""
+"""TensorData dtype names and the numpy dtype that holds each one's bytes on the wire.
+
+Shared by the shm/inline reader in :mod:`~smg_fast.transport.tensors` and the RDMA puller."""
 
 from __future__ import annotations
 

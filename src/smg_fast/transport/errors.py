@@ -1,5 +1,7 @@
-"""Errors of the transport layer, at the bottom of it so that every other transport module
-(shm, tensors, rdma) can raise or catch them without importing one another.
+"""Errors of the transport layer.
+
+They sit at the bottom of it so that every other transport module (shm, tensors, rdma) can raise or
+catch them without importing one another.
 
 TensorError is the consumer's "this TensorData cannot be read" (a ValueError); the RDMA lane's
 :class:`~smg_fast.transport.rdma.errors.DescriptorError` is one too.
@@ -13,8 +15,9 @@ class TensorError(ValueError):
 
 
 class UntrustedSegmentError(TensorError):
-    """An shm handle naming a file that is not an smg-fast segment of a trusted producer
-    (another name pattern, or another owner): it is neither mapped nor unlinked."""
+    """An shm handle naming a file that is not an smg-fast segment of a trusted producer.
+
+    The file has another name pattern, or another owner; it is neither mapped nor unlinked."""
 
 
 class ShmNameError(ValueError):
@@ -22,8 +25,9 @@ class ShmNameError(ValueError):
 
 
 class ShmQuotaError(Exception):
-    """A new segment would exceed the registry's cap on unread bytes (``reason`` "cap") or
-    the caller's share of it ("share"). Nothing was created."""
+    """A new segment would exceed the registry's cap on unread bytes or the caller's share of it.
+
+    ``reason`` says which: "cap" or "share". Nothing was created."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)

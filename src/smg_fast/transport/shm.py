@@ -1,7 +1,9 @@
-"""The registry of this process's shm segments: who owns which, the cap on unread bytes, expiry
-and cleanup. Segments themselves: :mod:`smg_fast.transport.shm_segment`; names, producer
-liveness and the sweeper: :mod:`smg_fast.transport.shm_owner`. This module also gathers the
-public shm names in one place (``smg_fast.shm`` is its deprecated old path).
+"""The registry of this process's shm segments.
+
+Who owns which, the cap on unread bytes, expiry and cleanup. Segments themselves:
+:mod:`smg_fast.transport.shm_segment`; names, producer liveness and the sweeper:
+:mod:`smg_fast.transport.shm_owner`. This module also gathers the public shm names in one place
+(``smg_fast.shm`` is its deprecated old path).
 """
 
 from __future__ import annotations
@@ -100,8 +102,9 @@ class ShmRegistry:
         self.refused = 0
 
     def footprint(self, nbytes: int) -> int:
-        """The bytes a delivered nbytes tensor counts against the limits: its slab's size
-        when segments are reused, else nbytes."""
+        """The bytes a delivered nbytes tensor counts against the limits.
+
+        Its slab's size when segments are reused, else nbytes."""
         return self.slabs.size_class(nbytes) if self.slabs is not None else int(nbytes)
 
     @property
@@ -110,8 +113,9 @@ class ShmRegistry:
             return self._bytes
 
     def create(self, nbytes: int, caller: str = "") -> ShmSegment:
-        """An unpublished segment of nbytes, its bytes reserved against the caller's limits
-        (:class:`ShmQuotaError` otherwise). Hand it to ``publish`` once written, or to
+        """An unpublished segment of nbytes, its bytes reserved against the caller's limits.
+
+        Raises :class:`ShmQuotaError` otherwise. Hand it to ``publish`` once written, or to
         ``abandon``: ``write`` does all three."""
         if self.closed:
             raise RuntimeError("shm registry is closed (shutting down)")
@@ -126,8 +130,10 @@ class ShmRegistry:
         return seg
 
     def publish(self, seg: ShmSegment, caller: str = "") -> str:
-        """Names a written segment from ``create`` and owns it from then on (until its
-        consumer unlinks it, ``release``, the TTL or ``close``); returns its name."""
+        """Names a written segment from ``create`` and returns its name.
+
+        The registry owns it from then on (until its consumer unlinks it, ``release``, the TTL or
+        ``close``)."""
         nbytes = seg.nbytes
         try:
             if self.closed:
@@ -161,8 +167,10 @@ class ShmRegistry:
         return ""
 
     def _over_after_prune(self, nbytes: int, caller: str) -> str:
-        """Like ``_over``; over a limit, first counts the reads consumers made since the last
-        pressure prune of that scope (at most one per PRESSURE_PRUNE_S)."""
+        """Like ``_over``.
+
+        Over a limit, first counts the reads consumers made since the last pressure prune of that
+        scope (at most one per PRESSURE_PRUNE_S)."""
         with self._lock:
             over = self._over(nbytes, caller)
             scope = None if over == "cap" else caller
@@ -175,9 +183,10 @@ class ShmRegistry:
         return over
 
     def would_fit(self, nbytes: int, caller: str = "") -> str:
-        """"" when a segment of nbytes for caller would pass neither limit now, else the one it
-        would pass ("cap" or "share"). Advisory (lets a server refuse work before doing it):
-        ``create`` decides."""
+        """Which limit a segment of nbytes for caller would pass now, if any.
+
+        "" when it would pass neither limit now, else the one it would pass ("cap" or "share").
+        Advisory (lets a server refuse work before doing it): ``create`` decides."""
         if not self._over_after_prune(nbytes, caller):
             return ""
         with self._lock:
@@ -219,9 +228,10 @@ class ShmRegistry:
         return rec
 
     def write(self, nbytes: int, fill: Callable[[ShmSegment], None], caller: str = "") -> str:
-        """Creates an unnamed segment, lets fill() write it, names it, unmaps it (on the
-        background thread) and returns its name; on any failure the segment is gone before the
-        exception propagates."""
+        """Writes a new segment with fill() and returns its name.
+
+        Creates an unnamed segment, lets fill() write it, names it and unmaps it (on the background
+        thread); on any failure the segment is gone before the exception propagates."""
         seg = self.create(nbytes, caller)
         try:
             fill(seg)
@@ -234,8 +244,9 @@ class ShmRegistry:
 
     def deliver(self, nbytes: int, fill: Callable[[Any], None],
                 caller: str = "") -> tuple[str, int]:
-        """Like ``write``, from a reused segment when this registry reuses them (else a new
-        one); returns (name, offset of the tensor in the file)."""
+        """Like ``write``, from a reused segment when this registry reuses them (else a new one).
+
+        Returns (name, offset of the tensor in the file)."""
         if self.slabs is None:
             return self.write(nbytes, fill, caller), 0
         if self.closed:
@@ -275,9 +286,10 @@ class ShmRegistry:
         raise RuntimeError("shm registry is closed (shutting down)")
 
     def _reclaim(self, cap: int | None, limit: int = 64) -> int:
-        """Gives the slabs of class cap (None: any) whose public name is gone back to the pool
-        (the oldest first, at most limit looked at): deliveries under load find them without
-        waiting for a prune. Returns how many."""
+        """Gives the slabs of class cap whose public name is gone back to the pool.
+
+        cap None: any class. The oldest first, at most limit looked at: deliveries under load find
+        them without waiting for a prune. Returns how many."""
         with self._lock:
             recs = [(n, r) for n, r in self._owned.items()
                     if r.slab is not None and cap in (None, r.slab.capacity)][:limit]
@@ -310,8 +322,9 @@ class ShmRegistry:
             return list(self._owned)
 
     def prune(self) -> int:
-        """Forgets segments their consumers unlinked; unlinks expired ones. Returns how many
-        are still outstanding."""
+        """Forgets segments their consumers unlinked.
+
+        Unlinks expired ones. Returns how many are still outstanding."""
         return self._prune()
 
     def _prune(self, everyone: bool = True, caller: str = "") -> int:

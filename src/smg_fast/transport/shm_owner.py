@@ -54,8 +54,10 @@ def is_segment_name(name: str) -> bool:
 
 
 def shm_namespace(directory: str = SHM_DIR) -> str:
-    """``"<boot_id>:<st_dev of /dev/shm>"``: equal on both sides exactly when they see the same
-    /dev/shm (same kernel boot, same tmpfs mount), which is when the shm transport works."""
+    """``"<boot_id>:<st_dev of /dev/shm>"``.
+
+    Equal on both sides exactly when they see the same /dev/shm (same kernel boot, same tmpfs
+    mount), which is when the shm transport works."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
             boot = fh.read().strip()
@@ -69,8 +71,9 @@ def shm_namespace(directory: str = SHM_DIR) -> str:
 
 
 def _pidns_tag() -> str:
-    """8 hex digits naming this process's pid namespace (the pid fallback of the sweeper judges
-    only pids of its own namespace)."""
+    """8 hex digits naming this process's pid namespace.
+
+    The pid fallback of the sweeper judges only pids of its own namespace."""
     try:
         return f"{os.stat('/proc/self/ns/pid').st_ino & 0xFFFFFFFF:08x}"
     except OSError:
@@ -78,10 +81,11 @@ def _pidns_tag() -> str:
 
 
 def link_fd(fd: int, directory: str, name: str) -> None:
-    """Gives the unnamed (O_TMPFILE) file open at fd the name directory/name: linkat of
-    /proc/self/fd/N with AT_SYMLINK_FOLLOW, which needs no CAP_DAC_READ_SEARCH (unlike
-    AT_EMPTY_PATH). A destination directory descriptor is what makes CPython call linkat: with
-    plain paths it calls link(), which links the /proc symlink itself (EXDEV)."""
+    """Gives the unnamed (O_TMPFILE) file open at fd the name directory/name.
+
+    Linkat of /proc/self/fd/N with AT_SYMLINK_FOLLOW, which needs no CAP_DAC_READ_SEARCH (unlike
+    AT_EMPTY_PATH). A destination directory descriptor is what makes CPython call linkat: with plain
+    paths it calls link(), which links the /proc symlink itself (EXDEV)."""
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dfd, follow_symlinks=True)
@@ -90,9 +94,10 @@ def link_fd(fd: int, directory: str, name: str) -> None:
 
 
 def _locked_file(directory: str, path: str) -> int:
-    """A descriptor holding an exclusive flock on a new file at path. The file appears under its
-    name already locked (O_TMPFILE + link, else a private name + rename), so no sweeper ever
-    sees it unlocked while its producer lives."""
+    """A descriptor holding an exclusive flock on a new file at path.
+
+    The file appears under its name already locked (O_TMPFILE + link, else a private name + rename),
+    so no sweeper ever sees it unlocked while its producer lives."""
     flags = os.O_RDWR | os.O_CLOEXEC
     tmpfile = getattr(os, "O_TMPFILE", 0)
     if tmpfile:
@@ -147,8 +152,9 @@ class _Names:
             return f"{SHM_PREFIX}{self._pid}-{self._nonce}-{self._seq}"
 
     def reuse_dir(self, directory: str = SHM_DIR) -> str:
-        """A new name for a private directory of reused segments in directory
-        (``smg-fast-<pid>-<nonce>-reuse<n>``); first makes sure this process holds its lock
+        """A new name for a private directory of reused segments in directory.
+
+        Named ``smg-fast-<pid>-<nonce>-reuse<n>``; first makes sure this process holds its lock
         there, so that sweepers see it alive."""
         with self._lock:
             self._refresh()
@@ -184,8 +190,10 @@ class _Names:
         self._held[key] = (fd, path)
 
     def after_fork_in_child(self) -> None:
-        """The child closes its copies of the lock descriptors (a flock lives as long as any
-        descriptor of it: a child keeping them would keep its dead parent alive)."""
+        """Closes the child's copies of the lock descriptors.
+
+        A flock lives as long as any descriptor of it: a child keeping them would keep its dead
+        parent alive."""
         self._lock = threading.Lock()  # another thread may have held it at the fork
         for fd, _ in self._held.values():
             if fd >= 0:
@@ -197,8 +205,10 @@ class _Names:
         self._pid = -1
 
     def at_exit(self) -> None:
-        """Removes this process's lock files, except where its segments remain (so that the
-        next sweeper, in any pid namespace, can still tell they are orphans)."""
+        """Removes this process's lock files, except where its segments remain.
+
+        Those are kept so that the next sweeper, in any pid namespace, can still tell the segments
+        are orphans."""
         if os.getpid() != self._pid:
             return
         prefix = f"{SHM_PREFIX}{self._pid}-{self._nonce}-"
@@ -245,8 +255,9 @@ def pid_alive(pid: int) -> bool:
 
 
 def _dead_producer_lock(path: str, euid: int) -> int | None:
-    """A descriptor holding the lock at path when its producer is gone (the lock could be
-    taken); None while the producer lives, or when the file is not a lock file of ours."""
+    """A descriptor holding the lock at path when its producer is gone (the lock could be taken).
+
+    None while the producer lives, or when the file is not a lock file of ours."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -265,8 +276,10 @@ def _dead_producer_lock(path: str, euid: int) -> int | None:
 
 def _remove_owned(entries: list[os.DirEntry], euid: int,
                   is_kind: Callable[[int], bool]) -> list[str]:
-    """Removes this user's entries of one kind (stat.S_ISREG: segments, stat.S_ISDIR: private
-    directories of reused segments); never follows symlinks."""
+    """Removes this user's entries of one kind; returns their names.
+
+    stat.S_ISREG: segments, stat.S_ISDIR: private directories of reused segments. Never follows
+    symlinks."""
     removed = []
     for entry in entries:
         try:
@@ -284,11 +297,12 @@ def _remove_owned(entries: list[os.DirEntry], euid: int,
 
 
 def sweep_dead_segments(directory: str = SHM_DIR) -> list[str]:
-    """Unlinks the segments (and lock files, and private directories of reused segments) of
-    smg-fast producers that are gone; returns the names removed. A producer is gone when its
-    lock file is not locked, in whatever pid namespace it ran; a producer without a lock file
-    is judged by its pid, and only when it ran in this pid namespace. Only this user's regular
-    files (and directories) are touched; live producers' segments never are."""
+    """Unlinks the segments of smg-fast producers that are gone; returns the names removed.
+
+    Their lock files and private directories of reused segments go too. A producer is gone when its
+    lock file is not locked, in whatever pid namespace it ran; a producer without a lock file is
+    judged by its pid, and only when it ran in this pid namespace. Only this user's regular files
+    (and directories) are touched; live producers' segments never are."""
     euid = os.geteuid()
     own = _NAMES.producer()
     tag = _pidns_tag()

@@ -1,6 +1,8 @@
-"""Ready-made shm segments: created, space-reserved and mapped with their pages populated by a
-background thread, so a request writes into mapped memory instead of paying tmpfs page
-allocation and page faults (~2 GB/s, the dominant cost of a shm response) on its own path.
+"""Ready-made shm segments.
+
+Created, space-reserved and mapped with their pages populated by a background thread, so a request
+writes into mapped memory instead of paying tmpfs page allocation and page faults (~2 GB/s, the
+dominant cost of a shm response) on its own path.
 
 Segments come in size classes (the requested size rounded up to ``granule``); the pool keeps
 ``depth`` ready segments for the most recently requested classes that fit in ``budget_bytes``.
@@ -36,8 +38,9 @@ _POOLS: weakref.WeakSet[SegmentPool] = weakref.WeakSet()
 
 
 def ready_segment_names() -> set[str]:
-    """Names of the segments every live pool of this process holds ready (not handed out):
-    only where the filesystem lacks O_TMPFILE are ready segments named."""
+    """Names of the segments every live pool of this process holds ready (not handed out).
+
+    Only where the filesystem lacks O_TMPFILE are ready segments named."""
     return {name for pool in list(_POOLS) for name in pool.ready_names()}
 
 
@@ -109,8 +112,11 @@ class SegmentPool:
         return seg
 
     def _wanted(self, now: float) -> tuple[int | None, float]:
-        """The most recently requested class short of ready segments that fits the budget and
-        is not backing off, and how long until a backing-off class may be tried (lock held)."""
+        """Which class to make ready next, and how long a backing-off class still waits.
+
+        The class is the most recently requested one short of ready segments that fits the budget
+        and is not backing off; the wait is how long until a backing-off class may be tried. Lock
+        held."""
         wait = 1.0
         for cap in reversed(self._demand):
             if len(self._ready.get(cap, ())) < self.depth:

@@ -1,7 +1,8 @@
-"""Reused shm segments ("slabs"): tmpfs files the producer keeps open and mapped and delivers
-again and again under fresh names, so a shm response is written into memory that is already
-allocated and mapped, instead of a new file whose pages the kernel must zero and fault in
-(~2 GB/s, more than computing a 1080p tensor).
+"""Reused shm segments ("slabs").
+
+Tmpfs files the producer keeps open and mapped and delivers again and again under fresh names, so a
+shm response is written into memory that is already allocated and mapped, instead of a new file
+whose pages the kernel must zero and fault in (~2 GB/s, more than computing a 1080p tensor).
 
 Life of a slab:
 
@@ -88,8 +89,10 @@ class LeaseUnavailable(OSError):
 
 
 def _take_lease(fd: int) -> bool:
-    """A write lease on fd: True when granted, False while another open file description of
-    the file exists (a consumer still has it open or mapped)."""
+    """A write lease on fd.
+
+    True when granted, False while another open file description of the file exists (a consumer
+    still has it open or mapped)."""
     fcntl.fcntl(fd, fcntl.F_SETSIG, _LEASE_SIGNAL)  # dropping a lease resets it: every time
     try:
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
@@ -108,10 +111,11 @@ def _drop_lease(fd: int) -> None:
 
 
 class SlabPool:
-    """Idle slabs by size class (``size_class``), at most ``budget_bytes`` of them; delivered
-    ones belong to the caller (the registry) until it gives them back. At most ``max_open``
-    slabs live at once (default: ``default_max_open()``). Raises :class:`LeaseUnavailable` at
-    creation where leases do not work."""
+    """Idle slabs by size class (``size_class``), at most ``budget_bytes`` of them.
+
+    Delivered ones belong to the caller (the registry) until it gives them back. At most
+    ``max_open`` slabs live at once (default: ``default_max_open()``). Raises
+    :class:`LeaseUnavailable` at creation where leases do not work."""
 
     def __init__(self, budget_bytes: int, directory: str = SHM_DIR, *,
                  granule: int = GRANULE, max_open: int = 0) -> None:
@@ -143,11 +147,13 @@ class SlabPool:
     # ---- taking a slab to write ----
 
     def acquire(self, nbytes: int) -> Slab | None:
-        """A slab with room for nbytes, leased (nobody else has it open: write freely), reused
-        when an idle one of its class is free, else made; its bytes past the tensor are zeros.
-        None (counted ``declined``): no reuse for this one, write a fresh file (``max_open``
-        slabs live and none idle to evict, or making one failed with EMFILE, ENFILE, ENOMEM or
-        EBUSY). Raises OSError (ENOSPC...) when none can be made otherwise."""
+        """A leased slab with room for nbytes, or None for no reuse.
+
+        Leased: nobody else has it open, write freely. Reused when an idle one of its class is free,
+        else made; its bytes past the tensor are zeros. None (counted ``declined``): no reuse for
+        this one, write a fresh file (``max_open`` slabs live and none idle to evict, or making one
+        failed with EMFILE, ENFILE, ENOMEM or EBUSY). Raises OSError (ENOSPC...) when none can be
+        made otherwise."""
         cap = self.size_class(nbytes)
         with self._lock:
             if self._closed:
@@ -166,8 +172,9 @@ class SlabPool:
         return slab
 
     def _make_within_cap(self, cap: int) -> Slab | None:
-        """A new slab when one more fits under max_open (evicting the oldest idle slab of
-        any class to make room), else None."""
+        """A new slab when one more fits under max_open, else None.
+
+        The oldest idle slab of any class is evicted to make room."""
         evict = None
         with self._lock:
             if self._open >= self.max_open and self._idle_bytes > 0:
@@ -195,8 +202,10 @@ class SlabPool:
             raise
 
     def _first_free(self, cap: int, candidates: list[Slab]) -> Slab | None:
-        """The oldest idle slab whose lease is granted and that is unchanged, taken out of the
-        idle list; changed ones are dropped, busy ones stay."""
+        """The oldest usable idle slab, taken out of the idle list.
+
+        Usable: its lease is granted and it is unchanged. Changed ones are dropped, busy ones
+        stay."""
         for slab in candidates:
             with self._lock:
                 idle = self._idle.get(cap)
@@ -306,8 +315,9 @@ class SlabPool:
         self.give_back(slab)
 
     def give_back(self, slab: Slab) -> None:
-        """A delivered slab whose public name is gone (or one never delivered): idle, within
-        the budget (the oldest idle ones are dropped first)."""
+        """A delivered slab whose public name is gone (or one never delivered).
+
+        Idle, within the budget (the oldest idle ones are dropped first)."""
         slab.name = ""
         slab.idle_since = time.monotonic()
         drop = []
@@ -362,8 +372,10 @@ class SlabPool:
         call_later(close_mapping, slab.mm)  # unmapping 50 MB takes milliseconds
 
     def close(self) -> int:
-        """Drops every idle slab and removes the private directory (delivered slabs must have
-        been dropped by their holder first); returns how many idle ones there were."""
+        """Drops every idle slab and removes the private directory.
+
+        Delivered slabs must have been dropped by their holder first. Returns how many idle ones
+        there were."""
         with self._lock:
             self._closed = True
             idle = [s for q in self._idle.values() for s in q]
@@ -389,8 +401,10 @@ class SlabPool:
 
 
 def _remove_dirs_at_exit() -> None:
-    """A process exiting with pools still open removes their private directories (their
-    files vanish with its descriptors); delivered segments stay for their consumers."""
+    """Removes the private directories of pools still open at exit.
+
+    Their files vanish with the exiting process's descriptors; delivered segments stay for their
+    consumers."""
     for pool in list(_POOLS):
         if pool.dir_name and pool.pid == os.getpid():
             shutil.rmtree(os.path.join(pool.directory, pool.dir_name), ignore_errors=True)
@@ -400,8 +414,9 @@ atexit.register(_remove_dirs_at_exit)
 
 
 def _probe(directory: str) -> None:
-    """Raises LeaseUnavailable (or OSError) unless an unnamed file in directory can be
-    leased: reuse is only safe with leases."""
+    """Raises LeaseUnavailable (or OSError) unless an unnamed file in directory can be leased.
+
+    Reuse is only safe with leases."""
     if not getattr(os, "O_TMPFILE", 0) or not hasattr(fcntl, "F_SETLEASE"):
         raise LeaseUnavailable(errno.ENOTSUP, "no O_TMPFILE or file leases on this platform")
     try:

@@ -48,9 +48,10 @@ def _ram_bytes() -> int:
 
 
 def default_outstanding_cap(directory: str = SHM_DIR) -> int:
-    """Half of the smaller of the tmpfs holding directory and physical memory (tmpfs pages are
-    memory; /dev/shm is often sized above it): room is left for the segment pool and for other
-    users of the tmpfs."""
+    """Half of the smaller of the tmpfs holding directory and physical memory.
+
+    tmpfs pages are memory, and /dev/shm is often sized above it. Room is left for the segment pool
+    and for other users of the tmpfs."""
     sizes = [b for b in (tmpfs_bytes(directory), _ram_bytes()) if b > 0]
     return min(sizes) // 2 if sizes else 1 << 30
 
@@ -91,9 +92,10 @@ class ShmSegment:
             self._close_fd()
 
     def publish(self) -> str:
-        """Gives the segment its name in its directory (the first free one of this process's
-        sequence: a same-user process may have taken a predictable name first) and returns it.
-        The producer must not write into the segment after this."""
+        """Gives the segment its name in its directory and returns it.
+
+        The name is the first free one of this process's sequence: a same-user process may have
+        taken a predictable name first. The producer must not write into the segment after this."""
         if self.published:
             return self.name
         if self._fd < 0:
@@ -117,8 +119,9 @@ class ShmSegment:
             self._fd = -1
 
     def close(self) -> None:
-        """Unmaps (a published file stays; an unpublished one is gone once unmapped). Every
-        array() view must be gone first."""
+        """Unmaps (a published file stays; an unpublished one is gone once unmapped).
+
+        Every array() view must be gone first."""
         self._close_fd()
         if self._mm is not None:
             self._mm.close()
@@ -134,8 +137,9 @@ class ShmSegment:
             _unlink_quiet(self.path)
 
     def close_later(self) -> None:
-        """Unmaps on the background thread (unmapping tens of MB costs milliseconds); a view
-        still alive then keeps the mapping until it is dropped."""
+        """Unmaps on the background thread (unmapping tens of MB costs milliseconds).
+
+        A view still alive then keeps the mapping until it is dropped."""
         self._close_fd()
         if self._mm is not None:
             call_later(close_mapping, self._mm)
@@ -159,9 +163,11 @@ def close_mapping(mm: mmap.mmap) -> None:
 
 def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = False,
                    keep_fd: bool = False) -> ShmSegment:
-    """A new read-only (0400) file of nbytes on the filesystem of directory, space reserved (so
-    a full tmpfs fails here with ENOSPC instead of SIGBUS later) and mapped read-write through
-    the descriptor opened at creation (``populate``: with its page table filled in advance).
+    """A new read-only (0400) file of nbytes on the filesystem of directory, mapped read-write.
+
+    Its space is reserved (so a full tmpfs fails here with ENOSPC instead of SIGBUS later) and it is
+    mapped through the descriptor opened at creation (``populate``: with its page table filled in
+    advance).
 
     The file is unnamed (O_TMPFILE) until ``publish``, which needs the descriptor: it stays
     open until then. Where O_TMPFILE is missing, the file is created under its final name and

@@ -1,5 +1,6 @@
-"""One reused shm segment (a "slab": see :mod:`smg_fast.transport.shm_reuse`), its size
-classes, and how many may be open at once."""
+"""One reused shm segment, its size classes, and how many may be open at once.
+
+A reused segment is a "slab": see :mod:`smg_fast.transport.shm_reuse`."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ PAGE = mmap.PAGESIZE
 
 
 class Slab:
-    """One reusable file: the producer's descriptor and mapping, its private name, and the
-    public name and tensor size of its current delivery."""
+    """One reusable file.
+
+    The producer's descriptor and mapping, its private name, and the public name and tensor size of
+    its current delivery."""
 
     __slots__ = ("fd", "mm", "capacity", "ino", "key", "name", "nbytes", "dirty", "idle_since",
                  "uses")
@@ -47,17 +50,21 @@ class Slab:
 
 
 def size_class(nbytes: int, granule: int = GRANULE) -> int:
-    """The tmpfs bytes a slab for an nbytes tensor takes: ``HEADER`` + nbytes rounded up to a
-    quarter of its power of two (at least a page, at most ``granule``), so a class wastes under
-    a quarter (and under one granule) while near sizes still share slabs."""
+    """The tmpfs bytes a slab for an nbytes tensor takes.
+
+    ``HEADER`` + nbytes rounded up to a quarter of its power of two (at least a page, at most
+    ``granule``), so a class wastes under a quarter (and under one granule) while near sizes still
+    share slabs."""
     total = HEADER + max(int(nbytes), 1)
     step = min(granule, max(PAGE, 1 << max(total.bit_length() - 3, 0)))
     return -(-total // step) * step
 
 
 def default_max_open() -> int:
-    """Live slabs allowed: an eighth of the soft ``RLIMIT_NOFILE`` (two descriptors each, so a
-    quarter of the process's descriptors), at least 4."""
+    """Live slabs allowed.
+
+    An eighth of the soft ``RLIMIT_NOFILE`` (two descriptors each, so a quarter of the process's
+    descriptors), at least 4."""
     try:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (OSError, ValueError):

@@ -59,8 +59,10 @@ def shm_tensor_data(name: str, shape: tuple[int, ...], dtype: str, nbytes: int,
 
 def to_tensor_data(array: np.ndarray, dtype: str | None = None, transport: str = "inline",
                    registry: ShmRegistry | None = None) -> Any:
-    """Encodes an array as TensorData (``dtype``: the TensorData dtype name, e.g. "bfloat16"
-    for a uint16 array of bfloat16 bits; default the array's own)."""
+    """Encodes an array as TensorData.
+
+    ``dtype``: the TensorData dtype name, e.g. "bfloat16" for a uint16 array of bfloat16 bits;
+    default the array's own."""
     name, np_dtype = tensor_dtype(dtype or array.dtype.name)
     src = np.ascontiguousarray(array)
     if src.dtype.str != np_dtype.str:

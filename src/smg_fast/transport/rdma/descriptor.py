@@ -22,8 +22,10 @@ _HEADER = struct.Struct("<QIIQQQ")  # magic, version, reserved, generation, payl
 
 @dataclass(frozen=True)
 class Descriptor:
-    """Where a tensor waits: exporter agent and metadata endpoint, frame address and length in
-    the exporter's arena, payload size, the lease's generation and its key (the free tag)."""
+    """Where a tensor waits.
+
+    Exporter agent and metadata endpoint, frame address and length in the exporter's arena, payload
+    size, the lease's generation and its key (the free tag)."""
 
     agent: str
     host: str

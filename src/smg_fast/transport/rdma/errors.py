@@ -27,13 +27,17 @@ class ExportRefused(RdmaError):
 
 
 class DescriptorError(RdmaError, TensorError):
-    """A RemoteTensorHandle (or its descriptor) that is malformed, of an unknown version, or
-    does not match its TensorData's shape and dtype. A TensorError, hence a ValueError."""
+    """A RemoteTensorHandle (or its descriptor) that cannot be read.
+
+    It is malformed, of an unknown version, or does not match its TensorData's shape and dtype. A
+    TensorError, hence a ValueError."""
 
 
 class ForeignHandleError(DescriptorError):
-    """A RemoteTensorHandle of another transport (``transport`` names it), e.g. smg's own "nixl"
-    descriptors: not an smg-fast handle, refused before its descriptor is parsed."""
+    """A RemoteTensorHandle of another transport (``transport`` names it).
+
+    Such as smg's own "nixl" descriptors: not an smg-fast handle, refused before its descriptor is
+    parsed."""
 
     def __init__(self, transport: str, expected: str) -> None:
         super().__init__(f"remote transport {transport!r} is not smg-fast's ({expected!r}): "
@@ -47,4 +51,5 @@ class PullError(RdmaError):
 
 class StaleSlotError(PullError):
     """The slot no longer holds the handle's tensor (reaped and reused, or its exporter restarted).
+
     Nothing was returned; ask the server again."""

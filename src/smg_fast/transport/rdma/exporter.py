@@ -43,8 +43,10 @@ _MAX_NOTIF = 256  # a key is 32 hex characters; longer notifications are not our
 
 
 class ExportLease:
-    """A leased slot being written. ``array()`` is the payload region; ``commit()`` returns the
-    descriptor to send; ``abort()`` frees the slot unused. One of the two must be called."""
+    """A leased slot being written.
+
+    ``array()`` is the payload region; ``commit()`` returns the descriptor to send; ``abort()``
+    frees the slot unused. One of the two must be called."""
 
     def __init__(self, exporter: Exporter, key: str, info: dict[str, int]) -> None:
         self._exporter = exporter
@@ -172,8 +174,10 @@ class Exporter:
         return bool(self.arena.free(key))
 
     def advance_reap_clock(self, seconds: float) -> None:
-        """Makes the reaper judge leases as if `seconds` more had passed (tests: a TTL that
-        starts counting once the test has checked what it must see before it)."""
+        """Makes the reaper judge leases as if `seconds` more had passed.
+
+        For tests: a TTL that starts counting once the test has checked what it must see before
+        it."""
         self._reap_ahead_s = float(seconds)
         self._wake()
 
@@ -252,10 +256,11 @@ class Exporter:
             pass
 
     def close(self, join_timeout_s: float = 2.0) -> None:
-        """Stops the thread and deregisters the arena (leases still out are dropped). The thread
-        is woken and normally ends within one poll; if it does not end within join_timeout_s
-        (stuck in a NIXL call), nothing it may still use is freed here: it frees them itself
-        when it ends, or the process exit does."""
+        """Stops the thread and deregisters the arena (leases still out are dropped).
+
+        The thread is woken and normally ends within one poll; if it does not end within
+        join_timeout_s (stuck in a NIXL call), nothing it may still use is freed here: it frees them
+        itself when it ends, or the process exit does."""
         if self._closed:
             return
         self._closed = True
@@ -287,9 +292,10 @@ class Exporter:
 
 
 def call_arena(fn: Any, key: str, arg: Any) -> tuple[str, dict[str, int] | None]:
-    """(key, fn(key, arg)) with the arena's failures typed: a payload too large for a slot is
-    ExportRefused("too_large"); the kernel refusing random bytes (getrandom) or memory is
-    ExportRefused("arena_error"), which the lane counts as a fallback."""
+    """(key, fn(key, arg)) with the arena's failures typed.
+
+    A payload too large for a slot is ExportRefused("too_large"); the kernel refusing random bytes
+    (getrandom) or memory is ExportRefused("arena_error"), which the lane counts as a fallback."""
     try:
         return key, fn(key, arg)
     except ValueError as exc:

@@ -1,6 +1,8 @@
-"""The puller's landing memory: the registered pool its READs land in, the buffers handed out
-of it (a landing slot or a one-off registered buffer), and the array base object that gives a
-buffer back when the last reference to a returned array is dropped."""
+"""The puller's landing memory.
+
+The registered pool its READs land in, the buffers handed out of it (a landing slot or a one-off
+registered buffer), and the array base object that gives a buffer back when the last reference to a
+returned array is dropped."""
 
 from __future__ import annotations
 
@@ -49,8 +51,9 @@ class Holder:
 
 
 def landing_pool(nbytes: int, pin_memory: bool) -> tuple[np.ndarray, Any]:
-    """The landing pool's memory (uint8) and the object that keeps it alive (a pinned torch
-    tensor, or None)."""
+    """The landing pool's memory (uint8) and the object that keeps it alive.
+
+    That object is a pinned torch tensor, or None."""
     if pin_memory:
         try:
             import torch
@@ -66,8 +69,10 @@ def landing_pool(nbytes: int, pin_memory: bool) -> tuple[np.ndarray, Any]:
 
 
 def aligned_empty(nbytes: int, align: int) -> np.ndarray:
-    """Page-aligned like the exporter's frames: UCX's cma copy runs at about half speed when
-    source and destination are not equally aligned (measured, 24 MiB: 12 vs 5.5 GB/s)."""
+    """Page-aligned like the exporter's frames.
+
+    UCX's cma copy runs at about half speed when source and destination are not equally aligned
+    (measured, 24 MiB: 12 vs 5.5 GB/s)."""
     raw = np.empty(nbytes + align, dtype=np.uint8)
     start = (-raw.ctypes.data) % align
     return raw[start:start + nbytes]

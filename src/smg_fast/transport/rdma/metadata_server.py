@@ -1,5 +1,7 @@
-"""The exporter's metadata service: hands its NIXL agent metadata to pullers that connect to the
-listening socket, driven by the exporter's selector loop."""
+"""The exporter's metadata service.
+
+Hands its NIXL agent metadata to pullers that connect to the listening socket, driven by the
+exporter's selector loop."""
 
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ class _MetaConn:
 
 
 class MetadataServer:
-    """Answers metadata requests on a non-blocking listening socket, driven by its owner's
-    selector loop (``handle`` once per select). Never blocks on a peer: each connection has an
-    absolute deadline, and when a cap is reached a connection is closed to make room, so idle or
-    slow peers can delay a new puller by at most one deadline, never lock it out.
+    """Answers metadata requests on a non-blocking listening socket.
+
+    Its owner's selector loop drives it (``handle`` once per select). Never blocks on a peer: each
+    connection has an absolute deadline, and when a cap is reached a connection is closed to make
+    room, so idle or slow peers can delay a new puller by at most one deadline, never lock it out.
 
     Connections are tracked by identity, never by file descriptor: closing one to make room
     frees its fd number, which the next accept in the same batch may get, while the batch still
@@ -57,8 +60,10 @@ class MetadataServer:
         sel.register(sock, selectors.EVENT_READ, self)
 
     def handle(self, ready: list[tuple[selectors.SelectorKey, int]], now: float) -> None:
-        """Processes one select() batch: connections first (a request already sent is answered
-        before any eviction), then new connections, then deadlines."""
+        """Processes one select() batch.
+
+        Connections first (a request already sent is answered before any eviction), then new
+        connections, then deadlines."""
         accept = False
         for sk, events in ready:
             if sk.data is self:
@@ -71,9 +76,11 @@ class MetadataServer:
         self.expire(now)
 
     def accept(self, now: float) -> None:
-        """Takes every pending connection. A full table (total, or this peer's share) first
-        advances the connections that may hold a request, then closes one that has sent nothing
-        (the oldest), else the oldest; never the new one."""
+        """Takes every pending connection.
+
+        A full table (total, or this peer's share) first advances the connections that may hold a
+        request, then closes one that has sent nothing (the oldest), else the oldest; never the new
+        one."""
         while True:
             try:
                 sock, addr = self.sock.accept()
@@ -101,8 +108,9 @@ class MetadataServer:
             self.drop(next((c for c in crowd if c.idle), crowd[0]))
 
     def _crowd(self, peer: str) -> list[_MetaConn]:
-        """The connections one of which must go before peer's new one fits (oldest first), or
-        none when it fits."""
+        """The connections one of which must go before peer's new one fits.
+
+        Oldest first; none when it fits."""
         mine = [c for c in self.conns if c.peer == peer]
         if len(mine) >= MAX_METADATA_PER_PEER:
             return mine

@@ -37,8 +37,10 @@ def load_nixl() -> Any:
 
 
 def make_agent(nixl: Any, name: str) -> Any:
-    """A UCX agent with NIXL's progress and listener threads off (the progress thread spins a
-    whole core; the listener binds every interface). Callers drive progress by polling."""
+    """A UCX agent with NIXL's progress and listener threads off.
+
+    The progress thread spins a whole core; the listener binds every interface. Callers drive
+    progress by polling."""
     try:
         cfg = nixl.nixl_agent_config(enable_prog_thread=False, enable_listen_thread=False,
                                      backends=["UCX"])

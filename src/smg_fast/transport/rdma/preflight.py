@@ -1,8 +1,9 @@
-"""``python -m smg_fast.transport.rdma.preflight``: checks in a throw-away process that NIXL
-imports, makes a UCX agent and registers memory. The server runs it before touching NIXL itself,
-so a broken install (a missing library, an abort inside UCX) disables the RDMA lane instead of
-the process.
-Prints one JSON line: {"ok": true} or {"ok": false, "reason": ..., "detail": ...}.
+"""``python -m smg_fast.transport.rdma.preflight``.
+
+Checks in a throw-away process that NIXL imports, makes a UCX agent and registers memory. The server
+runs it before touching NIXL itself, so a broken install (a missing library, an abort inside UCX)
+disables the RDMA lane instead of the process. Prints one JSON line: {"ok": true} or {"ok": false,
+"reason": ..., "detail": ...}.
 """
 
 from __future__ import annotations

@@ -53,9 +53,11 @@ class Puller:
                  metadata_timeout_s: float = DEFAULT_METADATA_TIMEOUT_S,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        """Raises RdmaUnavailable when NIXL cannot be used. ``pin_memory`` allocates the landing
-        pool as page-locked torch memory (needs torch with CUDA) so results copy to a GPU fast.
-        ``max_bytes``: handles naming a larger tensor are refused before anything is allocated."""
+        """Raises RdmaUnavailable when NIXL cannot be used.
+
+        ``pin_memory`` allocates the landing pool as page-locked torch memory (needs torch with
+        CUDA) so results copy to a GPU fast. ``max_bytes``: handles naming a larger tensor are
+        refused before anything is allocated."""
         if (slots < 0 or slot_bytes < 4096 or timeout_s <= 0 or chunk_bytes < 0
                 or max_bytes < 1):
             raise ValueError("need slots >= 0, slot_bytes >= 4096, timeout_s > 0, "
@@ -193,8 +195,10 @@ class Puller:
         return Buffer(self._returned, arr, -1, reg)
 
     def _reclaim(self) -> None:
-        """Takes back the buffers released since the last call (see Buffer.release), and the
-        quarantined ones whose timed-out transfers have since settled."""
+        """Takes back the buffers that are free again.
+
+        Those released since the last call (see Buffer.release), and the quarantined ones whose
+        timed-out transfers have since settled."""
         while True:
             try:
                 buf = self._returned.popleft()
@@ -218,8 +222,9 @@ class Puller:
                 _quiet(self._agent.deregister_memory, buf.reg)
 
     def _settle_quarantine(self) -> None:
-        """A quarantined buffer is reusable once every transfer into it reports DONE or ERR: then
-        nothing can land in it any more, and its handles can be released."""
+        """A quarantined buffer is reusable once every transfer into it reports DONE or ERR.
+
+        Then nothing can land in it any more, and its handles can be released."""
         with self._pool_lock:
             held, self._quarantine = self._quarantine, []
         keep = []
@@ -275,10 +280,11 @@ class Puller:
         self._notifier.send(peer, key)
 
     def _peer(self, desc: Descriptor, failed: Peer | None, deadline: float) -> Peer:
-        """The connected exporter at the handle's address, fetching its metadata when unknown,
-        when the handle names another agent, or when `failed` (a connection that just failed a
-        READ) is still the one registered. One fetch per address at a time; other addresses and
-        pulls over the current connection are not held up."""
+        """The connected exporter at the handle's address.
+
+        Fetches its metadata when unknown, when the handle names another agent, or when `failed` (a
+        connection that just failed a READ) is still the one registered. One fetch per address at a
+        time; other addresses and pulls over the current connection are not held up."""
         where = (desc.host, desc.port)
         peer = self._peers.get(where)
         if peer is not None and peer.name == desc.agent and peer is not failed:
@@ -319,9 +325,11 @@ class Puller:
         return peer
 
     def _fetch(self, desc: Descriptor, deadline: float) -> tuple[str, bytes]:
-        """The exporter's (name, metadata). A connection the exporter closed before answering
-        (it makes room that way when a connect flood fills its table) is retried, twice at most
-        and within the deadline; refused or timed-out connections are not."""
+        """The exporter's (name, metadata).
+
+        A connection the exporter closed before answering (it makes room that way when a connect
+        flood fills its table) is retried, twice at most and within the deadline; refused or
+        timed-out connections are not."""
         for attempt in range(3):
             timeout = max(0.05, min(self.metadata_timeout_s, deadline - time.monotonic()))
             try:

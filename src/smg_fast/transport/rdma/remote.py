@@ -1,5 +1,7 @@
-"""What a RemoteTensorHandle says: parsing and checking a handle (or the TensorData carrying it)
-against its descriptor, and casting a pulled payload to what the caller asked for."""
+"""What a RemoteTensorHandle says.
+
+Parsing and checking a handle (or the TensorData carrying it) against its descriptor, and casting a
+pulled payload to what the caller asked for."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from .errors import DescriptorError, ForeignHandleError
 
 
 def parse_remote(tensor: Any) -> tuple[Descriptor, tuple[int, ...], str, np.dtype]:
-    """(descriptor, shape, dtype name, numpy dtype) of a TensorData with a remote payload or of a
-    bare RemoteTensorHandle (flat uint8); DescriptorError when they are malformed or disagree."""
+    """Parses the descriptor, shape and dtypes of a remote payload.
+
+    Returns (descriptor, shape, dtype name, numpy dtype) of a TensorData with a remote payload or of
+    a bare RemoteTensorHandle (flat uint8); DescriptorError when they are malformed or disagree."""
     if hasattr(tensor, "WhichOneof") and hasattr(tensor, "shape"):  # TensorData
         if tensor.WhichOneof("payload") != "remote":
             raise DescriptorError("TensorData has no remote payload")

@@ -1,0 +1,230 @@
+"""A processor call's images between sizing and computing, written once into a destination.
+
+``PlannedBatch``: headers read, output sized, nothing decoded; ``PreparedBatch``: decoded. Each
+writes into a destination the caller may choose before the tensor is written."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from typing import Any, Protocol
+
+import numpy as np
+
+from .. import _native
+from .._dtypes import DTYPES
+from ..errors import OutputTooLargeError
+from ..imaging import decoders
+from ..imaging.media import ImageHeader, Pixels
+from .config import ProcessorConfig
+from .decode_pool import decode_all, decode_iter
+from .plan import Plan
+
+# No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
+# absurd min_pixels gets a typed error, not a failed allocation.
+ADDRESSABLE = 1 << 48
+_RGB = _native.PixelFormat.RGB
+
+
+class Planner(Protocol):
+    """What a batch asks of the processor that made it (processors/processor.py)."""
+
+    config: ProcessorConfig
+
+    def plan(self, width: int, height: int, index: int = 0) -> Plan: ...
+
+    def pipeline(self, dtype: str) -> _native.Pipeline: ...
+
+    def _layout(self) -> tuple[int, int]: ...
+
+    def _pixel_shape(self, rows: int) -> tuple[int, ...]: ...
+
+
+class _Sized:
+    """Output geometry shared by a planned and a prepared batch."""
+
+    def _size(self, proc: Planner, plans: list[Plan], dtype: str) -> None:
+        self._proc = proc
+        self.plans = plans
+        self.dtype = dtype
+        self.np_dtype = DTYPES[dtype][1]
+        merge, temporal = proc._layout()
+        p = proc.config.patch_size
+        self.row_elems = 3 * temporal * p * p
+        self.rows = [pl.grid_h * pl.grid_w for pl in plans]
+        self.shape = proc._pixel_shape(sum(self.rows))
+        self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
+        self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
+        self.num_tokens = self.grid[:, 1] * self.grid[:, 2] // (proc.config.merge_size**2)
+
+    def item_shape(self, index: int) -> tuple[int, ...]:
+        """Shape of one image's slice of pixel_values."""
+        return self._proc._pixel_shape(self.rows[index])
+
+
+class PlannedBatch(_Sized):
+    """Images whose headers were read and whose output is sized; nothing decoded yet.
+
+    The sizes do not depend on an EXIF orientation the header did not show (a rotation by 90
+    degrees swaps the grid's sides, never its cell count), so ``nbytes`` is exact.
+    """
+
+    def __init__(self, proc: Planner, headers: list[ImageHeader], plans: list[Plan],
+                 dtype: str) -> None:
+        self._headers = headers
+        self.decode_seconds = 0.0  # see write_into
+        self._size(proc, plans, dtype)
+
+    def check_nbytes(self, limit: int) -> None:
+        """Raises OutputTooLargeError when the output exceeds limit bytes.
+
+        The error names the first image whose output crosses the limit."""
+        if self.nbytes <= limit:
+            return
+        per_row = self.row_elems * self.np_dtype.itemsize
+        total = 0
+        for i, rows in enumerate(self.rows):
+            total += rows * per_row
+            if total > limit:
+                raise OutputTooLargeError(i, self.nbytes, limit)
+
+    def decode(self) -> PreparedBatch:
+        """Decodes every image (once; the headers are consumed either way)."""
+        try:
+            pixels = decode_all(self._headers)
+        finally:
+            self.close()
+        proc = self._proc
+        plans = [proc.plan(px.width, px.height, i) for i, px in enumerate(pixels)]
+        batch = PreparedBatch(proc, pixels, plans, self.dtype)
+        if batch.nbytes != self.nbytes:  # cannot happen: decode() checked every size
+            raise RuntimeError("an image's output size changed in decoding")
+        return batch
+
+    @property
+    def decodes_while_computing(self) -> bool:
+        """Whether write_into decodes while it computes, rather than decoding first.
+
+        It does for one JPEG the native decoder takes: its decode overlaps its own resize."""
+        return (len(self._headers) == 1 and self._headers[0].decode_running is not None
+                and decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG)
+
+    def compute(self) -> np.ndarray:
+        """Decodes and computes every image into a new pooled buffer, as write_into does.
+
+        The buffer is shaped like pixel_values."""
+        try:
+            self.check_nbytes(ADDRESSABLE)
+            flat = _native.pooled_empty(self.nbytes).view(self.np_dtype)
+        except BaseException:
+            self.close()
+            raise
+        return self.write_into(flat)
+
+    def write_into(self, out: np.ndarray) -> np.ndarray:
+        """Decodes and computes every image into ``out`` (PreparedBatch.write_into's rules).
+
+        Image i's native work overlaps the decodes of the images after it, or, for one JPEG, its
+        own decode. Consumes the headers; the first failing image raises, as decode() does, and
+        then what ``out`` holds is unspecified. Sets ``decode_seconds``: the decoding's share of
+        the call (a JPEG's own decode CPU time where it overlapped its resize; the waits for
+        decoded images otherwise)."""
+        self.decode_seconds = 0.0
+        try:
+            flat = _destination(out, self, self.nbytes)
+            pipe = self._proc.pipeline(self.dtype)
+            if len(self._headers) == 1 and (running := self._headers[0].decode_running):
+                # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
+                pl = self.plans[0]
+                took = np.zeros(1)
+                done = running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h,
+                                                          pl.grid_h, pl.grid_w, flat, 0, fmt=_RGB,
+                                                          jpeg=data, decode_seconds=took))
+                self.decode_seconds = float(took[0])  # a failed decode's time counts too
+                if done:
+                    return flat[:self.nbytes // self.np_dtype.itemsize].reshape(self.shape)
+            offset = 0
+            with closing(decode_iter(self._headers)) as decoded:
+                for i, px in enumerate(self._timed(decoded)):
+                    pl = self._proc.plan(px.width, px.height, i)
+                    if pl.grid_h * pl.grid_w != self.rows[i]:  # cannot happen (see decode())
+                        raise RuntimeError("an image's output size changed in decoding")
+                    pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat,
+                             offset, fmt=px.fmt)
+                    offset += self.rows[i] * self.row_elems
+            return flat[:offset].reshape(self.shape)
+        finally:
+            self.close()
+
+    def _timed(self, decoded: Iterator[Pixels]) -> Iterator[Pixels]:
+        """decoded, adding the time each next() takes to decode_seconds."""
+        while True:
+            t0 = time.perf_counter()
+            px = next(decoded, None)
+            self.decode_seconds += time.perf_counter() - t0
+            if px is None:
+                return
+            yield px
+
+    def close(self) -> None:
+        """Releases what the headers hold open (files) without decoding."""
+        for h in self._headers:
+            h.close()
+
+    def __enter__(self) -> PlannedBatch:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class PreparedBatch(_Sized):
+    """Images decoded and sized for one processor call; ``write_into`` runs the native core."""
+
+    def __init__(self, proc: Planner, pixels: list[Pixels], plans: list[Plan],
+                 dtype: str) -> None:
+        self._pixels = pixels  # each read in its own format: converted while the core reads
+        self._size(proc, plans, dtype)
+
+    def compute(self) -> np.ndarray:
+        """pixel_values in a new buffer from the native pools, shaped like pixel_values.
+
+        The pools pre-fault the buffer when the same sizes came before."""
+        return self.write_into(_native.pooled_empty(self.nbytes).view(self.np_dtype))
+
+    def write_into(self, out: np.ndarray, index: int | None = None) -> np.ndarray:
+        """Writes all images (or only image ``index``) into ``out``; returns the filled part.
+
+        ``out`` is a writable C-contiguous array of this batch's dtype with at least that many
+        elements; the part returned is shaped like pixel_values."""
+        which = range(len(self.plans)) if index is None else [index]
+        flat = _destination(out, self, sum(self.rows[i] for i in which) * self.row_elems
+                            * self.np_dtype.itemsize)
+        pipe = self._proc.pipeline(self.dtype)
+        offset = 0
+        for i in which:
+            pl = self.plans[i]
+            px = self._pixels[i]
+            pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset,
+                     fmt=px.fmt)
+            offset += self.rows[i] * self.row_elems
+        shape = self.shape if index is None else self.item_shape(index)
+        return flat[:offset].reshape(shape)
+
+
+def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:
+    """out flattened, once checked to be a writable C-contiguous array of batch's dtype.
+
+    It must hold at least nbytes."""
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("destination must be a writable C-contiguous array")
+    flat = out.reshape(-1)
+    if flat.dtype != batch.np_dtype:
+        raise ValueError(f"destination dtype {flat.dtype} does not hold {batch.dtype}")
+    if flat.nbytes < nbytes:
+        raise ValueError(f"destination holds {flat.nbytes} bytes, the output needs {nbytes}")
+    return flat
+
+
+__all__ = ["ADDRESSABLE", "PlannedBatch", "Planner", "PreparedBatch"]

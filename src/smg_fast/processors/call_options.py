@@ -1,0 +1,113 @@
+"""transformers' call-time image-processor options, turned into config overrides.
+
+Also the per-image conversion settings, as transformers' image processors read them: the options
+every family shares here, each family's own (its ``size``, its integer options) from its
+``Family.calls``. An option that would change the output in a way smg-fast does not compute
+raises an error that names it; options that change nothing here (``disable_grouping``,
+``device="cpu"``, ...) are accepted. Nothing here imports transformers or torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UnsupportedCallError
+from .config import ProcessorConfig
+from .registry import get_family
+
+CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """What one call asks beyond the processor's config."""
+
+    overrides: tuple[tuple[str, Any], ...] = ()  # config fields, sorted (a cache key)
+    do_rescale: bool = True
+    do_convert_rgb: bool = True
+    input_data_format: str | None = None  # None: inferred per image, as transformers does
+
+
+def _enum_value(value: Any) -> Any:
+    """transformers passes str enums (ChannelDimension, TensorType): their value."""
+    return getattr(value, "value", value)
+
+
+def _triple(name: str, value: Any) -> tuple[float, float, float]:
+    vals = [float(value)] * 3 if isinstance(value, (int, float)) else [float(v) for v in value]
+    if len(vals) != 3:
+        raise ValueError(f"{name} must be one number or three, got {value!r}")
+    return vals[0], vals[1], vals[2]
+
+
+def _size_keys(size: Any) -> dict[str, Any]:
+    """The ``size`` option as a plain dict without None values.
+
+    transformers may pass its SizeDict."""
+    size = dict(getattr(size, "__dict__", None) or size)
+    return {k: v for k, v in size.items() if v is not None}
+
+
+# Accepted when they change nothing: value -> allowed values.
+_NO_EFFECT: dict[str, tuple[Any, ...]] = {
+    "disable_grouping": (None, True, False), "device": (None, "cpu"),
+    "data_format": (None, CHANNELS_FIRST), "do_resize": (None, True),
+    "do_center_crop": (None, False), "do_pad": (None, False), "default_to_square": (None, False),
+}
+
+
+def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
+    """CallOptions for a call's keyword arguments.
+
+    TypeError names an unknown option, ValueError one this processor cannot honour."""
+    # None means "the processor's own value" in transformers (its processors pass such keys)
+    opts = {k: _enum_value(v) for k, v in options.items() if v is not None}
+    fields: dict[str, Any] = {}
+    for name, allowed in _NO_EFFECT.items():
+        if name in opts and str(opts.pop(name)) not in [str(a) for a in allowed]:
+            accepted = ", ".join(repr(a) for a in allowed if a is not None)
+            raise UnsupportedCallError(f"{name}={options[name]!r} is not supported by smg-fast "
+                                       f"(it accepts {accepted})")
+    rules = get_family(cfg.family).calls
+    if opts.get("size") is not None:
+        fields.update(rules.size(_size_keys(opts.pop("size"))))
+    opts.pop("size", None)
+    for key, field in rules.fields.items():
+        if opts.get(key) is not None:
+            fields[field] = int(opts.pop(key))
+        opts.pop(key, None)
+    for key in ("image_mean", "image_std"):
+        if opts.get(key) is not None:
+            fields[key] = _triple(key, opts.pop(key))
+        opts.pop(key, None)
+    if opts.get("resample") is not None:
+        fields["resample"] = int(opts.pop("resample"))
+    opts.pop("resample", None)
+    rescale = opts.pop("rescale_factor", None)
+    do_rescale = opts.pop("do_rescale", None)
+    do_normalize = opts.pop("do_normalize", None)
+    do_convert_rgb = opts.pop("do_convert_rgb", None)
+    fmt = opts.pop("input_data_format", None)
+    if opts:
+        raise UnsupportedCallError(f"unknown or unsupported option(s) {sorted(opts)} for "
+                                   f"{cfg.family}")
+    if fmt not in (None, CHANNELS_FIRST, CHANNELS_LAST):
+        raise ValueError(f"input_data_format must be {CHANNELS_FIRST!r} or {CHANNELS_LAST!r}, "
+                         f"got {options['input_data_format']!r}")
+    if rescale is not None:
+        fields["rescale_factor"] = float(rescale)
+    if do_rescale is False:
+        fields["rescale_factor"] = 1.0
+    if do_normalize is False:
+        if cfg.backend == "torchvision" and do_rescale is not False:
+            # transformers' torchvision backend then multiplies by a float32 rescale factor;
+            # smg-fast divides by 1/rescale_factor (its fused normalize), which can differ by 1 ulp.
+            raise UnsupportedCallError("do_normalize=False with do_rescale=True is not supported "
+                                       "for backend='torchvision'")
+        fields["image_mean"], fields["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    rules.check(cfg, fields)
+    changed = tuple(sorted((k, v) for k, v in fields.items() if getattr(cfg, k) != v))
+    return CallOptions(changed, do_rescale is not False, do_convert_rgb is not False, fmt)
+
+
+__all__ = ["CHANNELS_FIRST", "CHANNELS_LAST", "CallOptions", "parse_options"]

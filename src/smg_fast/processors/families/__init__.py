@@ -1,0 +1,14 @@
+"""The built-in model families, one module each, registered in the order imported here.
+
+Each module declares its ``Family``: config, size rule, call options, reference, drop-in. The
+import order is the order of ``smg_fast.FAMILIES``, and ``qwen2_vl`` stays first (the default
+everywhere)."""
+
+from __future__ import annotations
+
+# isort: off
+from .qwen import QwenVLProcessor
+from .kimi import KimiK25Processor
+# isort: on
+
+__all__ = ["KimiK25Processor", "QwenVLProcessor"]

@@ -1,0 +1,80 @@
+"""The parts of a ``Family`` read beyond its processor: call options, reference, drop-in.
+
+How transformers' call-time options map onto its config (``CallRules``), transformers' own class as
+its reference (``Reference``), and the class ``smg_fast.hf`` offers in that class's place
+(``DropIn``).
+
+Nothing here imports transformers: class names are strings, and the one hook that needs
+transformers' types (``DropIn.call_kwargs``) imports them when smg_fast.hf calls it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import ProcessorConfig
+
+
+def _no_size(size: dict[str, Any]) -> dict[str, Any]:
+    """The default ``CallRules.size``: the family takes no ``size`` option."""
+    raise ValueError(f"size is not an option of this processor, got {size}")
+
+
+def _nothing_fixed(cfg: ProcessorConfig, fields: dict[str, Any]) -> None:
+    """The default ``CallRules.check``: every field a call sets is honoured."""
+
+
+@dataclass(frozen=True, eq=False)
+class CallRules:
+    """How a family reads transformers' call-time options of its own.
+
+    processors/call_options.py reads the options every family shares (``image_mean``,
+    ``do_rescale``, ``resample``...)."""
+
+    # an integer option -> the config field it sets (Kimi's max_patches -> in_patch_limit)
+    fields: Mapping[str, str]
+    # the ``size`` option's keys (None values dropped) -> config fields; ValueError when malformed
+    size: Callable[[dict[str, Any]], dict[str, Any]] = _no_size
+    # raises UnsupportedCallError when a call sets fields the family's reference fixes
+    check: Callable[[ProcessorConfig, dict[str, Any]], None] = _nothing_fixed
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    """transformers' own image processor for a family, per backend.
+
+    It is what ``python -m smg_fast --check``, ``python -m smg_fast.client --verify`` and the
+    drop-ins' fallback compute with (processors/reference.py builds it)."""
+
+    classes: Mapping[str, str]  # backend -> "module:Class"
+    kwargs: Callable[[ProcessorConfig], dict[str, Any]]  # its constructor arguments for a config
+    missing: Mapping[str, str] = field(default_factory=dict)  # backend -> why it has no class
+
+
+@dataclass(frozen=True, eq=False)
+class DropIn:
+    """The class ``smg_fast.hf`` offers in place of transformers' class of the same name.
+
+    One may serve several families: every family whose ``dropin`` it is (Qwen2-VL's class serves
+    Qwen2/2.5/3-VL); the first of them is what its constructor builds by default."""
+
+    # class name -> the backend it reproduces by default; the first class is the others' base
+    classes: Mapping[str, str]
+    # the attributes transformers' class holds beyond the ones every family's has (size...)
+    attributes: Callable[[ProcessorConfig], dict[str, Any]]
+    # transformers' TypedDict of the class's call options (imports transformers when called)
+    call_kwargs: Callable[[], type]
+    # constructor keyword arguments (a preprocessor_config.json's keys) -> which family they build
+    family_of: Callable[[dict[str, Any]], str]
+    # constructor keyword arguments -> the keys the family's read_folder reads
+    read_kwargs: Callable[[dict[str, Any]], dict[str, Any]] = dict
+    # smg_fast.hf.register() maps the families' model types to it in AutoImageProcessor
+    auto_register: bool = True
+    # get_number_of_image_patches(self, height, width, images_kwargs), where transformers' class
+    # has it (vLLM counts placeholders with it)
+    count_patches: Callable[[Any, int, int, dict[str, Any]], int] | None = None
+    note: str = ""  # a sentence added to the classes' docstrings
+
+
+__all__ = ["CallRules", "DropIn", "Reference"]

@@ -1,0 +1,243 @@
+"""The ``Processor`` every family subclasses: a call's images in, encoder inputs out.
+
+It reads a call's inputs and options, allocates one output per call, and makes one native call
+per image writing straight into its slice of the output. A family's subclass supplies its size
+rule (``plan``) and its patch layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from .._dtypes import DTYPES, parse_dtype, to_torch
+from ..errors import UnsupportedCallError
+from ..imaging.media import ImageHeader, ImageInput, open_image
+from ..resample import native_filter, native_pass_order
+from . import torchvision as tv
+from .batch import ADDRESSABLE, PlannedBatch, PreparedBatch
+from .call_inputs import UNIT, prepare_inputs
+from .call_options import CallOptions, parse_options
+from .config import ProcessorConfig, coerce_fields
+from .plan import Plan
+from .registry import check_config
+
+LUT_HF = _native.LutRecipe.HF_RESCALE_NORMALIZE  # f32(f32(f64(u) * rescale) - mean) / std
+_MAX_VARIANTS = 8  # processors for call-time options, kept per processor
+
+
+class ProcessorOutput(dict):
+    """HF-style result: a dict with attribute access (``out.pixel_values``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Processor(ABC):
+    """Turns images into a family's encoder inputs, bit-identical to its reference."""
+
+    lut_recipe: _native.LutRecipe = LUT_HF
+    # Encoded bytes and paths are opened as transformers' load_image does (EXIF transpose,
+    # alpha composited onto white); False: plain convert("RGB"), as upstream Kimi code does.
+    load_like_transformers: bool = True
+    per_request_pixels: bool = False  # a server request may narrow min_pixels / max_pixels
+    backend_reason: str = ""  # why load_processor chose the backend (repr shows it)
+
+    def __init__(self, config: ProcessorConfig) -> None:
+        self.config = config
+        self._resampler = _native.Resampler.PILLOW
+        self._torchvision = config.backend == tv.NAME
+        if self._torchvision:  # the same for every family: see processors/torchvision.py
+            self.lut_recipe = tv.LUT_TORCH
+            self._resampler = tv.RESAMPLER
+            self.load_like_transformers = True
+        self._pipelines: dict[str, _native.Pipeline] = {}
+        self._variants: dict[tuple[tuple[str, Any], ...], Processor] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        why = f" ({self.backend_reason})" if self.backend_reason else ""
+        return f"{type(self).__name__}(backend={self.config.backend!r}{why}, {self.config})"
+
+    # ---- per-family geometry ----
+
+    @abstractmethod
+    def plan(self, width: int, height: int, index: int = 0) -> Plan:
+        """Sizes for a width x height image; raises InvalidImageError for impossible sizes."""
+
+    @abstractmethod
+    def _layout(self) -> tuple[int, int]:
+        """(merge, temporal) of the native patch layout."""
+
+    @abstractmethod
+    def _pixel_shape(self, rows: int) -> tuple[int, ...]:
+        """Shape of pixel_values for `rows` patches."""
+
+    # ---- public API ----
+
+    def grid(self, width: int, height: int) -> tuple[int, int, int]:
+        """(t, h, w) of ``image_grid_thw`` for an image of this size, without pixels."""
+        p = self.plan(int(width), int(height))
+        return (1, p.grid_h, p.grid_w)
+
+    def num_tokens(self, width: int, height: int) -> int:
+        """LLM tokens for an image of this size: grid cells / merge_size^2."""
+        _, gh, gw = self.grid(width, height)
+        return gh * gw // (self.config.merge_size**2)
+
+    def pipeline(self, dtype: str) -> _native.Pipeline:
+        """The native pipeline for one output dtype ("float32", "bfloat16", "float16"), cached.
+
+        Filter, normalization table and patch layout are validated once. ``.lut`` is its 3 x 256
+        normalization table."""
+        pipe = self._pipelines.get(dtype)
+        if pipe is None:
+            cfg = self.config
+            merge, temporal = self._layout()
+            with self._lock:
+                pipe = self._pipelines.get(dtype)
+                if pipe is None:
+                    pipe = _native.Pipeline(
+                        recipe=self.lut_recipe, rescale=cfg.rescale_factor,
+                        mean=list(cfg.image_mean), std=list(cfg.image_std),
+                        dtype=DTYPES[dtype][0], filter=native_filter(cfg.resample),
+                        pass_order=native_pass_order(cfg.pass_order), patch=cfg.patch_size,
+                        merge=merge, temporal=temporal, resampler=self._resampler)
+                    self._pipelines[dtype] = pipe
+        return pipe
+
+    def __call__(
+        self,
+        images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+        return_tensors: str | None = "np",
+        dtype: Any = "float32",
+        *,
+        channels_first_wins: bool = False,
+        **options: Any,
+    ) -> ProcessorOutput:
+        """Preprocesses one image or a list of images into the family's encoder inputs.
+
+        Nested lists are flattened as transformers does; PIL images, numpy arrays and torch tensors
+        HWC or CHW, uint8 or float, bytes, paths, ``data:`` URLs and base64 strings are read.
+
+        Returns ``pixel_values`` (all images' patches concatenated in order), ``image_grid_thw``
+        (int64, one [t, h, w] row per image) and ``num_tokens`` (int64 per image). For
+        ``dtype="bfloat16"`` with numpy output the array is uint16 holding bfloat16 bits.
+        ``options``: transformers' call-time options (``size``, ``min_pixels``, ``max_pixels``,
+        ``do_rescale``, ``do_normalize``, ``image_mean``, ``image_std``, ``patch_size``,
+        ``merge_size``, ``temporal_patch_size``, ``do_convert_rgb``, ``input_data_format``, ...);
+        one smg-fast cannot honour raises an error naming it. An array whose first and last axes
+        could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
+        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise."""
+        return_tensors = getattr(return_tensors, "value", return_tensors)
+        if return_tensors not in (None, "np", "pt"):
+            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
+        opts = parse_options(self.config, options)
+        items = prepare_inputs(images, opts, self._torchvision, channels_first_wins)
+        if not items:
+            raise ValueError("no images given")
+        parts, grids, tokens = [], [], []
+        start = 0
+        while start < len(items):  # runs of images with the same effective config
+            proc = self._variant(opts, items[start].scale)
+            stop = start + 1
+            while stop < len(items) and items[stop].scale == items[start].scale:
+                stop += 1
+            # Decoding overlaps the native work (PlannedBatch.compute), as no destination
+            # has to be chosen first here.
+            batch = proc.plan_batch([it.item for it in items[start:stop]], dtype)
+            parts.append(batch.compute())
+            grids.append(batch.grid)
+            tokens.append(batch.num_tokens)
+            dtype_name = batch.dtype
+            start = stop
+        pixel_values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return self._wrap(pixel_values, np.concatenate(grids), np.concatenate(tokens),
+                          return_tensors, dtype_name)
+
+    def _variant(self, opts: CallOptions, scale: str) -> Processor:
+        """This processor, or one whose config has a call's overrides (cached, a few)."""
+        overrides = dict(opts.overrides)
+        if scale == UNIT:  # transformers' 1/255 after the resize, then no rescale (checked)
+            overrides["rescale_factor"] = 1 / 255
+        if not overrides:
+            return self
+        key = tuple(sorted(overrides.items()))
+        with self._lock:
+            hit = self._variants.get(key)
+        if hit is not None:
+            return hit
+        try:  # an override smg-fast's config refuses: transformers' class decides (hf)
+            cfg = dataclasses.replace(self.config, **coerce_fields(overrides))
+            check_config(cfg)
+        except (TypeError, ValueError) as exc:
+            raise UnsupportedCallError(str(exc)) from None
+        proc = type(self)(cfg)
+        with self._lock:
+            self._variants[key] = proc
+            while len(self._variants) > _MAX_VARIANTS:
+                self._variants.pop(next(iter(self._variants)))
+        return proc
+
+    def plan_batch(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+                   dtype: Any = "float32") -> PlannedBatch:
+        """Reads the images' headers only and sizes the output.
+
+        ``nbytes``, ``shape``, ``grid`` are known before any pixel is decoded or any buffer
+        allocated. ``decode()`` it next (or ``close()`` it to give up)."""
+        dtype_name = parse_dtype(dtype)
+        items = list(images) if isinstance(images, (list, tuple)) else [images]
+        if not items:
+            raise ValueError("no images given")
+        cfg = self.config
+        headers: list[ImageHeader] = []
+        try:
+            for i, it in enumerate(items):
+                headers.append(open_image(i, it, hf=self.load_like_transformers,
+                                          max_pixels=cfg.max_image_pixels,
+                                          formats=cfg.image_formats,
+                                          torchvision=self._torchvision))
+            plans = [self.plan(h.width, h.height, h.index) for h in headers]
+        except BaseException:
+            for h in headers:
+                h.close()
+            raise
+        return PlannedBatch(self, headers, plans, dtype_name)
+
+    def prepare(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+                dtype: Any = "float32", max_output_bytes: int | None = None) -> PreparedBatch:
+        """Decodes and validates the images and sizes the output, without computing it.
+
+        Lets a caller choose the destination (a shared-memory file, an RDMA slot) before the
+        tensor is written exactly once: ``batch.write_into(buffer)``. With
+        ``max_output_bytes``, an output larger than that raises OutputTooLargeError before
+        anything is decoded.
+        """
+        planned = self.plan_batch(images, dtype)
+        try:
+            limit = ADDRESSABLE if max_output_bytes is None else min(max_output_bytes,
+                                                                       ADDRESSABLE)
+            planned.check_nbytes(limit)
+            return planned.decode()
+        finally:
+            planned.close()
+
+    def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
+              return_tensors: str | None, dtype_name: str) -> ProcessorOutput:
+        if return_tensors == "pt":
+            import torch
+
+            return ProcessorOutput(pixel_values=to_torch(pixel_values, dtype_name),
+                                   image_grid_thw=torch.from_numpy(grid),
+                                   num_tokens=torch.from_numpy(tokens))
+        return ProcessorOutput(pixel_values=pixel_values, image_grid_thw=grid, num_tokens=tokens)
+
+
+__all__ = ["LUT_HF", "Processor", "ProcessorOutput"]

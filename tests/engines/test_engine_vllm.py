@@ -1,0 +1,106 @@
+"""vLLM's own request rendering with smg-fast's plugin on and off, run on CPU in vLLM's venv.
+
+The rendering: chat template, tokenizer, its Qwen2-VL multimodal processor, run as its API server
+runs it.
+
+smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay:
+the package plus the entry points pip wrote), so vLLM finds the plugin through its own
+``vllm.general_plugins`` discovery. The reference is vLLM with the plugin off (transformers'
+torchvision class, the processor vLLM builds by default): pixel_values (uint8 in vLLM's
+device-normalize default; with it off, float32 cast by vLLM to the model's bfloat16), grids and
+prompt token ids must be identical.
+Without the venv (.ci/oracle_venv.sh vllm) these tests fail with a message naming the script.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+from support.engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
+
+from smg_fast.testing import vllm_runner
+from smg_fast.testing.engine_env import make_overlay, start_in_venv
+
+# By path, not -m: the runner must start even where the smg_fast package cannot be imported.
+RUNNER = [vllm_runner.__file__]
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    return engine_python_or_fail("vllm")
+
+
+@pytest.fixture(scope="module")
+def vllm_requests(real_images) -> list[dict[str, Any]]:
+    """A 1920x1080 photo as JPEG bytes, PIL images (RGB, RGBA, grey), several per prompt."""
+    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
+    pils = [("pil", real_images.rgb("astronaut")), ("pil", real_images.open("logo2")),
+            ("pil", real_images.open("camera"))]
+    return [
+        {"images": [("jpeg", jpeg(photo)), *pils]},
+        {"images": [("jpeg", real_images.bytes("rocket")), ("pil", real_images.rgb("coffee"))],
+         "mm_processor_kwargs": {"max_pixels": 200704, "min_pixels": 12544}},
+    ]
+
+
+# vLLM's default (uint8 patches, normalized on the device) and CPU normalization (float32).
+ENGINES = [{}, {"mm_device_do_normalize": False}]
+
+
+def _start(python: Path, workdir: Path, folder: Path, requests: list[dict[str, Any]],
+           overlay: Path, plugin: str, runs=ENGINES):
+    workdir.mkdir(parents=True)
+    job = {"folder": str(folder), "runs": [{"engine": e, "requests": requests} for e in runs]}
+    (workdir / "job.pkl").write_bytes(pickle.dumps(job))
+    return start_in_venv(python, [*RUNNER, str(workdir)], overlay, {"SMG_FAST_VLLM": plugin})
+
+
+def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
+    for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
+        assert_same_requests(run_ours["requests"], run_ref["requests"])
+
+
+@pytest.fixture(scope="module")
+def vllm_runs(vllm_python, folder, vllm_requests, tmp_path_factory):
+    """The same requests rendered by two vLLM processes at once: the plugin on, and off."""
+    base = tmp_path_factory.mktemp("vllm-runs")
+    overlay = make_overlay(base / "overlay")
+    on = _start(vllm_python, base / "on", folder, vllm_requests, overlay, "1")
+    off = _start(vllm_python, base / "off", folder, vllm_requests, overlay, "0")
+    return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
+
+
+def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
+    (ours, ours_log), (ref, ref_log) = vllm_runs
+    for run in ours["runs"]:
+        assert run["image_processor"].startswith("smg_fast."), run["image_processor"]
+    for run in ref["runs"]:
+        assert run["image_processor"].startswith("transformers."), run["image_processor"]
+    assert "smg-fast" in ours_log and "image processor" in ours_log  # the one INFO line
+    assert "SMG_FAST_VLLM=0" in ref_log
+    assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
+    _assert_same(ours, ref)
+    uint8_run, float_run = ours["runs"]
+    assert uint8_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint8
+    # vLLM casts CPU-normalized pixels to the model's dtype (bfloat16: kept as its uint16 bits)
+    assert float_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint16
+
+
+def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, vllm_requests,
+                                                          vllm_runs, tmp_path):
+    """A broken install (no compiled extension).
+
+    A clear error, vLLM's own processor, same results."""
+    overlay = make_overlay(tmp_path / "overlay", with_native=False)
+    result, log = finish(_start(vllm_python, tmp_path / "run", folder, vllm_requests[:1], overlay,
+                                "1", runs=ENGINES[:1]), tmp_path / "run", "vLLM")
+    assert result["runs"][0]["image_processor"].startswith("transformers.")
+    assert "smg_fast._native" in log
+    (_, _), (ref, _) = vllm_runs
+    ref_first = {"runs": [{**ref["runs"][0], "requests": ref["runs"][0]["requests"][:1]}]}
+    _assert_same(result, ref_first)

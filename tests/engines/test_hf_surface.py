@@ -1,0 +1,155 @@
+"""smg_fast.hf's classes where transformers' classes stand, in the main environment.
+
+No torchvision there, so transformers resolves the PIL backend: register() and
+AutoImageProcessor, transformers' loader arguments, repr / to_dict / save_pretrained / deepcopy
+/ pickle, and calls handed to transformers' own class. Every output is compared with
+transformers' Qwen2VLImageProcessorPil on real images. (The torchvision classes, AutoProcessor
+and the uint8 patches: tests/engines/test_hf_engines.py, in the oracle venv.)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import pickle
+
+import numpy as np
+import pytest
+from transformers import AutoImageProcessor
+from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING
+from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+import smg_fast.hf as sh
+
+QWEN2_HUB = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136,
+             "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
+             "merge_size": 2, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+             "image_std": [0.26862954, 0.26130258, 0.27577711],
+             "processor_class": "Qwen2VLProcessor"}
+
+
+def write_folder(path, pre, model_type):
+    path.mkdir(parents=True)
+    (path / "preprocessor_config.json").write_text(json.dumps(pre))
+    (path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    return path
+
+
+@pytest.fixture
+def registered():
+    """register() for one test, transformers' registry restored after it."""
+    saved = dict(IMAGE_PROCESSOR_MAPPING._extra_content)
+    yield sh.register()
+    IMAGE_PROCESSOR_MAPPING._extra_content.clear()
+    IMAGE_PROCESSOR_MAPPING._extra_content.update(saved)
+
+
+@pytest.fixture(scope="module")
+def photos(real_images):
+    return [real_images.open(n) for n in ("chelsea", "rocket", "grace_hopper", "logo")]
+
+
+def same(a, b) -> bool:
+    return sorted(a.keys()) == sorted(b.keys()) and all(
+        np.asarray(a[k]).dtype == np.asarray(b[k]).dtype
+        and np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
+
+
+def test_register_makes_auto_return_ours(registered, tmp_path, photos):
+    assert {"qwen2_vl", "qwen2_5_vl", "qwen3_vl"} <= set(registered)
+    assert sh.register() == registered  # idempotent
+    folder = write_folder(tmp_path / "q", QWEN2_HUB, "qwen2_5_vl")
+    ours = AutoImageProcessor.from_pretrained(folder)
+    assert type(ours) is sh.Qwen2VLImageProcessorPil  # transformers' pick without torchvision
+    assert type(AutoImageProcessor.from_pretrained(folder, backend="torchvision")) is \
+        sh.Qwen2VLImageProcessor
+    ref = Qwen2VLImageProcessorPil.from_pretrained(folder)
+    for rt in ("np", "pt"):
+        assert same(ours(photos, return_tensors=rt), ref(photos, return_tensors=rt))
+    assert ours.size == ref.size and ours.image_mean == ref.image_mean
+    assert (ours.patch_size, ours.merge_size, ours.temporal_patch_size) == (14, 2, 2)
+
+
+def test_other_families_keep_transformers_classes(registered, tmp_path):
+    clip = {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 224},
+            "crop_size": {"height": 224, "width": 224}}
+    folder = write_folder(tmp_path / "clip", clip, "clip")
+    proc = AutoImageProcessor.from_pretrained(folder, backend="pil")
+    assert type(proc).__module__.startswith("transformers.")
+
+
+def test_from_pretrained_takes_what_loaders_pass(tmp_path, photos):
+    write_folder(tmp_path / "repo" / "sub", {**QWEN2_HUB, "max_pixels": 200_000}, "qwen2_vl")
+    kwargs = dict(_from_auto=True, revision="main", cache_dir=str(tmp_path / "cache"),
+                  trust_remote_code=True, token=None, local_files_only=True, use_fast=True,
+                  _from_pipeline=None, code_revision=None)
+    ours = sh.Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "repo", subfolder="sub",
+                                                       **kwargs)
+    assert ours.max_pixels == 200_000 and ours.backend == "pil"
+    ours2, unused = sh.Qwen2VLImageProcessorPil.from_pretrained(
+        tmp_path / "repo" / "sub", min_pixels=12544, not_an_option=3, return_unused_kwargs=True)
+    assert unused == {"not_an_option": 3} and ours2.min_pixels == 12544
+    ref = Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "repo" / "sub", min_pixels=12544)
+    assert same(ours2(photos, return_tensors="np"), ref(photos, return_tensors="np"))
+
+
+def test_serialization_and_copies(tmp_path, photos):
+    ours = sh.Qwen2VLImageProcessorPil(**QWEN2_HUB)
+    ref = Qwen2VLImageProcessorPil(**QWEN2_HUB)
+    text = repr(ours)
+    assert text.startswith("Qwen2VLImageProcessorPil (smg-fast, backend='pil')")
+    data = json.loads(ours.to_json_string())
+    assert data["image_processor_type"] == "Qwen2VLImageProcessorPil"
+    assert not any(k.startswith("_") for k in data)
+    ours.save_pretrained(tmp_path / "saved")
+    reloaded = Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "saved")  # transformers' own
+    want = ref(photos, return_tensors="np")
+    assert same(reloaded(photos, return_tensors="np"), want)
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours)), copy.copy(ours)):
+        assert type(clone) is type(ours) and clone.to_dict() == ours.to_dict()
+        assert same(clone(photos, return_tensors="np"), want)
+
+
+def test_folder_flags_are_kept(tmp_path, photos):
+    pre = {**QWEN2_HUB, "do_normalize": False}
+    write_folder(tmp_path / "f", pre, "qwen2_vl")
+    ours = sh.Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "f")
+    ref = Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "f")
+    assert ours.do_normalize is False and ours.to_dict()["do_normalize"] is False
+    assert same(ours(photos, return_tensors="np"), ref(photos, return_tensors="np"))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"do_rescale": False, "do_normalize": False}, {"do_rescale": True, "do_normalize": False},
+    {"do_rescale": False}, {"size": {"shortest_edge": 3136, "longest_edge": 100_000}},
+    {"min_pixels": 50_000, "max_pixels": 300_000}, {"do_pad": True},
+], ids=lambda kw: "+".join(f"{k}={v}" for k, v in kw.items()))
+def test_call_options_equal_transformers(kwargs, photos):
+    ours, ref = sh.Qwen2VLImageProcessorPil(), Qwen2VLImageProcessorPil()
+    assert same(ours(photos, return_tensors="np", **kwargs),
+                ref(photos, return_tensors="np", **kwargs))
+
+
+def test_calls_smg_fast_cannot_reproduce_go_to_transformers(photos, caplog):
+    ours, ref = sh.Qwen2VLImageProcessorPil(), Qwen2VLImageProcessorPil()
+    with caplog.at_level(logging.INFO, logger="smg_fast"):
+        for _ in range(2):
+            got = ours(photos[:2], return_tensors="np", device="cuda")
+            assert same(got, ref(photos[:2], return_tensors="np", device="cuda"))
+    lines = [r.getMessage() for r in caplog.records if "hands calls" in r.getMessage()]
+    assert len(lines) == 1 and "device='cuda'" in lines[0]
+    with pytest.raises(TypeError, match="not_an_option"):  # transformers' own refusal
+        ours(photos[0], not_an_option=1)
+
+
+def test_a_config_smg_fast_does_not_reproduce_gets_transformers_class(tmp_path, photos,
+                                                                      registered, caplog):
+    folder = write_folder(tmp_path / "noresize", {**QWEN2_HUB, "do_resize": False}, "qwen2_vl")
+    with caplog.at_level(logging.INFO, logger="smg_fast"):
+        proc = AutoImageProcessor.from_pretrained(folder, revision="main")
+    assert type(proc) is Qwen2VLImageProcessorPil  # transformers' own, not smg-fast's
+    assert any("do_resize" in r.getMessage() for r in caplog.records)
+    small = [np.asarray(p.convert("RGB"))[:56, :84] for p in photos]
+    assert same(proc(small, return_tensors="np"),
+                Qwen2VLImageProcessorPil.from_pretrained(folder)(small, return_tensors="np"))

@@ -1,0 +1,113 @@
+"""Resampler.TORCH against torch itself, for 1..4 channels and every pass the Resizer has.
+
+The CPU torch of the test environment: interpolate(uint8, bicubic, antialias=True), what
+torchvision's resize runs. Also the pipeline reading each PixelFormat through the torch resampler,
+and kernel_info showing the row kernels the torch resampler ran. test_isa_paths reruns this file
+under every SMG_FAST_ISA cap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from test_convert import CONVERTED, RESIZES, all_pairs, reference
+
+from smg_fast import _native
+
+F = _native.PixelFormat
+TORCH = _native.Resampler.TORCH
+BICUBIC = _native.Filter.BICUBIC
+ORDER = _native.PassOrder.PILLOW13  # ignored by the torch resampler
+
+# (in w, in h, out w, out h): shrink both, width / height only, upscale, extreme aspects, a
+# tall shrink Pillow 13 would run vertically first (torch never does).
+SIZES = [(37, 53, 56, 28), (640, 427, 644, 420), (300, 200, 97, 200), (300, 200, 300, 61),
+         (45, 31, 301, 283), (1, 200, 28, 28), (4000, 25, 3000, 56), (250, 600, 250, 56),
+         (64, 64, 64, 64)]
+
+
+def torch_resize(img: np.ndarray, out_w: int, out_h: int) -> np.ndarray:
+    t = torch.from_numpy(np.array(img)).permute(2, 0, 1)[None]  # a writable copy
+    out = torch.nn.functional.interpolate(t, size=(out_h, out_w), mode="bicubic",
+                                          antialias=True, align_corners=False)
+    return out[0].permute(1, 2, 0).contiguous().numpy()
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}-{s[2]}x{s[3]}")
+def test_resize_equals_torch(size, channels):
+    w, h, ow, oh = size
+    img = np.random.default_rng(w * h + channels).integers(0, 256, (h, w, channels), np.uint8)
+    ours = _native.resize(img, ow, oh, BICUBIC, ORDER, TORCH)
+    assert np.array_equal(ours, torch_resize(img, ow, oh))
+
+
+def test_real_photo_equals_torch(real_images):
+    img = np.asarray(real_images.rgb("astronaut"))
+    for ow, oh in ((308, 308), (1036, 1036), (140, 532)):
+        assert np.array_equal(_native.resize(img, ow, oh, BICUBIC, ORDER, TORCH),
+                              torch_resize(img, ow, oh))
+
+
+def torch_over_white(rgba: np.ndarray) -> np.ndarray:
+    """transformers' torchvision convert_to_rgb on a uint8 array, in torch.
+
+    TvF.to_dtype's scaling (times 1/255; back times 255 + 1 - 1e-3, truncated) around c * a + (1 -
+    a)."""
+    x = torch.from_numpy(rgba).to(torch.float32).mul_(1.0 / 255)
+    blended = x[..., :3] * x[..., 3:] + (1 - x[..., 3:])
+    return blended.mul(255 + 1.0 - 1e-3).to(torch.uint8).numpy()
+
+
+def _pipeline():
+    return _native.Pipeline(recipe=_native.LutRecipe.TORCH_FUSED_NORMALIZE, rescale=1 / 255,
+                            mean=[0.48, 0.46, 0.41], std=[0.27, 0.26, 0.28],
+                            dtype=_native.DType.FLOAT32, filter=BICUBIC, pass_order=ORDER,
+                            patch=14, merge=2, temporal=1, resampler=TORCH)
+
+
+def _run(pipe, src, rw, rh, fmt=None):
+    gh, gw = -(-rh // 28) * 2, -(-rw // 28) * 2
+    out = np.empty(pipe.output_elems(rw, rh, gh, gw), np.float32)
+    pipe.run(src, rw, rh, gh, gw, out, fmt=fmt)
+    return out
+
+
+@pytest.mark.parametrize("resize", list(RESIZES))
+def test_pipeline_reads_each_format_through_the_torch_resampler(resize):
+    """Converted while read, then torch's resize: equal to the pipeline on the reference RGB."""
+    pipe = _pipeline()
+    rw, rh = RESIZES[resize]
+    rgba = all_pairs(4)
+    cases = [(fmt, all_pairs(c) if c > 1 else all_pairs(2)[:, :, :1].copy(), None)
+             for fmt, c in CONVERTED] + [(F.RGBA_OVER_WHITE_TORCH, rgba, torch_over_white(rgba))]
+    for fmt, src, ref in cases:
+        want = _run(pipe, reference(fmt, src) if ref is None else ref, rw, rh)
+        assert np.array_equal(_run(pipe, src, rw, rh, fmt), want), (fmt, resize)
+
+
+def test_torch_format_table_equals_torch():
+    rgba = all_pairs(4)
+    assert np.array_equal(_native.to_rgb(rgba, F.RGBA_OVER_WHITE_TORCH), torch_over_white(rgba))
+
+
+def test_torch_resampler_goes_through_the_dispatched_kernels():
+    """The torch resampler runs the row kernels the ISA dispatch selects.
+
+    In a fresh process, one torch-resampler resize of an RGB image runs exactly those kernels
+    (kernel_info), whatever SMG_FAST_ISA says."""
+    code = ("import json, numpy as np, smg_fast; from smg_fast import _native as n; "
+            "img = np.zeros((300, 200, 3), np.uint8); "
+            "n.resize(img, 97, 61, n.Filter.BICUBIC, n.PassOrder.PILLOW13, n.Resampler.TORCH); "
+            "print(json.dumps(smg_fast.kernel_info()))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ))
+    info = json.loads(run.stdout)
+    for stage in ("resample.vertical", "resample.horizontal"):
+        assert info["ran"][stage] == [info["selected"][stage]], (stage, info)
+    assert info["ran"]["patchify"] == []

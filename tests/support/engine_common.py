@@ -1,0 +1,63 @@
+"""What the engine plug-in tests share.
+
+The engine's venv (fail, never skip, without it), JPEG bytes of a test image, waiting for a runner
+process, and comparing two runs' requests."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from smg_fast.testing.engine_env import engine_python
+from smg_fast.testing.oracle_venv import OracleVenvMissing
+
+TIMEOUT = 900
+REPO = Path(__file__).resolve().parents[2]
+
+
+def engine_python_or_fail(name: str) -> Path:
+    """The engine venv's python; the test fails naming the script that makes it."""
+    try:
+        return engine_python(name, REPO)
+    except OracleVenvMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def jpeg(image: Image.Image) -> bytes:
+    """image as a quality-90 JPEG (Pillow's default 4:2:0)."""
+    buf = io.BytesIO()
+    image.save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def finish(proc: subprocess.Popen[str], workdir: Path, what: str) -> tuple[dict[str, Any], str]:
+    """Waits for a runner; its result and its whole log (stdout + stderr)."""
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    if proc.returncode != 0:
+        pytest.fail(f"{what} runner failed (rc {proc.returncode}):\n{err[-6000:]}",
+                    pytrace=False)
+    return pickle.loads((workdir / "result.pkl").read_bytes()), out + err
+
+
+def assert_same_requests(ours: list[dict[str, Any]], ref: list[dict[str, Any]]) -> None:
+    """Same prompt ids and, per image, every multimodal field identical (dtype and values)."""
+    for r, (req_ours, req_ref) in enumerate(zip(ours, ref, strict=True)):
+        assert req_ours["prompt_token_ids"] == req_ref["prompt_token_ids"], r
+        assert set(req_ours["fields"]) == set(req_ref["fields"]) >= {"pixel_values",
+                                                                    "image_grid_thw"}
+        for key, arrays in req_ref["fields"].items():
+            for i, (a, b) in enumerate(zip(req_ours["fields"][key], arrays, strict=True)):
+                assert a.dtype == b.dtype and a.shape == b.shape, (key, i, a.dtype, b.dtype)
+                assert np.array_equal(a, b), f"{key} of image {i} of request {r} differs"

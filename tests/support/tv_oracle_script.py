@@ -1,0 +1,45 @@
+"""transformers' torchvision image processors on pickled inputs, in the oracle venv.
+
+Runs under the venv's python (see tests/support/tv_oracle.py), never under pytest; outputs as
+.npy files.
+"""
+
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision
+from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
+from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+
+CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor}
+
+
+def main(workdir: Path) -> None:
+    assert torchvision.__version__.startswith("0.29.1"), torchvision.__version__
+    torch.set_num_threads(1)
+    jobs = pickle.loads((workdir / "jobs.pkl").read_bytes())
+    procs = {}
+    for i, job in enumerate(jobs):
+        key = (job["cls"], repr(sorted(job["kwargs"].items())))
+        if key not in procs:
+            procs[key] = CLASSES[job["cls"]](**job["kwargs"])
+        proc = procs[key]
+        assert proc.backend == "torchvision"
+        if job.get("convert"):  # the backend's convert_to_rgb alone, on one HWC uint8 array
+            chw = torch.from_numpy(job["images"][0]).permute(2, 0, 1)
+            rgb = proc.convert_to_rgb(chw, input_data_format="channels_first")
+            np.save(workdir / f"{i}_rgb.npy", rgb.permute(1, 2, 0).contiguous().numpy())
+            continue
+        out = proc(job["images"], return_tensors="pt")
+        pv = out["pixel_values"]
+        assert pv.dtype == torch.float32, pv.dtype
+        np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
+        np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
+        np.save(workdir / f"{i}_grid.npy", out["image_grid_thw"].numpy())
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

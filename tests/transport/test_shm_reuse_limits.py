@@ -1,0 +1,188 @@
+"""Reused shm segments within the process's limits.
+
+Live slabs (two descriptors each) stay under a cap derived from RLIMIT_NOFILE, a delivery past it or
+short of descriptors gets a fresh file (never a failed request), small tensors take about their size
+in the tmpfs and count that against the caps, and bytes past a tensor are zeros."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("grpc")
+
+from support.shm_common import chelsea_png, own_channel, shm_call  # noqa: E402
+
+from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc  # noqa: E402
+from smg_fast.client import read_response  # noqa: E402
+from smg_fast.transport import shm, shm_reuse  # noqa: E402
+from smg_fast.transport.tensors import read_tensor, shm_namespace, shm_tensor_data  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("no_shm_leak")
+
+
+def _fill(value: int):
+    return lambda seg: seg.array(np.uint8).fill(value)
+
+
+def _read(d: str, name: str, off: int, nbytes: int) -> np.ndarray:
+    return read_tensor(shm_tensor_data(name, (nbytes,), "uint8", nbytes, off), shm_dir=d)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 256 << 20))
+def test_size_classes_waste_under_a_quarter(nbytes):
+    total = shm_reuse.HEADER + nbytes
+    cap = shm_reuse.size_class(nbytes)
+    assert cap >= total and cap % shm_reuse.PAGE == 0
+    assert cap - total < max(shm_reuse.PAGE, min(total // 4, shm_reuse.GRANULE))
+
+
+def test_small_tensors_take_their_size_and_count_it(shm_subdir):
+    """100 x 70 KB under an 8 MiB cap.
+
+    The files delivered take at most the cap in the tmpfs (a 2 MiB slab each took 200 MB before),
+    and the cap counts what they take."""
+    reg = shm.ShmRegistry(shm_subdir, pool_bytes=64 << 20, reuse=True,
+                          max_outstanding_bytes=8 << 20)
+    names = []
+    try:
+        for i in range(100):
+            try:
+                names.append(reg.deliver(70_000, _fill(i), caller="c")[0])
+            except shm.ShmQuotaError:
+                break
+        taken = sum(os.stat(os.path.join(shm_subdir, n)).st_blocks * 512 for n in names)
+        assert len(names) >= 90  # about 80 KiB each: ~100 fit
+        assert taken <= 8 << 20
+        assert reg.stats()["outstanding_bytes"] >= taken
+    finally:
+        reg.close()
+
+
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EBUSY])
+def test_a_slab_that_cannot_be_made_means_a_fresh_file(shm_subdir, monkeypatch, code):
+    reg = shm.ShmRegistry(shm_subdir, pool_bytes=16 << 20, reuse=True,
+                          max_outstanding_bytes=64 << 20)
+
+    def fail(cap):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(reg.slabs, "_make", fail)
+    try:
+        name, off = reg.deliver(1 << 20, _fill(3))
+        assert off == 0  # a fresh file, counted at its size
+        assert reg.slabs.stats()["declined"] == 1 and reg.slabs.stats()["open"] == 0
+        assert reg.stats()["outstanding_bytes"] == 1 << 20
+        assert np.array_equal(_read(shm_subdir, name, off, 1 << 20),
+                              np.full(1 << 20, 3, np.uint8))
+        assert reg.prune() == 0
+    finally:
+        reg.close()
+
+
+_UNREAD = """
+import os, resource, sys
+import numpy as np
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+from smg_fast.transport import background, shm
+from smg_fast.transport.tensors import read_tensor, shm_tensor_data
+d = sys.argv[1]
+reg = shm.ShmRegistry(d, pool_bytes=64 << 20, reuse=True, max_outstanding_bytes=1 << 30)
+base = len(os.listdir("/proc/self/fd"))
+got = [reg.deliver(70_000, lambda s, i=i: s.array(np.uint8).fill(i % 251))
+       for i in range(300)]  # nobody reads them: 2 fds a live slab
+background.wait_idle()  # fresh files' mappings (a descriptor each) are unmapped 20 ms later
+held = len(os.listdir("/proc/self/fd")) - base
+spare = [os.open("/dev/null", os.O_RDONLY) for _ in range(64)]  # the process still has fds
+for fd in spare:
+    os.close(fd)
+for i in (0, 31, 32, 33, 299):
+    name, off = got[i]
+    td = shm_tensor_data(name, (70_000,), "uint8", 70_000, off)
+    assert np.array_equal(read_tensor(td, shm_dir=d), np.full(70_000, i % 251, np.uint8)), i
+st = reg.slabs.stats()
+print(held, st["open"], st["max_open"], st["declined"], sum(off == 0 for _, off in got))
+reg.close()
+"""
+
+
+def test_unread_segments_never_exhaust_descriptors(shm_subdir):
+    """300 unread deliveries at RLIMIT_NOFILE 256 (about 125 hit EMFILE before).
+
+    32 slabs live (an eighth of the limit), the rest are fresh files; every tensor is exact."""
+    out = subprocess.run([sys.executable, "-c", _UNREAD, shm_subdir], capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    held, live, max_open, declined, fresh = map(int, out.stdout.split())
+    assert max_open == 32 and live <= max_open
+    assert held <= 2 * max_open + 2  # (+ the background thread's, if any)
+    assert declined == fresh == 300 - max_open
+
+
+def test_released_slabs_of_another_class_make_room_at_the_cap(shm_subdir):
+    reg = shm.ShmRegistry(shm_subdir, pool_bytes=64 << 20, reuse=True)
+    reg.slabs.max_open = 2
+    try:
+        a = [reg.deliver(1 << 20, _fill(1)) for _ in range(2)]
+        for name, _ in a:
+            os.unlink(os.path.join(shm_subdir, name))  # released, not yet pruned
+        name, off = reg.deliver(3 << 20, _fill(2))  # another class: evicts an idle one
+        assert off == shm_reuse.HEADER and reg.slabs.stats()["declined"] == 0
+        assert reg.slabs.stats()["open"] <= 2
+        assert np.array_equal(_read(shm_subdir, name, off, 3 << 20),
+                              np.full(3 << 20, 2, np.uint8))
+    finally:
+        reg.close()
+
+
+def test_a_reused_slab_has_zeros_past_its_tensor(shm_subdir):
+    """A smaller tensor in a slab that held a larger one.
+
+    The file holds nothing of the earlier tensor past the new one (one size class: 1,310,720 bytes).
+    """
+    reg = shm.ShmRegistry(shm_subdir, pool_bytes=16 << 20, reuse=True)
+    big, small = 1_200_000, 1 << 20
+    try:
+        assert reg.slabs.size_class(big) == reg.slabs.size_class(small)
+        name, _ = reg.deliver(big, _fill(7))
+        ino = os.stat(os.path.join(shm_subdir, name)).st_ino
+        os.unlink(os.path.join(shm_subdir, name))
+        name, off = reg.deliver(small, _fill(8))
+        path = os.path.join(shm_subdir, name)
+        assert os.stat(path).st_ino == ino  # the same file
+        with open(path, "rb") as fh:
+            data = np.frombuffer(fh.read(), np.uint8)
+        assert np.array_equal(data[off:off + small], np.full(small, 8, np.uint8))
+        assert not data[off + small:].any()  # no 7s left
+        os.unlink(path)
+    finally:
+        reg.close()
+
+
+def test_no_descriptor_left_falls_back_inline(start_server, shm_subdir, real_images, ours,
+                                              monkeypatch):
+    """EMFILE even for a fresh file: the item goes inline (counted), the request succeeds."""
+    data = chelsea_png(real_images)
+    ref = ours("qwen2_vl")(data)["pixel_values"]
+    srv = start_server(shm_dir=shm_subdir, shm_pool_mb=64)
+
+    def no_fds(*args, **kwargs):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(srv.server.registry, "deliver", no_fds)
+    with own_channel(srv.target) as ch:
+        resp = shm_call(pb_grpc.PreprocessorStub(ch), data, shm_namespace(shm_subdir))
+    assert resp.items[0].transport == "inline"
+    assert np.array_equal(read_response(resp).pixel_values, ref)
+    assert srv.server.metrics.registry.get_sample_value(
+        "smg_fast_fallback_total", {"reason": "shm_fds", "used": "inline"}) == 1
+    srv.stop(timeout=5.0)
