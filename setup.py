@@ -1,4 +1,4 @@
-"""Builds the one native extension, smg_fast._native, from csrc/*.cpp."""
+"""Builds the one native extension, smg_fast._native, from every csrc/**/*.cpp."""
 
 import os
 import re
@@ -9,7 +9,7 @@ from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
 
 # Exactness: no FMA contraction, no fast-math. Portability: no -march=native; hot loops carry
-# their own AVX2 / AVX-512 versions selected at run time (see csrc/cpu.hpp).
+# their own AVX2 / AVX-512 versions selected at run time (see csrc/dispatch.hpp).
 # -fno-wrapv undoes the -fwrapv in Python's own CFLAGS, which blocks loop vectorization (~35% slower).
 CXX_FLAGS = ["-O3", "-fno-wrapv", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra", "-fvisibility=hidden"]
 
@@ -24,13 +24,14 @@ VERSION = re.search(r'__version__ = "([^"]+)"',
 
 ext = Pybind11Extension(
     "smg_fast._native",
-    sorted(glob("csrc/*.cpp")),
+    # every source under csrc/ (kernels live in per-stage folders: resample/, patchify/, ...)
+    sorted(glob("csrc/**/*.cpp", recursive=True)),
     # a header or the version changing rebuilds everything (the version is compiled in)
-    depends=[*sorted(glob("csrc/*.hpp")), "src/smg_fast/_version.py"],
+    depends=[*sorted(glob("csrc/**/*.hpp", recursive=True)), "src/smg_fast/_version.py"],
     include_dirs=["csrc"],
     cxx_std=17,
     extra_compile_args=CXX_FLAGS,
-    extra_link_args=["-pthread", "-ldl"],  # dlopen: csrc/jpeg_decode.cpp binds Pillow's libjpeg
+    extra_link_args=["-pthread", "-ldl"],  # dlopen: csrc/decode/jpeg.cpp binds Pillow's libjpeg
     define_macros=[("SMG_FAST_VERSION", f'"{VERSION}"')],
 )
 

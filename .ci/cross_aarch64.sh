@@ -2,9 +2,10 @@
 # Portability gate (aarch64: Grace hosts, GH200/GB200): cross-compiles every C++ source for
 # aarch64 with Debian's g++-aarch64-linux-gnu, warnings as errors, and links the Python-free
 # core into a shared object with no undefined symbols. There the x86 kernels (SMG_X86 in
-# csrc/cpu.hpp) are compiled out and the portable scalar ones remain. bindings.cpp is compiled
-# against this Python's and pybind11's headers: only the pyconfig.h of an LP64 x86-64 Python,
-# which matches aarch64's type sizes; it is a compile check, the object is not linked.
+# csrc/cpu.hpp) are compiled out and the portable scalar ones remain. The bind_*.cpp files (the
+# only pybind11 code) are compiled against this Python's and pybind11's headers: only the
+# pyconfig.h of an LP64 x86-64 Python, which matches aarch64's type sizes; a compile check, the
+# objects are not linked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,9 +22,9 @@ trap 'rm -rf "$out"' EXIT
 FLAGS=(-std=c++17 -O2 -fPIC -Wall -Wextra -Werror -ffp-contract=off -fno-fast-math -fvisibility=hidden
        -Icsrc -DSMG_FAST_VERSION='"cross"')
 objs=()
-for src in csrc/*.cpp; do
-    [ "$src" = csrc/bindings.cpp ] && continue
-    obj="$out/$(basename "${src%.cpp}").o"
+core=$(find csrc -name '*.cpp' ! -name 'bind_*' | sort)
+for src in $core; do
+    obj="$out/$(echo "${src#csrc/}" | tr / _).o"  # resample/avx2.cpp and patchify/avx2.cpp both exist
     "$CXX" "${FLAGS[@]}" -c "$src" -o "$obj" &
     objs+=("$obj")
 done
@@ -47,6 +48,9 @@ if [ -n "$MULTI" ] && [ -f "/usr/include/$MULTI/python$PYVER/pyconfig.h" ]; then
     ln -s "/usr/include/$MULTI/python$PYVER/pyconfig.h" "$out/inc/aarch64-linux-gnu/python$PYVER/"
 fi
 mkdir -p "$out/inc"
-"$CXX" "${FLAGS[@]}" -I"$PY_INC" -I"$PYBIND_INC" -I"$out/inc" -c csrc/bindings.cpp \
-    -o "$out/bindings.o"
-echo "aarch64 cross-compile: OK ($(ls csrc/*.cpp | wc -l) sources, core linked without undefined symbols)"
+for src in csrc/bind_*.cpp; do
+    "$CXX" "${FLAGS[@]}" -I"$PY_INC" -I"$PYBIND_INC" -I"$out/inc" -c "$src" \
+        -o "$out/$(basename "${src%.cpp}").o" &
+done
+wait_all
+echo "aarch64 cross-compile: OK ($(find csrc -name '*.cpp' | wc -l) sources, core linked without undefined symbols)"

@@ -34,7 +34,6 @@ struct ArrowArray {
 // The packed R, G, B, pad bytes of a width x height Pillow RGB image exported as Arrow (a
 // fixed-size list of 4 uint8 per pixel). Throws std::invalid_argument (message prefixed
 // "arrow_rgbx: ") for released structures or any other layout.
-const uint8_t* arrow_rgbx_pixels(const ArrowSchema* schema, const ArrowArray* array, int64_t width,
-                                 int64_t height);
+const uint8_t* arrow_rgbx_pixels(const ArrowSchema* schema, const ArrowArray* array, int64_t width, int64_t height);
 
 }  // namespace smg

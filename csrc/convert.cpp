@@ -126,7 +126,8 @@ const uint8_t* over_white_table(PixelFormat f) {
 }
 
 void convert_rows(PixelFormat f, const ImageView& src, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride) {
-    if (src.channels != format_channels(f)) throw std::invalid_argument("convert: channel count does not match the format");
+    if (src.channels != format_channels(f))
+        throw std::invalid_argument("convert: channel count does not match the format");
     const uint8_t* lut = over_white_table(f);
     const int w = src.width;
     for (int64_t y = y0; y < y1; ++y) {
@@ -146,9 +147,11 @@ void convert_rows(PixelFormat f, const ImageView& src, int64_t y0, int64_t y1, u
 }
 
 void convert_image(PixelFormat f, const ImageView& src, uint8_t* out, int64_t out_stride) {
-    if (src.channels != format_channels(f)) throw std::invalid_argument("convert: channel count does not match the format");
+    if (src.channels != format_channels(f))
+        throw std::invalid_argument("convert: channel count does not match the format");
     over_white_table(f);  // build a table once here, not racing inside the workers
-    parallel_for(src.height, 64, [&](int64_t b, int64_t e) { convert_rows(f, src, b, e, out + b * out_stride, out_stride); });
+    parallel_for(src.height, 64,
+                 [&](int64_t b, int64_t e) { convert_rows(f, src, b, e, out + b * out_stride, out_stride); });
 }
 
 }  // namespace smg

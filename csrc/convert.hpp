@@ -10,14 +10,14 @@
 namespace smg {
 
 enum class PixelFormat : int {
-    RGB = 0,                  // 3 bytes: R, G, B
-    RGBX = 1,                 // 4 bytes: R, G, B, ignored (Pillow's RGB storage; RGBA with alpha dropped)
-    Gray = 2,                 // 1 byte, replicated to R = G = B (Pillow L -> RGB, np.repeat)
-    GrayAlphaDrop = 3,        // 2 bytes: L, A; alpha dropped (Pillow LA -> RGB)
+    RGB = 0,                       // 3 bytes: R, G, B
+    RGBX = 1,                      // 4 bytes: R, G, B, ignored (Pillow's RGB storage; RGBA with alpha dropped)
+    Gray = 2,                      // 1 byte, replicated to R = G = B (Pillow L -> RGB, np.repeat)
+    GrayAlphaDrop = 3,             // 2 bytes: L, A; alpha dropped (Pillow LA -> RGB)
     GrayAlphaOverWhitePillow = 4,  // 2 bytes: L replicated + A, then RGBA over white as below
-    RgbaOverWhitePillow = 5,  // 4 bytes: Image.alpha_composite(opaque white, rgba).convert("RGB")
-    RgbaOverWhiteNumpy = 6,   // 4 bytes: round(a/255 * c + (1 - a/255) * 255) in float64, half to even
-    RgbaOverWhiteTorch = 7,   // 4 bytes: transformers' torchvision backend on arrays, float32 (see convert.cpp)
+    RgbaOverWhitePillow = 5,       // 4 bytes: Image.alpha_composite(opaque white, rgba).convert("RGB")
+    RgbaOverWhiteNumpy = 6,        // 4 bytes: round(a/255 * c + (1 - a/255) * 255) in float64, half to even
+    RgbaOverWhiteTorch = 7,        // 4 bytes: transformers' torchvision backend on arrays, float32 (see convert.cpp)
 };
 
 bool is_valid_format(PixelFormat f);

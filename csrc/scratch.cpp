@@ -15,7 +15,7 @@ namespace smg {
 
 namespace {
 
-constexpr size_t kHuge = size_t(2) << 20;   // 2 MiB: THP page size
+constexpr size_t kHuge = size_t(2) << 20;  // 2 MiB: THP page size
 constexpr size_t kSmallAlign = 64;
 constexpr size_t kMaxBlocksPerThread = 32;
 
@@ -60,8 +60,10 @@ struct ToFree {
     Block items[kMaxBlocksPerThread + 1];
     size_t n = 0;
     void push_back(const Block& b) {
-        if (n < kMaxBlocksPerThread + 1) items[n++] = b;
-        else std::free(b.data);  // unreachable by the bound above; never leak
+        if (n < kMaxBlocksPerThread + 1)
+            items[n++] = b;
+        else
+            std::free(b.data);  // unreachable by the bound above; never leak
     }
     ~ToFree() {
         for (size_t i = 0; i < n; ++i) drop(items[i]);
@@ -104,8 +106,8 @@ struct Pool {
             return;
         }
         // Evict this pool's oldest blocks until the new one fits under both caps.
-        while (!free.empty() && (bytes + size > cap || free.size() >= kMaxBlocksPerThread ||
-                                 g_pooled.load() + size > total_cap)) {
+        while (!free.empty() &&
+               (bytes + size > cap || free.size() >= kMaxBlocksPerThread || g_pooled.load() + size > total_cap)) {
             Block old = free.front();
             free.erase(free.begin());
             bytes -= int64_t(old.capacity);
@@ -206,13 +208,15 @@ void scratch_give(Block b) {
         // freed under it, so other threads' gives and thread exits do not wait on munmap.
         std::lock_guard<std::mutex> lock(g_registry_mu);
         auto it = registry().find(b.owner);
-        if (it == registry().end()) to_free.push_back(b);  // its thread has exited
-        else it->second->give(b, &to_free);
+        if (it == registry().end())
+            to_free.push_back(b);  // its thread has exited
+        else
+            it->second->give(b, &to_free);
     }
 }
 
 ScratchStats scratch_stats() {
-    return ScratchStats{g_hits.load(), g_misses.load(), g_gives.load(), g_drops.load(),
+    return ScratchStats{g_hits.load(),   g_misses.load(), g_gives.load(), g_drops.load(),
                         g_remote.load(), g_pooled.load(), g_live.load()};
 }
 

@@ -17,13 +17,13 @@ struct Block {
 };
 
 struct ScratchStats {
-    uint64_t hits;         // take() served from a pool
-    uint64_t misses;       // take() had to allocate
-    uint64_t gives;        // blocks returned to a pool
-    uint64_t drops;        // blocks freed because a pool was full
-    uint64_t remote_gives; // blocks given back by another thread than their owner
-    int64_t pooled_bytes;  // bytes parked in pools right now (all threads)
-    int64_t live_bytes;    // bytes handed out and not yet given back
+    uint64_t hits;          // take() served from a pool
+    uint64_t misses;        // take() had to allocate
+    uint64_t gives;         // blocks returned to a pool
+    uint64_t drops;         // blocks freed because a pool was full
+    uint64_t remote_gives;  // blocks given back by another thread than their owner
+    int64_t pooled_bytes;   // bytes parked in pools right now (all threads)
+    int64_t live_bytes;     // bytes handed out and not yet given back
 };
 
 // A block of at least n bytes, 64-byte aligned (2 MiB aligned and THP-advised when large).
@@ -51,7 +51,9 @@ public:
     ScratchBuffer(const ScratchBuffer&) = delete;
     ScratchBuffer& operator=(const ScratchBuffer&) = delete;
     template <class T>
-    T* as() const { return static_cast<T*>(b_.data); }
+    T* as() const {
+        return static_cast<T*>(b_.data);
+    }
 
 private:
     Block b_;

@@ -35,10 +35,10 @@ uint64_t key_hash(const std::string& key) {
 
 SlotArena::SlotArena(size_t slots, size_t slot_bytes, double ttl_s)
     : slots_(slots), slot_bytes_(slot_bytes), ttl_s_(ttl_s), table_(slots) {
-    if (slots == 0 || slot_bytes < kFrameHeader + kFrameTrailer + 8 || slot_bytes % 64 != 0 ||
-        !(ttl_s > 0))
-        throw std::invalid_argument("slot arena: need slots >= 1, slot_bytes >= 80 and a multiple "
-                                    "of 64, ttl_s > 0");
+    if (slots == 0 || slot_bytes < kFrameHeader + kFrameTrailer + 8 || slot_bytes % 64 != 0 || !(ttl_s > 0))
+        throw std::invalid_argument(
+            "slot arena: need slots >= 1, slot_bytes >= 80 and a multiple "
+            "of 64, ttl_s > 0");
     if (slot_bytes > (SIZE_MAX / 2) / slots) throw std::bad_alloc();
     void* p = mmap(nullptr, size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
@@ -49,8 +49,7 @@ SlotArena::SlotArena(size_t slots, size_t slot_bytes, double ttl_s)
     // Fault every page in now: first touch costs ~2 GB/s and must not land on a request.
     const size_t n = size();
     parallel_for(int64_t((n + kCopyGrain - 1) / kCopyGrain), 1, [&](int64_t b, int64_t e) {
-        for (size_t off = size_t(b) * kCopyGrain; off < std::min(n, size_t(e) * kCopyGrain);
-             off += kPage)
+        for (size_t off = size_t(b) * kCopyGrain; off < std::min(n, size_t(e) * kCopyGrain); off += kPage)
             base_[off] = 0;
     });
     free_list_.reserve(slots);
@@ -66,8 +65,10 @@ uint64_t SlotArena::fresh_generation(uint64_t previous) {
         size_t got = 0;
         while (got < sizeof g) {
             const ssize_t r = getrandom(reinterpret_cast<uint8_t*>(&g) + got, sizeof g - got, 0);
-            if (r > 0) got += size_t(r);
-            else if (errno != EINTR) throw std::runtime_error("getrandom failed");
+            if (r > 0)
+                got += size_t(r);
+            else if (errno != EINTR)
+                throw std::runtime_error("getrandom failed");
         }
         if (g != 0 && g != previous) return g;  // 0 marks an invalidated trailer
     }
@@ -81,8 +82,7 @@ SlotLease SlotArena::lease(const std::string& key, size_t payload_len) {
     std::lock_guard<std::mutex> lock(mu_);
     if (payload_len > max_payload() || frame_bytes(payload_len) > slot_bytes_) {
         ++counters_.too_large;
-        throw std::length_error("payload of " + std::to_string(payload_len) +
-                                " bytes does not fit a slot (at most " +
+        throw std::length_error("payload of " + std::to_string(payload_len) + " bytes does not fit a slot (at most " +
                                 std::to_string(max_payload()) + ")");
     }
     if (by_key_.count(key) != 0) throw std::invalid_argument("key already holds a slot");
@@ -121,8 +121,7 @@ SlotLease SlotArena::lease(const std::string& key, size_t payload_len) {
     uint64_t magic = 0, old_len = 0;
     std::memcpy(&magic, h, 8);
     std::memcpy(&old_len, h + 24, 8);
-    if (magic == kFrameMagic && old_len <= max_payload())
-        put_u64(h + kFrameHeader + ((old_len + 7) & ~uint64_t(7)), 0);
+    if (magic == kFrameMagic && old_len <= max_payload()) put_u64(h + kFrameHeader + ((old_len + 7) & ~uint64_t(7)), 0);
     std::memset(h, 0, kFrameHeader);
     put_u64(h, kFrameMagic);
     put_u32(h + 8, kFrameVersion);
@@ -206,8 +205,8 @@ size_t SlotArena::reap() {
 
 size_t SlotArena::reap_after(double seconds) {
     std::lock_guard<std::mutex> lock(mu_);
-    return reap_locked(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(seconds)));
+    return reap_locked(Clock::now() +
+                       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
 }
 
 SlotLease SlotArena::copy_in(const std::string& key, const void* src, size_t n) {

@@ -44,15 +44,15 @@ struct SlotLease {
 };
 
 struct ArenaCounters {
-    uint64_t leased;       // leases handed out
-    uint64_t committed;    // leases whose payload was written
-    uint64_t freed;        // released by key (the reader's notification, or the producer)
-    uint64_t reaped;       // released by the TTL sweep
-    uint64_t full;         // lease refused: no free slot
-    uint64_t too_large;    // lease refused: payload bigger than a slot
-    uint64_t unknown_free; // free for a key that holds no lease (late, duplicate or forged)
-    uint64_t refused_free; // free of a lease still being written (refused: only its writer ends it)
-    uint64_t in_use;       // slots leased right now
+    uint64_t leased;        // leases handed out
+    uint64_t committed;     // leases whose payload was written
+    uint64_t freed;         // released by key (the reader's notification, or the producer)
+    uint64_t reaped;        // released by the TTL sweep
+    uint64_t full;          // lease refused: no free slot
+    uint64_t too_large;     // lease refused: payload bigger than a slot
+    uint64_t unknown_free;  // free for a key that holds no lease (late, duplicate or forged)
+    uint64_t refused_free;  // free of a lease still being written (refused: only its writer ends it)
+    uint64_t in_use;        // slots leased right now
 };
 
 class SlotArena {

@@ -90,10 +90,11 @@ def kernel_info() -> dict[str, Any]:
     an unknown value means baseline), ``isa_cap_env`` (the variable as set, or None), ``host``
     (what the CPU supports, ignoring the cap), ``selected`` (per stage, the kernel the dispatch
     picks for RGB/RGBX input), ``ran`` (per stage, the kernels that have run in this process,
-    lowest first) and ``kernels`` (every kernel with its stage, name, the lowest cap that admits
-    it, ``min_cap``, and ``ran``). Stages: resample.vertical, resample.horizontal (1- and
-    2-channel images always use its scalar kernel), patchify (its SIMD kernel is used only where
-    it reproduces the lookup table's values, and for patches up to 16 pixels).
+    lowest first) and ``kernels`` (every kernel compiled in, with its stage, name, ``arch``: x86,
+    arm64 or any for portable C++, the lowest cap that admits it, ``min_cap``, and ``ran``).
+    Stages: resample.vertical, resample.horizontal (1- and 2-channel images always use its scalar
+    kernel), patchify (its SIMD kernel is used only where it reproduces the lookup table's
+    values, and for patches up to 16 pixels).
     """
     info = dict(_native.kernel_info())
     ran: dict[str, list[str]] = {}

@@ -1,4 +1,4 @@
-"""Types of smg_fast._native, the C++ core (csrc/bindings.cpp is the only pybind11 file).
+"""Types of smg_fast._native, the C++ core (csrc/bind_*.cpp are its only pybind11 files).
 
 Written by hand; tests/numerics/test_native_boundary.py checks it against the built module
 (every name, every parameter, every enum member), so a binding change that forgets this file
@@ -115,7 +115,9 @@ class Pipeline:
     @property
     def lut(self) -> np.ndarray: ...
     @property
-    def kernel(self) -> Literal["avx512-fast", "avx512", "avx2-fast", "avx2-gather", "table"]: ...
+    def kernel(
+        self,
+    ) -> Literal["avx512-fast", "avx512", "avx2-fast", "avx2-gather", "table", "copy"]: ...
     @property
     def dtype(self) -> DType: ...
     @property
@@ -191,6 +193,7 @@ def cpu_features() -> dict[str, bool]: ...
 class _KernelEntry(TypedDict):
     stage: str
     name: str
+    arch: str
     min_cap: str
     ran: bool
 

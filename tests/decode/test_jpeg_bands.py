@@ -1,4 +1,4 @@
-"""The native JPEG decoder (csrc/jpeg_decode.cpp), which drives the libjpeg Pillow itself loaded:
+"""The native JPEG decoder (csrc/decode/jpeg.cpp), which drives the libjpeg Pillow itself loaded:
 banded decoding on two threads gives Pillow's pixels for every subsampling and wherever the cut
 falls; broken data is reported, never returned as pixels; binding refuses what it must."""
 

@@ -3,7 +3,8 @@ SMG_FAST_ISA cap (each in a fresh process, because the choice is made once per p
 each run proves with smg_fast.kernel_info() which kernels ran: per stage, the best kernel that
 the cap and this CPU allow (read from /proc/cpuinfo, not from our own detection), and nothing
 above the cap. On a host without AVX-512 the avx512 caps must fall back to avx2; a host with
-AVX-512 VBMI and VNNI runs all of them."""
+AVX-512 VBMI and VNNI runs all of them. The caps are those of the host's architecture (x86-64
+today; aarch64 has only baseline until it has kernels of its own)."""
 
 from __future__ import annotations
 
@@ -24,28 +25,31 @@ SUITES = ["numerics/test_resample.py", "parity/test_kimi_parity.py", "numerics/t
           "parity/test_qwen_parity.py", "numerics/test_patchify_layouts.py",
           "numerics/test_patchify_kernels.py", "numerics/test_convert.py",
           "numerics/test_resample_torch.py", "numerics/test_resample_edges.py"]
-CAPS = ["baseline", "avx2", "avx512-novnni", "avx512"]  # lowest first: the rank of each cap
-# kernel -> (the lowest cap that admits it, the host flags it needs); the same per-stage order as
-# kernel_info()["kernels"], lowest first.
-# "x86": SSE2, part of x86-64 itself (the baseline kernels' ISA there; elsewhere the scalar ones).
+# SMG_FAST_ISA caps per architecture, lowest first: the ladders of csrc/dispatch.hpp.
+CAPS_BY_ARCH = {"x86": ["baseline", "avx2", "avx512-novnni", "avx512"], "arm64": ["baseline"]}
+ARCH = {"x86_64": "x86", "amd64": "x86", "aarch64": "arm64", "arm64": "arm64"}.get(
+    platform.machine().lower(), "any")
+CAPS = CAPS_BY_ARCH.get(ARCH, ["baseline"])
+# Per stage, lowest first (as kernel_info()["kernels"] lists them): each kernel's name, the
+# architecture it is compiled for ("any": portable C++), the lowest cap of that architecture's
+# ladder that admits it, and the host flags it needs.
 KERNELS = {
-    "resample.vertical": [("scalar", "baseline", ()), ("sse2", "baseline", ("x86",)),
-                          ("avx2", "avx2", ("avx2",)), ("avx512", "avx512-novnni", ("avx512",))],
-    "resample.horizontal": [("scalar", "baseline", ()), ("sse2", "baseline", ("x86",)),
-                            ("avx2", "avx2", ("avx2",)),
-                            ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi")),
-                            ("avx512vnni", "avx512", ("avx512", "avx512vbmi", "avx512vnni"))],
-    "patchify": [("table", "baseline", ()), ("avx2", "avx2", ("avx2",)),
-                 ("avx512vbmi", "avx512-novnni", ("avx512", "avx512vbmi"))],
+    "resample.vertical": [("scalar", "any", "baseline", ()), ("sse2", "x86", "baseline", ()),
+                          ("avx2", "x86", "avx2", ("avx2",)),
+                          ("avx512", "x86", "avx512-novnni", ("avx512",))],
+    "resample.horizontal": [("scalar", "any", "baseline", ()), ("sse2", "x86", "baseline", ()),
+                            ("avx2", "x86", "avx2", ("avx2",)),
+                            ("avx512vbmi", "x86", "avx512-novnni", ("avx512", "avx512vbmi")),
+                            ("avx512vnni", "x86", "avx512",
+                             ("avx512", "avx512vbmi", "avx512vnni"))],
+    "patchify": [("table", "any", "baseline", ()), ("avx2", "x86", "avx2", ("avx2",)),
+                 ("avx512vbmi", "x86", "avx512-novnni", ("avx512", "avx512vbmi"))],
 }
-
-
-X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
 def host_flags() -> dict[str, bool]:
     """What this CPU supports, from the kernel's view of it rather than from smg_fast's."""
-    if not X86:
+    if ARCH != "x86":
         return {"avx2": False, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
     flags = cpu_flags()  # an x86 Linux host always has them: empty would fail, not skip
     avx512 = {"avx512f", "avx512bw", "avx512vl"} <= flags
@@ -54,32 +58,46 @@ def host_flags() -> dict[str, bool]:
             "avx512vnni": avx512 and "avx512vbmi" in flags and "avx512_vnni" in flags}
 
 
-def allowed(cap: str, host: dict[str, bool]) -> dict[str, list[str]]:
+def allowed(cap: str, host: dict[str, bool], arch: str = ARCH) -> dict[str, list[str]]:
     """Per stage, the kernels that may run under cap on this host, lowest first (the last one is
     what the dispatch must select)."""
-    rank = CAPS.index(cap)
-    has = dict(host, x86=host.get("x86", X86))
-    return {stage: [name for name, min_cap, needs in kernels
-                    if CAPS.index(min_cap) <= rank and all(has[f] for f in needs)]
+    ladder = CAPS_BY_ARCH.get(arch, ["baseline"])
+    rank = ladder.index(cap)
+    return {stage: [name for name, k_arch, min_cap, needs in kernels
+                    if k_arch in ("any", arch) and ladder.index(min_cap) <= rank
+                    and all(host[f] for f in needs)]
             for stage, kernels in KERNELS.items()}
 
 
 def test_expectations_follow_the_host_and_the_cap():
     """The expectation itself: an AVX2-only host falls back to avx2 under the avx512 caps, an
-    AVX-512 VBMI+VNNI host runs a different top kernel under each cap."""
-    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False,
-                 "x86": True}
-    full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True, "x86": True}
-    tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only).items()} for cap in CAPS}
+    AVX-512 VBMI+VNNI host runs a different top kernel under each cap, an aarch64 host the
+    portable kernels."""
+    x86 = CAPS_BY_ARCH["x86"]
+    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
+    full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
+    tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only, "x86").items()} for cap in x86}
     assert tops["avx512"] == tops["avx2"] == {
         "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "avx2"}
     assert tops["baseline"] == {
         "resample.vertical": "sse2", "resample.horizontal": "sse2", "patchify": "table"}
-    assert [allowed(cap, full)["resample.horizontal"][-1] for cap in CAPS] == [
+    assert [allowed(cap, full, "x86")["resample.horizontal"][-1] for cap in x86] == [
         "sse2", "avx2", "avx512vbmi", "avx512vnni"]
-    arm = {"avx2": False, "avx512": False, "avx512vbmi": False, "avx512vnni": False, "x86": False}
-    assert {s: k[-1] for s, k in allowed("avx512", arm).items()} == {
+    none = dict.fromkeys(full, False)
+    assert {s: k[-1] for s, k in allowed("baseline", none, "arm64").items()} == {
         "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
+
+
+def test_kernels_are_the_native_tables():
+    """KERNELS lists exactly the kernels of this build's dispatch tables (csrc/dispatch.hpp),
+    each with its architecture and lowest cap: a kernel added there needs its row here."""
+    native: dict[str, list[tuple[str, str, str]]] = {}
+    for k in smg_fast.kernel_info()["kernels"]:
+        native.setdefault(k["stage"], []).append((k["name"], k["arch"], k["min_cap"]))
+    ours = {stage: [(name, k_arch, min_cap) for name, k_arch, min_cap, _ in kernels
+                    if k_arch in ("any", ARCH)]
+            for stage, kernels in KERNELS.items()}
+    assert native == ours
 
 
 def check_kernels(info: dict, cap: str, host: dict[str, bool]) -> None:
@@ -109,21 +127,21 @@ def selections() -> dict[str, dict[str, str]]:
     return {cap: selected_under(cap) for cap in CAPS}
 
 
-def representative(cap: str, selections: dict[str, dict[str, str]]) -> str:
+def representative(cap: str, selections: dict[str, dict[str, str]], caps: list[str] = CAPS) -> str:
     """The lowest cap that selects the same kernels as cap: the one whose run proves them."""
-    return next(c for c in CAPS if selections[c] == selections[cap])
+    return next(c for c in caps if selections[c] == selections[cap])
 
 
 def test_caps_that_select_the_same_kernels_share_one_run():
     """Two caps share a run only when they select identical kernels: on an AVX2-only host the
     three upper caps select the avx2 kernels (one run), on a full AVX-512 host each cap is a
     run of its own."""
-    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False,
-                 "x86": True}
+    x86 = CAPS_BY_ARCH["x86"]
+    avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
     full = dict(avx2_only, avx512=True, avx512vbmi=True, avx512vnni=True)
-    for host, runs in ((avx2_only, ["baseline", "avx2", "avx2", "avx2"]), (full, CAPS)):
-        sel = {cap: {s: k[-1] for s, k in allowed(cap, host).items()} for cap in CAPS}
-        assert [representative(cap, sel) for cap in CAPS] == runs
+    for host, runs in ((avx2_only, ["baseline", "avx2", "avx2", "avx2"]), (full, x86)):
+        sel = {cap: {s: k[-1] for s, k in allowed(cap, host, "x86").items()} for cap in x86}
+        assert [representative(cap, sel, x86) for cap in x86] == runs
 
 
 _runs: dict[str, dict] = {}  # cap -> kernel_info() after its suites passed, this session
@@ -165,9 +183,7 @@ def test_unknown_cap_means_baseline():
                          env=dict(os.environ, SMG_FAST_ISA="avx-512"))
     info = json.loads(run.stdout)
     assert (info["isa_cap"], info["isa_cap_env"]) == ("baseline", "avx-512")
-    base = "sse2" if X86 else "scalar"
-    assert info["selected"] == {"resample.vertical": base, "resample.horizontal": base,
-                                "patchify": "table"}
+    assert info["selected"] == {s: k[-1] for s, k in allowed("baseline", host_flags()).items()}
 
 
 def test_default_uses_what_the_cpu_has():

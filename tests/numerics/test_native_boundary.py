@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import gc
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -163,6 +164,17 @@ def test_stub_is_package_data():
     text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     assert '"smg_fast" = ["_native.pyi", "py.typed"]' in text
     assert STUB.with_name("py.typed").exists()
+
+
+def test_only_the_bind_files_see_pybind11():
+    """One native boundary: the C++ below it is plain, and only csrc/bind_* include pybind11
+    (directly, or through bind_common.hpp)."""
+    csrc = Path(__file__).parents[2] / "csrc"
+    files = sorted(p for p in csrc.rglob("*") if p.suffix in (".cpp", ".hpp"))
+    seeing = [p.relative_to(csrc).as_posix() for p in files
+              if re.search(r'#include\s*(<pybind11/|"bind_)', p.read_text())]
+    assert files and seeing
+    assert all(re.fullmatch(r"bind_\w+\.(cpp|hpp)", f) for f in seeing), seeing
 
 
 # ---- enums, not integer codes ----

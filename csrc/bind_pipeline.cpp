@@ -1,0 +1,119 @@
+// Pipeline: one validated processor and dtype; run() checks its destination before the GIL is
+// released and anything is written.
+#include <pybind11/stl.h>
+
+#include <array>
+#include <optional>
+#include <string>
+
+#include "bind_common.hpp"
+#include "decode/jpeg.hpp"
+#include "decode/jpeg_pipeline.hpp"
+#include "normalize/lut.hpp"
+#include "pipeline.hpp"
+
+namespace smg::bind {
+
+namespace {
+
+py::tuple triple(const double* v) { return py::make_tuple(v[0], v[1], v[2]); }
+
+int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int grid_h, int grid_w, py::array dst,
+           int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg,
+           std::optional<py::array> secs) {
+    const ImageView in = image_view(src, "run");
+    if (jpeg && (fmt.is_none() || fmt.cast<PixelFormat>() != PixelFormat::RGB || !src.writeable()))
+        throw py::value_error("run: with jpeg, src must be a writable RGB (H, W, 3) array and fmt RGB");
+    if (secs && (!jpeg || !secs->dtype().equal(py::dtype::of<double>()) || secs->size() < 1 || !secs->writeable()))
+        throw py::value_error("run: decode_seconds must be a writable float64 array, with jpeg");
+    double* decode_s = secs ? static_cast<double*>(secs->mutable_data()) : nullptr;
+    const PixelFormat f = checked_format(fmt, in, "run");
+    const int esize = dtype_size(pl.dtype());  // bfloat16 travels as its raw bits (uint16)
+    if (!dst.dtype().equal(py::dtype(dtype_format(pl.dtype()))) || !(dst.flags() & py::array::c_style) ||
+        !dst.writeable())
+        throw py::value_error("run: dst must be a writable C-contiguous array of the output dtype");
+    const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w);
+    if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
+        throw py::value_error("run: dst too small for this image at this offset");
+    char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
+    const py::buffer_info b = jpeg ? jpeg->request() : py::buffer_info();
+    if (jpeg && !is_bytes(b)) throw py::value_error("run: jpeg must be contiguous bytes");
+    auto* img = jpeg ? static_cast<uint8_t*>(src.mutable_data()) : nullptr;
+    py::gil_scoped_release release;
+    if (!jpeg) {
+        pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out);
+        return int(JpegStatus::Whole);
+    }
+    return int(jpeg_decode_run(pl, static_cast<const uint8_t*>(b.ptr), size_t(b.size), img, in.stride, in.width,
+                               in.height, resize_w, resize_h, grid_h, grid_w, out, decode_s));
+}
+
+}  // namespace
+
+void bind_pipeline(py::module_& m) {
+    py::class_<Pipeline>(m, "Pipeline",
+                         "Resize + normalize + patchify for one processor and output dtype.\n\n"
+                         "Everything fixed per processor is validated once here, including the 3 x 256\n"
+                         "normalization table and the check that the SIMD kernel reproduces it; run()\n"
+                         "then takes only what differs per image. Safe to share between threads.")
+        .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_,
+                         DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal,
+                         Resampler resampler) {
+                 const NormParams norm{recipe, rescale, {mean[0], mean[1], mean[2]}, {std_[0], std_[1], std_[2]}};
+                 return new Pipeline(norm, dtype, filter, order, resampler, patch, merge, temporal);
+             }),
+             py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"),
+             py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
+             py::arg("resampler") = Resampler::Pillow,
+             "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, a filter\n"
+             "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
+             "zero or non-finite std, a non-finite mean.")
+        .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
+             py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
+             py::arg("jpeg") = py::none(), py::arg("decode_seconds") = py::none(),
+             "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3 channels, RGBX\n"
+             "for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the pipeline's\n"
+             "dtype, into the flat C-contiguous array dst from element offset on; grid cells past the resized image\n"
+             "are padding (pixel value 0). Formats other than RGB / RGBX are converted while read, through small\n"
+             "pooled bands. Releases the GIL. jpeg (bytes): src (RGB) is filled by jpeg_decode while the core reads\n"
+             "its finished rows; returns jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded),\n"
+             "else 0; with decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.")
+        .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
+             py::arg("grid_w"),
+             "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"
+             "multiple of merge and the resized image fits inside it.")
+        .def_property_readonly(
+            "lut",
+            [](py::object self) {
+                const Pipeline& pl = self.cast<const Pipeline&>();
+                py::array out(py::dtype(dtype_format(pl.dtype())), {3, 256}, {}, pl.normalizer().lut(), self);
+                make_read_only(out);
+                return out;
+            },
+            "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
+            "float16, uint8 for UINT8), indexed [channel, pixel value]: the definition of every output value.")
+        .def_property_readonly(
+            "kernel", [](const Pipeline& pl) { return pl.normalizer().kernel_label(pl.patch()); },
+            "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
+            "'avx2-fast', 'avx2-gather', 'table' (each SIMD form checked against all 768 table values) or 'copy' "
+            "(uint8).")
+        .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
+        .def_property_readonly(
+            "recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; }, "Normalization recipe.")
+        .def_property_readonly(
+            "rescale", [](const Pipeline& pl) { return pl.normalizer().params().rescale; },
+            "Rescale factor (HF_RESCALE_NORMALIZE only).")
+        .def_property_readonly(
+            "mean", [](const Pipeline& pl) { return triple(pl.normalizer().params().mean); }, "Per-channel mean.")
+        .def_property_readonly(
+            "std", [](const Pipeline& pl) { return triple(pl.normalizer().params().std_); }, "Per-channel std.")
+        .def_property_readonly("filter", &Pipeline::filter, "Resampling filter.")
+        .def_property_readonly("pass_order", &Pipeline::pass_order, "Resampling pass order.")
+        .def_property_readonly("resampler", &Pipeline::resampler, "Whose resize arithmetic.")
+        .def_property_readonly("patch", &Pipeline::patch, "Patch side in pixels.")
+        .def_property_readonly("merge", &Pipeline::merge, "Merge size (patches per merged block side).")
+        .def_property_readonly("temporal", &Pipeline::temporal, "Temporal copies of each patch.")
+        .def_property_readonly("row_elems", &Pipeline::row_elems, "Elements per patch row: 3 * temporal * patch^2.");
+}
+
+}  // namespace smg::bind

@@ -1,0 +1,62 @@
+// The runtime the kernels share: pooled scratch memory and the thread pool's size.
+#include "bind_common.hpp"
+#include "parallel.hpp"
+#include "scratch.hpp"
+
+namespace smg::bind {
+
+namespace {
+
+// A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
+// thread that took it, whichever thread drops the last reference.
+py::array pooled_empty(int64_t n, bool zero) {
+    if (n < 0) throw py::value_error("pooled_empty: negative size");
+    const Block b = [&] {
+        py::gil_scoped_release release;
+        return scratch_take(size_t(n), zero);
+    }();
+    py::capsule owner(new Block(b), [](void* p) {
+        auto* blk = static_cast<Block*>(p);
+        scratch_give(*blk);
+        delete blk;
+    });
+    return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
+}
+
+py::dict stats_py() {
+    const ScratchStats s = scratch_stats();
+    return int_dict({{"hits", s.hits},
+                     {"misses", s.misses},
+                     {"gives", s.gives},
+                     {"drops", s.drops},
+                     {"remote_gives", s.remote_gives},
+                     {"pooled_bytes", s.pooled_bytes},
+                     {"live_bytes", s.live_bytes},
+                     {"cap_bytes", scratch_cap()},
+                     {"total_cap_bytes", scratch_total_cap()},
+                     {"thread_pooled_bytes", scratch_thread_pooled()}});
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+    m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false,
+          "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
+          "its memory returns to that pool when the array is dropped, from any thread.");
+    m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
+    m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
+    m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");
+    m.def("scratch_set_total_cap", &scratch_set_total_cap, py::arg("bytes"),
+          "Process-wide cap on pooled scratch bytes (all threads).");
+    m.def(
+        "set_num_threads",
+        [](int n) {
+            py::gil_scoped_release release;
+            set_num_threads(n);
+        },
+        py::arg("n"), "Threads the native kernels may use, the caller included (n < 1: every available CPU).");
+    m.def("num_threads", &num_threads, "Threads the native kernels may use, the caller included.");
+    m.def("available_cpus", &available_cpus, "CPUs this process may run on (its affinity mask).");
+}
+
+}  // namespace smg::bind

@@ -1,0 +1,117 @@
+#include "pipeline.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "parallel.hpp"
+#include "scratch.hpp"
+
+namespace smg {
+
+namespace {
+
+constexpr int64_t kMaxSide = 1 << 20;  // far beyond any real image; keeps index math in range
+
+// Runs before norm_ is built, so a bad layout is reported before the table is computed.
+Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, int temporal) {
+    if (!is_valid_filter(f)) throw std::invalid_argument("unknown resampling filter " + std::to_string(int(f)));
+    if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
+    if (rs == Resampler::Torch && f != Filter::Bicubic)
+        throw std::invalid_argument("the torch resampler implements BICUBIC only");
+    if (!is_valid_pass_order(order)) throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
+    if (patch < 1 || patch > kMaxPatch || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
+        throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");
+    return f;
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler, int patch,
+                   int merge, int temporal)
+    : filter_(checked(filter, order, resampler, patch, merge, temporal)),
+      order_(order),
+      resampler_(resampler),
+      patch_(patch),
+      merge_(merge),
+      temporal_(temporal),
+      norm_(norm, dtype) {}
+
+int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_w) const {
+    if (grid_h < merge_ || grid_w < merge_ || grid_h % merge_ || grid_w % merge_ || grid_h > kMaxSide ||
+        grid_w > kMaxSide)
+        throw std::invalid_argument("grid must be a positive multiple of merge (at most 2^20 per side)");
+    if (resize_w < 1 || resize_h < 1 || resize_w > int64_t(grid_w) * patch_ || resize_h > int64_t(grid_h) * patch_)
+        throw std::invalid_argument("resized image must fit inside the patch grid");
+    return int64_t(grid_h) * grid_w * row_elems();
+}
+
+void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                   void* dst) const {
+    run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, nullptr);
+}
+
+bool Pipeline::run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                             void* dst, const Producer& produce) const {
+    return run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, &produce);
+}
+
+bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                        void* dst, const Producer* produce) const {
+    const WorkScope busy;
+    output_elems(resize_w, resize_h, grid_h, grid_w);
+    if (!is_valid_format(fmt)) throw std::invalid_argument("unknown pixel format " + std::to_string(int(fmt)));
+    if (src.channels != format_channels(fmt))
+        throw std::invalid_argument("pixel format " + std::to_string(int(fmt)) + " reads " +
+                                    std::to_string(format_channels(fmt)) + " channels, the image has " +
+                                    std::to_string(src.channels));
+    const PatchLayout L{patch_, merge_, temporal_, grid_h, grid_w};
+    const Patchifier patchifier(L, norm_);
+    // Same size: Pillow's (and torch's) resize is a copy, and so is ours (Resizer's copy mode). The band copy
+    // is cheap and sequential; patchifying straight from a large image is not (rows far apart
+    // miss the cache on every patch).
+    Resizer resizer(src, resize_w, resize_h, filter_, order_, resampler_, /*rgb_out=*/true, fmt);
+    // One merged block row (m * P image rows) at a time into a small pooled band that is still
+    // in cache when the patchifier reads it.
+    const int band_rows = L.merge * L.patch;
+    const int C = resizer.out_channels();
+    const int64_t stride = int64_t(resize_w) * C;
+    // With a producer, unit 0 produces the source and unit 1 + bh is block row bh. The pool hands
+    // out units in order, so the producer is running before any block row waits on its rows (and
+    // on one thread it simply runs first).
+    RowGate gate;
+    bool produced = true;
+    const int64_t first = produce ? 1 : 0;
+    parallel_for(first + L.grid_h / L.merge, 1, [&](int64_t b, int64_t e) {
+        if (produce && b == 0) {
+            bool ok = false;
+            try {
+                ok = (*produce)(gate);
+            } catch (...) {
+                gate.fail();
+                throw;
+            }
+            if (ok) {
+                gate.publish(src.height);
+            } else {
+                produced = false;
+                gate.fail();
+            }
+            ++b;
+        }
+        ScratchBuffer band(size_t(stride) * band_rows + 64);
+        RowCarry carry;
+        for (int64_t bh = b - first; bh < e - first; ++bh) {
+            const int y0 = int(bh) * band_rows;
+            const int h = std::max(0, std::min(band_rows, resize_h - y0));
+            // One row more than read: a horizontal kernel may load (and ignore) a byte past a row.
+            // (Padding-only block rows read nothing.)
+            if (produce && h > 0 && !gate.wait(std::min(src.height, resizer.source_rows_end(y0 + h) + 1))) return;
+            if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride, &carry);
+            patchifier.block_row(ImageView{band.as<uint8_t>(), resize_w, h, C, stride}, int(bh), dst);
+        }
+    });
+    return produced;
+}
+
+}  // namespace smg
