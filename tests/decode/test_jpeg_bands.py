@@ -1,5 +1,6 @@
-"""The native JPEG decoder (csrc/decode/jpeg.cpp), which drives the libjpeg Pillow itself loaded:
-banded decoding on two threads gives Pillow's pixels for every subsampling and wherever the cut
+"""The native JPEG decoder (csrc/decode/jpeg.cpp), which drives the libjpeg Pillow itself loaded.
+
+Banded decoding on two threads gives Pillow's pixels for every subsampling and wherever the cut
 falls; broken data is reported, never returned as pixels; binding refuses what it must."""
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ SUBSAMPLINGS = {"444": {"subsampling": "4:4:4"}, "422": {"subsampling": "4:2:2"}
                                   (333, 257), (97, 271), (640, 272), (641, 273), (17, 300),
                                   (640, 427), (1920, 1080)])
 def test_bands_equal_pillow(photo, threads, sub, size):
-    """The lower band restarts one iMCU row (8 or 16 rows) above the cut; each size puts the
-    cut (13/20 of the height, rounded down to whole iMCU rows, at least one) somewhere else,
-    down to images of two iMCU rows."""
+    """The lower band restarts one iMCU row (8 or 16 rows) above the cut.
+
+    Each size puts the cut (13/20 of the height, rounded down to whole iMCU rows, at least one)
+    somewhere else, down to images of two iMCU rows."""
     threads(2)
     kw = dict(SUBSAMPLINGS[sub])
     img = photo.resize(size)
@@ -98,8 +100,10 @@ def test_bands_uncommon_subsamplings(photo, threads, sub):
 
 
 def test_bands_vertical_factor_4(photo, threads, tmp_path):
-    """iMCU rows of 32 pixel rows (luma sampled 1x4 or 2x4), made by libjpeg-turbo's cjpeg
-    (Debian's libjpeg-turbo-progs, which .ci/test_tools.sh installs)."""
+    """Bands hold for iMCU rows of 32 pixel rows (luma sampled 1x4 or 2x4).
+
+    The JPEGs are made by libjpeg-turbo's cjpeg (Debian's libjpeg-turbo-progs, which
+    .ci/test_tools.sh installs)."""
     import shutil
 
     cjpeg = shutil.which("cjpeg")
@@ -143,9 +147,10 @@ def test_when_idle_bands_only_large_images_on_two_threads(photo, threads):
 
 
 def test_when_idle_means_no_other_native_work(photo, threads):
-    """While another thread decodes JPEGs whole (native work that leaves the pool free), a
-    decode that may band only when idle decodes whole: the count of calls in flight, not the
-    pool, decides."""
+    """"Band only when idle" means no other native call is in flight, whatever the pool does.
+
+    While another thread decodes JPEGs whole (native work that leaves the pool free), a decode
+    that may band only when idle decodes whole: the count of calls in flight decides."""
     threads(2)
     big = encode(photo.resize((1024, 512)), "JPEG", quality=90)
     other = encode(photo.resize((2048, 1536)), "JPEG", quality=90)
@@ -170,9 +175,10 @@ def test_when_idle_means_no_other_native_work(photo, threads):
 
 
 def test_batch_decode_threads_never_band(photo, threads, monkeypatch):
-    """The images of one call decode side by side on the decode pool: whole, never in bands;
-    a single image decoded ahead of its native work (prepare()) decodes in the caller's thread
-    and may band; a single image in a plain call overlaps its decode with its
+    """The images of one call decode side by side on the decode pool.
+
+    Whole, never in bands; a single image decoded ahead of its native work (prepare()) decodes in
+    the caller's thread and may band; a single image in a plain call overlaps its decode with its
     resize instead (test_jpeg_overlap)."""
     threads(2)
     assert decoders.available()[decoders.LIBJPEG_TURBO]  # the self-check done before recording
@@ -205,8 +211,10 @@ def test_truncation_in_either_band_fails(photo, threads, cut):
 
 @pytest.mark.parametrize("where", [0.1, 0.5, 0.9])
 def test_corruption_in_either_band(photo, threads, where):
-    """A flipped entropy byte: libjpeg warns (FAILED, Pillow decides), or, where the damage still
-    decodes, gives exactly what Pillow's (same) libjpeg gives."""
+    """A flipped entropy byte.
+
+    Libjpeg warns (FAILED, Pillow decides), or, where the damage still decodes, gives exactly what
+    Pillow's (same) libjpeg gives."""
     threads(2)
     data = bytearray(encode(photo, "JPEG", quality=90))
     start = data.rindex(b"\xff\xda")
@@ -311,8 +319,9 @@ def test_binding_refuses_the_wrong_library():
 
 
 def test_fork_during_native_work_keeps_bands(photo, threads):
-    """A child forked while another thread ran native work does not inherit that call's count
-    (with it, the child would never band again). Five forks, each likely inside a run (the busy
+    """A child forked during another thread's native work does not inherit that call's count.
+
+    With it, the child would never band again. Five forks, each likely inside a run (the busy
     thread spends nearly all its time in native code)."""
     import os
     import signal
@@ -338,8 +347,9 @@ def test_fork_during_native_work_keeps_bands(photo, threads):
 
 
 def test_self_check_covers_the_bands(photo, monkeypatch, caplog):
-    """A library whose row skipping went wrong (only banded decodes differ) is switched off by
-    the once-per-process check against Pillow."""
+    """The once-per-process check against Pillow switches off a library whose bands go wrong.
+
+    Its row skipping went wrong, so only banded decodes differ."""
     monkeypatch.setattr(decoders, "_checked", {})  # as in a fresh process
     real = _native.jpeg_decode
 

@@ -1,10 +1,11 @@
-"""Every kernel family, not only the fastest one this CPU has: the parity suites rerun under each
-SMG_FAST_ISA cap (each in a fresh process, because the choice is made once per process), and
-each run proves with smg_fast.kernel_info() which kernels ran: per stage, the best kernel that
-the cap and this CPU allow (read from /proc/cpuinfo, not from our own detection), and nothing
-above the cap. On a host without AVX-512 the avx512 caps must fall back to avx2; a host with
-AVX-512 VBMI and VNNI runs all of them. The caps are those of the host's architecture (x86-64
-today; aarch64 has only baseline until it has kernels of its own)."""
+"""Every kernel family, not only the fastest one this CPU has.
+
+The parity suites rerun under each SMG_FAST_ISA cap (each in a fresh process, because the choice is
+made once per process), and each run proves with smg_fast.kernel_info() which kernels ran: per
+stage, the best kernel that the cap and this CPU allow (read from /proc/cpuinfo, not from our own
+detection), and nothing above the cap. On a host without AVX-512 the avx512 caps must fall back to
+avx2; a host with AVX-512 VBMI and VNNI runs all of them. The caps are those of the host's
+architecture (x86-64 today; aarch64 has only baseline until it has kernels of its own)."""
 
 from __future__ import annotations
 
@@ -59,8 +60,9 @@ def host_flags() -> dict[str, bool]:
 
 
 def allowed(cap: str, host: dict[str, bool], arch: str = ARCH) -> dict[str, list[str]]:
-    """Per stage, the kernels that may run under cap on this host, lowest first (the last one is
-    what the dispatch must select)."""
+    """Per stage, the kernels that may run under cap on this host, lowest first.
+
+    The last one is what the dispatch must select."""
     ladder = CAPS_BY_ARCH.get(arch, ["baseline"])
     rank = ladder.index(cap)
     return {stage: [name for name, k_arch, min_cap, needs in kernels
@@ -70,9 +72,10 @@ def allowed(cap: str, host: dict[str, bool], arch: str = ARCH) -> dict[str, list
 
 
 def test_expectations_follow_the_host_and_the_cap():
-    """The expectation itself: an AVX2-only host falls back to avx2 under the avx512 caps, an
-    AVX-512 VBMI+VNNI host runs a different top kernel under each cap, an aarch64 host the
-    portable kernels."""
+    """The expectation itself.
+
+    An AVX2-only host falls back to avx2 under the avx512 caps, an AVX-512 VBMI+VNNI host runs a
+    different top kernel under each cap, an aarch64 host the portable kernels."""
     x86 = CAPS_BY_ARCH["x86"]
     avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
     full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
@@ -89,8 +92,9 @@ def test_expectations_follow_the_host_and_the_cap():
 
 
 def test_kernels_are_the_native_tables():
-    """KERNELS lists exactly the kernels of this build's dispatch tables (csrc/dispatch.hpp),
-    each with its architecture and lowest cap: a kernel added there needs its row here."""
+    """KERNELS lists exactly the kernels of this build's dispatch tables (csrc/dispatch.hpp).
+
+    Each with its architecture and lowest cap: a kernel added there needs its row here."""
     native: dict[str, list[tuple[str, str, str]]] = {}
     for k in smg_fast.kernel_info()["kernels"]:
         native.setdefault(k["stage"], []).append((k["name"], k["arch"], k["min_cap"]))
@@ -133,9 +137,10 @@ def representative(cap: str, selections: dict[str, dict[str, str]], caps: list[s
 
 
 def test_caps_that_select_the_same_kernels_share_one_run():
-    """Two caps share a run only when they select identical kernels: on an AVX2-only host the
-    three upper caps select the avx2 kernels (one run), on a full AVX-512 host each cap is a
-    run of its own."""
+    """Two caps share a run only when they select identical kernels.
+
+    On an AVX2-only host the three upper caps select the avx2 kernels (one run), on a full AVX-512
+    host each cap is a run of its own."""
     x86 = CAPS_BY_ARCH["x86"]
     avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
     full = dict(avx2_only, avx512=True, avx512vbmi=True, avx512vnni=True)
@@ -148,8 +153,9 @@ _runs: dict[str, dict] = {}  # cap -> kernel_info() after its suites passed, thi
 
 
 def run_suites(cap: str, tmp_path: Path) -> dict:
-    """The suites under cap in a fresh process (once per session); kernel_info() from that
-    process afterwards: what those suites ran."""
+    """The suites under cap in a fresh process (once per session).
+
+    Kernel_info() from that process afterwards: what those suites ran."""
     if cap in _runs:
         return _runs[cap]
     out = tmp_path / "kernel_info.json"
@@ -169,8 +175,10 @@ def run_suites(cap: str, tmp_path: Path) -> dict:
 
 @pytest.mark.parametrize("cap", CAPS)
 def test_parity_suites_under_isa_cap(cap, tmp_path, selections):
-    """The suites pass under cap, and ran the kernels cap selects: one run per distinct kernel
-    selection (a cap that selects what a lower cap selects is proven by that cap's run)."""
+    """The suites pass under cap, and ran the kernels cap selects.
+
+    One run per distinct kernel selection (a cap that selects what a lower cap selects is proven by
+    that cap's run)."""
     host = host_flags()
     assert selections[cap] == {s: k[-1] for s, k in allowed(cap, host).items()}, selections
     rep = representative(cap, selections)
@@ -187,8 +195,9 @@ def test_unknown_cap_means_baseline():
 
 
 def test_default_uses_what_the_cpu_has():
-    """Without a cap, the kernels in use are exactly what the CPU reports (a fast path lost
-    to a detection bug would otherwise go unnoticed: its results are identical)."""
+    """Without a cap, the kernels in use are exactly what the CPU reports.
+
+    A fast path lost to a detection bug would otherwise go unnoticed: its results are identical."""
     if os.environ.get("SMG_FAST_ISA"):
         pytest.skip("SMG_FAST_ISA caps the kernels in this run")
     expected = host_flags()

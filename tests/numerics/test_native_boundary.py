@@ -1,6 +1,8 @@
-"""The typed native boundary: enums instead of integer codes, one validated Pipeline per
-processor and dtype, errors before anything is written, documented bindings, and a .pyi stub
-that matches the built module name for name and parameter for parameter."""
+"""The typed native boundary.
+
+Enums instead of integer codes, one validated Pipeline per processor and dtype, errors before
+anything is written, documented bindings, and a .pyi stub that matches the built module name for
+name and parameter for parameter."""
 
 from __future__ import annotations
 
@@ -167,8 +169,10 @@ def test_stub_is_package_data():
 
 
 def test_only_the_bind_files_see_pybind11():
-    """One native boundary: the C++ below it is plain, and only csrc/bind_* include pybind11
-    (directly, or through bind_common.hpp)."""
+    """One native boundary.
+
+    The C++ below it is plain, and only csrc/bind_* include pybind11 (directly, or through
+    bind_common.hpp)."""
     csrc = Path(__file__).parents[2] / "csrc"
     files = sorted(p for p in csrc.rglob("*") if p.suffix in (".cpp", ".hpp"))
     seeing = [p.relative_to(csrc).as_posix() for p in files

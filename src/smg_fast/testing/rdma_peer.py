@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -117,11 +118,16 @@ def main() -> None:
     ap.add_argument("--slot-bytes", type=int, default=8 << 20)
     ap.add_argument("--ttl-s", type=float, default=30.0)
     args = ap.parse_args()
+    # Replies go to a private copy of stdout; fd 1 itself becomes stderr, so what native code
+    # prints (UCX's error lines) cannot land inside the JSON protocol.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     exp = Exporter(slots=args.slots, slot_bytes=args.slot_bytes, ttl_s=args.ttl_s,
                    listen_port=args.port)
     registry = ShmRegistry()  # segments the consumer did not read are unlinked at exit
     open_leases = {}
-    print(json.dumps({"ready": exp.name, "port": exp.port}), flush=True)
+    print(json.dumps({"ready": exp.name, "port": exp.port}), file=replies, flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
         op = cmd["op"]
@@ -161,7 +167,7 @@ def main() -> None:
                 break
         except ExportRefused as exc:
             out = {"refused": exc.reason}
-        print(json.dumps(out), flush=True)
+        print(json.dumps(out), file=replies, flush=True)
     exp.close()
     registry.close()
 
