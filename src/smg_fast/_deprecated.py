@@ -37,21 +37,27 @@ def _caller_stacklevel() -> int:
 
 def alias_module(old: str, new: str) -> None:
     """Warn that ``old`` is deprecated and make it the module ``new`` (same object, same state)."""
-    warnings.warn(f"{old} is deprecated and will be removed in smg-fast {REMOVED_IN}: import "
-                  f"{new} (or the facade smg_fast.transport) instead",
-                  DeprecationWarning, stacklevel=_caller_stacklevel())
+    warnings.warn(_message(old, new), DeprecationWarning, stacklevel=_caller_stacklevel())
     sys.modules[old] = importlib.import_module(new)
+
+
+def _message(old: str, new: str) -> str:
+    """The warning's text: the old path, its new home, the release that removes it."""
+    facade = " (or the facade smg_fast.transport)" if new.startswith("smg_fast.transport") else ""
+    return (f"{old} is deprecated and will be removed in smg-fast {REMOVED_IN}: import "
+            f"{new}{facade} instead")
 
 
 def warn_package(old: str, new: str) -> None:
     """Warn that the package ``old`` is deprecated (it re-exports ``new``'s names)."""
-    warnings.warn(f"{old} is deprecated and will be removed in smg-fast {REMOVED_IN}: import "
-                  f"{new} (or the facade smg_fast.transport) instead",
-                  DeprecationWarning, stacklevel=_caller_stacklevel())
+    warnings.warn(_message(old, new), DeprecationWarning, stacklevel=_caller_stacklevel())
 
 
-# Old path -> new home (the shims below src/smg_fast read this; tests check every pair).
+# Old path -> new home (the shims below src/smg_fast read this; tests check every pair). The
+# config and the routed error keep their old paths so that objects pickled by older releases load.
 OLD_PATHS = {
+    "smg_fast.config": "smg_fast.processors.config",
+    "smg_fast.routing.errors": "smg_fast.routing.routed_error",
     "smg_fast.shm": "smg_fast.transport.shm",
     "smg_fast.shm_pool": "smg_fast.transport.shm_pool",
     "smg_fast.shm_owner": "smg_fast.transport.shm_owner",

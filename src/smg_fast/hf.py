@@ -25,7 +25,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_base import ImageProcessingMixin
@@ -252,14 +252,22 @@ def _count_patches(self: _SmgImageProcessor, height: int, width: int,
     return count(self, height, width, images_kwargs or {})
 
 
-def _make_classes() -> dict[str, type[_SmgImageProcessor]]:
-    """One class per name each registered family's drop-in offers, placed to pickle by name.
+def _make_classes(made: dict[str, type[_SmgImageProcessor]]) -> None:
+    """Adds to made one class per drop-in class name of the registered families.
 
+    Each is placed to pickle by name; names already made are kept (a class object never changes).
     The first of a drop-in's names is the base of the others, as transformers' PIL class
-    subclasses its torchvision one; each is named and placed as transformers' classes are."""
-    made: dict[str, type[_SmgImageProcessor]] = {}
+    subclasses its torchvision one; each is named and placed as transformers' classes are. Two
+    drop-ins offering one class name are a ValueError: the later would replace the first."""
     for dropin in dict.fromkeys(f.dropin for f in registered() if f.dropin is not None):
         fams = tuple(f.name for f in registered() if f.dropin is dropin)
+        for name in dropin.classes:
+            other = made.get(name)
+            if other is not None and other.dropin is not dropin:
+                raise ValueError(f"the drop-in class name {name!r} of {', '.join(fams)} is "
+                                 f"already {', '.join(other._families)}'s: give it its own name")
+        if all(name in made for name in dropin.classes):
+            continue
         base: type[_SmgImageProcessor] = _SmgImageProcessor
         valid_kwargs = dropin.call_kwargs()
         for name, backend in dropin.classes.items():
@@ -275,11 +283,32 @@ def _make_classes() -> dict[str, type[_SmgImageProcessor]]:
             made[name] = type(name, (base,), ns)
             if base is _SmgImageProcessor:
                 base = made[name]
-    return made
 
 
-_CLASSES = _make_classes()
-globals().update(_CLASSES)
+_CLASSES: dict[str, type[_SmgImageProcessor]] = {}
+
+
+def _refresh() -> None:
+    """Makes the classes of families registered since (this module's names and ``__all__``)."""
+    _make_classes(_CLASSES)
+    globals().update(_CLASSES)
+    globals()["__all__"] = [*_CLASSES, "register"]
+
+
+def __getattr__(name: str) -> Any:
+    """A drop-in class of a family registered after this module was imported."""
+    _refresh()
+    if name in _CLASSES:
+        return _CLASSES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made below at import)
+    Qwen2VLImageProcessor: type[_SmgImageProcessor]
+    Qwen2VLImageProcessorPil: type[_SmgImageProcessor]
+    Kimi_K25ImageProcessor: type[_SmgImageProcessor]
+
+_refresh()
 
 
 def register() -> list[str]:
@@ -293,6 +322,7 @@ def register() -> list[str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
 
+    _refresh()
     done: list[str] = []
     verbosity = hf_logging.get_verbosity()
     # register() resolves transformers' own mapping first, which warns that its torchvision
@@ -313,5 +343,3 @@ def register() -> list[str]:
         hf_logging.set_verbosity(verbosity)
     return done
 
-
-__all__ = [*_CLASSES, "register"]

@@ -28,6 +28,8 @@ _nothing = contextlib.nullcontext
 
 # Old flat path -> new home. Each old path must be the very same module object.
 COMPAT = {
+    "smg_fast.config": "smg_fast.processors.config",
+    "smg_fast.routing.errors": "smg_fast.routing.routed_error",
     "smg_fast.shm": "smg_fast.transport.shm",
     "smg_fast.shm_pool": "smg_fast.transport.shm_pool",
     "smg_fast.shm_owner": "smg_fast.transport.shm_owner",
@@ -50,7 +52,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "processors": ("processors",),
     "transport": ("transport",),
     "api": ("", "hf", "hf_compat"),
-    "compat": ("_deprecated", "shm", "shm_pool", "shm_owner", "tensors", "rdma"),
+    "compat": ("_deprecated", "shm", "shm_pool", "shm_owner", "tensors", "rdma", "config",
+               "routing.errors"),
     "integrations": ("integrations",),
     "_service": ("_service",),
     "client": ("client",),
@@ -72,7 +75,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "processors": {"core", "imaging"},
     "transport": {"core", "proto"},
     "api": {"core", "imaging", "processors"},
-    "compat": {"transport"},
+    "compat": {"transport", "processors", "routing"},
     "integrations": {"core", "imaging", "processors", "api"},
     "_service": {"core", "proto"},
     "client": _LIBRARY | {"_service"},

@@ -8,3 +8,4 @@ from ..transport.rdma import *  # noqa: F403
 from ..transport.rdma import __all__  # noqa: F401
 
 warn_package(__name__, "smg_fast.transport.rdma")
+del warn_package

@@ -17,8 +17,8 @@ Nothing here imports ``smg_fast.server`` or ``smg_fast.processors``. The old fla
 (``smg_fast.shm``, ``smg_fast.tensors``, ``smg_fast.rdma``...) are deprecated aliases
 (``smg_fast._deprecated``).
 
-This package is also the facade an encode worker imports (loaded on first use, so importing it
-costs nothing and NIXL is touched only by a pull)::
+This package is also the facade an encode worker imports (each name's module loads on first
+use, so NIXL is touched only by a pull)::
 
     from smg_fast.transport import Puller, read_tensor, shm_namespace
     x = read_tensor(item.pixel_values)                  # inline bytes or an shm handle
@@ -28,7 +28,20 @@ costs nothing and NIXL is touched only by a pull)::
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the facade's names, for type checkers (loaded lazily at run time)
+    from .errors import ShmNameError, TensorError, UntrustedSegmentError
+    from .rdma import (
+        Puller,
+        PullError,
+        RdmaError,
+        RdmaUnavailable,
+        default_puller,
+        set_default_puller,
+    )
+    from .shm_owner import SHM_DIR, shm_namespace
+    from .tensors import read_tensor, to_tensor_data
 
 # Public name -> the module that defines it.
 _FACADE = {
@@ -47,7 +60,21 @@ _FACADE = {
     "default_puller": "rdma",
 }
 
-__all__ = sorted(_FACADE)
+__all__ = [
+    "SHM_DIR",
+    "PullError",
+    "Puller",
+    "RdmaError",
+    "RdmaUnavailable",
+    "ShmNameError",
+    "TensorError",
+    "UntrustedSegmentError",
+    "default_puller",
+    "read_tensor",
+    "set_default_puller",
+    "shm_namespace",
+    "to_tensor_data",
+]
 
 
 def __getattr__(name: str) -> Any:
