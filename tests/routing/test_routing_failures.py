@@ -146,20 +146,26 @@ def test_callers_deadline_is_neither_the_members_success_nor_its_failure(fleet):
     The member's consecutive failures stay as they were, and a half-open probe that ends so leaves
     the member ejected (the next request probes it) instead of restoring it (it is not the member's
     success)."""
-    target = fleet[0].target
+    target, pid = fleet[0].target, fleet[0].pid
 
     async def main():
         async with AsyncRoutedClient([target], timeout=30, keepalive_s=0) as rc:
             m = rc.membership.members[target]
             m.failures = 2  # two transport failures so far (eject_after 3)
-            with pytest.raises(RoutedError) as err:
-                await rc.preprocess([png(40, 30, 1)], timeout=1e-4)  # over before any answer
-            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-            assert (m.failures, m.ejections) == (2, 0)
-            m.failures, m.ejections, m.ejected_until = 0, 1, 0.0  # its ejection ran out
-            with pytest.raises(RoutedError):
-                await rc.preprocess([png(40, 30, 2)], timeout=1e-4)  # the probe, cut short
-            assert m.ejections == 1 and not m.probing  # still half-open, probe-able
+            # The member is stopped (SIGSTOP) while the caller's deadline runs, so no answer can
+            # arrive first however the machine is loaded: the deadline always ends the call.
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(RoutedError) as err:
+                    await rc.preprocess([png(40, 30, 1)], timeout=0.3)
+                assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                assert (m.failures, m.ejections) == (2, 0)
+                m.failures, m.ejections, m.ejected_until = 0, 1, 0.0  # its ejection ran out
+                with pytest.raises(RoutedError):
+                    await rc.preprocess([png(40, 30, 2)], timeout=0.3)  # the probe, cut short
+                assert m.ejections == 1 and not m.probing  # still half-open, probe-able
+            finally:
+                os.kill(pid, signal.SIGCONT)
             out = await rc.preprocess([png(40, 30, 3)])  # the next probe is answered
             assert len(out.items) == 1 and (m.failures, m.ejections) == (0, 0)
 

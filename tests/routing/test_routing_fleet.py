@@ -209,13 +209,21 @@ def test_release_unlinks_unused_shm_segments(fleet, images):
 def test_caller_deadline_is_propagated_not_retried(fleet, images):
     imgs, _ = images(16)
     with RoutedClient([s.target for s in fleet]) as rc:
-        with pytest.raises(RoutedError) as err:
-            rc.preprocess(imgs[:8], timeout=1e-4)  # passes before any server can answer
-        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        assert rc.stats()["retries"] == {}  # the caller's time was up: nothing sent again
-        for _ in range(3):  # more of the caller's own expired deadlines...
-            with pytest.raises(RoutedError):
-                rc.preprocess(imgs[:8], timeout=1e-4)
+        # The members are stopped (SIGSTOP) while the caller's deadlines run, so no answer can
+        # arrive first however the machine is loaded.
+        for s in fleet:
+            os.kill(s.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(RoutedError) as err:
+                rc.preprocess(imgs[:8], timeout=0.2)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert rc.stats()["retries"] == {}  # the caller's time was up: nothing sent again
+            for _ in range(3):  # more of the caller's own expired deadlines...
+                with pytest.raises(RoutedError):
+                    rc.preprocess(imgs[:8], timeout=0.2)
+        finally:
+            for s in fleet:
+                os.kill(s.pid, signal.SIGCONT)
         assert rc.stats()["ejections"] == 0  # ...are not the members' failures
         out = rc.preprocess(imgs[:2], timeout=30)  # and every member still takes work
         assert len(out.items) == 2
