@@ -9,11 +9,11 @@ namespace {
 
 // A 1-D uint8 array of n bytes backed by a pooled block; the block goes back to the pool of the
 // thread that took it, whichever thread drops the last reference.
-py::array pooled_empty(int64_t n, bool zero) {
+py::array pooled_empty(int64_t n, bool zero, bool huge_pages) {
     if (n < 0) throw py::value_error("pooled_empty: negative size");
     const Block b = [&] {
         py::gil_scoped_release release;
-        return scratch_take(size_t(n), zero);
+        return scratch_take(size_t(n), zero, huge_pages);
     }();
     py::capsule owner(new Block(b), [](void* p) {
         auto* blk = static_cast<Block*>(p);
@@ -40,9 +40,10 @@ py::dict stats_py() {
 }  // namespace
 
 void bind_runtime(py::module_& m) {
-    m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false,
+    m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false, py::arg("huge_pages") = true,
           "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
-          "its memory returns to that pool when the array is dropped, from any thread.");
+          "its memory returns to that pool when the array is dropped, from any thread. huge_pages=False\n"
+          "for arrays the caller may keep: a new block is then not advised for huge pages.");
     m.def("scratch_stats", &stats_py, "Counters of the scratch pools (hits, misses, bytes pooled and live, caps).");
     m.def("scratch_release", &scratch_release, "Frees every block pooled by the calling thread.");
     m.def("scratch_set_cap", &scratch_set_cap, py::arg("bytes"), "Per-thread cap on pooled scratch bytes.");

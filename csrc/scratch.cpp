@@ -39,12 +39,14 @@ size_t round_capacity(size_t n) {
     return (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
 }
 
-void* allocate(size_t cap) {
+void* allocate(size_t cap, bool huge) {
     const size_t align = cap >= kHuge ? kHuge : kSmallAlign;
     void* p = nullptr;
     if (posix_memalign(&p, align, cap) != 0) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-    if (cap >= kHuge) madvise(p, cap, MADV_HUGEPAGE);  // fewer page faults on first touch
+    if (huge && cap >= kHuge) madvise(p, cap, MADV_HUGEPAGE);  // fewer faults on first touch
+#else
+    (void)huge;
 #endif
     return p;
 }
@@ -179,14 +181,14 @@ LocalPool& local() {
 
 }  // namespace
 
-Block scratch_take(size_t n, bool zero) {
+Block scratch_take(size_t n, bool zero, bool huge) {
     Pool& pool = local().get();
     Block b;
     if (pool.take(n, &b)) {
         g_hits.fetch_add(1);
     } else {
         b.capacity = round_capacity(n);
-        b.data = allocate(b.capacity);
+        b.data = allocate(b.capacity, huge);
         b.owner = pool.id;
         g_misses.fetch_add(1);
     }

@@ -26,9 +26,12 @@ struct ScratchStats {
     int64_t live_bytes;     // bytes handed out and not yet given back
 };
 
-// A block of at least n bytes, 64-byte aligned (2 MiB aligned and THP-advised when large).
-// zero: fill the first n bytes with zeros. Throws std::bad_alloc on failure.
-Block scratch_take(size_t n, bool zero);
+// A block of at least n bytes, 64-byte aligned (2 MiB aligned when large). zero: fill the first
+// n bytes with zeros. huge: a newly allocated large block is advised for transparent huge pages,
+// which is right for blocks the pools will reuse (scratch) and wrong for blocks a caller is likely
+// to keep (outputs an engine caches): under THP defrag=madvise the first touch may then compact
+// memory synchronously, several times slower than 4 KiB faults. Throws std::bad_alloc on failure.
+Block scratch_take(size_t n, bool zero, bool huge = true);
 void scratch_give(Block b);
 ScratchStats scratch_stats();
 // Per-thread cap on pooled bytes (default 512 MiB, env SMG_FAST_SCRATCH_MB).

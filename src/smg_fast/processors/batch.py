@@ -116,7 +116,7 @@ class PlannedBatch(_Sized):
         The buffer is shaped like pixel_values."""
         try:
             self.check_nbytes(ADDRESSABLE)
-            flat = _native.pooled_empty(self.nbytes).view(self.np_dtype)
+            flat = _native.pooled_empty(self.nbytes, huge_pages=False).view(self.np_dtype)
         except BaseException:
             self.close()
             raise
@@ -190,8 +190,11 @@ class PreparedBatch(_Sized):
     def compute(self) -> np.ndarray:
         """pixel_values in a new buffer from the native pools, shaped like pixel_values.
 
-        The pools pre-fault the buffer when the same sizes came before."""
-        return self.write_into(_native.pooled_empty(self.nbytes).view(self.np_dtype))
+        The pools pre-fault the buffer when the same sizes came before; a new one is not advised
+        for huge pages (callers such as an engine's cache keep outputs, and under THP
+        defrag=madvise a huge-page first touch may compact memory synchronously)."""
+        return self.write_into(_native.pooled_empty(self.nbytes, huge_pages=False)
+                               .view(self.np_dtype))
 
     def write_into(self, out: np.ndarray, index: int | None = None) -> np.ndarray:
         """Writes all images (or only image ``index``) into ``out``; returns the filled part.
