@@ -14,6 +14,7 @@ Without the venv (.ci/oracle_venv.sh vllm) these tests fail with a message namin
 
 from __future__ import annotations
 
+import io
 import pickle
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,30 @@ def vllm_requests(real_images) -> list[dict[str, Any]]:
     photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
     pils = [("pil", real_images.rgb("astronaut")), ("pil", real_images.open("logo2")),
             ("pil", real_images.open("camera"))]
+    coffee = real_images.rgb("coffee")
+    # JPEGs the media connector leaves to vLLM's decoding (EXIF-rotated, grey, CMYK) and ones it
+    # leaves undecoded (progressive, an orientation-1 tag)
+    edge = [("jpeg", _jpeg_with(coffee, exif_orientation=6)),
+            ("jpeg", _jpeg_with(coffee.convert("L"))), ("jpeg", _jpeg_with(coffee.convert("CMYK"))),
+            ("jpeg", _jpeg_with(coffee, progressive=True)),
+            ("jpeg", _jpeg_with(coffee, exif_orientation=1))]
     return [
         {"images": [("jpeg", jpeg(photo)), *pils]},
-        {"images": [("jpeg", real_images.bytes("rocket")), ("pil", real_images.rgb("coffee"))],
+        {"images": [("jpeg", real_images.bytes("rocket")), ("pil", coffee)],
          "mm_processor_kwargs": {"max_pixels": 200704, "min_pixels": 12544}},
+        {"images": edge},
     ]
+
+
+def _jpeg_with(image: Image.Image, exif_orientation: int | None = None, **save: Any) -> bytes:
+    """image as a JPEG, with an EXIF orientation tag when given."""
+    buf = io.BytesIO()
+    if exif_orientation is not None:
+        exif = Image.Exif()
+        exif[0x0112] = exif_orientation
+        save["exif"] = exif.tobytes()
+    image.save(buf, "JPEG", quality=90, **save)
+    return buf.getvalue()
 
 
 # vLLM's default (uint8 patches, normalized on the device) and CPU normalization (float32).
@@ -53,11 +73,12 @@ ENGINES = [{}, {"mm_device_do_normalize": False}]
 
 
 def _start(python: Path, workdir: Path, folder: Path, requests: list[dict[str, Any]],
-           overlay: Path, plugin: str, runs=ENGINES):
+           overlay: Path, plugin: str, runs=ENGINES, env: dict[str, str] | None = None):
     workdir.mkdir(parents=True)
     job = {"folder": str(folder), "runs": [{"engine": e, "requests": requests} for e in runs]}
     (workdir / "job.pkl").write_bytes(pickle.dumps(job))
-    return start_in_venv(python, [*RUNNER, str(workdir)], overlay, {"SMG_FAST_VLLM": plugin})
+    return start_in_venv(python, [*RUNNER, str(workdir)], overlay,
+                         {"SMG_FAST_VLLM": plugin, **(env or {})})
 
 
 def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
@@ -79,8 +100,10 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
     (ours, ours_log), (ref, ref_log) = vllm_runs
     for run in ours["runs"]:
         assert run["image_processor"].startswith("smg_fast."), run["image_processor"]
+        assert run["media_connector"] == "smg_fast.integrations.vllm_media.SmgFastMediaConnector"
     for run in ref["runs"]:
         assert run["image_processor"].startswith("transformers."), run["image_processor"]
+        assert run["media_connector"].startswith("vllm."), run["media_connector"]
     assert "smg-fast" in ours_log and "image processor" in ours_log  # the one INFO line
     assert "SMG_FAST_VLLM=0" in ref_log
     assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
@@ -104,3 +127,22 @@ def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, v
     (_, _), (ref, _) = vllm_runs
     ref_first = {"runs": [{**ref["runs"][0], "requests": ref["runs"][0]["requests"][:1]}]}
     _assert_same(result, ref_first)
+
+
+@pytest.mark.parametrize("env", [{"SMG_FAST_VLLM_DECODE": "0"}, {"VLLM_MEDIA_CONNECTOR": "http"}],
+                         ids=["decode-off", "user-connector"])
+def test_vllm_decodes_itself_when_told(vllm_python, folder, vllm_requests, vllm_runs, tmp_path,
+                                       env):
+    """SMG_FAST_VLLM_DECODE=0, or a connector the user chose: vLLM's own decoding, same results."""
+    overlay = make_overlay(tmp_path / "overlay")
+    requests = vllm_requests[:1] + vllm_requests[2:]
+    result, log = finish(_start(vllm_python, tmp_path / "run", folder, requests, overlay, "1",
+                                runs=ENGINES[:1], env=env), tmp_path / "run", "vLLM")
+    run = result["runs"][0]
+    assert run["image_processor"].startswith("smg_fast."), run["image_processor"]
+    assert run["media_connector"].startswith("vllm."), run["media_connector"]
+    assert "decodes request images" in log
+    (_, _), (ref, _) = vllm_runs
+    ref_run = ref["runs"][0]
+    _assert_same(result, {"runs": [{**ref_run, "requests": [ref_run["requests"][0],
+                                                             ref_run["requests"][2]]}]})

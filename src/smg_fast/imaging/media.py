@@ -36,6 +36,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import InvalidImageError
 from . import decoders
+from .lazy_jpeg import encoded_source
 from .pixels import (
     DECODE_ERRORS,
     OBJECT_REPR,
@@ -363,7 +364,11 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
     transformers' torchvision backend does."""
     formats = tuple(formats)
     if isinstance(item, Image.Image):
-        return _pil_header(index, item, hf, max_pixels, formats)
+        # An undecoded JPEG whose decode changes nothing but time (lazy_jpeg.py): its bytes.
+        source = encoded_source(item) if "JPEG" in formats else None
+        if source is None:
+            return _pil_header(index, item, hf, max_pixels, formats)
+        item = source
     if isinstance(item, np.ndarray):
         arr = _check_numpy(index, item, max_pixels)
         return ImageHeader(index, arr.shape[1], arr.shape[0],

@@ -21,15 +21,23 @@ A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown 
 input with ``do_rescale=False`` and ``do_normalize=False``) is computed by transformers' own
 class for that call, logged once per reason. If smg-fast's native module does not load,
 importing this module raises an ImportError naming the cause, which vLLM's plug-in loader logs
-("Failed to load plugin smg_fast") before going on with transformers' processors. Nothing from
-vLLM is imported here.
+("Failed to load plugin smg_fast") before going on with transformers' processors.
+
+With the processors in place it also registers the ``smg_fast`` media connector
+(``vllm_media.py``: a request's JPEG images stay undecoded until smg-fast's processor decodes them
+natively) and makes it vLLM's default by setting ``VLLM_MEDIA_CONNECTOR=smg_fast`` when the
+variable is unset (an explicit ``VLLM_MEDIA_CONNECTOR`` wins; ``SMG_FAST_VLLM_DECODE=0`` keeps
+vLLM's own decoding). vLLM is imported only for that, when the plug-in runs.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 
-from ._install import install
+from . import vllm_media
+from ._install import enabled, install
 
 # A child of vLLM's logger, so its lines go where vLLM's go, without importing vLLM.
 logger = logging.getLogger("vllm.smg_fast")
@@ -40,9 +48,39 @@ ENV = "SMG_FAST_VLLM"
 def register() -> bool:
     """vLLM's entry point.
 
-    Installs smg-fast's image processors in this process (once). Returns whether they are installed;
-    never raises."""
-    return install("vLLM", ENV, logger, late_line=True)
+    Installs smg-fast's image processors in this process (once), then its media connector.
+    Returns whether the processors are installed; never raises."""
+    installed = install("vLLM", ENV, logger, late_line=True)
+    _use_connector(installed)
+    return installed
+
+
+def _use_connector(installed: bool) -> None:
+    """Registers the media connector and makes it vLLM's default unless told otherwise.
+
+    A process that inherits ``VLLM_MEDIA_CONNECTOR=smg_fast`` registers it whatever else holds, so
+    vLLM always finds the connector it was told to use."""
+    if importlib.util.find_spec("vllm") is None:  # called outside vLLM: nothing to connect
+        return
+    chosen = os.environ.get("VLLM_MEDIA_CONNECTOR")
+    if chosen not in (None, vllm_media.NAME):
+        if installed:
+            logger.info("smg-fast: VLLM_MEDIA_CONNECTOR=%s is set, so vLLM decodes request images "
+                        "with it (the smg_fast connector leaves JPEGs to smg-fast's decoder)",
+                        chosen)
+        return
+    if chosen is None:
+        if not installed:
+            return
+        if not enabled(vllm_media.ENV):
+            logger.info("smg-fast: %s=0, vLLM decodes request images itself", vllm_media.ENV)
+            return
+    why_not = vllm_media.register(logger)
+    if why_not is not None:
+        (logger.error if chosen else logger.info)(
+            "smg-fast: vLLM decodes request images itself: %s", why_not)
+        return
+    os.environ["VLLM_MEDIA_CONNECTOR"] = vllm_media.NAME
 
 
 __all__ = ["ENV", "register"]

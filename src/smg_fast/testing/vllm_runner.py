@@ -6,11 +6,12 @@ runs where smg_fast cannot load).
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
 [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs", "timed":
-[images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image processor class vLLM built
-and per request the prompt token ids, each multimodal field as numpy arrays (bfloat16 as its
-uint16 bits) and, for each of ``timed`` (other images in the same request shape: vLLM keeps a
-processor-only cache even when its multimodal cache is skipped, so a repeated image would be
-a cache hit), the render's seconds (wall and this process's CPU, all threads). Used by the engine
+[images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image processor class vLLM built and
+the media connector class it fetched images with, and per request the prompt token ids, each
+multimodal field as numpy arrays (bfloat16 as its uint16 bits) and, for each of ``timed`` (other
+images in the same request shape: vLLM keeps a processor-only cache even when its multimodal cache
+is skipped, so a repeated image would be a cache hit), the render's seconds (wall and this
+process's CPU, all threads). Used by the engine
 tests and bench/engines.py; it never starts vLLM's engine core (no GPU needed).
 """
 
@@ -85,8 +86,13 @@ def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
                         "fields": _fields(prompts[0]), "wall": wall, "cpu": cpu})
     hf = renderer.get_mm_processor().info.get_hf_processor()
     image_processor = type(hf.image_processor)
+    import vllm.envs as envs
+    from vllm.multimodal.media.connector import MEDIA_CONNECTOR_REGISTRY
+
+    connector = MEDIA_CONNECTOR_REGISTRY.name2class[envs.VLLM_MEDIA_CONNECTOR]
     return {"requests": results,
-            "image_processor": f"{image_processor.__module__}.{image_processor.__qualname__}"}
+            "image_processor": f"{image_processor.__module__}.{image_processor.__qualname__}",
+            "media_connector": f"{connector.__module__}.{connector.__qualname__}"}
 
 
 def main(jobdir: Path) -> None:
