@@ -9,6 +9,7 @@ harness, so a broken package shows up as failures in the test modules, not as a 
 from __future__ import annotations
 
 import inspect
+import os
 import time
 
 import numpy as np
@@ -18,6 +19,10 @@ from support.hf_oracle import QWEN_FAMILIES, hf_call, make_hf_qwen
 from support.images import RealImages, encode
 from support.outputs import assert_arrays_equal, check_outputs
 from support.shm_leaks import OUR_PIDS, SHM_DIR, pool_ready, shm_files
+
+# No test reaches the Hugging Face hub: set before anything imports huggingface_hub (which reads
+# it once); the hub download test runs its own fake hub on loopback.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 pytest_plugins = ["support.suite_markers"]  # the slow / spawns / oracle / nixl markers
 

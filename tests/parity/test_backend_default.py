@@ -3,12 +3,18 @@
 What transformers' Auto classes would resolve for it in an engine's environment (the torchvision
 class a preprocessor_config.json names, or its PIL class), said in repr and one INFO line;
 ``backend=`` overrides; family names keep their default. Hub ids resolve through a Hugging Face
-cache laid out by the test (never the network)."""
+cache laid out by the test, or are downloaded from a fake hub the test serves on loopback."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -76,3 +82,84 @@ def test_hub_id_from_the_local_cache(tmp_path, monkeypatch):
     assert proc.config.backend == "torchvision" and proc.config.max_pixels == 12845056
     with pytest.raises(ValueError, match="not in the local Hugging Face cache"):
         smg_fast.load_processor("Qwen/Not-Cached-Model")
+
+
+class _FakeHub(BaseHTTPRequestHandler):
+    """The hub's file endpoint (/{repo}/resolve/{revision}/{file}) for one repository."""
+
+    files: dict[str, bytes] = {}
+    commit = "fedcba9876543210fedcba9876543210fedcba98"
+    served: list[str] = []
+
+    def _answer(self, body: bool) -> None:
+        name = self.path.rsplit("/", 1)[-1]
+        data = self.files.get(self.path.split("/resolve/")[0].strip("/") + "/" + name)
+        self.served.append(f"{self.command} {self.path}")
+        if data is None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", self.commit)
+        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        self._answer(body=False)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(body=True)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+_LOAD = """
+import sys, smg_fast
+try:
+    proc = smg_fast.load_processor(sys.argv[1])
+    print("OK", proc.config.family, proc.config.backend, proc.config.max_pixels)
+except ValueError as exc:
+    print("ValueError", exc)
+"""
+
+
+def test_hub_id_downloaded_when_not_cached_unless_offline(tmp_path):
+    """Not cached: downloaded from the hub (HF_ENDPOINT, a fake one); offline: a clear error."""
+    pre = json.dumps({**QWEN2_HUB, "image_processor_type": "Qwen2VLImageProcessorPil",
+                      "max_pixels": 1003520}).encode()
+    _FakeHub.files = {"Org/Tiny-VL/preprocessor_config.json": pre,
+                      "Org/Tiny-VL/config.json": json.dumps({"model_type": "qwen2_vl"}).encode(),
+                      "Org/No-Config-VL/preprocessor_config.json": pre}
+    _FakeHub.served = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+               "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "0",
+               "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+        def load(repo: str, **extra: str) -> str:
+            return subprocess.run([sys.executable, "-c", _LOAD, repo], env={**env, **extra},
+                                  capture_output=True, text=True, timeout=120).stdout.strip()
+
+        assert load("Org/Tiny-VL", HF_HUB_OFFLINE="1").startswith(
+            "ValueError 'Org/Tiny-VL' is not in the local Hugging Face cache")
+        assert not _FakeHub.served  # offline: not even asked
+        assert load("Org/Tiny-VL") == "OK qwen2_vl pil 1003520"
+        assert any("Org/Tiny-VL/resolve/main/preprocessor_config.json" in r
+                   for r in _FakeHub.served)
+        assert load("Org/Tiny-VL", HF_HUB_OFFLINE="1") == "OK qwen2_vl pil 1003520"  # now cached
+        assert load("Org/No-Config-VL") == "OK qwen2_vl pil 1003520"
+        missing = load("Org/Missing-VL")
+        assert missing.startswith("ValueError 'Org/Missing-VL' is not in the local Hugging Face "
+                                  "cache"), missing
+        assert "downloading its preprocessor_config.json" in missing and "404" in missing
+    finally:
+        server.shutdown()
+        server.server_close()

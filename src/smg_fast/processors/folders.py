@@ -1,7 +1,8 @@
-"""Model folders: hub ids in the local cache, a folder's JSON, the backend it resolves to.
+"""Model folders: hub ids (cached or downloaded), a folder's JSON, the backend it resolves to.
 
-A hub id is found in huggingface_hub's local cache; the backend is the one transformers' Auto
-classes pick for a folder (what an engine running it computes)."""
+A hub id is found in huggingface_hub's local cache or downloaded as transformers would; the
+backend is the one transformers' Auto classes pick for a folder (what an engine running it
+computes)."""
 
 from __future__ import annotations
 
@@ -21,24 +22,52 @@ def is_hub_id(name: str) -> bool:
 
 
 def hub_folder(repo_id: str) -> str:
-    """The cached snapshot folder of a hub model id (never downloads).
+    """The snapshot folder of a hub model id: from the local cache, else downloaded when allowed.
 
-    ValueError saying what to do when it is not cached or huggingface_hub is not installed."""
+    As transformers does: the local Hugging Face cache first; then huggingface_hub's download
+    (its endpoint, token and cache settings), unless HF_HUB_OFFLINE is set. Only
+    preprocessor_config.json and config.json (when the repository has one) are fetched.
+    ValueError saying what to do when neither works or huggingface_hub is not installed."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants
     except ImportError:
         raise ValueError(f"{repo_id!r} is not a folder here, and huggingface_hub (which finds hub "
-                         "ids in its local cache) is not installed: pass a model folder") from None
+                         "ids in its cache and downloads them) is not installed: pip install "
+                         "huggingface_hub, or pass a model folder") from None
     cache_dir = os.environ.get("HF_HUB_CACHE") or None
     try:
-        return snapshot_download(repo_id, local_files_only=True, allow_patterns=_FILES,
-                                 cache_dir=cache_dir)
-    except Exception as exc:  # huggingface_hub's not-cached / offline / bad-id errors
-        where = cache_dir or "the default Hugging Face cache"
+        return _snapshot(repo_id, cache_dir, local_only=True)
+    except Exception as exc:  # huggingface_hub's not-cached errors
+        cached_error = exc
+    where = cache_dir or "the default Hugging Face cache"
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in (
+            "1", "ON", "YES", "TRUE"):  # huggingface_hub reads it once, at its import
         raise ValueError(
-            f"{repo_id!r} is not in the local Hugging Face cache ({where}): download it first "
-            f"(huggingface-cli download {repo_id} {' '.join(_FILES)}) or pass a model folder "
-            f"({type(exc).__name__})") from None
+            f"{repo_id!r} is not in the local Hugging Face cache ({where}) and HF_HUB_OFFLINE is "
+            f"set: download it where the hub is reachable (huggingface-cli download {repo_id} "
+            f"{' '.join(_FILES)}) or pass a model folder ({type(cached_error).__name__})") from None
+    try:
+        return _snapshot(repo_id, cache_dir, local_only=False)
+    except Exception as exc:  # network, authentication, unknown repository or file
+        raise ValueError(
+            f"{repo_id!r} is not in the local Hugging Face cache ({where}) and downloading its "
+            f"{_FILES[0]} from {constants.ENDPOINT} failed ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())}); "
+            "pass a model folder, or set HF_TOKEN / HF_ENDPOINT as huggingface_hub needs") \
+            from None
+
+
+def _snapshot(repo_id: str, cache_dir: str | None, *, local_only: bool) -> str:
+    """The snapshot folder holding the repository's preprocessor_config.json (and config.json)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    pre = hf_hub_download(repo_id, _FILES[0], cache_dir=cache_dir, local_files_only=local_only)
+    try:
+        hf_hub_download(repo_id, _FILES[1], cache_dir=cache_dir, local_files_only=local_only)
+    except (EntryNotFoundError, LocalEntryNotFoundError):
+        pass  # a folder without config.json is read from its preprocessor_config.json alone
+    return os.path.dirname(pre)
 
 
 def read_json(path: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``load_processor``: a processor from a family name, a model folder or a cached hub id.
+"""``load_processor``: a processor from a family name, a model folder or a hub id.
 
 The backend is the one an engine would run for it."""
 
@@ -74,9 +74,10 @@ def make_processor(config: ProcessorConfig) -> Processor:
 
 def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = None,
                    **overrides: Any) -> Processor:
-    """A processor for a family name, a HuggingFace model folder or a cached hub id.
+    """A processor for a family name, a HuggingFace model folder or a hub id.
 
-    A hub id is looked up in the local Hugging Face cache (never downloaded here).
+    A hub id is looked up in the local Hugging Face cache, else downloaded unless HF_HUB_OFFLINE
+    is set (its preprocessor_config.json and config.json only).
 
     ``backend``: the reference reproduced bit for bit. None: for a folder (or hub id), what
     transformers' ``AutoImageProcessor`` would resolve for it in an engine's environment:
