@@ -34,6 +34,7 @@ from transformers.image_processing_utils import BaseImageProcessor
 from . import hf_compat as compat
 from .errors import UnsupportedCallError
 from .processors import Processor, make_processor
+from .processors.call_inputs import flatten
 from .processors.config import ProcessorConfig
 from .processors.hooks import DropIn
 from .processors.reference import reference_processor
@@ -76,8 +77,8 @@ class _SmgImageProcessor(BaseImageProcessor):
         """Built as transformers' class is, or from a ready smg_fast ``processor``.
 
         Takes a preprocessor_config.json's keys (``size``, ``min_pixels``, ``image_mean``,
-        ``do_normalize``...; keys that change nothing here, such as ``processor_class``, are
-        dropped) and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
+        ``do_normalize``...; other keys are kept as plain attributes, as transformers keeps them)
+        and smg-fast's ``max_image_pixels`` / ``pass_order`` / ``image_formats``."""
         if processor is None:
             processor = compat.build_processor(self.dropin, kwargs,
                                                backend or self.default_backend)
@@ -87,7 +88,12 @@ class _SmgImageProcessor(BaseImageProcessor):
         self._reference: Any = None
         self._ref_lock = threading.Lock()
         flags = {k: bool(kwargs[k]) for k in compat.FLAGS if kwargs.get(k) is not None}
-        ImageProcessingMixin.__init__(self, **{**self._attributes(processor.config), **flags})
+        # keys neither transformers' class nor smg-fast reads stay plain attributes, as there
+        extra = {k: v for k, v in kwargs.items()
+                 if k not in self.valid_kwargs.__annotations__ and k not in compat.SMG_OPTIONS
+                 and k not in compat.NOT_KEPT}
+        ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),
+                                               **flags})
         self._built_from = copy.deepcopy(self._attributes(processor.config))
 
     @classmethod
@@ -199,6 +205,9 @@ class _SmgImageProcessor(BaseImageProcessor):
             images = kwargs.pop("images", None)
         if images is None:
             raise TypeError("preprocess() needs images")
+        if any(getattr(item, "ndim", None) == 2 for item in flatten(images)):
+            raise ValueError("2-D arrays are not images to transformers' processors (which refuse "
+                             "them): pass (H, W, 1) or (1, H, W) for one channel")
         flags = {k: False for k in compat.FLAGS if getattr(self, k, True) is False}
         kwargs = {**flags, **self._changed_attributes(kwargs), **kwargs}
         dtype, why = compat.call_plan(self._proc.config, images, kwargs)

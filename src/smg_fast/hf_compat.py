@@ -31,6 +31,8 @@ SMG_OPTIONS = frozenset({"max_image_pixels", "pass_order", "image_formats"})
 LOADER_NOISE = frozenset({"trust_remote_code", "code_revision", "use_fast", "config",
                           "_commit_hash", "user_agent", "resume_download", "use_auth_token",
                           "local_files_only_override", "adapter_kwargs", "gguf_file"})
+# Constructor keys transformers' classes drop rather than keep as attributes.
+NOT_KEPT = frozenset({"processor_class", "feature_extractor_type", "image_processor_type"})
 # The per-call flags transformers keeps on the instance (a folder may set them False).
 FLAGS = ("do_rescale", "do_normalize", "do_convert_rgb")
 
@@ -154,5 +156,6 @@ def plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["FLAGS", "LOADER_NOISE", "SMG_OPTIONS", "alpha_dropped", "as_installed_transformers",
-           "build_processor", "call_plan", "log_once", "logger", "plain", "transformers_class"]
+__all__ = ["FLAGS", "LOADER_NOISE", "NOT_KEPT", "SMG_OPTIONS", "alpha_dropped",
+           "as_installed_transformers", "build_processor", "call_plan", "log_once", "logger",
+           "plain", "transformers_class"]

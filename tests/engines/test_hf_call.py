@@ -183,3 +183,21 @@ def test_hf_class_from_pretrained_and_batch_feature(tmp_path, rgb, hf_qwen2):
     assert bf16.dtype == torch.bfloat16
     assert torch.equal(bf16, torch.from_numpy(hf_qwen2(rgb, return_tensors="np")["pixel_values"])
                        .to(torch.bfloat16))
+
+
+def test_array_ranks_accepted_and_refused_as_transformers_does(real_images, hf_qwen2):
+    """2-D arrays are refused (ValueError) as transformers refuses them.
+
+    One channel as (H, W, 1) or (1, H, W) is computed, equal to transformers'."""
+    grey = np.asarray(real_images.open("camera").convert("L").resize((64, 48)))
+    forms = {"2d": grey, "[2d]": [grey], "[[2d]]": [[grey]], "chw": grey[None],
+             "[hwc]": [grey[:, :, None]], "[nchw]": [grey[None, None]]}
+    for name, images in forms.items():
+        try:
+            ref = hf_qwen2(images, return_tensors="np")["pixel_values"]
+        except ValueError:
+            with pytest.raises(ValueError):
+                SmgPil(size=dict(hf_qwen2.size))(images, return_tensors="np")
+            continue
+        ours = SmgPil(size=dict(hf_qwen2.size))(images, return_tensors="np")["pixel_values"]
+        assert np.array_equal(ours, ref), name

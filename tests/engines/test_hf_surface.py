@@ -111,6 +111,26 @@ def test_serialization_and_copies(tmp_path, photos):
         assert same(clone(photos, return_tensors="np"), want)
 
 
+def test_keys_nothing_reads_are_kept_as_transformers_keeps_them(tmp_path):
+    """Unknown preprocessor_config.json keys stay attributes and are saved; loader keys are not."""
+    pre = {**QWEN2_HUB, "custom_key": 7, "nested": {"a": [1, 2]},
+           "processor_class": "Qwen2VLProcessor", "feature_extractor_type": "X"}
+    write_folder(tmp_path / "f", pre, "qwen2_vl")
+    ours = sh.Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "f")
+    ref = Qwen2VLImageProcessorPil.from_pretrained(tmp_path / "f")
+    theirs = {k: v for k, v in ref.to_dict().items() if k in ("custom_key", "nested",
+                                                               "processor_class",
+                                                               "feature_extractor_type")}
+    assert theirs == {"custom_key": 7, "nested": {"a": [1, 2]}}  # what transformers keeps
+    assert {k: ours.to_dict().get(k) for k in theirs} == theirs
+    assert "processor_class" not in ours.to_dict()
+    ours.save_pretrained(tmp_path / "saved")
+    saved = json.loads((tmp_path / "saved" / "preprocessor_config.json").read_text())
+    assert saved["custom_key"] == 7 and saved["nested"] == {"a": [1, 2]}
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours))):
+        assert clone.custom_key == 7
+
+
 def test_folder_flags_are_kept(tmp_path, photos):
     pre = {**QWEN2_HUB, "do_normalize": False}
     write_folder(tmp_path / "f", pre, "qwen2_vl")
