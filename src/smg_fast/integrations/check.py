@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from . import vllm_media
 from ._install import enabled
 
 PLUGINS = (("vLLM", "vllm", "vllm.general_plugins", "SMG_FAST_VLLM"),
@@ -39,9 +41,21 @@ def plugin_lines() -> list[str]:
         state = (f"entry point installed ({points[0].value})" if points else
                  "entry point NOT installed (pip install smg-fast into this environment)")
         switch = "on" if enabled(env) else f"off ({env}=0)"
-        lines.append(f"{engine} plug-in: {state}; {switch}; "
-                     f"{engine} {version or 'not installed here'}")
+        line = f"{engine} plug-in: {state}; {switch}; {engine} {version or 'not installed here'}"
+        if dist == "vllm" and points and enabled(env):
+            line += f"; request JPEGs decoded by {_vllm_decoder()}"
+        lines.append(line)
     return lines
+
+
+def _vllm_decoder() -> str:
+    """Who decodes the images of a vLLM request once the plug-in runs, and why."""
+    chosen = os.environ.get("VLLM_MEDIA_CONNECTOR")
+    if chosen not in (None, vllm_media.NAME):
+        return f"vLLM (VLLM_MEDIA_CONNECTOR={chosen})"
+    if chosen is None and not enabled(vllm_media.ENV):
+        return f"vLLM ({vllm_media.ENV}=0)"
+    return f"smg-fast (vLLM media connector {vllm_media.NAME!r})"
 
 
 def resolved_line() -> str:
