@@ -307,6 +307,10 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Qwen2VLImageProcessor: type[_SmgImageProcessor]
     Qwen2VLImageProcessorPil: type[_SmgImageProcessor]
     Kimi_K25ImageProcessor: type[_SmgImageProcessor]
+    Glm4vImageProcessor: type[_SmgImageProcessor]
+    Glm4vImageProcessorPil: type[_SmgImageProcessor]
+    Glm46VImageProcessor: type[_SmgImageProcessor]
+    Glm46VImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 
