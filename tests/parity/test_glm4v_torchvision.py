@@ -42,20 +42,17 @@ BATCH = ["size:37x53", "real:chelsea", "size:37x53", "mode:RGBA", "size:5x3"]
 def make_input(images, exif_jpeg, name: str):
     """A named input: a PIL image, a numpy array, or encoded bytes (kind "bytes")."""
     kind, _, arg = name.partition(":")
-    if kind == "real":
-        return images.open(arg)
-    if kind == "mode":
-        return images.mode_image(arg)
+    if kind == "bytes":
+        if arg == "exif":
+            return exif_jpeg.read_bytes()
+        return encode(images.mode_image("I;16" if arg == "png16" else "RGBA"), "PNG")
+    arrays = {"np_rgba": lambda: np.asarray(images.mode_image("RGBA")).copy(),
+              "np_grey": lambda: np.asarray(images.open("camera"))[:, :, None].copy()}
+    if kind in arrays:
+        return arrays[kind]()
     if kind == "size":
-        w, h = (int(v) for v in arg.split("x"))
-        return images.rgb("astronaut").resize((w, h))
-    if kind == "np_rgba":
-        return np.asarray(images.mode_image("RGBA")).copy()
-    if kind == "np_grey":
-        return np.asarray(images.open("camera"))[:, :, None].copy()
-    if arg == "exif":
-        return exif_jpeg.read_bytes()
-    return encode(images.mode_image("I;16" if arg == "png16" else "RGBA"), "PNG")
+        return images.rgb("astronaut").resize(tuple(int(v) for v in arg.split("x")))
+    return images.open(arg) if kind == "real" else images.mode_image(arg)
 
 
 def for_transformers(item):
