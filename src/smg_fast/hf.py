@@ -319,7 +319,7 @@ def register() -> list[str]:
     """Makes transformers' Auto classes return these classes for the families that register.
 
     ``AutoImageProcessor`` (and so ``AutoProcessor``) then returns them for the model folders of
-    every family whose drop-in registers (Qwen2/2.5/3-VL; not Kimi-K2.5, whose folders run its
+    every family whose drop-in registers (Qwen2/2.5/3-VL, GLM; not Kimi-K2.5, whose folders run its
     remote code), for the backend transformers resolves (torchvision when installed, else PIL;
     ``backend=`` / ``use_fast`` honoured). Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor
