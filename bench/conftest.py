@@ -10,6 +10,8 @@ References
 - Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' PIL/NumPy processor
   (``Qwen2VLImageProcessorPil``) with the family's published hub config; the torchvision
   processor (``Qwen2VLImageProcessor``) as a second reference when torchvision is installed.
+- GLM-4.1V: transformers' ``Glm4vImageProcessorPil`` with its published hub config, and its
+  torchvision ``Glm4vImageProcessor`` when torchvision is installed.
 - Kimi-K2.5: transformers has no PIL processor for it, so the reference is ``kimi_upstream_numpy``
   (bench/references.py: ``smg_fast.testing.oracles.kimi_upstream``, the NumPy/PIL implementation
   of the upstream MoonViT preprocessing the parity tests use; labelled "upstream NumPy
@@ -34,7 +36,7 @@ import pytest
 from PIL import Image
 from references import kimi_upstream_numpy, load_photos, make_hf_pil_qwen
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25", "glm4v")
 QWEN_FAMILIES = FAMILIES[:3]
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
@@ -65,6 +67,12 @@ def make_hf_torchvision(family: str):
         from smg_fast.testing.oracles import kimi_kwargs
 
         return Kimi_K25ImageProcessor(**kimi_kwargs())
+    if family == "glm4v":
+        from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
+
+        from smg_fast.testing.oracles import hf_glm
+
+        return hf_glm(Glm4vImageProcessor, family)
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
     from smg_fast.testing.oracles import hf_qwen

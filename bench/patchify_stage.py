@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-CASES = [("qwen2_vl", {}), ("qwen3_vl", {}), ("kimi_k25", {}),
+CASES = [("qwen2_vl", {}), ("qwen3_vl", {}), ("kimi_k25", {}), ("glm4v", {}),
          ("qwen2_vl", {"backend": "torchvision"})]
 DTYPES = ("float32", "bfloat16")
 

@@ -4,6 +4,8 @@ Also the benchmark photo. Shared so bench/ suites and bench/gate.py measure exac
 
 - Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' PIL/NumPy processor (``Qwen2VLImageProcessorPil``)
   configured with the family's published hub config.
+- GLM-4.1V / GLM-4.6V: transformers' ``Glm4vImageProcessorPil`` / ``Glm46VImageProcessorPil``
+  with GLM-4.1V's published hub config.
 - Kimi-K2.5: transformers has no PIL processor for it, so ``kimi_upstream_numpy`` below is the
   NumPy/PIL implementation of the upstream MoonViT preprocessing the tests compare with too
   (``smg_fast.testing.oracles.kimi_upstream``)."""
@@ -34,7 +36,11 @@ def kimi_upstream_numpy(image: Image.Image) -> np.ndarray:
 
 
 def make_hf_pil_qwen(family: str):
-    """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config."""
+    """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config.
+
+    For a GLM family, its own PIL class (make_hf_pil_glm)."""
+    if family.startswith("glm"):
+        return make_hf_pil_glm(family)
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )
@@ -42,6 +48,17 @@ def make_hf_pil_qwen(family: str):
     from smg_fast.testing.oracles import hf_qwen
 
     return hf_qwen(Qwen2VLImageProcessorPil, family)
+
+
+def make_hf_pil_glm(family: str):
+    """transformers' Glm4vImageProcessorPil (Glm46V's for glm46v) with GLM-4.1V's hub config."""
+    from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
+    from transformers.models.glm46v.image_processing_pil_glm46v import Glm46VImageProcessorPil
+
+    from smg_fast.testing.oracles import hf_glm
+
+    return hf_glm(Glm46VImageProcessorPil if family == "glm46v" else Glm4vImageProcessorPil,
+                  family)
 
 
 def photo_file() -> Path:

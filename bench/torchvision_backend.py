@@ -1,6 +1,7 @@
 """smg-fast's backend="torchvision" against transformers' torchvision image processors.
 
-Qwen2VLImageProcessor and Kimi_K25ImageProcessor, at 1920x1080 on one thread, in one run.
+Qwen2VLImageProcessor, Kimi_K25ImageProcessor and Glm4vImageProcessor, at 1920x1080 on one
+thread, in one run.
 
     python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25]
 
@@ -26,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25")
+FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
 
 
 def _inside(photo: Path, families: list[str], rounds: int) -> int:

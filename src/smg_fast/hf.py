@@ -316,6 +316,10 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Qwen2VLImageProcessor: type[_SmgImageProcessor]
     Qwen2VLImageProcessorPil: type[_SmgImageProcessor]
     Kimi_K25ImageProcessor: type[_SmgImageProcessor]
+    Glm4vImageProcessor: type[_SmgImageProcessor]
+    Glm4vImageProcessorPil: type[_SmgImageProcessor]
+    Glm46VImageProcessor: type[_SmgImageProcessor]
+    Glm46VImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 
@@ -324,7 +328,7 @@ def register() -> list[str]:
     """Makes transformers' Auto classes return these classes for the families that register.
 
     ``AutoImageProcessor`` (and so ``AutoProcessor``) then returns them for the model folders of
-    every family whose drop-in registers (Qwen2/2.5/3-VL; not Kimi-K2.5, whose folders run its
+    every family whose drop-in registers (Qwen2/2.5/3-VL, GLM; not Kimi-K2.5, whose folders run its
     remote code), for the backend transformers resolves (torchvision when installed, else PIL;
     ``backend=`` / ``use_fast`` honoured). Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor

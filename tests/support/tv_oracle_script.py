@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torchvision
+from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
+from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
-CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor}
+CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor,
+           "glm4v": Glm4vImageProcessor, "glm46v": Glm46VImageProcessor}
 
 
 def main(workdir: Path) -> None:

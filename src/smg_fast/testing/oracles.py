@@ -27,6 +27,11 @@ HUB_QWEN = {
                      std=[0.5] * 3),
 }
 
+# GLM-4.1V-9B-Thinking's preprocessor config (size 12544..9633792: the defaults of transformers'
+# glm4v smart_resize, 112*112 and 14*14*2*2*2*6144), which GLM-4.5V and GLM-4.6V keep.
+HUB_GLM = {name: dict(min_pixels=12544, max_pixels=9633792, patch_size=14, mean=CLIP_MEAN,
+                      std=CLIP_STD) for name in ("glm4v", "glm46v")}
+
 # Kimi-K2.5's media_proc_cfg.
 HUB_KIMI = dict(in_patch_limit=16384, patch_limit_on_one_side=512, patch_size=14,
                 merge_kernel_size=2, image_mean=(0.5, 0.5, 0.5), image_std=(0.5, 0.5, 0.5))
@@ -57,6 +62,28 @@ def hf_qwen(cls: Any, family: str, **overrides: Any) -> Any:
     assert proc.merge_size == 2 and proc.temporal_patch_size == 2
     assert list(proc.image_mean) == list(cfg["mean"])
     assert list(proc.image_std) == list(cfg["std"])
+    return proc
+
+
+def glm_kwargs(family: str) -> dict[str, Any]:
+    """transformers' Glm4vImageProcessor (or Glm46V) arguments for family's hub config."""
+    cfg = HUB_GLM[family]
+    return dict(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+                patch_size=cfg["patch_size"], temporal_patch_size=2, merge_size=2,
+                image_mean=list(cfg["mean"]), image_std=list(cfg["std"]))
+
+
+def hf_glm(cls: Any, family: str) -> Any:
+    """cls (transformers' GLM class for family, PIL or torchvision) from the hub config, checked.
+
+    Checked through its attributes, as hf_qwen is."""
+    cfg = HUB_GLM[family]
+    proc = cls(**glm_kwargs(family))
+    got = (dict(proc.size), proc.patch_size, proc.merge_size, proc.temporal_patch_size,
+           list(proc.image_mean), list(proc.image_std))
+    want = ({"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+            cfg["patch_size"], 2, 2, list(cfg["mean"]), list(cfg["std"]))
+    assert got == want, (got, want)
     return proc
 
 
@@ -125,6 +152,7 @@ def kimi_upstream_batch(images: list[Image.Image], cfg: dict[str, Any] = HUB_KIM
     return np.concatenate([a for a, _ in parts]), np.concatenate([g for _, g in parts])
 
 
-__all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_KIMI", "HUB_QWEN", "hf_qwen", "kimi_kwargs",
+__all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_GLM", "HUB_KIMI", "HUB_QWEN", "glm_kwargs", "hf_glm",
+           "hf_qwen", "kimi_kwargs",
            "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
            "qwen_kwargs"]

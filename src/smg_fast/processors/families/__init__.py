@@ -9,6 +9,7 @@ from __future__ import annotations
 # isort: off
 from .qwen import QwenVLProcessor
 from .kimi import KimiK25Processor
+from .glm4v import Glm4vProcessor
 # isort: on
 
-__all__ = ["KimiK25Processor", "QwenVLProcessor"]
+__all__ = ["Glm4vProcessor", "KimiK25Processor", "QwenVLProcessor"]

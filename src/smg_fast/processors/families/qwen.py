@@ -19,20 +19,21 @@ from ..registry import Family, register
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int,
-                 max_pixels: int) -> tuple[int, int]:
+                 max_pixels: int, frames: int = 1) -> tuple[int, int]:
     """(height, width) rounded to multiples of factor with the pixel count in range.
 
     Same float64 arithmetic and Python round (half to even) as transformers; no re-check after
-    the min/max branch, as there.
+    the min/max branch, as there. ``frames``: the temporal factor GLM-4.1V counts against the
+    budget (frames x height x width); Qwen's rule is frames=1.
     """
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
+    if frames * h_bar * w_bar > max_pixels:
+        beta = math.sqrt((frames * height * width) / max_pixels)
         h_bar = max(factor, math.floor(height / beta / factor) * factor)
         w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
+    elif frames * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar
@@ -179,16 +180,21 @@ def _family(name: str, builtin: ProcessorConfig, recognizes: Any = lambda pre: F
                            recognizes=recognizes, reference=REFERENCE, dropin=DROPIN))
 
 
-# Published Qwen2-VL-7B-Instruct / Qwen2.5-VL-7B-Instruct preprocessor configs.
+# Published Qwen2-VL-7B-Instruct / Qwen2.5-VL-7B-Instruct preprocessor configs. Models whose
+# folders name Qwen2VLImageProcessor with other numbers (a folder's values win) join the family
+# of their patch size: dots.ocr (dots_ocr: temporal patch 1), Qwen2.5-Omni's image path.
 _family("qwen2_vl", ProcessorConfig("qwen2_vl", 14, 2, 2, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD,
                                     min_pixels=3136, max_pixels=12845056),
-        lambda pre: _is_qwen_processor(pre) and int(pre.get("patch_size", 14)) != 16)
+        lambda pre: _is_qwen_processor(pre) and int(pre.get("patch_size", 14)) != 16,
+        ("dots_ocr",))
 _family("qwen2_5_vl", ProcessorConfig("qwen2_5_vl", 14, 2, 2, OPENAI_CLIP_MEAN,
-                                      OPENAI_CLIP_STD, min_pixels=3136, max_pixels=12845056))
-# Qwen3-VL-8B-Instruct: size 65536..16777216, patch 16, mean/std 0.5 (and its MoE sibling).
+                                      OPENAI_CLIP_STD, min_pixels=3136, max_pixels=12845056),
+        model_types=("qwen2_5_omni",))
+# Qwen3-VL-8B-Instruct: size 65536..16777216, patch 16, mean/std 0.5 (and its MoE sibling);
+# the patch-16 image paths of Qwen3-Omni and Qwen3.5 (dense and MoE) likewise.
 QWEN3 = _family("qwen3_vl", ProcessorConfig("qwen3_vl", 16, 2, 2, HALF, HALF, min_pixels=65536,
                                             max_pixels=16777216),
                 lambda pre: _is_qwen_processor(pre) and int(pre.get("patch_size", 14)) == 16,
-                ("qwen3_vl_moe",))
+                ("qwen3_vl_moe", "qwen3_omni_moe", "qwen3_5", "qwen3_5_moe"))
 
 __all__ = ["QwenVLProcessor", "smart_resize"]
