@@ -9,6 +9,10 @@ from __future__ import annotations
 # isort: off
 from .qwen import QwenVLProcessor
 from .kimi import KimiK25Processor
+from .paddleocr_vl import PaddleOCRVLProcessor
+from . import ernie4_5_vl  # noqa: F401  (registers the family)
+from .hunyuan_vl import HunyuanVLProcessor
 # isort: on
 
 __all__ = ["KimiK25Processor", "QwenVLProcessor"]
+__all__ += ["HunyuanVLProcessor", "PaddleOCRVLProcessor"]
