@@ -307,6 +307,12 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Qwen2VLImageProcessor: type[_SmgImageProcessor]
     Qwen2VLImageProcessorPil: type[_SmgImageProcessor]
     Kimi_K25ImageProcessor: type[_SmgImageProcessor]
+    PaddleOCRVLImageProcessor: type[_SmgImageProcessor]
+    PaddleOCRVLImageProcessorPil: type[_SmgImageProcessor]
+    Ernie4_5_VLMoeImageProcessor: type[_SmgImageProcessor]
+    Ernie4_5_VLMoeImageProcessorPil: type[_SmgImageProcessor]
+    HunYuanVLImageProcessor: type[_SmgImageProcessor]
+    HunYuanVLImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 
