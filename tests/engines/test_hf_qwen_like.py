@@ -16,14 +16,9 @@ from PIL import Image
 from transformers import BatchFeature
 
 import smg_fast.hf as hf
-from smg_fast.testing.oracles import HUB_QWEN_LIKE, hf_qwen_like
+from smg_fast.testing.oracles import HUB_QWEN_LIKE, QWEN_LIKE_CLASSES, qwen_like_reference
 
-CLASSES = {"paddleocr_vl": "PaddleOCRVLImageProcessor",
-           "ernie4_5_vl_moe": "Ernie4_5_VLMoeImageProcessor",
-           "hunyuan_vl": "HunYuanVLImageProcessor"}
-MODULES = {"paddleocr_vl": "paddleocr_vl.image_processing_pil_paddleocr_vl",
-           "ernie4_5_vl_moe": "ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe",
-           "hunyuan_vl": "hunyuan_vl.image_processing_pil_hunyuan_vl"}
+CLASSES = {f: name for f, (_, name) in QWEN_LIKE_CLASSES.items()}
 
 
 @pytest.fixture(params=tuple(CLASSES))
@@ -32,10 +27,7 @@ def fam(request) -> str:
 
 
 def transformers_pil(family: str):
-    import importlib
-
-    module = importlib.import_module(f"transformers.models.{MODULES[family]}")
-    return hf_qwen_like(getattr(module, CLASSES[family] + "Pil"), family)
+    return qwen_like_reference(family, "pil")
 
 
 def folder(tmp_path, family: str, cls: str):

@@ -22,16 +22,9 @@ from transformers.image_utils import load_image
 
 import smg_fast
 from smg_fast.errors import InvalidImageError
-from smg_fast.testing.oracles import HUB_QWEN_LIKE, hf_qwen_like
+from smg_fast.testing.oracles import HUB_QWEN_LIKE, qwen_like_reference
 
 FAMILIES = tuple(HUB_QWEN_LIKE)
-PIL_CLASSES = {
-    "paddleocr_vl": ("paddleocr_vl.image_processing_pil_paddleocr_vl",
-                     "PaddleOCRVLImageProcessorPil"),
-    "ernie4_5_vl_moe": ("ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe",
-                        "Ernie4_5_VLMoeImageProcessorPil"),
-    "hunyuan_vl": ("hunyuan_vl.image_processing_pil_hunyuan_vl", "HunYuanVLImageProcessorPil"),
-}
 # Each class's patch rows: PaddleOCR-VL's [N, 3, 14, 14], the others' [N, 3 * P * P].
 ROW_SHAPES = {"paddleocr_vl": (3, 14, 14), "ernie4_5_vl_moe": (3 * 14 * 14,),
               "hunyuan_vl": (3 * 16 * 16,)}
@@ -47,11 +40,7 @@ def fam(request) -> str:
 
 def hf_pil(family: str, **overrides):
     """transformers' PIL class of family, configured from its hub config."""
-    import importlib
-
-    module, name = PIL_CLASSES[family]
-    cls = getattr(importlib.import_module(f"transformers.models.{module}"), name)
-    return hf_qwen_like(cls, family, **overrides)
+    return qwen_like_reference(family, "pil", **overrides)
 
 
 def check(out, ref_pv, ref_grid, family: str) -> None:

@@ -17,7 +17,7 @@ from support.images import MODE_KINDS, REAL_IMAGE_NAMES
 from support.tv_oracle import run_oracle
 
 from smg_fast import load_processor
-from smg_fast.testing.oracles import HUB_QWEN_LIKE, qwen_like_kwargs
+from smg_fast.testing.oracles import HUB_QWEN_LIKE, QWEN_LIKE_CLASSES, qwen_like_kwargs
 
 FAMILIES = tuple(HUB_QWEN_LIKE)
 SIZES = ((1, 1), (37, 53), (5, 300), (300, 5), (2, 390), (27, 27), (13, 1100), (1920, 1080),
@@ -56,16 +56,10 @@ def test_batch_exact(family, real_images, oracle):
     check(proc, [make_input(real_images, n) for n in BATCH], oracle[(family, "batch")])
 
 
-# The preprocessor_config.json keys each family's hub folder names its class with.
-CLASS = {"paddleocr_vl": "PaddleOCRVLImageProcessor",
-         "ernie4_5_vl_moe": "Ernie4_5_VLMoeImageProcessor",
-         "hunyuan_vl": "HunYuanVLImageProcessor"}
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_model_folder_resolves_torchvision(family, tmp_path, real_images, oracle):
     hub = HUB_QWEN_LIKE[family]
-    pre = {"image_processor_type": CLASS[family], "min_pixels": hub["min_pixels"],
+    pre = {"image_processor_type": QWEN_LIKE_CLASSES[family][1], "min_pixels": hub["min_pixels"],
            "max_pixels": hub["max_pixels"], "patch_size": hub["patch_size"], "merge_size": 2,
            "temporal_patch_size": 1, "image_mean": hub["mean"], "image_std": hub["std"],
            "resample": hub["resample"]}

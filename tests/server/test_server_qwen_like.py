@@ -18,18 +18,16 @@ from PIL import Image  # noqa: E402
 from support.hf_oracle import hf_call  # noqa: E402
 from support.tv_oracle import run_oracle  # noqa: E402
 
-from smg_fast.testing.oracles import HUB_QWEN_LIKE, hf_qwen_like, qwen_like_kwargs  # noqa: E402
+from smg_fast.testing.oracles import (  # noqa: E402
+    HUB_QWEN_LIKE,
+    qwen_like_kwargs,
+    qwen_like_reference,
+)
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 FAMILIES = tuple(HUB_QWEN_LIKE)
 MODELS = [(f, f) for f in FAMILIES] + [(f"{f}_tv", f"{f}:torchvision") for f in FAMILIES]
-PIL_CLASSES = {
-    "paddleocr_vl": "paddleocr_vl.image_processing_pil_paddleocr_vl:PaddleOCRVLImageProcessorPil",
-    "ernie4_5_vl_moe": "ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe:"
-                       "Ernie4_5_VLMoeImageProcessorPil",
-    "hunyuan_vl": "hunyuan_vl.image_processing_pil_hunyuan_vl:HunYuanVLImageProcessorPil",
-}
 NAMES = ["chelsea", "rocket"]
 
 
@@ -39,11 +37,7 @@ def server_fields() -> dict:
 
 
 def pil_reference(family: str):
-    import importlib
-
-    module, _, name = PIL_CLASSES[family].partition(":")
-    cls = getattr(importlib.import_module(f"transformers.models.{module}"), name)
-    return hf_qwen_like(cls, family)
+    return qwen_like_reference(family, "pil")
 
 
 def decoded(small_jpegs, name: str) -> Image.Image:

@@ -162,7 +162,28 @@ def hf_qwen_like(cls: Any, family: str, **overrides: Any) -> Any:
     return proc
 
 
+# transformers' classes of the HUB_QWEN_LIKE families: (module under transformers.models, name of
+# the torchvision class; its PIL class adds "Pil").
+QWEN_LIKE_CLASSES = {
+    "paddleocr_vl": ("paddleocr_vl", "PaddleOCRVLImageProcessor"),
+    "ernie4_5_vl_moe": ("ernie4_5_vl_moe", "Ernie4_5_VLMoeImageProcessor"),
+    "hunyuan_vl": ("hunyuan_vl", "HunYuanVLImageProcessor"),
+}
+
+
+def qwen_like_reference(family: str, backend: str = "pil", **overrides: Any) -> Any:
+    """transformers' PIL or torchvision class of a HUB_QWEN_LIKE family, from its hub config."""
+    import importlib
+
+    model, name = QWEN_LIKE_CLASSES[family]
+    module = f"transformers.models.{model}.image_processing_{'pil_' if backend == 'pil' else ''}"
+    cls = getattr(importlib.import_module(module + model), name + ("Pil" if backend == "pil"
+                                                                    else ""))
+    return hf_qwen_like(cls, family, **overrides)
+
+
 __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_KIMI", "HUB_QWEN", "hf_qwen", "kimi_kwargs",
            "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
            "qwen_kwargs"]
-__all__ += ["HUB_QWEN_LIKE", "hf_qwen_like", "qwen_like_kwargs"]
+__all__ += ["HUB_QWEN_LIKE", "QWEN_LIKE_CLASSES", "hf_qwen_like", "qwen_like_kwargs",
+            "qwen_like_reference"]
