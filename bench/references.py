@@ -4,6 +4,8 @@ Also the benchmark photo. Shared so bench/ suites and bench/gate.py measure exac
 
 - Qwen2-VL / Qwen2.5-VL / Qwen3-VL: transformers' PIL/NumPy processor (``Qwen2VLImageProcessorPil``)
   configured with the family's published hub config.
+- PaddleOCR-VL / ERNIE-4.5-VL / HunyuanOCR: their own transformers PIL classes, configured with
+  their hub configs (``smg_fast.testing.oracles.qwen_like_reference``).
 - Kimi-K2.5: transformers has no PIL processor for it, so ``kimi_upstream_numpy`` below is the
   NumPy/PIL implementation of the upstream MoonViT preprocessing the tests compare with too
   (``smg_fast.testing.oracles.kimi_upstream``)."""
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from smg_fast.testing.oracles import kimi_upstream
+from smg_fast.testing.oracles import QWEN_LIKE_CLASSES, kimi_upstream, qwen_like_reference
 
 PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
@@ -34,7 +36,11 @@ def kimi_upstream_numpy(image: Image.Image) -> np.ndarray:
 
 
 def make_hf_pil_qwen(family: str):
-    """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config."""
+    """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config.
+
+    PaddleOCR-VL, ERNIE-4.5-VL and HunyuanOCR: their own PIL classes, from their hub configs."""
+    if family in QWEN_LIKE_CLASSES:
+        return qwen_like_reference(family, "pil")
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
     )
