@@ -200,3 +200,11 @@ def test_model_folder(fam, tmp_path, real_images):
 def test_folder_without_model_type_is_recognized(fam, tmp_path):
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(FOLDERS[fam]))
     assert smg_fast.load_processor(tmp_path).config.family == fam
+
+
+def test_ernie_refuses_min_max_pixels_options(real_images):
+    """ERNIE's classes take no min_pixels / max_pixels call options (only size): refused."""
+    from smg_fast.errors import UnsupportedCallError
+
+    with pytest.raises(UnsupportedCallError, match="min_pixels"):
+        ours("ernie4_5_vl_moe")(real_images.open("chelsea"), min_pixels=100_000)
