@@ -3,7 +3,8 @@
 The drop-ins under transformers' class names, from_pretrained on a model folder with each hub
 preprocessor_config.json, every input kind of one call, BatchFeature types, call options, and
 get_number_of_image_patches (an int, HunYuanVL's an (h, w) grid), each equal to transformers'
-PIL class (np.array_equal)."""
+PIL class (np.array_equal); both backends' drop-ins against transformers' torchvision and PIL
+classes in the oracle venv (tests/support/hf_qwen_like_script.py)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,23 @@ def test_auto_image_processor_returns_the_drop_ins(tmp_path):
         (tmp_path / fam).mkdir()
         proc = AutoImageProcessor.from_pretrained(folder(tmp_path / fam, fam, name + "Pil"))
         assert type(proc) is getattr(hf, name + "Pil") and proc.backend == "pil"
+
+
+
+@pytest.fixture(scope="module")
+def class_results(real_images, tmp_path_factory) -> dict:
+    """{case: true | false | "error text"} from tests/support/hf_qwen_like_script.py (venv)."""
+    from pathlib import Path
+
+    from support.tv_oracle import run_with_smg_fast
+
+    script = Path(__file__).parents[1] / "support" / "hf_qwen_like_script.py"
+    return run_with_smg_fast(script, [str(real_images.path("chelsea"))],
+                             tmp_path_factory.mktemp("smg_fast_only"))
+
+
+def test_drop_ins_equal_transformers_in_the_oracle_venv(class_results):
+    """Both backends' drop-ins, built bare and from the hub config, against transformers'."""
+    assert len(class_results) == 3 * 2 * 2 * 8
+    wrong = {k: v for k, v in class_results.items() if v is not True}
+    assert not wrong, wrong
