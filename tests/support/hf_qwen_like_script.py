@@ -30,6 +30,14 @@ def same(a, b) -> bool:
                and np.array_equal(np.asarray(a[k]), np.asarray(b[k])) for k in a)
 
 
+def outcome(ref, ours, args: tuple, kwargs: dict):
+    """Whether both calls give the same result, or the error either raised (the test fails)."""
+    try:
+        return same(ref(*args, **kwargs), ours(*args, **kwargs))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+
+
 def main(photo: str) -> None:
     rgb = np.asarray(Image.open(photo).convert("RGB"))[:233, :301]
     inputs = {"numpy_hwc": rgb, "pil": Image.fromarray(rgb),
@@ -37,24 +45,19 @@ def main(photo: str) -> None:
               "grey": Image.fromarray(rgb[:, :, 0]), "thin": rgb[:9, :250],
               "nested": [[rgb], [rgb[:120, :200], rgb[:64]]]}
     result: dict = {}
-
-    def run(case, ref, ours, *args, **kwargs):
-        try:
-            result[case] = same(ref(*args, **kwargs), ours(*args, **kwargs))
-        except Exception as exc:  # reported, the test fails on it
-            result[case] = f"{type(exc).__name__}: {exc}"[:300]
-
     for fam, (_, name) in QWEN_LIKE_CLASSES.items():
         for backend, suffix in (("torchvision", ""), ("pil", "Pil")):
             ours_cls = getattr(sh, name + suffix)
             hub = (qwen_like_reference(fam, backend), ours_cls(**qwen_like_kwargs(fam)))
             bare = (type(hub[0])(), ours_cls())
             for label, (ref, ours) in (("hub", hub), ("defaults", bare)):
-                for kind, img in inputs.items():
-                    run(f"{fam}/{backend}/{label}/{kind}", ref, ours, img, return_tensors="pt")
-                run(f"{fam}/{backend}/{label}/none", ref, ours, rgb, return_tensors=None)
-                run(f"{fam}/{backend}/{label}/patches", ref.get_number_of_image_patches,
-                    ours.get_number_of_image_patches, 1080, 1920, {"max_pixels": 300_000})
+                calls = {kind: ((img,), {"return_tensors": "pt"}) for kind, img in inputs.items()}
+                calls["none"] = ((rgb,), {"return_tensors": None})
+                for kind, (args, kwargs) in calls.items():
+                    result[f"{fam}/{backend}/{label}/{kind}"] = outcome(ref, ours, args, kwargs)
+                result[f"{fam}/{backend}/{label}/patches"] = outcome(
+                    ref.get_number_of_image_patches, ours.get_number_of_image_patches,
+                    (1080, 1920, {"max_pixels": 300_000}), {})
     print(json.dumps(result))
 
 
