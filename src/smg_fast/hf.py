@@ -243,8 +243,10 @@ class _SmgImageProcessor(BaseImageProcessor):
 
 
 def _count_patches(self: _SmgImageProcessor, height: int, width: int,
-                   images_kwargs: dict[str, Any] | None = None) -> int:
+                   images_kwargs: dict[str, Any] | None = None) -> int | tuple[int, int]:
     """Patches (grid cells) for an image of this size, as transformers' method counts them.
+
+    An int, or the (h, w) grid where transformers' method returns that (HunYuanVL's).
 
     vLLM uses it to count placeholders without pixels."""
     count = self.dropin.count_patches

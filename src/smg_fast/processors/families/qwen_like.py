@@ -26,13 +26,14 @@ def _attributes(cfg: ProcessorConfig) -> dict[str, Any]:
                 size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels})
 
 
-def patch_counter(resize: Resize, as_grid: bool = False) -> Callable[..., Any]:
+def patch_counter(resize: Resize,
+                  as_grid: bool = False) -> Callable[..., int | tuple[int, int]]:
     """get_number_of_image_patches as transformers' classes compute it with resize.
 
     From the drop-in's attributes and a call's options: the grid cells (h * w), or with as_grid
     the (h, w) grid, as HunYuanVL's method returns it."""
 
-    def count(proc: Any, height: int, width: int, kw: dict[str, Any]) -> Any:
+    def count(proc: Any, height: int, width: int, kw: dict[str, Any]) -> int | tuple[int, int]:
         lo = kw["min_pixels"] if "min_pixels" in kw else proc.size["shortest_edge"]
         hi = kw["max_pixels"] if "max_pixels" in kw else proc.size["longest_edge"]
         patch = kw.get("patch_size", proc.patch_size)
