@@ -38,6 +38,7 @@ from references import kimi_upstream_numpy, load_photos, make_hf_pil_qwen
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25", "glm4v")
 QWEN_FAMILIES = FAMILIES[:3]
+FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")  # Qwen-sized, their own classes
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -59,6 +60,10 @@ def size_id(size: tuple[int, int]) -> str:
 def make_hf_torchvision(family: str):
     """transformers' torchvision processor for `family`; skips when torchvision is missing."""
     pytest.importorskip("torchvision", reason="torchvision is not installed")
+    from smg_fast.testing.oracles import QWEN_LIKE_CLASSES, qwen_like_reference
+
+    if family in QWEN_LIKE_CLASSES:
+        return qwen_like_reference(family, "torchvision")
     if family == "kimi_k25":
         from transformers.models.kimi_k25.image_processing_kimi_k25 import (
             Kimi_K25ImageProcessor,

@@ -7,8 +7,8 @@ the committed bench/baseline.json.
     python bench/gate.py --update   # measure 3 times, write the medians to bench/baseline.json;
                                     # commit that file on its own, in a reviewed commit
 
-Metrics (lower is better), per family (qwen2_vl, qwen3_vl, kimi_k25, glm4v) and dtype
-(float32, bfloat16):
+Metrics (lower is better), per family (qwen2_vl, qwen3_vl, kimi_k25, glm4v, paddleocr_vl,
+ernie4_5_vl_moe, hunyuan_vl) and dtype (float32, bfloat16):
   <family> <dtype> / copy   smg-fast time / the copy floor (np.copyto of the float32 output into
                             a preallocated, touched buffer): catches a slower resample or writer
   <family> <dtype> / ref    smg-fast time / the exact reference (transformers' PIL processor for
@@ -51,6 +51,7 @@ from references import kimi_upstream_numpy, load_photos, make_hf_pil_qwen
 
 BASELINE = Path(__file__).with_name("baseline.json")
 FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
+FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
 SIZE = (1920, 1080)
 DTYPES = ("float32", "bfloat16")
 # 25 rounds (the reference, 80-180 ms a call, dominates): one measurement of the three families

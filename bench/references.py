@@ -6,6 +6,8 @@ Also the benchmark photo. Shared so bench/ suites and bench/gate.py measure exac
   configured with the family's published hub config.
 - GLM-4.1V / GLM-4.6V: transformers' ``Glm4vImageProcessorPil`` / ``Glm46VImageProcessorPil``
   with GLM-4.1V's published hub config.
+- PaddleOCR-VL / ERNIE-4.5-VL / HunyuanOCR: their own transformers PIL classes, configured with
+  their hub configs (``smg_fast.testing.oracles.qwen_like_reference``).
 - Kimi-K2.5: transformers has no PIL processor for it, so ``kimi_upstream_numpy`` below is the
   NumPy/PIL implementation of the upstream MoonViT preprocessing the tests compare with too
   (``smg_fast.testing.oracles.kimi_upstream``)."""
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from smg_fast.testing.oracles import kimi_upstream
+from smg_fast.testing.oracles import QWEN_LIKE_CLASSES, kimi_upstream, qwen_like_reference
 
 PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
@@ -38,7 +40,10 @@ def kimi_upstream_numpy(image: Image.Image) -> np.ndarray:
 def make_hf_pil_qwen(family: str):
     """transformers' PIL/NumPy Qwen2-VL processor configured like `family`'s hub config.
 
-    For a GLM family, its own PIL class (make_hf_pil_glm)."""
+    PaddleOCR-VL, ERNIE-4.5-VL and HunyuanOCR: their own PIL classes, from their hub configs.
+    GLM: its own PIL class (make_hf_pil_glm)."""
+    if family in QWEN_LIKE_CLASSES:
+        return qwen_like_reference(family, "pil")
     if family.startswith("glm"):
         return make_hf_pil_glm(family)
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (

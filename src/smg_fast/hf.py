@@ -252,8 +252,10 @@ class _SmgImageProcessor(BaseImageProcessor):
 
 
 def _count_patches(self: _SmgImageProcessor, height: int, width: int,
-                   images_kwargs: dict[str, Any] | None = None) -> int:
+                   images_kwargs: dict[str, Any] | None = None) -> int | tuple[int, int]:
     """Patches (grid cells) for an image of this size, as transformers' method counts them.
+
+    An int, or the (h, w) grid where transformers' method returns that (HunYuanVL's).
 
     vLLM uses it to count placeholders without pixels."""
     count = self.dropin.count_patches
@@ -320,6 +322,12 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Glm4vImageProcessorPil: type[_SmgImageProcessor]
     Glm46VImageProcessor: type[_SmgImageProcessor]
     Glm46VImageProcessorPil: type[_SmgImageProcessor]
+    PaddleOCRVLImageProcessor: type[_SmgImageProcessor]
+    PaddleOCRVLImageProcessorPil: type[_SmgImageProcessor]
+    Ernie4_5_VLMoeImageProcessor: type[_SmgImageProcessor]
+    Ernie4_5_VLMoeImageProcessorPil: type[_SmgImageProcessor]
+    HunYuanVLImageProcessor: type[_SmgImageProcessor]
+    HunYuanVLImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 

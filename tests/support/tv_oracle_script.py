@@ -11,13 +11,23 @@ from pathlib import Path
 import numpy as np
 import torch
 import torchvision
+from transformers.models.ernie4_5_vl_moe.image_processing_ernie4_5_vl_moe import (
+    Ernie4_5_VLMoeImageProcessor,
+)
 from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
 from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
+from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
+from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
+    PaddleOCRVLImageProcessor,
+)
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor,
            "glm4v": Glm4vImageProcessor, "glm46v": Glm46VImageProcessor}
+CLASSES["paddleocr_vl"] = PaddleOCRVLImageProcessor
+CLASSES["ernie4_5_vl_moe"] = Ernie4_5_VLMoeImageProcessor
+CLASSES["hunyuan_vl"] = HunYuanVLImageProcessor
 
 
 def main(workdir: Path) -> None:

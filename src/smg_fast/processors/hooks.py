@@ -72,8 +72,9 @@ class DropIn:
     # smg_fast.hf.register() maps the families' model types to it in AutoImageProcessor
     auto_register: bool = True
     # get_number_of_image_patches(self, height, width, images_kwargs), where transformers' class
-    # has it (vLLM counts placeholders with it)
-    count_patches: Callable[[Any, int, int, dict[str, Any]], int] | None = None
+    # has it (vLLM counts placeholders with it); an int, or the (h, w) grid where transformers'
+    # method returns that (HunYuanVL's)
+    count_patches: Callable[[Any, int, int, dict[str, Any]], int | tuple[int, int]] | None = None
     note: str = ""  # a sentence added to the classes' docstrings
 
 

@@ -152,7 +152,66 @@ def kimi_upstream_batch(images: list[Image.Image], cfg: dict[str, Any] = HUB_KIM
     return np.concatenate([a for a, _ in parts]), np.concatenate([g for _, g in parts])
 
 
+# The Qwen-sized OCR families: PaddlePaddle/PaddleOCR-VL's preprocessor_config.json; ERNIE-4.5-VL
+# and HunyuanOCR as transformers' classes default to (size 56*56 .. 28*28*6177 pixels; 512*512 ..
+# 2048*2048 and patch 16), with HunyuanOCR's hub resample 1 (LANCZOS), which its classes ignore.
+HUB_QWEN_LIKE: dict[str, dict[str, Any]] = {
+    "paddleocr_vl": dict(min_pixels=147384, max_pixels=2822400, patch_size=14, mean=[0.5] * 3,
+                         std=[0.5] * 3, resample=3),
+    "ernie4_5_vl_moe": dict(min_pixels=3136, max_pixels=4842768, patch_size=14, mean=CLIP_MEAN,
+                            std=CLIP_STD, resample=3),
+    "hunyuan_vl": dict(min_pixels=262144, max_pixels=4194304, patch_size=16, mean=CLIP_MEAN,
+                       std=CLIP_STD, resample=1),
+}
+
+
+def qwen_like_kwargs(family: str, **overrides: Any) -> dict[str, Any]:
+    """transformers' constructor arguments for a HUB_QWEN_LIKE family's hub config.
+
+    min_pixels / max_pixels are overridable (None keeps the hub's value)."""
+    cfg = {**HUB_QWEN_LIKE[family], **{k: v for k, v in overrides.items() if v is not None}}
+    return dict(size={"shortest_edge": cfg["min_pixels"], "longest_edge": cfg["max_pixels"]},
+                patch_size=cfg["patch_size"], temporal_patch_size=1, merge_size=2,
+                image_mean=list(cfg["mean"]), image_std=list(cfg["std"]),
+                resample=cfg["resample"])
+
+
+def hf_qwen_like(cls: Any, family: str, **overrides: Any) -> Any:
+    """cls (a PIL or torchvision class of a HUB_QWEN_LIKE family) from its hub config, checked."""
+    cfg = {**HUB_QWEN_LIKE[family], **{k: v for k, v in overrides.items() if v is not None}}
+    proc = cls(**qwen_like_kwargs(family, **overrides))
+    assert proc.size["shortest_edge"] == cfg["min_pixels"]
+    assert proc.size["longest_edge"] == cfg["max_pixels"]
+    assert proc.patch_size == cfg["patch_size"] and proc.merge_size == 2
+    assert proc.temporal_patch_size == 1 and proc.resample == cfg["resample"]
+    assert list(proc.image_mean) == list(cfg["mean"])
+    assert list(proc.image_std) == list(cfg["std"])
+    return proc
+
+
+# transformers' classes of the HUB_QWEN_LIKE families: (module under transformers.models, name of
+# the torchvision class; its PIL class adds "Pil").
+QWEN_LIKE_CLASSES = {
+    "paddleocr_vl": ("paddleocr_vl", "PaddleOCRVLImageProcessor"),
+    "ernie4_5_vl_moe": ("ernie4_5_vl_moe", "Ernie4_5_VLMoeImageProcessor"),
+    "hunyuan_vl": ("hunyuan_vl", "HunYuanVLImageProcessor"),
+}
+
+
+def qwen_like_reference(family: str, backend: str = "pil", **overrides: Any) -> Any:
+    """transformers' PIL or torchvision class of a HUB_QWEN_LIKE family, from its hub config."""
+    import importlib
+
+    model, name = QWEN_LIKE_CLASSES[family]
+    module = f"transformers.models.{model}.image_processing_{'pil_' if backend == 'pil' else ''}"
+    cls = getattr(importlib.import_module(module + model), name + ("Pil" if backend == "pil"
+                                                                    else ""))
+    return hf_qwen_like(cls, family, **overrides)
+
+
 __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_GLM", "HUB_KIMI", "HUB_QWEN", "glm_kwargs", "hf_glm",
            "hf_qwen", "kimi_kwargs",
            "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
            "qwen_kwargs"]
+__all__ += ["HUB_QWEN_LIKE", "QWEN_LIKE_CLASSES", "hf_qwen_like", "qwen_like_kwargs",
+            "qwen_like_reference"]

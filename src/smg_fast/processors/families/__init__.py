@@ -10,6 +10,10 @@ from __future__ import annotations
 from .qwen import QwenVLProcessor
 from .kimi import KimiK25Processor
 from .glm4v import Glm4vProcessor
+from .paddleocr_vl import PaddleOCRVLProcessor
+from . import ernie4_5_vl  # noqa: F401  (registers the family)
+from .hunyuan_vl import HunyuanVLProcessor
 # isort: on
 
-__all__ = ["Glm4vProcessor", "KimiK25Processor", "QwenVLProcessor"]
+__all__ = ["Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor", "PaddleOCRVLProcessor",
+           "QwenVLProcessor"]
