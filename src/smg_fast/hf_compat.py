@@ -57,7 +57,7 @@ def build_processor(dropin: DropIn, kwargs: dict[str, Any], backend: str) -> Pro
     keeps them as plain attributes. A config another drop-in's family alone can read (Kimi's
     media_proc_cfg) is refused."""
     smg = {k: v for k, v in kwargs.items() if k in SMG_OPTIONS}
-    pre = {k: v for k, v in kwargs.items() if k not in SMG_OPTIONS and v is not None}
+    pre = {k: _as_dict(v) for k, v in kwargs.items() if k not in SMG_OPTIONS and v is not None}
     for fam in registered():
         if fam.dropin not in (None, dropin) and fam.unambiguous and fam.recognizes(pre):
             raise ValueError(f"this is a {fam.name} config: use "
@@ -65,6 +65,14 @@ def build_processor(dropin: DropIn, kwargs: dict[str, Any], backend: str) -> Pro
     cfg = config_from_preprocessor(dropin.family_of(pre), dropin.read_kwargs(pre),
                                    {**smg, "backend": backend})
     return make_processor(cfg)
+
+
+def _as_dict(value: Any) -> Any:
+    """transformers' SizeDict (a dataclass) as the dict a preprocessor_config.json holds."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                if getattr(value, f.name) is not None}
+    return value
 
 
 def transformers_class(family: str, backend: str) -> Any:

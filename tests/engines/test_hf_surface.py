@@ -173,3 +173,17 @@ def test_a_config_smg_fast_does_not_reproduce_gets_transformers_class(tmp_path, 
     small = [np.asarray(p.convert("RGB"))[:56, :84] for p in photos]
     assert same(proc(small, return_tensors="np"),
                 Qwen2VLImageProcessorPil.from_pretrained(folder)(small, return_tensors="np"))
+
+
+def test_size_as_transformers_sizedict_is_read_like_a_dict(photos):
+    """transformers' SizeDict for size configures the class as the dict does; other types refuse."""
+    from transformers.image_utils import SizeDict
+
+    big = np.zeros((3000, 4000, 3), np.uint8)
+    size = SizeDict(shortest_edge=3136, longest_edge=12845056)
+    ours = sh.Qwen2VLImageProcessorPil(size=size)(big, return_tensors="np")
+    ref = Qwen2VLImageProcessorPil(size=size)(big, return_tensors="np")
+    assert np.array_equal(ours["image_grid_thw"], ref["image_grid_thw"])
+    assert np.array_equal(ours["pixel_values"], ref["pixel_values"])
+    with pytest.raises(ValueError, match="size must be a mapping"):
+        sh.Qwen2VLImageProcessorPil(size=[3136, 12845056])

@@ -74,7 +74,9 @@ def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
     min_pixels / max_pixels as a plain attribute that changes nothing."""
     size = pre.get("size")
     if size is not None:
-        _size({k: v for k, v in size.items() if v is not None} if isinstance(size, dict) else {})
+        if not isinstance(size, dict):
+            raise ValueError(f"size must be a mapping, got {type(size).__name__}")
+        _size({k: v for k, v in size.items() if v is not None})
     return qwen.read_folder({k: v for k, v in pre.items() if k not in ("min_pixels",
                                                                        "max_pixels")})
 

@@ -156,7 +156,9 @@ def _read_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.get("max_patches") is not None:
         out["in_patch_limit"] = kwargs["max_patches"]
     size = kwargs.get("size")
-    if isinstance(size, dict) and size.get("max_height") is not None:
+    if size is not None and not isinstance(size, dict):
+        raise ValueError(f"size must be a mapping, got {type(size).__name__}")
+    if size and size.get("max_height") is not None:
         out["patch_limit_on_one_side"] = size["max_height"]
     for key in ("patch_size", "image_mean", "image_std"):
         if kwargs.get(key) is not None:

@@ -75,7 +75,10 @@ def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
     """The fields of a Qwen preprocessor_config.json (size or min/max_pixels, do_* flags)."""
     out: dict[str, Any] = {}
     size = pre.get("size") or {}
-    if isinstance(size, dict):
+    if not isinstance(size, dict):
+        raise ValueError(f"size must be a mapping such as {{'shortest_edge': ..., "
+                         f"'longest_edge': ...}}, got {type(size).__name__}")
+    if size:
         lo = size.get("shortest_edge", size.get("min_pixels"))
         hi = size.get("longest_edge", size.get("max_pixels"))
         if lo is not None:
