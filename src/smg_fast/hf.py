@@ -332,13 +332,14 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
 _refresh()
 
 
-def register() -> list[str]:
+def register(*, engines: bool = False) -> list[str]:
     """Makes transformers' Auto classes return these classes for the families that register.
 
     ``AutoImageProcessor`` (and so ``AutoProcessor``) then returns them for the model folders of
-    every family whose drop-in registers (Qwen2/2.5/3-VL, GLM; not Kimi-K2.5, whose folders run its
-    remote code), for the backend transformers resolves (torchvision when installed, else PIL;
-    ``backend=`` / ``use_fast`` honoured). Idempotent; returns the model types registered."""
+    every family whose drop-in registers (not Kimi-K2.5, whose folders run its remote code), for
+    the backend transformers resolves (torchvision when installed, else PIL; ``backend=`` /
+    ``use_fast`` honoured). ``engines``: only the families proven inside vLLM's and SGLang's own
+    pipelines (what the engine plug-ins call). Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
@@ -351,7 +352,8 @@ def register() -> list[str]:
     hf_logging.set_verbosity_error()
     try:
         for fam in registered():
-            if fam.dropin is None or not fam.dropin.auto_register:
+            if fam.dropin is None or not fam.dropin.auto_register or \
+                    (engines and not fam.dropin.in_engines):
                 continue
             classes = {backend: _CLASSES[name] for name, backend in fam.dropin.classes.items()}
             for model_type in fam.model_types:

@@ -187,3 +187,24 @@ def test_size_as_transformers_sizedict_is_read_like_a_dict(photos):
     assert np.array_equal(ours["pixel_values"], ref["pixel_values"])
     with pytest.raises(ValueError, match="size must be a mapping"):
         sh.Qwen2VLImageProcessorPil(size=[3136, 12845056])
+
+
+def test_engine_plugins_register_only_families_proven_in_the_engines():
+    """register(engines=True), what the plug-ins call, leaves unproven families to transformers."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from smg_fast.processors.registry import registered
+
+    saved = dict(IMAGE_PROCESSOR_MAPPING._extra_content)
+    try:
+        for_engines = sh.register(engines=True)
+        everything = sh.register()
+    finally:
+        IMAGE_PROCESSOR_MAPPING._extra_content.clear()
+        IMAGE_PROCESSOR_MAPPING._extra_content.update(saved)
+    assert "qwen2_vl" in for_engines and "qwen3_vl" in for_engines
+    for fam in registered():
+        if fam.dropin is not None and fam.dropin.auto_register and not fam.dropin.in_engines:
+            known = [t for t in fam.model_types if t in CONFIG_MAPPING]
+            assert known and not set(known) & set(for_engines), fam.name
+            assert set(known) <= set(everything), fam.name

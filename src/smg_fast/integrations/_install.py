@@ -46,7 +46,7 @@ def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = 
         from .. import hf
         from .._version import __version__
 
-        types = hf.register()
+        types = hf.register(engines=True)
     except Exception as exc:  # an engine must start without us
         logger.error("smg-fast: cannot install its image processors (%s: %s); %s keeps "
                      "transformers' image processors", type(exc).__name__, exc, engine)

@@ -72,7 +72,7 @@ def qwen_like_family(name: str, processor: type, builtin: ProcessorConfig,
         reference=Reference(reference, _reference_kwargs),
         dropin=DropIn({dropin_name: "torchvision", f"{dropin_name}Pil": "pil"}, _attributes,
                       _typed_dict(call_kwargs), lambda kwargs: name,
-                      count_patches=patch_counter(resize, as_grid)))
+                      count_patches=patch_counter(resize, as_grid), in_engines=False))
 
 
 __all__ = ["patch_counter", "qwen_like_family"]
