@@ -113,8 +113,10 @@ def main() -> int:
         overlay = make_overlay(tmp / "overlay")
         off = _run(python, overlay, tmp / "off", folder, requests, modes, "0")
         on = _run(python, overlay, tmp / "on", folder, requests, modes, "1")
-    print(f"CPU: {cpu_model()}; vLLM render_chat per request, median of "
-          f"{args.rounds}; Qwen2-VL hub config")
+    import os
+
+    print(f"CPU: {cpu_model()}; SMG_FAST_ISA={os.environ.get('SMG_FAST_ISA', '(best available)')}; "
+          f"vLLM render_chat per request, median of {args.rounds}; Qwen2-VL hub config")
     print(f"{'mode':8} {'request':18} {'vLLM ms':>9} {'+smg ms':>9} {'x wall':>7} "
           f"{'vLLM cpu':>9} {'+smg cpu':>9} {'x cpu':>6}  exact")
     for m, run_off, run_on in zip(modes, off, on, strict=True):

@@ -58,9 +58,12 @@ def make_overlay(dest: Path, *, with_native: bool = True) -> Path:
 
 
 def venv_env(overlay: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """A clean environment for an engine venv: the overlay first on its path, no hub access."""
+    """A clean environment for an engine venv: the overlay first on its path, no hub access.
+
+    SMG_FAST_ISA passes through, so a benchmark can run under an instruction-set cap."""
     keep = {k: v for k, v in os.environ.items()
-            if k in ("HOME", "PATH", "TMPDIR", "LANG", "LC_ALL", "SMG_FAST_VENV_CACHE")}
+            if k in ("HOME", "PATH", "TMPDIR", "LANG", "LC_ALL", "SMG_FAST_VENV_CACHE",
+                     "SMG_FAST_ISA")}
     return {**keep, "PYTHONPATH": str(overlay), "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", **(env or {})}
 
