@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import torchvision
+from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
 CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor}
+CLASSES["gemma3"] = Gemma3ImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -38,7 +40,8 @@ def main(workdir: Path) -> None:
         assert pv.dtype == torch.float32, pv.dtype
         np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
-        np.save(workdir / f"{i}_grid.npy", out["image_grid_thw"].numpy())
+        # Gemma 3 returns num_crops where the patch families return their grid
+        np.save(workdir / f"{i}_grid.npy", out.get("image_grid_thw", out.get("num_crops")).numpy())
 
 
 if __name__ == "__main__":

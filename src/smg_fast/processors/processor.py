@@ -88,9 +88,12 @@ class Processor(ABC):
         return (1, p.grid_h, p.grid_w)
 
     def num_tokens(self, width: int, height: int) -> int:
-        """LLM tokens for an image of this size: grid cells / merge_size^2."""
-        _, gh, gw = self.grid(width, height)
-        return gh * gw // (self.config.merge_size**2)
+        """LLM tokens for an image of this size (grid cells / merge_size^2 unless said)."""
+        return int(self.tokens_for_grid(np.array([self.grid(width, height)], np.int64))[0])
+
+    def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
+        """LLM tokens per image for (n, 3) grid rows [t, h, w]: h * w / merge_size^2."""
+        return grid[:, 1] * grid[:, 2] // (self.config.merge_size**2)
 
     def pipeline(self, dtype: str) -> _native.Pipeline:
         """The native pipeline for one output dtype ("float32", "bfloat16", "float16"), cached.

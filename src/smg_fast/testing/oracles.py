@@ -128,3 +128,26 @@ def kimi_upstream_batch(images: list[Image.Image], cfg: dict[str, Any] = HUB_KIM
 __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_KIMI", "HUB_QWEN", "hf_qwen", "kimi_kwargs",
            "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
            "qwen_kwargs"]
+
+# google/gemma-3-4b-it (and 12b / 27b) preprocessor_config.json: Gemma3ImageProcessor, size
+# 896x896, resample 2 (BILINEAR), rescale 1/255, mean = std = 0.5, do_pan_and_scan off.
+HUB_GEMMA3 = dict(size={"height": 896, "width": 896}, resample=2, rescale_factor=1 / 255,
+                  image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+
+
+def hf_gemma3(cls: Any, **overrides: Any) -> Any:
+    """cls (Gemma3ImageProcessorPil or Gemma3ImageProcessor) built from the hub config, checked.
+
+    overrides replace the hub's constructor arguments."""
+    kwargs = {**HUB_GEMMA3, **overrides}
+    proc = cls(**kwargs)
+    assert (proc.size["height"], proc.size["width"]) == (kwargs["size"]["height"],
+                                                         kwargs["size"]["width"])
+    assert int(proc.resample) == kwargs["resample"]
+    assert list(proc.image_mean) == list(kwargs["image_mean"])
+    assert list(proc.image_std) == list(kwargs["image_std"])
+    assert not proc.do_pan_and_scan
+    return proc
+
+
+__all__ += ["HUB_GEMMA3", "hf_gemma3"]

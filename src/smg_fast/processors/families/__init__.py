@@ -9,6 +9,7 @@ from __future__ import annotations
 # isort: off
 from .qwen import QwenVLProcessor
 from .kimi import KimiK25Processor
+from .gemma3 import Gemma3Processor
 # isort: on
 
-__all__ = ["KimiK25Processor", "QwenVLProcessor"]
+__all__ = ["Gemma3Processor", "KimiK25Processor", "QwenVLProcessor"]

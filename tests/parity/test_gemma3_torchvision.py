@@ -1,0 +1,72 @@
+"""Gemma 3 with backend="torchvision" against transformers' Gemma3ImageProcessor.
+
+transformers 5.24 with torch 2.14.1 and torchvision 0.29.1 in the oracle venv
+(tests/support/tv_oracle.py), configured as the published google/gemma-3-4b-it
+preprocessor_config.json (HUB_GEMMA3): torch's uint8 antialiased BILINEAR resize to 896x896 and
+the fused rescale + normalize. Real photos, every PIL mode, numpy inputs, tiny / odd / 4K /
+extreme-aspect sizes, a batch, float32 and bfloat16 bits, compared with np.array_equal; the
+oracle runs once per module on the whole corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.images import MODE_KINDS, REAL_IMAGE_NAMES
+from support.tv_oracle import run_oracle
+from test_torchvision_parity import make_input
+
+from smg_fast import load_processor
+from smg_fast.testing.oracles import HUB_GEMMA3
+
+SIZES = ((1, 1), (37, 53), (1920, 1080), (3840, 2160), (1, 200), (200, 1), (4000, 25),
+         (896, 896), (897, 895), (13, 1100))
+INPUTS = ([f"real:{n}" for n in REAL_IMAGE_NAMES] + [f"size:{w}x{h}" for w, h in SIZES]
+          + [f"mode:{k}" for k in MODE_KINDS] + ["np_rgba", "np_grey"])
+BATCH = ["size:37x53", "real:chelsea", "size:37x53", "mode:RGBA", "real:coffee"]
+SMALL = {**HUB_GEMMA3, "size": {"height": 224, "width": 224}}  # another square size
+
+
+@pytest.fixture(scope="module")
+def oracle(real_images, tmp_path_factory):
+    keys, jobs = [], []
+    for name in INPUTS:
+        keys.append(("hub", name))
+        jobs.append({"cls": "gemma3", "kwargs": HUB_GEMMA3,
+                     "images": [make_input(real_images, name)]})
+    keys.append(("hub", "batch"))
+    jobs.append({"cls": "gemma3", "kwargs": HUB_GEMMA3,
+                 "images": [make_input(real_images, n) for n in BATCH]})
+    for name in ("real:astronaut", "size:4000x25"):
+        keys.append(("small", name))
+        jobs.append({"cls": "gemma3", "kwargs": SMALL, "images": [make_input(real_images, name)]})
+    results = run_oracle(tmp_path_factory.mktemp("tv_oracle_gemma3"), jobs)
+    return dict(zip(keys, results, strict=True))
+
+
+def check(proc, images, ref) -> None:
+    out = proc(images, return_tensors="np")
+    assert np.asarray(out["num_crops"]).tolist() == ref["grid"].tolist()  # num_crops
+    pv = np.asarray(out["pixel_values"])
+    assert pv.shape == ref["pixel_values"].shape, (pv.shape, ref["pixel_values"].shape)
+    assert pv.dtype == np.float32
+    bad = pv != ref["pixel_values"]
+    assert not bad.any(), f"{bad.mean():.4%} of float32 values differ"
+    bf = np.asarray(proc(images, return_tensors="np", dtype="bfloat16")["pixel_values"])
+    assert bf.dtype == np.uint16 and np.array_equal(bf, ref["bf16"]), "bfloat16 bits differ"
+
+
+@pytest.mark.parametrize("name", INPUTS)
+def test_gemma3_exact(name, real_images, oracle):
+    proc = load_processor("gemma3", backend="torchvision", max_image_pixels=None)
+    check(proc, [make_input(real_images, name)], oracle[("hub", name)])
+
+
+def test_gemma3_batch_exact(real_images, oracle):
+    proc = load_processor("gemma3", backend="torchvision")
+    check(proc, [make_input(real_images, n) for n in BATCH], oracle[("hub", "batch")])
+
+
+@pytest.mark.parametrize("name", ["real:astronaut", "size:4000x25"])
+def test_gemma3_other_size_exact(name, real_images, oracle):
+    proc = load_processor("gemma3", backend="torchvision", patch_size=224)
+    check(proc, [make_input(real_images, name)], oracle[("small", name)])
