@@ -23,6 +23,7 @@ import time
 
 CASES = [("qwen2_vl", {}), ("qwen3_vl", {}), ("kimi_k25", {}),
          ("qwen2_vl", {"backend": "torchvision"})]
+CASES += [("gemma3", {}), ("gemma3", {"backend": "torchvision"})]
 DTYPES = ("float32", "bfloat16")
 
 
