@@ -140,9 +140,43 @@ def test_call_options(real_images, gemma, ref):
         check(gemma(im, **kw), reference(ref, im, **kw))
 
 
-def test_pan_and_scan_and_non_square_sizes_are_refused(real_images, gemma):
+# Gemma3Processor's defaults for its image processor's pan-and-scan settings
+PAS = dict(do_pan_and_scan=True, pan_and_scan_min_crop_size=256, pan_and_scan_max_num_crops=4,
+           pan_and_scan_min_ratio_to_activate=1.2)
+# (width, height): landscape and portrait past the ratio (2, 3, 4 crops, capped at 4, the last
+# crop truncated), just below it, square, crops under the minimum size, a tall strip
+PAS_SIZES = [(1500, 400), (400, 1500), (1501, 500), (900, 751), (899, 750), (640, 427),
+             (512, 512), (3000, 200), (600, 290), (300, 1001), (5000, 900)]
+
+
+@pytest.mark.parametrize("size", PAS_SIZES, ids=str)
+def test_pan_and_scan(size, real_images, gemma, ref):
+    w, h = size
+    im = real_images.rgb("hubble").resize((w, h), Image.Resampling.BICUBIC)
+    check(gemma(im, **PAS), reference(ref, im, **PAS))
+
+
+def test_pan_and_scan_batch_modes_and_bytes(real_images, gemma, ref):
+    """Several images (some with crops, some without), PIL modes, encoded bytes and bfloat16."""
+    wide = real_images.rgb("coffee").resize((1400, 300))
+    images = [real_images.open("rocket"), wide, real_images.mode_image("RGBA"),
+              real_images.mode_image("P").resize((200, 700))]
+    want = reference(ref, images, **PAS)
+    assert want[1].tolist()[1] > 0
+    check(gemma(images, **PAS), want)
+    data = encode(wide, "PNG")
+    check(gemma([data], **PAS), reference(ref, [load_image(Image.open(io.BytesIO(data)))], **PAS))
+    other = dict(PAS, pan_and_scan_min_crop_size=100, pan_and_scan_max_num_crops=7,
+                 pan_and_scan_min_ratio_to_activate=2.5)
+    check(gemma([wide], **other), reference(ref, [wide], **other))
+    out = gemma([wide], return_tensors="pt", **PAS)
+    assert out["pixel_values"].shape[0] == 1 + int(out["num_crops"][0])
+    assert out["num_tokens"].tolist() == [256] * (1 + int(out["num_crops"][0]))
+
+
+def test_pan_and_scan_without_its_settings_and_non_square_sizes_are_refused(real_images, gemma):
     im = real_images.open("rocket")
-    with pytest.raises(UnsupportedCallError, match="pan_and_scan"):
+    with pytest.raises(UnsupportedCallError, match="pan_and_scan_min_crop_size"):
         gemma(im, do_pan_and_scan=True)
     with pytest.raises(UnsupportedCallError, match="square"):
         gemma(im, size={"height": 896, "width": 448})
@@ -174,10 +208,9 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     out = ours(images, return_tensors="np")
     assert set(out) == {"pixel_values", "num_crops"}
     check(out, reference(ref, images))
-    # pan-and-scan goes to transformers' own class, and equals it
-    kw = dict(do_pan_and_scan=True, pan_and_scan_min_crop_size=256, pan_and_scan_max_num_crops=4,
-              pan_and_scan_min_ratio_to_activate=1.2)
+    # pan-and-scan, computed here (not handed to transformers), equal to it
     wide = real_images.rgb("rocket").resize((1500, 400))
-    got = ours([wide], return_tensors="np", **kw)
-    check(got, reference(ref, [wide], **kw))
+    got = ours([wide], return_tensors="np", **PAS)
+    check(got, reference(ref, [wide], **PAS))
     assert np.asarray(got["num_crops"]).tolist() == [4]  # round(1500 / 400)
+    assert ours._reference is None  # transformers' class was never needed

@@ -330,7 +330,7 @@ def test_tiny_numpy_shapes(qwen_family, ours, hf_qwen, hf_run, check, real_image
 
 
 def test_family_constants(smg):
-    assert smg.FAMILIES == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
+    assert smg.FAMILIES[:4] == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
     assert issubclass(smg.InvalidImageError, ValueError)
 
 

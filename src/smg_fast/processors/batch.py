@@ -189,6 +189,11 @@ class PreparedBatch(_Sized):
         self._pixels = pixels  # each read in its own format: converted while the core reads
         self._size(proc, plans, dtype)
 
+    @property
+    def pixels(self) -> list[Pixels]:
+        """The decoded images, each in the format the native core reads it in."""
+        return self._pixels
+
     def compute(self) -> np.ndarray:
         """pixel_values in a new buffer from the native pools, shaped like pixel_values.
 

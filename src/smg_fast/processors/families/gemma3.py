@@ -5,9 +5,10 @@ with BILINEAR (Pillow's for the PIL backend, torch's uint8 antialiased one for t
 rescaled by 1/255 and normalized with mean = std = 0.5: pixel_values [N, 3, size, size], and
 num_crops (0 per image). The native layout is one patch as large as the image (merge 1,
 temporal 1), which is the channel-first image itself. Each image becomes 256 tokens in the
-prompt (Gemma 3's image_seq_length). Pan-and-scan (``do_pan_and_scan=True``) is not computed
-here: such a call raises UnsupportedCallError, so the drop-in hands it to transformers. Registers
-the family: transformers' Gemma3ImageProcessorPil / Gemma3ImageProcessor are its reference."""
+prompt (Gemma 3's image_seq_length). A call with ``do_pan_and_scan=True`` also cuts each image
+of exaggerated aspect into crops (processors/pan_and_scan.py): each image's output is then the
+whole image followed by its crops, each resized alike, and num_crops counts them. Registers the
+family: transformers' Gemma3ImageProcessorPil / Gemma3ImageProcessor are its reference."""
 
 from __future__ import annotations
 
@@ -17,9 +18,14 @@ from typing import Any
 import numpy as np
 
 from ...errors import UnsupportedCallError
+from ...imaging.media import ImageInput, Pixels
+from ..batch import PreparedBatch
+from ..call_inputs import UINT8, prepare_inputs
+from ..call_options import parse_options
 from ..config import HALF, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference
+from ..pan_and_scan import PanAndScan, crop_boxes
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
@@ -47,18 +53,63 @@ class Gemma3Processor(Processor):
     def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
         return np.full(len(grid), TOKENS_PER_IMAGE, dtype=np.int64)
 
+    def __call__(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+                 return_tensors: str | None = "np", dtype: Any = "float32", *,
+                 channels_first_wins: bool = False, **options: Any) -> ProcessorOutput:
+        """Processor.__call__, and Gemma 3's pan-and-scan options (see the module docstring)."""
+        pas = _pan_and_scan(options)
+        if pas is None:
+            return super().__call__(images, return_tensors, dtype,
+                                    channels_first_wins=channels_first_wins, **options)
+        return_tensors = getattr(return_tensors, "value", return_tensors)
+        if return_tensors not in (None, "np", "pt"):
+            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
+        opts = parse_options(self.config, options)
+        items = prepare_inputs(images, opts, self._torchvision, channels_first_wins)
+        if not items:
+            raise ValueError("no images given")
+        if any(it.scale != UINT8 for it in items):
+            raise UnsupportedCallError("pan-and-scan of float images is not computed by smg-fast")
+        proc = self._variant(opts, UINT8)
+        whole = proc.prepare([it.item for it in items], dtype)
+        pixels: list[Pixels] = []
+        crops: list[int] = []
+        for i, px in enumerate(whole.pixels):
+            boxes = crop_boxes(px.width, px.height, pas, i)
+            pixels += [px] + [Pixels(px.array[y:y + h, x:x + w], px.fmt) for x, y, w, h in boxes]
+            crops.append(len(boxes))
+        plans = [proc.plan(px.width, px.height, i) for i, px in enumerate(pixels)]
+        batch = PreparedBatch(proc, pixels, plans, whole.dtype)
+        return proc._wrap(batch.compute(), batch.grid, batch.num_tokens, return_tensors,
+                          batch.dtype, crops)
+
     def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
-              return_tensors: str | None, dtype_name: str) -> ProcessorOutput:
+              return_tensors: str | None, dtype_name: str,
+              crops: list[int] | None = None) -> ProcessorOutput:
         out = super()._wrap(pixel_values, grid, tokens, return_tensors, dtype_name)
-        crops = np.zeros(len(grid), dtype=np.int64)  # no pan-and-scan: no crops
+        num_crops = np.asarray(crops if crops is not None else [0] * len(grid), dtype=np.int64)
         if return_tensors == "pt":
             import torch
 
-            out["num_crops"] = torch.from_numpy(crops)
+            out["num_crops"] = torch.from_numpy(num_crops)
         else:
-            out["num_crops"] = crops
+            out["num_crops"] = num_crops
         del out["image_grid_thw"]  # not Gemma's: every image is one (3, size, size) tensor
         return out
+
+
+def _pan_and_scan(options: dict[str, Any]) -> PanAndScan | None:
+    """A call's pan-and-scan settings (removed from options); None when it is off.
+
+    UnsupportedCallError when it is on without all three settings (transformers' classes then
+    fail on None)."""
+    on = options.pop("do_pan_and_scan", None)
+    values = [options.pop(k, None) for k in _PAN_AND_SCAN]
+    if not on:
+        return None
+    if any(v is None for v in values):
+        raise UnsupportedCallError(f"do_pan_and_scan=True needs {', '.join(_PAN_AND_SCAN)}")
+    return PanAndScan(int(values[0]), int(values[1]), float(values[2]))
 
 
 def _square(size: dict[str, Any]) -> int:
@@ -90,9 +141,7 @@ def validate(cfg: ProcessorConfig) -> None:
 
 
 def _calls(opts: dict[str, Any]) -> dict[str, Any]:
-    """Gemma 3's pan-and-scan options: accepted while off; UnsupportedCallError when on."""
-    if opts.get("do_pan_and_scan"):
-        raise UnsupportedCallError("do_pan_and_scan=True is not computed by smg-fast")
+    """Gemma 3's pan-and-scan options, which Gemma3Processor.__call__ reads itself."""
     return {k: v for k, v in opts.items() if k not in ("do_pan_and_scan", *_PAN_AND_SCAN)}
 
 
@@ -151,6 +200,6 @@ register(Family(
     dropin=DropIn({"Gemma3ImageProcessor": "torchvision", "Gemma3ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3", _read_kwargs,
                   outputs=("pixel_values", "num_crops"),
-                  note="``do_pan_and_scan=True`` calls are computed by transformers' class.")))
+                  note="A model folder asking for pan-and-scan gets transformers' class.")))
 
 __all__ = ["TOKENS_PER_IMAGE", "Gemma3Processor"]
