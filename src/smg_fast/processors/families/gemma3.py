@@ -20,8 +20,7 @@ import numpy as np
 from ...errors import UnsupportedCallError
 from ...imaging.media import ImageInput, Pixels
 from ..batch import PreparedBatch
-from ..call_inputs import UINT8, prepare_inputs
-from ..call_options import parse_options
+from ..call_inputs import UINT8
 from ..config import HALF, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference
@@ -61,13 +60,8 @@ class Gemma3Processor(Processor):
         if pas is None:
             return super().__call__(images, return_tensors, dtype,
                                     channels_first_wins=channels_first_wins, **options)
-        return_tensors = getattr(return_tensors, "value", return_tensors)
-        if return_tensors not in (None, "np", "pt"):
-            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
-        opts = parse_options(self.config, options)
-        items = prepare_inputs(images, opts, self._torchvision, channels_first_wins)
-        if not items:
-            raise ValueError("no images given")
+        return_tensors, opts, items = self._read_call(images, return_tensors,
+                                                      channels_first_wins, options)
         if any(it.scale != UINT8 for it in items):
             raise UnsupportedCallError("pan-and-scan of float images is not computed by smg-fast")
         proc = self._variant(opts, UINT8)
