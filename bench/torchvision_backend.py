@@ -27,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25")
+FAMILIES += ("gemma3",)
 
 
 def _inside(photo: Path, families: list[str], rounds: int) -> int:

@@ -214,3 +214,15 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     check(got, reference(ref, [wide], **PAS))
     assert np.asarray(got["num_crops"]).tolist() == [4]  # round(1500 / 400)
     assert ours._reference is None  # transformers' class was never needed
+
+
+def test_folder_without_model_type_and_class_defaults(tmp_path, real_images):
+    """Known by its image_processor_type alone; what it lacks takes the class's defaults (224)."""
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Gemma3ImageProcessorPil"}))
+    proc = load_processor(tmp_path)
+    assert (proc.config.family, proc.config.backend, proc.config.patch_size) == ("gemma3", "pil",
+                                                                                 224)
+    theirs = Gemma3ImageProcessorPil.from_pretrained(tmp_path)
+    im = real_images.open("coffee")
+    check(proc(im), reference(theirs, im))
