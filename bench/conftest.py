@@ -34,11 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from PIL import Image
-from references import kimi_upstream_numpy, load_photos, make_hf_pil_qwen
+from references import kimi_upstream_numpy, load_photos, make_hf_pil
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25", "glm4v")
 QWEN_FAMILIES = FAMILIES[:3]
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")  # Qwen-sized, their own classes
+FAMILIES += ("gemma3",)
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -78,6 +79,12 @@ def make_hf_torchvision(family: str):
         from smg_fast.testing.oracles import hf_glm
 
         return hf_glm(Glm4vImageProcessor, family)
+    if family == "gemma3":
+        from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
+
+        from smg_fast.testing.oracles import hf_gemma3
+
+        return hf_gemma3(Gemma3ImageProcessor)
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
     from smg_fast.testing.oracles import hf_qwen
@@ -94,7 +101,7 @@ def kimi_reference():
 @pytest.fixture(scope="session")
 def hf_pil():
     """Factory: hf_pil(family) -> transformers' PIL Qwen processor (cached per family)."""
-    return functools.cache(make_hf_pil_qwen)
+    return functools.cache(make_hf_pil)
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ import time
 CASES = [("qwen2_vl", {}), ("qwen3_vl", {}), ("kimi_k25", {}), ("glm4v", {}),
          ("qwen2_vl", {"backend": "torchvision"})]
 CASES += [("paddleocr_vl", {}), ("ernie4_5_vl_moe", {}), ("hunyuan_vl", {})]
+CASES += [("gemma3", {}), ("gemma3", {"backend": "torchvision"})]
 DTYPES = ("float32", "bfloat16")
 
 

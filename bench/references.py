@@ -66,6 +66,19 @@ def make_hf_pil_glm(family: str):
                   family)
 
 
+def make_hf_pil(family: str):
+    """transformers' PIL/NumPy processor configured like `family`'s hub config."""
+    if family == "gemma3":
+        from transformers.models.gemma3.image_processing_pil_gemma3 import (
+            Gemma3ImageProcessorPil,
+        )
+
+        from smg_fast.testing.oracles import hf_gemma3
+
+        return hf_gemma3(Gemma3ImageProcessorPil)
+    return make_hf_pil_qwen(family)
+
+
 def photo_file() -> Path:
     """scikit-image's sample photo; FileNotFoundError when scikit-image (or the file) is missing."""
     spec = importlib.util.find_spec("skimage")

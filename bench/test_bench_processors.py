@@ -55,11 +55,11 @@ def test_smg_f32_all(benchmark, case, smg_threads):
 
 
 def test_reference(benchmark, case, hf_pil, kimi_reference):
-    """The exact reference: transformers' PIL processor (Qwen) / upstream NumPy code (Kimi)."""
+    """The exact reference: transformers' PIL processor (Qwen, Gemma 3) / upstream code (Kimi)."""
     image = case.image
     if case.family != "kimi_k25":
         hf = hf_pil(case.family)
-        label = "transformers Qwen2VLImageProcessorPil"
+        label = f"transformers {type(hf).__name__}"
 
         def run():
             return _pixel_values(hf(image, return_tensors="np"))

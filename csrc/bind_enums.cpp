@@ -11,7 +11,7 @@ void bind_enums(py::module_& m) {
     py::enum_<Filter>(m, "Filter", "Resampling filter; values are Pillow's Image.Resampling values.")
         .value("NEAREST", Filter::Nearest, "Nearest neighbour (Pillow's affine NEAREST path).")
         .value("LANCZOS", Filter::Lanczos, "Lanczos, 3 lobes.")
-        .value("BILINEAR", Filter::Bilinear, "Bilinear (triangle) filter.")
+        .value("BILINEAR", Filter::Bilinear, "Bilinear (triangle) filter (what the Gemma 3 processors use).")
         .value("BICUBIC", Filter::Bicubic, "Bicubic, a = -0.5 (what the Qwen and Kimi processors use).")
         .value("BOX", Filter::Box, "Box (area average).")
         .value("HAMMING", Filter::Hamming, "Hamming-windowed sinc.");
@@ -22,7 +22,7 @@ void bind_enums(py::module_& m) {
     py::enum_<Resampler>(m, "Resampler", "Whose resize arithmetic is reproduced.")
         .value("PILLOW", Resampler::Pillow, "Pillow's Resample.c (pass order per PassOrder).")
         .value("TORCH", Resampler::Torch,
-               "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC only,\n"
+               "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC and BILINEAR,\n"
                "horizontal pass first whatever the PassOrder.");
     py::enum_<PixelFormat>(m, "PixelFormat",
                            "How run() reads a decoded image's bytes; formats other than RGB and RGBX are\n"

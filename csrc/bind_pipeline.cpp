@@ -66,7 +66,8 @@ void bind_pipeline(py::module_& m) {
              py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
              py::arg("resampler") = Resampler::Pillow,
              "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, a filter\n"
-             "the resampler does not implement, patch outside 1..64, merge or temporal outside 1..16, a\n"
+             "the resampler does not implement, patch outside 1..64 (1..4096 with merge and temporal 1: one\n"
+             "patch per whole channel-first image), merge or temporal outside 1..16, a\n"
              "zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),

@@ -5,6 +5,7 @@
 #include "bind_common.hpp"
 #include "convert.hpp"
 #include "resample/resizer.hpp"
+#include "resample/torch_weights.hpp"
 
 namespace smg::bind {
 
@@ -19,8 +20,8 @@ void check_resize(int out_w, int out_h, Filter filter, PassOrder order, Resample
         throw py::value_error("resize: unknown resampling filter " + std::to_string(int(filter)));
     if (!is_valid_pass_order(order)) throw py::value_error("resize: unknown pass order " + std::to_string(int(order)));
     if (!is_valid_resampler(rs)) throw py::value_error("resize: unknown resampler " + std::to_string(int(rs)));
-    if (rs == Resampler::Torch && filter != Filter::Bicubic)
-        throw py::value_error("resize: the torch resampler implements BICUBIC only");
+    if (rs == Resampler::Torch && !torch_implements(filter))
+        throw py::value_error("resize: the torch resampler implements BICUBIC and BILINEAR only");
 }
 
 py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {

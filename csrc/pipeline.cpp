@@ -5,6 +5,7 @@
 #include <string>
 
 #include "parallel.hpp"
+#include "resample/torch_weights.hpp"
 #include "scratch.hpp"
 
 namespace smg {
@@ -17,11 +18,16 @@ constexpr int64_t kMaxSide = 1 << 20;  // far beyond any real image; keeps index
 Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, int temporal) {
     if (!is_valid_filter(f)) throw std::invalid_argument("unknown resampling filter " + std::to_string(int(f)));
     if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
-    if (rs == Resampler::Torch && f != Filter::Bicubic)
-        throw std::invalid_argument("the torch resampler implements BICUBIC only");
+    if (rs == Resampler::Torch && !torch_implements(f))
+        throw std::invalid_argument("the torch resampler implements BICUBIC and BILINEAR only");
     if (!is_valid_pass_order(order)) throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
-    if (patch < 1 || patch > kMaxPatch || merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
+    if (merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
         throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");
+    const bool whole_image = merge == 1 && temporal == 1;  // a patch may then be the whole image
+    if (patch < 1 || patch > (whole_image ? kMaxImagePatch : kMaxPatch))
+        throw std::invalid_argument(
+            "patch must be 1..64 (1..4096 with merge 1 and temporal 1), merge and "
+            "temporal 1..16");
     return f;
 }
 

@@ -22,8 +22,8 @@ namespace smg {
 class Pipeline {
 public:
     // Throws std::invalid_argument for an unknown filter, pass order, resampler, recipe or dtype,
-    // a filter the resampler does not implement, patch outside 1..64, merge or temporal outside
-    // 1..16, or what build_lut refuses.
+    // a filter the resampler does not implement, patch outside 1..64 (1..4096 with merge 1 and
+    // temporal 1: a whole channel-first image), merge or temporal outside 1..16, or what build_lut refuses.
     Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler, int patch,
              int merge, int temporal);
 

@@ -6,6 +6,9 @@
 namespace smg {
 
 constexpr int kMaxPatch = 64;  // the largest patch side a Pipeline takes
+// With merge 1 and temporal 1 one patch may be a whole square image: a grid of 1 x 1 patches of
+// side P is the channel-first (3, P, P) image (Gemma 3's SigLIP input), up to this side.
+constexpr int kMaxImagePatch = 4096;
 
 // Output row r = ((bh * (gw / m) + bw) * m + mh) * m + mw holds the patch at grid cell
 // (bh * m + mh, bw * m + mw); column c*T*P*P + t*P*P + py*P + px holds channel c, pixel

@@ -24,7 +24,7 @@ enum class PassOrder : int {
 // Whose arithmetic a resize reproduces.
 enum class Resampler : int {
     Pillow = 0,  // Pillow's Resample.c (pass order per PassOrder)
-    Torch = 1,   // torch's uint8 antialiased interpolate on CPU (BICUBIC only; horizontal first)
+    Torch = 1,   // torch's uint8 antialiased interpolate on CPU (BICUBIC, BILINEAR; horizontal first)
 };
 
 bool is_valid_pass_order(PassOrder order);

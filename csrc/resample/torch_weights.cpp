@@ -23,10 +23,18 @@ double torch_cubic(double x) {
     return 0.0;
 }
 
+// The triangle of torch's antialiased linear interpolation (support 1 at scale 1).
+double torch_linear(double x) {
+    if (x < 0.0) x = -x;
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
 WeightWindows torch_windows(int in_size, int out_size, Filter f) {
-    if (f != Filter::Bicubic) throw std::invalid_argument("the torch resampler implements BICUBIC only");
+    if (!torch_implements(f)) throw std::invalid_argument("the torch resampler implements BICUBIC and BILINEAR only");
     if (in_size < 1 || out_size < 1) throw std::invalid_argument("resize: empty image");
-    constexpr double kInterpSize = 4.0;                       // cubic
+    const bool cubic = f == Filter::Bicubic;
+    const double kInterpSize = cubic ? 4.0 : 2.0;  // taps at scale 1
+    double (*const filter)(double) = cubic ? torch_cubic : torch_linear;
     const double scale = double(in_size) / double(out_size);  // align_corners=False, no scale factor
     const double support = scale >= 1.0 ? (kInterpSize * 0.5) * scale : kInterpSize * 0.5;
     const int ksize = int(std::ceil(support)) * 2 + 1;
@@ -43,7 +51,7 @@ WeightWindows torch_windows(int in_size, int out_size, Filter f) {
         double* wi = &w[size_t(i) * ksize];
         double total = 0.0;
         for (int64_t j = 0; j < n; ++j) {
-            wi[j] = torch_cubic((double(j + lo) - center + 0.5) * invscale);
+            wi[j] = filter((double(j + lo) - center + 0.5) * invscale);
             total += wi[j];
         }
         if (total != 0.0) {
@@ -76,6 +84,8 @@ WeightWindows torch_windows(int in_size, int out_size, Filter f) {
 }
 
 }  // namespace
+
+bool torch_implements(Filter f) { return f == Filter::Bicubic || f == Filter::Bilinear; }
 
 AxisWeights make_torch_weights(int in_size, int out_size, Filter f) {
     const DefaultFpEnv fp_env;  // the weights are torch's under the default rounding

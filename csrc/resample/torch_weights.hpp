@@ -13,8 +13,12 @@
 
 namespace smg {
 
-// The weights of one axis, scaled to the 22-bit kernels. Only BICUBIC (Keys, a = -0.5) is
-// implemented; throws std::invalid_argument for other filters or non-positive sizes.
+// Whether torch's uint8 antialiased resize is implemented for this filter: BICUBIC (Keys,
+// a = -0.5, 4 taps at scale 1) and BILINEAR (the triangle, 2 taps at scale 1).
+bool torch_implements(Filter f);
+
+// The weights of one axis, scaled to the 22-bit kernels. Throws std::invalid_argument for a
+// filter torch_implements() refuses or non-positive sizes.
 AxisWeights make_torch_weights(int in_size, int out_size, Filter f);
 
 }  // namespace smg

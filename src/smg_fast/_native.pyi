@@ -44,7 +44,7 @@ class PassOrder(_Enum):
     PILLOW13: ClassVar[PassOrder]
 
 class Resampler(_Enum):
-    """Whose resize arithmetic is reproduced: Pillow's, or torch's uint8 antialias (BICUBIC)."""
+    """Whose resize is reproduced: Pillow's, or torch's uint8 antialias (bicubic, bilinear)."""
 
     PILLOW: ClassVar[Resampler]
     TORCH: ClassVar[Resampler]

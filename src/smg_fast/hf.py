@@ -224,7 +224,7 @@ class _SmgImageProcessor(BaseImageProcessor):
                              dtype=dtype, channels_first_wins=True, **kwargs)
         except UnsupportedCallError as exc:
             return self._fallback(str(exc), images, return_tensors, kwargs)
-        data = {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
+        data = {k: out[k] for k in self.model_input_names}
         if rt is None:  # transformers leaves the arrays as its backend made them
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
@@ -288,7 +288,7 @@ def _make_classes(made: dict[str, type[_SmgImageProcessor]]) -> None:
                                   "default_backend": backend}
             if base is _SmgImageProcessor:
                 ns.update(dropin=dropin, family=fams[0], _families=fams,
-                          valid_kwargs=valid_kwargs)
+                          valid_kwargs=valid_kwargs, model_input_names=list(dropin.outputs))
                 if dropin.count_patches is not None:
                     ns["get_number_of_image_patches"] = _count_patches
             made[name] = type(name, (base,), ns)
@@ -328,6 +328,8 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Ernie4_5_VLMoeImageProcessorPil: type[_SmgImageProcessor]
     HunYuanVLImageProcessor: type[_SmgImageProcessor]
     HunYuanVLImageProcessorPil: type[_SmgImageProcessor]
+    Gemma3ImageProcessor: type[_SmgImageProcessor]
+    Gemma3ImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 

@@ -94,6 +94,7 @@ def hf_grid(hf: Qwen2VLImageProcessorPil, w: int, h: int):
 def test_families(smg):
     # the first built-ins; test_registry names every family in order
     assert smg.FAMILIES[:4] == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25")
+    assert "gemma3" in smg.FAMILIES  # the full order: test_registry
     for fam in smg.FAMILIES:
         assert smg.load_processor(fam).config.family == fam
 

@@ -14,6 +14,7 @@ import torchvision
 from transformers.models.ernie4_5_vl_moe.image_processing_ernie4_5_vl_moe import (
     Ernie4_5_VLMoeImageProcessor,
 )
+from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
 from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
@@ -28,6 +29,7 @@ CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor,
 CLASSES["paddleocr_vl"] = PaddleOCRVLImageProcessor
 CLASSES["ernie4_5_vl_moe"] = Ernie4_5_VLMoeImageProcessor
 CLASSES["hunyuan_vl"] = HunYuanVLImageProcessor
+CLASSES["gemma3"] = Gemma3ImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -51,7 +53,8 @@ def main(workdir: Path) -> None:
         assert pv.dtype == torch.float32, pv.dtype
         np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
-        np.save(workdir / f"{i}_grid.npy", out["image_grid_thw"].numpy())
+        # Gemma 3 returns num_crops where the patch families return their grid
+        np.save(workdir / f"{i}_grid.npy", out.get("image_grid_thw", out.get("num_crops")).numpy())
 
 
 if __name__ == "__main__":

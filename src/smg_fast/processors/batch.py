@@ -40,6 +40,8 @@ class Planner(Protocol):
 
     def _pixel_shape(self, rows: int) -> tuple[int, ...]: ...
 
+    def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray: ...
+
 
 class _Sized:
     """Output geometry shared by a planned and a prepared batch."""
@@ -56,7 +58,7 @@ class _Sized:
         self.shape = proc._pixel_shape(sum(self.rows))
         self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
         self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
-        self.num_tokens = self.grid[:, 1] * self.grid[:, 2] // (proc.config.merge_size**2)
+        self.num_tokens = proc.tokens_for_grid(self.grid)
 
     def item_shape(self, index: int) -> tuple[int, ...]:
         """Shape of one image's slice of pixel_values."""
@@ -186,6 +188,11 @@ class PreparedBatch(_Sized):
                  dtype: str) -> None:
         self._pixels = pixels  # each read in its own format: converted while the core reads
         self._size(proc, plans, dtype)
+
+    @property
+    def pixels(self) -> list[Pixels]:
+        """The decoded images, each in the format the native core reads it in."""
+        return self._pixels
 
     def compute(self) -> np.ndarray:
         """pixel_values in a new buffer from the native pools, shaped like pixel_values.

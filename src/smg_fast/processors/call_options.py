@@ -88,6 +88,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     do_normalize = opts.pop("do_normalize", None)
     do_convert_rgb = opts.pop("do_convert_rgb", None)
     fmt = opts.pop("input_data_format", None)
+    opts = rules.options(opts)
     if opts:
         raise UnsupportedCallError(f"unknown or unsupported option(s) {sorted(opts)} for "
                                    f"{cfg.family}")

@@ -89,8 +89,10 @@ def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
 
 def validate_common(cfg: ProcessorConfig) -> None:
     """The checks every family's config must pass (each family adds its own)."""
-    if not 1 <= cfg.patch_size <= 64:
-        raise ValueError(f"patch_size must be 1..64, got {cfg.patch_size}")
+    whole_image = cfg.merge_size == 1 and cfg.temporal_patch_size == 1  # patch: a whole image
+    if not 1 <= cfg.patch_size <= (4096 if whole_image else 64):
+        raise ValueError(f"patch_size must be 1..64 (1..4096 with merge_size and "
+                         f"temporal_patch_size 1), got {cfg.patch_size}")
     if not 1 <= cfg.merge_size <= 16 or not 1 <= cfg.temporal_patch_size <= 16:
         raise ValueError("merge_size and temporal_patch_size must be 1..16")
     if cfg.resample not in range(6):
@@ -105,9 +107,9 @@ def validate_common(cfg: ProcessorConfig) -> None:
         raise ValueError("pass_order must be None, 'horizontal_first' or 'pillow13'")
     if cfg.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {cfg.backend!r}")
-    if cfg.backend == "torchvision" and cfg.resample != 3:
-        raise ValueError("the torchvision backend implements resample=3 (BICUBIC) only, "
-                         f"got resample={cfg.resample}")
+    if cfg.backend == "torchvision" and cfg.resample not in (2, 3):
+        raise ValueError("the torchvision backend implements resample=3 (BICUBIC) and 2 "
+                         f"(BILINEAR) only, got resample={cfg.resample}")
     if (cfg.backend == "torchvision" and cfg.rescale_factor != 1.0
             and all(m == 0 for m in cfg.image_mean) and all(s == 1 for s in cfg.image_std)):
         # What do_normalize=False becomes. transformers' torchvision classes then multiply by a

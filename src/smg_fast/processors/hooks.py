@@ -25,6 +25,11 @@ def _nothing_fixed(cfg: ProcessorConfig, fields: dict[str, Any]) -> None:
     """The default ``CallRules.check``: every field a call sets is honoured."""
 
 
+def _no_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """The default ``CallRules.options``: the family has no other options of its own."""
+    return opts
+
+
 @dataclass(frozen=True, eq=False)
 class CallRules:
     """How a family reads transformers' call-time options of its own.
@@ -38,6 +43,9 @@ class CallRules:
     size: Callable[[dict[str, Any]], dict[str, Any]] = _no_size
     # raises UnsupportedCallError when a call sets fields the family's reference fixes
     check: Callable[[ProcessorConfig, dict[str, Any]], None] = _nothing_fixed
+    # removes a call's options of the family's own that change nothing here (Gemma 3's
+    # pan-and-scan settings while it is off); UnsupportedCallError for one that would
+    options: Callable[[dict[str, Any]], dict[str, Any]] = _no_options
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +87,8 @@ class DropIn:
     # method returns that (HunYuanVL's)
     count_patches: Callable[[Any, int, int, dict[str, Any]], int | tuple[int, int]] | None = None
     note: str = ""  # a sentence added to the classes' docstrings
+    # the outputs a call returns (transformers' model_input_names for the class)
+    outputs: tuple[str, ...] = ("pixel_values", "image_grid_thw")
 
 
 __all__ = ["CallRules", "DropIn", "Reference"]

@@ -20,7 +20,7 @@ from ..imaging.media import ImageHeader, ImageInput, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
 from .batch import ADDRESSABLE, PlannedBatch, PreparedBatch
-from .call_inputs import UNIT, prepare_inputs
+from .call_inputs import UNIT, CallImage, prepare_inputs
 from .call_options import CallOptions, parse_options
 from .config import ProcessorConfig, coerce_fields
 from .plan import Plan
@@ -88,9 +88,12 @@ class Processor(ABC):
         return (1, p.grid_h, p.grid_w)
 
     def num_tokens(self, width: int, height: int) -> int:
-        """LLM tokens for an image of this size: grid cells / merge_size^2."""
-        _, gh, gw = self.grid(width, height)
-        return gh * gw // (self.config.merge_size**2)
+        """LLM tokens for an image of this size (grid cells / merge_size^2 unless said)."""
+        return int(self.tokens_for_grid(np.array([self.grid(width, height)], np.int64))[0])
+
+    def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
+        """LLM tokens per image for (n, 3) grid rows [t, h, w]: h * w / merge_size^2."""
+        return grid[:, 1] * grid[:, 2] // (self.config.merge_size**2)
 
     def pipeline(self, dtype: str) -> _native.Pipeline:
         """The native pipeline for one output dtype ("float32", "bfloat16", "float16"), cached.
@@ -136,13 +139,8 @@ class Processor(ABC):
         one smg-fast cannot honour raises an error naming it. An array whose first and last axes
         could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
         guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise."""
-        return_tensors = getattr(return_tensors, "value", return_tensors)
-        if return_tensors not in (None, "np", "pt"):
-            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
-        opts = parse_options(self.config, options)
-        items = prepare_inputs(images, opts, self._torchvision, channels_first_wins)
-        if not items:
-            raise ValueError("no images given")
+        return_tensors, opts, items = self._read_call(images, return_tensors, channels_first_wins,
+                                                      options)
         parts, grids, tokens = [], [], []
         start = 0
         while start < len(items):  # runs of images with the same effective config
@@ -161,6 +159,18 @@ class Processor(ABC):
         pixel_values = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return self._wrap(pixel_values, np.concatenate(grids), np.concatenate(tokens),
                           return_tensors, dtype_name)
+
+    def _read_call(self, images: Any, return_tensors: Any, channels_first_wins: bool,
+                   options: dict[str, Any]) -> tuple[str | None, CallOptions, list[CallImage]]:
+        """A call's return_tensors ("np", "pt" or None), options and images, checked."""
+        return_tensors = getattr(return_tensors, "value", return_tensors)
+        if return_tensors not in (None, "np", "pt"):
+            raise ValueError(f"return_tensors must be 'np' or 'pt', got {return_tensors!r}")
+        opts = parse_options(self.config, options)
+        items = prepare_inputs(images, opts, self._torchvision, channels_first_wins)
+        if not items:
+            raise ValueError("no images given")
+        return return_tensors, opts, items
 
     def _variant(self, opts: CallOptions, scale: str) -> Processor:
         """This processor, or one whose config has a call's overrides (cached, a few)."""

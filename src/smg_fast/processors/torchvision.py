@@ -3,7 +3,8 @@
 Different, that is, from the PIL backend and from Kimi's upstream code (for
 ``Qwen2VLImageProcessor``, ``Kimi_K25ImageProcessor``), computed without torch or torchvision:
 
-- resize: torch's uint8 antialiased bicubic (``_native.Resampler.TORCH``), horizontal pass first;
+- resize: torch's uint8 antialiased bicubic or bilinear (``_native.Resampler.TORCH``), horizontal
+  pass first;
 - rescale + normalize fused: ``(f32(u) - M) / S`` with mean and std scaled by 1/rescale_factor in
   float32 (``_native.LutRecipe.TORCH_FUSED_NORMALIZE``);
 - PIL inputs convert as in the PIL backend (alpha composited onto white), for Kimi too;

@@ -215,3 +215,26 @@ __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_GLM", "HUB_KIMI", "HUB_QWEN", "glm_kwar
            "qwen_kwargs"]
 __all__ += ["HUB_QWEN_LIKE", "QWEN_LIKE_CLASSES", "hf_qwen_like", "qwen_like_kwargs",
             "qwen_like_reference"]
+
+# google/gemma-3-4b-it (and 12b / 27b) preprocessor_config.json: Gemma3ImageProcessor, size
+# 896x896, resample 2 (BILINEAR), rescale 1/255, mean = std = 0.5, do_pan_and_scan off.
+HUB_GEMMA3 = dict(size={"height": 896, "width": 896}, resample=2, rescale_factor=1 / 255,
+                  image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+
+
+def hf_gemma3(cls: Any, **overrides: Any) -> Any:
+    """cls (Gemma3ImageProcessorPil or Gemma3ImageProcessor) built from the hub config, checked.
+
+    overrides replace the hub's constructor arguments."""
+    kwargs = {**HUB_GEMMA3, **overrides}
+    proc = cls(**kwargs)
+    assert (proc.size["height"], proc.size["width"]) == (kwargs["size"]["height"],
+                                                         kwargs["size"]["width"])
+    assert int(proc.resample) == kwargs["resample"]
+    assert list(proc.image_mean) == list(kwargs["image_mean"])
+    assert list(proc.image_std) == list(kwargs["image_std"])
+    assert not proc.do_pan_and_scan
+    return proc
+
+
+__all__ += ["HUB_GEMMA3", "hf_gemma3"]

@@ -13,7 +13,8 @@ from .glm4v import Glm4vProcessor
 from .paddleocr_vl import PaddleOCRVLProcessor
 from . import ernie4_5_vl  # noqa: F401  (registers the family)
 from .hunyuan_vl import HunyuanVLProcessor
+from .gemma3 import Gemma3Processor
 # isort: on
 
-__all__ = ["Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor", "PaddleOCRVLProcessor",
-           "QwenVLProcessor"]
+__all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
+           "PaddleOCRVLProcessor", "QwenVLProcessor"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...errors import InvalidImageError
 from ..config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
+from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference
 from ..plan import Plan, check_aspect
 from ..processor import Processor
@@ -89,13 +90,7 @@ def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
                 "image_mean", "image_std", "rescale_factor", "resample"):
         if pre.get(key) is not None:
             out[key] = pre[key]
-    if pre.get("do_resize") is False:
-        raise ValueError("do_resize=False is not supported")
-    if pre.get("do_rescale") is False:
-        out["rescale_factor"] = 1.0
-    if pre.get("do_normalize") is False:
-        out["image_mean"], out["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
-    return out
+    return {**out, **flag_fields(pre)}
 
 
 def validate(cfg: ProcessorConfig) -> None:
