@@ -13,18 +13,9 @@ import pickle
 import numpy as np
 import pytest
 from PIL import Image, ImageOps
+from support.engine_common import jpeg
 
 from smg_fast.imaging.lazy_jpeg import LazyJpegImageFile, encoded_source, open_lazy_jpeg
-
-
-def _jpeg(image: Image.Image, orientation: int | None = None, **save) -> bytes:
-    buf = io.BytesIO()
-    if orientation is not None:
-        exif = Image.Exif()
-        exif[0x0112] = orientation
-        save["exif"] = exif.tobytes()
-    image.save(buf, "JPEG", quality=90, **save)
-    return buf.getvalue()
 
 
 def _pillow(data: bytes) -> Image.Image:
@@ -34,14 +25,14 @@ def _pillow(data: bytes) -> Image.Image:
 
 
 @pytest.fixture(scope="module")
-def photo_jpeg(real_images) -> bytes:
-    return _jpeg(real_images.rgb("coffee"))
+def photojpeg(real_images) -> bytes:
+    return jpeg(real_images.rgb("coffee"))
 
 
 def test_eligible_jpegs_open_undecoded_and_remember_their_bytes(real_images):
     rgb = real_images.rgb("coffee")
-    for data in (_jpeg(rgb), _jpeg(rgb, progressive=True), _jpeg(rgb, orientation=1),
-                 _jpeg(rgb, subsampling=0)):
+    for data in (jpeg(rgb), jpeg(rgb, progressive=True), jpeg(rgb, exif_orientation=1),
+                 jpeg(rgb, subsampling=0)):
         image = open_lazy_jpeg(data)
         assert isinstance(image, LazyJpegImageFile) and image.undecoded
         assert image.size == rgb.size and image.mode == "RGB" and image.format == "JPEG"
@@ -52,8 +43,9 @@ def test_jpegs_whose_decode_changes_them_are_not_made_lazy(real_images):
     rgb = real_images.rgb("coffee")
     png = io.BytesIO()
     rgb.save(png, "PNG")
-    for data in (_jpeg(rgb, orientation=6), _jpeg(rgb, orientation=3), _jpeg(rgb.convert("L")),
-                 _jpeg(rgb.convert("CMYK")), png.getvalue(), b"", b"\xff\xd8"[:1]):
+    for data in (jpeg(rgb, exif_orientation=6), jpeg(rgb, exif_orientation=3),
+                 jpeg(rgb.convert("L")), jpeg(rgb.convert("CMYK")), png.getvalue(), b"",
+                 b"\xff\xd8"[:1]):
         assert open_lazy_jpeg(data) is None
 
 
@@ -118,7 +110,7 @@ def test_processor_reads_a_lazy_jpeg_as_transformers_reads_pillows_decode(
 
     The torchvision numerics are proven the same way in vLLM's own pipeline
     (tests/engines/test_engine_vllm.py)."""
-    big = _jpeg(real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS))
+    big = jpeg(real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS))
     lazies = [open_lazy_jpeg(big), open_lazy_jpeg(photo_jpeg)]
     out = ours("qwen2_vl", backend="pil")(lazies, return_tensors="np")
     assert all(image.undecoded for image in lazies)

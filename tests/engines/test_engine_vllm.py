@@ -14,7 +14,6 @@ Without the venv (.ci/oracle_venv.sh vllm) these tests fail with a message namin
 
 from __future__ import annotations
 
-import io
 import pickle
 from pathlib import Path
 from typing import Any
@@ -45,27 +44,16 @@ def vllm_requests(real_images) -> list[dict[str, Any]]:
     coffee = real_images.rgb("coffee")
     # JPEGs the media connector leaves to vLLM's decoding (EXIF-rotated, grey, CMYK) and ones it
     # leaves undecoded (progressive, an orientation-1 tag)
-    edge = [("jpeg", _jpeg_with(coffee, exif_orientation=6)),
-            ("jpeg", _jpeg_with(coffee.convert("L"))), ("jpeg", _jpeg_with(coffee.convert("CMYK"))),
-            ("jpeg", _jpeg_with(coffee, progressive=True)),
-            ("jpeg", _jpeg_with(coffee, exif_orientation=1))]
+    edge = [("jpeg", jpeg(coffee, exif_orientation=6)),
+            ("jpeg", jpeg(coffee.convert("L"))), ("jpeg", jpeg(coffee.convert("CMYK"))),
+            ("jpeg", jpeg(coffee, progressive=True)),
+            ("jpeg", jpeg(coffee, exif_orientation=1))]
     return [
         {"images": [("jpeg", jpeg(photo)), *pils]},
         {"images": [("jpeg", real_images.bytes("rocket")), ("pil", coffee)],
          "mm_processor_kwargs": {"max_pixels": 200704, "min_pixels": 12544}},
         {"images": edge},
     ]
-
-
-def _jpeg_with(image: Image.Image, exif_orientation: int | None = None, **save: Any) -> bytes:
-    """image as a JPEG, with an EXIF orientation tag when given."""
-    buf = io.BytesIO()
-    if exif_orientation is not None:
-        exif = Image.Exif()
-        exif[0x0112] = exif_orientation
-        save["exif"] = exif.tobytes()
-    image.save(buf, "JPEG", quality=90, **save)
-    return buf.getvalue()
 
 
 # vLLM's default (uint8 patches, normalized on the device) and CPU normalization (float32).

@@ -30,10 +30,16 @@ def engine_python_or_fail(name: str) -> Path:
         pytest.fail(str(exc), pytrace=False)
 
 
-def jpeg(image: Image.Image) -> bytes:
-    """image as a quality-90 JPEG (Pillow's default 4:2:0)."""
+def jpeg(image: Image.Image, exif_orientation: int | None = None, **save: Any) -> bytes:
+    """image as a quality-90 JPEG (Pillow's default 4:2:0, or save's options).
+
+    With an EXIF orientation tag when exif_orientation is given."""
     buf = io.BytesIO()
-    image.save(buf, "JPEG", quality=90)
+    if exif_orientation is not None:
+        exif = Image.Exif()
+        exif[0x0112] = exif_orientation
+        save["exif"] = exif.tobytes()
+    image.save(buf, "JPEG", quality=90, **save)
     return buf.getvalue()
 
 
