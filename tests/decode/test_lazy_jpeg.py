@@ -25,7 +25,7 @@ def _pillow(data: bytes) -> Image.Image:
 
 
 @pytest.fixture(scope="module")
-def photojpeg(real_images) -> bytes:
+def photo_jpeg(real_images) -> bytes:
     return jpeg(real_images.rgb("coffee"))
 
 
