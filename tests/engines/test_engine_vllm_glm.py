@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 from support.engine_common import engine_python_or_fail, finish, jpeg
-from test_engine_vllm import _assert_same, _start
+from test_engine_vllm import ENGINES, _assert_same, _start
 
 from smg_fast.testing.engine_env import make_overlay
 
@@ -34,24 +35,36 @@ def glm_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def glm_runs(vllm_python, glm_folder, real_images, tmp_path_factory):
-    """A 1920x1080 JPEG and a PIL RGB image rendered by two vLLM processes: plugin on, and off."""
+    """JPEG bytes and PIL RGB images rendered by two vLLM processes: plugin on, and off.
+
+    A 1920x1080 JPEG with a PIL image at the hub's budget, then two with a smaller ``size`` in
+    mm_processor_kwargs; in vLLM's default mode and with CPU normalization."""
     photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
-    requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut"))]}]
+    small = {"size": {"shortest_edge": 12544, "longest_edge": 401408}}
+    requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut"))]},
+                {"images": [("jpeg", real_images.bytes("rocket")),
+                            ("pil", real_images.rgb("coffee"))], "mm_processor_kwargs": small}]
     base = tmp_path_factory.mktemp("vllm-glm-runs")
     overlay = make_overlay(base / "overlay")
-    on = _start(vllm_python, base / "on", glm_folder, requests, overlay, "1", runs=[{}])
-    off = _start(vllm_python, base / "off", glm_folder, requests, overlay, "0", runs=[{}])
+    on = _start(vllm_python, base / "on", glm_folder, requests, overlay, "1", runs=ENGINES)
+    off = _start(vllm_python, base / "off", glm_folder, requests, overlay, "0", runs=ENGINES)
     return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(glm_runs, glm_folder):
     """smg-fast's Glm4v class computes vLLM's GLM-4.1V images, identical to transformers'."""
     (ours, ours_log), (ref, _) = glm_runs
-    assert ours["runs"][0]["image_processor"] == "smg_fast.hf.Glm4vImageProcessor"
-    assert ref["runs"][0]["image_processor"].startswith("transformers."), ref["runs"][0]
+    for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
+        assert run_ours["image_processor"] == "smg_fast.hf.Glm4vImageProcessor"
+        assert run_ref["image_processor"].startswith("transformers."), run_ref["image_processor"]
     assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
     _assert_same(ours, ref)
-    request = ours["runs"][0]["requests"][0]
+    uint8_run, float_run = ours["runs"]
+    assert uint8_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint8
+    assert float_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint16  # bfloat16
+    small = [g.tolist() for g in uint8_run["requests"][1]["fields"]["image_grid_thw"]]
+    assert small == [[1, 26, 38], [1, 26, 38]]  # the smaller size applied (427x640, 400x600)
+    request = uint8_run["requests"][0]
     grids = [g.tolist() for g in request["fields"]["image_grid_thw"]]
     assert grids == [[1, 78, 138], [1, 36, 36]]  # 1920x1080 -> 1932x1092, 512x512 -> 504x504
     config = json.loads((glm_folder / "config.json").read_text())
