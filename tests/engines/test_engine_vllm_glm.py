@@ -1,9 +1,10 @@
-"""vLLM's own GLM-4.1V request rendering with smg-fast's plugin on and off, run on CPU.
+"""vLLM's own GLM-4.1V and GLM-OCR request rendering with smg-fast's plugin on and off, on CPU.
 
-The rendering is vLLM's chat template, tokenizer and Glm4v multimodal processor on a tiny
-GLM-4.1V-9B folder (the hub's preprocessor values). The reference is vLLM with the plugin off
-(transformers' Glm4vImageProcessor): pixel_values, grids and prompt token ids must be identical,
-in vLLM's default mode, with smg-fast's class in use.
+The rendering is vLLM's chat template, tokenizer and Glm4v multimodal processor on tiny
+GLM-4.1V-9B-Thinking and GLM-OCR folders (the hubs' preprocessor values; GLM-OCR names the
+GLM-4.6V classes, which vLLM calls through its path for processors other than Glm4vProcessor).
+The reference is vLLM with the plugin off (transformers' Glm4v / Glm46V image processor):
+pixel_values, grids and prompt token ids must be identical, with smg-fast's class in use.
 """
 
 from __future__ import annotations
@@ -25,12 +26,18 @@ def vllm_python() -> Path:
     return engine_python_or_fail("vllm")
 
 
-@pytest.fixture(scope="module")
-def glm_folder(tmp_path_factory) -> Path:
-    """A tiny GLM-4.1V-9B-Thinking folder: config, the hub's preprocessor values, GLM's tokens."""
-    from smg_fast.testing.model_folders import make_glm4v_folder
+# family -> (folder name, the smg_fast.hf class vLLM must build with the plugin on)
+MODELS = {"glm4v": ("GLM-4.1V-9B-Thinking", "Glm4vImageProcessor"),
+          "glm_ocr": ("GLM-OCR", "Glm46VImageProcessor")}
 
-    return make_glm4v_folder(tmp_path_factory.mktemp("engine") / "GLM-4.1V-9B-Thinking")
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def glm_folder(request, tmp_path_factory) -> Path:
+    """A tiny GLM-4.1V-9B-Thinking / GLM-OCR folder: config, the hub's preprocessor values."""
+    from smg_fast.testing.model_folders import make_glm_folder
+
+    return make_glm_folder(tmp_path_factory.mktemp("engine") / MODELS[request.param][0],
+                           request.param)
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +59,13 @@ def glm_runs(vllm_python, glm_folder, real_images, tmp_path_factory):
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(glm_runs, glm_folder):
-    """smg-fast's Glm4v class computes vLLM's GLM-4.1V images, identical to transformers'."""
+    """smg-fast's GLM class computes vLLM's GLM images, identical to transformers'."""
     (ours, ours_log), (ref, _) = glm_runs
+    named = dict(MODELS.values())[glm_folder.name]
     for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
-        assert run_ours["image_processor"] == "smg_fast.hf.Glm4vImageProcessor"
-        assert run_ref["image_processor"].startswith("transformers."), run_ref["image_processor"]
+        assert run_ours["image_processor"] == f"smg_fast.hf.{named}"
+        ref_class = run_ref["image_processor"]
+        assert ref_class.startswith("transformers.") and ref_class.endswith(f".{named}"), ref_class
     assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
     _assert_same(ours, ref)
     uint8_run, float_run = ours["runs"]
