@@ -98,6 +98,9 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
     _assert_same(ours, ref)
     uint8_run, float_run = ours["runs"]
     assert uint8_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint8
+    # the request's max_pixels reached the processor (427x640 and 400x600 scaled down)
+    grids = [g.tolist() for g in uint8_run["requests"][1]["fields"]["image_grid_thw"]]
+    assert grids == [[1, 26, 38], [1, 26, 38]], grids
     # vLLM casts CPU-normalized pixels to the model's dtype (bfloat16: kept as its uint16 bits)
     assert float_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint16
 

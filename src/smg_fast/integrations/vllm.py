@@ -1,7 +1,7 @@
 """vLLM plug-in.
 
-VLLM's multimodal processor computes Qwen2/2.5/3-VL images with smg-fast, bit for bit what
-transformers' processor would give.
+VLLM's multimodal processor computes Qwen2/2.5/3-VL and GLM-4.1V/4.5V/4.6V/OCR images with
+smg-fast, bit for bit what transformers' processor would give.
 
 Installed as the entry point ``smg_fast`` in the ``vllm.general_plugins`` group, which vLLM
 calls in every process it starts (API server, engine core, workers), so ``pip install
@@ -14,7 +14,7 @@ Why through transformers' ``AutoImageProcessor.register(..., exist_ok=True)`` an
 calls it. Registering at that layer leaves all of vLLM's own code (prompt updates, placeholder
 counting, caching, ``mm_processor_kwargs``, device-side normalization) as it is, touches no vLLM
 internal that changes between releases, and applies to every model whose processor names
-transformers' Qwen2-VL image processor classes. Re-registering a model's multimodal
+transformers' Qwen-VL or GLM image processor classes. Re-registering a model's multimodal
 processor would instead replace vLLM's per-model class and break with its next refactor.
 
 A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown option, float

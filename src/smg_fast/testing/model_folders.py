@@ -45,7 +45,9 @@ _ARCHITECTURES = {"qwen2_vl": "Qwen2VLForConditionalGeneration",
                   "qwen3_vl": "Qwen3VLForConditionalGeneration"}
 
 
-def _write_tokenizer(folder: Path) -> dict[str, int]:
+def _write_tokenizer(folder: Path, special: tuple[str, ...] = SPECIAL_TOKENS,
+                     eos: str = "<|im_end|>", pad: str = "<|endoftext|>",
+                     template: str = CHAT_TEMPLATE) -> dict[str, int]:
     """Trains a ~400-token byte-level BPE with the special tokens; returns their ids."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -53,14 +55,14 @@ def _write_tokenizer(folder: Path) -> dict[str, int]:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(SPECIAL_TOKENS),
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(special),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     corpus = ["You are a helpful assistant. Describe these images: what is in each picture?"]
     tok.train_from_iterator(corpus * 4, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token=pad,
+                                   chat_template=template)
     fast.save_pretrained(str(folder))
-    return {t: fast.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    return {t: fast.convert_tokens_to_ids(t) for t in special}
 
 
 def _model_config(family: str, ids: dict[str, int], vocab: int) -> dict[str, Any]:
@@ -106,4 +108,78 @@ def make_qwen_folder(folder: str | Path, family: str = "qwen2_vl",
     (folder / "config.json").write_text(json.dumps(_model_config(family, ids, vocab), indent=1))
     pre = {**QWEN_PREPROCESSOR[family], "image_processor_type": image_processor_type}
     (folder / "preprocessor_config.json").write_text(json.dumps(pre, indent=1))
+    return folder
+
+
+GLM_SPECIAL_TOKENS = ("<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>",
+                      "<|assistant|>", "<|observation|>", "<|begin_of_image|>",
+                      "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>",
+                      "<|video|>")
+
+# Written here, not copied: GLM-4.1V's turn markers, each image as <|begin_of_image|><|image|>
+# <|end_of_image|> where it stands in the message (the placeholder vLLM's GLM model declares).
+GLM_CHAT_TEMPLATE = (
+    "[gMASK]<sop>{% for m in messages %}<|{{ m['role'] }}|>\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}"
+    "{% if c['type'] in ('image', 'image_url', 'image_pil') %}"
+    "<|begin_of_image|><|image|><|end_of_image|>"
+    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+# The hub checkpoints' preprocessor_config.json values: zai-org/GLM-4.1V-9B-Thinking and
+# zai-org/GLM-OCR both publish size 12544..9633792 (the class default in transformers'
+# models/glm4v/image_processing_glm4v.py is 12544..11760000) with the class defaults patch 14,
+# temporal 2, merge 2, OpenAI CLIP mean/std; GLM-OCR names the GLM-4.6V classes.
+_GLM_SIZE = dict(size={"shortest_edge": 12544, "longest_edge": 9633792}, do_rescale=True,
+                 patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=CLIP_MEAN,
+                 image_std=CLIP_STD)
+GLM_PREPROCESSOR = {
+    "glm4v": {**_GLM_SIZE, "image_processor_type": "Glm4vImageProcessor",
+              "processor_class": "Glm4vProcessor"},
+    "glm_ocr": {**_GLM_SIZE, "image_processor_type": "Glm46VImageProcessor",
+                "processor_class": "Glm46VProcessor"},
+}
+_GLM_ARCHITECTURES = {"glm4v": "Glm4vForConditionalGeneration",
+                      "glm_ocr": "GlmOcrForConditionalGeneration"}
+
+
+def _glm_config(family: str, ids: dict[str, int], vocab: int) -> dict[str, Any]:
+    """A tiny GLM-4.1V / GLM-OCR config.json, the checkpoints' layout shrunk.
+
+    Partial rotary 0.5, M-RoPE sections summing to half the rotary dims, GLM's token ids."""
+    text = {"model_type": f"{family}_text", "vocab_size": vocab, "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 32, "partial_rotary_factor": 0.5,
+            "max_position_embeddings": 32768, "attention_bias": True,
+            "eos_token_id": ids["<|endoftext|>"], "pad_token_id": ids["<|endoftext|>"],
+            "torch_dtype": "bfloat16",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                "partial_rotary_factor": 0.5, "mrope_section": [2, 3, 3]}}
+    vision = {"model_type": f"{family}_vision", "depth": 1, "hidden_size": 32, "num_heads": 2,
+              "intermediate_size": 64, "out_hidden_size": 64, "in_channels": 3,
+              "image_size": 336, "patch_size": 14, "spatial_merge_size": 2,
+              "temporal_patch_size": 2}
+    return {"architectures": [_GLM_ARCHITECTURES[family]], "model_type": family,
+            "image_token_id": ids["<|image|>"], "video_token_id": ids["<|video|>"],
+            "image_start_token_id": ids["<|begin_of_image|>"],
+            "image_end_token_id": ids["<|end_of_image|>"],
+            "video_start_token_id": ids["<|begin_of_video|>"],
+            "video_end_token_id": ids["<|end_of_video|>"], "text_config": text,
+            "vision_config": vision, "torch_dtype": "bfloat16", "vocab_size": vocab}
+
+
+def make_glm_folder(folder: str | Path, family: str = "glm4v") -> Path:
+    """Writes a tiny GLM-4.1V-9B or GLM-OCR folder (config, hub preprocessor values, tokens)."""
+    if family not in GLM_PREPROCESSOR:
+        raise ValueError(f"no tiny folder for {family!r}; one of {sorted(GLM_PREPROCESSOR)}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder, GLM_SPECIAL_TOKENS, eos="<|endoftext|>", pad="<|endoftext|>",
+                           template=GLM_CHAT_TEMPLATE)
+    vocab = len(json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"])
+    (folder / "config.json").write_text(json.dumps(_glm_config(family, ids, vocab), indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(GLM_PREPROCESSOR[family],
+                                                                indent=1))
     return folder

@@ -73,13 +73,18 @@ def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
     results = []
     for req in run["requests"]:
         conv = _content(req["images"], req.get("text", "Describe these images."))
-        params = ChatParams(mm_processor_kwargs=req.get("mm_processor_kwargs"))
-        _, prompts = renderer.render_chat([conv], params, skip_mm_cache=True)
+        mm_kwargs = req.get("mm_processor_kwargs")
+        params = ChatParams(mm_processor_kwargs=mm_kwargs)
+        # the API server hands a request's mm_processor_kwargs to the processor as a prompt
+        # extra; ChatParams' copy is only for parsing the messages
+        extras = None if mm_kwargs is None else {"mm_processor_kwargs": mm_kwargs}
+        _, prompts = renderer.render_chat([conv], params, prompt_extras=extras,
+                                          skip_mm_cache=True)
         wall, cpu = [], []
         for images in req.get("timed", []):
             timed = _content(images, req.get("text", "Describe these images."))
             t0, c0 = time.perf_counter(), time.process_time()
-            renderer.render_chat([timed], params, skip_mm_cache=True)
+            renderer.render_chat([timed], params, prompt_extras=extras, skip_mm_cache=True)
             wall.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         results.append({"prompt_token_ids": list(prompts[0]["prompt_token_ids"]),
