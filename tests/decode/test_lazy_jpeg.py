@@ -134,3 +134,30 @@ def test_truncated_jpeg_fails_as_invalid_image(photo_jpeg, ours):
         ours("qwen2_vl")([image])
     with pytest.raises(OSError, match="truncated"):
         np.asarray(open_lazy_jpeg(photo_jpeg[: len(photo_jpeg) // 2]))
+
+
+def test_threads_reading_one_lazy_image_all_get_pillows_pixels(photo_jpeg):
+    """Reads that race for the first decode wait for one decode (no half-decoded pixels)."""
+    import threading
+
+    want = np.asarray(_pillow(photo_jpeg))
+    for _ in range(10):
+        image = open_lazy_jpeg(photo_jpeg)
+        start = threading.Barrier(4)
+        got: list = [None] * 4
+
+        def read(i, image=image, start=start, got=got):
+            start.wait()
+            try:
+                got[i] = np.asarray(image) if i % 2 else np.asarray(image.copy().convert("RGB"))
+            except Exception as exc:
+                got[i] = exc
+
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for out in got:
+            assert not isinstance(out, Exception), out
+            assert np.array_equal(out, want)
