@@ -146,3 +146,38 @@ def test_vllm_decodes_itself_when_told(vllm_python, folder, vllm_requests, vllm_
     ref_run = ref["runs"][0]
     _assert_same(result, {"runs": [{**ref_run, "requests": [ref_run["requests"][0],
                                                              ref_run["requests"][2]]}]})
+
+
+_CONNECTOR_ERRORS = r"""
+import base64, io, json, sys
+from PIL import Image
+import smg_fast.integrations.vllm as plugin
+plugin.register()
+from vllm.multimodal.media.connector import MEDIA_CONNECTOR_REGISTRY
+buf = io.BytesIO()
+Image.new("RGB", (400, 300), (9, 99, 199)).save(buf, "JPEG")
+url = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+out = {}
+for name in ("smg_fast", "http"):
+    try:
+        MEDIA_CONNECTOR_REGISTRY.load(name).fetch_image(url)
+        out[name] = "loaded"
+    except Exception as exc:
+        out[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def test_connector_refuses_images_with_vllms_own_error(vllm_python, tmp_path):
+    """An image over VLLM_MAX_IMAGE_PIXELS: the client sees vLLM's error, word for word."""
+    import json
+
+    from smg_fast.testing.engine_env import run_in_venv
+
+    overlay = make_overlay(tmp_path / "overlay")
+    proc = run_in_venv(vllm_python, ["-c", _CONNECTOR_ERRORS], overlay,
+                       {"VLLM_MAX_IMAGE_PIXELS": "100000"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["http"].startswith("ValueError: Image dimensions 400x300"), out
+    assert out["smg_fast"] == out["http"]
