@@ -161,3 +161,12 @@ def test_threads_reading_one_lazy_image_all_get_pillows_pixels(photo_jpeg):
         for out in got:
             assert not isinstance(out, Exception), out
             assert np.array_equal(out, want)
+
+
+def test_lazy_jpeg_is_accepted_as_the_decoded_image_it_stands_for(photo_jpeg, smg):
+    """An allowlist without JPEG: the lazy image computes as the engine's decoded copy would."""
+    proc = smg.load_processor("qwen2_vl", backend="pil", image_formats=["PNG", "WEBP"])
+    decoded = _pillow(photo_jpeg).copy()
+    want = proc([decoded], return_tensors="np")["pixel_values"]
+    got = proc([open_lazy_jpeg(photo_jpeg)], return_tensors="np")["pixel_values"]
+    assert np.array_equal(got, want)
