@@ -170,3 +170,12 @@ def test_lazy_jpeg_is_accepted_as_the_decoded_image_it_stands_for(photo_jpeg, sm
     want = proc([decoded], return_tensors="np")["pixel_values"]
     got = proc([open_lazy_jpeg(photo_jpeg)], return_tensors="np")["pixel_values"]
     assert np.array_equal(got, want)
+
+
+def test_pickles_load_where_smg_fast_is_not(photo_jpeg):
+    """A pickled lazy image is Pillow's plain decoded image: no smg_fast class in the pickle."""
+    data = pickle.dumps(open_lazy_jpeg(photo_jpeg))
+    assert b"smg_fast" not in data
+    back = pickle.loads(data)
+    assert type(back) is Image.Image
+    assert np.array_equal(np.asarray(back), np.asarray(_pillow(photo_jpeg)))

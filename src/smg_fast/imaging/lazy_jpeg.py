@@ -14,6 +14,7 @@ makes Pillow decode it, as usual: the same pixels either way.
 
 from __future__ import annotations
 
+import copyreg
 import io
 import threading
 from typing import Any
@@ -108,6 +109,13 @@ class LazyJpegImageFile(JpegImagePlugin.JpegImageFile):
         return super().copy()
 
     __copy__ = copy
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled as the plain Pillow image its decode gives (an engine's decoded copy).
+
+        A process without smg-fast loads it."""
+        plain = Image.Image.copy(self)
+        return copyreg._reconstructor, (Image.Image, object, None), plain.__getstate__()
 
 
 def open_lazy_jpeg(data: bytes) -> LazyJpegImageFile | None:
