@@ -108,6 +108,13 @@ def test_a_decoded_or_changed_image_gives_no_bytes(photo_jpeg):
     drafted.draft("RGB", (drafted.width // 2, drafted.height // 2))
     assert encoded_source(drafted) is None
     assert np.array_equal(np.asarray(drafted.copy()), np.asarray(drafted))
+    for mode in ("L", "YCbCr"):  # drafted to another mode at the same size: copies keep it
+        grey = open_lazy_jpeg(photo_jpeg)
+        grey.draft(mode, None)
+        ref = Image.open(io.BytesIO(photo_jpeg))
+        ref.draft(mode, None)
+        assert encoded_source(grey) is None and grey.copy().mode == mode
+        assert np.array_equal(np.asarray(grey.copy()), np.asarray(ref.copy()))
     assert encoded_source(Image.open(io.BytesIO(photo_jpeg))) is None  # Pillow's own: not ours
     assert encoded_source(np.zeros((2, 2, 3), np.uint8)) is None
 

@@ -101,7 +101,7 @@ class LazyJpegImageFile(JpegImagePlugin.JpegImageFile):
 
     def copy(self) -> Image.Image:
         """Another lazy image of the same bytes while undecoded, else Pillow's copy."""
-        if self.undecoded and self.size == self._smg_size:
+        if encoded_source(self) is not None:  # not drafted to another size or mode
             twin = open_lazy_jpeg(self._smg_source)
             if twin is not None:
                 twin.info = self._copy_info()
