@@ -33,9 +33,12 @@ class _DeferredAccess:
 
     def __init__(self, image: LazyJpegImageFile) -> None:
         self._image = image
+        self._access: Any = None
 
     def _real(self) -> Any:
-        return self._image.decode_now()
+        if self._access is None:  # Pillow's access to the core the decode made, as load() gives
+            self._access = self._image.decode_now()
+        return self._access
 
     def __getitem__(self, xy: Any) -> Any:
         return self._real()[xy]
