@@ -84,16 +84,19 @@ class _SmgImageProcessor(BaseImageProcessor):
                                                backend or self.default_backend)
         elif backend is not None or kwargs:
             raise TypeError("give a processor or a backend / keyword arguments, not both")
+        flags = {k: bool(kwargs[k]) for k in compat.FLAGS if kwargs.get(k) is not None}
+        # keys neither transformers' class nor smg-fast reads stay plain attributes, as there;
+        # not this class's own properties (smg_processor), which such a key would shadow or break
+        extra = {k: v for k, v in kwargs.items()
+                 if k not in self.valid_kwargs.__annotations__ and k not in compat.SMG_OPTIONS
+                 and k not in compat.NOT_KEPT
+                 and not isinstance(getattr(type(self), k, None), property)}
+        ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),
+                                               **flags})
+        # set after the file's keys, so that a key named like them ("_proc") cannot replace them
         self._proc = processor
         self._reference: Any = None
         self._ref_lock = threading.Lock()
-        flags = {k: bool(kwargs[k]) for k in compat.FLAGS if kwargs.get(k) is not None}
-        # keys neither transformers' class nor smg-fast reads stay plain attributes, as there
-        extra = {k: v for k, v in kwargs.items()
-                 if k not in self.valid_kwargs.__annotations__ and k not in compat.SMG_OPTIONS
-                 and k not in compat.NOT_KEPT}
-        ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),
-                                               **flags})
         self._built_from = copy.deepcopy(self._attributes(processor.config))
 
     @classmethod

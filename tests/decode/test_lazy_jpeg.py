@@ -100,6 +100,13 @@ def test_a_decoded_or_changed_image_gives_no_bytes(photo_jpeg):
     drafted.draft("RGB", (drafted.width // 2, drafted.height // 2))
     assert encoded_source(drafted) is None
     assert np.array_equal(np.asarray(drafted.copy()), np.asarray(drafted))
+    for mode in ("L", "YCbCr"):  # drafted to another mode at the same size: copies keep it
+        grey = open_lazy_jpeg(photo_jpeg)
+        grey.draft(mode, None)
+        ref = Image.open(io.BytesIO(photo_jpeg))
+        ref.draft(mode, None)
+        assert encoded_source(grey) is None and grey.copy().mode == mode
+        assert np.array_equal(np.asarray(grey.copy()), np.asarray(ref.copy()))
     assert encoded_source(Image.open(io.BytesIO(photo_jpeg))) is None  # Pillow's own: not ours
     assert encoded_source(np.zeros((2, 2, 3), np.uint8)) is None
 
@@ -126,3 +133,48 @@ def test_truncated_jpeg_fails_as_invalid_image(photo_jpeg, ours):
         ours("qwen2_vl")([image])
     with pytest.raises(OSError, match="truncated"):
         np.asarray(open_lazy_jpeg(photo_jpeg[: len(photo_jpeg) // 2]))
+
+
+def test_threads_reading_one_lazy_image_all_get_pillows_pixels(photo_jpeg):
+    """Reads that race for the first decode wait for one decode (no half-decoded pixels)."""
+    import threading
+
+    want = np.asarray(_pillow(photo_jpeg))
+    for _ in range(10):
+        image = open_lazy_jpeg(photo_jpeg)
+        start = threading.Barrier(4)
+        got: list = [None] * 4
+
+        def read(i, image=image, start=start, got=got):
+            start.wait()
+            try:
+                got[i] = np.asarray(image) if i % 2 else np.asarray(image.copy().convert("RGB"))
+            except Exception as exc:
+                got[i] = exc
+
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for out in got:
+            assert not isinstance(out, Exception), out
+            assert np.array_equal(out, want)
+
+
+def test_lazy_jpeg_is_accepted_as_the_decoded_image_it_stands_for(photo_jpeg, smg):
+    """An allowlist without JPEG: the lazy image computes as the engine's decoded copy would."""
+    proc = smg.load_processor("qwen2_vl", backend="pil", image_formats=["PNG", "WEBP"])
+    decoded = _pillow(photo_jpeg).copy()
+    want = proc([decoded], return_tensors="np")["pixel_values"]
+    got = proc([open_lazy_jpeg(photo_jpeg)], return_tensors="np")["pixel_values"]
+    assert np.array_equal(got, want)
+
+
+def test_pickles_load_where_smg_fast_is_not(photo_jpeg):
+    """A pickled lazy image is Pillow's plain decoded image: no smg_fast class in the pickle."""
+    data = pickle.dumps(open_lazy_jpeg(photo_jpeg))
+    assert b"smg_fast" not in data
+    back = pickle.loads(data)
+    assert type(back) is Image.Image
+    assert np.array_equal(np.asarray(back), np.asarray(_pillow(photo_jpeg)))

@@ -137,3 +137,65 @@ def test_vllm_decodes_itself_when_told(vllm_python, folder, vllm_requests, vllm_
     ref_run = ref["runs"][0]
     _assert_same(result, {"runs": [{**ref_run, "requests": [ref_run["requests"][0],
                                                              ref_run["requests"][2]]}]})
+
+
+_CONNECTOR_ERRORS = r"""
+import base64, io, json, sys
+from PIL import Image
+import smg_fast.integrations.vllm as plugin
+plugin.register()
+from vllm.multimodal.media.connector import MEDIA_CONNECTOR_REGISTRY
+buf = io.BytesIO()
+Image.new("RGB", (400, 300), (9, 99, 199)).save(buf, "JPEG")
+url = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode()
+out = {}
+for name in ("smg_fast", "http"):
+    try:
+        MEDIA_CONNECTOR_REGISTRY.load(name).fetch_image(url)
+        out[name] = "loaded"
+    except Exception as exc:
+        out[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps(out))
+"""
+
+
+def test_connector_refuses_images_with_vllms_own_error(vllm_python, tmp_path):
+    """An image over VLLM_MAX_IMAGE_PIXELS: the client sees vLLM's error, word for word."""
+    import json
+
+    from smg_fast.testing.engine_env import run_in_venv
+
+    overlay = make_overlay(tmp_path / "overlay")
+    proc = run_in_venv(vllm_python, ["-c", _CONNECTOR_ERRORS], overlay,
+                       {"VLLM_MAX_IMAGE_PIXELS": "100000"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["http"].startswith("ValueError: Image dimensions 400x300"), out
+    assert out["smg_fast"] == out["http"]
+
+
+_CHILD_WITHOUT_PLUGIN = r"""
+import os, subprocess, sys
+import smg_fast.integrations.vllm as plugin
+plugin.register()
+child = ("import vllm.envs as envs\n"
+         "from vllm.multimodal.media.connector import MEDIA_CONNECTOR_REGISTRY\n"
+         "MEDIA_CONNECTOR_REGISTRY.load(envs.VLLM_MEDIA_CONNECTOR)\n"
+         "print('child loaded its connector')")
+# a vLLM the parent starts that does not load smg-fast (its own plug-in list, another venv)
+env = dict(os.environ, VLLM_PLUGINS="")
+proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True)
+print(proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else proc.stderr[-400:])
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="the plug-in makes its connector the default through "
+                   "os.environ, which every child process inherits")
+def test_a_child_vllm_without_the_plugin_keeps_a_working_connector(vllm_python, tmp_path):
+    """A vLLM started by a process that ran the plug-in, not loading it, finds its connector."""
+    from smg_fast.testing.engine_env import run_in_venv
+
+    overlay = make_overlay(tmp_path / "overlay")
+    proc = run_in_venv(vllm_python, ["-c", _CHILD_WITHOUT_PLUGIN], overlay, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "child loaded its connector", proc.stdout[-600:]

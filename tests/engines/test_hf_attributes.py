@@ -133,3 +133,17 @@ def test_max_below_min_is_computed_as_transformers_does(kwargs, two_photos):
 def test_no_images_is_a_type_error():
     with pytest.raises(TypeError):
         sh.Qwen2VLImageProcessorPil(**HUB)(None)
+
+
+@pytest.mark.parametrize("key", ["_proc", "_reference", "_ref_lock", "smg_processor"])
+def test_config_keys_named_like_our_internals_are_harmless(key, two_photos, real_images):
+    """Config keys named like smg-fast's internals stay harmless plain attributes.
+
+    transformers' class keeps them; they cannot replace the processor, its transformers fallback
+    or a property of smg-fast's class."""
+    ref = Qwen2VLImageProcessorPil(**HUB, **{key: 1})
+    ours = sh.Qwen2VLImageProcessorPil(**HUB, **{key: 1})
+    assert callable(ours.smg_processor)
+    _assert_same(ours(two_photos, return_tensors="np"), ref(two_photos, return_tensors="np"))
+    unit = [real_images.rgb_array("coffee").astype(np.float32) / 255]  # goes to the fallback
+    _assert_same(ours(unit, return_tensors="np"), ref(unit, return_tensors="np"))

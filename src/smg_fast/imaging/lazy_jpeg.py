@@ -14,7 +14,9 @@ makes Pillow decode it, as usual: the same pixels either way.
 
 from __future__ import annotations
 
+import copyreg
 import io
+import threading
 from typing import Any
 
 from PIL import Image, JpegImagePlugin
@@ -31,9 +33,12 @@ class _DeferredAccess:
 
     def __init__(self, image: LazyJpegImageFile) -> None:
         self._image = image
+        self._access: Any = None
 
     def _real(self) -> Any:
-        return self._image.decode_now()
+        if self._access is None:  # Pillow's access to the core the decode made, as load() gives
+            self._access = self._image.decode_now()
+        return self._access
 
     def __getitem__(self, xy: Any) -> Any:
         return self._real()[xy]
@@ -50,7 +55,8 @@ class LazyJpegImageFile(JpegImagePlugin.JpegImageFile):
 
     _smg_source: bytes = b""
     _smg_size: tuple[int, int] = (0, 0)
-    _smg_decoding: bool = False
+    _smg_lock: Any = None  # one per image (open_lazy_jpeg): its readers wait for one decode
+    _smg_decoder: int | None = None  # the thread decoding it now
 
     @property
     def undecoded(self) -> bool:
@@ -58,23 +64,37 @@ class LazyJpegImageFile(JpegImagePlugin.JpegImageFile):
         return self._im is None and bool(self.tile)
 
     def decode_now(self) -> Any:
-        """Decodes the pixels with Pillow (once); returns Pillow's pixel access object."""
-        self._smg_decoding = True
-        try:
-            return JpegImagePlugin.JpegImageFile.load(self)
-        finally:
-            self._smg_decoding = False
+        """Decodes the pixels with Pillow (once); returns Pillow's pixel access object.
+
+        A thread that asks while another decodes waits for that decode, as it would have found
+        the pixels decoded had Pillow decoded them when the image was opened."""
+        with self._smg_lock:
+            self._smg_decoder = threading.get_ident()
+            try:
+                return JpegImagePlugin.JpegImageFile.load(self)
+            finally:
+                self._smg_decoder = None
+
+    def _waits(self) -> bool:
+        """Whether this thread must decode, or wait for another thread's decode, before reading."""
+        decoder = self._smg_decoder
+        if decoder == threading.get_ident():
+            return False  # Pillow's decode, inside decode_now
+        return decoder is not None or self.undecoded
 
     def load(self) -> Any:
         """Pillow's load(), except that the decode waits for the first pixel access."""
-        if self.undecoded and not self._smg_decoding:
-            return _DeferredAccess(self)
+        if self._smg_decoder != threading.get_ident():
+            if self.undecoded:
+                return _DeferredAccess(self)
+            if self._smg_decoder is not None:  # another thread is decoding: wait for it
+                return self.decode_now()
         return JpegImagePlugin.JpegImageFile.load(self)
 
     @property  # type: ignore[override]
     def im(self) -> Any:
         """Pillow's image core, decoded first if it was not."""
-        if self.undecoded and not self._smg_decoding:
+        if self._waits():
             self.decode_now()
         return Image.Image.im.fget(self)  # type: ignore[attr-defined]
 
@@ -84,7 +104,7 @@ class LazyJpegImageFile(JpegImagePlugin.JpegImageFile):
 
     def copy(self) -> Image.Image:
         """Another lazy image of the same bytes while undecoded, else Pillow's copy."""
-        if self.undecoded and self.size == self._smg_size:
+        if encoded_source(self) is not None:  # not drafted to another size or mode
             twin = open_lazy_jpeg(self._smg_source)
             if twin is not None:
                 twin.info = self._copy_info()
@@ -92,6 +112,13 @@ class LazyJpegImageFile(JpegImagePlugin.JpegImageFile):
         return super().copy()
 
     __copy__ = copy
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled as the plain Pillow image its decode gives (an engine's decoded copy).
+
+        A process without smg-fast loads it."""
+        plain = Image.Image.copy(self)
+        return copyreg._reconstructor, (Image.Image, object, None), plain.__getstate__()
 
 
 def open_lazy_jpeg(data: bytes) -> LazyJpegImageFile | None:
@@ -110,6 +137,7 @@ def open_lazy_jpeg(data: bytes) -> LazyJpegImageFile | None:
         return None
     image.__class__ = LazyJpegImageFile
     image._smg_source = bytes(data)
+    image._smg_lock = threading.Lock()
     image._smg_size = image.size
     return image
 

@@ -36,7 +36,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import InvalidImageError
 from . import decoders
-from .lazy_jpeg import encoded_source
+from .lazy_jpeg import LazyJpegImageFile, encoded_source
 from .pixels import (
     DECODE_ERRORS,
     OBJECT_REPR,
@@ -285,8 +285,10 @@ class ImageHeader:
 def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
                 formats: tuple[str, ...]) -> ImageHeader:
     # An opened but not yet loaded image decodes on first use, with its own plugin: refuse the
-    # formats outside the allowlist before that happens.
-    if getattr(item, "tile", None) and item.format and item.format not in formats:
+    # formats outside the allowlist before that happens. A lazy JPEG stands for the image its
+    # engine's loader would have decoded (lazy_jpeg.py): accepted as that decoded image would be.
+    if (getattr(item, "tile", None) and item.format and item.format not in formats
+            and not isinstance(item, LazyJpegImageFile)):
         raise InvalidImageError(index, f"image format {item.format} is not accepted (allowed: "
                                        f"{', '.join(formats)})")
     check_size(index, item.width, item.height, max_pixels)

@@ -45,13 +45,10 @@ def _connector_class() -> type:
                 image = open_lazy_jpeg(data)
             except Exception:  # not ours to judge: vLLM's loader raises its own error
                 image = None
-            if image is None:
-                return super().load_bytes(data)
-            w, h = image.size
+            w, h = image.size if image is not None else (0, 0)
             max_pixels = envs.VLLM_MAX_IMAGE_PIXELS
-            if max_pixels > 0 and w * h > max_pixels:
-                raise ValueError(f"a {w}x{h} image has more pixels than "
-                                 f"VLLM_MAX_IMAGE_PIXELS={max_pixels} allows")
+            if image is None or (max_pixels > 0 and w * h > max_pixels):
+                return super().load_bytes(data)  # vLLM's loader, and its refusal word for word
             if self.decoded_budget is not None:
                 self.decoded_budget.charge(w * h * 4)
             return MediaWithBytes(image, data, None)
