@@ -120,8 +120,8 @@ def test_check_engine_reports_what_is_installed_and_resolved():
                                f"{'installed' if installed else 'NOT installed'}"), line
     assert "; on;" in lines[0] and "off (SMG_FAST_SGLANG=0)" in lines[1]
     if "NOT installed" not in lines[0]:
-        assert lines[0].endswith("; request JPEGs decoded by smg-fast (vLLM media connector "
-                                 "'smg_fast')"), lines[0]
+        assert lines[0].endswith("; request JPEGs decoded by smg-fast (media connector "
+                                 "'smg_fast' in place of vLLM default 'http')"), lines[0]
     assert lines[2].endswith("returns smg_fast.hf.Qwen2VLImageProcessorPil for a Qwen2-VL "
                              "folder (backend 'pil')")  # no torchvision here
 

@@ -189,8 +189,6 @@ print(proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 else proc.std
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the plug-in makes its connector the default through "
-                   "os.environ, which every child process inherits")
 def test_a_child_vllm_without_the_plugin_keeps_a_working_connector(vllm_python, tmp_path):
     """A vLLM started by a process that ran the plug-in, not loading it, finds its connector."""
     from smg_fast.testing.engine_env import run_in_venv

@@ -55,7 +55,8 @@ def _vllm_decoder() -> str:
         return f"vLLM (VLLM_MEDIA_CONNECTOR={chosen})"
     if chosen is None and not enabled(vllm_media.ENV):
         return f"vLLM ({vllm_media.ENV}=0)"
-    return f"smg-fast (vLLM media connector {vllm_media.NAME!r})"
+    return (f"smg-fast (media connector {vllm_media.NAME!r}"
+            f"{'' if chosen else ' in place of vLLM default ' + repr(vllm_media.DEFAULT)})")
 
 
 def resolved_line() -> str:

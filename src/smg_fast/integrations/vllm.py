@@ -25,9 +25,10 @@ importing this module raises an ImportError naming the cause, which vLLM's plug-
 
 With the processors in place it also registers the ``smg_fast`` media connector
 (``vllm_media.py``: a request's JPEG images stay undecoded until smg-fast's processor decodes them
-natively) and makes it vLLM's default by setting ``VLLM_MEDIA_CONNECTOR=smg_fast`` when the
-variable is unset (an explicit ``VLLM_MEDIA_CONNECTOR`` wins; ``SMG_FAST_VLLM_DECODE=0`` keeps
-vLLM's own decoding). vLLM is imported only for that, when the plug-in runs.
+natively) and, while ``VLLM_MEDIA_CONNECTOR`` is unset, puts it in place of vLLM's default
+``http`` connector in this process (an explicit ``VLLM_MEDIA_CONNECTOR`` wins;
+``SMG_FAST_VLLM_DECODE=0`` keeps vLLM's own decoding). vLLM is imported only for that, when
+the plug-in runs.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ def register() -> bool:
 
 
 def _use_connector(installed: bool) -> None:
-    """Registers the media connector and makes it vLLM's default unless told otherwise.
+    """Registers the media connector; vLLM's default in this process unless told otherwise.
 
-    A process that inherits ``VLLM_MEDIA_CONNECTOR=smg_fast`` registers it whatever else holds, so
-    vLLM always finds the connector it was told to use."""
+    With ``VLLM_MEDIA_CONNECTOR`` unset it takes the place of vLLM's default ``http`` connector
+    in this process (no environment variable is set, so a child process that does not load the
+    plug-in keeps vLLM's own); ``VLLM_MEDIA_CONNECTOR=smg_fast`` names it explicitly."""
     if importlib.util.find_spec("vllm") is None:  # called outside vLLM: nothing to connect
         return
     chosen = os.environ.get("VLLM_MEDIA_CONNECTOR")
@@ -69,18 +71,17 @@ def _use_connector(installed: bool) -> None:
                         "with it (the smg_fast connector leaves JPEGs to smg-fast's decoder)",
                         chosen)
         return
-    if chosen is None:
+    as_default = chosen is None
+    if as_default:
         if not installed:
             return
         if not enabled(vllm_media.ENV):
             logger.info("smg-fast: %s=0, vLLM decodes request images itself", vllm_media.ENV)
             return
-    why_not = vllm_media.register(logger)
+    why_not = vllm_media.register(logger, as_default=as_default)
     if why_not is not None:
-        (logger.error if chosen else logger.info)(
+        (logger.info if as_default else logger.error)(
             "smg-fast: vLLM decodes request images itself: %s", why_not)
-        return
-    os.environ["VLLM_MEDIA_CONNECTOR"] = vllm_media.NAME
 
 
 __all__ = ["ENV", "register"]
