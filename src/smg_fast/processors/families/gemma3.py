@@ -193,7 +193,7 @@ register(Family(
                         _reference_kwargs),
     dropin=DropIn({"Gemma3ImageProcessor": "torchvision", "Gemma3ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3", _read_kwargs,
-                  outputs=("pixel_values", "num_crops"), in_engines=False,
+                  outputs=("pixel_values", "num_crops"), in_engines=True,
                   note="A model folder asking for pan-and-scan gets transformers' class.")))
 
 __all__ = ["TOKENS_PER_IMAGE", "Gemma3Processor"]
