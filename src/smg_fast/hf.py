@@ -92,8 +92,9 @@ class _SmgImageProcessor(BaseImageProcessor):
         extra = {k: v for k, v in kwargs.items()
                  if k not in self.valid_kwargs.__annotations__ and k not in compat.SMG_OPTIONS
                  and k not in compat.NOT_KEPT}
+        kept = {k: kwargs[k] for k in self.dropin.call_attributes if kwargs.get(k) is not None}
         ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),
-                                               **flags})
+                                               **kept, **flags})
         self._built_from = copy.deepcopy(self._attributes(processor.config))
 
     @classmethod
