@@ -91,8 +91,9 @@ class _SmgImageProcessor(BaseImageProcessor):
                  if k not in self.valid_kwargs.__annotations__ and k not in compat.SMG_OPTIONS
                  and k not in compat.NOT_KEPT
                  and not isinstance(getattr(type(self), k, None), property)}
+        kept = {k: kwargs[k] for k in self.dropin.call_attributes if kwargs.get(k) is not None}
         ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),
-                                               **flags})
+                                               **kept, **flags})
         # set after the file's keys, so that a key named like them ("_proc") cannot replace them
         self._proc = processor
         self._reference: Any = None

@@ -216,6 +216,27 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     assert ours._reference is None  # transformers' class was never needed
 
 
+def test_dropin_keeps_constructor_pan_and_scan_settings(tmp_path, real_images):
+    """Pan-and-scan given to from_pretrained (as vLLM gives a request's) applies to each call."""
+    import smg_fast.hf as hf
+
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
+    ours = hf.Gemma3ImageProcessorPil.from_pretrained(tmp_path, **PAS)
+    theirs = Gemma3ImageProcessorPil.from_pretrained(tmp_path, **PAS)
+    assert isinstance(ours, hf.Gemma3ImageProcessorPil) and ours.do_pan_and_scan is True
+    assert ours.to_dict()["pan_and_scan_min_crop_size"] == 256
+    wide = real_images.rgb("rocket").resize((1500, 400))
+    for call in ({}, {"do_pan_and_scan": False}):
+        check(ours([wide], return_tensors="np", **call), reference(theirs, [wide], **call))
+    assert ours._reference is None
+    # without its settings, as transformers' class, it cannot run
+    ours = hf.Gemma3ImageProcessorPil.from_pretrained(tmp_path, do_pan_and_scan=True)
+    theirs = Gemma3ImageProcessorPil.from_pretrained(tmp_path, do_pan_and_scan=True)
+    for proc in (ours, theirs):
+        with pytest.raises(TypeError):
+            proc([wide], return_tensors="np")
+
+
 def test_folder_without_model_type_and_class_defaults(tmp_path, real_images):
     """Known by its image_processor_type alone; what it lacks takes the class's defaults (224)."""
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(

@@ -57,12 +57,14 @@ def finish(proc: subprocess.Popen[str], workdir: Path, what: str) -> tuple[dict[
     return pickle.loads((workdir / "result.pkl").read_bytes()), out + err
 
 
-def assert_same_requests(ours: list[dict[str, Any]], ref: list[dict[str, Any]]) -> None:
-    """Same prompt ids and, per image, every multimodal field identical (dtype and values)."""
+def assert_same_requests(ours: list[dict[str, Any]], ref: list[dict[str, Any]],
+                         fields: tuple[str, ...] = ("pixel_values", "image_grid_thw")) -> None:
+    """Same prompt ids and, per image, every multimodal field identical (dtype and values).
+
+    fields are those each request must have."""
     for r, (req_ours, req_ref) in enumerate(zip(ours, ref, strict=True)):
         assert req_ours["prompt_token_ids"] == req_ref["prompt_token_ids"], r
-        assert set(req_ours["fields"]) == set(req_ref["fields"]) >= {"pixel_values",
-                                                                    "image_grid_thw"}
+        assert set(req_ours["fields"]) == set(req_ref["fields"]) >= set(fields)
         for key, arrays in req_ref["fields"].items():
             for i, (a, b) in enumerate(zip(req_ours["fields"][key], arrays, strict=True)):
                 assert a.dtype == b.dtype and a.shape == b.shape, (key, i, a.dtype, b.dtype)

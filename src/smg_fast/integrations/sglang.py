@@ -1,7 +1,7 @@
 """SGLang plug-in.
 
-SGLang's multimodal processors compute Qwen2/2.5/3-VL images with smg-fast, bit for bit what
-transformers' processor would give.
+SGLang's multimodal processors compute Qwen2/2.5/3-VL, GLM-4.1V/4.5V/4.6V/OCR and Gemma 3 images
+with smg-fast, bit for bit what transformers' processor would give.
 
 Installed as the entry point ``smg_fast`` in the ``sglang.srt.plugins`` group, which SGLang's
 ``load_plugins()`` runs early in its processes (the engine / ``sglang serve`` process, where the

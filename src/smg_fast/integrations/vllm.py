@@ -1,7 +1,7 @@
 """vLLM plug-in.
 
-VLLM's multimodal processor computes Qwen2/2.5/3-VL and GLM-4.1V/4.5V/4.6V/OCR images with
-smg-fast, bit for bit what transformers' processor would give.
+VLLM's multimodal processor computes Qwen2/2.5/3-VL, GLM-4.1V/4.5V/4.6V/OCR and Gemma 3 images
+with smg-fast, bit for bit what transformers' processor would give.
 
 Installed as the entry point ``smg_fast`` in the ``vllm.general_plugins`` group, which vLLM
 calls in every process it starts (API server, engine core, workers), so ``pip install

@@ -86,6 +86,9 @@ class DropIn:
     # has it (vLLM counts placeholders with it); an int, or the (h, w) grid where transformers'
     # method returns that (HunYuanVL's)
     count_patches: Callable[[Any, int, int, dict[str, Any]], int | tuple[int, int]] | None = None
+    # constructor arguments kept as given, as attributes the class applies to each call that does
+    # not set them (Gemma 3's pan-and-scan settings); read_kwargs leaves them out of the config
+    call_attributes: tuple[str, ...] = ()
     note: str = ""  # a sentence added to the classes' docstrings
     # the outputs a call returns (transformers' model_input_names for the class)
     outputs: tuple[str, ...] = ("pixel_values", "image_grid_thw")

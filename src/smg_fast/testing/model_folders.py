@@ -1,8 +1,8 @@
 """Tiny local model folders for engine tests and benchmarks.
 
-A real family's image processor config, a small config.json, and a byte-level BPE tokenizer trained
-here with the family's special tokens and a chat template. No weights: the engines' preprocessing
-never loads them."""
+A real family's image processor config, a small config.json, and a BPE tokenizer trained here
+(byte-level; Gemma 3's SentencePiece-style) with the family's special tokens and a chat template.
+No weights: the engines' preprocessing never loads them."""
 
 from __future__ import annotations
 
@@ -182,4 +182,94 @@ def make_glm_folder(folder: str | Path, family: str = "glm4v") -> Path:
     (folder / "config.json").write_text(json.dumps(_glm_config(family, ids, vocab), indent=1))
     (folder / "preprocessor_config.json").write_text(json.dumps(GLM_PREPROCESSOR[family],
                                                                 indent=1))
+    return folder
+
+
+GEMMA3_SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+                         "<start_of_image>", "<end_of_image>", "<image_soft_token>")
+# Gemma's whitespace runs are single tokens (vLLM's Gemma 3 processor looks up "\n" .. "\n\n\n\n")
+_GEMMA3_NEWLINES = ("\n", "\n\n", "\n\n\n", "\n\n\n\n")
+
+# Written here, not copied: Gemma 3's turns (the assistant's role is "model"), each image as
+# <start_of_image> where it stands in the message (what Gemma3Processor expands).
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] | trim }}{% else %}"
+    "{% for c in m['content'] %}"
+    "{% if c['type'] in ('image', 'image_url', 'image_pil') %}<start_of_image>"
+    "{% elif c['type'] == 'text' %}{{ c['text'] | trim }}{% endif %}"
+    "{% endfor %}{% endif %}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+# google/gemma-3-4b-it's preprocessor_config.json (12b and 27b publish the same values).
+GEMMA3_PREPROCESSOR = dict(image_processor_type="Gemma3ImageProcessor",
+                           processor_class="Gemma3Processor", size={"height": 896, "width": 896},
+                           resample=2, do_resize=True, do_rescale=True, rescale_factor=1 / 255,
+                           do_normalize=True, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                           do_convert_rgb=None, do_pan_and_scan=None,
+                           pan_and_scan_min_crop_size=None, pan_and_scan_max_num_crops=None,
+                           pan_and_scan_min_ratio_to_activate=None, image_seq_length=256)
+
+
+def _write_gemma3_tokenizer(folder: Path) -> tuple[dict[str, int], int]:
+    """A ~400-token SentencePiece-style BPE (spaces as U+2581) with Gemma 3's tokens.
+
+    Returns their ids and the vocabulary size.
+
+    The image tokens are the tokenizer's named boi / eoi / image tokens, as Gemma 3's are."""
+    import tokenizers
+    from tokenizers import decoders, models, normalizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.decoder = decoders.Replace("\u2581", " ")
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=list(GEMMA3_SPECIAL_TOKENS))
+    corpus = ["You are a helpful assistant. Describe these images: what is in each picture?\n"
+              "Here is the original image and here are some crops to help you see better."]
+    tok.train_from_iterator(corpus * 4, trainer)
+    tok.add_tokens([tokenizers.AddedToken(t, normalized=False) for t in _GEMMA3_NEWLINES])
+    bos = tok.token_to_id("<bos>")
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A",
+                                                       special_tokens=[("<bos>", bos)])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+        unk_token="<unk>", chat_template=GEMMA3_CHAT_TEMPLATE,
+        extra_special_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+                              "image_token": "<image_soft_token>"})
+    fast.save_pretrained(str(folder))
+    return {t: fast.convert_tokens_to_ids(t) for t in GEMMA3_SPECIAL_TOKENS}, len(fast)
+
+
+def _gemma3_config(ids: dict[str, int], vocab: int) -> dict[str, Any]:
+    """A tiny gemma-3-4b-it config.json: its layout (SigLIP 896 / 14, 256 tokens) shrunk."""
+    text = {"model_type": "gemma3_text", "vocab_size": vocab, "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 32, "query_pre_attn_scalar": 32,
+            "sliding_window": 1024, "sliding_window_pattern": 6, "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0, "max_position_embeddings": 32768,
+            "bos_token_id": ids["<bos>"], "eos_token_id": [ids["<eos>"], ids["<end_of_turn>"]],
+            "pad_token_id": ids["<pad>"], "torch_dtype": "bfloat16"}
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 896,
+              "patch_size": 14, "num_channels": 3, "vision_use_head": False}
+    return {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+            "boi_token_index": ids["<start_of_image>"], "eoi_token_index": ids["<end_of_image>"],
+            "image_token_index": ids["<image_soft_token>"], "mm_tokens_per_image": 256,
+            "bos_token_id": ids["<bos>"], "eos_token_id": [ids["<eos>"], ids["<end_of_turn>"]],
+            "pad_token_id": ids["<pad>"], "text_config": text, "vision_config": vision,
+            "torch_dtype": "bfloat16"}
+
+
+def make_gemma3_folder(folder: str | Path) -> Path:
+    """Writes a tiny gemma-3-4b-it folder (config, the hub's preprocessor values, tokenizer)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids, size = _write_gemma3_tokenizer(folder)
+    (folder / "config.json").write_text(json.dumps(_gemma3_config(ids, size), indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(GEMMA3_PREPROCESSOR, indent=1))
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"image_seq_length": GEMMA3_PREPROCESSOR["image_seq_length"],
+         "processor_class": "Gemma3Processor"}, indent=1))
     return folder

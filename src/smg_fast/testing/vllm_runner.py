@@ -7,7 +7,8 @@ runs where smg_fast cannot load).
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
 [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text", "mm_processor_kwargs", "timed":
 [images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image processor class vLLM built and
-the media connector class it fetched images with, and per request the prompt token ids, each
+the media connector class it fetched images with, and per request the prompt token ids, the image
+processor class vLLM built for its mm_processor_kwargs, each
 multimodal field as numpy arrays (bfloat16 as its uint16 bits) and, for each of ``timed`` (other
 images in the same request shape: vLLM keeps a processor-only cache even when its multimodal cache
 is skipped, so a repeated image would be a cache hit), the render's seconds (wall and this
@@ -61,6 +62,13 @@ def _fields(prompt: dict[str, Any]) -> dict[str, list[np.ndarray]]:
     return out
 
 
+def _image_processor(renderer: Any, mm_kwargs: dict[str, Any]) -> str:
+    """The class of the image processor vLLM builds for a request's mm_processor_kwargs."""
+    hf = renderer.get_mm_processor().info.get_hf_processor(**mm_kwargs)
+    cls = type(hf.image_processor)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
     """One engine configuration: its renderer, each request rendered once (kept), then timed."""
     from vllm.engine.arg_utils import EngineArgs
@@ -88,15 +96,14 @@ def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
             wall.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
         results.append({"prompt_token_ids": list(prompts[0]["prompt_token_ids"]),
-                        "fields": _fields(prompts[0]), "wall": wall, "cpu": cpu})
-    hf = renderer.get_mm_processor().info.get_hf_processor()
-    image_processor = type(hf.image_processor)
+                        "fields": _fields(prompts[0]), "wall": wall, "cpu": cpu,
+                        "image_processor": _image_processor(renderer, mm_kwargs or {})})
+    image_processor = _image_processor(renderer, {})
     import vllm.envs as envs
     from vllm.multimodal.media.connector import MEDIA_CONNECTOR_REGISTRY
 
     connector = MEDIA_CONNECTOR_REGISTRY.name2class[envs.VLLM_MEDIA_CONNECTOR]
-    return {"requests": results,
-            "image_processor": f"{image_processor.__module__}.{image_processor.__qualname__}",
+    return {"requests": results, "image_processor": image_processor,
             "media_connector": f"{connector.__module__}.{connector.__qualname__}"}
 
 

@@ -169,8 +169,11 @@ def _call_kwargs() -> type:
 
 
 def _read_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """transformers' constructor arguments as preprocessor_config.json keys (the same)."""
-    return dict(kwargs)
+    """transformers' constructor arguments as preprocessor_config.json keys.
+
+    The same keys, less the pan-and-scan settings: the drop-in keeps those as attributes and
+    applies them to each call (DropIn.call_attributes)."""
+    return {k: v for k, v in kwargs.items() if k not in ("do_pan_and_scan", *_PAN_AND_SCAN)}
 
 
 _HF = "transformers.models.gemma3.image_processing"
@@ -193,7 +196,9 @@ register(Family(
                         _reference_kwargs),
     dropin=DropIn({"Gemma3ImageProcessor": "torchvision", "Gemma3ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3", _read_kwargs,
-                  outputs=("pixel_values", "num_crops"), in_engines=False,
-                  note="A model folder asking for pan-and-scan gets transformers' class.")))
+                  outputs=("pixel_values", "num_crops"), in_engines=True,
+                  call_attributes=("do_pan_and_scan", *_PAN_AND_SCAN),
+                  note="Pan-and-scan settings given to the constructor (as vLLM gives a "
+                       "request's) apply to each call that does not set them.")))
 
 __all__ = ["TOKENS_PER_IMAGE", "Gemma3Processor"]
