@@ -133,4 +133,4 @@ def test_vllm_line_waits_for_logging_configured_after_the_plugin(bare_folder):
     out, lines = run(bare_folder, "vllm", "late-logging")
     assert out["first"] is True and out["class"].startswith("smg_fast.hf.Qwen2VLImageProcessor")
     info = [ln for ln in lines if "image processor for" in ln]
-    assert len(info) == 1 and f"{out['class']} (" in info[0], lines
+    assert len(info) == 1 and f"{out['class']}; " in info[0], lines

@@ -54,9 +54,9 @@ def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = 
     _share_handlers(logger.name.split(".")[0])
     torchvision = importlib.util.find_spec("torchvision") is not None
     cls = hf.Qwen2VLImageProcessor if torchvision else hf.Qwen2VLImageProcessorPil
-    line = ("smg-fast %s: %s's image processor for %s is smg_fast.hf.%s (%s numerics, as "
-            "transformers resolves it here; backend= / use_fast pick the other)",
-            __version__, engine, ", ".join(types), cls.__name__,
+    line = ("smg-fast %s: %s's image processor for %s is smg-fast's (for qwen2_vl "
+            "smg_fast.hf.%s; %s numerics, as transformers resolves it here; backend= / use_fast "
+            "pick the other)", __version__, engine, ", ".join(types), cls.__name__,
             "torchvision" if torchvision else "PIL")
     if late_line and not logger.hasHandlers():
         hf.on_first_load(lambda: logger.info(*line))  # vLLM's offline LLM configures it later
