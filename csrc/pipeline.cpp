@@ -44,9 +44,10 @@ Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder
       norm_(norm, dtype) {}
 
 int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_w) const {
-    if (grid_h < merge_ || grid_w < merge_ || grid_h % merge_ || grid_w % merge_ || grid_h > kMaxSide ||
-        grid_w > kMaxSide)
-        throw std::invalid_argument("grid must be a positive multiple of merge (at most 2^20 per side)");
+    if (grid_h < merge_ || grid_w < merge_ || grid_h % merge_ || grid_w % merge_ ||
+        int64_t(grid_h) * patch_ > kMaxSide || int64_t(grid_w) * patch_ > kMaxSide)
+        throw std::invalid_argument(
+            "grid must be a positive multiple of merge, at most 2^20 pixels per side (grid x patch)");
     if (resize_w < 1 || resize_h < 1 || resize_w > int64_t(grid_w) * patch_ || resize_h > int64_t(grid_h) * patch_)
         throw std::invalid_argument("resized image must fit inside the patch grid");
     return int64_t(grid_h) * grid_w * row_elems();

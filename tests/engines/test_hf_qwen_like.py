@@ -107,3 +107,19 @@ def test_drop_ins_equal_transformers_in_the_oracle_venv(class_results):
     assert len(class_results) == 3 * 2 * 2 * 8
     wrong = {k: v for k, v in class_results.items() if v is not True}
     assert not wrong, wrong
+
+
+def test_constructor_keys_read_as_transformers_reads_them(fam, real_images):
+    """Top-level min/max_pixels and the attributes transformers' processors read.
+
+    ERNIE's classes ignore the pixel keys, the others read them; HunYuanVLProcessor reads its
+    image processor's spatial_patch_size."""
+    rgb = np.asarray(real_images.rgb("coffee"))
+    ref_cls = type(transformers_pil(fam))
+    kwargs = {"min_pixels": 100352, "max_pixels": 200704}
+    ours = getattr(hf, CLASSES[fam] + "Pil")(**kwargs)
+    ref = ref_cls(**kwargs)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(ours(rgb, return_tensors="np")[key],
+                              ref(rgb, return_tensors="np")[key]), key
+    assert getattr(ours, "spatial_patch_size", None) == getattr(ref, "spatial_patch_size", None)

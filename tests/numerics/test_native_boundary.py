@@ -272,6 +272,20 @@ def test_pipeline_reports_its_parameters():
     assert p.output_elems(20, 40, 4, 2) == 8 * 3 * 16 * 16
 
 
+def test_output_size_bounds_pixels_per_side_not_grid_cells():
+    """A whole-image patch (up to 4096) times a huge grid cannot wrap the output size."""
+    p = pipeline(patch=4096, merge=1, temporal=1)
+    assert p.output_elems(4096, 4096, 1, 1) == 3 * 4096 * 4096
+    assert p.output_elems(1, 1, 256, 256) == 256 * 256 * 3 * 4096 * 4096  # 2^20 pixels a side
+    for grid in ((257, 1), (1, 257), (1 << 20, 1 << 20)):  # past 2^20 pixels a side
+        with pytest.raises(ValueError, match="2\\^20 pixels per side"):
+            p.output_elems(1, 1, *grid)
+    q = pipeline()  # 14-pixel patches: the same bound in pixels
+    assert q.output_elems(28, 28, 74898, 2) == 74898 * 2 * 3 * 2 * 14 * 14
+    with pytest.raises(ValueError, match="2\\^20 pixels per side"):
+        q.output_elems(28, 28, 74900, 2)
+
+
 def _avx2_patchify() -> bool:
     """What the AVX2 patchify kernel needs: AVX2 (after the cap), FMA and F16C."""
     return smg_fast.cpu_features()["avx2"] and {"fma", "f16c"} <= cpu_flags()

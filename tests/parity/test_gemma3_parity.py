@@ -247,3 +247,20 @@ def test_folder_without_model_type_and_class_defaults(tmp_path, real_images):
     theirs = Gemma3ImageProcessorPil.from_pretrained(tmp_path)
     im = real_images.open("coffee")
     check(proc(im), reference(theirs, im))
+
+
+def test_size_as_an_int_is_a_square_and_other_types_refuse(tmp_path, real_images, ref):
+    """transformers reads size=n as n x n; smg-fast does too, and refuses what it cannot read."""
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    import smg_fast.hf as hf
+
+    im = real_images.open("grace_hopper")
+    want = Gemma3ImageProcessorPil(**{**HUB_FILE, "size": 448})(im, return_tensors="np")
+    ours = hf.Gemma3ImageProcessorPil(**{**HUB_FILE, "size": 448})(im, return_tensors="np")
+    assert np.array_equal(ours["pixel_values"], want["pixel_values"])
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3"}))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({**HUB_FILE, "size": 448}))
+    assert load_processor(tmp_path, backend="pil").config.patch_size == 448
+    with pytest.raises(ValueError, match="size must be"):
+        hf.Gemma3ImageProcessorPil(**{**HUB_FILE, "size": [448, 448]})

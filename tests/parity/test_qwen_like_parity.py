@@ -22,7 +22,7 @@ from transformers.image_utils import load_image
 
 import smg_fast
 from smg_fast.errors import InvalidImageError
-from smg_fast.testing.oracles import HUB_QWEN_LIKE, qwen_like_reference
+from smg_fast.testing.oracles import HUB_QWEN_LIKE, qwen_like_reference, qwen_like_tokens
 
 FAMILIES = tuple(HUB_QWEN_LIKE)
 # Each class's patch rows: PaddleOCR-VL's [N, 3, 14, 14], the others' [N, 3 * P * P].
@@ -52,7 +52,7 @@ def check(out, ref_pv, ref_grid, family: str) -> None:
     assert pv.dtype == np.float32 and pv.shape[1:] == ROW_SHAPES[family]
     assert pv.shape == np.asarray(ref_pv).shape and np.array_equal(pv, ref_pv)
     tokens = np.asarray(out["num_tokens"]).reshape(-1).tolist()
-    assert tokens == [t * h * w // 4 for t, h, w in grid.tolist()]
+    assert tokens == [qwen_like_tokens(family, row) for row in grid.tolist()]
 
 
 def ours(family: str, **overrides):

@@ -64,6 +64,19 @@ class _Sized:
         """Shape of one image's slice of pixel_values."""
         return self._proc._pixel_shape(self.rows[index])
 
+    def check_nbytes(self, limit: int) -> None:
+        """Raises OutputTooLargeError when the output exceeds limit bytes.
+
+        The error names the first image whose output crosses the limit."""
+        if self.nbytes <= limit:
+            return
+        per_row = self.row_elems * self.np_dtype.itemsize
+        total = 0
+        for i, rows in enumerate(self.rows):
+            total += rows * per_row
+            if total > limit:
+                raise OutputTooLargeError(i, self.nbytes, limit)
+
 
 class PlannedBatch(_Sized):
     """Images whose headers were read and whose output is sized; nothing decoded yet.
@@ -77,19 +90,6 @@ class PlannedBatch(_Sized):
         self._headers = headers
         self.decode_seconds = 0.0  # see write_into
         self._size(proc, plans, dtype)
-
-    def check_nbytes(self, limit: int) -> None:
-        """Raises OutputTooLargeError when the output exceeds limit bytes.
-
-        The error names the first image whose output crosses the limit."""
-        if self.nbytes <= limit:
-            return
-        per_row = self.row_elems * self.np_dtype.itemsize
-        total = 0
-        for i, rows in enumerate(self.rows):
-            total += rows * per_row
-            if total > limit:
-                raise OutputTooLargeError(i, self.nbytes, limit)
 
     def decode(self) -> PreparedBatch:
         """Decodes every image (once; the headers are consumed either way)."""

@@ -213,8 +213,27 @@ __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_GLM", "HUB_KIMI", "HUB_QWEN", "glm_kwar
            "hf_qwen", "kimi_kwargs",
            "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
            "qwen_kwargs"]
+
+
+def qwen_like_tokens(family: str, grid: Any) -> int:
+    """The LLM tokens transformers' processor gives one image of a HUB_QWEN_LIKE family.
+
+    HunyuanOCR: HunYuanVLProcessor's own replace_image_token (a newline token per merged row and
+    two wrappers); the others: t * h * w / merge^2, as their processors count."""
+    t, h, w = (int(v) for v in grid)
+    if family != "hunyuan_vl":
+        return t * h * w // 4
+    from transformers.models.hunyuan_vl.processing_hunyuan_vl import HunYuanVLProcessor
+
+    proc = object.__new__(HunYuanVLProcessor)  # no tokenizer: only the counting method is used
+    proc.image_processor = qwen_like_reference("hunyuan_vl", "pil")
+    proc.image_processor.spatial_patch_size = 1  # transformers' class attribute
+    proc.cat_extra_token, proc.image_token = True, "<i>"
+    return len(proc.replace_image_token({"image_grid_thw": [[t, h, w]]}, 0)) // len("<i>")
+
+
 __all__ += ["HUB_QWEN_LIKE", "QWEN_LIKE_CLASSES", "hf_qwen_like", "qwen_like_kwargs",
-            "qwen_like_reference"]
+            "qwen_like_reference", "qwen_like_tokens"]
 
 # google/gemma-3-4b-it (and 12b / 27b) preprocessor_config.json: Gemma3ImageProcessor, size
 # 896x896, resample 2 (BILINEAR), rescale 1/255, mean = std = 0.5, do_pan_and_scan off.

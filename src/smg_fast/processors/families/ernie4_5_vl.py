@@ -12,7 +12,7 @@ from typing import Any
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..hooks import CallRules
 from ..registry import register
-from .qwen import QwenVLProcessor, _call_size, smart_resize
+from .qwen import QwenVLProcessor, _call_size, read_folder, smart_resize
 from .qwen_like import qwen_like_family
 
 # transformers' Ernie4_5_VLMoeImageProcessorPil class attributes, which are also the published
@@ -22,6 +22,16 @@ HF_CLASS_DEFAULTS: dict[str, Any] = {
     "max_pixels": 28 * 28 * 6177, "image_mean": OPENAI_CLIP_MEAN, "image_std": OPENAI_CLIP_STD,
     "rescale_factor": 1 / 255, "resample": 3,
 }
+
+
+
+def _read_folder(pre: dict[str, Any]) -> dict[str, Any]:
+    """Qwen's reading of a preprocessor_config.json, the budget from ``size`` alone.
+
+    transformers' ERNIE classes keep a top-level min_pixels / max_pixels as a plain attribute
+    that changes nothing."""
+    return read_folder({k: v for k, v in pre.items() if k not in ("min_pixels", "max_pixels")})
+
 
 _HF = "transformers.models.ernie4_5_vl_moe.image_processing"
 ERNIE = register(qwen_like_family(
@@ -34,6 +44,6 @@ ERNIE = register(qwen_like_family(
     "Ernie4_5_VLMoeImageProcessor",
     f"{_HF}_pil_ernie4_5_vl_moe:Ernie4_5_VLMoeImageProcessorKwargs",
     calls=CallRules({k: k for k in ("patch_size", "merge_size", "temporal_patch_size")},
-                    _call_size)))
+                    _call_size), read=_read_folder))
 
 __all__: list[str] = []

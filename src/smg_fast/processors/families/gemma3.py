@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import UnsupportedCallError
 from ...imaging.media import ImageInput, Pixels
-from ..batch import PreparedBatch
+from ..batch import ADDRESSABLE, PreparedBatch
 from ..call_inputs import UINT8
 from ..config import HALF, ProcessorConfig
 from ..folders import flag_fields
@@ -74,6 +74,7 @@ class Gemma3Processor(Processor):
             crops.append(len(boxes))
         plans = [proc.plan(px.width, px.height, i) for i, px in enumerate(pixels)]
         batch = PreparedBatch(proc, pixels, plans, whole.dtype)
+        batch.check_nbytes(ADDRESSABLE)  # the crops are views: nothing is allocated before this
         return proc._wrap(batch.compute(), batch.grid, batch.num_tokens, return_tensors,
                           batch.dtype, crops)
 
@@ -118,8 +119,13 @@ def _square(size: dict[str, Any]) -> int:
 def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
     """The fields of a Gemma 3 preprocessor_config.json (size, mean/std, rescale, resample)."""
     out: dict[str, Any] = {}
-    if isinstance(pre.get("size"), dict):
-        out["patch_size"] = _square({k: v for k, v in pre["size"].items() if v is not None})
+    size = pre.get("size")
+    if isinstance(size, dict):
+        out["patch_size"] = _square({k: v for k, v in size.items() if v is not None})
+    elif isinstance(size, int) and not isinstance(size, bool):
+        out["patch_size"] = size  # transformers reads an int size as a square
+    elif size is not None:
+        raise ValueError(f"size must be {{'height': n, 'width': n}} or an int, got {size!r}")
     for key in ("image_mean", "image_std", "rescale_factor", "resample"):
         if pre.get(key) is not None:
             out[key] = pre[key]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...errors import UnsupportedCallError
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..hooks import CallRules
@@ -25,6 +27,13 @@ class HunyuanVLProcessor(QwenVLProcessor):
 
     def _layout(self) -> tuple[int, int]:
         return 1, self.config.temporal_patch_size  # raster order, the temporal copy
+
+    def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
+        """HunYuanVLProcessor's count: a newline token per merged row, and the two wrappers.
+
+        (h / m) * (w / m + 1) + 2 for grid rows [t, h, w] (its cat_extra_token default)."""
+        m = self.config.merge_size
+        return grid[:, 1] // m * (grid[:, 2] // m + 1) + 2
 
 
 def _read_folder(pre: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +78,6 @@ HUNYUAN = register(qwen_like_family(
      "torchvision": f"{_HF}_hunyuan_vl:HunYuanVLImageProcessor"},
     "HunYuanVLImageProcessor", f"{_HF}_pil_hunyuan_vl:HunYuanVLImageProcessorKwargs",
     calls=CallRules(CALLS.fields, CALLS.size, _check_call), read=_read_folder, check=_validate,
-    as_grid=True))
+    as_grid=True, extra_attributes={"spatial_patch_size": 1}))
 
 __all__ = ["HunyuanVLProcessor"]
