@@ -13,11 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-from support.engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
+from support.engine_common import (
+    assert_same_requests,
+    engine_python_or_fail,
+    jpeg,
+    photo_1080p,
+    run_on_and_off,
+)
 from test_engine_sglang import _start
 
-from smg_fast.testing.engine_env import make_overlay
 from smg_fast.testing.model_folders import make_gemma3_folder
 
 
@@ -30,14 +34,16 @@ def sglang_python() -> Path:
 def gemma3_sglang_runs(sglang_python, real_images, tmp_path_factory):
     """A 1920x1080 JPEG and a PIL RGB image processed by two SGLang processes: on, off."""
     base = tmp_path_factory.mktemp("sglang-gemma3-runs")
-    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
-    requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut"))]}]
+    requests = [{"images": [("jpeg", jpeg(photo_1080p(real_images))),
+                            ("pil", real_images.rgb("astronaut"))]}]
     folder = make_gemma3_folder(base / "gemma-3-4b-it")
     runs = [{"requests": requests}]
-    overlay = make_overlay(base / "overlay")
-    on = _start(sglang_python, base / "on", folder, runs, overlay, "1")
-    off = _start(sglang_python, base / "off", folder, runs, overlay, "0")
-    return finish(on, base / "on", "SGLang"), finish(off, base / "off", "SGLang"), folder
+
+    def start(work, plugin, overlay):
+        return _start(sglang_python, work, folder, runs, overlay, plugin)
+
+    on, off = run_on_and_off(start, base, "SGLang")
+    return on, off, folder
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(gemma3_sglang_runs):

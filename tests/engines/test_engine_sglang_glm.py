@@ -11,11 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PIL import Image
-from support.engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
+from support.engine_common import (
+    assert_same_requests,
+    engine_python_or_fail,
+    jpeg,
+    photo_1080p,
+    run_on_and_off,
+)
 from test_engine_sglang import _start
 
-from smg_fast.testing.engine_env import make_overlay
 from smg_fast.testing.model_folders import make_glm_folder
 
 # family -> (folder name, the smg_fast.hf class SGLang must build with the plug-in on)
@@ -32,14 +36,15 @@ def sglang_python() -> Path:
 def glm_sglang_runs(sglang_python, real_images, tmp_path_factory):
     """A 1920x1080 JPEG and a PIL RGB image, each GLM folder, by two SGLang processes: on, off."""
     base = tmp_path_factory.mktemp("sglang-glm-runs")
-    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
-    requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut"))]}]
+    requests = [{"images": [("jpeg", jpeg(photo_1080p(real_images))),
+                            ("pil", real_images.rgb("astronaut"))]}]
     folders = [make_glm_folder(base / name, family) for family, (name, _) in MODELS.items()]
     runs = [{"folder": str(f), "requests": requests} for f in folders]
-    overlay = make_overlay(base / "overlay")
-    on = _start(sglang_python, base / "on", folders[0], runs, overlay, "1")
-    off = _start(sglang_python, base / "off", folders[0], runs, overlay, "0")
-    return finish(on, base / "on", "SGLang"), finish(off, base / "off", "SGLang")
+
+    def start(work, plugin, overlay):
+        return _start(sglang_python, work, folders[0], runs, overlay, plugin)
+
+    return run_on_and_off(start, base, "SGLang")
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(glm_sglang_runs):

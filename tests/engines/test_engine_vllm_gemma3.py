@@ -15,11 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-from support.engine_common import assert_same_requests, engine_python_or_fail, finish, jpeg
+from support.engine_common import (
+    assert_same_requests,
+    engine_python_or_fail,
+    jpeg,
+    photo_1080p,
+    run_on_and_off,
+)
 from test_engine_vllm import _start
 
-from smg_fast.testing.engine_env import make_overlay
 from smg_fast.testing.model_folders import make_gemma3_folder
 
 FIELDS = ("pixel_values", "num_patches")
@@ -46,15 +50,15 @@ def gemma3_runs(vllm_python, gemma3_folder, real_images, tmp_path_factory):
 
     Twice (as the folder says, and with do_pan_and_scan=True in mm_processor_kwargs) in each of
     ENGINES."""
-    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
-    images = [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut"))]
+    images = [("jpeg", jpeg(photo_1080p(real_images))), ("pil", real_images.rgb("astronaut"))]
     requests = [{"images": images},
                 {"images": images, "mm_processor_kwargs": {"do_pan_and_scan": True}}]
     base = tmp_path_factory.mktemp("vllm-gemma3-runs")
-    overlay = make_overlay(base / "overlay")
-    on = _start(vllm_python, base / "on", gemma3_folder, requests, overlay, "1", runs=ENGINES)
-    off = _start(vllm_python, base / "off", gemma3_folder, requests, overlay, "0", runs=ENGINES)
-    return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
+
+    def start(work, plugin, overlay):
+        return _start(vllm_python, work, gemma3_folder, requests, overlay, plugin, runs=ENGINES)
+
+    return run_on_and_off(start, base, "vLLM")
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(gemma3_runs, gemma3_folder):

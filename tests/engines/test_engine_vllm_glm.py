@@ -14,11 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-from support.engine_common import engine_python_or_fail, finish, jpeg
+from support.engine_common import engine_python_or_fail, jpeg, photo_1080p, run_on_and_off
 from test_engine_vllm import ENGINES, _assert_same, _start
-
-from smg_fast.testing.engine_env import make_overlay
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +43,17 @@ def glm_runs(vllm_python, glm_folder, real_images, tmp_path_factory):
 
     A 1920x1080 JPEG with a PIL image at the hub's budget, then two with a smaller ``size`` in
     mm_processor_kwargs; in vLLM's default mode and with CPU normalization."""
-    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
+    photo = photo_1080p(real_images)
     small = {"size": {"shortest_edge": 12544, "longest_edge": 401408}}
     requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut"))]},
                 {"images": [("jpeg", real_images.bytes("rocket")),
                             ("pil", real_images.rgb("coffee"))], "mm_processor_kwargs": small}]
     base = tmp_path_factory.mktemp("vllm-glm-runs")
-    overlay = make_overlay(base / "overlay")
-    on = _start(vllm_python, base / "on", glm_folder, requests, overlay, "1", runs=ENGINES)
-    off = _start(vllm_python, base / "off", glm_folder, requests, overlay, "0", runs=ENGINES)
-    return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
+
+    def start(work, plugin, overlay):
+        return _start(vllm_python, work, glm_folder, requests, overlay, plugin, runs=ENGINES)
+
+    return run_on_and_off(start, base, "vLLM")
 
 
 def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(glm_runs, glm_folder):

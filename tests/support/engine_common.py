@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import pickle
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,20 @@ def assert_same_requests(ours: list[dict[str, Any]], ref: list[dict[str, Any]],
             for i, (a, b) in enumerate(zip(req_ours["fields"][key], arrays, strict=True)):
                 assert a.dtype == b.dtype and a.shape == b.shape, (key, i, a.dtype, b.dtype)
                 assert np.array_equal(a, b), f"{key} of image {i} of request {r} differs"
+
+
+def photo_1080p(real_images: Any) -> Image.Image:
+    """The engine tests' 1920x1080 photo (Hubble, resized with LANCZOS)."""
+    return real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
+
+
+def run_on_and_off(start: Callable[[Path, str, Path], subprocess.Popen[str]], base: Path,
+                   what: str) -> tuple[tuple[dict[str, Any], str], tuple[dict[str, Any], str]]:
+    """Runs start(workdir, plugin, overlay) with the plug-in on ("1") and off ("0") at once.
+
+    One smg-fast overlay (engine_env.make_overlay) under base serves both; returns both results."""
+    from smg_fast.testing.engine_env import make_overlay
+
+    overlay = make_overlay(base / "overlay")
+    on, off = start(base / "on", "1", overlay), start(base / "off", "0", overlay)
+    return finish(on, base / "on", what), finish(off, base / "off", what)
