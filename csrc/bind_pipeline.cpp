@@ -9,6 +9,7 @@
 #include "bind_common.hpp"
 #include "decode/jpeg.hpp"
 #include "decode/jpeg_pipeline.hpp"
+#include "normalize/expand.hpp"
 #include "normalize/lut.hpp"
 #include "pipeline.hpp"
 
@@ -48,9 +49,33 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
                                in.height, resize_w, resize_h, grid_h, grid_w, out, decode_s));
 }
 
+void expand_lut_py(const py::array& codes, const py::array& lut, int64_t run, py::array out) {
+    if (!codes.dtype().equal(py::dtype::of<uint8_t>()) || !(codes.flags() & py::array::c_style))
+        throw py::value_error("expand_lut: codes must be a C-contiguous uint8 array");
+    const auto esize = lut.itemsize();
+    if ((esize != 2 && esize != 4) || lut.size() != 3 * 256 || !(lut.flags() & py::array::c_style))
+        throw py::value_error("expand_lut: lut must be a C-contiguous 3 x 256 array of 2- or 4-byte elements");
+    if (out.itemsize() != esize || !(out.flags() & py::array::c_style) || !out.writeable() ||
+        out.size() != codes.size())
+        throw py::value_error("expand_lut: out must be a writable C-contiguous array like lut, codes.size elements");
+    const int64_t n = codes.size();
+    if (run < 1 || n % (3 * run) != 0)
+        throw py::value_error("expand_lut: run must be positive and codes.size a multiple of 3 * run");
+    const auto* c = static_cast<const uint8_t*>(codes.data());
+    const void* t = lut.data();
+    void* o = out.mutable_data();
+    py::gil_scoped_release release;
+    expand_lut(c, n, run, t, int(esize), o);
+}
+
 }  // namespace
 
 void bind_pipeline(py::module_& m) {
+    m.def("expand_lut", &expand_lut_py, py::arg("codes"), py::arg("lut"), py::arg("run"), py::arg("out"),
+          "Writes out[i] = lut[(i // run) % 3, codes[i]]: the compact format (uint8 codes in the patch layout,\n"
+          "runs of `run` elements per channel) back to the table's values. lut: 3 x 256 of 2- or 4-byte\n"
+          "elements (a Pipeline's lut); out: as many elements as codes, of lut's item size. Releases the GIL;\n"
+          "uses the native thread pool.");
     py::class_<Pipeline>(m, "Pipeline",
                          "Resize + normalize + patchify for one processor and output dtype.\n\n"
                          "Everything fixed per processor is validated once here, including the 3 x 256\n"

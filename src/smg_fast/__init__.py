@@ -16,7 +16,8 @@ except ImportError as _exc:  # name the cause: engines log this when loading the
     raise ImportError(f"smg-fast's native module smg_fast._native does not load ({_exc}): "
                       "reinstall smg-fast for this Python and platform") from _exc
 from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
-from .errors import InvalidImageError, OutputTooLargeError
+from .compact import CompactTensor, expand
+from .errors import CompactFormatError, InvalidImageError, OutputTooLargeError
 from .processors import FAMILIES, Processor, ProcessorOutput, load_processor
 from .processors.config import ProcessorConfig
 from .processors.families import KimiK25Processor, QwenVLProcessor
@@ -59,6 +60,8 @@ def release_scratch() -> None:
 
 __all__ = [
     "FAMILIES",
+    "CompactFormatError",
+    "CompactTensor",
     "InvalidImageError",
     "KimiK25Processor",
     "OutputTooLargeError",
@@ -67,6 +70,7 @@ __all__ = [
     "ProcessorOutput",
     "QwenVLProcessor",
     "cpu_features",
+    "expand",
     "get_num_threads",
     "kernel_info",
     "load_processor",

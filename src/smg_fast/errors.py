@@ -21,6 +21,13 @@ class UnsupportedCallError(ValueError, TypeError):
     calls to that class."""
 
 
+class CompactFormatError(UnsupportedCallError):
+    """An output the compact format (``encoding="uint8+lut"``) cannot carry exactly.
+
+    Its values are not one 256-entry table per channel applied to the resized uint8 pixels (a
+    family or call whose output is not such a function); the float dtypes still serve it."""
+
+
 class OutputTooLargeError(InvalidImageError):
     """The output would exceed a caller's byte limit.
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import _native
 from .._dtypes import DTYPES, parse_dtype, to_torch
-from ..errors import UnsupportedCallError
+from ..compact import TABLE_DTYPES, CompactTensor, lut_array, parse_encoding
+from ..errors import CompactFormatError, UnsupportedCallError
 from ..imaging.media import ImageHeader, ImageInput, open_image
 from ..resample import native_filter, native_pass_order
 from . import torchvision as tv
@@ -49,6 +50,11 @@ class Processor(ABC):
     load_like_transformers: bool = True
     per_request_pixels: bool = False  # a server request may narrow min_pixels / max_pixels
     backend_reason: str = ""  # why load_processor chose the backend (repr shows it)
+    # Whether the float output is table[channel][u] of the uint8 output at the same position:
+    # true of every output the native Pipeline writes (its kernels are checked against the table,
+    # padding reads as pixel 0), so the compact format (encoding="uint8+lut") carries it exactly.
+    # A family whose floats are computed otherwise sets False and keeps the float formats only.
+    compact_exact: bool = True
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -138,13 +144,18 @@ class Processor(ABC):
         ``merge_size``, ``temporal_patch_size``, ``do_convert_rgb``, ``input_data_format``, ...);
         one smg-fast cannot honour raises an error naming it. An array whose first and last axes
         could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
-        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise."""
+        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise.
+        ``encoding="uint8+lut"``: ``pixel_values`` is a :class:`~smg_fast.compact.CompactTensor`
+        (the resized uint8 patches and the dtype's 3 x 256 table), which ``smg_fast.expand``
+        turns into exactly the dtype's output; CompactFormatError where that is not exact."""
+        table_dtype, dtype = self._compact_dtype(options, dtype)
         return_tensors, opts, items = self._read_call(images, return_tensors, channels_first_wins,
                                                       options)
-        parts, grids, tokens = [], [], []
+        parts, grids, tokens, procs = [], [], [], []
         start = 0
         while start < len(items):  # runs of images with the same effective config
             proc = self._variant(opts, items[start].scale)
+            procs.append(proc)
             stop = start + 1
             while stop < len(items) and items[stop].scale == items[start].scale:
                 stop += 1
@@ -157,8 +168,44 @@ class Processor(ABC):
             dtype_name = batch.dtype
             start = stop
         pixel_values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if table_dtype:
+            pixel_values = self._compact(procs, pixel_values, table_dtype, return_tensors)
         return self._wrap(pixel_values, np.concatenate(grids), np.concatenate(tokens),
                           return_tensors, dtype_name)
+
+    def channel_run(self) -> int:
+        """Elements per channel run in pixel_values: temporal copies x patch area."""
+        return self._layout()[1] * self.config.patch_size ** 2
+
+    def _compact_dtype(self, options: dict[str, Any], dtype: Any) -> tuple[str, Any]:
+        """(table dtype, dtype to compute) for a call's ``encoding`` option (removed).
+
+        ("", dtype) without it; with it the output is computed as uint8."""
+        if not parse_encoding(options.pop("encoding", None)):
+            return "", dtype
+        name = parse_dtype(dtype)
+        if name not in TABLE_DTYPES:
+            raise ValueError(f"encoding='uint8+lut' carries {', '.join(TABLE_DTYPES)}, "
+                             f"not {name}")
+        if not self.compact_exact:
+            raise CompactFormatError(f"{type(self).__name__}'s output is not a per-channel table "
+                                     "of its uint8 pixels: request a float dtype without encoding")
+        return name, "uint8"
+
+    def _compact(self, procs: list[Processor], codes: np.ndarray, table_dtype: str,
+                 return_tensors: str | None) -> CompactTensor:
+        """The uint8 output with the table of table_dtype the processors in procs share."""
+        luts = [p.pipeline(table_dtype).lut for p in procs]
+        if any(not np.array_equal(luts[0], t) for t in luts[1:]):
+            raise CompactFormatError("the call's images normalize with different tables (float "
+                                     "images in [0, 1] next to pixel levels): send them in "
+                                     "separate calls")
+        lut = lut_array(luts[0], table_dtype)
+        run = procs[0].channel_run()
+        if return_tensors == "pt":
+            return CompactTensor(to_torch(codes, "uint8"), to_torch(np.array(lut), table_dtype),
+                                 table_dtype, run)
+        return CompactTensor(codes, lut, table_dtype, run)
 
     def _read_call(self, images: Any, return_tensors: Any, channels_first_wins: bool,
                    options: dict[str, Any]) -> tuple[str | None, CallOptions, list[CallImage]]:
@@ -244,7 +291,9 @@ class Processor(ABC):
         if return_tensors == "pt":
             import torch
 
-            return ProcessorOutput(pixel_values=to_torch(pixel_values, dtype_name),
+            if not isinstance(pixel_values, CompactTensor):
+                pixel_values = to_torch(pixel_values, dtype_name)
+            return ProcessorOutput(pixel_values=pixel_values,
                                    image_grid_thw=torch.from_numpy(grid),
                                    num_tokens=torch.from_numpy(tokens))
         return ProcessorOutput(pixel_values=pixel_values, image_grid_thw=grid, num_tokens=tokens)

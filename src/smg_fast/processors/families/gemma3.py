@@ -60,6 +60,7 @@ class Gemma3Processor(Processor):
         if pas is None:
             return super().__call__(images, return_tensors, dtype,
                                     channels_first_wins=channels_first_wins, **options)
+        table_dtype, dtype = self._compact_dtype(options, dtype)
         return_tensors, opts, items = self._read_call(images, return_tensors,
                                                       channels_first_wins, options)
         if any(it.scale != UINT8 for it in items):
@@ -75,7 +76,10 @@ class Gemma3Processor(Processor):
         plans = [proc.plan(px.width, px.height, i) for i, px in enumerate(pixels)]
         batch = PreparedBatch(proc, pixels, plans, whole.dtype)
         batch.check_nbytes(ADDRESSABLE)  # the crops are views: nothing is allocated before this
-        return proc._wrap(batch.compute(), batch.grid, batch.num_tokens, return_tensors,
+        pixel_values = batch.compute()
+        if table_dtype:
+            pixel_values = proc._compact([proc], pixel_values, table_dtype, return_tensors)
+        return proc._wrap(pixel_values, batch.grid, batch.num_tokens, return_tensors,
                           batch.dtype, crops)
 
     def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
