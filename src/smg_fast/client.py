@@ -33,6 +33,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ._proto import preprocessor_pb2 as pb
 from ._proto import preprocessor_pb2_grpc as pb_grpc
 from ._service.channel import message_size_options
+from .compact import CompactTensor, expand
 from .transport.tensors import read_tensor, shm_namespace
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -40,7 +41,7 @@ DEFAULT_TARGET = "127.0.0.1:50051"
 
 @dataclass
 class PreprocessedImage:
-    pixel_values: Any  # np.ndarray, or a torch tensor with as_torch
+    pixel_values: Any  # np.ndarray, or a torch tensor with as_torch (a CompactTensor: compact)
     grid_thw: tuple[int, int, int]
     num_tokens: int
     content_hash: bytes
@@ -62,11 +63,10 @@ class PreprocessResult:
         parts = [i.pixel_values for i in self.items]
         if len(parts) == 1:
             return parts[0]
-        if not isinstance(parts[0], np.ndarray):
-            import torch
-
-            return torch.cat(parts)
-        return np.concatenate(parts)
+        if isinstance(parts[0], CompactTensor):  # one request: one table for every item
+            first = parts[0]
+            return CompactTensor(_cat([p.codes for p in parts]), first.lut, first.dtype, first.run)
+        return _cat(parts)
 
     @property
     def image_grid_thw(self) -> np.ndarray:
@@ -75,6 +75,15 @@ class PreprocessResult:
     @property
     def num_tokens(self) -> np.ndarray:
         return np.array([i.num_tokens for i in self.items], dtype=np.int64)
+
+
+def _cat(parts: list[Any]) -> Any:
+    """NumPy arrays or torch tensors concatenated along the first axis."""
+    if not isinstance(parts[0], np.ndarray):
+        import torch
+
+        return torch.cat(parts)
+    return np.concatenate(parts)
 
 
 def _media_item(image: Any) -> Any:
@@ -94,12 +103,13 @@ def _media_item(image: Any) -> Any:
 def build_request(images: Any, *, model: str | None = None, dtype: str = "float32",
                   transport: str = "auto", min_pixels: int | None = None,
                   max_pixels: int | None = None, request_id: str | None = None,
-                  namespace: str | None = None) -> Any:
+                  namespace: str | None = None, encoding: str = "") -> Any:
+    """The PreprocessRequest for images; ``encoding="uint8+lut"`` asks for the compact format."""
     items = list(images) if isinstance(images, (list, tuple)) else [images]
     req = pb.PreprocessRequest(
         request_id=request_id or uuid.uuid4().hex, model=model or "", dtype=dtype,
         transport=transport, shm_namespace=namespace if namespace is not None else "",
-        items=[_media_item(i) for i in items])
+        items=[_media_item(i) for i in items], encoding=encoding)
     if min_pixels is not None:
         req.min_pixels = int(min_pixels)
     if max_pixels is not None:
@@ -108,16 +118,17 @@ def build_request(images: Any, *, model: str | None = None, dtype: str = "float3
 
 
 def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
-                  puller: Any = None) -> PreprocessResult:
+                  puller: Any = None, expand: bool = False) -> PreprocessResult:
     """Reads a response into a result, every item materialized.
 
     Maps and unlinks shm segments, and pulls rdma handles with ``puller`` (default
-    :func:`smg_fast.transport.rdma.default_puller`)."""
+    :func:`smg_fast.transport.rdma.default_puller`). Compact ("uint8+lut") items come back as
+    CompactTensor, or with ``expand`` as the tensors they encode."""
     items = []
     for it in resp.items:
         items.append(PreprocessedImage(
             pixel_values=read_tensor(it.pixel_values, as_torch=as_torch, unlink=unlink,
-                                     puller=puller),
+                                     puller=puller, expand=expand),
             grid_thw=tuple(int(v) for v in it.grid_thw), num_tokens=int(it.num_tokens),
             content_hash=bytes(it.content_hash), cache_hit=bool(it.cache_hit),
             transport=it.transport or it.pixel_values.WhichOneof("payload") or ""))
@@ -161,11 +172,12 @@ class _ClientBase:
 
     def _request(self, images: Any, model: str | None, dtype: str, transport: str,
                  min_pixels: int | None, max_pixels: int | None,
-                 request_id: str | None) -> pb.PreprocessRequest:
+                 request_id: str | None, encoding: str = "") -> pb.PreprocessRequest:
         """The PreprocessRequest both clients send (with this host's shm namespace)."""
         return build_request(images, model=model, dtype=dtype, transport=transport,
                              min_pixels=min_pixels, max_pixels=max_pixels,
-                             request_id=request_id, namespace=self.namespace)
+                             request_id=request_id, namespace=self.namespace,
+                             encoding=encoding)
 
 
 class Client(_ClientBase):
@@ -176,12 +188,17 @@ class Client(_ClientBase):
     def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
                    transport: str = "auto", *, min_pixels: int | None = None,
                    max_pixels: int | None = None, request_id: str | None = None,
-                   as_torch: bool = False, timeout: float | None = None) -> PreprocessResult:
-        """Raises grpc.RpcError with the server's status code and message on failure."""
-        req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id)
+                   as_torch: bool = False, timeout: float | None = None,
+                   encoding: str = "", expand: bool = False) -> PreprocessResult:
+        """Raises grpc.RpcError with the server's status code and message on failure.
+
+        ``encoding="uint8+lut"``: the compact exact format on the wire; each item's pixel_values
+        is then a CompactTensor (``smg_fast.expand`` it), or with ``expand`` the dtype's tensor."""
+        req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id,
+                            encoding)
         t0 = time.perf_counter()
         resp = self._stub.Preprocess(req, timeout=timeout or self.timeout)
-        out = read_response(resp, as_torch=as_torch, puller=self.puller)
+        out = read_response(resp, as_torch=as_torch, puller=self.puller, expand=expand)
         out.latency_s = time.perf_counter() - t0
         return out
 
@@ -214,16 +231,18 @@ class AsyncClient(_ClientBase):
     async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
                          transport: str = "auto", *, min_pixels: int | None = None,
                          max_pixels: int | None = None, request_id: str | None = None,
-                         as_torch: bool = False,
-                         timeout: float | None = None) -> PreprocessResult:
-        req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id)
+                         as_torch: bool = False, timeout: float | None = None,
+                         encoding: str = "", expand: bool = False) -> PreprocessResult:
+        """Client.preprocess, awaited."""
+        req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id,
+                            encoding)
         t0 = time.perf_counter()
         resp = await self._stub.Preprocess(req, timeout=timeout or self.timeout)
         if any(it.pixel_values.WhichOneof("payload") == "remote" for it in resp.items):
             out = await asyncio.to_thread(read_response, resp, as_torch=as_torch,
-                                          puller=self.puller)  # READs stay off the loop
+                                          puller=self.puller, expand=expand)  # READs off the loop
         else:
-            out = read_response(resp, as_torch=as_torch)
+            out = read_response(resp, as_torch=as_torch, expand=expand)
         out.latency_s = time.perf_counter() - t0
         return out
 
@@ -297,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="server host:port [env SMG_FAST_TARGET] (default %(default)s)")
     ap.add_argument("--model", default=None, help="model name (default: the server's)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--encoding", default="", choices=["", "uint8+lut"],
+                    help="'uint8+lut': the compact exact format (uint8 patches + the dtype's "
+                         "table, expanded here); '' = plain dtype (default)")
     ap.add_argument("--transport", default="auto",
                     choices=["", "inline", "shm", "auto", "rdma"],
                     help="'' = the server's default (default %(default)s)")
@@ -341,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for _ in range(max(1, args.repeat)):
                 try:
                     out = client.preprocess(image, model=args.model, dtype=args.dtype,
-                                            transport=args.transport)
+                                            transport=args.transport, encoding=args.encoding)
                 except grpc.RpcError as exc:
                     print(f"{label}: {exc.code().name}: {exc.details()}", file=sys.stderr)
                     status = 1
@@ -352,7 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     break
                 it = out.items[0]
                 px = it.pixel_values
-                line = (f"{label}: pixel_values {tuple(px.shape)} {args.dtype} grid_thw "
+                fmt = args.dtype
+                if isinstance(px, CompactTensor):  # verified as the tensor it stands for
+                    fmt = f"{args.dtype} as uint8+lut ({px.nbytes} bytes)"
+                    px = expand(px)
+                line = (f"{label}: pixel_values {tuple(px.shape)} {fmt} grid_thw "
                         f"{list(it.grid_thw)} tokens {it.num_tokens} cache_hit "
                         f"{str(it.cache_hit).lower()} transport {it.transport} "
                         f"{out.latency_s * 1e3:.2f} ms (server {out.timings['total_us'] / 1e3:.2f}"

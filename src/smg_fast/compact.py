@@ -136,15 +136,24 @@ def _expand_torch(compact: CompactTensor, out: Any) -> Any:
         _native.expand_lut(codes.contiguous().numpy(), lut.contiguous().view(bits).numpy(),
                            compact.run, dst.view(bits).numpy().view(np_dtype))
         return dst.reshape(codes.shape)
-    # a device: one gather of the flat table by code + channel offset
-    table = lut.to(codes.device).reshape(-1)
-    runs = codes.contiguous().view(-1, 3, compact.run).to(torch.int32)
-    runs += torch.arange(0, 768, 256, dtype=torch.int32, device=codes.device).view(1, 3, 1)
-    flat = torch.index_select(table, 0, runs.view(-1))
+    flat = gather(codes, lut, compact.run)
     if out is None:
         return flat.view(codes.shape)
     out.view(-1).copy_(flat)
     return out.view(codes.shape)
 
 
-__all__ = ["ENCODING", "CompactTensor", "expand", "lut_array", "parse_encoding"]
+def gather(codes: Any, lut: Any, run: int) -> Any:
+    """The device form of the expansion: one gather of the flat table, on the codes' device.
+
+    Index ``256 * channel + code`` into the 768 values; returns a flat tensor. What expand runs
+    for CUDA (and any non-CPU) tensors; it computes the same on CPU tensors."""
+    import torch
+
+    table = lut.to(codes.device).reshape(-1)
+    index = codes.contiguous().view(-1, 3, run).to(torch.int32)
+    index += torch.arange(0, 768, 256, dtype=torch.int32, device=codes.device).view(1, 3, 1)
+    return torch.index_select(table, 0, index.view(-1))
+
+
+__all__ = ["ENCODING", "CompactTensor", "expand", "gather", "lut_array", "parse_encoding"]

@@ -54,14 +54,17 @@ def test_stubs_match_the_spec():
     def numbers(msg):
         return {f.name: f.number for f in msg.DESCRIPTOR.fields}
 
-    assert numbers(tp.TensorData) == {"shape": 1, "dtype": 2, "inline": 3, "shm": 4, "remote": 5}
+    assert numbers(tp.TensorData) == {"shape": 1, "dtype": 2, "inline": 3, "shm": 4, "remote": 5,
+                                      "encoding": 6, "lut": 7}
+    assert numbers(tp.LutTable) == {"dtype": 1, "table": 2, "run": 3}
     assert numbers(tp.ShmHandle) == {"name": 1, "offset": 2, "nbytes": 3, "owner_id": 4}
     assert numbers(tp.RemoteTensorHandle) == {"transport": 1, "descriptor": 2, "nbytes": 3}
     assert numbers(pb.MediaItem) == {"data": 1, "url": 2}
     req = numbers(pb.PreprocessRequest)
     assert {k: req[k] for k in ("request_id", "model", "items", "dtype", "transport",
-                                "shm_namespace")} == {
-        "request_id": 1, "model": 2, "items": 3, "dtype": 4, "transport": 5, "shm_namespace": 6}
+                                "shm_namespace", "encoding")} == {
+        "request_id": 1, "model": 2, "items": 3, "dtype": 4, "transport": 5, "shm_namespace": 6,
+        "encoding": 9}
     item = numbers(pb.ProcessedItem)
     assert {k: item[k] for k in ("pixel_values", "grid_thw", "num_tokens", "content_hash",
                                  "cache_hit")} == {

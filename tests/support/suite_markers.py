@@ -30,7 +30,7 @@ MARKERS = ("slow", "spawns", "oracle", "nixl")
 SPAWNING_FIXTURES = {"fleet", "fresh_fleet", "peers", "rdma_server", "routed", "mixed",
                      "server_process", "service_processes"}
 ORACLE_FIXTURES = {"tv_reference", "oracle", "class_results", "engine_results", "hf_torchvision",
-                   "tv_refs", "vllm_python", "sglang_python"}
+                   "tv_refs", "vllm_python", "sglang_python", "compact_torch_results"}
 # Words in a test's own source that start them.
 SPAWNING_WORDS = ("ServerProcess(", "RouterProcess(", "start_servers(", "PeerProcess(",
                   '"smg_fast.server"', '"smg_fast.router"', "rdma_peer", "start_routed(",

@@ -16,7 +16,7 @@ class MediaItem(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., url: _Optional[str] = ...) -> None: ...
 
 class PreprocessRequest(_message.Message):
-    __slots__ = ("request_id", "model", "items", "dtype", "transport", "shm_namespace", "min_pixels", "max_pixels")
+    __slots__ = ("request_id", "model", "items", "dtype", "transport", "shm_namespace", "min_pixels", "max_pixels", "encoding")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class PreprocessRequest(_message.Message):
     SHM_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     MIN_PIXELS_FIELD_NUMBER: _ClassVar[int]
     MAX_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     model: str
     items: _containers.RepeatedCompositeFieldContainer[MediaItem]
@@ -33,7 +34,8 @@ class PreprocessRequest(_message.Message):
     shm_namespace: str
     min_pixels: int
     max_pixels: int
-    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., items: _Optional[_Iterable[_Union[MediaItem, _Mapping]]] = ..., dtype: _Optional[str] = ..., transport: _Optional[str] = ..., shm_namespace: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ...) -> None: ...
+    encoding: str
+    def __init__(self, request_id: _Optional[str] = ..., model: _Optional[str] = ..., items: _Optional[_Iterable[_Union[MediaItem, _Mapping]]] = ..., dtype: _Optional[str] = ..., transport: _Optional[str] = ..., shm_namespace: _Optional[str] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., encoding: _Optional[str] = ...) -> None: ...
 
 class ProcessedItem(_message.Message):
     __slots__ = ("pixel_values", "grid_thw", "num_tokens", "content_hash", "cache_hit", "transport")

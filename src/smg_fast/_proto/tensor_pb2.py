@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18smg_fast/v1/tensor.proto\x12\x0bsmg_fast.v1\"\xa1\x01\n\nTensorData\x12\r\n\x05shape\x18\x01 \x03(\r\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\x10\n\x06inline\x18\x03 \x01(\x0cH\x00\x12%\n\x03shm\x18\x04 \x01(\x0b\x32\x16.smg_fast.v1.ShmHandleH\x00\x12\x31\n\x06remote\x18\x05 \x01(\x0b\x32\x1f.smg_fast.v1.RemoteTensorHandleH\x00\x42\t\n\x07payload\"K\n\tShmHandle\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0e\n\x06nbytes\x18\x03 \x01(\x04\x12\x10\n\x08owner_id\x18\x04 \x01(\t\"K\n\x12RemoteTensorHandle\x12\x11\n\ttransport\x18\x01 \x01(\t\x12\x12\n\ndescriptor\x18\x02 \x01(\x0c\x12\x0e\n\x06nbytes\x18\x03 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18smg_fast/v1/tensor.proto\x12\x0bsmg_fast.v1\"\xd7\x01\n\nTensorData\x12\r\n\x05shape\x18\x01 \x03(\r\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\x10\n\x06inline\x18\x03 \x01(\x0cH\x00\x12%\n\x03shm\x18\x04 \x01(\x0b\x32\x16.smg_fast.v1.ShmHandleH\x00\x12\x31\n\x06remote\x18\x05 \x01(\x0b\x32\x1f.smg_fast.v1.RemoteTensorHandleH\x00\x12\x10\n\x08\x65ncoding\x18\x06 \x01(\t\x12\"\n\x03lut\x18\x07 \x01(\x0b\x32\x15.smg_fast.v1.LutTableB\t\n\x07payload\"5\n\x08LutTable\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\x0c\x12\x0b\n\x03run\x18\x03 \x01(\r\"K\n\tShmHandle\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06offset\x18\x02 \x01(\x04\x12\x0e\n\x06nbytes\x18\x03 \x01(\x04\x12\x10\n\x08owner_id\x18\x04 \x01(\t\"K\n\x12RemoteTensorHandle\x12\x11\n\ttransport\x18\x01 \x01(\t\x12\x12\n\ndescriptor\x18\x02 \x01(\x0c\x12\x0e\n\x06nbytes\x18\x03 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'smg_fast.v1.tensor_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TENSORDATA']._serialized_start=42
-  _globals['_TENSORDATA']._serialized_end=203
-  _globals['_SHMHANDLE']._serialized_start=205
-  _globals['_SHMHANDLE']._serialized_end=280
-  _globals['_REMOTETENSORHANDLE']._serialized_start=282
-  _globals['_REMOTETENSORHANDLE']._serialized_end=357
+  _globals['_TENSORDATA']._serialized_end=257
+  _globals['_LUTTABLE']._serialized_start=259
+  _globals['_LUTTABLE']._serialized_end=312
+  _globals['_SHMHANDLE']._serialized_start=314
+  _globals['_SHMHANDLE']._serialized_end=389
+  _globals['_REMOTETENSORHANDLE']._serialized_start=391
+  _globals['_REMOTETENSORHANDLE']._serialized_end=466
 # @@protoc_insertion_point(module_scope)

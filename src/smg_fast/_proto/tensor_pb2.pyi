@@ -7,18 +7,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TensorData(_message.Message):
-    __slots__ = ("shape", "dtype", "inline", "shm", "remote")
+    __slots__ = ("shape", "dtype", "inline", "shm", "remote", "encoding", "lut")
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     INLINE_FIELD_NUMBER: _ClassVar[int]
     SHM_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    LUT_FIELD_NUMBER: _ClassVar[int]
     shape: _containers.RepeatedScalarFieldContainer[int]
     dtype: str
     inline: bytes
     shm: ShmHandle
     remote: RemoteTensorHandle
-    def __init__(self, shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., inline: _Optional[bytes] = ..., shm: _Optional[_Union[ShmHandle, _Mapping]] = ..., remote: _Optional[_Union[RemoteTensorHandle, _Mapping]] = ...) -> None: ...
+    encoding: str
+    lut: LutTable
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., inline: _Optional[bytes] = ..., shm: _Optional[_Union[ShmHandle, _Mapping]] = ..., remote: _Optional[_Union[RemoteTensorHandle, _Mapping]] = ..., encoding: _Optional[str] = ..., lut: _Optional[_Union[LutTable, _Mapping]] = ...) -> None: ...
+
+class LutTable(_message.Message):
+    __slots__ = ("dtype", "table", "run")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    dtype: str
+    table: bytes
+    run: int
+    def __init__(self, dtype: _Optional[str] = ..., table: _Optional[bytes] = ..., run: _Optional[int] = ...) -> None: ...
 
 class ShmHandle(_message.Message):
     __slots__ = ("name", "offset", "nbytes", "owner_id")

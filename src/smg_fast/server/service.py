@@ -26,12 +26,13 @@ from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
 from .._service.wire import MAX_ITEMS, too_many_items
 from .._version import __version__
-from ..errors import InvalidImageError
+from ..errors import CompactFormatError, InvalidImageError
 from ..processors import Processor
 from ..transport.shm import ShmRegistry
 from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
 from .delivery import OVERHEAD, Delivery, Outcome, Timer
+from .encoding import select
 from .inputs import resolve_item
 from .metrics import Metrics
 from .models import ModelSet
@@ -43,7 +44,7 @@ from .ticket import Ticket
 log = logging.getLogger("smg_fast.server")
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
-# Output dtypes a request may ask for (the library also writes uint8: not on the wire yet).
+# Output dtypes a request may ask for (uint8 travels as the codes of encoding "uint8+lut").
 WIRE_DTYPES = ("float32", "bfloat16", "float16")
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
@@ -189,6 +190,13 @@ class PreprocessService:
         min_px = req.min_pixels if req.HasField("min_pixels") and req.min_pixels else None
         max_px = req.max_pixels if req.HasField("max_pixels") and req.max_pixels else None
         proc, fingerprint = self.models.variant(model, min_px, max_px)
+        try:  # the compact format computes, caches and delivers the uint8 codes
+            dtype, compact = select(req.encoding, dtype, proc)
+        except CompactFormatError as exc:
+            raise RequestError(_INVALID, str(exc)) from None
+        except ValueError:
+            raise RequestError(_INVALID, f"unknown encoding {req.encoding!r}: use "
+                                         "'uint8+lut' or '' for the plain dtype") from None
         if not req.items:
             raise RequestError(_INVALID, "request has no items")
         if len(req.items) > MAX_ITEMS:
@@ -233,6 +241,8 @@ class PreprocessService:
                                                           inline_budget, outcome, pre)
                 except InvalidImageError as exc:  # decoded while it was written
                     raise self._invalid(it, exc) from None
+                if compact is not None:
+                    compact.stamp(out.pixel_values)
                 tensor = it.data = None  # done with this item's buffers
             resp.timings.queue_us = _us(start - received)
             resp.timings.decode_us = _us(timer.decode)

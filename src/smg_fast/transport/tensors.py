@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import TENSOR_DTYPES, tensor_dtype  # noqa: F401  (public via this module)
+from .encoding import decoded, read_encoding
 from .errors import TensorError, UntrustedSegmentError
 from .shm import (
     SHM_DIR,
@@ -89,7 +90,7 @@ def to_tensor_data(array: np.ndarray, dtype: str | None = None, transport: str =
 
 def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True,
                 shm_dir: str = SHM_DIR, puller: Any = None,
-                trusted_uids: Iterable[int] | None = None) -> Any:
+                trusted_uids: Iterable[int] | None = None, expand: bool = False) -> Any:
     """The array a TensorData describes, for any payload kind.
 
     inline: a read-only view of the message bytes (a copy when ``as_torch``). shm: the name must
@@ -106,8 +107,16 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
     :func:`smg_fast.transport.rdma.default_puller`, created on first use) into its landing
     pool. Raises TensorError for a malformed handle, FileNotFoundError for a segment that no
     longer exists and :class:`smg_fast.transport.rdma.RdmaError` subclasses for a remote tensor
-    that cannot be pulled.
+    that cannot be pulled. An encoded TensorData ("uint8+lut", see
+    :mod:`smg_fast.transport.encoding`) comes back as a :class:`smg_fast.CompactTensor` of its
+    codes (NumPy or torch), or with ``expand`` as the tensor it encodes; an unknown encoding or a
+    malformed table raises TensorError before the payload is read.
     """
+    fields = read_encoding(tensor_data)
+    if fields is not None:
+        codes = read_tensor(_plain(tensor_data), as_torch=as_torch, unlink=unlink,
+                            shm_dir=shm_dir, puller=puller, trusted_uids=trusted_uids)
+        return decoded(codes, fields, as_torch, expand)
     dtype_name, np_dtype = tensor_dtype(tensor_data.dtype)
     shape = tuple(int(s) for s in tensor_data.shape)
     count = math.prod(shape)
@@ -137,6 +146,17 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
 
         return to_torch(arr, dtype_name)
     return arr
+
+
+class _plain:
+    """A TensorData seen without its encoding (its payload read as the plain tensor)."""
+
+    def __init__(self, tensor_data: Any) -> None:
+        self._td = tensor_data
+        self.encoding = ""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._td, name)
 
 
 def _check_producer(handle: Any) -> None:
