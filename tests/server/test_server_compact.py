@@ -125,3 +125,25 @@ def test_client_cli_verifies_the_compact_format(server, small_jpegs, tmp_path, c
     out = capsys.readouterr().out
     assert code == 0, out
     assert "bfloat16 as uint8+lut" in out and "identical to in-process" in out
+
+
+def test_async_client_and_several_items(server, small_jpegs, ours):
+    import asyncio
+
+    from smg_fast.client import AsyncClient
+
+    images = [small_jpegs["chelsea"], small_jpegs["coffee"]]
+
+    async def call():
+        async with AsyncClient(server.target, timeout=60) as c:
+            return (await c.preprocess(images, model="glm4v-torchvision", dtype="bfloat16",
+                                       encoding="uint8+lut", transport="shm"),
+                    await c.preprocess(images, model="glm4v-torchvision", dtype="bfloat16",
+                                       encoding="uint8+lut", expand=True))
+
+    compact, expanded = asyncio.run(call())
+    want = ours("glm4v", backend="torchvision")(images, dtype="bfloat16")["pixel_values"]
+    both = compact.pixel_values  # the items' codes concatenated, one table
+    assert isinstance(both, CompactTensor) and both.shape == want.shape
+    assert np.array_equal(expand(both), want)
+    assert np.array_equal(expanded.pixel_values, want)

@@ -30,12 +30,12 @@ MARKERS = ("slow", "spawns", "oracle", "nixl")
 SPAWNING_FIXTURES = {"fleet", "fresh_fleet", "peers", "rdma_server", "routed", "mixed",
                      "server_process", "service_processes"}
 ORACLE_FIXTURES = {"tv_reference", "oracle", "class_results", "engine_results", "hf_torchvision",
-                   "tv_refs", "vllm_python", "sglang_python", "compact_torch_results"}
+                   "tv_refs", "vllm_python", "sglang_python"}
 # Words in a test's own source that start them.
 SPAWNING_WORDS = ("ServerProcess(", "RouterProcess(", "start_servers(", "PeerProcess(",
                   '"smg_fast.server"', '"smg_fast.router"', "rdma_peer", "start_routed(",
                   "latency.main(")
-ORACLE_WORDS = ("run_oracle(", "tv_python(")
+ORACLE_WORDS = ("run_oracle(", "tv_python(", "run_with_smg_fast(")
 # Slow for other reasons (reruns of whole suites, big references): "file::test" prefixes.
 ISA_RERUNS = "test_isa_paths.py::test_parity_suites_under_isa_cap"
 SLOW = (ISA_RERUNS, "test_consumer_qwen2vl_tower.py", "test_cli.py", "test_proto_stubs.py")

@@ -10,6 +10,7 @@ Dependencies point one way (tests/package/test_layout.py keeps it so), bottom fi
 - ``shm_segment``: one segment (create, publish, close); ``shm_pool``: ready-made segments.
 - ``shm``: the registry of owned segments, and the public shm names in one place.
 - ``rdma``: exporter and puller (uses errors and dtypes, never shm or tensors).
+- ``encoding``: TensorData's encodings: the compact "uint8+lut" table read and stamped.
 - ``tensors``: TensorData encode / :func:`~smg_fast.transport.tensors.read_tensor` (shm, and
   rdma lazily for remote payloads, so NIXL is imported only when a remote tensor is read).
 
