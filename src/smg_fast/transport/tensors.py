@@ -114,7 +114,7 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
     """
     fields = read_encoding(tensor_data)
     if fields is not None:
-        codes = read_tensor(_plain(tensor_data), as_torch=as_torch, unlink=unlink,
+        codes = read_tensor(_Plain(tensor_data), as_torch=as_torch, unlink=unlink,
                             shm_dir=shm_dir, puller=puller, trusted_uids=trusted_uids)
         return decoded(codes, fields, as_torch, expand)
     dtype_name, np_dtype = tensor_dtype(tensor_data.dtype)
@@ -148,7 +148,7 @@ def read_tensor(tensor_data: Any, *, as_torch: bool = False, unlink: bool = True
     return arr
 
 
-class _plain:
+class _Plain:
     """A TensorData seen without its encoding (its payload read as the plain tensor)."""
 
     def __init__(self, tensor_data: Any) -> None:
