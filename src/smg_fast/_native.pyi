@@ -143,6 +143,9 @@ class Pipeline:
     @property
     def row_elems(self) -> int: ...
 
+def expand_lut(
+    codes: npt.NDArray[np.uint8], lut: npt.NDArray[Any], run: int, out: npt.NDArray[Any]
+) -> None: ...
 def resize(
     src: npt.NDArray[np.uint8],
     out_w: int,
