@@ -273,3 +273,23 @@ def make_gemma3_folder(folder: str | Path) -> Path:
         {"image_seq_length": GEMMA3_PREPROCESSOR["image_seq_length"],
          "processor_class": "Gemma3Processor"}, indent=1))
     return folder
+
+
+# moonshotai/Kimi-VL-A3B-Instruct's preprocessor_config.json (remote code: its auto_map).
+KIMI_VL_PREPROCESSOR = {
+    "in_token_limit": 4096, "patch_size": 14, "merge_kernel_size": [2, 2], "pad_input": True,
+    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "num_pooled_tokens": 1024,
+    "auto_map": {"AutoImageProcessor": "image_processing_kimi_vl.KimiVLImageProcessor",
+                 "AutoProcessor": "processing_kimi_vl.KimiVLProcessor"}}
+
+
+def make_kimi_vl_folder(folder: str | Path, **preprocessor: Any) -> Path:
+    """Writes a Kimi-VL-A3B-Instruct folder's config.json and preprocessor_config.json.
+
+    preprocessor: keys that replace the hub's."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "kimi_vl"}))
+    (folder / "preprocessor_config.json").write_text(json.dumps({**KIMI_VL_PREPROCESSOR,
+                                                                 **preprocessor}))
+    return folder
