@@ -47,8 +47,11 @@ _ARCHITECTURES = {"qwen2_vl": "Qwen2VLForConditionalGeneration",
 
 def _write_tokenizer(folder: Path, special: tuple[str, ...] = SPECIAL_TOKENS,
                      eos: str = "<|im_end|>", pad: str = "<|endoftext|>",
-                     template: str = CHAT_TEMPLATE) -> dict[str, int]:
-    """Trains a ~400-token byte-level BPE with the special tokens; returns their ids."""
+                     template: str = CHAT_TEMPLATE,
+                     named: dict[str, str] | None = None) -> dict[str, int]:
+    """Trains a ~400-token byte-level BPE with the special tokens; returns their ids.
+
+    named: tokens the tokenizer names (``{"image_token": ...}``, as processors read them)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -60,7 +63,8 @@ def _write_tokenizer(folder: Path, special: tuple[str, ...] = SPECIAL_TOKENS,
     corpus = ["You are a helpful assistant. Describe these images: what is in each picture?"]
     tok.train_from_iterator(corpus * 4, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token=pad,
-                                   chat_template=template)
+                                   chat_template=template,
+                                   **({"extra_special_tokens": named} if named else {}))
     fast.save_pretrained(str(folder))
     return {t: fast.convert_tokens_to_ids(t) for t in special}
 
