@@ -22,6 +22,7 @@ from support.tv_oracle import run_oracle
 from smg_fast import load_processor
 from smg_fast.errors import InvalidImageError, UnsupportedCallError
 from smg_fast.testing.model_folders import KIMI_VL_PREPROCESSOR, make_kimi_vl_folder
+from smg_fast.testing.oracles import HUB_KIMI_VL, kimi_vl_upstream
 
 # the oracle's constructor arguments: the hub's, less what the remote class ignores
 HUB = {k: v for k, v in KIMI_VL_PREPROCESSOR.items() if k not in ("auto_map",
@@ -107,6 +108,14 @@ def test_other_mean_std_exact(name, real_images, oracle):
     proc = load_processor("kimi_vl", image_mean=CLIP["image_mean"], image_std=CLIP["image_std"],
                           in_patch_limit=CLIP["in_token_limit"])
     check(proc, [make_input(real_images, name)], oracle[(name, CLIP["in_token_limit"])])
+
+
+@pytest.mark.parametrize("name", [n for n in INPUTS if not n.startswith("np_")])
+def test_numpy_reference_is_the_upstream(name, real_images, oracle):
+    """smg_fast.testing.oracles.kimi_vl_upstream (the benchmarks' reference) equals the oracle."""
+    assert HUB == {**HUB_KIMI_VL, "pad_input": True}
+    pv = kimi_vl_upstream(make_input(real_images, name))
+    assert np.array_equal(pv, oracle[(name, 4096)]["pixel_values"])
 
 
 @pytest.mark.parametrize("name", ["rocket", "hubble", "logo2"])
