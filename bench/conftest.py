@@ -40,6 +40,7 @@ FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25", "glm4v")
 QWEN_FAMILIES = FAMILIES[:3]
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")  # Qwen-sized, their own classes
 FAMILIES += ("gemma3",)
+FAMILIES += ("kimi_vl",)  # reference: its remote code in NumPy (references.KimiVLUpstream)
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -65,6 +66,8 @@ def make_hf_torchvision(family: str):
 
     if family in QWEN_LIKE_CLASSES:
         return qwen_like_reference(family, "torchvision")
+    if family == "kimi_vl":
+        pytest.skip("transformers has no Kimi-VL class (its remote code is the reference)")
     if family == "kimi_k25":
         from transformers.models.kimi_k25.image_processing_kimi_k25 import (
             Kimi_K25ImageProcessor,

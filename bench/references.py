@@ -10,7 +10,9 @@ Also the benchmark photo. Shared so bench/ suites and bench/gate.py measure exac
   their hub configs (``smg_fast.testing.oracles.qwen_like_reference``).
 - Kimi-K2.5: transformers has no PIL processor for it, so ``kimi_upstream_numpy`` below is the
   NumPy/PIL implementation of the upstream MoonViT preprocessing the tests compare with too
-  (``smg_fast.testing.oracles.kimi_upstream``)."""
+  (``smg_fast.testing.oracles.kimi_upstream``).
+- Kimi-VL: remote code only; ``KimiVLUpstream`` runs ``smg_fast.testing.oracles.kimi_vl_upstream``,
+  which tests/parity/test_kimi_vl_parity.py proves equal to that code's torch steps."""
 
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from smg_fast.testing.oracles import QWEN_LIKE_CLASSES, kimi_upstream, qwen_like_reference
+from smg_fast.testing.oracles import (
+    QWEN_LIKE_CLASSES,
+    kimi_upstream,
+    kimi_vl_upstream,
+    qwen_like_reference,
+)
 
 PHOTO = "astronaut.png"  # scikit-image's sample photo, RGB 512x512
 
@@ -66,8 +73,17 @@ def make_hf_pil_glm(family: str):
                   family)
 
 
+class KimiVLUpstream:
+    """Kimi-VL's remote code in NumPy + Pillow (``oracles.kimi_vl_upstream``), as a processor."""
+
+    def __call__(self, image: Image.Image, return_tensors: str = "np") -> dict[str, np.ndarray]:
+        return {"pixel_values": kimi_vl_upstream(image)}
+
+
 def make_hf_pil(family: str):
     """transformers' PIL/NumPy processor configured like `family`'s hub config."""
+    if family == "kimi_vl":  # remote code only: the tests' NumPy reference of it
+        return KimiVLUpstream()
     if family == "gemma3":
         from transformers.models.gemma3.image_processing_pil_gemma3 import (
             Gemma3ImageProcessorPil,

@@ -25,6 +25,7 @@ from support.oracle_cache import cached_batch
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("tv_oracle_script.py")
 PINS = REPO / ".ci" / "venvs" / "torchvision.txt"
+KIMI_VL_ORACLE = SCRIPT.with_name("kimi_vl_upstream.py")  # the script imports it
 
 KIMI_HUB = kimi_kwargs()  # Kimi-K2.5's media_proc_cfg as Kimi_K25ImageProcessor takes it
 
@@ -67,7 +68,7 @@ def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.n
     """
     python = tv_python()
     # The venv (its pins and where it is) and the script that drives it are part of every key.
-    shared = (python, PINS.read_bytes(), SCRIPT.read_bytes())
+    shared = (python, PINS.read_bytes(), SCRIPT.read_bytes(), KIMI_VL_ORACLE.read_bytes())
     return cached_batch("torchvision", shared, jobs, lambda todo: _run(python, workdir, todo))
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torchvision
+from kimi_vl_upstream import KimiVLUpstream
 from transformers.models.ernie4_5_vl_moe.image_processing_ernie4_5_vl_moe import (
     Ernie4_5_VLMoeImageProcessor,
 )
@@ -30,6 +31,7 @@ CLASSES["paddleocr_vl"] = PaddleOCRVLImageProcessor
 CLASSES["ernie4_5_vl_moe"] = Ernie4_5_VLMoeImageProcessor
 CLASSES["hunyuan_vl"] = HunYuanVLImageProcessor
 CLASSES["gemma3"] = Gemma3ImageProcessor
+CLASSES["kimi_vl"] = KimiVLUpstream  # its remote code's steps (kimi_vl_upstream.py)
 
 
 def main(workdir: Path) -> None:
@@ -54,7 +56,8 @@ def main(workdir: Path) -> None:
         np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
         # Gemma 3 returns num_crops where the patch families return their grid
-        np.save(workdir / f"{i}_grid.npy", out.get("image_grid_thw", out.get("num_crops")).numpy())
+        grid = out.get("image_grid_thw", out.get("num_crops", out.get("image_grid_hws")))
+        np.save(workdir / f"{i}_grid.npy", grid.numpy())
 
 
 if __name__ == "__main__":

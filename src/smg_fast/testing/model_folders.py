@@ -47,8 +47,11 @@ _ARCHITECTURES = {"qwen2_vl": "Qwen2VLForConditionalGeneration",
 
 def _write_tokenizer(folder: Path, special: tuple[str, ...] = SPECIAL_TOKENS,
                      eos: str = "<|im_end|>", pad: str = "<|endoftext|>",
-                     template: str = CHAT_TEMPLATE) -> dict[str, int]:
-    """Trains a ~400-token byte-level BPE with the special tokens; returns their ids."""
+                     template: str = CHAT_TEMPLATE,
+                     named: dict[str, str] | None = None) -> dict[str, int]:
+    """Trains a ~400-token byte-level BPE with the special tokens; returns their ids.
+
+    named: tokens the tokenizer names (``{"image_token": ...}``, as processors read them)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -60,7 +63,8 @@ def _write_tokenizer(folder: Path, special: tuple[str, ...] = SPECIAL_TOKENS,
     corpus = ["You are a helpful assistant. Describe these images: what is in each picture?"]
     tok.train_from_iterator(corpus * 4, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token=pad,
-                                   chat_template=template)
+                                   chat_template=template,
+                                   **({"extra_special_tokens": named} if named else {}))
     fast.save_pretrained(str(folder))
     return {t: fast.convert_tokens_to_ids(t) for t in special}
 
@@ -272,4 +276,24 @@ def make_gemma3_folder(folder: str | Path) -> Path:
     (folder / "processor_config.json").write_text(json.dumps(
         {"image_seq_length": GEMMA3_PREPROCESSOR["image_seq_length"],
          "processor_class": "Gemma3Processor"}, indent=1))
+    return folder
+
+
+# moonshotai/Kimi-VL-A3B-Instruct's preprocessor_config.json (remote code: its auto_map).
+KIMI_VL_PREPROCESSOR = {
+    "in_token_limit": 4096, "patch_size": 14, "merge_kernel_size": [2, 2], "pad_input": True,
+    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "num_pooled_tokens": 1024,
+    "auto_map": {"AutoImageProcessor": "image_processing_kimi_vl.KimiVLImageProcessor",
+                 "AutoProcessor": "processing_kimi_vl.KimiVLProcessor"}}
+
+
+def make_kimi_vl_folder(folder: str | Path, **preprocessor: Any) -> Path:
+    """Writes a Kimi-VL-A3B-Instruct folder's config.json and preprocessor_config.json.
+
+    preprocessor: keys that replace the hub's."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "kimi_vl"}))
+    (folder / "preprocessor_config.json").write_text(json.dumps({**KIMI_VL_PREPROCESSOR,
+                                                                 **preprocessor}))
     return folder

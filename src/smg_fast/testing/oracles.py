@@ -145,6 +145,35 @@ def kimi_upstream(image: Image.Image, cfg: dict[str, Any] = HUB_KIMI
     return np.ascontiguousarray(patches), np.array([[1, gh, gw]], dtype=np.int64)
 
 
+# moonshotai/Kimi-VL-A3B-Instruct's preprocessor config (KimiVLImageProcessor, pad_input true)
+HUB_KIMI_VL = dict(in_token_limit=4096, patch_size=14, merge_kernel_size=[2, 2],
+                   image_mean=[0.5] * 3, image_std=[0.5] * 3)
+
+
+def kimi_vl_upstream(image: Image.Image, cfg: dict[str, Any] = HUB_KIMI_VL) -> np.ndarray:
+    """Kimi-VL's remote-code preprocessing of one image in NumPy + Pillow: pixel_values.
+
+    Over in_token_limit patches (floor-divided sides) a BICUBIC resize by sqrt(limit / patches)
+    in the image's own mode; zero padding right and bottom to patch * merge; convert("RGB");
+    float32 u / 255, then (x - mean) / std in float32 (torchvision's to_tensor and normalize);
+    patches [N, 3, P, P] in row-major order."""
+    from PIL import ImageOps
+
+    p, limit = cfg["patch_size"], cfg["in_token_limit"]
+    cells = (image.width // p) * (image.height // p)
+    if cells > limit:
+        f = math.sqrt(limit / cells)
+        image = image.resize((int(image.width * f), int(image.height * f)),
+                             Image.Resampling.BICUBIC)
+    step_h, step_w = (k * p for k in cfg["merge_kernel_size"])
+    image = ImageOps.expand(image, (0, 0, -image.width % step_w, -image.height % step_h), fill=0)
+    x = np.asarray(image.convert("RGB"), dtype=np.float32) / np.float32(255)
+    x = (x - np.array(cfg["image_mean"], np.float32)) / np.array(cfg["image_std"], np.float32)
+    gh, gw = x.shape[0] // p, x.shape[1] // p
+    cells_first = x.transpose(2, 0, 1).reshape(3, gh, p, gw, p).transpose(1, 3, 0, 2, 4)
+    return np.ascontiguousarray(cells_first.reshape(gh * gw, 3, p, p))
+
+
 def kimi_upstream_batch(images: list[Image.Image], cfg: dict[str, Any] = HUB_KIMI
                         ) -> tuple[np.ndarray, np.ndarray]:
     """kimi_upstream of each image, concatenated as one call's output."""
@@ -213,6 +242,7 @@ __all__ = ["CLIP_MEAN", "CLIP_STD", "HUB_GLM", "HUB_KIMI", "HUB_QWEN", "glm_kwar
            "hf_qwen", "kimi_kwargs",
            "kimi_normalize", "kimi_sizes", "kimi_upstream", "kimi_upstream_batch",
            "qwen_kwargs"]
+__all__ += ["HUB_KIMI_VL", "kimi_vl_upstream"]
 
 
 def qwen_like_tokens(family: str, grid: Any) -> int:

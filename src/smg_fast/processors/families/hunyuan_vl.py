@@ -78,6 +78,7 @@ HUNYUAN = register(qwen_like_family(
      "torchvision": f"{_HF}_hunyuan_vl:HunYuanVLImageProcessor"},
     "HunYuanVLImageProcessor", f"{_HF}_pil_hunyuan_vl:HunYuanVLImageProcessorKwargs",
     calls=CallRules(CALLS.fields, CALLS.size, _check_call), read=_read_folder, check=_validate,
-    as_grid=True, extra_attributes={"spatial_patch_size": 1}))
+    as_grid=True, extra_attributes={"spatial_patch_size": 1},
+    in_engines=True))  # tests/engines/test_engine_vllm_qwen_like.py (vLLM's transformers backend)
 
 __all__ = ["HunyuanVLProcessor"]

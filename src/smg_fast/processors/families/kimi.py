@@ -36,15 +36,34 @@ def navit_size(width: int, height: int, patch: int, merge: int, in_patch_limit: 
     new_w = min(max(1, int(width * scale)), per_side * patch)
     new_h = min(max(1, int(height * scale)), per_side * patch)
     factor = merge * patch
-    return new_w, new_h, (factor - new_w % factor) % factor, (factor - new_h % factor) % factor
+    return new_w, new_h, pad_to(new_w, factor), pad_to(new_h, factor)
 
 
-class KimiK25Processor(Processor):
+def pad_to(side: int, factor: int) -> int:
+    """The zero padding that brings side to a multiple of factor."""
+    return (factor - side % factor) % factor
+
+
+class KimiPatches(Processor):
+    """What Kimi's upstream codes share: row-major [N, 3, P, P] patches of a zero-padded image.
+
+    Images are opened as a plain convert("RGB") (alpha dropped, no EXIF transpose)."""
+
+    load_like_transformers = False
+    per_request_pixels = False
+
+    def _layout(self) -> tuple[int, int]:
+        return 1, 1  # row-major patches, no temporal copy
+
+    def _pixel_shape(self, rows: int) -> tuple[int, ...]:
+        p = self.config.patch_size
+        return (rows, 3, p, p)
+
+
+class KimiK25Processor(KimiPatches):
     """Kimi-K2.5's navit resize, zero padding and row-major patches."""
 
     lut_recipe = LUT_KIMI
-    load_like_transformers = False  # upstream: convert("RGB") (alpha dropped), no EXIF
-    per_request_pixels = False
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         cfg = self.config
@@ -53,13 +72,6 @@ class KimiK25Processor(Processor):
                                                 cfg.in_patch_limit, cfg.patch_limit_on_one_side)
         return Plan(resize_w=new_w, resize_h=new_h, grid_h=(new_h + pad_h) // cfg.patch_size,
                     grid_w=(new_w + pad_w) // cfg.patch_size)
-
-    def _layout(self) -> tuple[int, int]:
-        return 1, 1  # row-major patches, no temporal copy
-
-    def _pixel_shape(self, rows: int) -> tuple[int, ...]:
-        p = self.config.patch_size
-        return (rows, 3, p, p)
 
     def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
               return_tensors: str | None, dtype_name: str) -> ProcessorOutput:
@@ -85,7 +97,7 @@ def validate(cfg: ProcessorConfig) -> None:
         raise ValueError("in_patch_limit and patch_limit_on_one_side must be positive")
 
 
-def _coerce(fields: dict[str, Any]) -> dict[str, Any]:
+def coerce_merge(fields: dict[str, Any]) -> dict[str, Any]:
     """media_proc_cfg's merge_kernel_size (a number or [n, n]) as merge_size."""
     if "merge_kernel_size" not in fields:
         return fields
@@ -106,11 +118,11 @@ def _call_size(size: dict[str, Any]) -> dict[str, Any]:
     return {"patch_limit_on_one_side": int(h)}
 
 
-def _check_call(cfg: ProcessorConfig, fields: dict[str, Any]) -> None:
+def check_call(cfg: ProcessorConfig, fields: dict[str, Any]) -> None:
     """The upstream code divides by 255.0 whatever a call asks."""
     if "rescale_factor" in fields and cfg.backend != "torchvision":
-        raise UnsupportedCallError("rescale_factor / do_rescale are fixed (1/255) in Kimi-K2.5's "
-                                   "upstream code")
+        raise UnsupportedCallError(f"rescale_factor / do_rescale are fixed (1/255) in "
+                                   f"{cfg.family}'s upstream code")
 
 
 def _reference_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
@@ -181,13 +193,13 @@ register(Family(
                     patch_limit_on_one_side=512, backend="upstream"),
     frozenset({"in_patch_limit", "patch_limit_on_one_side", "merge_kernel_size"}), read_folder,
     CallRules({"max_patches": "in_patch_limit", "patch_size": "patch_size",
-               "merge_size": "merge_size"}, _call_size, _check_call),
+               "merge_size": "merge_size"}, _call_size, check_call),
     validate=validate, model_types=("kimi_k25",), recognizes=lambda pre: "media_proc_cfg" in pre,
-    unambiguous=True, backends=("upstream", "torchvision"), coerce=_coerce,
+    unambiguous=True, backends=("upstream", "torchvision"), coerce=coerce_merge,
     folder_backend=_folder_backend,
     reference=Reference({"torchvision": _TV}, _reference_kwargs, {"upstream": _UPSTREAM}),
     dropin=DropIn({"Kimi_K25ImageProcessor": "torchvision"}, _attributes, _call_kwargs,
                   lambda kwargs: "kimi_k25", _read_kwargs, auto_register=False,
                   note='``backend="upstream"`` gives Kimi-K2.5\'s own code\'s numbers instead.')))
 
-__all__ = ["KimiK25Processor", "navit_size"]
+__all__ = ["KimiK25Processor", "KimiPatches", "navit_size", "pad_to"]

@@ -75,6 +75,7 @@ PADDLE = register(qwen_like_family(
     HF_CLASS_DEFAULTS, paddle_smart_resize,
     {"pil": f"{_HF}_pil_paddleocr_vl:PaddleOCRVLImageProcessorPil",
      "torchvision": f"{_HF}_paddleocr_vl:PaddleOCRVLImageProcessor"},
-    "PaddleOCRVLImageProcessor", f"{_HF}_pil_paddleocr_vl:PaddleOCRVLImageProcessorKwargs"))
+    "PaddleOCRVLImageProcessor", f"{_HF}_pil_paddleocr_vl:PaddleOCRVLImageProcessorKwargs",
+    in_engines=True))  # tests/engines/test_engine_vllm_qwen_like.py, test_engine_sglang_paddle.py
 
 __all__ = ["PaddleOCRVLProcessor", "paddle_smart_resize", "upscale_short_side"]

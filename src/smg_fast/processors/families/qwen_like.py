@@ -60,13 +60,15 @@ def qwen_like_family(name: str, processor: type, builtin: ProcessorConfig,
                      read: Callable[[dict[str, Any]], dict[str, Any]] = read_folder,
                      check: Callable[[ProcessorConfig], None] = validate,
                      as_grid: bool = False,
-                     extra_attributes: dict[str, Any] | None = None) -> Family:
+                     extra_attributes: dict[str, Any] | None = None,
+                     in_engines: bool = False) -> Family:
     """The Family of name (its own model_type), computed by processor.
 
     reference: backend -> "module:Class"; dropin_name: transformers' torchvision class name (its
     PIL class adds "Pil"), which a folder's image_processor_type names; call_kwargs: its
     TypedDict of call options as "module:Name"; extra_attributes: constant attributes its
-    classes hold beyond Qwen's (HunYuanVL's spatial_patch_size)."""
+    classes hold beyond Qwen's (HunYuanVL's spatial_patch_size); in_engines: proven in the
+    engines' own pipelines (tests/engines), so the engine plug-ins register it."""
     return Family(
         name, processor, builtin, _OPTIONS, read, calls, class_defaults, check,
         model_types=(name,),
@@ -75,7 +77,7 @@ def qwen_like_family(name: str, processor: type, builtin: ProcessorConfig,
         dropin=DropIn({dropin_name: "torchvision", f"{dropin_name}Pil": "pil"},
                       lambda cfg: {**_attributes(cfg), **(extra_attributes or {})},
                       _typed_dict(call_kwargs), lambda kwargs: name,
-                      count_patches=patch_counter(resize, as_grid), in_engines=False))
+                      count_patches=patch_counter(resize, as_grid), in_engines=in_engines))
 
 
 __all__ = ["patch_counter", "qwen_like_family"]
