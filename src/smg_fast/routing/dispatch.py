@@ -28,7 +28,8 @@ import grpc
 from .._service.channel import keepalive_options, message_size_options
 from .._service.wire import MAX_ITEMS, too_many_items
 from ..transport.tensors import shm_namespace
-from .checks import check_settings, check_target, check_targets
+from .checks import check_settings, check_target, check_targets, is_dynamic
+from .discovery import Discovery
 from .member import Member
 from .membership import Membership
 from .placement import Affinity, Choice, choose, item_key
@@ -40,6 +41,7 @@ log = logging.getLogger("smg_fast.routing")
 
 _C = grpc.StatusCode
 WAIT_SHARE = 0.5  # of the caller's timeout, the most an image may wait for a member that has it
+RETIRE_MAX_S = 60.0  # the longest a member its source dropped keeps its calls before removal
 _F = TypeVar("_F", bound="Fleet")
 
 
@@ -58,13 +60,21 @@ class Fleet:
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the items go to their next
     member, and the member counts as failed only when a health Check goes unanswered too
-    (health.Ejection.verify). ``keepalive_s``: see _service.channel.keepalive_options."""
+    (health.Ejection.verify). ``keepalive_s``: see _service.channel.keepalive_options.
+    Targets may name sources of members (``dns:///NAME:PORT``, ``dns://SERVER/NAME:PORT``,
+    ``file:///PATH``: discovery.py), read again every ``resolve_every_s`` seconds and when a
+    member goes down; their members join as any member does (the same checks) and leave once
+    their calls in flight ended (at most RETIRE_MAX_S)."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
-                 eject_base_s: float = 1.0, keepalive_s: float = 10.0) -> None:
+                 eject_base_s: float = 1.0, keepalive_s: float = 10.0,
+                 resolve_every_s: float = 5.0) -> None:
+        if not (resolve_every_s > 0 and resolve_every_s < float("inf")):
+            raise ValueError(f"resolve_every_s must be a finite number of seconds > 0, got "
+                             f"{resolve_every_s!r}")
         check_settings(load_factor=load_factor, floor=floor, affinity_keys=affinity_keys,
                        affinity_wait=affinity_wait, timeout=timeout,
                        attempt_timeout=attempt_timeout, max_message_mb=max_message_mb,
@@ -82,10 +92,19 @@ class Fleet:
                              + keepalive_options(keepalive_s)),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
         self.ejection = self.membership.ejection
-        founders = self.membership.found(targets, join_timeout)
+        loop = asyncio.get_running_loop()
+        self.discovery: Discovery | None = None
+        self._watch: asyncio.Task | None = None
+        self._retiring: dict[str, asyncio.Task] = {}
         # one join every request waits for (shielded: a caller that leaves does not end it)
-        self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
-                         if founders else None)
+        self._joining: asyncio.Task | None = None
+        if any(is_dynamic(t) for t in targets):
+            self.discovery = Discovery(targets, resolve_every_s, self._discovered)
+            self.membership.on_down = lambda m: self.discovery.poke()  # type: ignore[union-attr]
+            self._joining = loop.create_task(self._discover_and_join())
+        else:
+            founders = self.membership.found(targets, join_timeout)
+            self._joining = loop.create_task(self._join(founders)) if founders else None
         self.counts: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
         self.calls = SubCalls(self.ejection, self.counts, attempt_timeout)
@@ -109,6 +128,59 @@ class Fleet:
         for w in slow:
             w.cancel()
 
+    async def _discover_and_join(self) -> None:
+        """Reads the sources once (at most join_timeout), those members found the fleet.
+
+        Then it follows the sources."""
+        assert self.discovery is not None
+        try:
+            first = await asyncio.wait_for(self.discovery.read(), self.join_timeout)
+        except asyncio.TimeoutError:
+            first = []
+        founders = self.membership.found(first, self.join_timeout)
+        self._watch = asyncio.get_running_loop().create_task(self.discovery.run(first))
+        if founders:
+            await self._join(founders)
+
+    async def _discovered(self, joined: list[str], left: list[str]) -> None:
+        """The sources name new members (they join) and no longer name others (they retire)."""
+        loop = asyncio.get_running_loop()
+        for t in joined:
+            task = self._retiring.pop(t, None)
+            if task is not None:
+                task.cancel()
+            m = self.membership.members.get(t)
+            if m is not None:
+                m.retiring = False
+            else:
+                self.membership.add(t)
+        for t in left:
+            m = self.membership.members.get(t)
+            if m is not None and t not in self._retiring:
+                m.retiring = True
+                self._retiring[t] = loop.create_task(self._retire(m))
+
+    async def _retire(self, m: Member) -> None:
+        """Removes m once its calls in flight ended (no new ones are placed on it)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + RETIRE_MAX_S
+        if m.in_flight:
+            log.info("member %s: left its source; removed once its %d item(s) in flight end",
+                     m.target, m.in_flight)
+        try:
+            while m.in_flight > 0 and loop.time() < end:
+                freed = asyncio.ensure_future(m.freed.wait())
+                try:
+                    await asyncio.wait([freed], timeout=end - loop.time())
+                finally:
+                    freed.cancel()
+            if m.retiring and self.membership.members.get(m.target) is m:
+                log.info("member %s: removed (no longer named by its source)", m.target)
+                await self.membership.remove(m.target)
+        finally:
+            if self._retiring.get(m.target) is asyncio.current_task():
+                del self._retiring[m.target]
+
     async def add(self, target: str) -> bool:
         """Joins target.
 
@@ -122,7 +194,11 @@ class Fleet:
         await self.membership.remove(target)
 
     def stats(self) -> dict[str, Any]:
-        return {**dict(self.counts), "retries": dict(self.retries), **self.membership.stats()}
+        out = {**dict(self.counts), "retries": dict(self.retries), **self.membership.stats()}
+        if self.discovery is not None:
+            out["discovery"] = {"sources": self.discovery.specs, "reads": self.discovery.rounds,
+                                "retiring": sorted(self._retiring)}
+        return out
 
     # ---- one request ----
 
@@ -319,8 +395,9 @@ class Fleet:
 
     async def close(self) -> None:
         """Removes every member and waits for the sub-calls abandoned before (cancelled)."""
-        if self._joining is not None:
-            self._joining.cancel()
+        for task in (self._joining, self._watch, *self._retiring.values()):
+            if task is not None:
+                task.cancel()
         await self.membership.close()
         await self.calls.close()
 

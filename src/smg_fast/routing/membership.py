@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -55,6 +56,7 @@ class Membership:
         # down for now is UNAVAILABLE (retry later), not an unknown model.
         self.known_models: set[str] = set()
         self.refused = 0
+        self.on_down: Callable[[Member], None] | None = None  # a member went down (discovery)
 
     # ---- joining and leaving ----
 
@@ -236,6 +238,8 @@ class Membership:
             m.lost = asyncio.Event()  # a draining member still finishes what it has
         if state != m.state:
             log.info("member %s: %s", m.target, state)
+            if state == "down" and self.on_down is not None and self.members.get(m.target) is m:
+                self.on_down(m)
         m.state = state
         m.changed.set()  # wakes add()s waiting for this member
         m.changed = asyncio.Event()
