@@ -79,7 +79,8 @@ class Router:
                            attempt_timeout=cfg.attempt_timeout_s or None,
                            max_message_mb=cfg.max_message_mb, join_timeout=cfg.join_timeout_s,
                            eject_after=cfg.eject_after, eject_base_s=cfg.eject_base_s,
-                           keepalive_s=cfg.keepalive_s, resolve_every_s=cfg.resolve_every_s)
+                           keepalive_s=cfg.keepalive_s, resolve_every_s=cfg.resolve_every_s,
+                           hedge_percentile=cfg.hedge_percentile, hedge_ratio=cfg.hedge_ratio)
         self.metrics = RouterMetrics(self.fleet, asyncio.get_running_loop(),
                                      self.admission.stats)
         self.server, self.health, self.port = await start_preprocessor(

@@ -36,6 +36,8 @@ class RouterConfig:
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
     resolve_every_s: float = 5.0  # dns: and file: workers are read again this often
+    hedge_percentile: float = 95.0  # 0: never hedge
+    hedge_ratio: float = 0.05
 
     @property
     def max_message_bytes(self) -> int:
@@ -85,6 +87,11 @@ class RouterConfig:
         if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.affinity_keys < 0:
             raise ValueError("--max-queued-requests, --max-queued-mb and --affinity-keys must "
                              "be >= 0")
+        if not (self.hedge_percentile == 0 or 50 <= self.hedge_percentile < 100):
+            raise ValueError(f"--hedge-percentile must be 0 (off) or 50..<100, got "
+                             f"{self.hedge_percentile}")
+        if not 0 <= self.hedge_ratio <= 1:
+            raise ValueError(f"--hedge-ratio must be 0..1, got {self.hedge_ratio}")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
         return self

@@ -59,6 +59,12 @@ OPTIONS: list[Option] = [
      "1/8 of physical memory, 64..1024 MiB)"),
     ("--resolve-every-s", "SMG_FAST_ROUTER_RESOLVE_EVERY_S", float,
      "how often dns: and file: workers are read again (and at once when a worker goes down)"),
+    ("--hedge-percentile", "SMG_FAST_ROUTER_HEDGE_PERCENTILE", float,
+     "a worker's part of a request that runs past this percentile of the worker's recent "
+     "latencies (same model and size) is sent to the next worker too; the first answer wins "
+     "(0 = never)"),
+    ("--hedge-ratio", "SMG_FAST_ROUTER_HEDGE_RATIO", float,
+     "hedges at most this share of the sub-calls (a hung worker's calls do not count)"),
 ]
 WORKERS_VAR = "SMG_FAST_ROUTER_WORKERS"
 

@@ -33,6 +33,7 @@ class Member:
     ejected_until: float = 0.0
     probing: bool = False  # half-open: one request in flight decides
     retiring: bool = False  # its source dropped it: no new work, removed once its calls end
+    suspected: bool = False  # its hedges kept winning: no new work until a health probe answers
     items: dict[str, int] = field(default_factory=dict)  # outcome -> items
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # first GetModelInfo ended
@@ -44,7 +45,8 @@ class Member:
 
     def usable(self, now: float) -> bool:
         """Whether a request may be placed on it at time.monotonic() now."""
-        if self.state != "serving" or now < self.ejected_until or self.retiring:
+        if self.state != "serving" or now < self.ejected_until or self.retiring \
+                or self.suspected:
             return False
         return not (self.ejections and self.probing)  # half-open: one probe at a time
 
