@@ -25,14 +25,14 @@ from typing import Any, TypeVar
 
 import grpc
 
-from .._service.channel import keepalive_options, message_size_options
+from .._service.channel import keepalive_options, message_size_options, reconnect_options
 from .._service.wire import MAX_ITEMS, too_many_items
 from ..transport.tensors import shm_namespace
 from .checks import check_settings, check_target, check_targets, is_dynamic
 from .discovery import Discovery
 from .hedging import Hedging
 from .member import Member
-from .membership import Membership
+from .membership import RECONNECT_MAX_S, Membership
 from .placement import Affinity, Choice, choose, item_key, order
 from .routed_error import RoutedError, name_items, renumber
 from .routed_request import Finish, RoutedRequest
@@ -93,7 +93,8 @@ class Fleet(FollowsSources):
         self.namespace = shm_namespace()
         self.membership = Membership(
             channel_options=(message_size_options(max_message_mb * 2**20)
-                             + keepalive_options(keepalive_s)),
+                             + keepalive_options(keepalive_s)
+                             + reconnect_options(RECONNECT_MAX_S)),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
         self.ejection = self.membership.ejection
         self.hedging = Hedging(self.ejection, hedge_percentile, hedge_ratio)

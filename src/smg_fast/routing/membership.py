@@ -33,7 +33,7 @@ from .member import FingerprintMismatch, Member
 log = logging.getLogger("smg_fast.routing")
 
 JOIN_TIMEOUT_S = 5.0
-RECONNECT_MAX_S = 2.0
+RECONNECT_MAX_S = 1.0  # a member that is down is asked again at least this often
 REFUSED_RETRY_S = 5.0
 
 
@@ -202,7 +202,8 @@ class Membership:
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
-                log.debug("member %s: %s", m.target, exc.code().name)
+                log.info("member %s: %s; asking again in %.2f s", m.target,
+                         exc.code().name, backoff)
             except Exception:  # keep following the member whatever broke
                 log.exception("member %s: health follower failed", m.target)
             self._set_state(m, "down")
