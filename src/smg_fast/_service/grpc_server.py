@@ -120,7 +120,7 @@ async def start_preprocessor(
     servicer = await add_health_and_reflection(server)
     bound = listen(server, host, port)
     if metrics_port:
-        metrics.serve(host, metrics_port)
+        await metrics.serve(host, metrics_port)
     await server.start()
     return server, servicer, bound
 
