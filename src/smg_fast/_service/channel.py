@@ -22,3 +22,15 @@ def keepalive_options(keepalive_s: float) -> list[tuple[str, int]]:
     ms = int(keepalive_s * 1000)
     return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
             ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
+
+
+def reconnect_options(max_s: float) -> list[tuple[str, int]]:
+    """Channel options that retry a lost connection at least every max_s.
+
+    gRPC's own backoff grows to 2 minutes (jittered), so a member restarted after a long outage
+    would rejoin at a moment nobody can predict; the membership asks it again on its own
+    schedule and needs the channel to try connecting when asked."""
+    ms = int(max_s * 1000)
+    return [("grpc.initial_reconnect_backoff_ms", min(ms, 100)),
+            ("grpc.min_reconnect_backoff_ms", min(ms, 100)),
+            ("grpc.max_reconnect_backoff_ms", ms)]

@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 from .._proto import preprocessor_pb2 as pb
 from .channel import message_size_options
 from .metrics import MetricsEndpoint
+from .shutdown import Arrivals
 from .wire import trailers
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Preprocessor"].full_name  # smg_fast.v1.Preprocessor
@@ -66,18 +67,23 @@ class Handlers(grpc.GenericRpcHandler):
 
     While ``full()`` (admission, for a request of the recent typical size), a Preprocess call goes
     to ``refuse``, which never reads the message, so a flood of big messages is not received only to
-    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size."""
+    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size. Every call
+    of the service is noted in ``arrivals`` (a drain waits for them to stop)."""
 
     def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
                  refuse: Callable[..., Awaitable[bytes]],
-                 model_info: Callable[..., Awaitable[bytes]], full: Callable[[], bool]) -> None:
+                 model_info: Callable[..., Awaitable[bytes]], full: Callable[[], bool],
+                 arrivals: Arrivals | None = None) -> None:
         self._full = full
+        self.arrivals = arrivals or Arrivals()
         self._preprocess = grpc.unary_unary_rpc_method_handler(preprocess)
         self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
         self._info = grpc.unary_unary_rpc_method_handler(model_info)
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method = details.method
+        if method in (PREPROCESS, MODEL_INFO):
+            self.arrivals.note()
         if method == PREPROCESS:
             return self._refuse if self._full() else self._preprocess
         if method == MODEL_INFO:
@@ -102,7 +108,7 @@ async def start_preprocessor(
         max_message_bytes: int, host: str, port: int, metrics: MetricsEndpoint,
         metrics_port: int, *, preprocess: Callable[..., Awaitable[bytes]],
         refuse: Callable[..., Awaitable[bytes]], model_info: Callable[..., Awaitable[bytes]],
-        full: Callable[[], bool],
+        full: Callable[[], bool], arrivals: Arrivals | None = None,
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
     """Starts a Preprocessor server on host:port, and metrics' endpoint on metrics_port (0: off).
 
@@ -110,11 +116,11 @@ async def start_preprocessor(
     (NOT_SERVING until the caller says otherwise) and reflection. Returns (server, health
     servicer, the port bound); OSError when it cannot listen."""
     server = grpc_server(max_message_bytes)
-    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full),))
+    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full, arrivals),))
     servicer = await add_health_and_reflection(server)
     bound = listen(server, host, port)
     if metrics_port:
-        metrics.serve(host, metrics_port)
+        await metrics.serve(host, metrics_port)
     await server.start()
     return server, servicer, bound
 

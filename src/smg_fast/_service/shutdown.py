@@ -1,7 +1,7 @@
 """Stopping a service process.
 
-The stop signals, and closes that run off the event loop so that a stuck one neither blocks the loop
-nor the process's exit."""
+The stop signals, the wait for callers to stop sending before the gRPC server stops, and closes that
+run off the event loop so that a stuck one neither blocks the loop nor the process's exit."""
 
 from __future__ import annotations
 
@@ -9,10 +9,47 @@ import asyncio
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("smg_fast.server")
+
+# A drain stops the gRPC server only once no call has come for this long (or at its deadline).
+QUIET_S = 0.5
+
+
+class Arrivals:
+    """When the last call came, so that a drain stops the gRPC server only once callers stopped.
+
+    gRPC cancels the calls that reach a server after it began to stop and before its callers read
+    its GOAWAY, and their callers read CANCELLED, their own cancellation, instead of "retry
+    elsewhere". While draining every call is answered UNAVAILABLE and the health is NOT_SERVING,
+    so routers and well-behaved callers stop sending within moments; waiting until the calls stop
+    leaves nothing for the stop to cancel."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def note(self) -> None:
+        """A call came now."""
+        self.last = time.monotonic()
+
+    async def quiet(self, quiet_s: float, end: Callable[[], float]) -> bool:
+        """Waits until no call came for quiet_s, or until the loop time end().
+
+        end() is read as it goes (a second stop signal brings it forward). True when it went
+        quiet; False at end."""
+        loop = asyncio.get_running_loop()
+        while True:
+            now = time.monotonic()
+            calm = self.last + quiet_s
+            if now >= calm:
+                return True
+            left = end() - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(calm - now, left, 0.05))
 
 
 def on_stop_signals(request_stop: Callable[[], Any]) -> None:

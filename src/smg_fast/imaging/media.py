@@ -95,13 +95,35 @@ def normalize_formats(formats: Sequence[str] | str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# The setting that limits pixels, named in every refusal (the processor's option; the server flag).
+LIMIT_NAME = "max_image_pixels (the server's --max-image-pixels)"
+# Pillow's own refusal at open, at twice its limit: "Image size (N pixels) exceeds limit of ...".
+_PILLOW_BOMB = re.compile(r"\((\d+) pixels\)")
+
+
 def check_size(index: int, width: int, height: int, max_pixels: int | None) -> None:
     if width < 1 or height < 1:
         raise InvalidImageError(index, f"zero-size image ({width}x{height})")
     if max_pixels is not None and width * height > max_pixels:
         raise InvalidImageError(
-            index, f"{width}x{height} = {width * height} pixels exceeds the limit of {max_pixels}"
+            index, f"{width}x{height} = {width * height} pixels exceeds the limit of {max_pixels} "
+                   f"pixels set by {LIMIT_NAME}"
         )
+
+
+def _bomb(index: int, exc: Exception, max_pixels: int | None) -> InvalidImageError:
+    """Pillow refused an image's declared size at open (over twice PIL.Image.MAX_IMAGE_PIXELS).
+
+    Said as our own limit says it: the same setting, whatever the size."""
+    found = _PILLOW_BOMB.search(str(exc))
+    pixels = int(found[1]) if found else None
+    size = f"{pixels} pixels" if pixels is not None else "its declared size"
+    if max_pixels is not None and (pixels is None or pixels > max_pixels):
+        return InvalidImageError(index, f"{size} exceeds the limit of {max_pixels} pixels set by "
+                                        f"{LIMIT_NAME}")
+    return InvalidImageError(index, f"{size} exceeds Pillow's own refusal at twice "
+                                    f"PIL.Image.MAX_IMAGE_PIXELS ({Image.MAX_IMAGE_PIXELS}), "
+                                    f"which applies under {LIMIT_NAME}: raise both")
 
 
 def _sniff_format(prefix: bytes) -> str | None:
@@ -156,6 +178,8 @@ def _open_encoded(index: int, source: Any, max_pixels: int | None,
         raise InvalidImageError(index, f"no such file: {source!r}") from None
     except IsADirectoryError:
         raise InvalidImageError(index, f"is a directory: {source!r}") from None
+    except Image.DecompressionBombError as exc:
+        raise _bomb(index, exc, max_pixels) from None
     except DECODE_ERRORS as exc:
         prefix = b""
         try:

@@ -33,7 +33,7 @@ from .._service.grpc_server import (
     set_health,
     start_preprocessor,
 )
-from .._service.shutdown import off_loop, on_stop_signals
+from .._service.shutdown import QUIET_S, Arrivals, off_loop, on_stop_signals
 from .._service.wire import MAX_ITEMS, too_many_items
 from .._version import __version__
 from ..routing.dispatch import Fleet
@@ -69,6 +69,8 @@ class Router:
         self._stopped = asyncio.Event()
         self._health_task: asyncio.Task | None = None
         self._serving = False
+        self._deadline = 0.0  # of the drain (loop time)
+        self.arrivals = Arrivals()
 
     async def start(self) -> None:
         cfg = self.config
@@ -77,13 +79,14 @@ class Router:
                            attempt_timeout=cfg.attempt_timeout_s or None,
                            max_message_mb=cfg.max_message_mb, join_timeout=cfg.join_timeout_s,
                            eject_after=cfg.eject_after, eject_base_s=cfg.eject_base_s,
-                           keepalive_s=cfg.keepalive_s)
+                           keepalive_s=cfg.keepalive_s, resolve_every_s=cfg.resolve_every_s,
+                           hedge_percentile=cfg.hedge_percentile, hedge_ratio=cfg.hedge_ratio)
         self.metrics = RouterMetrics(self.fleet, asyncio.get_running_loop(),
                                      self.admission.stats)
         self.server, self.health, self.port = await start_preprocessor(
             cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
             preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
-            full=self.admission.full)
+            full=self.admission.full, arrivals=self.arrivals)
         await self.fleet._ready()
         await self._update_health()
         self._health_task = asyncio.create_task(self._health_loop())
@@ -227,6 +230,7 @@ class Router:
             self._stopping = asyncio.ensure_future(self.stop(timeout))
         else:
             log.warning("second stop request: cutting requests in flight")
+            self._deadline = 0.0
             self._cut()
         return self._stopping
 
@@ -237,25 +241,27 @@ class Router:
     async def stop(self, timeout: float | None = None) -> None:
         """NOT_SERVING and UNAVAILABLE for new calls.
 
-        In-flight requests may finish up to the drain timeout, then are cut (UNAVAILABLE); the
-        server stops, the fleet closes."""
+        In-flight requests may finish up to the drain timeout, then are cut (UNAVAILABLE); once no
+        call came for QUIET_S (or at the drain timeout) the server stops, the fleet closes."""
         if self.draining:
             await self._stopped.wait()
             return
         loop = asyncio.get_running_loop()
         budget = self.config.drain_timeout_s if timeout is None else timeout
-        deadline = loop.time() + budget
+        self._deadline = loop.time() + budget
         self.draining = True
         log.info("draining: %d request(s) in flight, up to %.1f s", self.in_flight, budget)
         if self._health_task is not None:
             self._health_task.cancel()
         await self.health.enter_graceful_shutdown()
-        while self.in_flight and loop.time() < deadline:
+        while self.in_flight and loop.time() < self._deadline:
             await asyncio.sleep(0.01)
         if self.in_flight:
             log.warning("drain timeout: cutting %d request(s)", self.in_flight)
         self._cut()
-        await self.server.stop(grace=max(0.25, min(1.0, deadline - loop.time())))
+        if not await self.arrivals.quiet(QUIET_S, lambda: self._deadline):
+            log.warning("drain timeout: callers still send; stopping")
+        await self.server.stop(grace=max(0.25, min(1.0, self._deadline - loop.time())))
         await self.fleet.close()
         await off_loop(self.metrics.close, loop.time() + 3.0, "closing the metrics endpoint")
         log.info("stopped")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .._service.admission import queued_bytes_limit
 from .._service.process import LOG_LEVELS
-from ..routing.checks import check_target
+from ..routing.checks import check_spec
 
 
 @dataclass
@@ -35,6 +35,9 @@ class RouterConfig:
     eject_base_s: float = 1.0
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
+    resolve_every_s: float = 5.0  # dns: and file: workers are read again this often
+    hedge_percentile: float = 95.0  # 0: never hedge
+    hedge_ratio: float = 0.05
 
     @property
     def max_message_bytes(self) -> int:
@@ -53,7 +56,7 @@ class RouterConfig:
         if not self.workers:
             raise ValueError("at least one --worker HOST:PORT is needed")
         for w in self.workers:
-            check_target(w, "--worker")
+            check_spec(w, "--worker")
         if len(set(self.workers)) != len(self.workers):
             raise ValueError(f"a --worker is given twice: {self.workers}")
         floats = {"--load-factor": self.load_factor, "--drain-timeout-s": self.drain_timeout_s,
@@ -61,7 +64,8 @@ class RouterConfig:
                   "--attempt-timeout-s": self.attempt_timeout_s,
                   "--keepalive-s": self.keepalive_s, "--join-timeout-s": self.join_timeout_s,
                   "--affinity-wait-s": self.affinity_wait_s,
-                  "--eject-base-s": self.eject_base_s}
+                  "--eject-base-s": self.eject_base_s,
+                  "--resolve-every-s": self.resolve_every_s}
         for flag, value in floats.items():
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{flag} must be a finite number >= 0, got {value}")
@@ -72,9 +76,10 @@ class RouterConfig:
             raise ValueError(f"--load-factor must be >= 1, got {self.load_factor}")
         if self.floor < 1 or self.eject_after < 1:
             raise ValueError("--floor and --eject-after must be >= 1")
-        if self.request_timeout_s <= 0 or self.join_timeout_s <= 0 or self.eject_base_s <= 0:
-            raise ValueError("--request-timeout-s, --join-timeout-s and --eject-base-s must "
-                             "be > 0")
+        if min(self.request_timeout_s, self.join_timeout_s, self.eject_base_s,
+               self.resolve_every_s) <= 0:
+            raise ValueError("--request-timeout-s, --join-timeout-s, --eject-base-s and "
+                             "--resolve-every-s must be > 0")
         if 0 < self.keepalive_s < 1:
             raise ValueError(f"--keepalive-s must be 0 (off) or >= 1, got {self.keepalive_s}")
         if not 1 <= self.max_message_mb <= 2047:
@@ -82,6 +87,11 @@ class RouterConfig:
         if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.affinity_keys < 0:
             raise ValueError("--max-queued-requests, --max-queued-mb and --affinity-keys must "
                              "be >= 0")
+        if not (self.hedge_percentile == 0 or 50 <= self.hedge_percentile < 100):
+            raise ValueError(f"--hedge-percentile must be 0 (off) or 50..<100, got "
+                             f"{self.hedge_percentile}")
+        if not 0 <= self.hedge_ratio <= 1:
+            raise ValueError(f"--hedge-ratio must be 0..1, got {self.hedge_ratio}")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
         return self

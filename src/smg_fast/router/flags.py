@@ -57,6 +57,14 @@ OPTIONS: list[Option] = [
     ("--max-queued-mb", "SMG_FAST_ROUTER_MAX_QUEUED_MB", int,
      "MiB of request messages routed at once; a lone request is always admitted (0 = auto: "
      "1/8 of physical memory, 64..1024 MiB)"),
+    ("--resolve-every-s", "SMG_FAST_ROUTER_RESOLVE_EVERY_S", float,
+     "how often dns: and file: workers are read again (and at once when a worker goes down)"),
+    ("--hedge-percentile", "SMG_FAST_ROUTER_HEDGE_PERCENTILE", float,
+     "a worker's part of a request that runs past this percentile of the worker's recent "
+     "latencies (same model and size) is sent to the next worker too; the first answer wins "
+     "(0 = never)"),
+    ("--hedge-ratio", "SMG_FAST_ROUTER_HEDGE_RATIO", float,
+     "hedges at most this share of the sub-calls (a hung worker's calls do not count)"),
 ]
 WORKERS_VAR = "SMG_FAST_ROUTER_WORKERS"
 
@@ -73,9 +81,12 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument("--worker", dest="workers", action="append", default=argparse.SUPPRESS,
-                    metavar="HOST:PORT",
-                    help="an smg-fast server of the fleet (repeatable; at least one) "
-                         f"[env {WORKERS_VAR}, comma-separated]")
+                    metavar="TARGET",
+                    help="an smg-fast server of the fleet, HOST:PORT, or where to find them: "
+                         "dns:///NAME:PORT (every A/AAAA address of NAME, e.g. a Kubernetes "
+                         "headless service), dns://SERVER[:PORT]/NAME:PORT (asking that name "
+                         "server), file:///PATH (a file of targets, one a line, watched) "
+                         f"(repeatable; at least one) [env {WORKERS_VAR}, comma-separated]")
     add_env_options(ap, OPTIONS, RouterConfig(), env)
     ap.set_defaults(_env_workers=env_list(env, WORKERS_VAR))
     return ap

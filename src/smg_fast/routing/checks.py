@@ -38,6 +38,56 @@ def check_settings(*, load_factor: float, floor: int, affinity_keys: int,
          keepalive_s, "0 (off) or a finite number of seconds >= 1")
 
 
+def parse_dns(spec: str) -> tuple[tuple[str, int] | None, str, int]:
+    """``dns:///NAME:PORT`` or ``dns://SERVER[:PORT]/NAME:PORT``: (name server, name, port).
+
+    The name server is None for the system's resolver (``dns:///``); its port defaults to 53.
+    ValueError when spec is not of that form."""
+    rest = spec[len("dns://"):] if spec.startswith("dns://") else None
+    authority, sep, hostport = (rest or "").partition("/")
+    name, _, port = hostport.rpartition(":")
+    if rest is None or not sep or not name or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"a DNS target must be dns:///NAME:PORT or dns://SERVER/NAME:PORT, "
+                         f"got {spec!r}")
+    server = None
+    if authority:
+        host, colon, sport = authority.rpartition(":") if not authority.endswith("]") \
+            else (authority, "", "")
+        if not colon:
+            host, sport = authority, "53"
+        host = host.strip("[]")
+        if not host or not sport.isdigit() or not 1 <= int(sport) <= 65535:
+            raise ValueError(f"bad name server in {spec!r}")
+        server = (host, int(sport))
+    return server, name, int(port)
+
+
+def is_dynamic(spec: str) -> bool:
+    """Whether spec names members found at run time (``dns:`` or ``file:``), not one member."""
+    return spec.startswith(("dns:", "file:"))
+
+
+def file_path(spec: str) -> str:
+    """The path of a ``file:PATH`` / ``file:///PATH`` target; ValueError when empty."""
+    path = spec[len("file://"):] if spec.startswith("file://") else spec[len("file:"):]
+    if not path:
+        raise ValueError(f"a file target must be file:///PATH, got {spec!r}")
+    return path
+
+
+def check_spec(spec: object, what: str = "a target") -> str:
+    """A member (HOST:PORT), or a source of members; ValueError naming it otherwise.
+
+    Sources: dns:///NAME:PORT, dns://SERVER/NAME:PORT, file:///PATH (one target a line)."""
+    if not (isinstance(spec, str) and is_dynamic(spec)):
+        return check_target(spec, what)
+    try:
+        parse_dns(spec) if spec.startswith("dns:") else file_path(spec)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+    return spec
+
+
 def check_target(target: object, what: str = "a target") -> str:
     """HOST:PORT (or [IPv6]:PORT) with a port in 1..65535; ValueError naming it otherwise."""
     if not isinstance(target, str):
@@ -52,9 +102,9 @@ def check_target(target: object, what: str = "a target") -> str:
 def check_targets(targets: str | Iterable[str], *, allow_empty: bool = False) -> list[str]:
     """The members given to a fleet as a list.
 
-    One HOST:PORT string is one member (not its characters), each must be HOST:PORT, and at least
-    one is needed unless ``allow_empty``."""
+    One string is one member (not its characters), each must be HOST:PORT or a source of members
+    (check_spec), and at least one is needed unless ``allow_empty``."""
     found = [targets] if isinstance(targets, str) else list(targets)
     if not found and not allow_empty:
         raise ValueError("targets must name at least one HOST:PORT")
-    return [check_target(t) for t in found]
+    return [check_spec(t) for t in found]

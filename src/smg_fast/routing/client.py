@@ -36,9 +36,11 @@ class AsyncRoutedClient(Fleet):
 
     Create it inside the event loop that uses it. The keyword arguments are
     :class:`~smg_fast.routing.dispatch.Fleet`'s (load_factor, floor, affinity_keys, affinity_wait,
-    timeout, attempt_timeout, join_timeout, eject_after, eject_base_s, keepalive_s, max_message_mb);
+    timeout, attempt_timeout, join_timeout, eject_after, eject_base_s, keepalive_s, max_message_mb,
+    resolve_every_s, hedge_percentile, hedge_ratio);
     ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller). ``targets``:
-    HOST:PORT strings (one string is one member), at least one."""
+    HOST:PORT strings (one string is one member) or sources of members (``dns:///NAME:PORT``,
+    ``dns://SERVER/NAME:PORT``, ``file:///PATH``), at least one."""
 
     def __init__(self, targets: str | Iterable[str], *, puller: Any = None,
                  **kwargs: Any) -> None:

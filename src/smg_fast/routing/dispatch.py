@@ -25,15 +25,18 @@ from typing import Any, TypeVar
 
 import grpc
 
-from .._service.channel import keepalive_options, message_size_options
+from .._service.channel import keepalive_options, message_size_options, reconnect_options
 from .._service.wire import MAX_ITEMS, too_many_items
 from ..transport.tensors import shm_namespace
-from .checks import check_settings, check_target, check_targets
+from .checks import check_settings, check_target, check_targets, is_dynamic
+from .discovery import Discovery
+from .hedging import Hedging
 from .member import Member
-from .membership import Membership
-from .placement import Affinity, Choice, choose, item_key
+from .membership import RECONNECT_MAX_S, Membership
+from .placement import Affinity, Choice, choose, item_key, order
 from .routed_error import RoutedError, name_items, renumber
 from .routed_request import Finish, RoutedRequest
+from .sources import FollowsSources
 from .sub_calls import SubCalls
 
 log = logging.getLogger("smg_fast.routing")
@@ -43,7 +46,7 @@ WAIT_SHARE = 0.5  # of the caller's timeout, the most an image may wait for a me
 _F = TypeVar("_F", bound="Fleet")
 
 
-class Fleet:
+class Fleet(FollowsSources):
     """The members, the counters, and the request loop.
 
     ``load_factor``: a member may hold ceil(load_factor x (in-flight + 1) / members) items, and
@@ -58,13 +61,24 @@ class Fleet:
     doubling per repeat, then one request probes it. ``attempt_timeout``: the longest one
     sub-call may take (None: the caller's deadline); past it the items go to their next
     member, and the member counts as failed only when a health Check goes unanswered too
-    (health.Ejection.verify). ``keepalive_s``: see _service.channel.keepalive_options."""
+    (health.Ejection.verify). ``keepalive_s``: see _service.channel.keepalive_options.
+    Targets may name sources of members (``dns:///NAME:PORT``, ``dns://SERVER/NAME:PORT``,
+    ``file:///PATH``: discovery.py), read again every ``resolve_every_s`` seconds and when a
+    member goes down; their members join as any member does (the same checks) and leave once
+    their calls in flight ended (sources.py). A sub-call that runs past ``hedge_percentile`` of
+    its member's recent latencies is hedged on the next member, ``hedge_ratio`` of the sub-calls
+    at most (hedging.py; percentile 0: never)."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,
                  timeout: float | None = None, attempt_timeout: float | None = None,
                  max_message_mb: int = 256, join_timeout: float = 10.0, eject_after: int = 3,
-                 eject_base_s: float = 1.0, keepalive_s: float = 10.0) -> None:
+                 eject_base_s: float = 1.0, keepalive_s: float = 10.0,
+                 resolve_every_s: float = 5.0, hedge_percentile: float = 95.0,
+                 hedge_ratio: float = 0.05) -> None:
+        if not (resolve_every_s > 0 and resolve_every_s < float("inf")):
+            raise ValueError(f"resolve_every_s must be a finite number of seconds > 0, got "
+                             f"{resolve_every_s!r}")
         check_settings(load_factor=load_factor, floor=floor, affinity_keys=affinity_keys,
                        affinity_wait=affinity_wait, timeout=timeout,
                        attempt_timeout=attempt_timeout, max_message_mb=max_message_mb,
@@ -79,13 +93,24 @@ class Fleet:
         self.namespace = shm_namespace()
         self.membership = Membership(
             channel_options=(message_size_options(max_message_mb * 2**20)
-                             + keepalive_options(keepalive_s)),
+                             + keepalive_options(keepalive_s)
+                             + reconnect_options(RECONNECT_MAX_S)),
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
         self.ejection = self.membership.ejection
-        founders = self.membership.found(targets, join_timeout)
+        self.hedging = Hedging(self.ejection, hedge_percentile, hedge_ratio)
+        loop = asyncio.get_running_loop()
+        self.discovery: Discovery | None = None
+        self._watch: asyncio.Task | None = None
+        self._retiring: dict[str, asyncio.Task] = {}
         # one join every request waits for (shielded: a caller that leaves does not end it)
-        self._joining = (asyncio.get_running_loop().create_task(self._join(founders))
-                         if founders else None)
+        self._joining: asyncio.Task | None = None
+        if any(is_dynamic(t) for t in targets):
+            self.discovery = Discovery(targets, resolve_every_s, self._discovered)
+            self.membership.on_down = lambda m: self.discovery.poke()  # type: ignore[union-attr]
+            self._joining = loop.create_task(self._discover_and_join())
+        else:
+            founders = self.membership.found(targets, join_timeout)
+            self._joining = loop.create_task(self._join(founders)) if founders else None
         self.counts: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
         self.calls = SubCalls(self.ejection, self.counts, attempt_timeout)
@@ -122,7 +147,12 @@ class Fleet:
         await self.membership.remove(target)
 
     def stats(self) -> dict[str, Any]:
-        return {**dict(self.counts), "retries": dict(self.retries), **self.membership.stats()}
+        out = {**dict(self.counts), "retries": dict(self.retries), **self.membership.stats()}
+        if self.discovery is not None:
+            out["discovery"] = {"sources": self.discovery.specs, "reads": self.discovery.rounds,
+                                "retiring": sorted(self._retiring)}
+        out["hedges"] = dict(self.hedging.counts)
+        return out
 
     # ---- one request ----
 
@@ -183,31 +213,107 @@ class Fleet:
         freed: list[asyncio.Future] = []
         try:
             for m, (idx, epoch, probe) in placed.items():
-                r.live[loop.create_task(self.calls.call(r, m, epoch, probe, idx))] = (m, idx)
+                self._send(r, m, epoch, probe, idx)
             if waits_on:  # placed again when one of those members ends a call
                 self.counts["waited"] += len(set(waits_on) - r.waited)
                 r.waited.update(waits_on)
                 freed = [asyncio.ensure_future(self.membership.members[t].freed.wait())
                          for t in set(waits_on.values())]
+            until = [t for t in (r.patient_until if waits_on else None,
+                                 self._hedge_due(r, loop.time())) if t is not None]
             done, _ = await asyncio.wait(
                 {*r.live, *freed}, return_when=asyncio.FIRST_COMPLETED,
-                timeout=max(0.0, r.patient_until - loop.time()) if waits_on else None)
+                timeout=max(0.0, min(until) - loop.time()) if until else None)
         finally:
             for f in freed:
                 f.cancel()
             self._unwait(waits_on)  # (placed again next, or the request ended)
         for task in done.difference(freed):
-            self._ended(r, task, loop.time())
+            if task in r.live:  # (not a hedged pair's loser, dropped by its winner)
+                self._ended(r, task, loop.time())
         r.pending.sort()
+
+    def _send(self, r: RoutedRequest, m: Member, epoch: int, probe: bool,
+              idx: list[int]) -> asyncio.Task:
+        """Starts r's sub-call of items idx on m (its in-flight count already taken)."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self.calls.call(r, m, epoch, probe, idx))
+        r.live[task] = (m, idx)
+        r.started[task] = loop.time()
+        self.hedging.started()
+        return task
+
+    def _hedge_due(self, r: RoutedRequest, now: float) -> float | None:
+        """Hedges r's sub-calls that ran past their member's percentile (hedging.py).
+
+        Each to the next usable member in its first item's rendezvous order that serves the model
+        and none of its items failed on. Returns the loop time the next one falls due, if any."""
+        nxt = None
+        for task, (m, idx) in list(r.live.items()):
+            if task in r.twins or task.done():
+                continue
+            delay = self.hedging.delay(m, r.model, len(idx))
+            if delay is None:
+                continue
+            due = r.started[task] + delay
+            if due > now:
+                nxt = due if nxt is None else min(nxt, due)
+                continue
+            r.twins[task] = None  # considered once
+            others = {x.target: x for x in self.membership.usable()
+                      if x is not m and x.serves(r.model)
+                      and not any(x.target in r.tried[i] for i in idx)}
+            if not others or not self.hedging.allow(m):
+                continue
+            other = others[order(r.keys[idx[0]], others)[0]]
+            other.probing = other.ejections > 0
+            other.in_flight += len(idx)
+            hedge = self._send(r, other, other.epoch, other.probing, idx)
+            r.twins[task], r.twins[hedge] = hedge, task
+            r.hedges.add(hedge)
+            self.hedging.counts["sent"] += 1
+        return nxt
+
+    def _pair_ended(self, r: RoutedRequest, task: asyncio.Task, ok: bool, retry: bool) -> bool:
+        """The first of a hedged pair ended; True when its twin decides instead.
+
+        An answer wins (the twin is cancelled, and what it answers anyway released); a retryable
+        failure leaves it to the twin; any other failure fails the request as usual."""
+        twin = r.twins.pop(task, None)
+        if twin is None or twin not in r.live:
+            return False
+        r.twins.pop(twin, None)
+        if ok:
+            original = twin if task in r.hedges else task
+            self.hedging.settled(r.live[original][0], task in r.hedges)
+            r.live.pop(twin)
+            r.started.pop(twin, None)
+            if not twin.done():
+                twin.cancel()
+                self.calls.keep(twin)
+            elif not twin.cancelled() and twin.exception() is None and r.local:
+                status, value = twin.result()  # both answered at once: the other is unread
+                if status == "ok":
+                    self.discard(value[0])
+            return False
+        return retry
 
     def _ended(self, r: RoutedRequest, task: asyncio.Task, now: float) -> None:
         """Takes a finished sub-call.
 
         Its values, or its items back to pending after a retryable failure with time left; else the
         request fails (RoutedError)."""
-        m, idx = r.live.pop(task)
+        m, idx = r.live[task]
         status, value = task.result()
+        if self._pair_ended(r, task, status == "ok", status != "ok" and value[2]):
+            del r.live[task]
+            for i in idx:  # its twin carries on; should it fail too, never back here
+                r.tried[i].add(m.target)
+            return
+        del r.live[task]
+        started = r.started.pop(task, now)
         if status == "ok":
+            self.hedging.record(m, r.model, len(idx), now - started)
             r.accept(idx, *value)
             return
         code, details, retry = value
@@ -319,8 +425,10 @@ class Fleet:
 
     async def close(self) -> None:
         """Removes every member and waits for the sub-calls abandoned before (cancelled)."""
-        if self._joining is not None:
-            self._joining.cancel()
+        for task in (self._joining, self._watch, *self._retiring.values()):
+            if task is not None:
+                task.cancel()
+        self.hedging.close()
         await self.membership.close()
         await self.calls.close()
 

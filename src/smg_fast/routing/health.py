@@ -92,13 +92,20 @@ class Ejection:
         half_open = m.ejections > 0
         m.probing = False
         if half_open or m.failures >= self.eject_after:
-            m.ejections += 1
-            m.epoch += 1
-            m.failures = 0
-            span = min(self.eject_max_s, self.eject_base_s * 2 ** (m.ejections - 1))
-            m.ejected_until = time.monotonic() + span
-            self.ejected += 1
-            log.warning("member %s: ejected for %.1f s", m.target, span)
+            self.eject(m, epoch)
+
+    def eject(self, m: Member, epoch: int) -> None:
+        """Ejects m now (unless an ejection since ``epoch`` already did)."""
+        if epoch != m.epoch:
+            return
+        m.ejections += 1
+        m.epoch += 1
+        m.failures = 0
+        m.probing = False
+        span = min(self.eject_max_s, self.eject_base_s * 2 ** (m.ejections - 1))
+        m.ejected_until = time.monotonic() + span
+        self.ejected += 1
+        log.warning("member %s: ejected for %.1f s", m.target, span)
 
     async def verify(self, m: Member, epoch: int, timeout: float) -> None:
         """A sub-call on m ran past its attempt timeout: a failure only if m is silent too.

@@ -32,6 +32,8 @@ class Member:
     epoch: int = 0  # ejections so far: a call's failure counts only in the epoch it began in
     ejected_until: float = 0.0
     probing: bool = False  # half-open: one request in flight decides
+    retiring: bool = False  # its source dropped it: no new work, removed once its calls end
+    suspected: bool = False  # its hedges kept winning: no new work until a health probe answers
     items: dict[str, int] = field(default_factory=dict)  # outcome -> items
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # first GetModelInfo ended
@@ -43,7 +45,8 @@ class Member:
 
     def usable(self, now: float) -> bool:
         """Whether a request may be placed on it at time.monotonic() now."""
-        if self.state != "serving" or now < self.ejected_until:
+        if self.state != "serving" or now < self.ejected_until or self.retiring \
+                or self.suspected:
             return False
         return not (self.ejections and self.probing)  # half-open: one probe at a time
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -32,7 +33,7 @@ from .member import FingerprintMismatch, Member
 log = logging.getLogger("smg_fast.routing")
 
 JOIN_TIMEOUT_S = 5.0
-RECONNECT_MAX_S = 2.0
+RECONNECT_MAX_S = 1.0  # a member that is down is asked again at least this often
 REFUSED_RETRY_S = 5.0
 
 
@@ -55,6 +56,7 @@ class Membership:
         # down for now is UNAVAILABLE (retry later), not an unknown model.
         self.known_models: set[str] = set()
         self.refused = 0
+        self.on_down: Callable[[Member], None] | None = None  # a member went down (discovery)
 
     # ---- joining and leaving ----
 
@@ -200,7 +202,8 @@ class Membership:
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
-                log.debug("member %s: %s", m.target, exc.code().name)
+                log.info("member %s: %s; asking again in %.2f s", m.target,
+                         exc.code().name, backoff)
             except Exception:  # keep following the member whatever broke
                 log.exception("member %s: health follower failed", m.target)
             self._set_state(m, "down")
@@ -236,6 +239,8 @@ class Membership:
             m.lost = asyncio.Event()  # a draining member still finishes what it has
         if state != m.state:
             log.info("member %s: %s", m.target, state)
+            if state == "down" and self.on_down is not None and self.members.get(m.target) is m:
+                self.on_down(m)
         m.state = state
         m.changed.set()  # wakes add()s waiting for this member
         m.changed = asyncio.Event()

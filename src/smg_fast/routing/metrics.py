@@ -77,6 +77,12 @@ class FleetCollector:
         for reason, n in stats["retries"].items():
             retries.add_metric([reason], float(n))
         yield retries
+        hedges = CounterMetricFamily("smg_fast_router_hedges", "Hedged sub-calls: sent, won "
+                                     "(the hedge answered first), lost, refused by the budget, "
+                                     "members suspected", labels=["outcome"])
+        for outcome, n in stats.get("hedges", {}).items():
+            hedges.add_metric([outcome], float(n))
+        yield hedges
         items = CounterMetricFamily("smg_fast_router_worker_items", "Items sent to a member, "
                                     "by outcome (ok, a status name, cancelled, abandoned, "
                                     "unread: the answer could not be read)",

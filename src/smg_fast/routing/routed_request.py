@@ -50,6 +50,10 @@ class RoutedRequest:
         self.pending = list(range(n))
         self.live: dict[asyncio.Task, tuple[Member, list[int]]] = {}
         self.waited: set[int] = set()  # items counted as having waited in the fleet
+        self.started: dict[asyncio.Task, float] = {}  # sub-call -> loop time it was sent
+        # a hedged sub-call and its hedge, each to the other (None: considered, not hedged)
+        self.twins: dict[asyncio.Task, asyncio.Task | None] = {}
+        self.hedges: set[asyncio.Task] = set()  # the hedges among them
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -27,7 +27,7 @@ from .._service.grpc_server import (
     set_health,
     start_preprocessor,
 )
-from .._service.shutdown import off_loop, on_stop_signals
+from .._service.shutdown import QUIET_S, Arrivals, off_loop, on_stop_signals
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .cache import PixelCache
 from .config import ServerConfig
@@ -86,6 +86,7 @@ class Server:
         self._stopping: asyncio.Task | None = None
         self._stopped: asyncio.Event | None = None
         self._pruner: asyncio.Task | None = None
+        self.arrivals = Arrivals()
 
     # ---- start ----
 
@@ -128,7 +129,7 @@ class Server:
         self.server, self.health, self.port = await start_preprocessor(
             cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
             preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
-            full=self.admission.full)
+            full=self.admission.full, arrivals=self.arrivals)
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)
@@ -278,7 +279,8 @@ class Server:
 
         NOT_SERVING and UNAVAILABLE for new requests; wait (up to the drain timeout) for in-flight
         requests, then for consumers to read delivered shm segments; cut what is still running
-        (UNAVAILABLE, its work stops before its next item); stop the gRPC server; unlink every
+        (UNAVAILABLE, its work stops before its next item); once no call came for QUIET_S (callers
+        saw NOT_SERVING or UNAVAILABLE) or at the drain timeout, stop the gRPC server; unlink every
         segment still owned. Blocking closes run off the event loop, so the whole stop takes at most
         about the drain timeout + _CLOSE_S."""
         assert self._stopped is not None
@@ -307,6 +309,9 @@ class Server:
             log.warning("drain timeout: RDMA slots still unconfirmed; closing the exporter")
         if self._pruner is not None:
             self._pruner.cancel()
+        if not await self.arrivals.quiet(QUIET_S, lambda: self._deadline):
+            log.warning("drain timeout: callers still send; stopping (calls that reach us now "
+                        "end CANCELLED)")
         # a short grace even past the deadline: the cut calls' UNAVAILABLE answers go out
         await self.server.stop(grace=max(0.25, min(1.0, self._deadline - loop.time())))
         end = loop.time() + _CLOSE_S

@@ -1,0 +1,170 @@
+"""Members found at run time: DNS names and a watched file.
+
+A fleet's targets may name sources instead of members:
+
+- ``dns:///NAME:PORT``: NAME's A and AAAA records through the system's resolver (search domains
+  and /etc/hosts included), each address a member at PORT; ``dns://SERVER[:PORT]/NAME:PORT``
+  asks that name server instead (dns_wire.py). A Kubernetes headless Service answers each ready
+  pod's address.
+- ``file:///PATH``: a file of targets, one a line (HOST:PORT or dns:, ``#`` comments), that an
+  orchestrator rewrites.
+
+Every source is read again each ``every_s`` seconds, and at once when a member goes down (a pod
+replaced, an address moved). A source that cannot be read keeps what it gave last (a DNS outage
+does not empty the fleet); a name with no records (NXDOMAIN, or none of either type) gives none.
+The members' strings are the addresses (``10.0.0.7:50051``, ``[fd00::7]:50051``): every router
+resolving the same name agrees on them, and so on each image's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+
+from .checks import check_spec, file_path, is_dynamic, parse_dns
+from .dns_wire import AAAA, A, DnsError, ask
+
+log = logging.getLogger("smg_fast.routing")
+
+FILE_POLL_S = 1.0  # a watched file is looked at this often (a stat), whatever every_s is
+
+
+def member_target(address: str, port: int) -> str:
+    """address:port, an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+async def resolve(spec: str) -> list[str]:
+    """The members a dns: spec names now, sorted. DnsError / OSError when it cannot tell."""
+    server, name, port = parse_dns(spec)
+    if server is None:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
+                return []
+            raise
+        addresses = {info[4][0].split("%")[0] for info in infos}
+    else:
+        results = await asyncio.gather(ask(server, name, A), ask(server, name, AAAA),
+                                       return_exceptions=True)
+        if all(isinstance(r, BaseException) for r in results):
+            raise results[0]  # type: ignore[misc]
+        addresses = {a for r in results if not isinstance(r, BaseException) for a in r}
+    return sorted(member_target(a, port) for a in addresses)
+
+
+def read_targets(path: str) -> list[str]:
+    """The targets of a watched file: one a line, ``#`` comments; a bad line is skipped (logged).
+
+    OSError when it cannot be read."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            spec = line.split("#", 1)[0].strip()
+            if not spec:
+                continue
+            try:
+                if spec.startswith("file:"):
+                    raise ValueError("a file of targets cannot name another file")
+                out.append(check_spec(spec, f"{path}:{n}"))
+            except ValueError as exc:
+                log.error("discovery: %s", exc)
+    return out
+
+
+class Discovery:
+    """Reads the sources and reports what changed.
+
+    ``changed(joined, left)`` gets the members that appeared and those that vanished since the
+    last report."""
+
+    def __init__(self, specs: Iterable[str], every_s: float,
+                 changed: Callable[[list[str], list[str]], Awaitable[None]]) -> None:
+        self.specs = list(specs)
+        self.every_s = every_s
+        self.changed = changed
+        self.current: list[str] = []
+        self._last: dict[str, list[str]] = {}  # source -> what it gave last
+        self._stamps: dict[str, tuple[int, int]] = {}  # file -> (mtime_ns, size) read last
+        self._poke = asyncio.Event()
+        self.rounds = 0
+
+    def poke(self) -> None:
+        """Read the sources again now (a member went down)."""
+        self._poke.set()
+
+    async def read(self) -> list[str]:
+        """Every member the sources name now, in the order given (a source's in its order)."""
+        out: dict[str, None] = {}
+        for spec in self.specs:
+            for t in await self._expand(spec):
+                out.setdefault(t)
+        self.rounds += 1
+        return list(out)
+
+    async def _expand(self, spec: str, depth: int = 0) -> list[str]:
+        if not is_dynamic(spec):
+            return [spec]
+        try:
+            if spec.startswith("dns:"):
+                got = await resolve(spec)
+            else:
+                path = file_path(spec)
+                st = os.stat(path)
+                self._stamps[spec] = (st.st_mtime_ns, st.st_size)
+                got = []
+                for line in read_targets(path):
+                    got.extend(await self._expand(line, depth + 1))
+        except (DnsError, OSError, UnicodeDecodeError) as exc:
+            kept = self._last.get(spec, [])
+            log.warning("discovery: cannot read %s (%s); keeping its %d member(s)", spec, exc,
+                        len(kept))
+            return kept
+        if got != self._last.get(spec):
+            log.info("discovery: %s gives %s", spec, ", ".join(got) or "no member")
+        self._last[spec] = got
+        return got
+
+    def _files_changed(self) -> bool:
+        for spec in self.specs:
+            if spec.startswith("file:"):
+                try:
+                    st = os.stat(file_path(spec))
+                except OSError:
+                    continue
+                if self._stamps.get(spec) != (st.st_mtime_ns, st.st_size):
+                    return True
+        return False
+
+    async def run(self, current: list[str]) -> None:
+        """Reports changes from current on, until cancelled."""
+        self.current = list(current)
+        loop = asyncio.get_running_loop()
+        files = any(s.startswith("file:") for s in self.specs)
+        while True:
+            end = loop.time() + self.every_s
+            while loop.time() < end and not self._poke.is_set():
+                step = min(end - loop.time(), FILE_POLL_S if files else self.every_s)
+                poked = asyncio.ensure_future(self._poke.wait())
+                try:
+                    await asyncio.wait([poked], timeout=max(0.0, step))
+                finally:
+                    poked.cancel()
+                if files and self._files_changed():
+                    break
+            self._poke.clear()
+            try:
+                now = await self.read()
+            except Exception:  # keep discovering whatever broke
+                log.exception("discovery failed")
+                continue
+            joined = [t for t in now if t not in self.current]
+            left = [t for t in self.current if t not in now]
+            self.current = now
+            if joined or left:
+                await self.changed(joined, left)

@@ -1,0 +1,64 @@
+"""Hedged sub-calls with three real servers, one of them hung (SIGSTOP).
+
+Its sockets stay open and nothing answers.
+Keepalive off, so only hedging can save the requests that meet the hung member: each must still
+succeed, exact, within its deadline; the hung member's hedges win, it is suspected, probed and
+ejected; the budget holds hedges to a few per cent of the sub-calls while all members are well."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from support.routing_common import check
+
+from smg_fast.routing import AsyncRoutedClient
+from smg_fast.routing.hedging import BURST, Hedging
+
+
+async def _load(fleet, imgs, refs, requests: int, streams: int = 4) -> None:
+    """requests one-image requests from streams callers, each checked exact."""
+    queue = list(range(requests))
+
+    async def caller() -> None:
+        while queue:
+            k = queue.pop() % len(imgs)
+            out = await fleet.preprocess([imgs[k]], timeout=20)
+            check(out, [k], refs)
+
+    await asyncio.gather(*(caller() for _ in range(streams)))
+
+
+def test_a_hung_member_is_hedged_around(fresh_fleet, images):
+    imgs, refs = images(24)
+    targets = [s.target for s in fresh_fleet]
+    hung = fresh_fleet[2]
+
+    async def main():
+        async with AsyncRoutedClient(targets, keepalive_s=0, floor=1, affinity_keys=0) as fleet:
+            await _load(fleet, imgs, refs, 240)  # every member's latencies known
+            calm = fleet.stats()
+            sub_calls = sum(sum(m["items"].values()) for m in calm["members"].values())
+            assert calm["hedges"]["sent"] <= BURST + 0.05 * sub_calls, calm["hedges"]
+            hung.proc.send_signal(signal.SIGSTOP)
+            try:
+                await _load(fleet, imgs, refs, 120)
+                while fleet.membership.members[hung.target].suspected:  # its probe's verdict
+                    await asyncio.sleep(0.05)
+            finally:
+                hung.proc.send_signal(signal.SIGCONT)
+            return calm, fleet.stats()
+
+    calm, stats = asyncio.run(main())
+    assert stats["hedges"]["won"] >= 1 and stats["hedges"]["suspected"] >= 1, stats["hedges"]
+    assert stats["ejections"] >= 1
+    assert stats["members"][hung.target]["items"].get("cancelled", 0) >= 1
+
+
+def test_hedging_settings_are_checked():
+    for bad in ({"percentile": 40}, {"percentile": 100}, {"ratio": -0.1}, {"ratio": 2}):
+        try:
+            Hedging(None, **bad)  # type: ignore[arg-type]
+        except ValueError:
+            continue
+        raise AssertionError(bad)
