@@ -155,7 +155,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
                     image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
                     rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
-                    do_rescale=True, do_normalize=True, do_convert_rgb=True,
+                    do_rescale=True, do_normalize=cfg.do_normalize, do_convert_rgb=True,
                     **cls.dropin.attributes(cfg))
 
     # ---- serialization and copies: the Processor is rebuilt from its config ----

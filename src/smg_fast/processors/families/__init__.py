@@ -14,7 +14,10 @@ from .paddleocr_vl import PaddleOCRVLProcessor
 from . import ernie4_5_vl  # noqa: F401  (registers the family)
 from .hunyuan_vl import HunyuanVLProcessor
 from .gemma3 import Gemma3Processor
+from .gemma4 import Gemma4Processor
+from .gemma3n import Gemma3nProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
            "PaddleOCRVLProcessor", "QwenVLProcessor"]
+__all__ += ["Gemma3nProcessor", "Gemma4Processor"]
