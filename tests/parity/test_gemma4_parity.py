@@ -167,8 +167,10 @@ def test_model_folder_and_dropin(tmp_path, real_images, ref):
     assert load_processor(tmp_path).config.backend == "torchvision"
     proc = load_processor(tmp_path, backend="pil")
     assert proc.config.family == "gemma4" and proc.config.max_soft_tokens == 280
-    images = [real_images.open("grace_hopper"), real_images.open("camera")]
-    check(proc(images), reference(ref, images))
+    def images():
+        return [real_images.open("grace_hopper"), real_images.open("camera")]
+
+    check(proc(images()), reference(ref, images()))
     ours = hf.Gemma4ImageProcessorPil.from_pretrained(tmp_path)
     theirs = Gemma4ImageProcessorPil.from_pretrained(tmp_path)
     assert ours.model_input_names == theirs.model_input_names
@@ -176,11 +178,11 @@ def test_model_folder_and_dropin(tmp_path, real_images, ref):
                 "resample", "rescale_factor"):
         assert getattr(ours, key) == getattr(theirs, key), key
     assert list(ours.image_mean) == list(theirs.image_mean)
-    out = ours(images, return_tensors="np")
+    out = ours(images(), return_tensors="np")
     assert set(out) == set(KEYS)
-    check(out, reference(theirs, images))
-    check(ours(images, return_tensors="np", max_soft_tokens=140),
-          reference(theirs, images, max_soft_tokens=140))
+    check(out, reference(theirs, images()))
+    check(ours(images(), return_tensors="np", max_soft_tokens=140),
+          reference(theirs, images(), max_soft_tokens=140))
     assert ours._reference is None  # transformers' class was never needed
 
 
