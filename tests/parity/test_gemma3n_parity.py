@@ -10,30 +10,23 @@ torchvision backend: test_gemma4_torchvision.py."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
-from PIL import Image
-from support.images import encode
-from transformers.image_utils import load_image
+from support.input_cases import array_cases, encoded_cases
 from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 
 from smg_fast import load_processor
 from smg_fast.testing.oracles import HUB_GEMMA3N, hf_gemma3n
 
 # The published preprocessor_config.json (google/gemma-3n-E4B-it), image keys as a folder has them
-HUB_FILE = {"image_processor_type": "SiglipImageProcessorFast", "processor_class": "Gemma3nProcessor",
-            "do_convert_rgb": True, "do_normalize": False, "do_rescale": True, "do_resize": True,
+HUB_FILE = {"image_processor_type": "SiglipImageProcessorFast",
+            "processor_class": "Gemma3nProcessor", "do_convert_rgb": True,
+            "do_normalize": False, "do_rescale": True, "do_resize": True,
             "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "image_seq_length": 256,
             "resample": 2, "rescale_factor": 0.00392156862745098,
             "size": {"height": 768, "width": 768}}
-
-
-@pytest.fixture(scope="module")
-def ref():
-    return hf_gemma3n(SiglipImageProcessorPil)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +36,11 @@ def gemma():
 
 def reference(ref, images, **kw) -> np.ndarray:
     return np.asarray(ref(images, return_tensors="np", **kw)["pixel_values"])
+
+
+@pytest.fixture(scope="module")
+def ref():  # transformers' class, as the hub config sets it
+    return hf_gemma3n(SiglipImageProcessorPil)
 
 
 def check(out, want) -> None:
@@ -65,25 +63,20 @@ def test_real_image(real_image_name, real_images, gemma, ref):
 
 
 def test_pil_mode(mode_kind, real_images, gemma, ref):
-    check(gemma(real_images.mode_image(mode_kind)), reference(ref, real_images.mode_image(mode_kind)))
+    want = reference(ref, real_images.mode_image(mode_kind))
+    check(gemma(real_images.mode_image(mode_kind)), want)
 
 
-@pytest.mark.parametrize("name", ["rocket", "logo2"])
-def test_bytes_path_exif_and_16_bit(name, real_images, gemma, ref, exif_rotated_jpeg):
-    want = reference(ref, load_image(str(real_images.path(name))))
-    for src in (real_images.bytes(name), str(real_images.path(name))):
-        check(gemma(src), want)
-    check(gemma(exif_rotated_jpeg.read_bytes()), reference(ref, load_image(str(exif_rotated_jpeg))))
-    data = encode(real_images.mode_image("I;16"), "PNG")
-    check(gemma(data), reference(ref, load_image(Image.open(io.BytesIO(data)))))
+def test_encoded_inputs(real_images, exif_rotated_jpeg, gemma, ref):
+    """Bytes and paths (EXIF-rotated, 16-bit PNG too) load as transformers' load_image does."""
+    for _, ours, theirs in encoded_cases(real_images, exif_rotated_jpeg):
+        check(gemma(ours), reference(ref, theirs))
 
 
-@pytest.mark.parametrize("size", [(1, 1), (37, 53), (768, 768), (1920, 1080), (1, 500),
-                                  (4000, 25)], ids=str)
-def test_edge_sizes_from_arrays(size, real_images, gemma, ref):
-    arr = np.asarray(real_images.rgb("astronaut").resize(size, Image.Resampling.BICUBIC))
-    check(gemma(arr, input_data_format="channels_last"),
-          reference(ref, arr, input_data_format="channels_last"))
+def test_arrays(real_images, gemma, ref):
+    for _, arr, kw in array_cases(real_images, [(1, 1), (37, 53), (768, 768), (1920, 1080),
+                                                (1, 500), (4000, 25)]):
+        check(gemma(arr, **kw), reference(ref, arr, **kw))
 
 
 @pytest.mark.parametrize("kw", [{"do_normalize": True}, {"size": {"height": 224, "width": 224}},

@@ -11,14 +11,11 @@ model folder) and the smg_fast.hf drop-in."""
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
-from PIL import Image
-from support.images import encode
-from transformers.image_utils import load_image
+from support.input_cases import array_cases, encoded_cases
 from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
 
 from smg_fast import load_processor
@@ -68,27 +65,14 @@ def test_real_image(real_image_name, real_images, gemma, ref):
 
 
 def test_pil_mode(mode_kind, real_images, gemma, ref):
-    want = reference(ref, real_images.mode_image(mode_kind))
-    check(gemma(real_images.mode_image(mode_kind)), want)
+    check(gemma(real_images.mode_image(mode_kind)),
+          reference(ref, real_images.mode_image(mode_kind)))
 
 
-@pytest.mark.parametrize("name", ["rocket", "coffee", "logo2"])
-def test_bytes_and_path_input(name, real_images, gemma, ref):
-    """Bytes and paths load as transformers' load_image does."""
-    want = reference(ref, load_image(str(real_images.path(name))))
-    for src in (real_images.bytes(name), str(real_images.path(name)), real_images.path(name)):
-        check(gemma(src), want)
-
-
-def test_exif_rotated_jpeg(exif_rotated_jpeg, gemma, ref):
-    want = reference(ref, load_image(str(exif_rotated_jpeg)))
-    check(gemma(str(exif_rotated_jpeg)), want)
-    check(gemma(exif_rotated_jpeg.read_bytes()), want)
-
-
-def test_16_bit_png(real_images, gemma, ref):
-    data = encode(real_images.mode_image("I;16"), "PNG")
-    check(gemma(data), reference(ref, load_image(Image.open(io.BytesIO(data)))))
+def test_encoded_inputs(real_images, exif_rotated_jpeg, gemma, ref):
+    """Bytes and paths (EXIF-rotated, 16-bit PNG too) load as transformers' load_image does."""
+    for _, ours, theirs in encoded_cases(real_images, exif_rotated_jpeg):
+        check(gemma(ours), reference(ref, theirs))
 
 
 # tiny, odd, 1080p, 4K, extreme aspect both ways (a side floored to 0), already at the budget
@@ -97,34 +81,24 @@ SIZES = [(1, 1), (2, 3), (37, 53), (1920, 1080), (3840, 2160), (1, 500), (3000, 
          (25, 4000), (48, 48), (816, 768), (768, 816), (1056, 576), (480, 480), (100, 49)]
 
 
-@pytest.mark.parametrize("size", SIZES, ids=str)
-def test_edge_sizes_from_arrays(size, real_images, gemma, ref):
-    w, h = size
-    arr = np.asarray(real_images.rgb("astronaut").resize((w, h), Image.Resampling.BICUBIC))
-    check(gemma(arr, input_data_format="channels_last"),
-          reference(ref, arr, input_data_format="channels_last"))
-
-
-def test_grey_and_channels_first_arrays(real_images, gemma, ref):
-    grey = np.asarray(real_images.open("camera"))[:, :, None].copy()
-    check(gemma(grey), reference(ref, grey))
-    chw = np.ascontiguousarray(real_images.rgb_array("chelsea").transpose(2, 0, 1))
-    check(gemma(chw), reference(ref, chw))
+def test_arrays(real_images, gemma, ref):
+    for _, arr, kw in array_cases(real_images, SIZES):
+        check(gemma(arr, **kw), reference(ref, arr, **kw))
 
 
 def test_batch_torch_output_and_tokens(real_images, gemma, ref):
-    names = ["chelsea", "rocket", "camera", "logo2", "chelsea"]
-    want = reference(ref, [real_images.open(n) for n in names])
-    check(gemma([real_images.open(n) for n in names]), want)
-    out = gemma([real_images.open(n) for n in names], return_tensors="pt")
+    def batch():
+        return [real_images.open(n) for n in ("chelsea", "rocket", "camera", "logo2", "chelsea")]
+
+    want = reference(ref, batch())
+    check(gemma(batch()), want)
+    out = gemma(batch(), return_tensors="pt")
     assert np.array_equal(out["pixel_values"].numpy(), want["pixel_values"])
     assert np.array_equal(out["image_position_ids"].numpy(), want["image_position_ids"])
     assert out["num_soft_tokens_per_image"].tolist() == want["num_soft_tokens_per_image"].tolist()
     assert out["num_tokens"].tolist() == want["num_soft_tokens_per_image"].tolist()
-    for n in names:  # the prompt's tokens per image, from the size alone
-        w, h = real_images.open(n).size
-        assert gemma.num_tokens(w, h) == reference(ref, real_images.open(n))[
-            "num_soft_tokens_per_image"][0]
+    for im, tokens in zip(batch(), want["num_soft_tokens_per_image"], strict=True):
+        assert gemma.num_tokens(*im.size) == tokens  # the prompt's tokens, from the size alone
 
 
 @pytest.mark.parametrize("kw", [{"max_soft_tokens": 70}, {"max_soft_tokens": 1120},
@@ -158,15 +132,23 @@ def test_bfloat16_and_impossible_sizes(real_images, gemma, ref):
         gemma(np.zeros((0, 5, 3), np.uint8))
 
 
+def model_folder(path, pre: dict, model_type: str):
+    """path as a model folder: config.json naming model_type, pre as preprocessor_config.json."""
+    (path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    (path / "preprocessor_config.json").write_text(json.dumps(pre))
+    return path
+
+
 def test_model_folder_and_dropin(tmp_path, real_images, ref):
     import smg_fast.hf as hf
 
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma4"}))
-    (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
-    # it names the torchvision class, which transformers' Auto classes resolve (when installed)
-    assert load_processor(tmp_path).config.backend == "torchvision"
-    proc = load_processor(tmp_path, backend="pil")
-    assert proc.config.family == "gemma4" and proc.config.max_soft_tokens == 280
+    folder = model_folder(tmp_path, HUB_FILE, "gemma4")
+    # the torchvision class it names is what transformers' Auto classes resolve (when installed)
+    assert [load_processor(folder, **kw).config.backend for kw in ({}, {"backend": "pil"})] == [
+        "torchvision", "pil"]
+    proc = load_processor(folder, backend="pil")
+    assert (proc.config.family, proc.config.max_soft_tokens) == ("gemma4", 280)
+
     def images():
         return [real_images.open("grace_hopper"), real_images.open("camera")]
 
