@@ -230,6 +230,7 @@ class _SmgImageProcessor(BaseImageProcessor):
             return self._fallback(str(exc), images, return_tensors, kwargs)
         data = {k: out[k] for k in self.model_input_names}
         if rt is None:  # transformers leaves the arrays as its backend made them
+            data.update({k: data[k].tolist() for k in self.dropin.list_outputs})
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 

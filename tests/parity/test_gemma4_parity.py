@@ -165,6 +165,10 @@ def test_model_folder_and_dropin(tmp_path, real_images, ref):
     check(out, reference(theirs, images()))
     check(ours(images(), return_tensors="np", max_soft_tokens=140),
           reference(theirs, images(), max_soft_tokens=140))
+    bare, theirs_bare = ours(images()), theirs(images())  # no tensor type: as the class leaves it
+    assert bare["num_soft_tokens_per_image"] == theirs_bare["num_soft_tokens_per_image"]
+    assert isinstance(bare["num_soft_tokens_per_image"], list)
+    assert np.array_equal(bare["pixel_values"], theirs_bare["pixel_values"])
     assert ours._reference is None  # transformers' class was never needed
 
 
@@ -182,3 +186,19 @@ def test_folder_without_model_type(tmp_path, real_images):
         {"image_processor_type": "Gemma4ImageProcessorPil", "max_soft_tokens": 300}))
     with pytest.raises(ValueError, match="max_soft_tokens"):
         load_processor(tmp_path)
+
+
+def test_pil_dropins_return_the_bytes_as_transformers(real_images):
+    """do_rescale=False, do_normalize=False: the Gemmas' PIL classes return the resized uint8."""
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    import smg_fast.hf as hf
+
+    raw = {"do_rescale": False, "do_normalize": False}
+    for ours, theirs in ((hf.Gemma4ImageProcessorPil(), Gemma4ImageProcessorPil()),
+                         (hf.SiglipImageProcessorPil(), SiglipImageProcessorPil()),
+                         (hf.Gemma3ImageProcessorPil(), Gemma3ImageProcessorPil())):
+        got = ours(real_images.open("rocket"), return_tensors="np", **raw)["pixel_values"]
+        want = theirs(real_images.open("rocket"), return_tensors="np", **raw)["pixel_values"]
+        assert got.dtype == want.dtype == np.uint8 and np.array_equal(got, want), type(ours)

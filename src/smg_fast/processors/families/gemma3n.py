@@ -80,6 +80,6 @@ register(Family(
                         _reference_kwargs),
     dropin=DropIn({"SiglipImageProcessor": "torchvision", "SiglipImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3n",
-                  outputs=("pixel_values",), in_engines=False)))
+                  outputs=("pixel_values",), in_engines=False, pil_keeps_uint8=True)))
 
 __all__ = ["Gemma3nProcessor"]
