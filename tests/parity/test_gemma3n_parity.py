@@ -111,4 +111,7 @@ def test_model_folder_and_dropin(tmp_path, real_images, ref):
     check(out, reference(theirs, images()))
     check(ours(images(), return_tensors="np", do_normalize=True),
           reference(theirs, images(), do_normalize=True))
+    bare, theirs_bare = ours(images())["pixel_values"], theirs(images())["pixel_values"]
+    assert isinstance(bare, list) and isinstance(theirs_bare, list)  # no tensor type: as there
+    assert all(np.array_equal(a, b) for a, b in zip(bare, theirs_bare, strict=True))
     assert ours._reference is None  # transformers' class was never needed
