@@ -202,3 +202,12 @@ def test_pil_dropins_return_the_bytes_as_transformers(real_images):
         got = ours(real_images.open("rocket"), return_tensors="np", **raw)["pixel_values"]
         want = theirs(real_images.open("rocket"), return_tensors="np", **raw)["pixel_values"]
         assert got.dtype == want.dtype == np.uint8 and np.array_equal(got, want), type(ours)
+
+
+@pytest.mark.parametrize("family", ["gemma4", "gemma3n", "gemma3"])
+def test_cli_check_compares_with_transformers(family, capsys):
+    """python -m smg_fast --check on the Gemmas, whose outputs hold no image_grid_thw."""
+    from smg_fast.__main__ import main
+
+    assert main(["--model", family, "--check"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("bit-exact with transformers")
