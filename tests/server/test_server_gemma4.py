@@ -83,3 +83,14 @@ def test_batch_cache_and_routing_by_model(client, small_jpegs):
     # the same bytes for another model are that model's computation, not the cached one
     other = client.preprocess(data[0], model="g3n", transport="inline").items[0]
     assert np.asarray(other.pixel_values).shape == (1, 3, 768, 768)
+
+
+def test_verify_compares_with_transformers(client, small_jpegs):
+    from smg_fast.client import _verify
+
+    info = client.model_info()
+    data = small_jpegs["chelsea"]
+    for model in ("g4", "g3n"):
+        got = client.preprocess(data, model=model, transport="inline").items[0].pixel_values
+        verdict = _verify(info, model, data, "float32", got)
+        assert verdict.endswith("bit-exact with transformers (pil)"), (model, verdict)
