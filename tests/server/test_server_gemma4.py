@@ -86,11 +86,12 @@ def test_batch_cache_and_routing_by_model(client, small_jpegs):
 
 
 def test_verify_compares_with_transformers(client, small_jpegs):
+    """The client's --verify check on each family's served tensor."""
     from smg_fast.client import _verify
 
-    info = client.model_info()
     data = small_jpegs["chelsea"]
-    for model in ("g4", "g3n"):
-        got = client.preprocess(data, model=model, transport="inline").items[0].pixel_values
-        verdict = _verify(info, model, data, "float32", got)
-        assert verdict.endswith("bit-exact with transformers (pil)"), (model, verdict)
+    items = {m: client.preprocess(data, model=m, transport="inline").items[0]
+             for m in ("g4", "g3n")}
+    info = client.model_info()
+    verdicts = {m: _verify(info, m, data, "float32", it.pixel_values) for m, it in items.items()}
+    assert all(v.endswith("bit-exact with transformers (pil)") for v in verdicts.values()), verdicts
