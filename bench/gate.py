@@ -8,11 +8,11 @@ the committed bench/baseline.json.
                                     # commit that file on its own, in a reviewed commit
 
 Metrics (lower is better), per family (qwen2_vl, qwen3_vl, kimi_k25, glm4v, paddleocr_vl,
-ernie4_5_vl_moe, hunyuan_vl, gemma3) and dtype (float32, bfloat16):
+ernie4_5_vl_moe, hunyuan_vl, gemma3, gemma4, gemma3n) and dtype (float32, bfloat16):
   <family> <dtype> / copy   smg-fast time / the copy floor (np.copyto of the float32 output into
                             a preallocated, touched buffer): catches a slower resample or writer
   <family> <dtype> / ref    smg-fast time / the exact reference (transformers' PIL processor for
-                            Qwen, GLM and Gemma 3, the upstream NumPy reference for Kimi;
+                            Qwen, GLM and the Gemmas, the upstream NumPy reference for Kimi;
                             bench/references.py)
 Absolute times are never compared: on a shared 2-core machine they move by 2x with other load,
 while a ratio of two things measured side by side moves far less.
@@ -53,6 +53,7 @@ BASELINE = Path(__file__).with_name("baseline.json")
 FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
 FAMILIES += ("gemma3",)
+FAMILIES += ("gemma4", "gemma3n")
 SIZE = (1920, 1080)
 DTYPES = ("float32", "bfloat16")
 # 25 rounds (the reference, 80-180 ms a call, dominates): one measurement of the three families

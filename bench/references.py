@@ -92,7 +92,21 @@ def make_hf_pil(family: str):
         from smg_fast.testing.oracles import hf_gemma3
 
         return hf_gemma3(Gemma3ImageProcessorPil)
+    if family in ("gemma4", "gemma3n"):
+        return make_hf_pil_gemma(family)
     return make_hf_pil_qwen(family)
+
+
+def make_hf_pil_gemma(family: str):
+    """transformers' Gemma4ImageProcessorPil or (Gemma 3n's) SiglipImageProcessorPil, hub config."""
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    from smg_fast.testing.oracles import hf_gemma3n, hf_gemma4
+
+    if family == "gemma4":
+        return hf_gemma4(Gemma4ImageProcessorPil)
+    return hf_gemma3n(SiglipImageProcessorPil)
 
 
 def photo_file() -> Path:

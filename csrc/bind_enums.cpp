@@ -3,6 +3,7 @@
 #include "bind_common.hpp"
 #include "convert.hpp"
 #include "normalize/lut.hpp"
+#include "patchify/layout.hpp"
 #include "resample/resizer.hpp"
 
 namespace smg::bind {
@@ -56,7 +57,15 @@ void bind_enums(py::module_& m) {
                "Kimi-K2.5 upstream: (f32(f64(u) / 255) - f32(mean)) * f32(1 / f32(std)); rescale unused.")
         .value("TORCH_FUSED_NORMALIZE", LutRecipe::TorchFusedNormalize,
                "transformers' torchvision processors: (f32(u) - M) / S, M = f32(f32(mean) * f32(1 / rescale)),\n"
-               "S likewise from std.");
+               "S likewise from std.")
+        .value("TORCH_RESCALE", LutRecipe::TorchRescale,
+               "transformers' torchvision processors with do_normalize=False: f32(u) * f32(rescale); mean and\n"
+               "std unused.");
+    py::enum_<PatchOrder>(m, "PatchOrder", "Where a patch's values go inside its output row.")
+        .value("CHANNELS_FIRST", PatchOrder::ChannelFirst,
+               "c * T * P * P + t * P * P + py * P + px (Qwen's, Kimi's, Gemma 3's whole images).")
+        .value("CHANNELS_LAST", PatchOrder::ChannelLast,
+               "(py * P + px) * 3 + c, rows in raster order (Gemma 4's); merge and temporal 1 only.");
 }
 
 }  // namespace smg::bind

@@ -83,17 +83,17 @@ void bind_pipeline(py::module_& m) {
                          "then takes only what differs per image. Safe to share between threads.")
         .def(py::init([](LutRecipe recipe, double rescale, std::array<double, 3> mean, std::array<double, 3> std_,
                          DType dtype, Filter filter, PassOrder order, int patch, int merge, int temporal,
-                         Resampler resampler) {
+                         Resampler resampler, PatchOrder patch_order) {
                  const NormParams norm{recipe, rescale, {mean[0], mean[1], mean[2]}, {std_[0], std_[1], std_[2]}};
-                 return new Pipeline(norm, dtype, filter, order, resampler, patch, merge, temporal);
+                 return new Pipeline(norm, dtype, filter, order, resampler, patch, merge, temporal, patch_order);
              }),
              py::kw_only(), py::arg("recipe"), py::arg("rescale"), py::arg("mean"), py::arg("std"), py::arg("dtype"),
              py::arg("filter"), py::arg("pass_order"), py::arg("patch"), py::arg("merge"), py::arg("temporal"),
-             py::arg("resampler") = Resampler::Pillow,
+             py::arg("resampler") = Resampler::Pillow, py::arg("patch_order") = PatchOrder::ChannelFirst,
              "Validates and prepares the pipeline. Raises ValueError for an unknown enum value, a filter\n"
              "the resampler does not implement, patch outside 1..64 (1..4096 with merge and temporal 1: one\n"
-             "patch per whole channel-first image), merge or temporal outside 1..16, a\n"
-             "zero or non-finite std, a non-finite mean.")
+             "patch per whole channel-first image), merge or temporal outside 1..16, CHANNELS_LAST with merge or\n"
+             "temporal other than 1, a zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
              py::arg("jpeg") = py::none(), py::arg("decode_seconds") = py::none(),
@@ -119,10 +119,14 @@ void bind_pipeline(py::module_& m) {
             "The read-only 3 x 256 normalization table (float32, or uint16 bits for bfloat16 and\n"
             "float16, uint8 for UINT8), indexed [channel, pixel value]: the definition of every output value.")
         .def_property_readonly(
-            "kernel", [](const Pipeline& pl) { return pl.normalizer().kernel_label(pl.patch()); },
+            "kernel",
+            [](const Pipeline& pl) {
+                if (pl.patch_order() == PatchOrder::ChannelLast) return pl.dtype() == DType::UInt8 ? "copy" : "table";
+                return pl.normalizer().kernel_label(pl.patch());
+            },
             "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
             "'avx2-fast', 'avx2-gather', 'table' (each SIMD form checked against all 768 table values) or 'copy' "
-            "(uint8).")
+            "(uint8); channel-last patches: 'table' or 'copy'.")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
         .def_property_readonly(
             "recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; }, "Normalization recipe.")
@@ -139,6 +143,7 @@ void bind_pipeline(py::module_& m) {
         .def_property_readonly("patch", &Pipeline::patch, "Patch side in pixels.")
         .def_property_readonly("merge", &Pipeline::merge, "Merge size (patches per merged block side).")
         .def_property_readonly("temporal", &Pipeline::temporal, "Temporal copies of each patch.")
+        .def_property_readonly("patch_order", &Pipeline::patch_order, "Where a patch's values go in its row.")
         .def_property_readonly("row_elems", &Pipeline::row_elems, "Elements per patch row: 3 * temporal * patch^2.");
 }
 

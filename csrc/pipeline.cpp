@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kMaxSide = 1 << 20;  // far beyond any real image; keeps index math in range
 
 // Runs before norm_ is built, so a bad layout is reported before the table is computed.
-Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, int temporal) {
+Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, int temporal, PatchOrder po) {
     if (!is_valid_filter(f)) throw std::invalid_argument("unknown resampling filter " + std::to_string(int(f)));
     if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && !torch_implements(f))
@@ -28,19 +28,23 @@ Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, in
         throw std::invalid_argument(
             "patch must be 1..64 (1..4096 with merge 1 and temporal 1), merge and "
             "temporal 1..16");
+    if (!is_valid_patch_order(po)) throw std::invalid_argument("unknown patch order " + std::to_string(int(po)));
+    if (po == PatchOrder::ChannelLast && !whole_image)
+        throw std::invalid_argument("channel-last patches take merge 1 and temporal 1");
     return f;
 }
 
 }  // namespace
 
 Pipeline::Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler, int patch,
-                   int merge, int temporal)
-    : filter_(checked(filter, order, resampler, patch, merge, temporal)),
+                   int merge, int temporal, PatchOrder patch_order)
+    : filter_(checked(filter, order, resampler, patch, merge, temporal, patch_order)),
       order_(order),
       resampler_(resampler),
       patch_(patch),
       merge_(merge),
       temporal_(temporal),
+      patch_order_(patch_order),
       norm_(norm, dtype) {}
 
 int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_w) const {
@@ -73,7 +77,7 @@ bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int
                                     std::to_string(format_channels(fmt)) + " channels, the image has " +
                                     std::to_string(src.channels));
     const PatchLayout L{patch_, merge_, temporal_, grid_h, grid_w};
-    const Patchifier patchifier(L, norm_);
+    const Patchifier patchifier(L, norm_, patch_order_);
     // Same size: Pillow's (and torch's) resize is a copy, and so is ours (Resizer's copy mode). The band copy
     // is cheap and sequential; patchifying straight from a large image is not (rows far apart
     // miss the cache on every patch).

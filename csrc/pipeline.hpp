@@ -23,9 +23,10 @@ class Pipeline {
 public:
     // Throws std::invalid_argument for an unknown filter, pass order, resampler, recipe or dtype,
     // a filter the resampler does not implement, patch outside 1..64 (1..4096 with merge 1 and
-    // temporal 1: a whole channel-first image), merge or temporal outside 1..16, or what build_lut refuses.
+    // temporal 1: a whole channel-first image), merge or temporal outside 1..16, PatchOrder::ChannelLast
+    // with merge or temporal other than 1, or what build_lut refuses.
     Pipeline(const NormParams& norm, DType dtype, Filter filter, PassOrder order, Resampler resampler, int patch,
-             int merge, int temporal);
+             int merge, int temporal, PatchOrder patch_order = PatchOrder::ChannelFirst);
 
     // Elements run() writes for these sizes. Throws std::invalid_argument unless the grid is a
     // positive multiple of merge and the resized image fits inside it.
@@ -57,6 +58,7 @@ public:
     int patch() const { return patch_; }
     int merge() const { return merge_; }
     int temporal() const { return temporal_; }
+    PatchOrder patch_order() const { return patch_order_; }
     // Elements of one patch row: 3 * temporal * patch * patch.
     int64_t row_elems() const { return int64_t(3) * temporal_ * patch_ * patch_; }
 
@@ -68,6 +70,7 @@ private:
     PassOrder order_;
     Resampler resampler_;
     int patch_, merge_, temporal_;
+    PatchOrder patch_order_;
     Normalizer norm_;
 };
 

@@ -23,10 +23,16 @@ bool is_valid_dtype(DType d) {
 
 bool is_valid_recipe(LutRecipe r) {
     return r == LutRecipe::HfRescaleNormalize || r == LutRecipe::KimiDivideMultiply ||
-           r == LutRecipe::TorchFusedNormalize;
+           r == LutRecipe::TorchFusedNormalize || r == LutRecipe::TorchRescale;
 }
 
 NormParams effective_params(const NormParams& p) {
+    if (p.recipe == LutRecipe::TorchRescale) {
+        // A uint8 tensor times the Python float rescale: float32 arithmetic, the scalar rounded.
+        const float k = float(p.rescale);
+        if (!std::isfinite(k)) throw std::invalid_argument("rescale_factor must be finite in float32");
+        return NormParams{LutRecipe::HfRescaleNormalize, double(k), {0.0, 0.0, 0.0}, {1.0, 1.0, 1.0}};
+    }
     if (p.recipe != LutRecipe::TorchFusedNormalize) return p;
     // torch.tensor(mean) is float32; multiplying it by the Python float 1 / rescale computes in
     // float32 with that scalar rounded to float32.

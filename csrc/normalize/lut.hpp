@@ -24,6 +24,8 @@ enum class LutRecipe : int {
     // transformers' torchvision processors (rescale fused into normalize):
     // y = (f32(u) - M) / S with M = f32(f32(mean) * f32(1 / rescale)), S likewise from std
     TorchFusedNormalize = 2,
+    // transformers' torchvision processors with do_normalize=False: y = f32(u) * f32(rescale)
+    TorchRescale = 3,
 };
 
 bool is_valid_dtype(DType d);
@@ -38,8 +40,10 @@ struct NormParams {
 };
 
 // The same normalization as HfRescaleNormalize parameters: TorchFusedNormalize is that recipe with
-// rescale 1 and the pre-scaled (float-exact) mean and std, so the SIMD kernels need no third
-// form; other recipes are returned unchanged. Throws std::invalid_argument when the pre-scaled
+// rescale 1 and the pre-scaled (float-exact) mean and std, TorchRescale that recipe with rescale
+// f32(rescale), mean 0 and std 1 (u has 8 bits and f32(rescale) 24, so f64(u) * f32(rescale) is
+// exact and rounds to float32 once, as the float32 product does), so the SIMD kernels need no
+// other form; other recipes are returned unchanged. Throws std::invalid_argument when the pre-scaled
 // constants are not finite or the std is zero.
 NormParams effective_params(const NormParams& p);
 

@@ -8,7 +8,7 @@
 namespace smg {
 
 struct SimdNorm {
-    int recipe;        // HfRescaleNormalize or KimiDivideMultiply (TorchFusedNormalize is the first)
+    int recipe;        // HfRescaleNormalize or KimiDivideMultiply (the Torch recipes are the first)
     bool fast;         // single-precision form; used only if it matches the table
     float k_hi, k_lo;  // the rescale constant as an unevaluated float sum
     double rescale;

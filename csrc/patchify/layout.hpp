@@ -23,6 +23,13 @@ struct PatchLayout {
     int grid_w;    // gw (multiple of m)
 };
 
+// Where a patch's values go inside its row. ChannelFirst: the column order above. ChannelLast
+// (merge 1 and temporal 1 only): column (py*P + px)*3 + c, the patch's pixels as they lie in an
+// RGB image (SigLIP 2's and Gemma 4's patches), rows in raster order over the grid.
+enum class PatchOrder : int { ChannelFirst = 0, ChannelLast = 1 };
+
+inline bool is_valid_patch_order(PatchOrder o) { return o == PatchOrder::ChannelFirst || o == PatchOrder::ChannelLast; }
+
 inline int64_t patch_row_elems(const PatchLayout& L) { return int64_t(3) * L.temporal * L.patch * L.patch; }
 
 }  // namespace smg

@@ -2,14 +2,19 @@
 
 #include <cstdint>
 
+#include "patchify/channels_last.hpp"
 #include "patchify/copy.hpp"
 
 namespace smg {
 
-Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm)
-    : L_(L), norm_(&norm), choice_(norm.kernel_for(L.patch)) {}
+Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm, PatchOrder order)
+    : L_(L), norm_(&norm), order_(order), choice_(norm.kernel_for(L.patch)) {}
 
 void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
+    if (order_ == PatchOrder::ChannelLast) {  // the table itself, for every dtype
+        block_row_channels_last(band, L_, norm_->dtype(), norm_->lut(), dst, bh);
+        return;
+    }
     if (!choice_.kernel) {  // uint8: the table is the identity
         block_row_u8(band, L_, static_cast<uint8_t*>(dst), bh);
         return;

@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
             continue
         pv = out["pixel_values"]
-        grid = out["image_grid_thw"][0].tolist()
+        # families whose outputs hold no grid (Gemma's whole images, Gemma 4's position ids)
+        grid = out["image_grid_thw"][0].tolist() if "image_grid_thw" in out else "-"
         line = (f"{name}: pixel_values {tuple(pv.shape)} {args.dtype} grid_thw {grid} "
                 f"tokens {int(out['num_tokens'][0])} {statistics.median(times) * 1e3:.2f} ms")
         if args.check:

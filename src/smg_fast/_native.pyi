@@ -78,6 +78,13 @@ class LutRecipe(_Enum):
     HF_RESCALE_NORMALIZE: ClassVar[LutRecipe]
     KIMI_DIVIDE_MULTIPLY: ClassVar[LutRecipe]
     TORCH_FUSED_NORMALIZE: ClassVar[LutRecipe]
+    TORCH_RESCALE: ClassVar[LutRecipe]
+
+class PatchOrder(_Enum):
+    """Where a patch's values go inside its output row."""
+
+    CHANNELS_FIRST: ClassVar[PatchOrder]
+    CHANNELS_LAST: ClassVar[PatchOrder]
 
 class Pipeline:
     """Resize + normalize + patchify for one processor and output dtype, validated once."""
@@ -96,6 +103,7 @@ class Pipeline:
         merge: int,
         temporal: int,
         resampler: Resampler = ...,
+        patch_order: PatchOrder = ...,
     ) -> None: ...
     def run(
         self,
@@ -140,6 +148,8 @@ class Pipeline:
     def merge(self) -> int: ...
     @property
     def temporal(self) -> int: ...
+    @property
+    def patch_order(self) -> PatchOrder: ...
     @property
     def row_elems(self) -> int: ...
 

@@ -155,7 +155,7 @@ class _SmgImageProcessor(BaseImageProcessor):
         return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
                     image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
                     rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
-                    do_rescale=True, do_normalize=True, do_convert_rgb=True,
+                    do_rescale=True, do_normalize=cfg.do_normalize, do_convert_rgb=True,
                     **cls.dropin.attributes(cfg))
 
     # ---- serialization and copies: the Processor is rebuilt from its config ----
@@ -232,6 +232,8 @@ class _SmgImageProcessor(BaseImageProcessor):
         if rt is None:  # transformers leaves the arrays as its backend made them
             if self.dropin.lists_when_untyped:
                 data = {k: list(v) if v.ndim > 1 else v.tolist() for k, v in data.items()}
+            data.update({k: data[k].tolist() for k in self.dropin.list_outputs
+                         if not isinstance(data[k], list)})
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 

@@ -102,16 +102,17 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
     """(output dtype, "") when smg-fast computes this call exactly, else ("", why not).
 
     A call smg-fast does not compute exactly goes to transformers' own class. The dtype is uint8
-    when the torchvision backend skips rescale and normalize (transformers returns the resized
-    bytes)."""
+    when the torchvision backend (or a PIL class that does the same, ``DropIn.pil_keeps_uint8``)
+    skips rescale and normalize (transformers returns the resized bytes)."""
     dtype = kwargs.get("dtype", "float32")
     opts = {k: v for k, v in kwargs.items() if k != "dtype"}
     try:
         parse_options(cfg, opts)
     except (TypeError, ValueError) as exc:
         return "", str(exc)
-    if cfg.backend == "torchvision" and opts.get("do_rescale") is False and \
-            opts.get("do_normalize") is False:
+    dropin = get_family(cfg.family).dropin
+    keeps_uint8 = cfg.backend == "torchvision" or (dropin is not None and dropin.pil_keeps_uint8)
+    if keeps_uint8 and opts.get("do_rescale") is False and opts.get("do_normalize") is False:
         if not all(_is_uint8(im) for im in _flatten(images)):
             return "", "do_rescale=False, do_normalize=False with non-uint8 images"
         return "uint8", ""

@@ -27,7 +27,7 @@ CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 HF = _native.LutRecipe.HF_RESCALE_NORMALIZE
 KIMI = _native.LutRecipe.KIMI_DIVIDE_MULTIPLY
-ENUMS = ("Filter", "PassOrder", "Resampler", "DType", "LutRecipe", "PixelFormat")
+ENUMS = ("Filter", "PassOrder", "Resampler", "DType", "LutRecipe", "PixelFormat", "PatchOrder")
 
 
 def pipeline(**kw) -> _native.Pipeline:
@@ -197,7 +197,8 @@ def test_integer_codes_are_refused():
                                        ("pass_order", _native.PassOrder(2)),
                                        ("resampler", _native.Resampler(2)),
                                        ("dtype", _native.DType(4)),
-                                       ("recipe", _native.LutRecipe(-1))])
+                                       ("recipe", _native.LutRecipe(-1)),
+                                       ("patch_order", _native.PatchOrder(2))])
 def test_out_of_range_enum_values_are_refused(field, bad):
     # py::enum_ builds a member from any int, so C++ checks before switching on it.
     with pytest.raises(ValueError, match="unknown"):
@@ -222,6 +223,11 @@ def test_torch_resampler_refuses_filters_it_does_not_implement(flt):
         _native.resize(img, 4, 4, f, _native.PassOrder(0), _native.Resampler.TORCH)
     with pytest.raises(ValueError, match="BICUBIC and BILINEAR only"):
         pipeline(filter=f, resampler=_native.Resampler.TORCH)
+
+
+def test_channel_last_patches_take_merge_and_temporal_1():
+    with pytest.raises(ValueError, match="channel-last"):
+        pipeline(patch_order=_native.PatchOrder.CHANNELS_LAST, merge=2)
 
 
 def test_torch_fused_recipe_refuses_non_finite_scaled_constants():

@@ -23,7 +23,7 @@ from smg_fast.processors.families import QwenVLProcessor
 def test_builtin_families_are_registered_in_order():
     assert names() == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25", "glm4v", "glm46v",
                        "paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl",
-                       "gemma3", "kimi_vl", "keye") == smg_fast.FAMILIES
+                       "gemma3", "kimi_vl", "keye", "gemma4", "gemma3n") == smg_fast.FAMILIES
     assert get_family("qwen3_vl").processor is QwenVLProcessor
     with pytest.raises(ValueError, match="unknown family"):
         get_family("llava")
@@ -70,22 +70,25 @@ def test_missing_folder_is_named_as_such():
         smg_fast.load_processor("/no/such/model")
 
 
-def test_torchvision_refuses_a_config_it_cannot_reproduce(tmp_path):
-    """do_normalize=false in a hub config.
+def test_do_normalize_false_is_rescale_only_on_both_backends(tmp_path):
+    """do_normalize=false in a hub config: rescale alone, with each backend's own arithmetic.
 
-    Transformers' torchvision class multiplies by the rescale factor, smg-fast's fused recipe would
-    divide (1 ulp off in ~40% of values)."""
+    transformers' torchvision class multiplies the uint8 tensor by the rescale factor in float32;
+    its PIL class rescales in float64 and rounds to float32 (image_mean / image_std unused)."""
     cfg = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 3136,
            "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
            "image_mean": [0.48145466, 0.4578275, 0.40821073],
            "image_std": [0.26862954, 0.26130258, 0.27577711], "do_normalize": False}
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(cfg))
-    smg_fast.load_processor(str(tmp_path), backend="pil")  # the PIL backend reproduces it
-    with pytest.raises(ValueError, match="do_normalize=False"):
-        smg_fast.load_processor(str(tmp_path), backend="torchvision")
-    with pytest.raises(ValueError, match="do_normalize=False"):  # the class it names
-        smg_fast.load_processor(str(tmp_path))
-    smg_fast.load_processor("qwen2_vl", backend="torchvision")  # the real configs load
+    u = np.arange(256, dtype=np.uint8)
+    tv = smg_fast.load_processor(str(tmp_path))  # the torchvision class it names
+    assert tv.config.do_normalize is False and tv.config.image_mean == tuple(cfg["image_mean"])
+    assert np.array_equal(tv.pipeline("float32").lut,
+                          np.tile(u.astype(np.float32) * np.float32(1 / 255), (3, 1)))
+    pil = smg_fast.load_processor(str(tmp_path), backend="pil")
+    assert np.array_equal(pil.pipeline("float32").lut,
+                          np.tile((u.astype(np.float64) * (1 / 255)).astype(np.float32), (3, 1)))
+    assert tv.config.fingerprint != smg_fast.load_processor("qwen2_vl").config.fingerprint
 
 
 def test_a_familys_hooks_drive_its_call_options_and_reference(toy_family, real_images):

@@ -16,6 +16,7 @@ from transformers.models.ernie4_5_vl_moe.image_processing_ernie4_5_vl_moe import
     Ernie4_5_VLMoeImageProcessor,
 )
 from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
+from transformers.models.gemma4.image_processing_gemma4 import Gemma4ImageProcessor
 from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
 from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
@@ -24,6 +25,7 @@ from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
     PaddleOCRVLImageProcessor,
 )
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
+from transformers.models.siglip.image_processing_siglip import SiglipImageProcessor
 
 CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor,
            "glm4v": Glm4vImageProcessor, "glm46v": Glm46VImageProcessor}
@@ -32,6 +34,8 @@ CLASSES["ernie4_5_vl_moe"] = Ernie4_5_VLMoeImageProcessor
 CLASSES["hunyuan_vl"] = HunYuanVLImageProcessor
 CLASSES["gemma3"] = Gemma3ImageProcessor
 CLASSES["kimi_vl"] = KimiVLUpstream  # its remote code's steps (kimi_vl_upstream.py)
+CLASSES["gemma4"] = Gemma4ImageProcessor
+CLASSES["siglip"] = SiglipImageProcessor  # Gemma 3n's image processor
 
 
 def main(workdir: Path) -> None:
@@ -55,9 +59,11 @@ def main(workdir: Path) -> None:
         assert pv.dtype == torch.float32, pv.dtype
         np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
-        # Gemma 3 returns num_crops where the patch families return their grid
-        grid = out.get("image_grid_thw", out.get("num_crops", out.get("image_grid_hws")))
-        np.save(workdir / f"{i}_grid.npy", grid.numpy())
+        # Gemma 3 returns num_crops where the patch families return their grid, Kimi-VL its
+        # image_grid_hws, Gemma 4 position ids (its soft tokens follow from them), SigLIP nothing
+        grid = out.get("image_grid_thw", out.get("num_crops", out.get(
+            "image_grid_hws", out.get("image_position_ids"))))
+        np.save(workdir / f"{i}_grid.npy", np.zeros(0) if grid is None else grid.numpy())
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ class _Sized:
         merge, temporal = proc._layout()
         p = proc.config.patch_size
         self.row_elems = 3 * temporal * p * p
-        self.rows = [pl.grid_h * pl.grid_w for pl in plans]
+        self.rows = [pl.rows for pl in plans]
         self.shape = proc._pixel_shape(sum(self.rows))
         self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
         self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
@@ -145,15 +145,17 @@ class PlannedBatch(_Sized):
                                                           jpeg=data, decode_seconds=took))
                 self.decode_seconds = float(took[0])  # a failed decode's time counts too
                 if done:
+                    _zero_pad(flat, 0, pl, self.row_elems)
                     return flat[:self.nbytes // self.np_dtype.itemsize].reshape(self.shape)
             offset = 0
             with closing(decode_iter(self._headers)) as decoded:
                 for i, px in enumerate(self._timed(decoded)):
                     pl = self._proc.plan(px.width, px.height, i)
-                    if pl.grid_h * pl.grid_w != self.rows[i]:  # cannot happen (see decode())
+                    if pl.rows != self.rows[i]:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
                     pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat,
                              offset, fmt=px.fmt)
+                    _zero_pad(flat, offset, pl, self.row_elems)
                     offset += self.rows[i] * self.row_elems
             return flat[:offset].reshape(self.shape)
         finally:
@@ -218,9 +220,17 @@ class PreparedBatch(_Sized):
             px = self._pixels[i]
             pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset,
                      fmt=px.fmt)
+            _zero_pad(flat, offset, pl, self.row_elems)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
+
+
+def _zero_pad(flat: np.ndarray, offset: int, plan: Plan, row_elems: int) -> None:
+    """Zeroes the plan's padding rows after its grid rows, written from element offset on."""
+    if plan.pad_rows:
+        start = offset + plan.grid_h * plan.grid_w * row_elems
+        flat[start:start + plan.pad_rows * row_elems] = 0
 
 
 def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:

@@ -99,13 +99,8 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
         fields["rescale_factor"] = float(rescale)
     if do_rescale is False:
         fields["rescale_factor"] = 1.0
-    if do_normalize is False:
-        if cfg.backend == "torchvision" and do_rescale is not False:
-            # transformers' torchvision backend then multiplies by a float32 rescale factor;
-            # smg-fast divides by 1/rescale_factor (its fused normalize), which can differ by 1 ulp.
-            raise UnsupportedCallError("do_normalize=False with do_rescale=True is not supported "
-                                       "for backend='torchvision'")
-        fields["image_mean"], fields["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    if do_normalize is not None:
+        fields["do_normalize"] = bool(do_normalize)
     rules.check(cfg, fields)
     changed = tuple(sorted((k, v) for k, v in fields.items() if getattr(cfg, k) != v))
     return CallOptions(changed, do_rescale is not False, do_convert_rgb is not False, fmt)

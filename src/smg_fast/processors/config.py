@@ -47,6 +47,10 @@ class ProcessorConfig:
     # Kimi-K2.5 (navit resize)
     in_patch_limit: int | None = None
     patch_limit_on_one_side: int | None = None
+    # Gemma 4 (soft-token budget: max_soft_tokens * merge_size^2 patches)
+    max_soft_tokens: int | None = None
+    # False: rescale only (transformers' do_normalize=False; image_mean / image_std kept, unused)
+    do_normalize: bool = True
     # Input limits and resampling rule (not part of the model's config)
     max_image_pixels: int | None = field(default_factory=default_max_image_pixels)
     pass_order: str | None = None  # None: the installed Pillow's rule
@@ -58,6 +62,10 @@ class ProcessorConfig:
         fields = dataclasses.asdict(self)
         fields.pop("max_image_pixels")  # limits reject inputs; they never change an output
         fields.pop("image_formats")
+        if fields["max_soft_tokens"] is None:
+            del fields["max_soft_tokens"]  # as do_normalize below: other families' as ever
+        if fields["do_normalize"]:
+            del fields["do_normalize"]  # the default: fingerprints of normalizing configs as ever
         if fields["backend"] == "torchvision":
             fields["pass_order"] = None  # torch's resize has one pass order
         elif fields["pass_order"] is None:
@@ -79,7 +87,8 @@ def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
                 raise ValueError(f"{key} must have 3 values, got {v!r}")
             fields[key] = tuple(float(x) for x in v)
     for key in ("patch_size", "merge_size", "temporal_patch_size", "min_pixels", "max_pixels",
-                "in_patch_limit", "patch_limit_on_one_side", "resample"):
+                "in_patch_limit", "patch_limit_on_one_side", "resample",
+                "max_soft_tokens"):
         if key in fields and fields[key] is not None:
             fields[key] = int(fields[key])
     if "image_formats" in fields:
@@ -110,10 +119,5 @@ def validate_common(cfg: ProcessorConfig) -> None:
     if cfg.backend == "torchvision" and cfg.resample not in (2, 3):
         raise ValueError("the torchvision backend implements resample=3 (BICUBIC) and 2 "
                          f"(BILINEAR) only, got resample={cfg.resample}")
-    if (cfg.backend == "torchvision" and cfg.rescale_factor != 1.0
-            and all(m == 0 for m in cfg.image_mean) and all(s == 1 for s in cfg.image_std)):
-        # What do_normalize=False becomes. transformers' torchvision classes then multiply by a
-        # float32 rescale factor; smg-fast's fused recipe divides by its inverse: up to 1 ulp off.
-        raise ValueError("image_mean 0 / image_std 1 (do_normalize=False) with rescaling is not "
-                         "supported for backend='torchvision' (not bit-exact); use the 'pil' "
-                         "backend or set do_rescale=False")
+    if not isinstance(cfg.do_normalize, bool):
+        raise ValueError(f"do_normalize must be a bool, got {cfg.do_normalize!r}")

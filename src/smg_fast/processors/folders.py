@@ -101,14 +101,14 @@ def auto_backend(named: str) -> tuple[str | None, str]:
 def flag_fields(pre: dict[str, Any]) -> dict[str, Any]:
     """The config fields a preprocessor_config.json's do_* flags set (do_resize: false refused).
 
-    do_rescale: false is a rescale factor of 1; do_normalize: false is mean 0 and std 1."""
+    do_rescale: false is a rescale factor of 1; do_normalize: false is the do_normalize field."""
     if pre.get("do_resize") is False:
         raise ValueError("do_resize=False is not supported")
     out: dict[str, Any] = {}
     if pre.get("do_rescale") is False:
         out["rescale_factor"] = 1.0
     if pre.get("do_normalize") is False:
-        out["image_mean"], out["image_std"] = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+        out["do_normalize"] = False
     return out
 
 

@@ -89,6 +89,12 @@ class DropIn:
     # constructor arguments kept as given, as attributes the class applies to each call that does
     # not set them (Gemma 3's pan-and-scan settings); read_kwargs leaves them out of the config
     call_attributes: tuple[str, ...] = ()
+    # its PIL class, too, returns the resized bytes (uint8) for do_rescale=False with
+    # do_normalize=False, as every torchvision class does (Gemma 4's, SigLIP's; not Qwen's)
+    pil_keeps_uint8: bool = False
+    # outputs transformers' class leaves as Python lists when a call asks for no tensor type
+    # (Gemma 4's num_soft_tokens_per_image)
+    list_outputs: tuple[str, ...] = ()
     note: str = ""  # a sentence added to the classes' docstrings
     # the outputs a call returns (transformers' model_input_names for the class)
     outputs: tuple[str, ...] = ("pixel_values", "image_grid_thw")

@@ -11,12 +11,21 @@ from ..errors import InvalidImageError
 
 @dataclass(frozen=True)
 class Plan:
-    """Sizes for one image: resize target, then the patch grid (which may include padding)."""
+    """Sizes for one image: resize target, then the patch grid (which may include padding).
+
+    ``pad_rows``: zero rows after the grid's patch rows (Gemma 4 pads each image to a fixed
+    count)."""
 
     resize_w: int
     resize_h: int
     grid_h: int
     grid_w: int
+    pad_rows: int = 0
+
+    @property
+    def rows(self) -> int:
+        """Output rows of the image: the grid's patches, then the zero rows."""
+        return self.grid_h * self.grid_w + self.pad_rows
 
 
 def check_aspect(index: int, width: int, height: int, limit: float = 200) -> None:

@@ -49,6 +49,8 @@ class Processor(ABC):
     # alpha composited onto white); False: plain convert("RGB"), as upstream Kimi code does.
     load_like_transformers: bool = True
     per_request_pixels: bool = False  # a server request may narrow min_pixels / max_pixels
+    # where a patch's values go in its row: channel-first, or channel-last (Gemma 4's)
+    patch_order: _native.PatchOrder = _native.PatchOrder.CHANNELS_FIRST
     backend_reason: str = ""  # why load_processor chose the backend (repr shows it)
     # Whether the float output is table[channel][u] of the uint8 output at the same position:
     # true of every output the native Pipeline writes (its kernels are checked against the table,
@@ -113,12 +115,17 @@ class Processor(ABC):
             with self._lock:
                 pipe = self._pipelines.get(dtype)
                 if pipe is None:
+                    recipe, mean, std = self.lut_recipe, cfg.image_mean, cfg.image_std
+                    if not cfg.do_normalize:  # rescale only: torchvision's own multiply
+                        recipe = tv.LUT_TORCH_RESCALE if self._torchvision else recipe
+                        mean, std = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
                     pipe = _native.Pipeline(
-                        recipe=self.lut_recipe, rescale=cfg.rescale_factor,
-                        mean=list(cfg.image_mean), std=list(cfg.image_std),
-                        dtype=DTYPES[dtype][0], filter=native_filter(cfg.resample),
+                        recipe=recipe, rescale=cfg.rescale_factor, mean=list(mean),
+                        std=list(std), dtype=DTYPES[dtype][0],
+                        filter=native_filter(cfg.resample),
                         pass_order=native_pass_order(cfg.pass_order), patch=cfg.patch_size,
-                        merge=merge, temporal=temporal, resampler=self._resampler)
+                        merge=merge, temporal=temporal, resampler=self._resampler,
+                        patch_order=self.patch_order)
                     self._pipelines[dtype] = pipe
         return pipe
 

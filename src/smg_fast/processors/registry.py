@@ -23,7 +23,8 @@ from .hooks import CallRules, DropIn, Reference
 
 # Options every family takes (input limits and the resampling rule, not the model's config).
 COMMON_OPTIONS = frozenset({"max_image_pixels", "pass_order", "image_formats", "resample",
-                            "patch_size", "merge_size", "image_mean", "image_std", "backend"})
+                            "patch_size", "merge_size", "image_mean", "image_std", "backend",
+                            "do_normalize"})
 
 
 def _same(fields: dict[str, Any]) -> dict[str, Any]:

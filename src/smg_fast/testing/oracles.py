@@ -287,3 +287,37 @@ def hf_gemma3(cls: Any, **overrides: Any) -> Any:
 
 
 __all__ += ["HUB_GEMMA3", "hf_gemma3"]
+
+# transformers' Gemma4ImageProcessor class defaults, which the published google/gemma-4
+# checkpoints' processor configs hold (vision_config: patch_size 16, pooling_kernel_size 3,
+# default_output_length 280): BICUBIC, rescale 1/255, do_normalize false (mean 0, std 1).
+HUB_GEMMA4 = dict(patch_size=16, max_soft_tokens=280, pooling_kernel_size=3, resample=3,
+                  rescale_factor=1 / 255, do_normalize=False, image_mean=[0.0, 0.0, 0.0],
+                  image_std=[1.0, 1.0, 1.0])
+# google/gemma-3n-E4B-it (and E2B) preprocessor_config.json: SiglipImageProcessorFast, size
+# 768x768, resample 2 (BILINEAR), rescale 1/255, do_normalize false, mean = std = 0.5.
+HUB_GEMMA3N = dict(size={"height": 768, "width": 768}, resample=2, rescale_factor=1 / 255,
+                   do_normalize=False, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+
+
+def hf_gemma4(cls: Any, **overrides: Any) -> Any:
+    """cls (Gemma4ImageProcessorPil or Gemma4ImageProcessor) built from the hub config, checked."""
+    kwargs = {**HUB_GEMMA4, **overrides}
+    proc = cls(**kwargs)
+    assert (proc.patch_size, proc.max_soft_tokens, proc.pooling_kernel_size) == (
+        kwargs["patch_size"], kwargs["max_soft_tokens"], kwargs["pooling_kernel_size"])
+    assert int(proc.resample) == kwargs["resample"] and proc.do_normalize is False
+    return proc
+
+
+def hf_gemma3n(cls: Any, **overrides: Any) -> Any:
+    """cls (SiglipImageProcessorPil or SiglipImageProcessor) built from Gemma 3n's hub config."""
+    kwargs = {**HUB_GEMMA3N, **overrides}
+    proc = cls(**kwargs)
+    assert (proc.size["height"], proc.size["width"]) == (768, 768) or "size" in overrides
+    assert int(proc.resample) == kwargs["resample"]
+    assert proc.do_normalize is kwargs["do_normalize"]
+    return proc
+
+
+__all__ += ["HUB_GEMMA3N", "HUB_GEMMA4", "hf_gemma3n", "hf_gemma4"]

@@ -16,8 +16,11 @@ from .hunyuan_vl import HunyuanVLProcessor
 from .gemma3 import Gemma3Processor
 from .kimi_vl import KimiVLProcessor
 from . import keye  # noqa: F401  (registers the family)
+from .gemma4 import Gemma4Processor
+from .gemma3n import Gemma3nProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
            "PaddleOCRVLProcessor", "QwenVLProcessor"]
 __all__ += ["KimiVLProcessor"]
+__all__ += ["Gemma3nProcessor", "Gemma4Processor"]

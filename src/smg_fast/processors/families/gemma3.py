@@ -206,7 +206,7 @@ register(Family(
                         _reference_kwargs),
     dropin=DropIn({"Gemma3ImageProcessor": "torchvision", "Gemma3ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3", _read_kwargs,
-                  outputs=("pixel_values", "num_crops"), in_engines=True,
+                  outputs=("pixel_values", "num_crops"), in_engines=True, pil_keeps_uint8=True,
                   lists_when_untyped=True,
                   call_attributes=("do_pan_and_scan", *_PAN_AND_SCAN),
                   note="Pan-and-scan settings given to the constructor (as vLLM gives a "

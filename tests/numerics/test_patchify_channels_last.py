@@ -1,0 +1,47 @@
+"""The channel-last patch order (PatchOrder.CHANNELS_LAST) against NumPy's reshape of the image.
+
+Gemma 4's layout, written independently of the native code as transformers' convert_image_to_patches
+computes it: (C, gh, P, gw, P) -> (gh, gw, P, P, C) -> rows; every value the pipeline's own table
+entry for its channel and byte; grid cells past the image read as byte 0. Every dtype, RGB and
+RGBX sources, a grid larger than the image."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from smg_fast import _native
+
+DTYPES = {"float32": _native.DType.FLOAT32, "bfloat16": _native.DType.BFLOAT16,
+          "float16": _native.DType.FLOAT16, "uint8": _native.DType.UINT8}
+
+
+def expected(img: np.ndarray, lut: np.ndarray, patch: int, gh: int, gw: int) -> np.ndarray:
+    """Rows of channel-last patches of img (H, W, 3) padded with byte 0 to the grid."""
+    canvas = np.zeros((gh * patch, gw * patch, 3), np.uint8)
+    canvas[:img.shape[0], :img.shape[1]] = img
+    values = np.stack([lut[c][canvas[..., c]] for c in range(3)], axis=0)  # C, H, W
+    return (values.reshape(3, gh, patch, gw, patch).transpose(1, 3, 2, 4, 0)
+            .reshape(gh * gw, -1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("patch,size,grid", [(16, (48, 32), (2, 3)), (14, (30, 20), (2, 3)),
+                                             (16, (48, 48), (3, 3)), (5, (7, 3), (1, 2))])
+def test_channel_last_rows(dtype, channels, patch, size, grid):
+    rng = np.random.default_rng(patch * 100 + channels)
+    w, h = size
+    src = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+    pipe = _native.Pipeline(recipe=_native.LutRecipe.HF_RESCALE_NORMALIZE, rescale=1 / 255,
+                            mean=[0.48, 0.46, 0.41], std=[0.27, 0.26, 0.28],
+                            dtype=DTYPES[dtype], filter=_native.Filter.BICUBIC,
+                            pass_order=_native.PassOrder.PILLOW13, patch=patch, merge=1,
+                            temporal=1, patch_order=_native.PatchOrder.CHANNELS_LAST)
+    assert pipe.patch_order == _native.PatchOrder.CHANNELS_LAST
+    gh, gw = grid
+    lut = pipe.lut
+    out = np.empty(pipe.output_elems(w, h, gh, gw), lut.dtype)
+    pipe.run(src, w, h, gh, gw, out)  # same size: the resize is a copy
+    want = expected(src[..., :3], lut, patch, gh, gw)
+    assert np.array_equal(out.reshape(gh * gw, -1), want)
