@@ -19,6 +19,7 @@ from support.routing_common import SERVER_ARGS, check, preferring, stop
 from smg_fast import load_processor
 from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
 from smg_fast.client import _media_item, build_request
+from smg_fast.compact import CompactTensor
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.client import release
 from smg_fast.routing.placement import item_key
@@ -48,6 +49,11 @@ def test_multi_image_exact_and_in_order(fleet, images):
         assert all(it.worker in holders[k] for k, it in zip(picks, again.items, strict=True))
         assert all(it.cache_hit for it in again.items)
         assert rc.stats()["items"] == 24
+        # the compact exact format passes through the fleet: its codes and table expand to refs
+        compact = rc.preprocess([imgs[k] for k in picks[:3]], encoding="uint8+lut")
+        assert all(isinstance(it.pixel_values, CompactTensor) for it in compact.items)
+        check(rc.preprocess([imgs[k] for k in picks[:3]], encoding="uint8+lut", expand=True),
+              picks[:3], refs)
 
 
 def test_invalid_item_names_the_callers_index(fleet, images):

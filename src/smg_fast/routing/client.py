@@ -50,20 +50,20 @@ class AsyncRoutedClient(Fleet):
     async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
                          transport: str = "auto", *, min_pixels: int | None = None,
                          max_pixels: int | None = None, request_id: str | None = None,
-                         as_torch: bool = False,
-                         timeout: float | None = None) -> PreprocessResult:
+                         as_torch: bool = False, timeout: float | None = None,
+                         encoding: str = "", expand: bool = False) -> PreprocessResult:
         """As :meth:`smg_fast.client.AsyncClient.preprocess`; raises :class:`RoutedError`."""
         t0 = time.perf_counter()
         req = build_request(images, model=model, dtype=dtype, transport=transport,
                             min_pixels=min_pixels, max_pixels=max_pixels,
-                            request_id=request_id, namespace=self.namespace)
+                            request_id=request_id, namespace=self.namespace, encoding=encoding)
 
         async def finish(m: Member, resp: Any) -> list[Any]:
             if any(it.pixel_values.WhichOneof("payload") == "remote" for it in resp.items):
                 out = await asyncio.to_thread(read_response, resp, as_torch=as_torch,
-                                              puller=self.puller)  # READs stay off the loop
+                                              puller=self.puller, expand=expand)  # off the loop
             else:
-                out = read_response(resp, as_torch=as_torch)
+                out = read_response(resp, as_torch=as_torch, expand=expand)
             for item in out.items:
                 item.worker = m.target
             return out.items
@@ -114,11 +114,13 @@ class RoutedClient:
     def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
                    transport: str = "auto", *, min_pixels: int | None = None,
                    max_pixels: int | None = None, request_id: str | None = None,
-                   as_torch: bool = False, timeout: float | None = None) -> PreprocessResult:
+                   as_torch: bool = False, timeout: float | None = None, encoding: str = "",
+                   expand: bool = False) -> PreprocessResult:
         """As :meth:`smg_fast.client.Client.preprocess`; raises :class:`RoutedError`."""
         return self._run(self._fleet.preprocess(
             images, model, dtype, transport, min_pixels=min_pixels, max_pixels=max_pixels,
-            request_id=request_id, as_torch=as_torch, timeout=timeout))
+            request_id=request_id, as_torch=as_torch, timeout=timeout, encoding=encoding,
+            expand=expand))
 
     def add(self, target: str) -> bool:
         return self._run(self._fleet.add(target))
