@@ -48,7 +48,7 @@ COMPAT = {
 LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("_native", "_native_version", "_version", "_dtypes", "errors", "resample"),
     "proto": ("_proto",),
-    "imaging": ("imaging",),
+    "imaging": ("imaging", "video"),
     "processors": ("processors",),
     "transport": ("transport",),
     "api": ("", "hf", "hf_compat"),
