@@ -1,0 +1,44 @@
+"""transformers' video processors as the oracle, run in the torchvision venv.
+
+transformers' video processors need torchvision (the CUDA build of torch: never in the main
+environment), so tests/video/video_oracle_script.py runs under the torchvision venv's python,
+as the image oracle does (support/tv_oracle.py), with its outputs cached on disk
+(support/oracle_cache.py)."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from support.oracle_cache import cached_batch
+from support.tv_oracle import PINS, tv_python
+
+SCRIPT = Path(__file__).with_name("video_oracle_script.py")
+KEYS = ("pixel_values", "grid", "indices", "fps")
+
+
+def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+    """The reference's outputs per job, cached.
+
+    A job: {"cls": "qwen2" | "qwen3", "kwargs": constructor kwargs, "video": encoded bytes
+    or a (T, H, W, 3) uint8 array, "call": call options}: the reference's pixel_values (float32),
+    grid, sampled frame indices and metadata fps (-1 for none), cached."""
+    python = tv_python()
+    shared = (python, PINS.read_bytes(), SCRIPT.read_bytes())
+    return cached_batch("torchvision-video", shared, jobs,
+                        lambda todo: _run(python, workdir, todo))
+
+
+def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / "jobs.pkl", "wb") as fh:
+        pickle.dump(jobs, fh)
+    proc = subprocess.run([python, str(SCRIPT), str(workdir)], capture_output=True,
+                          text=True, timeout=1800)
+    if proc.returncode != 0:
+        pytest.fail(f"video oracle failed:\n{proc.stderr[-4000:]}", pytrace=False)
+    return [{k: np.load(workdir / f"{i}_{k}.npy") for k in KEYS} for i in range(len(jobs))]
