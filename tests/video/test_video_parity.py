@@ -12,7 +12,7 @@ import pytest
 import video_oracle
 
 from smg_fast.errors import InvalidVideoError
-from smg_fast.processors.video_loader import load_video_processor
+from smg_fast.processors.loader import load_video_processor
 from smg_fast.testing.video_clips import make_clip, scene_frame, texture
 
 HUB_QWEN2 = {"min_pixels": 3136, "max_pixels": 12845056}  # Qwen2/2.5-VL preprocessor_config

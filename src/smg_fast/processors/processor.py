@@ -49,6 +49,10 @@ class Processor(ABC):
     load_like_transformers: bool = True
     per_request_pixels: bool = False  # a server request may narrow min_pixels / max_pixels
     backend_reason: str = ""  # why load_processor chose the backend (repr shows it)
+    # proc(videos=...): the video processor, or what makes it on the first video call (set by
+    # load_processor for the video families; a folder's video settings are read only then).
+    video_processor: Any = None
+    video_factory: Any = None
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -118,11 +122,13 @@ class Processor(ABC):
 
     def __call__(
         self,
-        images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+        images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] | None = None,
         return_tensors: str | None = "np",
         dtype: Any = "float32",
         *,
         channels_first_wins: bool = False,
+        videos: Any = None,
+        videos_kwargs: dict[str, Any] | None = None,
         **options: Any,
     ) -> ProcessorOutput:
         """Preprocesses one image or a list of images into the family's encoder inputs.
@@ -138,7 +144,16 @@ class Processor(ABC):
         ``merge_size``, ``temporal_patch_size``, ``do_convert_rgb``, ``input_data_format``, ...);
         one smg-fast cannot honour raises an error naming it. An array whose first and last axes
         could both be channels is read as HWC unless ``channels_first_wins`` (transformers'
-        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise."""
+        guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise.
+
+        ``videos`` (encoded bytes, paths or frames; see ``VideoProcessor``) with their options in
+        ``videos_kwargs`` add ``pixel_values_videos``, ``video_grid_thw`` and
+        ``num_video_tokens``; images may then be left out."""
+        if videos is not None:
+            return self._with_videos(images, videos, videos_kwargs or {}, return_tensors, dtype,
+                                     channels_first_wins, options)
+        if images is None:
+            raise ValueError("no images given")
         return_tensors, opts, items = self._read_call(images, return_tensors, channels_first_wins,
                                                       options)
         parts, grids, tokens = [], [], []
@@ -159,6 +174,22 @@ class Processor(ABC):
         pixel_values = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return self._wrap(pixel_values, np.concatenate(grids), np.concatenate(tokens),
                           return_tensors, dtype_name)
+
+    def _with_videos(self, images: Any, videos: Any, video_options: dict[str, Any],
+                     return_tensors: Any, dtype: Any, channels_first_wins: bool,
+                     options: dict[str, Any]) -> ProcessorOutput:
+        """The images' outputs (if any) and the videos'."""
+        if self.video_processor is None and self.video_factory is not None:
+            self.video_processor = self.video_factory()
+        if self.video_processor is None:
+            raise UnsupportedCallError(f"{type(self).__name__} for {self.config.family} has no "
+                                       "video processor (load_processor gives the video "
+                                       "families one)")
+        out = ProcessorOutput() if images is None else self(
+            images, return_tensors, dtype, channels_first_wins=channels_first_wins, **options)
+        out.update(self.video_processor(videos, return_tensors=getattr(
+            return_tensors, "value", return_tensors), dtype=dtype, **video_options))
+        return out
 
     def _read_call(self, images: Any, return_tensors: Any, channels_first_wins: bool,
                    options: dict[str, Any]) -> tuple[str | None, CallOptions, list[CallImage]]:
