@@ -189,3 +189,45 @@ def test_counting_packets_stops_at_the_frame_limit():
     data = make_clip("vp9", 32, 32, 40, fps=10)
     with pytest.raises(InvalidVideoError, match="more than 20 frames"):
         open_video(0, data, VideoLimits(max_frames=20))
+
+
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+@pytest.mark.parametrize("indices", [[0, 5, 11, 23], [1, 2, 3], [22], [4, 9, 13, 18, 23],
+                                     list(range(0, 48, 3))])
+def test_skipping_non_reference_frames_changes_no_kept_frame(tmp_path, codec, indices):
+    """B-frames (x264 / x265 choose them on this smooth pan) not sampled are never decoded."""
+    data = make_clip(codec, 192, 108, 48, fps=24)
+    header = open_video(0, data)
+    try:
+        from smg_fast.video.skip_decode import plan_skips
+
+        packets, rank = plan_skips(header, None)
+        assert [rank[p.pts] for p in packets] != sorted(rank.values())  # B-frames: reordered
+    finally:
+        header.close()
+    ref, _ = _reference(tmp_path, data, indices)
+    got, _ = load_video(data, indices=indices)
+    plain, _ = load_video(data, indices=indices, skip=False)
+    assert np.array_equal(got, ref) and np.array_equal(plain, ref)
+
+
+def test_skipping_decodes_fewer_frames():
+    """With every other frame dropped, FFmpeg decodes fewer frames than the stream holds."""
+    from smg_fast.video.skip_decode import decode_skipping, plan_skips
+
+    data = make_clip("h264", 192, 108, 48, fps=24)
+    header = open_video(0, data)
+    try:
+        packets, rank = plan_skips(header, None)
+        decoded = []
+        ctx = header.stream.codec_context
+        for p in packets:
+            ctx.skip_frame = "DEFAULT" if rank[p.pts] % 8 == 0 else "NONREF"
+            decoded += ctx.decode(p)
+        decoded += ctx.decode(None)
+        assert 6 <= len(decoded) < 48
+        header.container.seek(0)
+        got = decode_skipping(header, list(range(0, 48, 8)), packets, rank)
+        assert [i for i, _ in got] == list(range(0, 48, 8))
+    finally:
+        header.close()

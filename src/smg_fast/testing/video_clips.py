@@ -1,7 +1,7 @@
 """Encoded test and benchmark videos, made here with PyAV (FFmpeg's encoders).
 
 ``make_clip`` encodes a moving scene: a picture (a real photo, or a textured pattern) panned
-and brightened frame by frame, so that every frame differs and the encoder uses motion, as in
+frame by frame, so that every frame differs and the encoder uses motion and B-frames, as on
 real footage. ``codecs_available`` says which of the encoders this PyAV build has."""
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ def texture(width: int, height: int, seed: int = 0) -> np.ndarray:
 
 
 def scene_frame(picture: np.ndarray, width: int, height: int, i: int) -> np.ndarray:
-    """Frame i of the scene: a width x height window panning over picture, brightening."""
+    """Frame i of the scene: a width x height window panning smoothly over picture (tiled).
+
+    Smooth motion, as in real footage: x264 then chooses B-frames on its own."""
     ph, pw = picture.shape[:2]
-    reps = (-(-(height + 2 * i) // ph) + 1, -(-(width + 3 * i) // pw) + 1, 1)
-    big = np.tile(picture, reps) if (ph < height + 2 * i or pw < width + 3 * i) else picture
-    win = big[2 * i: 2 * i + height, 3 * i: 3 * i + width].astype(np.int16)
-    return np.clip(win + (i * 5) % 40, 0, 255).astype(np.uint8)
+    y, x = i % ph, (2 * i) % pw
+    reps = (-(-(height + y) // ph), -(-(width + x) // pw), 1)
+    big = np.tile(picture, reps) if reps != (1, 1, 1) else picture
+    return np.ascontiguousarray(big[y: y + height, x: x + width])
 
 
 def make_clip(codec: str = "h264", width: int = 320, height: int = 240, frames: int = 24,

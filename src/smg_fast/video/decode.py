@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InvalidVideoError
 from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
+from .skip_decode import decode_skipping, plan_skips
 
 
 def _set_threads(header: VideoHeader, threads: int | None) -> None:
@@ -35,28 +36,40 @@ def _set_threads(header: VideoHeader, threads: int | None) -> None:
     ctx.thread_type = "SLICE" if threads == 1 else "AUTO"
 
 
+def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
+                   skip: bool) -> list[tuple[int, Any]]:
+    """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
+    if skip and (plan := plan_skips(header, threads)) is not None:
+        got = decode_skipping(header, sorted(wanted), *plan)
+        if got is not None:
+            return got
+    container = header.container
+    kept: list[tuple[int, Any]] = []
+    container.seek(0)
+    for i, frame in enumerate(container.decode(header.stream)):
+        if i > end:
+            break
+        if i in wanted:  # a frame not needed is never converted
+            kept.append((i, frame))
+    return kept
+
+
 def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
-                ) -> Iterator[tuple[int, np.ndarray]]:
+                skip: bool = True) -> Iterator[tuple[int, np.ndarray]]:
     """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
 
     In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
-    reference does. Raises InvalidVideoError when the stream cannot be decoded or a frame's size
-    differs from the header's."""
+    reference does. ``skip``: non-reference frames not kept are not decoded either (H.264 and
+    HEVC; see skip_decode.py; the frames are the same). Raises InvalidVideoError when the
+    stream cannot be decoded or a frame's size differs from the header's."""
     av = _av()
     if len(indices) == 0:
         return
-    wanted = {int(i) for i in indices}
     end = int(indices[-1])
+    wanted = {int(i) for i in indices if int(i) <= end}
     _set_threads(header, threads)
-    container = header.container
-    kept: list[tuple[int, Any]] = []
     try:
-        container.seek(0)
-        for i, frame in enumerate(container.decode(header.stream)):
-            if i > end:
-                break
-            if i in wanted:  # a frame not needed is never converted
-                kept.append((i, frame))
+        kept = _decode_wanted(header, wanted, end, threads, skip)
     except av.FFmpegError as exc:
         raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
     # Converted once decoding has passed the last needed frame, as the reference converts
@@ -72,7 +85,7 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
 
 
 def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
-                  ) -> tuple[np.ndarray, list[int]]:
+                  skip: bool = True) -> tuple[np.ndarray, list[int]]:
     """The sampled frames as one (n, H, W, 3) uint8 array and the indices they are.
 
     What transformers' ``read_video_pyav`` returns for these indices (a truncated stream gives
@@ -80,7 +93,7 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
     cap = len({int(i) for i in indices})
     out = np.empty((cap, header.height, header.width, 3), np.uint8)
     found: list[int] = []
-    for i, rgb in iter_frames(header, indices, threads):
+    for i, rgb in iter_frames(header, indices, threads, skip):
         out[len(found)] = rgb
         found.append(i)
     return out[:len(found)], found
@@ -88,7 +101,7 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
 
 def load_video(source: VideoSource, indices: Sequence[int] | None = None,
                sample: Any = None, threads: int | None = None, limits: VideoLimits | None = None,
-               ) -> tuple[np.ndarray, dict[str, Any]]:
+               skip: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
     """Frames and metadata of encoded bytes or a file, as transformers' ``load_video`` (PyAV).
 
     ``indices``: the frames to keep; or ``sample(metadata) -> indices``; neither: every frame.
@@ -99,7 +112,7 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
         if indices is None:
             indices = sample(meta) if sample is not None else range(header.total_frames)
         indices = [int(i) for i in np.asarray(indices).reshape(-1)]
-        frames, _ = decode_frames(header, indices, threads)
+        frames, _ = decode_frames(header, indices, threads, skip)
     finally:
         header.close()
     meta["frames_indices"] = indices
