@@ -104,8 +104,8 @@ def main() -> None:
         path = clip_path(name)
         data = path.read_bytes()
         ref, ref_pv = reference(path, args.family, args.repeats)
+        got = vp(data)["pixel_values_videos"]  # also the warm-up (pipelines, tables)
         ours = min(_cpu(lambda data=data: vp(data))[0] for _ in range(args.repeats))
-        got = vp(data)["pixel_values_videos"]
         low = min(floor(path) for _ in range(args.repeats))
         exact = got.shape == ref_pv.shape and np.array_equal(got, ref_pv)
         print(f"| {name} | {ref['frames']} | {ref['cpu']:.2f} s | {ours:.2f} s | {low:.2f} s | "

@@ -26,7 +26,9 @@ def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.n
 
     A job: {"cls": "qwen2" | "qwen3", "kwargs": constructor kwargs, "video": encoded bytes
     or a (T, H, W, 3) uint8 array, "call": call options}: the reference's pixel_values (float32),
-    grid, sampled frame indices and metadata fps (-1 for none), cached."""
+    grid, sampled frame indices and metadata fps (-1 for none), cached. A job with "samples":
+    [(total frames, rate, options), ...] instead runs only ``sample_frames`` on each: the indices
+    (concatenated) and their counts ("sizes", -1 where it raised)."""
     python = tv_python()
     shared = (python, PINS.read_bytes(), SCRIPT.read_bytes())
     return cached_batch("torchvision-video", shared, jobs,
@@ -41,4 +43,5 @@ def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[st
                           text=True, timeout=1800)
     if proc.returncode != 0:
         pytest.fail(f"video oracle failed:\n{proc.stderr[-4000:]}", pytrace=False)
-    return [{k: np.load(workdir / f"{i}_{k}.npy") for k in KEYS} for i in range(len(jobs))]
+    keys = [("indices", "sizes") if "samples" in job else KEYS for job in jobs]
+    return [{k: np.load(workdir / f"{i}_{k}.npy") for k in keys[i]} for i in range(len(jobs))]

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
-from transformers.video_utils import load_video
+from transformers.video_utils import VideoMetadata, load_video
 
 CLASSES = {"qwen2": Qwen2VLVideoProcessor, "qwen3": Qwen3VLVideoProcessor}
 
@@ -25,6 +25,21 @@ def main(workdir: Path) -> None:
     jobs = pickle.loads((workdir / "jobs.pkl").read_bytes())
     for i, job in enumerate(jobs):
         proc = CLASSES[job["cls"]](**job["kwargs"])
+        if "samples" in job:  # sample_frames alone: indices per (total, rate, options), -1: raised
+            found, sizes = [], []
+            for total, rate, options in job["samples"]:
+                try:
+                    got = proc.sample_frames(VideoMetadata(total_num_frames=total, fps=rate),
+                                             **options)
+                except (ValueError, ZeroDivisionError):
+                    sizes.append(-1)
+                    continue
+                got = np.asarray(got, np.int64)
+                found.append(got)
+                sizes.append(len(got))
+            np.save(workdir / f"{i}_indices.npy", np.concatenate(found or [np.zeros(0, np.int64)]))
+            np.save(workdir / f"{i}_sizes.npy", np.asarray(sizes, np.int64))
+            continue
         call = dict(job["call"])
         video = job["video"]
         if isinstance(video, bytes):
