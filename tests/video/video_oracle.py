@@ -7,15 +7,12 @@ as the image oracle does (support/tv_oracle.py), with its outputs cached on disk
 
 from __future__ import annotations
 
-import pickle
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from support.oracle_cache import cached_batch
-from support.tv_oracle import PINS, tv_python
+from support.tv_oracle import PINS, run_script, tv_python
 
 SCRIPT = Path(__file__).with_name("video_oracle_script.py")
 KEYS = ("pixel_values", "grid", "indices", "fps")
@@ -36,12 +33,6 @@ def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.n
 
 
 def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    with open(workdir / "jobs.pkl", "wb") as fh:
-        pickle.dump(jobs, fh)
-    proc = subprocess.run([python, str(SCRIPT), str(workdir)], capture_output=True,
-                          text=True, timeout=1800)
-    if proc.returncode != 0:
-        pytest.fail(f"video oracle failed:\n{proc.stderr[-4000:]}", pytrace=False)
+    run_script(python, SCRIPT, workdir, jobs)
     keys = [("indices", "sizes") if "samples" in job else KEYS for job in jobs]
     return [{k: np.load(workdir / f"{i}_{k}.npy") for k in keys[i]} for i in range(len(jobs))]

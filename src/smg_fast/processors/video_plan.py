@@ -6,7 +6,6 @@ per-frame pixel cap) before any frame is decoded."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,17 +63,8 @@ def _qwen3_size(frames: int, height: int, width: int, temporal: int, factor: int
     if ratio > 200:
         raise ValueError(f"absolute aspect ratio must be smaller than 200, got {ratio:g}")
     t_bar = round(frames / temporal) * temporal
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
-    if t_bar * h_bar * w_bar > max_pixels:
-        beta = math.sqrt((frames * height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif t_bar * h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (frames * height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
+    return smart_resize(height, width, factor, min_pixels, max_pixels, frames=t_bar,
+                        beta_frames=frames)
 
 
 def plan_video(index: int, cfg: VideoConfig, frames: int, height: int,

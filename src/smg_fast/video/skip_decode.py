@@ -48,25 +48,28 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], packets: list[A
     wanted = {int(i) for i in indices}
     ctx = header.stream.codec_context
     got: dict[int, Any] = {}
+
+    def take(frames: list[Any]) -> bool:
+        """Keeps the wanted frames; False for a frame the plan cannot place."""
+        for frame in frames:
+            i = rank.get(frame.pts)
+            if i is None:
+                return False
+            if i in wanted:
+                got[i] = frame
+        return True
+
     try:
         for packet in packets:
             ctx.skip_frame = "DEFAULT" if rank[packet.pts] in wanted else "NONREF"
-            for frame in ctx.decode(packet):
-                i = rank.get(frame.pts)
-                if i is None:
-                    return None
-                if i in wanted:
-                    got[i] = frame
+            if not take(ctx.decode(packet)):
+                return None
             if len(got) == len(wanted):
                 break
         else:
             ctx.skip_frame = "DEFAULT"
-            for frame in ctx.decode(None):
-                i = rank.get(frame.pts)
-                if i is None:
-                    return None
-                if i in wanted:
-                    got[i] = frame
+            if not take(ctx.decode(None)):
+                return None
     finally:
         ctx.skip_frame = "DEFAULT"
     return sorted(got.items())
