@@ -51,7 +51,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "imaging": ("imaging", "video"),
     "processors": ("processors",),
     "transport": ("transport",),
-    "api": ("", "hf", "hf_compat"),
+    "api": ("", "hf", "hf_compat", "hf_video"),
     "compat": ("_deprecated", "shm", "shm_pool", "shm_owner", "tensors", "rdma", "config",
                "routing.errors"),
     "integrations": ("integrations",),

@@ -81,6 +81,8 @@ def read_video_fields(pre: dict[str, Any]) -> dict[str, Any]:
     for key in _REQUIRED_TRUE:
         if pre.get(key) is False:
             raise ValueError(f"{key}=False is not supported for videos")
+    if pre.get("do_center_crop"):
+        raise ValueError("do_center_crop=True is not supported for videos")
     if pre.get("resample", 3) != 3:
         raise ValueError(f"videos are resized with resample=3 (BICUBIC) only, got "
                          f"{pre.get('resample')}")
