@@ -129,14 +129,15 @@ except ValueError as exc:
 """
 
 
-def test_hub_id_downloaded_when_not_cached_unless_offline(tmp_path):
-    """Not cached: downloaded from the hub (HF_ENDPOINT, a fake one); offline: a clear error."""
+def test_hub_id_fetched_and_rechecked_online_cached_offline(tmp_path):
+    """Fetched from the hub (HF_ENDPOINT, a fake one) and re-checked online; offline: the cache."""
     pre = json.dumps({**QWEN2_HUB, "image_processor_type": "Qwen2VLImageProcessorPil",
                       "max_pixels": 1003520}).encode()
     _FakeHub.files = {"Org/Tiny-VL/preprocessor_config.json": pre,
                       "Org/Tiny-VL/config.json": json.dumps({"model_type": "qwen2_vl"}).encode(),
                       "Org/No-Config-VL/preprocessor_config.json": pre}
     _FakeHub.served = []
+    _FakeHub.commit = "fedcba9876543210fedcba9876543210fedcba98"
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -157,9 +158,17 @@ def test_hub_id_downloaded_when_not_cached_unless_offline(tmp_path):
         assert load("Org/Tiny-VL", HF_HUB_OFFLINE="1") == "OK qwen2_vl pil 1003520"  # now cached
         assert load("Org/No-Config-VL") == "OK qwen2_vl pil 1003520"
         missing = load("Org/Missing-VL")
-        assert missing.startswith("ValueError 'Org/Missing-VL' is not in the local Hugging Face "
-                                  "cache"), missing
-        assert "downloading its preprocessor_config.json" in missing and "404" in missing
+        assert missing.startswith("ValueError 'Org/Missing-VL' could not be read"), missing
+        assert "fetching its preprocessor_config.json failed" in missing and "404" in missing
+        # online, a cached id is checked against the hub: a changed config is fetched again
+        _FakeHub.files["Org/Tiny-VL/preprocessor_config.json"] = json.dumps(
+            {**QWEN2_HUB, "image_processor_type": "Qwen2VLImageProcessorPil",
+             "max_pixels": 2007040}).encode()
+        _FakeHub.commit = "00112233445566778899aabbccddeeff00112233"
+        assert load("Org/Tiny-VL") == "OK qwen2_vl pil 2007040"
     finally:
         server.shutdown()
         server.server_close()
+    # the hub unreachable: the cached copy, as transformers falls back to it
+    assert load("Org/Tiny-VL") == "OK qwen2_vl pil 2007040"
+    assert load("Org/Missing-VL").startswith("ValueError 'Org/Missing-VL' could not be read")

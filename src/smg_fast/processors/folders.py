@@ -24,8 +24,9 @@ def is_hub_id(name: str) -> bool:
 def hub_folder(repo_id: str) -> str:
     """The snapshot folder of a hub model id: from the local cache, else downloaded when allowed.
 
-    As transformers does: the local Hugging Face cache first; then huggingface_hub's download
-    (its endpoint, token and cache settings), unless HF_HUB_OFFLINE is set. Only
+    As transformers does: online, huggingface_hub's download (its endpoint, token and cache
+    settings), which reuses the cached copy while the hub's is the same and falls back to it when
+    the hub is unreachable; with HF_HUB_OFFLINE set, the local cache alone. Only
     preprocessor_config.json and config.json (when the repository has one) are fetched.
     ValueError saying what to do when neither works or huggingface_hub is not installed."""
     try:
@@ -35,23 +36,23 @@ def hub_folder(repo_id: str) -> str:
                          "ids in its cache and downloads them) is not installed: pip install "
                          "huggingface_hub, or pass a model folder") from None
     cache_dir = os.environ.get("HF_HUB_CACHE") or None
-    try:
-        return _snapshot(repo_id, cache_dir, local_only=True)
-    except Exception as exc:  # huggingface_hub's not-cached errors
-        cached_error = exc
     where = cache_dir or "the default Hugging Face cache"
     if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in (
             "1", "ON", "YES", "TRUE"):  # huggingface_hub reads it once, at its import
-        raise ValueError(
-            f"{repo_id!r} is not in the local Hugging Face cache ({where}) and HF_HUB_OFFLINE is "
-            f"set: download it where the hub is reachable (huggingface-cli download {repo_id} "
-            f"{' '.join(_FILES)}) or pass a model folder ({type(cached_error).__name__})") from None
-    try:
+        try:
+            return _snapshot(repo_id, cache_dir, local_only=True)
+        except Exception as exc:  # huggingface_hub's not-cached errors
+            raise ValueError(
+                f"{repo_id!r} is not in the local Hugging Face cache ({where}) and HF_HUB_OFFLINE "
+                f"is set: download it where the hub is reachable (huggingface-cli download "
+                f"{repo_id} {' '.join(_FILES)}) or pass a model folder ({type(exc).__name__})") \
+                from None
+    try:  # online, the hub is asked whether the cached copy is current (the cache when unreachable)
         return _snapshot(repo_id, cache_dir, local_only=False)
-    except Exception as exc:  # network, authentication, unknown repository or file
+    except Exception as exc:  # authentication, unknown repository or file, no cache to fall back on
         raise ValueError(
-            f"{repo_id!r} is not in the local Hugging Face cache ({where}) and downloading its "
-            f"{_FILES[0]} from {constants.ENDPOINT} failed ({type(exc).__name__}: "
+            f"{repo_id!r} could not be read from {constants.ENDPOINT} nor the local Hugging Face "
+            f"cache ({where}): fetching its {_FILES[0]} failed ({type(exc).__name__}: "
             f"{' '.join(str(exc).split())}); "
             "pass a model folder, or set HF_TOKEN / HF_ENDPOINT as huggingface_hub needs") \
             from None
