@@ -57,15 +57,21 @@ def make_clip(codec: str = "h264", width: int = 320, height: int = 240, frames: 
               fps: int | Fraction = 24, picture: np.ndarray | None = None,
               pix_fmt: str = "yuv420p", options: dict[str, str] | None = None,
               metadata: dict[str, Any] | None = None) -> bytes:
-    """An encoded clip of frames frames (codec one of ENCODERS), as its container's bytes."""
+    """An encoded clip of frames frames (codec one of ENCODERS), as its container's bytes.
+
+    Muxing is bit-exact and the encoder runs one thread unless ``options`` names threads, so
+    the same arguments mostly give the same bytes and cached references stay usable (x264's
+    output still varies between runs now and then)."""
     import av
 
     encoder, fmt = ENCODERS[codec]
     picture = texture(max(width, 64), max(height, 64)) if picture is None else picture
     buf = io.BytesIO()
-    with av.open(buf, "w", format=fmt) as out:
+    with av.open(buf, "w", format=fmt, options={"fflags": "+bitexact"}) as out:
         stream = out.add_stream(encoder, rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        if "threads" not in (options or {}):
+            stream.codec_context.thread_count = 1
         if options:
             stream.options = dict(options)
         for key, value in (metadata or {}).items():
