@@ -136,3 +136,11 @@ def test_output_limit_is_checked_before_decoding():
     vp = load_video_processor("qwen2_vl", do_sample_frames=True, fps=2)
     with pytest.raises(OutputTooLargeError):
         vp(_clip(), max_output_bytes=1000)
+
+
+def test_qwen3_num_frames_beside_its_own_fps_raises_as_transformers_does():
+    """Qwen3-VL's class passes its fps=2 along with a call's num_frames: mutually exclusive."""
+    vp = load_video_processor("qwen3_vl")
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        vp(_clip(), num_frames=8)
+    assert vp(_clip(), num_frames=8, fps=None)["video_grid_thw"][0, 0] == 4

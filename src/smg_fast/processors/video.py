@@ -55,11 +55,16 @@ class VideoProcessor:
         if size is not None:
             fields["min_pixels"] = int(size.get("shortest_edge", cfg.min_pixels))
             fields["max_pixels"] = int(size.get("longest_edge", cfg.max_pixels))
-        for key in ("min_pixels", "max_pixels", "min_frames", "max_frames", "fps",
-                    "num_frames", "do_sample_frames", "cap_pixels_per_frame"):
-            if rest.get(key) is not None:
+        for key in ("min_pixels", "max_pixels", "min_frames", "max_frames",
+                    "cap_pixels_per_frame"):
+            if rest.get(key) is not None:  # None: the processor's own value, as there
                 fields[key] = rest.pop(key)
             rest.pop(key, None)
+        for key in ("fps", "num_frames"):  # an explicit None clears the processor's value
+            if key in rest:
+                fields[key] = rest.pop(key)
+        if "do_sample_frames" in rest:
+            fields["do_sample_frames"] = bool(rest.pop("do_sample_frames"))
         if fields:
             import dataclasses
 
@@ -67,8 +72,6 @@ class VideoProcessor:
 
             cfg = dataclasses.replace(cfg, **fields)
             check_video_config(cfg)
-        if "num_frames" in fields and "fps" not in fields and cfg.fps is not None:
-            cfg = _replace(cfg, fps=None)  # a call's num_frames replaces the class's fps
         return cfg, rest
 
     def __call__(self, videos: Any, return_tensors: str | None = "np", dtype: Any = "float32",
@@ -150,12 +153,6 @@ class VideoProcessor:
             slots[k // t, :, :, k % t, :] = frame_patches
             k += 1
         return out.reshape(plan.grid_t * rows, 3 * t * p * p)
-
-
-def _replace(cfg: VideoConfig, **fields: Any) -> VideoConfig:
-    import dataclasses
-
-    return dataclasses.replace(cfg, **fields)
 
 
 class _Source:
