@@ -41,6 +41,19 @@ class OutputTooLargeError(InvalidImageError):
                                 f"{limit} bytes")
 
 
+class InvalidVideoError(ValueError):
+    """An input video cannot be processed. The message starts with ``video <index>:``."""
+
+    def __init__(self, index: int, problem: str) -> None:
+        self.index = index
+        self.problem = problem
+        super().__init__(f"video {index}: {problem}")
+
+
+class UnsupportedVideoError(InvalidVideoError):
+    """A video whose container or codec smg-fast does not decode (refused from its header)."""
+
+
 # Wire names that lived here; they are smg_fast._service.wire's now (kept until REMOVED_IN).
 _MOVED_TO_WIRE = ("RETRYABLE_KEY", "CALLER_KEY", "MAX_CALLER_LEN", "MAX_ITEMS", "too_many_items")
 

@@ -72,14 +72,20 @@ def run_oracle(workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.n
     return cached_batch("torchvision", shared, jobs, lambda todo: _run(python, workdir, todo))
 
 
-def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+def run_script(python: str, script: Path, workdir: Path, jobs: list[dict[str, Any]]) -> None:
+    """script run by python on jobs (pickled into workdir); fails the test when it fails."""
     workdir.mkdir(parents=True, exist_ok=True)
     with open(workdir / "jobs.pkl", "wb") as fh:
         pickle.dump(jobs, fh)
-    proc = subprocess.run([python, str(SCRIPT), str(workdir)], capture_output=True,
+    proc = subprocess.run([python, str(script), str(workdir)], capture_output=True,
                           text=True, timeout=1800)
     if proc.returncode != 0:
-        pytest.fail(f"torchvision oracle failed:\n{proc.stderr[-4000:]}", pytrace=False)
+        pytest.fail(f"{script.name} failed in the oracle venv:\n{proc.stderr[-4000:]}",
+                    pytrace=False)
+
+
+def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+    run_script(python, SCRIPT, workdir, jobs)
     keys = ("pixel_values", "bf16", "grid")
     return [{"rgb": np.load(workdir / f"{i}_rgb.npy")} if job.get("convert") else
             {k: np.load(workdir / f"{i}_{k}.npy") for k in keys} for i, job in enumerate(jobs)]

@@ -12,6 +12,9 @@ from .config import ProcessorConfig
 from .folders import hub_folder, is_hub_id, read_json
 from .processor import Processor
 from .registry import Family, build_config, get_family, names, registered
+from .video import VideoProcessor
+from .video_config import RULE_OF_FAMILY, folder_video_fields
+from .video_loader import video_processor_for
 
 logger = logging.getLogger("smg_fast")
 
@@ -100,9 +103,34 @@ def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = No
         overrides = {**overrides, "backend": backend}
     proc = make_processor(resolve_config(key, overrides))
     proc.backend_reason = why
+    if proc.config.family in RULE_OF_FAMILY:  # proc(videos=...): made on the first video
+        proc.video_factory = lambda: load_video_processor(key)
     logger.info("smg-fast: %s uses backend %r: %s", os.fspath(name_or_dir), proc.config.backend,
                 why)
     return proc
 
 
-__all__ = ["load_processor", "make_processor", "read_model_folder", "resolve_config"]
+def load_video_processor(name_or_dir: str | os.PathLike[str], *, limits: Any = None,
+                         threads: int | None = None, **overrides: Any) -> VideoProcessor:
+    """A video processor for a family name, a model folder or a hub id.
+
+    A family name takes transformers' video processor class defaults; a folder its
+    video_preprocessor_config.json, else its preprocessor_config.json (as AutoVideoProcessor).
+    Overrides (``fps=...``, ``max_pixels=...``, ``do_sample_frames=...``) win. ``limits``: a
+    ``smg_fast.video.VideoLimits``; ``threads``: FFmpeg decoder threads per video (None: PyAV's
+    defaults, as transformers' loader)."""
+    key = os.fspath(name_or_dir)
+    if key in names():
+        return video_processor_for(key, overrides, limits, threads)
+    if is_hub_id(key):
+        key = hub_folder(key)
+    if not os.path.isdir(key):
+        raise ValueError(f"unknown processor {key!r}: use one of {sorted(RULE_OF_FAMILY)} or a "
+                         "model folder")
+    fam, _ = read_model_folder(key)
+    return video_processor_for(fam.name, {**folder_video_fields(key), **overrides}, limits,
+                               threads)
+
+
+__all__ = ["load_processor", "load_video_processor", "make_processor", "read_model_folder",
+           "resolve_config"]

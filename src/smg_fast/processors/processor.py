@@ -57,6 +57,10 @@ class Processor(ABC):
     # padding reads as pixel 0), so the compact format (encoding="uint8+lut") carries it exactly.
     # A family whose floats are computed otherwise sets False and keeps the float formats only.
     compact_exact: bool = True
+    # proc(videos=...): the video processor, or what makes it on the first video call (set by
+    # load_processor for the video families; a folder's video settings are read only then).
+    video_processor: Any = None
+    video_factory: Any = None
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -131,11 +135,13 @@ class Processor(ABC):
 
     def __call__(
         self,
-        images: ImageInput | list[ImageInput] | tuple[ImageInput, ...],
+        images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] | None = None,
         return_tensors: str | None = "np",
         dtype: Any = "float32",
         *,
         channels_first_wins: bool = False,
+        videos: Any = None,
+        videos_kwargs: dict[str, Any] | None = None,
         **options: Any,
     ) -> ProcessorOutput:
         """Preprocesses one image or a list of images into the family's encoder inputs.
@@ -154,7 +160,19 @@ class Processor(ABC):
         guess, which ``smg_fast.hf`` uses) or ``input_data_format`` says otherwise.
         ``encoding="uint8+lut"``: ``pixel_values`` is a :class:`~smg_fast.compact.CompactTensor`
         (the resized uint8 patches and the dtype's 3 x 256 table), which ``smg_fast.expand``
-        turns into exactly the dtype's output; CompactFormatError where that is not exact."""
+        turns into exactly the dtype's output; CompactFormatError where that is not exact.
+
+        ``videos`` (encoded bytes, paths or frames; see ``VideoProcessor``) with their options in
+        ``videos_kwargs`` add ``pixel_values_videos``, ``video_grid_thw`` and
+        ``num_video_tokens``; images may then be left out."""
+        if videos is not None:
+            if options.get("encoding"):
+                raise UnsupportedCallError("encoding='uint8+lut' is for images: call videos "
+                                           "without it")
+            return self._with_videos(images, videos, videos_kwargs or {}, return_tensors, dtype,
+                                     channels_first_wins, options)
+        if images is None:
+            raise ValueError("no images given")
         table_dtype, dtype = self._compact_dtype(options, dtype)
         return_tensors, opts, items = self._read_call(images, return_tensors, channels_first_wins,
                                                       options)
@@ -213,6 +231,22 @@ class Processor(ABC):
             return CompactTensor(to_torch(codes, "uint8"), to_torch(np.array(lut), table_dtype),
                                  table_dtype, run)
         return CompactTensor(codes, lut, table_dtype, run)
+
+    def _with_videos(self, images: Any, videos: Any, video_options: dict[str, Any],
+                     return_tensors: Any, dtype: Any, channels_first_wins: bool,
+                     options: dict[str, Any]) -> ProcessorOutput:
+        """The images' outputs (if any) and the videos'."""
+        if self.video_processor is None and self.video_factory is not None:
+            self.video_processor = self.video_factory()
+        if self.video_processor is None:
+            raise UnsupportedCallError(f"{type(self).__name__} for {self.config.family} has no "
+                                       "video processor (load_processor gives the video "
+                                       "families one)")
+        out = ProcessorOutput() if images is None else self(
+            images, return_tensors, dtype, channels_first_wins=channels_first_wins, **options)
+        out.update(self.video_processor(videos, return_tensors=getattr(
+            return_tensors, "value", return_tensors), dtype=dtype, **video_options))
+        return out
 
     def _read_call(self, images: Any, return_tensors: Any, channels_first_wins: bool,
                    options: dict[str, Any]) -> tuple[str | None, CallOptions, list[CallImage]]:

@@ -20,21 +20,25 @@ from ..registry import Family, register
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int,
-                 max_pixels: int, frames: int = 1) -> tuple[int, int]:
+                 max_pixels: int, frames: int = 1,
+                 beta_frames: int | None = None) -> tuple[int, int]:
     """(height, width) rounded to multiples of factor with the pixel count in range.
 
     Same float64 arithmetic and Python round (half to even) as transformers; no re-check after
     the min/max branch, as there. ``frames``: the temporal factor GLM-4.1V counts against the
-    budget (frames x height x width); Qwen's rule is frames=1.
+    budget (frames x height x width); Qwen's rule is frames=1. ``beta_frames``: the frame count
+    the rescale factor uses where it differs (Qwen3-VL's video rule compares the rounded count
+    and rescales with the sampled one).
     """
+    beta_t = frames if beta_frames is None else beta_frames
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
     if frames * h_bar * w_bar > max_pixels:
-        beta = math.sqrt((frames * height * width) / max_pixels)
+        beta = math.sqrt((beta_t * height * width) / max_pixels)
         h_bar = max(factor, math.floor(height / beta / factor) * factor)
         w_bar = max(factor, math.floor(width / beta / factor) * factor)
     elif frames * h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (frames * height * width))
+        beta = math.sqrt(min_pixels / (beta_t * height * width))
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar

@@ -1,0 +1,214 @@
+"""``VideoProcessor``: videos in, ``pixel_values_videos`` and ``video_grid_thw`` out.
+
+Bit-identical to transformers' ``Qwen2VLVideoProcessor`` (Qwen2-VL, Qwen2.5-VL) and
+``Qwen3VLVideoProcessor`` (Qwen3-VL) on the same frames: their frame sampling, their video
+smart_resize, torch's uint8 antialiased bicubic resize, the fused rescale + normalize and the
+temporal patch layout (frames in groups of ``temporal_patch_size``, the last frame repeated to
+fill the last group). Each frame goes through the torchvision image pipeline once (the native
+resize + normalize + patchify, temporal size 1), and its patches are written into their slot of
+the video's output. Encoded videos are decoded by PyAV (``smg_fast.video``): only the sampled
+frames are converted to RGB, and decoding stops after the last one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidVideoError, OutputTooLargeError, UnsupportedCallError
+from ..video.container import VideoLimits, open_video
+from ..video.decode import iter_frames
+from .video_config import VideoConfig
+from .video_inputs import FrameVideo, video_items
+from .video_plan import VideoPlan, plan_video, sample_indices
+
+_CALL_OPTIONS = frozenset({"fps", "num_frames", "do_sample_frames", "video_metadata",
+                           "return_metadata", "cap_pixels_per_frame", "size", "min_pixels",
+                           "max_pixels", "min_frames", "max_frames"})
+
+
+class VideoProcessor:
+    """Turns videos into Qwen-family video encoder inputs, bit-identical to transformers'."""
+
+    def __init__(self, config: VideoConfig, image_processor: Any,
+                 limits: VideoLimits | None = None, threads: int | None = None) -> None:
+        self.config = config
+        self.limits = limits or VideoLimits()
+        self.threads = threads  # FFmpeg decoder threads per video (None: PyAV's defaults)
+        self._image = image_processor  # a torchvision-backend processor, temporal size 1
+
+    def __repr__(self) -> str:
+        return f"VideoProcessor({self.config})"
+
+    def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
+        """LLM tokens per video for (n, 3) rows [t, h, w]: t * h * w / merge_size^2."""
+        return grid[:, 0] * grid[:, 1] * grid[:, 2] // (self.config.merge_size ** 2)
+
+    def _options(self, options: dict[str, Any]) -> tuple[VideoConfig, dict[str, Any]]:
+        """A call's config (its overrides applied) and its other options."""
+        unknown = set(options) - _CALL_OPTIONS
+        if unknown:
+            raise UnsupportedCallError(f"video options {sorted(unknown)} are not supported")
+        cfg, rest = self.config, dict(options)
+        fields: dict[str, Any] = {}
+        size = rest.pop("size", None)
+        if size is not None:
+            fields["min_pixels"] = int(size.get("shortest_edge", cfg.min_pixels))
+            fields["max_pixels"] = int(size.get("longest_edge", cfg.max_pixels))
+        for key in ("min_pixels", "max_pixels", "min_frames", "max_frames",
+                    "cap_pixels_per_frame"):
+            if rest.get(key) is not None:  # None: the processor's own value, as there
+                fields[key] = rest.pop(key)
+            rest.pop(key, None)
+        for key in ("fps", "num_frames"):  # an explicit None clears the processor's value
+            if key in rest:
+                fields[key] = rest.pop(key)
+        if "do_sample_frames" in rest:
+            fields["do_sample_frames"] = bool(rest.pop("do_sample_frames"))
+        if fields:
+            import dataclasses
+
+            from .video_config import check_video_config
+
+            cfg = dataclasses.replace(cfg, **fields)
+            check_video_config(cfg)
+        return cfg, rest
+
+    def __call__(self, videos: Any, return_tensors: str | None = "np", dtype: Any = "float32",
+                 max_output_bytes: int | None = None, **options: Any) -> dict[str, Any]:
+        """Processes one video or a list of videos into the family's video encoder inputs.
+
+        Returns ``pixel_values_videos`` (all videos' patches in order), ``video_grid_thw``
+        (int64, one [t, h, w] row per video), ``num_video_tokens`` and, with
+        ``return_metadata=True``, ``video_metadata`` (per video: frames_indices, fps,
+        total_num_frames, duration, ...).
+
+        Options as transformers' video processors take them: ``fps``, ``num_frames``,
+        ``do_sample_frames``, ``video_metadata``, ``size``, ``min_frames``, ``max_frames``,
+        ``cap_pixels_per_frame``. ``max_output_bytes``: OutputTooLargeError before decoding."""
+        from .._dtypes import DTYPES, parse_dtype
+
+        cfg, rest = self._options(options)
+        return_metadata = bool(rest.pop("return_metadata", False))
+        items = video_items(videos, rest.pop("video_metadata", None))
+        dtype_name = parse_dtype(dtype)
+        itemsize = np.dtype(DTYPES[dtype_name][1]).itemsize
+        parts, grids, metas = [], [], []
+        total = 0
+        for i, item in enumerate(items):
+            source = _open_item(i, item, self.limits)
+            try:
+                meta = source.metadata
+                indices = sample_indices(cfg, meta) if cfg.do_sample_frames else None
+                meta["frames_indices"] = ([int(x) for x in indices] if indices is not None
+                                          else list(range(meta["total_num_frames"])))
+                count = len(indices) if indices is not None else meta["total_num_frames"]
+                plan = plan_video(i, cfg, count, meta["height"], meta["width"])
+                total += plan.elems * itemsize
+                limit = max_output_bytes if max_output_bytes is not None else 1 << 40
+                if total > limit:
+                    raise OutputTooLargeError(i, total, limit)
+                out = np.empty(plan.elems, DTYPES[dtype_name][1])
+                parts.append(self._fill(i, source, indices, plan, out, dtype_name))
+            finally:
+                source.close()
+            grids.append((plan.grid_t, plan.grid_h, plan.grid_w))
+            metas.append(meta)
+        grid = np.array(grids, np.int64).reshape(-1, 3)
+        pixels = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        result: dict[str, Any] = {"pixel_values_videos": pixels, "video_grid_thw": grid,
+                                  "num_video_tokens": self.tokens_for_grid(grid)}
+        if return_metadata:
+            result["video_metadata"] = metas
+        if return_tensors == "pt":
+            import torch
+
+            from .._dtypes import to_torch
+
+            result["pixel_values_videos"] = to_torch(pixels, dtype_name)
+            result["video_grid_thw"] = torch.from_numpy(grid)
+        return result
+
+    def _fill(self, index: int, source: _Source, indices: np.ndarray | None, plan: VideoPlan,
+              out: np.ndarray, dtype: str) -> np.ndarray:
+        """Writes each sampled frame's patches into its temporal slot of out.
+
+        Returns out as (rows, 3 * T * P * P)."""
+        cfg = self.config
+        p, t = cfg.patch_size, cfg.temporal_patch_size
+        rows = plan.grid_h * plan.grid_w
+        slots = out.reshape(plan.grid_t, rows, 3, t, p * p)
+        pipe = self._image.pipeline(dtype)
+        scratch = np.empty(rows * 3 * p * p, out.dtype)
+        frame_patches = scratch.reshape(rows, 3, p * p)
+        k = 0
+        for rgb in source.frames(indices, self.threads):
+            pipe.run(rgb, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0)
+            slots[k // t, :, :, k % t, :] = frame_patches
+            k += 1
+        if k != plan.frames:
+            raise InvalidVideoError(index, f"the stream gave {k} of the {plan.frames} sampled "
+                                           "frames (truncated or corrupt)")
+        while k % t:  # the last frame repeated to fill the last temporal group
+            slots[k // t, :, :, k % t, :] = frame_patches
+            k += 1
+        return out.reshape(plan.grid_t * rows, 3 * t * p * p)
+
+
+class _Source:
+    """One video's metadata and its sampled frames, in order (duplicates repeated)."""
+
+    def __init__(self, metadata: dict[str, Any]) -> None:
+        self.metadata = metadata
+
+    def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases what the source holds."""
+
+
+class _Frames(_Source):
+    def __init__(self, video: FrameVideo) -> None:
+        t, h, w, _ = video.frames.shape
+        meta: dict[str, Any] = {"total_num_frames": t, "fps": None, "duration": None,
+                                "frames_indices": list(range(t)), "height": h, "width": w}
+        meta.update(video.metadata or {})
+        super().__init__(meta)
+        self._frames = video.frames
+
+    def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
+        order = range(len(self._frames)) if indices is None else indices
+        for i in order:
+            yield np.ascontiguousarray(self._frames[i])
+
+
+class _Encoded(_Source):
+    def __init__(self, index: int, data: Any, limits: VideoLimits) -> None:
+        self._header = open_video(index, data, limits)
+        super().__init__(self._header.metadata())
+
+    def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
+        if indices is None:
+            indices = np.arange(self._header.total_frames)
+        wanted = [int(i) for i in indices]
+        if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
+            got = dict(iter_frames(self._header, sorted(set(wanted)), threads))
+            for i in wanted:
+                if i in got:
+                    yield got[i]
+            return
+        for _, rgb in iter_frames(self._header, wanted, threads):
+            yield rgb
+
+    def close(self) -> None:
+        self._header.close()
+
+
+def _open_item(index: int, item: Any, limits: VideoLimits) -> _Source:
+    if isinstance(item, FrameVideo):
+        return _Frames(item)
+    return _Encoded(index, item, limits)
+
+
+__all__ = ["VideoProcessor"]

@@ -1,0 +1,89 @@
+"""Encoded test and benchmark videos, made here with PyAV (FFmpeg's encoders).
+
+``make_clip`` encodes a moving scene: a picture (a real photo, or a textured pattern) panned
+frame by frame, so that every frame differs and the encoder uses motion and B-frames, as on
+real footage. ``codecs_available`` says which of the encoders this PyAV build has."""
+
+from __future__ import annotations
+
+import io
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+# (encoder, container format) per codec name used by the tests and the bench.
+ENCODERS = {"h264": ("libx264", "mp4"), "hevc": ("libx265", "mp4"),
+            "vp9": ("libvpx-vp9", "webm"), "av1": ("libsvtav1", "matroska"),
+            "mpeg4": ("mpeg4", "mp4")}
+
+
+def codecs_available() -> list[str]:
+    """The codec names of ENCODERS this PyAV build can encode."""
+    import av
+
+    out = []
+    for name, (encoder, _) in ENCODERS.items():
+        try:
+            av.codec.Codec(encoder, "w")
+        except Exception:  # noqa: BLE001 - PyAV raises its own error kinds per build
+            continue
+        out.append(name)
+    return out
+
+
+def texture(width: int, height: int, seed: int = 0) -> np.ndarray:
+    """A (height, width, 3) uint8 picture with edges, gradients and noise."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    img = np.stack([(x * 255 // max(width - 1, 1)), (y * 255 // max(height - 1, 1)),
+                    ((x // 16 + y // 16) % 2) * 200 + 20], axis=-1).astype(np.int16)
+    img += rng.integers(-24, 25, img.shape, dtype=np.int16)
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def scene_frame(picture: np.ndarray, width: int, height: int, i: int) -> np.ndarray:
+    """Frame i of the scene: a width x height window panning smoothly over picture (tiled).
+
+    Smooth motion, as in real footage: x264 then chooses B-frames on its own."""
+    ph, pw = picture.shape[:2]
+    y, x = i % ph, (2 * i) % pw
+    reps = (-(-(height + y) // ph), -(-(width + x) // pw), 1)
+    big = np.tile(picture, reps) if reps != (1, 1, 1) else picture
+    return np.ascontiguousarray(big[y: y + height, x: x + width])
+
+
+def make_clip(codec: str = "h264", width: int = 320, height: int = 240, frames: int = 24,
+              fps: int | Fraction = 24, picture: np.ndarray | None = None,
+              pix_fmt: str = "yuv420p", options: dict[str, str] | None = None,
+              metadata: dict[str, Any] | None = None) -> bytes:
+    """An encoded clip of frames frames (codec one of ENCODERS), as its container's bytes.
+
+    Muxing is bit-exact and the encoder runs one thread unless ``options`` names threads, so
+    the same arguments mostly give the same bytes and cached references stay usable (x264's
+    output still varies between runs now and then)."""
+    import av
+
+    encoder, fmt = ENCODERS[codec]
+    picture = texture(max(width, 64), max(height, 64)) if picture is None else picture
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt, options={"fflags": "+bitexact"}) as out:
+        stream = out.add_stream(encoder, rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        if "threads" not in (options or {}):
+            stream.codec_context.thread_count = 1
+        if options:
+            stream.options = dict(options)
+        for key, value in (metadata or {}).items():
+            stream.metadata[key] = value
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(scene_frame(picture, width, height, i),
+                                               format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return buf.getvalue()
+
+
+__all__ = ["ENCODERS", "codecs_available", "make_clip", "scene_frame", "texture"]

@@ -1,0 +1,180 @@
+"""A video's container header, read and checked before any frame is decoded.
+
+PyAV (FFmpeg) opens the container from its bytes or a local file; the first video stream's
+codec, size, declared frame count and rate are checked against ``VideoLimits`` so a video bomb
+(declared hours long, 8K frames, a tiny file claiming a huge frame count) or an unsupported
+codec is refused with a typed error before a frame is decoded.
+
+The frame count and rate are the ones transformers' PyAV loader reads (``stream.frames``,
+``stream.average_rate``). Containers that declare no frame count (WebM, Matroska) have their
+video packets counted instead (demuxing only, no decoding); transformers' loader fails on them.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidVideoError, UnsupportedVideoError
+
+# FFmpeg decoder names accepted by default, and the codec each one decodes.
+CODECS: dict[str, str] = {"h264": "h264", "hevc": "hevc", "vp8": "vp8", "vp9": "vp9",
+                          "av1": "av1", "libdav1d": "av1", "mpeg4": "mpeg4"}
+
+VideoSource = bytes | bytearray | memoryview | str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class VideoLimits:
+    """What a video's header may declare; anything past these is refused before decoding."""
+
+    max_bytes: int = 1 << 31
+    max_side: int = 8192
+    max_frame_pixels: int = 4096 * 4096  # 4K passes, 8K (33 Mpx) is refused
+    max_frames: int = 108_000  # declared frames: an hour at 30 fps
+    max_duration_s: float = 3600.0
+    codecs: frozenset[str] = field(default_factory=lambda: frozenset(CODECS))
+
+
+def _av() -> Any:
+    """The PyAV module (``pip install av``), or an ImportError naming the package."""
+    try:
+        import av
+    except ImportError as exc:  # pragma: no cover - av is a test and [video] dependency
+        raise ImportError("smg-fast decodes videos with PyAV: pip install 'av==18.1.0'") from exc
+    return av
+
+
+@dataclass
+class VideoHeader:
+    """An opened container: its first video stream's facts, checked against the limits."""
+
+    index: int
+    container: Any
+    stream: Any
+    codec: str
+    width: int
+    height: int
+    total_frames: int
+    fps: float | None
+    counted: bool  # True: the container declares no frame count, packets were counted
+
+    @property
+    def duration(self) -> float:
+        """Seconds, as transformers' loader computes them (frames / rate; 0 without a rate)."""
+        return self.total_frames / self.fps if self.fps else 0.0
+
+    def metadata(self) -> dict[str, Any]:
+        """The fields of transformers' ``VideoMetadata`` that its PyAV loader fills."""
+        return {"total_num_frames": self.total_frames, "fps": self.fps,
+                "duration": self.duration, "video_backend": "pyav", "height": self.height,
+                "width": self.width}
+
+    def close(self) -> None:
+        """Closes the container (idempotent)."""
+        self.container.close()
+
+
+def _open(index: int, source: VideoSource, limits: VideoLimits) -> Any:
+    """The PyAV container for bytes or a local path; typed errors for what FFmpeg refuses."""
+    av = _av()
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        size = memoryview(source).nbytes
+        if size == 0:
+            raise InvalidVideoError(index, "empty video data")
+        if size > limits.max_bytes:
+            raise InvalidVideoError(index, f"{size} bytes, over the limit of "
+                                           f"{limits.max_bytes} bytes")
+        file: Any = io.BytesIO(source)
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise InvalidVideoError(index, f"no such file: {path!r}")
+        if os.path.getsize(path) > limits.max_bytes:
+            raise InvalidVideoError(index, f"{path!r} is over the limit of "
+                                           f"{limits.max_bytes} bytes")
+        file = path
+    else:
+        raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
+                        f"{type(source).__name__}")
+    try:
+        return av.open(file, mode="r", metadata_errors="ignore")
+    except (av.FFmpegError, ValueError) as exc:
+        raise InvalidVideoError(index, f"not a readable video container ({exc})") from None
+
+
+def _count_packets(container: Any, stream: Any, limit: int, index: int) -> int:
+    """Video packets with data (one per frame) by demuxing; refuses more than limit."""
+    av = _av()
+    count = 0
+    try:
+        for packet in container.demux(stream):
+            if packet.size:
+                count += 1
+                if count > limit:
+                    raise InvalidVideoError(index, f"more than {limit} frames")
+    except av.FFmpegError as exc:
+        raise InvalidVideoError(index, f"corrupt container ({exc})") from None
+    container.seek(0)
+    return count
+
+
+def _check(index: int, container: Any, limits: VideoLimits,
+           size: int | None) -> VideoHeader:
+    """The header of container's first video stream, or a typed error."""
+    if not container.streams.video:
+        raise InvalidVideoError(index, "the container holds no video stream")
+    stream = container.streams.video[0]
+    name = stream.codec_context.name
+    if name not in limits.codecs:
+        raise UnsupportedVideoError(index, f"codec {name!r} is not supported (supported: "
+                                           f"{sorted(limits.codecs)})")
+    width, height = int(stream.width), int(stream.height)
+    if width < 1 or height < 1:
+        raise InvalidVideoError(index, f"zero-size frames ({width}x{height})")
+    if max(width, height) > limits.max_side or width * height > limits.max_frame_pixels:
+        raise InvalidVideoError(index, f"{width}x{height} frames are over the limit of "
+                                       f"{limits.max_frame_pixels} pixels or "
+                                       f"{limits.max_side} per side")
+    rate = stream.average_rate
+    fps = float(rate) if rate else None
+    declared = int(stream.frames or 0)
+    seconds = (container.duration or 0) / 1_000_000
+    if seconds > limits.max_duration_s:
+        raise InvalidVideoError(index, f"declares {seconds:.0f} s, over the limit of "
+                                       f"{limits.max_duration_s:g} s")
+    # A frame needs at least one byte of packet data: more declared frames than bytes is a lie.
+    if declared > limits.max_frames or (size is not None and declared > size):
+        raise InvalidVideoError(index, f"declares {declared} frames (limit {limits.max_frames}"
+                                       f"{'' if size is None else f', file {size} bytes'})")
+    counted = declared == 0
+    total = _count_packets(container, stream, limits.max_frames, index) if counted else declared
+    if total < 1:
+        raise InvalidVideoError(index, "the video stream holds no frames")
+    if fps and total / fps > limits.max_duration_s:
+        raise InvalidVideoError(index, f"{total} frames at {fps:g} fps are over the limit of "
+                                       f"{limits.max_duration_s:g} s")
+    return VideoHeader(index, container, stream, CODECS.get(name, name), width, height, total,
+                       fps, counted)
+
+
+def open_video(index: int, source: VideoSource,
+               limits: VideoLimits | None = None) -> VideoHeader:
+    """Opens a video's container and checks its header; close() it when done.
+
+    Raises InvalidVideoError (corrupt, empty, over a limit) or UnsupportedVideoError (codec)."""
+    limits = limits or VideoLimits()
+    container = _open(index, source, limits)
+    size = memoryview(source).nbytes if isinstance(source, (bytes, bytearray, memoryview)) \
+        else os.path.getsize(os.fspath(source))
+    try:
+        return _check(index, container, limits, size)
+    except BaseException:
+        container.close()
+        raise
+
+
+__all__ = ["CODECS", "InvalidVideoError", "UnsupportedVideoError", "VideoHeader", "VideoLimits",
+           "VideoSource", "open_video"]

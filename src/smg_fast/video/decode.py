@@ -1,0 +1,122 @@
+"""Decoding the sampled frames of an opened video with PyAV, as transformers' PyAV loader does.
+
+Frames are counted in the order the decoder outputs them after ``container.seek(0)``, as
+``transformers.video_utils.read_video_pyav`` counts them, so frame ``i`` here is its frame ``i``.
+Only what sampling needs is done: decoding stops after the last needed frame, and a frame that
+is not needed is never converted to RGB. The needed frames are kept (in the decoder's YUV) and
+converted once decoding has passed the last of them, as the reference converts them. The RGB
+conversion is PyAV's own (``to_ndarray(format="rgb24")``, FFmpeg's swscale), so the pixels are
+the reference's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidVideoError
+from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
+from .skip_decode import decode_skipping, plan_skips
+
+
+def _set_threads(header: VideoHeader, threads: int | None) -> None:
+    """FFmpeg's decoder threads for this stream.
+
+    None keeps PyAV's defaults, which transformers' loader runs (slice threads, FFmpeg's count);
+    1: no threads; n > 1 or 0 (FFmpeg's count): frame and slice threads. Valid streams decode to
+    the same frames either way; a damaged one may be concealed differently."""
+    if threads is None:
+        return
+    if threads < 0:
+        raise ValueError(f"threads must be >= 0, got {threads}")
+    ctx = header.stream.codec_context
+    ctx.thread_count = threads
+    ctx.thread_type = "SLICE" if threads == 1 else "AUTO"
+
+
+def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
+                   skip: bool) -> list[tuple[int, Any]]:
+    """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
+    if skip and (plan := plan_skips(header, threads)) is not None:
+        got = decode_skipping(header, sorted(wanted), *plan)
+        if got is not None:
+            return got
+    container = header.container
+    kept: list[tuple[int, Any]] = []
+    container.seek(0)
+    for i, frame in enumerate(container.decode(header.stream)):
+        if i > end:
+            break
+        if i in wanted:  # a frame not needed is never converted
+            kept.append((i, frame))
+    return kept
+
+
+def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
+                skip: bool = True) -> Iterator[tuple[int, np.ndarray]]:
+    """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
+
+    In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
+    reference does. ``skip``: non-reference frames not kept are not decoded either (H.264 and
+    HEVC; see skip_decode.py; the frames are the same). Raises InvalidVideoError when the
+    stream cannot be decoded or a frame's size differs from the header's."""
+    av = _av()
+    if len(indices) == 0:
+        return
+    end = int(indices[-1])
+    wanted = {int(i) for i in indices if int(i) <= end}
+    _set_threads(header, threads)
+    try:
+        kept = _decode_wanted(header, wanted, end, threads, skip)
+    except av.FFmpegError as exc:
+        raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
+    # Converted once decoding has passed the last needed frame, as the reference converts
+    # them: a damaged stream's concealment may still write into a frame after its output.
+    kept.reverse()
+    while kept:
+        i, frame = kept.pop()
+        if (frame.width, frame.height) != (header.width, header.height):
+            raise InvalidVideoError(header.index, f"frame {i} is {frame.width}x{frame.height}, "
+                                    f"the stream declares {header.width}x{header.height}")
+        yield i, frame.to_ndarray(format="rgb24")
+        del frame
+
+
+def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
+                  skip: bool = True) -> tuple[np.ndarray, list[int]]:
+    """The sampled frames as one (n, H, W, 3) uint8 array and the indices they are.
+
+    What transformers' ``read_video_pyav`` returns for these indices (a truncated stream gives
+    fewer frames, as there)."""
+    cap = len({int(i) for i in indices})
+    out = np.empty((cap, header.height, header.width, 3), np.uint8)
+    found: list[int] = []
+    for i, rgb in iter_frames(header, indices, threads, skip):
+        out[len(found)] = rgb
+        found.append(i)
+    return out[:len(found)], found
+
+
+def load_video(source: VideoSource, indices: Sequence[int] | None = None,
+               sample: Any = None, threads: int | None = None, limits: VideoLimits | None = None,
+               skip: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
+    """Frames and metadata of encoded bytes or a file, as transformers' ``load_video`` (PyAV).
+
+    ``indices``: the frames to keep; or ``sample(metadata) -> indices``; neither: every frame.
+    Returns ((n, H, W, 3) uint8, metadata with ``frames_indices``)."""
+    header = open_video(0, source, limits)
+    try:
+        meta = header.metadata()
+        if indices is None:
+            indices = sample(meta) if sample is not None else range(header.total_frames)
+        indices = [int(i) for i in np.asarray(indices).reshape(-1)]
+        frames, _ = decode_frames(header, indices, threads, skip)
+    finally:
+        header.close()
+    meta["frames_indices"] = indices
+    return frames, meta
+
+
+__all__ = ["decode_frames", "iter_frames", "load_video"]

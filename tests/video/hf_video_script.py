@@ -1,0 +1,70 @@
+"""smg_fast.hf_video's classes against transformers' own, in the torchvision venv.
+
+Run by tests/video/test_hf_video.py with smg_fast importable; prints one JSON line: per case,
+whether pixel_values_videos, video_grid_thw and the metadata's indices are equal, and whether
+the outputs are torch tensors as transformers' are, and whether smg-fast computed them."""
+
+import json
+import sys
+
+import av
+import numpy as np
+import torch
+from transformers.models.qwen2_vl.video_processing_qwen2_vl import (
+    Qwen2VLVideoProcessor as HF2,
+)
+from transformers.models.qwen3_vl.video_processing_qwen3_vl import (
+    Qwen3VLVideoProcessor as HF3,
+)
+
+from smg_fast import hf_video
+
+
+def frames_of(path: str) -> tuple[np.ndarray, dict]:
+    with av.open(path) as c:
+        arr = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+        rate = float(c.streams.video[0].average_rate)
+    return arr, {"total_num_frames": len(arr), "fps": rate}
+
+
+def main(clip: str) -> None:
+    torch.set_num_threads(1)
+    frames, meta = frames_of(clip)
+    cases = {
+        "qwen2-frames": (HF2, hf_video.Qwen2VLVideoProcessor, {}, frames, {}),
+        "qwen2-sampled": (HF2, hf_video.Qwen2VLVideoProcessor, {"min_pixels": 3136},
+                          frames, {"do_sample_frames": True, "fps": 2, "video_metadata": meta}),
+        "qwen2-tensor": (HF2, hf_video.Qwen2VLVideoProcessor, {}, torch.from_numpy(frames[:5]),
+                         {"return_tensors": "pt"}),
+        "qwen3-defaults": (HF3, hf_video.Qwen3VLVideoProcessor, {}, frames,
+                           {"video_metadata": meta}),
+        "qwen3-no-meta": (HF3, hf_video.Qwen3VLVideoProcessor, {}, [frames, frames[:9]], {}),
+        "qwen3-num-frames": (HF3, hf_video.Qwen3VLVideoProcessor, {"cap_pixels_per_frame": True},
+                             frames, {"num_frames": 6, "fps": None}),
+    }
+    result = {}
+    for name, (ref_cls, our_cls, kwargs, video, call) in cases.items():
+        ref = ref_cls(**kwargs)(video, return_metadata=True, **call)
+        our = our_cls(**kwargs)
+        ours = our(video, return_metadata=True, **call)
+        result[name] = {
+            "pixels": bool(torch.equal(ref["pixel_values_videos"], ours["pixel_values_videos"])),
+            "grid": bool(torch.equal(ref["video_grid_thw"], ours["video_grid_thw"])),
+            "indices": [list(map(int, m.frames_indices)) for m in ref["video_metadata"]]
+            == [list(map(int, m.frames_indices)) for m in ours["video_metadata"]],
+            "fps": [m.fps for m in ref["video_metadata"]] == [m.fps for m in
+                                                              ours["video_metadata"]],
+            "torch": isinstance(ours["pixel_values_videos"], torch.Tensor),
+            "subclass": isinstance(our, ref_cls),
+            "computed_by_smg_fast": "_smg_video" in our.__dict__,
+        }
+    with open(clip, "rb") as fh:  # bytes: smg-fast decodes them (transformers takes no bytes)
+        ours = hf_video.Qwen3VLVideoProcessor()(fh.read())
+    result["bytes"] = {"pixels": bool(torch.equal(
+        ours["pixel_values_videos"],
+        HF3()(frames, video_metadata=meta)["pixel_values_videos"]))}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,233 @@
+"""Decoding: smg_fast.video's frames against transformers' PyAV loader, and refused inputs.
+
+Clips are encoded here with PyAV (smg_fast.testing.video_clips). transformers'
+``load_video(..., backend="pyav")`` is the reference where it can read the container (MP4);
+WebM / Matroska declare no frame count, which it cannot sample, so there a plain PyAV loop over
+every frame is the reference."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from smg_fast.errors import InvalidVideoError, UnsupportedVideoError
+from smg_fast.testing.video_clips import codecs_available, make_clip
+from smg_fast.video import VideoLimits, load_video, open_video
+
+av = pytest.importorskip("av")  # a test dependency: never missing in CI
+ENCODABLE = codecs_available()
+MP4 = [c for c in ("h264", "hevc", "mpeg4") if c in ENCODABLE]
+MKV = [c for c in ("vp9", "av1") if c in ENCODABLE]
+
+
+def test_the_bundled_ffmpeg_encodes_h264_vp9_and_av1():
+    assert {"h264", "vp9", "av1"} <= set(ENCODABLE)
+
+
+def _reference(tmp_path, data: bytes, indices: list[int]):
+    """transformers' load_video (PyAV backend) on data with these indices."""
+    from transformers.video_utils import load_video as hf_load_video
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(data)
+    return hf_load_video(str(path), backend="pyav",
+                         sample_indices_fn=lambda metadata, **kw: np.array(indices))
+
+
+def _every_frame(data: bytes) -> np.ndarray:
+    """Every frame of data, decoded and converted by PyAV in a plain loop."""
+    with av.open(io.BytesIO(data)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+
+
+@pytest.mark.parametrize("codec", MP4)
+@pytest.mark.parametrize("indices", [[0], [0, 5, 11, 23], [3, 4, 5], [23], list(range(24))])
+def test_frames_equal_transformers_pyav_loader(tmp_path, codec, indices):
+    data = make_clip(codec, 160, 96, 24, fps=12)
+    ref, ref_meta = _reference(tmp_path, data, indices)
+    got, meta = load_video(data, indices=indices)
+    assert got.dtype == np.uint8 and got.shape == ref.shape
+    assert np.array_equal(got, ref)
+    for key in ("total_num_frames", "fps", "duration", "height", "width"):
+        assert meta[key] == ref_meta[key], key
+    assert list(meta["frames_indices"]) == list(ref_meta.frames_indices)
+
+
+def test_repeated_and_unsorted_indices_follow_the_loader(tmp_path):
+    """The loader keeps each listed frame once, in stream order, up to the last listed index."""
+    data = make_clip("h264", 64, 48, 12, fps=6)
+    for indices in ([2, 2, 5], [7, 1, 4], [5, 9, 3]):
+        ref, _ = _reference(tmp_path, data, indices)
+        got, _ = load_video(data, indices=indices)
+        assert np.array_equal(got, ref), indices
+
+
+@pytest.mark.parametrize("codec", MKV)
+def test_webm_and_matroska_frames_are_counted_and_equal_pyav(codec):
+    data = make_clip(codec, 128, 72, 15, fps=15)
+    every = _every_frame(data)
+    header = open_video(0, data)
+    try:
+        assert header.counted and header.total_frames == len(every) == 15
+        assert header.fps == 15.0
+    finally:
+        header.close()
+    got, _ = load_video(data, indices=[0, 7, 14])
+    assert np.array_equal(got, every[[0, 7, 14]])
+
+
+@pytest.mark.parametrize("size", [(33, 17), (17, 33), (2, 2), (1, 1)])
+def test_odd_and_tiny_sizes(tmp_path, size):
+    w, h = size
+    data = make_clip("h264", w, h, 4, fps=4, pix_fmt="yuv444p")
+    ref, _ = _reference(tmp_path, data, [0, 1, 2, 3])
+    got, meta = load_video(data)
+    assert (meta["width"], meta["height"]) == (w, h)
+    assert np.array_equal(got, ref)
+
+
+def test_one_frame_video(tmp_path):
+    data = make_clip("h264", 96, 64, 1, fps=1)
+    ref, _ = _reference(tmp_path, data, [0])
+    got, meta = load_video(data)
+    assert meta["total_num_frames"] == 1 and np.array_equal(got, ref)
+
+
+def test_a_file_path_reads_as_its_bytes(tmp_path):
+    data = make_clip("h264", 64, 48, 6, fps=6)
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(data)
+    a, _ = load_video(str(path), indices=[1, 4])
+    b, _ = load_video(data, indices=[1, 4])
+    assert np.array_equal(a, b)
+
+
+def test_decoder_threads_change_no_frame():
+    data = make_clip("h264", 320, 240, 30, fps=30)
+    one, _ = load_video(data, threads=1)
+    two, _ = load_video(data, threads=2)
+    assert np.array_equal(one, two)
+
+
+def test_a_corrupted_stream_decodes_as_the_loader_decodes_it(tmp_path):
+    """Damaged packets in the middle: FFmpeg conceals them the same way for both readers."""
+    data = bytearray(make_clip("h264", 160, 96, 24, fps=12))
+    rng = np.random.default_rng(1)
+    for pos in rng.integers(len(data) // 3, 2 * len(data) // 3, 40):
+        data[pos] ^= 0x5A
+    try:
+        got, _ = load_video(bytes(data), indices=list(range(24)))
+    except InvalidVideoError:
+        return  # refused with a typed error is fine too
+    ref, _ = _reference(tmp_path, bytes(data), list(range(24)))
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.9])
+def test_truncated_mp4_is_refused(cut):
+    data = make_clip("h264", 160, 96, 24, fps=12)  # its index (moov) is at the end
+    with pytest.raises(InvalidVideoError):
+        load_video(data[:int(len(data) * cut)])
+
+
+def test_truncated_webm_gives_the_frames_it_holds():
+    data = make_clip("vp9", 128, 72, 30, fps=15)
+    cut = data[:len(data) * 2 // 3]
+    every = _every_frame(cut)
+    try:
+        got, meta = load_video(cut)
+    except InvalidVideoError:
+        return
+    assert np.array_equal(got, every[:len(got)])
+    assert meta["total_num_frames"] >= len(got)
+
+
+@pytest.mark.parametrize("junk", [b"", b"\x00" * 100, b"not a video at all" * 50,
+                                  bytes(range(256)) * 40])
+def test_garbage_is_refused(junk):
+    with pytest.raises(InvalidVideoError):
+        load_video(junk)
+
+
+def test_an_image_is_not_a_video():
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32), (9, 9, 9)).save(buf, "PNG")
+    with pytest.raises(InvalidVideoError):
+        load_video(buf.getvalue())
+
+
+def test_codec_outside_the_allowlist_is_unsupported():
+    data = make_clip("mpeg4", 64, 48, 4, fps=4)
+    with pytest.raises(UnsupportedVideoError, match="codec 'mpeg4'"):
+        open_video(0, data, VideoLimits(codecs=frozenset({"h264"})))
+
+
+@pytest.mark.parametrize("limits, match", [
+    (VideoLimits(max_frames=10), "frames"),
+    (VideoLimits(max_duration_s=1.0), "limit of 1 s"),
+    (VideoLimits(max_frame_pixels=64 * 48 - 1), "pixels"),
+    (VideoLimits(max_side=63), "pixels or 63 per side"),
+    (VideoLimits(max_bytes=100), "bytes"),
+])
+def test_header_limits_refuse_before_decoding(limits, match):
+    data = make_clip("h264", 64, 48, 24, fps=12)
+    with pytest.raises(InvalidVideoError, match=match):
+        open_video(0, data, limits)
+
+
+def test_8k_frames_are_refused_by_default():
+    data = make_clip("h264", 7680, 4320, 1, fps=1, options={"preset": "ultrafast"})
+    with pytest.raises(InvalidVideoError, match="7680x4320"):
+        open_video(0, data)
+
+
+def test_counting_packets_stops_at_the_frame_limit():
+    data = make_clip("vp9", 32, 32, 40, fps=10)
+    with pytest.raises(InvalidVideoError, match="more than 20 frames"):
+        open_video(0, data, VideoLimits(max_frames=20))
+
+
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+@pytest.mark.parametrize("indices", [[0, 5, 11, 23], [1, 2, 3], [22], [4, 9, 13, 18, 23],
+                                     list(range(0, 48, 3))])
+def test_skipping_non_reference_frames_changes_no_kept_frame(tmp_path, codec, indices):
+    """B-frames (x264 / x265 choose them on this smooth pan) not sampled are never decoded."""
+    data = make_clip(codec, 192, 108, 48, fps=24)
+    header = open_video(0, data)
+    try:
+        from smg_fast.video.skip_decode import plan_skips
+
+        packets, rank = plan_skips(header, None)
+        assert [rank[p.pts] for p in packets] != sorted(rank.values())  # B-frames: reordered
+    finally:
+        header.close()
+    ref, _ = _reference(tmp_path, data, indices)
+    got, _ = load_video(data, indices=indices)
+    plain, _ = load_video(data, indices=indices, skip=False)
+    assert np.array_equal(got, ref) and np.array_equal(plain, ref)
+
+
+def test_skipping_decodes_fewer_frames():
+    """With every other frame dropped, FFmpeg decodes fewer frames than the stream holds."""
+    from smg_fast.video.skip_decode import decode_skipping, plan_skips
+
+    data = make_clip("h264", 192, 108, 48, fps=24)
+    header = open_video(0, data)
+    try:
+        packets, rank = plan_skips(header, None)
+        decoded = []
+        ctx = header.stream.codec_context
+        for p in packets:
+            ctx.skip_frame = "DEFAULT" if rank[p.pts] % 8 == 0 else "NONREF"
+            decoded += ctx.decode(p)
+        decoded += ctx.decode(None)
+        assert 6 <= len(decoded) < 48
+        header.container.seek(0)
+        got = decode_skipping(header, list(range(0, 48, 8)), packets, rank)
+        assert [i for i, _ in got] == list(range(0, 48, 8))
+    finally:
+        header.close()
