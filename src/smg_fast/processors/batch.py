@@ -54,7 +54,7 @@ class _Sized:
         merge, temporal = proc._layout()
         p = proc.config.patch_size
         self.row_elems = 3 * temporal * p * p
-        self.rows = [pl.grid_h * pl.grid_w for pl in plans]
+        self.rows = [pl.cells for pl in plans]
         self.shape = proc._pixel_shape(sum(self.rows))
         self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
         self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
@@ -140,9 +140,8 @@ class PlannedBatch(_Sized):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
                 took = np.zeros(1)
-                done = running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h,
-                                                          pl.grid_h, pl.grid_w, flat, 0, fmt=_RGB,
-                                                          jpeg=data, decode_seconds=took))
+                done = running(lambda src, data: _run_plan(pipe, src, pl, flat, 0, _RGB,
+                                                           jpeg=data, decode_seconds=took))
                 self.decode_seconds = float(took[0])  # a failed decode's time counts too
                 if done:
                     return flat[:self.nbytes // self.np_dtype.itemsize].reshape(self.shape)
@@ -150,10 +149,9 @@ class PlannedBatch(_Sized):
             with closing(decode_iter(self._headers)) as decoded:
                 for i, px in enumerate(self._timed(decoded)):
                     pl = self._proc.plan(px.width, px.height, i)
-                    if pl.grid_h * pl.grid_w != self.rows[i]:  # cannot happen (see decode())
+                    if pl.cells != self.rows[i]:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
-                    pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat,
-                             offset, fmt=px.fmt)
+                    _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
                     offset += self.rows[i] * self.row_elems
             return flat[:offset].reshape(self.shape)
         finally:
@@ -216,11 +214,30 @@ class PreparedBatch(_Sized):
         for i in which:
             pl = self.plans[i]
             px = self._pixels[i]
-            pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset,
-                     fmt=px.fmt)
+            _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
+
+
+def _run_plan(pipe: _native.Pipeline, src: np.ndarray, plan: Plan, flat: np.ndarray,
+              offset: int, fmt: Any, **jpeg: Any) -> Any:
+    """Runs every part of plan from src into flat at offset; the first part's result.
+
+    ``jpeg`` (the bytes and decode_seconds) goes to the first part, whose decode fills src
+    while it computes; the other parts read src only once that decode took the whole image."""
+    first, *rest = plan.parts
+    got = pipe.run(src, first.resize_w, first.resize_h, first.grid_h, first.grid_w, flat, offset,
+                   fmt=fmt, **jpeg)
+    if rest and jpeg and got != decoders.JPEG_WHOLE:
+        return got  # the caller decodes again and recomputes every part
+    row = pipe.row_elems
+    offset += first.grid_h * first.grid_w * row
+    for part in rest:
+        pipe.run(src, part.resize_w, part.resize_h, part.grid_h, part.grid_w, flat, offset,
+                 fmt=fmt)
+        offset += part.grid_h * part.grid_w * row
+    return got
 
 
 def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:

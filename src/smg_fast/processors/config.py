@@ -47,6 +47,10 @@ class ProcessorConfig:
     # Kimi-K2.5 (navit resize)
     in_patch_limit: int | None = None
     patch_limit_on_one_side: int | None = None
+    # InternVL (closest-ratio tile grid of patch_size tiles, then a thumbnail)
+    crop_to_patches: bool | None = None
+    min_patches: int | None = None
+    max_patches: int | None = None
     # Input limits and resampling rule (not part of the model's config)
     max_image_pixels: int | None = field(default_factory=default_max_image_pixels)
     pass_order: str | None = None  # None: the installed Pillow's rule

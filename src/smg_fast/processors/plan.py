@@ -17,6 +17,19 @@ class Plan:
     resize_h: int
     grid_h: int
     grid_w: int
+    # more resizes of the same source image, written after this one (a tiling family's
+    # thumbnail tile); image_grid_thw keeps this plan's grid
+    extra: tuple[Plan, ...] = ()
+
+    @property
+    def parts(self) -> tuple[Plan, ...]:
+        """This plan's own resize and grid, then its extra ones, in output order."""
+        return (Plan(self.resize_w, self.resize_h, self.grid_h, self.grid_w), *self.extra)
+
+    @property
+    def cells(self) -> int:
+        """Output rows (grid cells) of every part together."""
+        return self.grid_h * self.grid_w + sum(p.cells for p in self.extra)
 
 
 def check_aspect(index: int, width: int, height: int, limit: float = 200) -> None:

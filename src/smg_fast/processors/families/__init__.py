@@ -14,7 +14,9 @@ from .paddleocr_vl import PaddleOCRVLProcessor
 from . import ernie4_5_vl  # noqa: F401  (registers the family)
 from .hunyuan_vl import HunyuanVLProcessor
 from .gemma3 import Gemma3Processor
+from .internvl import InternVLProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
            "PaddleOCRVLProcessor", "QwenVLProcessor"]
+__all__ += ["InternVLProcessor"]
