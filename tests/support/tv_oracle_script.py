@@ -17,6 +17,7 @@ from transformers.models.ernie4_5_vl_moe.image_processing_ernie4_5_vl_moe import
 from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
 from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
+from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
 from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
@@ -30,6 +31,7 @@ CLASSES["paddleocr_vl"] = PaddleOCRVLImageProcessor
 CLASSES["ernie4_5_vl_moe"] = Ernie4_5_VLMoeImageProcessor
 CLASSES["hunyuan_vl"] = HunYuanVLImageProcessor
 CLASSES["gemma3"] = Gemma3ImageProcessor
+CLASSES["internvl"] = GotOcr2ImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -53,6 +55,8 @@ def main(workdir: Path) -> None:
         assert pv.dtype == torch.float32, pv.dtype
         np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
+        if "num_patches" in out:  # InternVL's tiles per image, kept where the grid is
+            out["image_grid_thw"] = out["num_patches"]
         # Gemma 3 returns num_crops where the patch families return their grid
         np.save(workdir / f"{i}_grid.npy", out.get("image_grid_thw", out.get("num_crops")).numpy())
 
