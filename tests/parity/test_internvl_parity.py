@@ -9,14 +9,12 @@ aspect-ratio ties); through load_processor (by name and from a model folder) and
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 import pytest
 from PIL import Image
-from support.images import encode
-from transformers.image_utils import load_image
+from support import counted_parity as cp
 from transformers.models.got_ocr2 import image_processing_pil_got_ocr2 as got
 from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
 
@@ -38,29 +36,14 @@ HUB_FILE = {
 }
 
 
-@pytest.fixture(scope="module")
-def ref():
-    return hf_internvl(GotOcr2ImageProcessorPil)
+COUNTED = cp.Counted("num_patches")
+reference, check = COUNTED.reference, COUNTED.check
+REF = hf_internvl(GotOcr2ImageProcessorPil)  # transformers' class as the hub config makes it
 
 
 @pytest.fixture(scope="module")
 def internvl():
     return load_processor("internvl")
-
-
-def reference(ref, images, **kw):
-    out = ref(images, return_tensors="np", **kw)
-    return np.asarray(out["pixel_values"]), np.asarray(out["num_patches"])
-
-
-def check(out, want) -> None:
-    pv, patches = want
-    got = np.asarray(out["pixel_values"])
-    assert got.dtype == np.float32 and got.shape == pv.shape, (got.shape, pv.shape)
-    bad = got != pv
-    assert not bad.any(), f"{bad.mean():.4%} of float32 values differ"
-    assert np.asarray(out["num_patches"]).dtype == np.int64
-    assert np.asarray(out["num_patches"]).tolist() == patches.tolist()
 
 
 def test_builtin_is_the_hub_config(internvl):
@@ -84,33 +67,11 @@ def test_grid_rule_is_transformers(bounds):
             (h, w), (448, 448), lo, hi), (w, h)
 
 
-def test_real_image(real_image_name, real_images, internvl, ref):
-    image = real_images.open(real_image_name)
-    check(internvl(image), reference(ref, real_images.open(real_image_name)))
-
-
-def test_pil_mode(mode_kind, real_images, internvl, ref):
-    want = reference(ref, real_images.mode_image(mode_kind))
-    check(internvl(real_images.mode_image(mode_kind)), want)
-
-
-@pytest.mark.parametrize("name", ["rocket", "coffee", "logo2"])
-def test_bytes_and_path_input(name, real_images, internvl, ref):
-    """Bytes and paths load as transformers' load_image does (JPEG decode overlapping)."""
-    want = reference(ref, load_image(str(real_images.path(name))))
-    for src in (real_images.bytes(name), str(real_images.path(name)), real_images.path(name)):
-        check(internvl(src), want)
-
-
-def test_exif_rotated_jpeg(exif_rotated_jpeg, internvl, ref):
-    want = reference(ref, load_image(str(exif_rotated_jpeg)))
-    check(internvl(str(exif_rotated_jpeg)), want)
-    check(internvl(exif_rotated_jpeg.read_bytes()), want)
-
-
-def test_16_bit_png(real_images, internvl, ref):
-    data = encode(real_images.mode_image("I;16"), "PNG")
-    check(internvl(data), reference(ref, load_image(Image.open(io.BytesIO(data)))))
+@pytest.mark.parametrize("name", cp.CORPUS)
+def test_corpus(name, real_images, exif_rotated_jpeg, internvl):
+    """Real photos, PIL modes, bytes and paths, EXIF-rotated JPEGs, a 16-bit PNG, arrays."""
+    ours, theirs = cp.corpus_input(real_images, exif_rotated_jpeg, name)
+    check(internvl(ours), reference(REF, theirs))
 
 
 # tiny, the tie sizes (square: 1, 4 or 9 tiles; 2:1), one tile's side, 1080p, 4K, extreme aspects
@@ -119,41 +80,33 @@ SIZES = [(1, 1), (2, 3), (37, 53), (448, 448), (449, 447), (896, 448), (1344, 13
 
 
 @pytest.mark.parametrize("size", SIZES, ids=str)
-def test_edge_sizes_from_arrays(size, real_images, internvl, ref):
+def test_edge_sizes_from_arrays(size, real_images, internvl):
     w, h = size
     arr = np.asarray(real_images.rgb("astronaut").resize((w, h), Image.Resampling.BICUBIC))
     check(internvl(arr, input_data_format="channels_last"),
-          reference(ref, arr, input_data_format="channels_last"))
+          reference(REF, arr, input_data_format="channels_last"))
 
 
-def test_grey_rgba_and_channels_first_arrays(real_images, internvl, ref):
-    grey = np.asarray(real_images.open("camera").resize((700, 300)))[:, :, None].copy()
-    check(internvl(grey), reference(ref, grey))
-    chw = np.ascontiguousarray(real_images.rgb_array("chelsea").transpose(2, 0, 1))
-    check(internvl(chw), reference(ref, chw))
-    rgba = np.asarray(real_images.mode_image("RGBA")).copy()
-    check(internvl(rgba), reference(ref, rgba))
-
-
-def test_batch_bfloat16_and_torch_output(real_images, internvl, ref):
-    names = ["chelsea", "rocket", "camera", "logo2", "retina"]
-    want = reference(ref, [real_images.open(n) for n in names])
-    check(internvl([real_images.open(n) for n in names]), want)
-    out = internvl([real_images.open(n) for n in names], return_tensors="pt")
-    assert np.array_equal(out["pixel_values"].numpy(), want[0])
-    assert out["num_patches"].tolist() == want[1].tolist()
-    assert str(out["num_patches"].dtype) == "torch.int64"
-    assert out["num_tokens"].tolist() == [256 * n for n in want[1].tolist()]
+def test_batch_bfloat16_and_torch_output(real_images, internvl):
+    """Images of several tile counts in one call; torch tensors; bfloat16 as the rounded value."""
     import torch
 
-    bf = internvl([real_images.open(n) for n in names], dtype="bfloat16")["pixel_values"]
-    assert np.array_equal(bf, torch.from_numpy(want[0]).to(torch.bfloat16).view(torch.uint16))
+    images = [real_images.open(n) for n in ("chelsea", "rocket", "camera", "logo2", "retina")]
+    pv, tiles = reference(REF, images)
+    check(internvl(images), (pv, tiles))
+    pt = internvl(images, return_tensors="pt")
+    assert str(pt["num_patches"].dtype) == "torch.int64"
+    assert pt["num_patches"].tolist() == tiles.tolist() and tiles.tolist()[-1] == 10
+    assert pt["num_tokens"].tolist() == [256 * n for n in tiles.tolist()]
+    assert torch.equal(pt["pixel_values"], torch.from_numpy(pv))
+    bf = internvl(images, dtype="bfloat16")["pixel_values"]
+    assert np.array_equal(bf, torch.from_numpy(pv).to(torch.bfloat16).view(torch.uint16))
 
 
-def test_tokens_without_pixels(internvl, ref):
+def test_tokens_without_pixels(internvl):
     """256 tokens per tile (InternVLProcessor's image_seq_length), tiles as transformers counts."""
     for w, h in [(1920, 1080), (1, 1), (448, 448), (1344, 1344), (4000, 25)]:
-        assert internvl.num_tokens(w, h) == 256 * ref.get_number_of_image_patches(h, w)
+        assert internvl.num_tokens(w, h) == 256 * REF.get_number_of_image_patches(h, w)
 
 
 @pytest.mark.parametrize("kw", [{"crop_to_patches": False}, {"max_patches": 6},
@@ -162,10 +115,10 @@ def test_tokens_without_pixels(internvl, ref):
                                 {"image_mean": [0.1, 0.2, 0.3]}, {"do_normalize": False},
                                 {"do_rescale": False, "do_normalize": False}, {"resample": 2}],
                          ids=str)
-def test_call_options(kw, real_images, internvl, ref):
+def test_call_options(kw, real_images, internvl):
     """Tiling, size, mean / std, the rescale flags and resample as transformers reads them."""
     im = real_images.open("coffee")
-    check(internvl(im, **kw), reference(ref, im, **kw))
+    check(internvl(im, **kw), reference(REF, im, **kw))
 
 
 def test_non_square_tiles_are_refused(real_images, internvl):
@@ -173,14 +126,14 @@ def test_non_square_tiles_are_refused(real_images, internvl):
         internvl(real_images.open("rocket"), size={"height": 448, "width": 224})
 
 
-def test_model_folder(tmp_path, real_images, ref):
+def test_model_folder(tmp_path, real_images):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "internvl"}))
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
     # it names the torchvision class, which transformers' Auto classes resolve (when installed)
     assert load_processor(tmp_path).config.backend == "torchvision"
     proc = load_processor(tmp_path, backend="pil")
     assert proc.config.family == "internvl" and proc.config.max_patches == 12
-    check(proc(real_images.open("grace_hopper")), reference(ref, real_images.open("grace_hopper")))
+    check(proc(real_images.open("grace_hopper")), reference(REF, real_images.open("grace_hopper")))
 
 
 def test_folder_without_model_type_and_class_defaults(tmp_path, real_images):
@@ -202,7 +155,7 @@ def test_bad_configs_are_refused():
         load_processor("internvl", max_patches=100000)
 
 
-def test_dropin_equals_transformers(tmp_path, real_images, ref):
+def test_dropin_equals_transformers(tmp_path, real_images):
     import smg_fast.hf as hf
 
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
@@ -215,8 +168,8 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     images = [real_images.open("rocket"), real_images.open("camera"), real_images.open("retina")]
     out = ours(images, return_tensors="np")
     assert set(out) == {"pixel_values", "num_patches"}
-    check(out, reference(ref, images))
-    check(ours(images, return_tensors="np", max_patches=4), reference(ref, images, max_patches=4))
+    check(out, reference(REF, images))
+    check(ours(images, return_tensors="np", max_patches=4), reference(REF, images, max_patches=4))
     for h, w in [(1080, 1920), (1, 1), (25, 4000), (1344, 1344)]:
         for kw in ({}, {"max_patches": 6}, {"crop_to_patches": False}):
             assert ours.get_number_of_image_patches(h, w, kw) == \

@@ -9,12 +9,10 @@ np.array_equal (num_patches where the grid is); the oracle runs once for the mod
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from support.images import MODE_KINDS, REAL_IMAGE_NAMES
 from support.tv_oracle import run_oracle
-from test_torchvision_parity import check as check_patches
-from test_torchvision_parity import make_input
+from test_torchvision_parity import check_counted, make_input
 
 from smg_fast import load_processor
 from smg_fast.testing.oracles import HUB_INTERNVL
@@ -26,55 +24,29 @@ INPUTS = ([f"real:{n}" for n in REAL_IMAGE_NAMES] + [f"size:{w}x{h}" for w, h in
 BATCH = ["size:37x53", "real:chelsea", "size:37x53", "mode:RGBA", "real:retina"]
 OTHER = {"fewer": {**HUB_INTERNVL, "min_patches": 2, "max_patches": 6},
          "off": {**HUB_INTERNVL, "crop_to_patches": False}}
+OTHER_INPUTS = ["real:coffee", "size:1920x1080", "size:4000x25"]
+# (config, input) -> (transformers' constructor arguments, the images of one call)
+CASES = {("hub", n): (HUB_INTERNVL, [n]) for n in INPUTS}
+CASES[("hub", "batch")] = (HUB_INTERNVL, BATCH)
+CASES.update({(o, n): (kw, [n]) for o, kw in OTHER.items() for n in OTHER_INPUTS})
 
 
 @pytest.fixture(scope="module")
 def oracle(real_images, tmp_path_factory):
-    keys, jobs = [], []
-    for name in INPUTS:
-        keys.append(("hub", name))
-        jobs.append({"cls": "internvl", "kwargs": HUB_INTERNVL,
-                     "images": [make_input(real_images, name)]})
-    keys.append(("hub", "batch"))
-    jobs.append({"cls": "internvl", "kwargs": HUB_INTERNVL,
-                 "images": [make_input(real_images, n) for n in BATCH]})
-    for other, kwargs in OTHER.items():
-        for name in ("real:coffee", "size:1920x1080", "size:4000x25"):
-            keys.append((other, name))
-            jobs.append({"cls": "internvl", "kwargs": kwargs,
-                         "images": [make_input(real_images, name)]})
+    jobs = [{"cls": "internvl", "kwargs": kwargs,
+             "images": [make_input(real_images, n) for n in names]}
+            for kwargs, names in CASES.values()]
     results = run_oracle(tmp_path_factory.mktemp("tv_oracle_internvl"), jobs)
-    return dict(zip(keys, results, strict=True))
+    return dict(zip(CASES, results, strict=True))
 
 
-def check(proc, images, ref) -> None:
-    """test_torchvision_parity's check (float32 and bfloat16), num_patches where the grid is."""
-
-    def call(*args, **kwargs):
-        out = proc(*args, **kwargs)
-        assert np.asarray(out["num_patches"]).dtype == np.int64
-        return {**out, "image_grid_thw": out["num_patches"]}  # the oracle keeps it under "grid"
-
-    check_patches(call, images, ref)
-
-
-@pytest.mark.parametrize("name", INPUTS)
-def test_internvl_exact(name, real_images, oracle):
-    proc = load_processor("internvl", backend="torchvision", max_image_pixels=None)
-    check(proc, [make_input(real_images, name)], oracle[("hub", name)])
-
-
-def test_internvl_batch_exact(real_images, oracle):
-    proc = load_processor("internvl", backend="torchvision")
-    ref = oracle[("hub", "batch")]
-    assert ref["grid"].tolist()[4] == 10  # retina: 3x3 tiles (the tie rule) and the thumbnail
-    check(proc, [make_input(real_images, n) for n in BATCH], ref)
-
-
-@pytest.mark.parametrize("other", list(OTHER))
-@pytest.mark.parametrize("name", ["real:coffee", "size:1920x1080", "size:4000x25"])
-def test_internvl_other_tiling_exact(other, name, real_images, oracle):
-    kwargs = OTHER[other]
-    proc = load_processor("internvl", backend="torchvision", **{
-        k: kwargs[k] for k in ("crop_to_patches", "min_patches", "max_patches")})
-    check(proc, [make_input(real_images, name)], oracle[(other, name)])
+@pytest.mark.parametrize("case", list(CASES), ids=str)
+def test_internvl_exact(case, real_images, oracle):
+    """Every case of CASES: the hub config on each input and a batch, and other tilings."""
+    kwargs, names = CASES[case]
+    proc = load_processor("internvl", backend="torchvision", max_image_pixels=None,
+                          **{k: kwargs[k] for k in ("crop_to_patches", "min_patches",
+                                                    "max_patches")})
+    if case == ("hub", "batch"):  # retina: 3x3 tiles (the tie rule) and the thumbnail
+        assert oracle[case]["grid"].tolist()[4] == 10
+    check_counted(proc, [make_input(real_images, n) for n in names], oracle[case], "num_patches")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
-from ..hooks import CallRules, DropIn, Reference
+from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
@@ -134,7 +134,6 @@ def _count_patches(dropin: Any, height: int, width: int, kwargs: dict[str, Any])
     return plan.cells
 
 
-_HF = "transformers.models.got_ocr2.image_processing"
 # OpenGVLab/InternVL3-1B-hf (and the other InternVL 2.5 / 3 / 3.5 -hf checkpoints)
 # preprocessor_config.json: GotOcr2ImageProcessorFast, size 448x448, crop_to_patches true,
 # min_patches 1, max_patches 12, resample 3 (BICUBIC), rescale 1/255, ImageNet mean / std
@@ -153,10 +152,8 @@ register(Family(
                      "image_std": OPENAI_CLIP_STD, "rescale_factor": 1 / 255,
                      "crop_to_patches": False, "min_patches": 1, "max_patches": 12},
     validate=validate, model_types=("internvl",), coerce=coerce,
-    recognizes=lambda pre: str(pre.get("image_processor_type", "")).startswith(
-        "GotOcr2ImageProcessor"),
-    reference=Reference({"pil": f"{_HF}_pil_got_ocr2:GotOcr2ImageProcessorPil",
-                         "torchvision": f"{_HF}_got_ocr2:GotOcr2ImageProcessor"},
+    recognizes=names_class("GotOcr2ImageProcessor"),
+    reference=Reference(transformers_classes("got_ocr2", "GotOcr2ImageProcessor"),
                         _reference_kwargs),
     dropin=DropIn({"GotOcr2ImageProcessor": "torchvision", "GotOcr2ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "internvl",
