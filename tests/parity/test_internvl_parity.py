@@ -63,7 +63,7 @@ def test_grid_rule_is_transformers(bounds):
     sizes = [(w, h) for w in (1, 2, 3, 100, 448, 449, 895, 896, 1344, 1920, 4000)
              for h in (1, 2, 3, 100, 448, 672, 896, 1080, 3000)]
     for w, h in sizes:
-        assert closest_grid(w, h, 448, 448, lo, hi) == got.get_optimal_tiled_canvas(
+        assert closest_grid(w, h, 448, 448, candidates(lo, hi)) == got.get_optimal_tiled_canvas(
             (h, w), (448, 448), lo, hi), (w, h)
 
 

@@ -25,16 +25,18 @@ from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import (  # noqa
     GotOcr2ImageProcessorPil,
 )
 
+from smg_fast import load_processor  # noqa: E402
 from smg_fast.testing.oracles import HUB_INTERNVL, hf_internvl  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 NAMES = ["chelsea", "rocket"]
-MODELS = [("internvl", "internvl"), ("internvl_tv", "internvl:torchvision"), ("qwen", "qwen2_vl")]
+MODELS = [("internvl", "internvl"), ("internvl_tv", "internvl:torchvision"),
+          ("internvl_vllm", "internvl:upstream"), ("qwen", "qwen2_vl")]
 
 
 def server_fields() -> dict:
-    """The module's `server` (tests/conftest.py): InternVL on each backend, and Qwen2-VL."""
+    """The module's `server` (tests/conftest.py): InternVL on its three backends, Qwen2-VL."""
     return dict(models=MODELS, pixel_cache_mb=64)
 
 
@@ -69,6 +71,14 @@ def test_batch_cache_and_routing_by_model(client, small_jpegs, pil_refs):
     assert np.asarray(first.pixel_values).shape == (tiles, 3, 448, 448)
     qwen = client.preprocess(data[0], model="qwen", transport="inline").items[0]
     assert np.asarray(qwen.pixel_values).shape[1:] != (3, 448, 448)
+
+
+def test_vllm_numerics_equal_the_library(client, small_jpegs):
+    """backend "upstream" (vLLM's own InternVL processor; tests/parity/test_internvl_vllm.py)."""
+    proc = load_processor("internvl", backend="upstream")
+    for n in NAMES:
+        item = client.preprocess(small_jpegs[n], model="internvl_vllm").items[0]
+        assert np.array_equal(item.pixel_values, proc(small_jpegs[n])["pixel_values"]), n
 
 
 def test_verify_compares_with_transformers(client, small_jpegs):

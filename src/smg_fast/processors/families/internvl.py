@@ -16,18 +16,21 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import UnsupportedCallError
+from ..batch import PlannedBatch
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
-from ..tiles import MAX_TILES, tiled_plan
+from ..tiles import MAX_TILES, candidates, set_order_candidates, tiled_plan
 from . import gemma3
 
 TOKENS_PER_TILE = 256  # InternVLProcessor's image_seq_length: (448 / 14)^2 tokens, pooled 2x2
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 _TILING = ("crop_to_patches", "min_patches", "max_patches")
+UPSTREAM = "upstream"  # vLLM's own InternVL processor, for the original (non -hf) checkpoints
 
 
 class InternVLProcessor(Processor):
@@ -39,8 +42,24 @@ class InternVLProcessor(Processor):
         check_aspect(index, width, height, limit=math.inf)  # zero-size check only
         if not cfg.crop_to_patches:
             return Plan(tile, tile, 1, 1)
-        return tiled_plan(width, height, tile, int(cfg.min_patches or 0),
-                          int(cfg.max_patches or 0))
+        order = set_order_candidates if cfg.backend == UPSTREAM else candidates
+        return tiled_plan(width, height, tile, order(int(cfg.min_patches or 0),
+                                                     int(cfg.max_patches or 0)))
+
+    def plan_batch(self, images: Any, dtype: Any = "float32") -> PlannedBatch:
+        """Processor.plan_batch; with vLLM's numerics, inputs with transparency are refused.
+
+        vLLM's loader blends them onto white by Pillow's paste with the alpha mask, which
+        rounds otherwise than transformers' alpha compositing that smg-fast reproduces."""
+        planned = super().plan_batch(images, dtype)
+        if self.config.backend == UPSTREAM:
+            for h in planned._headers:
+                if h.transparent:
+                    planned.close()
+                    raise UnsupportedCallError(
+                        f"image {h.index} has transparency: vLLM's own InternVL path blends it "
+                        f"with Pillow's paste, which smg-fast does not reproduce; give RGB")
+        return planned
 
     def _layout(self) -> tuple[int, int]:
         return 1, 1  # row-major tiles, each a channel-first (3, size, size) image
@@ -130,7 +149,8 @@ def _count_patches(dropin: Any, height: int, width: int, kwargs: dict[str, Any])
     most = kwargs.get("max_patches", dropin.max_patches)
     if not crop or most <= 1:
         return 1
-    plan = tiled_plan(width, height, side, kwargs.get("min_patches", dropin.min_patches), most)
+    plan = tiled_plan(width, height, side,
+                      candidates(kwargs.get("min_patches", dropin.min_patches), most))
     return plan.cells
 
 
@@ -153,8 +173,12 @@ register(Family(
                      "crop_to_patches": False, "min_patches": 1, "max_patches": 12},
     validate=validate, model_types=("internvl",), coerce=coerce,
     recognizes=names_class("GotOcr2ImageProcessor"),
+    backends=("pil", "torchvision", UPSTREAM),
     reference=Reference(transformers_classes("got_ocr2", "GotOcr2ImageProcessor"),
-                        _reference_kwargs),
+                        _reference_kwargs,
+                        missing={UPSTREAM: "vLLM's own InternVL processor "
+                                           "(vllm/transformers_utils/processors/internvl.py) is "
+                                           "not in transformers"}),
     dropin=DropIn({"GotOcr2ImageProcessor": "torchvision", "GotOcr2ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "internvl",
                   outputs=("pixel_values", "num_patches"), in_engines=False,

@@ -1,0 +1,89 @@
+"""InternVL with backend="upstream" against vLLM's own InternVL processor, in the vLLM venv.
+
+vLLM serves the original (non -hf) InternVL checkpoints with its InternVLChatImageProcessor
+(vllm/transformers_utils/processors/internvl.py): Pillow's BICUBIC resize onto the closest-ratio
+grid of 448 tiles (its own candidate order), a thumbnail, then ToTensor and Normalize with the
+ImageNet mean / std, configured as those checkpoints' config.json (max_dynamic_patch 12,
+min_dynamic_patch 1, use_thumbnail, dynamic_image_size). Its output for RGB images, PIL modes
+without transparency and encoded bytes loaded by vLLM's ImageMediaIO (EXIF-rotated JPEG, 16-bit
+PNG) is compared with np.array_equal; inputs with transparency are refused."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from support.engine_common import engine_python_or_fail, jpeg
+from support.images import REAL_IMAGE_NAMES, encode
+
+from smg_fast import load_processor
+from smg_fast.errors import UnsupportedCallError
+
+SCRIPT = Path(__file__).parents[1] / "support" / "vllm_internvl_script.py"
+SIZES = [(1, 1), (2, 3), (37, 53), (1300, 1200), (1920, 1080), (1344, 1344), (4000, 25),
+         (13, 1100)]
+RGB_NAMES = [n for n in REAL_IMAGE_NAMES if n not in ("logo", "logo2")]  # the RGBA ones refuse
+INPUTS = ([f"real:{n}" for n in RGB_NAMES] + [f"size:{w}x{h}" for w, h in SIZES]
+          + [f"mode:{k}" for k in ("P", "CMYK", "I;16", "1", "L")]
+          + ["jpeg:exif6", "png:16bit", "jpeg:grey"])
+BOUNDS = {"hub": (1, 12), "fewer": (2, 6)}
+# (tile bounds, input): the hub's bounds on every input, other bounds on the first few
+KEYS = [("hub", n) for n in INPUTS] + [("fewer", n) for n in INPUTS[:6]]
+
+
+def make(images, name: str):
+    """A named input: PIL images, or encoded bytes (which each side loads itself)."""
+    kind, _, arg = name.partition(":")
+    if kind == "real":
+        return images.open(arg)
+    if kind == "mode":
+        return images.mode_image(arg)
+    if kind == "size":
+        w, h = (int(v) for v in arg.split("x"))
+        return images.rgb("astronaut").resize((w, h), Image.Resampling.BILINEAR)
+    return {"jpeg:exif6": lambda: jpeg(images.rgb("coffee"), exif_orientation=6),
+            "png:16bit": lambda: encode(images.mode_image("I;16"), "PNG"),
+            "jpeg:grey": lambda: jpeg(images.rgb("rocket").convert("L"))}[name]()
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    return engine_python_or_fail("vllm")
+
+
+@pytest.fixture(scope="module")
+def vllm_results(vllm_python, real_images, tmp_path_factory):
+    """(bounds, input name) -> vLLM's (pixel_values_flat, image_num_patches)."""
+    work = tmp_path_factory.mktemp("vllm_internvl")
+    jobs = [{"image": make(real_images, n), "min": BOUNDS[b][0], "max": BOUNDS[b][1]}
+            for b, n in KEYS]
+    (work / "jobs.pkl").write_bytes(pickle.dumps(jobs))
+    run = subprocess.run([str(vllm_python), str(SCRIPT), str(work)], capture_output=True,
+                         text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return {k: (np.load(work / f"{i}_pixel_values.npy"), np.load(work / f"{i}_num_patches.npy"))
+            for i, k in enumerate(KEYS)}
+
+
+@pytest.mark.parametrize("bounds,name", KEYS)
+def test_equals_vllm(bounds, name, real_images, vllm_results):
+    lo, hi = BOUNDS[bounds]
+    proc = load_processor("internvl", backend="upstream", min_patches=lo, max_patches=hi)
+    out = proc(make(real_images, name))
+    pv, tiles = vllm_results[(bounds, name)]
+    got = np.asarray(out["pixel_values"])
+    assert got.shape == pv.shape and np.array_equal(got, pv), name
+    assert np.asarray(out["num_patches"]).tolist() == tiles.tolist()
+
+
+@pytest.mark.parametrize("name", ["logo2", "logo"])
+def test_transparency_is_refused(name, real_images):
+    proc = load_processor("internvl", backend="upstream")
+    for item in (real_images.open(name), real_images.bytes(name),
+                 np.asarray(real_images.mode_image("RGBA"))):
+        with pytest.raises(UnsupportedCallError, match="transparency"):
+            proc(item)
