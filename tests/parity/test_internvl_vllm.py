@@ -10,20 +10,18 @@ PNG) is compared with np.array_equal; inputs with transparency are refused."""
 
 from __future__ import annotations
 
-import pickle
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 from support.engine_common import engine_python_or_fail, jpeg
 from support.images import REAL_IMAGE_NAMES, encode
+from support.vllm_internvl import run_vllm_internvl
+from test_torchvision_parity import make_input
 
 from smg_fast import load_processor
 from smg_fast.errors import UnsupportedCallError
 
-SCRIPT = Path(__file__).parents[1] / "support" / "vllm_internvl_script.py"
 SIZES = [(1, 1), (2, 3), (37, 53), (1300, 1200), (1920, 1080), (1344, 1344), (4000, 25),
          (13, 1100)]
 RGB_NAMES = [n for n in REAL_IMAGE_NAMES if n not in ("logo", "logo2")]  # the RGBA ones refuse
@@ -36,18 +34,11 @@ KEYS = [("hub", n) for n in INPUTS] + [("fewer", n) for n in INPUTS[:6]]
 
 
 def make(images, name: str):
-    """A named input: PIL images, or encoded bytes (which each side loads itself)."""
-    kind, _, arg = name.partition(":")
-    if kind == "real":
-        return images.open(arg)
-    if kind == "mode":
-        return images.mode_image(arg)
-    if kind == "size":
-        w, h = (int(v) for v in arg.split("x"))
-        return images.rgb("astronaut").resize((w, h), Image.Resampling.BILINEAR)
-    return {"jpeg:exif6": lambda: jpeg(images.rgb("coffee"), exif_orientation=6),
-            "png:16bit": lambda: encode(images.mode_image("I;16"), "PNG"),
-            "jpeg:grey": lambda: jpeg(images.rgb("rocket").convert("L"))}[name]()
+    """A named input: test_torchvision_parity's PIL inputs, or encoded bytes (each side loads)."""
+    encoded = {"jpeg:exif6": lambda: jpeg(images.rgb("coffee"), exif_orientation=6),
+               "png:16bit": lambda: encode(images.mode_image("I;16"), "PNG"),
+               "jpeg:grey": lambda: jpeg(images.rgb("rocket").convert("L"))}
+    return encoded[name]() if name in encoded else make_input(images, name)
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +49,10 @@ def vllm_python() -> Path:
 @pytest.fixture(scope="module")
 def vllm_results(vllm_python, real_images, tmp_path_factory):
     """(bounds, input name) -> vLLM's (pixel_values_flat, image_num_patches)."""
-    work = tmp_path_factory.mktemp("vllm_internvl")
     jobs = [{"image": make(real_images, n), "min": BOUNDS[b][0], "max": BOUNDS[b][1]}
             for b, n in KEYS]
-    (work / "jobs.pkl").write_bytes(pickle.dumps(jobs))
-    run = subprocess.run([str(vllm_python), str(SCRIPT), str(work)], capture_output=True,
-                         text=True, timeout=1200)
-    assert run.returncode == 0, run.stderr[-4000:]
-    return {k: (np.load(work / f"{i}_pixel_values.npy"), np.load(work / f"{i}_num_patches.npy"))
-            for i, k in enumerate(KEYS)}
+    outs = run_vllm_internvl(vllm_python, tmp_path_factory.mktemp("vllm_internvl"), jobs)
+    return dict(zip(KEYS, outs, strict=True))
 
 
 @pytest.mark.parametrize("bounds,name", KEYS)
