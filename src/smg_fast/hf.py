@@ -230,6 +230,8 @@ class _SmgImageProcessor(BaseImageProcessor):
             return self._fallback(str(exc), images, return_tensors, kwargs)
         data = {k: out[k] for k in self.model_input_names}
         if rt is None:  # transformers leaves the arrays as its backend made them
+            if self.dropin.lists_when_untyped:
+                data = {k: list(v) if v.ndim > 1 else v.tolist() for k, v in data.items()}
             return BatchFeature(data=data)
         return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
 

@@ -216,6 +216,24 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     assert ours._reference is None  # transformers' class was never needed
 
 
+def test_dropin_without_return_tensors_gives_lists_as_transformers(tmp_path, real_images):
+    """No return_tensors: one array per image or crop and int counts, as transformers' class."""
+    import smg_fast.hf as hf
+
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
+    ours = hf.Gemma3ImageProcessorPil.from_pretrained(tmp_path)
+    theirs = Gemma3ImageProcessorPil.from_pretrained(tmp_path)
+    images = [real_images.rgb("rocket").resize((1500, 400)), real_images.rgb("camera")]
+    for call in ({}, PAS):
+        got, want = ours(images, **call), theirs(images, **call)
+        assert type(got["pixel_values"]) is type(want["pixel_values"]) is list
+        assert got["num_crops"] == want["num_crops"]
+        assert all(type(n) is int for n in got["num_crops"])
+        assert len(got["pixel_values"]) == len(want["pixel_values"])
+        for a, b in zip(got["pixel_values"], want["pixel_values"], strict=True):
+            assert type(a) is type(b) and np.array_equal(a, b)
+
+
 def test_dropin_keeps_constructor_pan_and_scan_settings(tmp_path, real_images):
     """Pan-and-scan given to from_pretrained (as vLLM gives a request's) applies to each call."""
     import smg_fast.hf as hf

@@ -92,6 +92,9 @@ class DropIn:
     note: str = ""  # a sentence added to the classes' docstrings
     # the outputs a call returns (transformers' model_input_names for the class)
     outputs: tuple[str, ...] = ("pixel_values", "image_grid_thw")
+    # with no return_tensors, transformers' class returns lists (one array per image or crop,
+    # counts as ints) rather than batched arrays
+    lists_when_untyped: bool = False
 
 
 def transformers_classes(model: str, name: str) -> dict[str, str]:

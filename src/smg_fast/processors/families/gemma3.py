@@ -203,6 +203,7 @@ register(Family(
     dropin=DropIn({"Gemma3ImageProcessor": "torchvision", "Gemma3ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3", _read_kwargs,
                   outputs=("pixel_values", "num_crops"), in_engines=True,
+                  lists_when_untyped=True,
                   call_attributes=("do_pan_and_scan", *_PAN_AND_SCAN),
                   note="Pan-and-scan settings given to the constructor (as vLLM gives a "
                        "request's) apply to each call that does not set them.")))
