@@ -174,4 +174,9 @@ def test_dropin_equals_transformers(tmp_path, real_images):
         for kw in ({}, {"max_patches": 6}, {"crop_to_patches": False}):
             assert ours.get_number_of_image_patches(h, w, kw) == \
                 theirs.get_number_of_image_patches(h, w, kw)
+    # no return_tensors: a list of one array per tile and int counts, as transformers' class
+    untyped, want = ours(images), theirs(images)
+    assert type(untyped["pixel_values"]) is list and untyped["num_patches"] == want["num_patches"]
+    assert all(np.array_equal(a, b) for a, b in zip(untyped["pixel_values"],
+                                                    want["pixel_values"], strict=True))
     assert ours._reference is None  # transformers' class was never needed

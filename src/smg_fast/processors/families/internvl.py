@@ -182,6 +182,7 @@ register(Family(
     dropin=DropIn({"GotOcr2ImageProcessor": "torchvision", "GotOcr2ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "internvl",
                   outputs=("pixel_values", "num_patches"), in_engines=False,
+                  lists_when_untyped=True,
                   count_patches=_count_patches)))
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "TOKENS_PER_TILE", "InternVLProcessor",
