@@ -41,6 +41,7 @@ QWEN_FAMILIES = FAMILIES[:3]
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")  # Qwen-sized, their own classes
 FAMILIES += ("gemma3",)
 FAMILIES += ("kimi_vl",)  # reference: its remote code in NumPy (references.KimiVLUpstream)
+FAMILIES += ("internvl",)
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -82,6 +83,12 @@ def make_hf_torchvision(family: str):
         from smg_fast.testing.oracles import hf_glm
 
         return hf_glm(Glm4vImageProcessor, family)
+    if family == "internvl":
+        from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
+
+        from smg_fast.testing.oracles import hf_internvl
+
+        return hf_internvl(GotOcr2ImageProcessor)
     if family == "gemma3":
         from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 

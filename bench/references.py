@@ -84,6 +84,14 @@ def make_hf_pil(family: str):
     """transformers' PIL/NumPy processor configured like `family`'s hub config."""
     if family == "kimi_vl":  # remote code only: the tests' NumPy reference of it
         return KimiVLUpstream()
+    if family == "internvl":
+        from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import (
+            GotOcr2ImageProcessorPil,
+        )
+
+        from smg_fast.testing.oracles import hf_internvl
+
+        return hf_internvl(GotOcr2ImageProcessorPil)
     if family == "gemma3":
         from transformers.models.gemma3.image_processing_pil_gemma3 import (
             Gemma3ImageProcessorPil,

@@ -226,7 +226,8 @@ SMG_AVX2 void block_row_planes(const uint8_t* planes, int64_t pitch, int64_t pla
     const int nvec = (P + kLanes - 1) / kLanes;  // stores per pixel row
     int first_exact = 0;                         // rows from here on would overflow the patch
     while (first_exact < P && int64_t(first_exact) * P + int64_t(nvec) * kLanes <= pp) ++first_exact;
-    constexpr int kMaxVec = (kP ? kP : 64) * ((kP ? kP : 64) + kLanes - 1) / kLanes;  // P <= 64
+    // P <= 64 whenever Tn > 1 (a larger patch is a whole image, one copy): kept is used then only
+    constexpr int kMaxVec = (kP ? kP : 64) * ((kP ? kP : 64) + kLanes - 1) / kLanes;
     __m256i kept[kMaxVec];  // copy 0 of one channel, pixel row by pixel row
     const int blocks_w = L.grid_w / m;
     for (int bw = 0; bw < blocks_w; ++bw) {

@@ -338,6 +338,8 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     HunYuanVLImageProcessorPil: type[_SmgImageProcessor]
     Gemma3ImageProcessor: type[_SmgImageProcessor]
     Gemma3ImageProcessorPil: type[_SmgImageProcessor]
+    GotOcr2ImageProcessor: type[_SmgImageProcessor]
+    GotOcr2ImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 

@@ -109,6 +109,19 @@ def check(proc, images, ref) -> None:
     assert bf.dtype == np.uint16 and np.array_equal(bf, ref["bf16"]), "bfloat16 bits differ"
 
 
+def check_counted(proc, images, ref, key: str, **options) -> None:
+    """check() for a family returning an int64 count per image ``key`` where the grid is.
+
+    The oracle keeps that count under "grid" (InternVL's num_patches)."""
+
+    def call(*args, **kwargs):
+        out = proc(*args, **kwargs, **options)
+        assert np.asarray(out[key]).dtype == np.int64
+        return {**out, "image_grid_thw": out[key]}
+
+    check(call, images, ref)
+
+
 @pytest.mark.parametrize("family,name", QWEN_CASES)
 def test_qwen_exact(family, name, real_images, oracle):
     proc = load_processor(family, backend="torchvision", max_image_pixels=None)

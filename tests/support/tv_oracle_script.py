@@ -19,6 +19,7 @@ from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProces
 from transformers.models.gemma4.image_processing_gemma4 import Gemma4ImageProcessor
 from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
 from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
+from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
 from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
@@ -36,6 +37,7 @@ CLASSES["gemma3"] = Gemma3ImageProcessor
 CLASSES["kimi_vl"] = KimiVLUpstream  # its remote code's steps (kimi_vl_upstream.py)
 CLASSES["gemma4"] = Gemma4ImageProcessor
 CLASSES["siglip"] = SiglipImageProcessor  # Gemma 3n's image processor
+CLASSES["internvl"] = GotOcr2ImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -59,6 +61,8 @@ def main(workdir: Path) -> None:
         assert pv.dtype == torch.float32, pv.dtype
         np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
+        if "num_patches" in out:  # InternVL's tiles per image, kept where the grid is
+            out["image_grid_thw"] = out["num_patches"]
         # Gemma 3 returns num_crops where the patch families return their grid, Kimi-VL its
         # image_grid_hws, Gemma 4 position ids (its soft tokens follow from them), SigLIP nothing
         grid = out.get("image_grid_thw", out.get("num_crops", out.get(

@@ -238,6 +238,11 @@ def _header_orientation(img: Image.Image) -> int:
     return value if type(value) is int else UNKNOWN_ORIENTATION
 
 
+def has_transparency(img: Image.Image) -> bool:
+    """Whether a PIL image has an alpha band or a transparency key (read from its header)."""
+    return "A" in img.getbands() or img.info.get("transparency") is not None
+
+
 def _check_numpy(index: int, arr: np.ndarray, max_pixels: int | None) -> np.ndarray:
     if arr.dtype != np.uint8:
         raise InvalidImageError(index, f"numpy images must be uint8 HWC, got dtype {arr.dtype}")
@@ -277,6 +282,9 @@ class ImageHeader:
         # untouched for decode() (which goes straight to Pillow when the native decoder
         # declined or failed). Callable once.
         self.decode_running: Callable[[decoders.RunJpeg], bool] | None = None
+        # The input carries an alpha band or a transparency key (its RGB depends on how that is
+        # blended), as open_image saw it before decoding.
+        self.transparent = False
 
     def decode(self) -> Pixels:
         """The decoded image and the PixelFormat it is read in.
@@ -317,7 +325,9 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
                                        f"{', '.join(formats)})")
     check_size(index, item.width, item.height, max_pixels)
     conv = pixels_hf if hf else pixels_plain
-    return ImageHeader(index, item.width, item.height, lambda: conv(index, item))
+    header = ImageHeader(index, item.width, item.height, lambda: conv(index, item))
+    header.transparent = has_transparency(item)
+    return header
 
 
 def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[], Image.Image]
@@ -327,6 +337,7 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
     Opened (header read) from data or path. reopen: for files, opens it again at decode time (the
     header pass closes it so a long list of paths does not hold a descriptor each)."""
     w, h = img.width, img.height
+    transparent = has_transparency(img)
     orientation = _header_orientation(img) if hf else 1
     if orientation in _SWAPPING:
         w, h = h, w
@@ -357,6 +368,7 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
             held[0] = None
 
     header = ImageHeader(index, w, h, decode, close)
+    header.transparent = transparent
     if (fast is not None and img.format in ("JPEG", "MPO")
             and (orientation == 1 or orientation not in range(1, 9))):
 
@@ -397,8 +409,10 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
         item = source
     if isinstance(item, np.ndarray):
         arr = _check_numpy(index, item, max_pixels)
-        return ImageHeader(index, arr.shape[1], arr.shape[0],
-                           lambda: from_numpy(arr, hf, torchvision))
+        header = ImageHeader(index, arr.shape[1], arr.shape[0],
+                             lambda: from_numpy(arr, hf, torchvision))
+        header.transparent = arr.shape[2] == 4
+        return header
     if isinstance(item, (bytes, bytearray, memoryview)):
         if len(item) == 0:
             raise InvalidImageError(index, "empty byte string")

@@ -140,9 +140,8 @@ class PlannedBatch(_Sized):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
                 took = np.zeros(1)
-                done = running(lambda src, data: pipe.run(src, pl.resize_w, pl.resize_h,
-                                                          pl.grid_h, pl.grid_w, flat, 0, fmt=_RGB,
-                                                          jpeg=data, decode_seconds=took))
+                done = running(lambda src, data: _run_plan(pipe, src, pl, flat, 0, _RGB,
+                                                           jpeg=data, decode_seconds=took))
                 self.decode_seconds = float(took[0])  # a failed decode's time counts too
                 if done:
                     _zero_pad(flat, 0, pl, self.row_elems)
@@ -153,8 +152,7 @@ class PlannedBatch(_Sized):
                     pl = self._proc.plan(px.width, px.height, i)
                     if pl.rows != self.rows[i]:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
-                    pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat,
-                             offset, fmt=px.fmt)
+                    _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
                     _zero_pad(flat, offset, pl, self.row_elems)
                     offset += self.rows[i] * self.row_elems
             return flat[:offset].reshape(self.shape)
@@ -218,8 +216,7 @@ class PreparedBatch(_Sized):
         for i in which:
             pl = self.plans[i]
             px = self._pixels[i]
-            pipe.run(px.array, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, flat, offset,
-                     fmt=px.fmt)
+            _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
             _zero_pad(flat, offset, pl, self.row_elems)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
@@ -229,8 +226,28 @@ class PreparedBatch(_Sized):
 def _zero_pad(flat: np.ndarray, offset: int, plan: Plan, row_elems: int) -> None:
     """Zeroes the plan's padding rows after its grid rows, written from element offset on."""
     if plan.pad_rows:
-        start = offset + plan.grid_h * plan.grid_w * row_elems
+        start = offset + plan.cells * row_elems
         flat[start:start + plan.pad_rows * row_elems] = 0
+
+
+def _run_plan(pipe: _native.Pipeline, src: np.ndarray, plan: Plan, flat: np.ndarray,
+              offset: int, fmt: Any, **jpeg: Any) -> Any:
+    """Runs every part of plan from src into flat at offset; the first part's result.
+
+    ``jpeg`` (the bytes and decode_seconds) goes to the first part, whose decode fills src
+    while it computes; the other parts read src only once that decode took the whole image."""
+    first, *rest = plan.parts
+    got = pipe.run(src, first.resize_w, first.resize_h, first.grid_h, first.grid_w, flat, offset,
+                   fmt=fmt, **jpeg)
+    if rest and jpeg and got != decoders.JPEG_WHOLE:
+        return got  # the caller decodes again and recomputes every part
+    row = pipe.row_elems
+    offset += first.grid_h * first.grid_w * row
+    for part in rest:
+        pipe.run(src, part.resize_w, part.resize_h, part.grid_h, part.grid_w, flat, offset,
+                 fmt=fmt)
+        offset += part.grid_h * part.grid_w * row
+    return got
 
 
 def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:

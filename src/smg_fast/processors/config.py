@@ -51,6 +51,10 @@ class ProcessorConfig:
     max_soft_tokens: int | None = None
     # False: rescale only (transformers' do_normalize=False; image_mean / image_std kept, unused)
     do_normalize: bool = True
+    # InternVL (closest-ratio tile grid of patch_size tiles, then a thumbnail)
+    crop_to_patches: bool | None = None
+    min_patches: int | None = None
+    max_patches: int | None = None
     # Input limits and resampling rule (not part of the model's config)
     max_image_pixels: int | None = field(default_factory=default_max_image_pixels)
     pass_order: str | None = None  # None: the installed Pillow's rule
@@ -62,8 +66,9 @@ class ProcessorConfig:
         fields = dataclasses.asdict(self)
         fields.pop("max_image_pixels")  # limits reject inputs; they never change an output
         fields.pop("image_formats")
-        if fields["max_soft_tokens"] is None:
-            del fields["max_soft_tokens"]  # as do_normalize below: other families' as ever
+        for name in _FAMILY_ONLY:
+            if fields[name] is None:
+                del fields[name]  # unset: other families' fingerprints as ever
         if fields["do_normalize"]:
             del fields["do_normalize"]  # the default: fingerprints of normalizing configs as ever
         if fields["backend"] == "torchvision":
@@ -74,6 +79,10 @@ class ProcessorConfig:
             fields["pass_order"] = pillow_pass_order()
         blob = json.dumps(fields, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+# fields only some families set (None elsewhere), left out of the fingerprint while unset
+_FAMILY_ONLY = ("max_soft_tokens", "crop_to_patches", "min_patches", "max_patches")
 
 
 def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:

@@ -103,4 +103,18 @@ class DropIn:
     lists_when_untyped: bool = False
 
 
-__all__ = ["CallRules", "DropIn", "Reference"]
+def transformers_classes(model: str, name: str) -> dict[str, str]:
+    """``Reference.classes`` for transformers' pair of classes in ``models/<model>/``.
+
+    Its PIL class ``<name>Pil`` in ``image_processing_pil_<model>`` and its torchvision class
+    ``<name>`` in ``image_processing_<model>``, as transformers 5 names them."""
+    base = f"transformers.models.{model}.image_processing"
+    return {"pil": f"{base}_pil_{model}:{name}Pil", "torchvision": f"{base}_{model}:{name}"}
+
+
+def names_class(name: str) -> Callable[[dict[str, Any]], bool]:
+    """``Family.recognizes`` for a preprocessor_config.json naming one of ``name``'s classes."""
+    return lambda pre: str(pre.get("image_processor_type", "")).startswith(name)
+
+
+__all__ = ["CallRules", "DropIn", "Reference", "names_class", "transformers_classes"]

@@ -21,11 +21,24 @@ class Plan:
     grid_h: int
     grid_w: int
     pad_rows: int = 0
+    # more resizes of the same source image, written after this one (a tiling family's
+    # thumbnail tile); image_grid_thw keeps this plan's grid
+    extra: tuple[Plan, ...] = ()
+
+    @property
+    def parts(self) -> tuple[Plan, ...]:
+        """This plan's own resize and grid, then its extra ones, in output order."""
+        return (Plan(self.resize_w, self.resize_h, self.grid_h, self.grid_w), *self.extra)
+
+    @property
+    def cells(self) -> int:
+        """Grid cells of every part together (the rows the resizes write)."""
+        return self.grid_h * self.grid_w + sum(p.cells for p in self.extra)
 
     @property
     def rows(self) -> int:
-        """Output rows of the image: the grid's patches, then the zero rows."""
-        return self.grid_h * self.grid_w + self.pad_rows
+        """Output rows of the image: every part's grid cells, then the zero rows."""
+        return self.cells + self.pad_rows
 
 
 def check_aspect(index: int, width: int, height: int, limit: float = 200) -> None:

@@ -321,3 +321,30 @@ def hf_gemma3n(cls: Any, **overrides: Any) -> Any:
 
 
 __all__ += ["HUB_GEMMA3N", "HUB_GEMMA4", "hf_gemma3n", "hf_gemma4"]
+
+
+# OpenGVLab/InternVL3-1B-hf (and the other InternVL 2.5 / 3 / 3.5 -hf checkpoints)
+# preprocessor_config.json: GotOcr2ImageProcessorFast, size 448x448, crop_to_patches true,
+# min_patches 1, max_patches 12, resample 3 (BICUBIC), rescale 1/255, ImageNet mean / std.
+HUB_INTERNVL = dict(size={"height": 448, "width": 448}, crop_to_patches=True, min_patches=1,
+                    max_patches=12, resample=3, rescale_factor=1 / 255,
+                    image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
+
+
+def hf_internvl(cls: Any, **overrides: Any) -> Any:
+    """cls (GotOcr2ImageProcessorPil or GotOcr2ImageProcessor) built from the hub config, checked.
+
+    overrides replace the hub's constructor arguments."""
+    kwargs = {**HUB_INTERNVL, **overrides}
+    proc = cls(**kwargs)
+    for key in ("crop_to_patches", "min_patches", "max_patches", "rescale_factor"):
+        assert getattr(proc, key) == kwargs[key], key
+    assert dict(proc.size) == dict(kwargs["size"]) or (proc.size.height, proc.size.width) == (
+        kwargs["size"]["height"], kwargs["size"]["width"])
+    assert int(proc.resample) == kwargs["resample"]
+    assert list(proc.image_mean) == list(kwargs["image_mean"])
+    assert list(proc.image_std) == list(kwargs["image_std"])
+    return proc
+
+
+__all__ += ["HUB_INTERNVL", "hf_internvl"]

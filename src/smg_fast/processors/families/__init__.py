@@ -18,9 +18,11 @@ from .kimi_vl import KimiVLProcessor
 from . import keye  # noqa: F401  (registers the family)
 from .gemma4 import Gemma4Processor
 from .gemma3n import Gemma3nProcessor
+from .internvl import InternVLProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
            "PaddleOCRVLProcessor", "QwenVLProcessor"]
 __all__ += ["KimiVLProcessor"]
 __all__ += ["Gemma3nProcessor", "Gemma4Processor"]
+__all__ += ["InternVLProcessor"]
