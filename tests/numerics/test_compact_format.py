@@ -72,6 +72,25 @@ def test_padding_crops_overrides_and_float_images(real_images):
             assert np.array_equal(expand(c).view(np.uint8), full.view(np.uint8))
 
 
+def test_channel_last_tables_and_zero_rows(real_images):
+    """Gemma 4's interleaved channels take per-channel tables; its zero rows need table[c][0]=+0."""
+    proc = smg_fast.load_processor("gemma4")
+    small = real_images.rgb_array("logo")  # far under max_patches: most rows are zero padding
+    assert proc.channel_run() == 1
+    # zero mean keeps pixel 0 at +0.0 while the three channels' tables differ
+    opts = {"do_normalize": True, "image_mean": [0.0] * 3, "image_std": [0.5, 0.25, 0.125]}
+    for dtype in DTYPES:
+        full = proc(small, dtype=dtype, **opts)["pixel_values"]
+        c = proc(small, dtype=dtype, encoding="uint8+lut", **opts)["pixel_values"]
+        assert not np.array_equal(c.lut[0], c.lut[1])
+        assert np.array_equal(expand(c).view(np.uint8), full.view(np.uint8))
+        assert np.array_equal(_by_table(c).view(np.uint8), full.view(np.uint8))
+    for opts in ({"do_normalize": True, "image_mean": [0.5] * 3, "image_std": [0.5] * 3},
+                 {"do_normalize": True, "image_mean": [0.0] * 3, "image_std": [-1.0] * 3}):
+        with pytest.raises(CompactFormatError, match="pads with zero rows"):
+            proc(small, encoding="uint8+lut", **opts)
+
+
 def test_expand_into_out_and_its_checks():
     rng = np.random.default_rng(5)
     for run, rows in ((1, 7), (3, 2), (392, 5), (20_000, 9)):
@@ -117,6 +136,6 @@ def test_refusals(real_images, monkeypatch):
         proc(mixed, do_rescale=False, encoding="uint8+lut")
     # a family whose floats are not a table of its uint8 pixels keeps the float formats only
     monkeypatch.setattr(type(proc), "compact_exact", False)
-    with pytest.raises(CompactFormatError, match="not a per-channel table"):
+    with pytest.raises(CompactFormatError, match="not a table of its uint8 pixels"):
         proc(img, encoding="uint8+lut")
     assert proc(img)["pixel_values"].dtype == np.float32

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InvalidImageError
 
@@ -20,10 +20,10 @@ class Plan:
     resize_h: int
     grid_h: int
     grid_w: int
-    pad_rows: int = 0
+    pad_rows: int = field(default=0, kw_only=True)
     # more resizes of the same source image, written after this one (a tiling family's
     # thumbnail tile); image_grid_thw keeps this plan's grid
-    extra: tuple[Plan, ...] = ()
+    extra: tuple[Plan, ...] = field(default=(), kw_only=True)
 
     @property
     def parts(self) -> tuple[Plan, ...]:

@@ -57,6 +57,9 @@ class Processor(ABC):
     # padding reads as pixel 0), so the compact format (encoding="uint8+lut") carries it exactly.
     # A family whose floats are computed otherwise sets False and keeps the float formats only.
     compact_exact: bool = True
+    # Whether outputs may end in rows of literal zeros (Plan.pad_rows, Gemma 4's): the compact
+    # format carries them exactly only where every channel's table maps pixel 0 to +0.0.
+    zero_rows: bool = False
     # proc(videos=...): the video processor, or what makes it on the first video call (set by
     # load_processor for the video families; a folder's video settings are read only then).
     video_processor: Any = None
@@ -199,8 +202,27 @@ class Processor(ABC):
                           return_tensors, dtype_name)
 
     def channel_run(self) -> int:
-        """Elements per channel run in pixel_values: temporal copies x patch area."""
+        """Elements per channel run in pixel_values (1 where a patch's channels interleave)."""
+        if self.patch_order == _native.PatchOrder.CHANNELS_LAST:
+            return 1
         return self._layout()[1] * self.config.patch_size ** 2
+
+    def compact_table(self, dtype: str) -> np.ndarray:
+        """The 3 x 256 table of dtype that expands this processor's uint8 output exactly.
+
+        CompactFormatError where no table does: a family whose floats are computed otherwise,
+        or zero padding rows while some channel's table maps pixel 0 to anything but +0.0."""
+        if not self.compact_exact:
+            raise CompactFormatError(f"model family {self.config.family!r} computes floats that "
+                                     "are not a table of its uint8 pixels: request a float "
+                                     "dtype without encoding")
+        lut = lut_array(self.pipeline(dtype).lut, dtype)
+        if self.zero_rows and np.ascontiguousarray(np.asarray(lut)[:, 0]).view(np.uint8).any():
+            raise CompactFormatError(f"model family {self.config.family!r} pads with zero rows "
+                                     "and this call's normalization maps pixel 0 to a nonzero "
+                                     "value, so no table carries the padding: request a float "
+                                     "dtype without encoding")
+        return lut
 
     def _compact_dtype(self, options: dict[str, Any], dtype: Any) -> tuple[str, Any]:
         """(table dtype, dtype to compute) for a call's ``encoding`` option (removed).
@@ -212,20 +234,18 @@ class Processor(ABC):
         if name not in TABLE_DTYPES:
             raise ValueError(f"encoding='uint8+lut' carries {', '.join(TABLE_DTYPES)}, "
                              f"not {name}")
-        if not self.compact_exact:
-            raise CompactFormatError(f"{type(self).__name__}'s output is not a per-channel table "
-                                     "of its uint8 pixels: request a float dtype without encoding")
+        self.compact_table(name)  # refuses before anything is computed
         return name, "uint8"
 
     def _compact(self, procs: list[Processor], codes: np.ndarray, table_dtype: str,
                  return_tensors: str | None) -> CompactTensor:
         """The uint8 output with the table of table_dtype the processors in procs share."""
-        luts = [p.pipeline(table_dtype).lut for p in procs]
+        luts = [p.compact_table(table_dtype) for p in procs]
         if any(not np.array_equal(luts[0], t) for t in luts[1:]):
             raise CompactFormatError("the call's images normalize with different tables (float "
                                      "images in [0, 1] next to pixel levels): send them in "
                                      "separate calls")
-        lut = lut_array(luts[0], table_dtype)
+        lut = luts[0]
         run = procs[0].channel_run()
         if return_tensors == "pt":
             return CompactTensor(to_torch(codes, "uint8"), to_torch(np.array(lut), table_dtype),

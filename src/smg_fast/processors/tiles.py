@@ -66,7 +66,7 @@ def tiled_plan(width: int, height: int, tile: int, grids: Sequence[tuple[int, in
     """The plan of a width x height image: its canvas of square tiles, then the thumbnail."""
     cols, rows = closest_grid(width, height, tile, tile, grids)
     extra = (Plan(tile, tile, 1, 1),) if thumbnail and cols * rows > 1 else ()
-    return Plan(cols * tile, rows * tile, rows, cols, extra)
+    return Plan(cols * tile, rows * tile, rows, cols, extra=extra)
 
 
 __all__ = ["MAX_TILES", "candidates", "closest_grid", "set_order_candidates", "tiled_plan"]

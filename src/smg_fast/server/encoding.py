@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compact import ENCODING, parse_encoding
-from ..errors import CompactFormatError
+from ..compact import parse_encoding
 from ..processors import Processor
 from ..transport.encoding import set_encoding
 
@@ -36,11 +35,7 @@ def select(encoding: str, dtype: str, proc: Processor) -> tuple[str, Compact | N
     compact format does not carry exactly."""
     if not parse_encoding(encoding):
         return dtype, None
-    if not proc.compact_exact:
-        raise CompactFormatError(f"model family {proc.config.family!r} computes floats that are "
-                                 f"not a table of its uint8 pixels: {ENCODING!r} is not served "
-                                 "for it; request the plain dtype")
-    return "uint8", Compact(dtype, proc.pipeline(dtype).lut, proc.channel_run())
+    return "uint8", Compact(dtype, proc.compact_table(dtype), proc.channel_run())
 
 
 __all__ = ["Compact", "select"]

@@ -60,6 +60,7 @@ class Gemma4Processor(Processor):
     """Gemma 4's budgeted resize and channel-last patches padded to max_patches per image."""
 
     patch_order = _native.PatchOrder.CHANNELS_LAST
+    zero_rows = True
 
     @property
     def max_patches(self) -> int:
