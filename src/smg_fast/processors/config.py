@@ -68,9 +68,9 @@ class ProcessorConfig:
         fields.pop("image_formats")
         for name in _FAMILY_ONLY:
             if fields[name] is None:
-                del fields[name]  # unset: other families' fingerprints as ever
+                del fields[name]  # unset: a family's fingerprint holds only fields it uses
         if fields["do_normalize"]:
-            del fields["do_normalize"]  # the default: fingerprints of normalizing configs as ever
+            del fields["do_normalize"]  # the default stays out of the fingerprint
         if fields["backend"] == "torchvision":
             fields["pass_order"] = None  # torch's resize has one pass order
         elif fields["pass_order"] is None:
