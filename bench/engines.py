@@ -10,8 +10,9 @@ resized), sent as data: URLs as an OpenAI client sends them. For each, the time 
 ``render_chat`` (what vLLM's API server does for a chat request before the engine sees it),
 median over rounds of distinct images, wall and CPU (all threads: vLLM runs the processor
 under its own torch thread setting), in vLLM's default mode (uint8 patches, normalized on the
-device) and with ``mm_device_do_normalize=False`` (float32 on the CPU). Before timing, every
-request's output with the plugin on is checked identical to vLLM's own (off). The vLLM venv is
+device) and with ``mm_device_do_normalize=False`` (float32 on the CPU). Each request's first
+render with the plugin on is compared with vLLM's own (off): the ``exact`` column, and the exit
+status is 1 when any differs. The vLLM venv is
 ``.ci/oracle_venv.sh vllm``.
 """
 
@@ -141,17 +142,20 @@ def main() -> int:
           "image: 12.7 MB, float32: 50.6 MB)")
     print(f"{'mode':8} {'request':18} {'vLLM ms':>9} {'+smg ms':>9} {'x wall':>7} "
           f"{'vLLM cpu':>9} {'+smg cpu':>9} {'x cpu':>6}  exact")
+    differ = 0
     for m, run_off, run_on in zip(modes, off, on, strict=True):
         for (name, _), r_off, r_on in zip(requests, run_off["requests"], run_on["requests"],
                                           strict=True):
             w_off, w_on = (statistics.median(r["wall"]) * 1e3 for r in (r_off, r_on))
             c_off, c_on = (statistics.median(r["cpu"]) * 1e3 for r in (r_off, r_on))
+            same = _same(r_on, r_off)
+            differ += not same
             print(f"{m:8} {name:18} {w_off:9.1f} {w_on:9.1f} {w_off / w_on:7.2f} "
                   f"{c_off:9.1f} {c_on:9.1f} {c_off / c_on:6.2f}  "
-                  f"{'yes' if _same(r_on, r_off) else 'NO'}")
+                  f"{'yes' if same else 'NO'}")
         print(f"{m:8} image processor: off {run_off['image_processor']}, "
               f"on {run_on['image_processor']}")
-    return 0
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
     for run in ref["runs"]:
         assert run["image_processor"].startswith("transformers."), run["image_processor"]
         assert run["media_connector"].startswith("vllm."), run["media_connector"]
-    assert "smg-fast" in ours_log and "image processor" in ours_log  # the one INFO line
+    assert "'s image processor for qwen2_vl" in ours_log  # the one INFO line
+    assert "is smg-fast's (for qwen2_vl smg_fast.hf.Qwen2VLImageProcessor" in ours_log
     assert "SMG_FAST_VLLM=0" in ref_log
     assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
     _assert_same(ours, ref)

@@ -81,7 +81,7 @@ class DropIn:
     auto_register: bool = True
     # the engine plug-ins register it too: only once it is proven in the engines' own pipelines
     # (tests/engines/test_engine_*.py), since an engine may read the class beyond transformers' API
-    in_engines: bool = True
+    in_engines: bool = False
     # get_number_of_image_patches(self, height, width, images_kwargs), where transformers' class
     # has it (vLLM counts placeholders with it); an int, or the (h, w) grid where transformers'
     # method returns that (HunYuanVL's)

@@ -115,7 +115,8 @@ def _family(name: str, cls: str, module: str, builtin: ProcessorConfig,
         return getattr(importlib.import_module(f"{hf}_pil_{module}"), f"{cls}Kwargs")
 
     dropin = DropIn({cls: "torchvision", f"{cls}Pil": "pil"}, _attributes, call_kwargs,
-                    lambda kwargs: name, count_patches=_count_patches)
+                    lambda kwargs: name, count_patches=_count_patches,
+                    in_engines=True)  # tests/engines/test_engine_{vllm,sglang}_glm.py
     return register(Family(name, Glm4vProcessor, builtin, qwen._OPTIONS, read_folder, CALLS,
                            HF_CLASS_DEFAULTS, qwen.validate, model_types=(name, *model_types),
                            recognizes=lambda pre: cls in str(pre.get("image_processor_type", "")),

@@ -171,7 +171,8 @@ def _count_patches(proc: Any, height: int, width: int, kw: dict[str, Any]) -> in
 
 
 DROPIN = DropIn({"Qwen2VLImageProcessor": "torchvision", "Qwen2VLImageProcessorPil": "pil"},
-                _attributes, _call_kwargs, _family_of, count_patches=_count_patches)
+                _attributes, _call_kwargs, _family_of, count_patches=_count_patches,
+                in_engines=True)  # tests/engines/test_engine_vllm.py, test_engine_sglang.py
 _OPTIONS = frozenset({"min_pixels", "max_pixels", "temporal_patch_size", "rescale_factor"})
 
 
