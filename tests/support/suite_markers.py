@@ -35,7 +35,7 @@ ORACLE_FIXTURES = {"tv_reference", "oracle", "class_results", "engine_results", 
 SPAWNING_WORDS = ("ServerProcess(", "RouterProcess(", "start_servers(", "PeerProcess(",
                   '"smg_fast.server"', '"smg_fast.router"', "rdma_peer", "start_routed(",
                   "latency.main(")
-ORACLE_WORDS = ("run_oracle(", "tv_python(", "run_with_smg_fast(")
+ORACLE_WORDS = ("run_oracle(", "tv_python(", "run_with_smg_fast(", "equals_torchvision_oracle(")
 # Slow for other reasons (reruns of whole suites, big references): "file::test" prefixes.
 ISA_RERUNS = "test_isa_paths.py::test_parity_suites_under_isa_cap"
 SLOW = (ISA_RERUNS, "test_consumer_qwen2vl_tower.py", "test_cli.py", "test_proto_stubs.py")
