@@ -25,7 +25,8 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 
 from .checks import check_spec, file_path, is_dynamic, parse_dns
-from .dns_wire import AAAA, A, DnsError, ask
+from .dns_message import AAAA, A, DnsError
+from .dns_wire import ask
 
 log = logging.getLogger("smg_fast.routing")
 
