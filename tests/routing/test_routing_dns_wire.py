@@ -1,7 +1,8 @@
 """Asking the test's name server on 127.0.0.1 (UDP and TCP) as discovery does.
 
 EDNS0 on every UDP question, a truncated answer asked again over TCP, forged datagrams passed
-over, failed tries made again (a bounded number)."""
+over, failed tries made again (a bounded number), and a failed A or AAAA query failing the whole
+resolution rather than giving the other family's addresses alone."""
 
 from __future__ import annotations
 
@@ -67,6 +68,18 @@ def test_failed_tries_are_made_again():
         with pytest.raises(DnsError, match="rcode 2"):
             asyncio.run(ask(("127.0.0.1", dns.port), "enc.test", A))
         assert dns.queries == 2 * dns_wire.TRIES  # bounded
+
+
+@pytest.mark.parametrize("how", ["servfail", "silent"])
+@pytest.mark.parametrize("qtype", [A, AAAA])
+def test_one_family_failing_fails_the_resolution(monkeypatch, how, qtype):
+    """SERVFAIL or no answer for A or AAAA alone: DnsError, not the other family's addresses."""
+    monkeypatch.setattr(dns_wire, "TIMEOUT_S", 0.2)
+    with DnsServer(RECORDS) as dns:
+        dns.fail[qtype] = how
+        with pytest.raises(DnsError):
+            asyncio.run(resolve(_spec(dns)))
+        assert [t for t, _ in dns.asked].count(qtype) == dns_wire.TRIES
 
 
 def test_one_family_without_records_is_no_failure():
