@@ -5,15 +5,17 @@ The names are answered by a name server the test runs on 127.0.0.1, and by the s
 Members join live after the same config checks as any member (one with another config is refused),
 leave once their calls in flight ended (a slow image placed on a member that leaves the DNS answer
 still succeeds there), a member that goes down makes the fleet read the name again at once, a failed
-A or AAAA query keeps the members, a file rewritten by an orchestrator is followed, and the router
-process follows both."""
+A or AAAA query keeps the members, a file rewritten by an orchestrator is followed (read off the
+event loop), and the router process follows both."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
+import threading
 
 import pytest
 from support.dns_server import DnsServer
@@ -22,7 +24,7 @@ from support.routing_common import SERVER_ARGS, check, first_choice, png, stop
 from smg_fast import load_processor
 from smg_fast.client import Client
 from smg_fast.routing import AsyncRoutedClient, dns_wire
-from smg_fast.routing.discovery import read_targets, resolve
+from smg_fast.routing.discovery import Discovery, read_targets, resolve
 from smg_fast.routing.dns_message import AAAA
 from smg_fast.testing.servers import RouterProcess, ServerProcess
 
@@ -199,6 +201,37 @@ def test_a_failing_family_keeps_the_members(images, monkeypatch, caplog):
     finally:
         stop(servers)
     assert "keeping its 2 member(s)" in caplog.text
+
+
+def test_a_watched_file_is_read_off_the_event_loop(tmp_path):
+    """A file whose open blocks (a FIFO no one writes yet) leaves the event loop running."""
+    fifo = tmp_path / "workers"
+    os.mkfifo(fifo)
+    loop_ran = threading.Event()
+    waited = []
+
+    def writer() -> None:
+        waited.append(loop_ran.wait(10.0))  # (a bound: a blocked loop fails the test, not hangs)
+        with open(fifo, "w") as f:
+            f.write("127.0.0.1:1\n# a comment\n127.0.0.1:2\n")
+
+    async def noop(joined: list[str], left: list[str]) -> None:
+        pass
+
+    async def main() -> list[str]:
+        discovery = Discovery([f"file://{fifo}"], 3600.0, noop)
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        reading = asyncio.ensure_future(discovery.read())
+        await asyncio.sleep(0)  # the read starts: on the loop, its open would block it here
+        assert not reading.done()
+        loop_ran.set()
+        got = await reading
+        thread.join()
+        return got
+
+    assert asyncio.run(main()) == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert waited == [True]
 
 
 @pytest.mark.parametrize("how", ["server", "system"])

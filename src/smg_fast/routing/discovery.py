@@ -12,7 +12,8 @@ A fleet's targets may name sources instead of members:
 Every source is read again each ``every_s`` seconds, and at once when a member goes down (a pod
 replaced, an address moved). A source that cannot be read keeps what it gave last (a DNS outage
 does not empty the fleet, nor does an A or AAAA query failing alone drop that family's members);
-a name with no records (NXDOMAIN, or none of either type) gives none.
+a name with no records (NXDOMAIN, or none of either type) gives none. Files are read on a thread,
+never on the event loop.
 The members' strings are the addresses (``10.0.0.7:50051``, ``[fd00::7]:50051``): every router
 resolving the same name agrees on them, and so on each image's order.
 """
@@ -94,6 +95,16 @@ def read_targets(path: str) -> list[str]:
     return out
 
 
+def _stamp(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size
+
+
+def _read_file(path: str) -> tuple[tuple[int, int], list[str]]:
+    """The file's (mtime_ns, size) and its targets (read_targets); OSError when unreadable."""
+    return _stamp(path), read_targets(path)
+
+
 class Discovery:
     """Reads the sources and reports what changed.
 
@@ -131,11 +142,9 @@ class Discovery:
             if spec.startswith("dns:"):
                 got = await resolve(spec)
             else:
-                path = file_path(spec)
-                st = os.stat(path)
-                self._stamps[spec] = (st.st_mtime_ns, st.st_size)
+                self._stamps[spec], lines = await asyncio.to_thread(_read_file, file_path(spec))
                 got = []
-                for line in read_targets(path):
+                for line in lines:
                     got.extend(await self._expand(line, depth + 1))
         except (DnsError, OSError, UnicodeDecodeError) as exc:
             kept = self._last.get(spec, [])
@@ -148,13 +157,14 @@ class Discovery:
         return got
 
     def _files_changed(self) -> bool:
+        """Whether a watched file's stamp differs from the one read last (a stat each; blocks)."""
         for spec in self.specs:
             if spec.startswith("file:"):
                 try:
-                    st = os.stat(file_path(spec))
+                    stamp = _stamp(file_path(spec))
                 except OSError:
                     continue
-                if self._stamps.get(spec) != (st.st_mtime_ns, st.st_size):
+                if self._stamps.get(spec) != stamp:
                     return True
         return False
 
@@ -172,7 +182,7 @@ class Discovery:
                     await asyncio.wait([poked], timeout=max(0.0, step))
                 finally:
                     poked.cancel()
-                if files and self._files_changed():
+                if files and await asyncio.to_thread(self._files_changed):
                     break
             self._poke.clear()
             try:
