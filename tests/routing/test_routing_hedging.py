@@ -3,7 +3,8 @@
 Its sockets stay open and nothing answers.
 Keepalive off, so only hedging can save the requests that meet the hung member: each must still
 succeed, exact, within its deadline; the hung member's hedges win, it is suspected, probed and
-ejected; the budget holds hedges to a few per cent of the sub-calls while all members are well."""
+ejected; the budget holds hedges to a few per cent of the sub-calls while all members are well.
+A member's latencies go when it leaves."""
 
 from __future__ import annotations
 
@@ -62,3 +63,25 @@ def test_hedging_settings_are_checked():
         except ValueError:
             continue
         raise AssertionError(bad)
+
+
+def test_a_removed_members_latencies_go(fleet, images):
+    """Members leave and come back: what hedging keeps of each goes with it, late answers too."""
+    imgs, refs = images(12)
+    targets = [s.target for s in fleet]
+
+    async def main() -> None:
+        async with AsyncRoutedClient(targets, floor=1, affinity_keys=0) as client:
+            for _ in range(3):
+                check(await client.preprocess(imgs), list(range(12)), refs)
+                gone = client.membership.members[min(client.hedging.tracked())]
+                client.hedging.settled(gone, False)  # (a streak kept for it too)
+                await client.remove(gone.target)
+                assert gone.target not in client.hedging.tracked()
+                client.hedging.record(gone, "qwen2_vl", 1, 0.01)  # a sub-call that ended late
+                client.hedging.settled(gone, True)
+                assert gone.target not in client.hedging.tracked()
+                assert await client.add(gone.target)
+            assert client.hedging.tracked() <= set(targets)
+
+    asyncio.run(main())

@@ -12,7 +12,8 @@ Hedges are budgeted: each sub-call adds ``ratio`` (default 0.05) of a hedge to a
 double the load. A member whose sub-calls' hedges win ``SUSPECT_AFTER`` times in a row (its own
 calls keep losing to another member's) is suspected: it takes no new work until a health Check
 answers within ``PROBE_S``; no answer ejects it (health.Ejection). The hedges of calls on a member
-already suspected or ejected come out of no budget: it is believed not to be working.
+already suspected or ejected come out of no budget: it is believed not to be working. A member's
+latencies and streak go when it leaves the fleet.
 """
 
 from __future__ import annotations
@@ -88,10 +89,22 @@ class Hedging:
         self.tokens = min(BURST, self.tokens + self.ratio)
 
     def record(self, m: Member, model: str, items: int, seconds: float) -> None:
-        """A sub-call of m succeeded in seconds."""
+        """A sub-call of m succeeded in seconds (not kept for a member already removed)."""
+        if m.removed:
+            return
         c = size_class(items)
         self._mine.setdefault((m.target, model, c), _Window()).add(seconds)
         self._all.setdefault((model, c), _Window()).add(seconds)
+
+    def forget(self, m: Member) -> None:
+        """m left the fleet: its latencies and its streak go (members come and go without end)."""
+        for key in [k for k in self._mine if k[0] == m.target]:
+            del self._mine[key]
+        self._streak.pop(m.target, None)
+
+    def tracked(self) -> set[str]:
+        """The members whose latencies or streak are kept."""
+        return {k[0] for k in self._mine} | set(self._streak)
 
     def delay(self, m: Member, model: str, items: int) -> float | None:
         """How long a sub-call on m may run before it is hedged (None: not hedged)."""
@@ -116,6 +129,8 @@ class Hedging:
     def settled(self, original: Member, hedge_won: bool) -> None:
         """A hedged pair ended: who won says something of the original's member."""
         self.counts["won" if hedge_won else "lost"] += 1
+        if original.removed:
+            return
         if not hedge_won:
             self._streak[original.target] = 0
             return
