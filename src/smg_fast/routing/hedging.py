@@ -11,9 +11,9 @@ Hedges are budgeted: each sub-call adds ``ratio`` (default 0.05) of a hedge to a
 ``BURST`` hedges, and each hedge takes one, so hedges stay near 5 % of the sub-calls and cannot
 double the load. A member whose sub-calls' hedges win ``SUSPECT_AFTER`` times in a row (its own
 calls keep losing to another member's) is suspected: it takes no new work until a health Check
-answers within ``PROBE_S``; no answer ejects it (health.Ejection). The hedges of calls on a member
-already suspected or ejected come out of no budget: it is believed not to be working. A member's
-latencies and streak go when it leaves the fleet.
+answers SERVING within ``PROBE_S``; no answer, or another status, ejects it (health.Ejection).
+The hedges of calls on a member already suspected or ejected come out of no budget: it is
+believed not to be working. A member's latencies and streak go when it leaves the fleet.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ MIN_SAMPLES = 16
 BURST = 10.0  # hedges that may go at once after a calm spell
 SUSPECT_AFTER = 3  # hedges in a row that beat a member's own calls
 PROBE_S = 1.0  # how long a suspected member's health Check may take
+_SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 def size_class(items: int) -> int:
@@ -150,10 +151,18 @@ class Hedging:
         task.add_done_callback(self._probes.discard)
 
     async def _probe(self, m: Member) -> None:
+        """m's health Check: SERVING clears the suspicion; silence or another status ejects."""
         epoch = m.epoch
         try:
             if m.health is not None:
-                await m.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=PROBE_S)
+                resp = await m.health.Check(health_pb2.HealthCheckRequest(service=""),
+                                            timeout=PROBE_S)
+                if resp.status != _SERVING:
+                    status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+                    log.warning("member %s: the health probe answered %s: ejected", m.target,
+                                status)
+                    self.ejection.eject(m, epoch)
+                    return
             log.info("member %s: answered the health probe; no longer suspected", m.target)
         except grpc.aio.AioRpcError as exc:
             log.warning("member %s: no answer to the health probe (%s): ejected", m.target,
