@@ -4,14 +4,18 @@ The names are answered by a name server the test runs on 127.0.0.1, and by the s
 
 Members join live after the same config checks as any member (one with another config is refused),
 leave once their calls in flight ended (a slow image placed on a member that leaves the DNS answer
-still succeeds there), a member that goes down makes the fleet read the name again at once, a file
-rewritten by an orchestrator is followed, and the router process follows both."""
+still succeeds there), a member that goes down makes the fleet read the name again at once, a failed
+A or AAAA query keeps the members, a file rewritten by an orchestrator is followed (read off the
+event loop), and the router process follows both."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
 import socket
+import threading
 
 import pytest
 from support.dns_server import DnsServer
@@ -19,8 +23,9 @@ from support.routing_common import SERVER_ARGS, check, first_choice, png, stop
 
 from smg_fast import load_processor
 from smg_fast.client import Client
-from smg_fast.routing import AsyncRoutedClient
-from smg_fast.routing.discovery import read_targets, resolve
+from smg_fast.routing import AsyncRoutedClient, dns_wire
+from smg_fast.routing.discovery import Discovery, read_targets, resolve
+from smg_fast.routing.dns_message import AAAA
 from smg_fast.testing.servers import RouterProcess, ServerProcess
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "::1")
@@ -161,6 +166,72 @@ def test_members_follow_a_watched_file(images, tmp_path):
     finally:
         stop(servers)
     assert read_targets(str(path)) == [y]
+
+
+def test_a_failing_family_keeps_the_members(images, monkeypatch, caplog):
+    """A answers while AAAA fails (SERVFAIL, then no answer): both members stay and serve."""
+    monkeypatch.setattr(dns_wire, "TIMEOUT_S", 0.2)
+    caplog.set_level(logging.WARNING, "smg_fast.routing")
+    imgs, refs = images(6)
+    hosts = ("127.0.0.2", "::1")
+    port = _common_port(hosts)
+    servers = [ServerProcess(SERVER_ARGS, host=h, port=port) for h in hosts]
+    v4, v6 = (_target(h, port) for h in hosts)
+    try:
+        for s in servers:
+            s.wait()
+        with DnsServer({"enc.test": list(hosts)}) as dns:
+            spec = f"dns://127.0.0.1:{dns.port}/enc.test:{port}"
+
+            async def main() -> None:
+                async with AsyncRoutedClient(spec, resolve_every_s=0.1, floor=1) as fleet:
+                    await _until(lambda: _serving(fleet) == {v4, v6}, "members did not join")
+                    for how in ("servfail", "silent"):
+                        dns.fail[AAAA] = how
+                        due = fleet.discovery.rounds + 2  # (the second round to end began after)
+                        await _until(lambda d=due: fleet.discovery.rounds >= d, "no re-read")
+                        assert _serving(fleet) == {v4, v6}, how
+                        assert not fleet.stats()["discovery"]["retiring"], how
+                        check(await fleet.preprocess(imgs), list(range(6)), refs)
+                    dns.fail.clear()
+                    dns.set("enc.test", [hosts[0]])  # an answer still counts once one comes
+                    await _until(lambda: v6 not in fleet.stats()["members"], "v6 did not leave")
+
+            asyncio.run(main())
+    finally:
+        stop(servers)
+    assert "keeping its 2 member(s)" in caplog.text
+
+
+def test_a_watched_file_is_read_off_the_event_loop(tmp_path):
+    """A file whose open blocks (a FIFO no one writes yet) leaves the event loop running."""
+    fifo = tmp_path / "workers"
+    os.mkfifo(fifo)
+    loop_ran = threading.Event()
+    waited = []
+
+    def writer() -> None:
+        waited.append(loop_ran.wait(10.0))  # (a bound: a blocked loop fails the test, not hangs)
+        with open(fifo, "w") as f:
+            f.write("127.0.0.1:1\n# a comment\n127.0.0.1:2\n")
+
+    async def noop(joined: list[str], left: list[str]) -> None:
+        pass
+
+    async def main() -> list[str]:
+        discovery = Discovery([f"file://{fifo}"], 3600.0, noop)
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        reading = asyncio.ensure_future(discovery.read())
+        await asyncio.sleep(0)  # the read starts: on the loop, its open would block it here
+        assert not reading.done()
+        loop_ran.set()
+        got = await reading
+        thread.join()
+        return got
+
+    assert asyncio.run(main()) == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert waited == [True]
 
 
 @pytest.mark.parametrize("how", ["server", "system"])

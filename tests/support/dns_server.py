@@ -1,15 +1,38 @@
-"""A tiny authoritative DNS server for the discovery tests: UDP on 127.0.0.1, A and AAAA.
+"""A tiny authoritative DNS server for the discovery tests: UDP and TCP on 127.0.0.1, A and AAAA.
 
-Written from RFC 1035's message format (independently of smg_fast.routing.dns_wire, which the
+Written from RFC 1035's message format (independently of smg_fast.routing.dns_message, which the
 tests check against it): the names and their addresses are a dict the test changes while it runs;
-an unknown name is NXDOMAIN, a known one without records of the type asked is an empty answer."""
+an unknown name is NXDOMAIN, a known one without records of the type asked is an empty answer.
+Misbehaviours a test may switch on while it runs: ``fail`` (a query type -> "servfail" or
+"silent"), ``fail_first`` (that many queries get SERVFAIL), ``truncate`` (UDP answers carry TC and
+no records; TCP answers in full), ``no_edns`` (FORMERR for a query with an additional record,
+as a server without EDNS0 answers) and ``decoy`` ("id" or "question": a forged datagram, another id
+or the right id for another name, goes before each UDP answer)."""
 
 from __future__ import annotations
 
 import ipaddress
+import select
 import socket
 import struct
 import threading
+
+
+def _bind_pair() -> tuple[socket.socket, socket.socket]:
+    """A UDP and a TCP socket on 127.0.0.1, the same port."""
+    for _ in range(50):
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", 0))
+        tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            tcp.bind(("127.0.0.1", udp.getsockname()[1]))
+        except OSError:
+            udp.close()
+            tcp.close()
+            continue
+        tcp.listen(8)
+        return udp, tcp
+    raise AssertionError("no port free for both UDP and TCP")
 
 
 class DnsServer:
@@ -18,11 +41,16 @@ class DnsServer:
     def __init__(self, records: dict[str, list[str]]) -> None:
         self.records = {k.lower().rstrip("."): list(v) for k, v in records.items()}
         self.queries = 0
+        self.tcp_queries = 0
+        self.asked: list[tuple[int, bytes]] = []  # (query type, the query as received)
+        self.fail: dict[int, str] = {}
+        self.fail_first = 0
+        self.truncate = False
+        self.decoy = ""
+        self.no_edns = False
         self._lock = threading.Lock()
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.settimeout(0.2)
-        self.port = self._sock.getsockname()[1]
+        self._udp, self._tcp = _bind_pair()
+        self.port = self._udp.getsockname()[1]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True, name="test-dns")
 
@@ -37,39 +65,85 @@ class DnsServer:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._sock.close()
+        self._udp.close()
+        self._tcp.close()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
+            ready, _, _ = select.select([self._udp, self._tcp], [], [], 0.1)
             try:
-                msg, peer = self._sock.recvfrom(512)
-            except TimeoutError:
-                continue
-            try:
-                self._sock.sendto(self._answer(msg), peer)
-            except (ValueError, struct.error, IndexError):
+                if self._udp in ready:
+                    msg, peer = self._udp.recvfrom(4096)
+                    for out in self._udp_answers(msg):
+                        self._udp.sendto(out, peer)
+                if self._tcp in ready:
+                    self._serve_tcp()
+            except (OSError, ValueError, struct.error, IndexError):
                 continue
 
-    def _answer(self, msg: bytes) -> bytes:
-        ident, _, qdcount = struct.unpack("!HHH", msg[:6])
+    def _udp_answers(self, msg: bytes) -> list[bytes]:
+        out = self._answer(msg, udp=True)
+        if out is None:
+            return []
+        if self.decoy == "id":  # the forger's answer to our question, under another id
+            forged = self._answer(msg, udp=True, forge=True)
+            return [struct.pack("!H", (msg[0] << 8 | msg[1]) ^ 1) + forged[2:], out]
+        if self.decoy == "question":  # our id, answering another name
+            end = self._question(msg)[2]
+            other = msg[:12] + b"\x05other\x04test\x00" + msg[end - 4:]
+            return [self._answer(other, udp=True, forge=True), out]
+        return [out]
+
+    def _serve_tcp(self) -> None:
+        conn, _ = self._tcp.accept()
+        with conn:
+            conn.settimeout(2.0)
+            size, = struct.unpack("!H", conn.recv(2, socket.MSG_WAITALL))
+            msg = conn.recv(size, socket.MSG_WAITALL)
+            out = self._answer(msg, udp=False)
+            if out is not None:
+                conn.sendall(struct.pack("!H", len(out)) + out)
+
+    def _question(self, msg: bytes) -> tuple[str, int, int]:
+        """The asked name (lowercase), its type, and where the question ends."""
         pos, labels = 12, []
         while msg[pos]:
             labels.append(msg[pos + 1:pos + 1 + msg[pos]].decode())
             pos += 1 + msg[pos]
-        question = msg[12:pos + 5]
         qtype, = struct.unpack("!H", msg[pos + 1:pos + 3])
-        name = ".".join(labels).lower()
+        return ".".join(labels).lower(), qtype, pos + 5
+
+    def _answer(self, msg: bytes, udp: bool, forge: bool = False) -> bytes | None:
+        """The answer to msg (None: silent); forge: 203.0.113.9 / 2001:db8::9, counted nowhere."""
+        ident = struct.unpack("!H", msg[:2])[0]
+        name, qtype, end = self._question(msg)
+        question = msg[12:end]
         with self._lock:
-            self.queries += 1
+            if not forge:
+                self.queries += 1
+                self.tcp_queries += not udp
+                self.asked.append((qtype, bytes(msg)))
             known = self.records.get(name)
+            failing = self.fail.get(qtype, "")
+            if self.fail_first > 0 and not forge:
+                self.fail_first -= 1
+                failing = "servfail"
+        if failing == "silent" and not forge:
+            return None
         answers = []
-        for a in known or []:
+        for a in ["203.0.113.9", "2001:db8::9"] if forge else known or []:
             ip = ipaddress.ip_address(a)
             if (ip.version, qtype) in ((4, 1), (6, 28)):
                 # a pointer to the question's name (offset 12), type, class IN, ttl 0, the address
                 answers.append(struct.pack("!HHHIH", 0xC00C, qtype, 1, 0, len(ip.packed))
                                + ip.packed)
-        rcode = 3 if known is None else 0
+        rcode = 3 if known is None and not forge else 0
+        if failing == "servfail" and not forge:
+            rcode, answers = 2, []
+        if self.no_edns and msg[10:12] != b"\0\0" and not forge:
+            rcode, answers = 1, []
         flags = 0x8000 | 0x0400 | 0x0100 | rcode  # answer, authoritative, recursion desired
+        if udp and self.truncate and not forge:
+            flags, answers = flags | 0x0200, []
         return struct.pack("!HHHHHH", ident, flags, 1, len(answers), 0, 0) + question + b"".join(
             answers)

@@ -11,7 +11,9 @@ A fleet's targets may name sources instead of members:
 
 Every source is read again each ``every_s`` seconds, and at once when a member goes down (a pod
 replaced, an address moved). A source that cannot be read keeps what it gave last (a DNS outage
-does not empty the fleet); a name with no records (NXDOMAIN, or none of either type) gives none.
+does not empty the fleet, nor does an A or AAAA query failing alone drop that family's members);
+a name with no records (NXDOMAIN, or none of either type) gives none. Files are read on a thread,
+never on the event loop.
 The members' strings are the addresses (``10.0.0.7:50051``, ``[fd00::7]:50051``): every router
 resolving the same name agrees on them, and so on each image's order.
 """
@@ -25,7 +27,8 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable
 
 from .checks import check_spec, file_path, is_dynamic, parse_dns
-from .dns_wire import AAAA, A, DnsError, ask
+from .dns_message import AAAA, A, DnsError
+from .dns_wire import ask
 
 log = logging.getLogger("smg_fast.routing")
 
@@ -37,24 +40,39 @@ def member_target(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
+# getaddrinfo's answers for a name without addresses of the family asked (not a failure)
+_NO_ADDRESS = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5),
+               getattr(socket, "EAI_ADDRFAMILY", -9)}
+
+
+async def _system(name: str, port: int, family: socket.AddressFamily) -> list[str]:
+    """name's addresses of family through the system's resolver; [] when it has none."""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(name, port, family=family, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        if exc.errno in _NO_ADDRESS:
+            return []
+        raise DnsError(f"{name} ({family.name}): {exc}") from exc
+    return [info[4][0].split("%")[0] for info in infos]
+
+
 async def resolve(spec: str) -> list[str]:
-    """The members a dns: spec names now, sorted. DnsError / OSError when it cannot tell."""
+    """The members a dns: spec names now, sorted. DnsError when it cannot tell.
+
+    Both families are asked; either failing (a timeout, SERVFAIL, a socket error) fails the
+    whole, so that the caller keeps what it had rather than lose that family's members. A family
+    without records (NXDOMAIN, or none of its type) adds none."""
     server, name, port = parse_dns(spec)
     if server is None:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            if exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)):
-                return []
-            raise
-        addresses = {info[4][0].split("%")[0] for info in infos}
+        asks = [_system(name, port, f) for f in (socket.AF_INET, socket.AF_INET6)]
     else:
-        results = await asyncio.gather(ask(server, name, A), ask(server, name, AAAA),
-                                       return_exceptions=True)
-        if all(isinstance(r, BaseException) for r in results):
-            raise results[0]  # type: ignore[misc]
-        addresses = {a for r in results if not isinstance(r, BaseException) for a in r}
+        asks = [ask(server, name, t) for t in (A, AAAA)]
+    results = await asyncio.gather(*asks, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    addresses = {a for r in results for a in r}  # type: ignore[union-attr]
     return sorted(member_target(a, port) for a in addresses)
 
 
@@ -75,6 +93,16 @@ def read_targets(path: str) -> list[str]:
             except ValueError as exc:
                 log.error("discovery: %s", exc)
     return out
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size
+
+
+def _read_file(path: str) -> tuple[tuple[int, int], list[str]]:
+    """The file's (mtime_ns, size) and its targets (read_targets); OSError when unreadable."""
+    return _stamp(path), read_targets(path)
 
 
 class Discovery:
@@ -114,11 +142,9 @@ class Discovery:
             if spec.startswith("dns:"):
                 got = await resolve(spec)
             else:
-                path = file_path(spec)
-                st = os.stat(path)
-                self._stamps[spec] = (st.st_mtime_ns, st.st_size)
+                self._stamps[spec], lines = await asyncio.to_thread(_read_file, file_path(spec))
                 got = []
-                for line in read_targets(path):
+                for line in lines:
                     got.extend(await self._expand(line, depth + 1))
         except (DnsError, OSError, UnicodeDecodeError) as exc:
             kept = self._last.get(spec, [])
@@ -131,13 +157,14 @@ class Discovery:
         return got
 
     def _files_changed(self) -> bool:
+        """Whether a watched file's stamp differs from the one read last (a stat each; blocks)."""
         for spec in self.specs:
             if spec.startswith("file:"):
                 try:
-                    st = os.stat(file_path(spec))
+                    stamp = _stamp(file_path(spec))
                 except OSError:
                     continue
-                if self._stamps.get(spec) != (st.st_mtime_ns, st.st_size):
+                if self._stamps.get(spec) != stamp:
                     return True
         return False
 
@@ -155,7 +182,7 @@ class Discovery:
                     await asyncio.wait([poked], timeout=max(0.0, step))
                 finally:
                     poked.cancel()
-                if files and self._files_changed():
+                if files and await asyncio.to_thread(self._files_changed):
                     break
             self._poke.clear()
             try:

@@ -98,6 +98,7 @@ class Fleet(FollowsSources):
             eject_after=eject_after, eject_base_s=eject_base_s, probe_s=keepalive_s)
         self.ejection = self.membership.ejection
         self.hedging = Hedging(self.ejection, hedge_percentile, hedge_ratio)
+        self.membership.on_removed = self.hedging.forget
         loop = asyncio.get_running_loop()
         self.discovery: Discovery | None = None
         self._watch: asyncio.Task | None = None

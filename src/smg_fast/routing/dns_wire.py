@@ -1,124 +1,131 @@
-"""DNS over UDP, as much as discovery needs: A and AAAA questions to one name server.
+"""DNS to one name server, as much as discovery needs: A and AAAA questions.
 
 Used for ``dns://SERVER/NAME:PORT`` targets, whose name server is given (``dns:///NAME:PORT``
-uses the system's resolver instead). Answers are checked before use: the id and the question must
-match, names are followed through compression pointers with a bound on jumps, and every length is
-checked against the message; anything else is a ``DnsError``."""
+uses the system's resolver instead). A question goes over UDP with EDNS0 (we take answers of up
+to 4096 bytes); a truncated answer (TC) is asked again over TCP of the same server. Datagrams
+that do not answer our question (another id, not a response, another question) are ignored
+until the try's timeout. A try that gets no usable answer (a timeout, SERVFAIL, a socket error,
+a malformed answer) is made again, ``TRIES`` in all; then ``DnsError``. A server that does not
+take EDNS0 (FORMERR) is asked again without it. Messages are built and read in dns_message.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import secrets
 import socket
 import struct
 
-A, AAAA = 1, 28
-_CLASS_IN = 1
-_MAX_JUMPS = 32
-_MAX_ANSWER = 4096  # bytes read from one datagram
+from .dns_message import (
+    RCODE_FORMERR,
+    DnsError,
+    DnsMismatch,
+    DnsRcode,
+    DnsTruncated,
+    encode_name,
+    parse,
+    query,
+)
+
+TIMEOUT_S = 1.5  # one try: its UDP question and, when truncated, its TCP one
+TRIES = 3
+RETRY_PAUSE_S = 0.05  # before the second try; doubled before each next one
+_TYPES = {1: "A", 28: "AAAA"}
 
 
-class DnsError(Exception):
-    """No usable answer: a timeout, an error code, or a malformed message."""
+class _Datagrams(asyncio.DatagramProtocol):
+    """Queues what the connected UDP socket receives, and its errors (at most 64 waiting)."""
 
-
-def query(name: str, qtype: int, ident: int) -> bytes:
-    """One question for name, recursion desired."""
-    labels = [p for p in name.rstrip(".").split(".") if p]
-    if not labels or any(len(p.encode()) > 63 for p in labels):
-        raise DnsError(f"not a DNS name: {name!r}")
-    qname = b"".join(bytes([len(p.encode())]) + p.encode() for p in labels) + b"\0"
-    return struct.pack("!HHHHHH", ident, 0x0100, 1, 0, 0, 0) + qname + struct.pack(
-        "!HH", qtype, _CLASS_IN)
-
-
-def _skip_name(msg: bytes, pos: int) -> int:
-    """The offset after the (possibly compressed) name at pos."""
-    jumps = 0
-    while True:
-        if pos >= len(msg):
-            raise DnsError("truncated name")
-        n = msg[pos]
-        if n & 0xC0 == 0xC0:
-            return pos + 2
-        if n & 0xC0:
-            raise DnsError("bad label type")
-        if n == 0:
-            return pos + 1
-        pos += 1 + n
-        jumps += 1
-        if jumps > 127:
-            raise DnsError("name too long")
-
-
-def parse(msg: bytes, ident: int, qtype: int) -> list[str]:
-    """The addresses of type qtype in an answer to query(…, qtype, ident).
-
-    [] for NXDOMAIN and for a name with no such records."""
-    if len(msg) < 12:
-        raise DnsError("short answer")
-    rid, flags, qd, an, _, _ = struct.unpack("!HHHHHH", msg[:12])
-    if rid != ident or not flags & 0x8000:
-        raise DnsError("not the answer to our question")
-    rcode = flags & 0xF
-    if rcode == 3:  # NXDOMAIN: the name has no records (a headless service with no pod ready)
-        return []
-    if rcode:
-        raise DnsError(f"server answered rcode {rcode}")
-    if flags & 0x0200:
-        raise DnsError("truncated answer (over UDP's size)")
-    pos = 12
-    for _ in range(qd):
-        pos = _skip_name(msg, pos) + 4
-    out = []
-    for _ in range(an):
-        pos = _skip_name(msg, pos)
-        if pos + 10 > len(msg):
-            raise DnsError("truncated record")
-        rtype, rclass, _, size = struct.unpack("!HHIH", msg[pos:pos + 10])
-        pos += 10
-        data = msg[pos:pos + size]
-        if len(data) != size:
-            raise DnsError("truncated record data")
-        pos += size
-        if rclass != _CLASS_IN or rtype != qtype:
-            continue  # a CNAME on the way, or another class
-        if (rtype, size) == (A, 4):
-            out.append(str(ipaddress.IPv4Address(data)))
-        elif (rtype, size) == (AAAA, 16):
-            out.append(str(ipaddress.IPv6Address(data)))
-        else:
-            raise DnsError("bad address record")
-    return out
-
-
-class _Answer(asyncio.DatagramProtocol):
     def __init__(self) -> None:
-        self.got: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.queue: asyncio.Queue[bytes | Exception] = asyncio.Queue(64)
+
+    def _put(self, item: bytes | Exception) -> None:
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            pass  # a flood: what is queued is read first, the rest is lost as UDP may lose it
 
     def datagram_received(self, data: bytes, addr: object) -> None:
-        if not self.got.done():
-            self.got.set_result(data[:_MAX_ANSWER])
+        self._put(data)
 
     def error_received(self, exc: Exception) -> None:
-        if not self.got.done():
-            self.got.set_exception(DnsError(str(exc)))
+        self._put(exc)
 
 
-async def ask(server: tuple[str, int], name: str, qtype: int, timeout: float = 2.0) -> list[str]:
-    """qtype's addresses of name, asked of server (host, port) over UDP. DnsError otherwise."""
+async def _over_udp(server: tuple[str, int], name: str, qtype: int, edns: bool) -> list[str]:
+    """The answer over UDP; datagrams that answer something else are skipped."""
     loop = asyncio.get_running_loop()
     family = socket.AF_INET6 if ":" in server[0] else socket.AF_INET
     ident = secrets.randbelow(1 << 16)
     transport, proto = await loop.create_datagram_endpoint(
-        _Answer, remote_addr=server, family=family)
+        _Datagrams, remote_addr=server, family=family)
     try:
-        transport.sendto(query(name, qtype, ident))
-        try:
-            data = await asyncio.wait_for(proto.got, timeout)
-        except asyncio.TimeoutError:
-            raise DnsError(f"no answer from {server[0]}:{server[1]} in {timeout:g} s") from None
+        transport.sendto(query(name, qtype, ident, edns))
+        while True:
+            got = await proto.queue.get()
+            if isinstance(got, Exception):
+                raise DnsError(f"{server[0]}:{server[1]}: {got}")
+            try:
+                return parse(got, ident, name, qtype)
+            except DnsMismatch:
+                continue  # not ours (a late answer to an earlier try, or forged): wait on
     finally:
         transport.close()
-    return parse(data, ident, qtype)
+
+
+async def _over_tcp(server: tuple[str, int], name: str, qtype: int, edns: bool) -> list[str]:
+    """The answer over TCP: one question, each message after its 2-byte length."""
+    ident = secrets.randbelow(1 << 16)
+    reader, writer = await asyncio.open_connection(*server)
+    try:
+        msg = query(name, qtype, ident, edns)
+        writer.write(struct.pack("!H", len(msg)) + msg)
+        await writer.drain()
+        try:
+            size, = struct.unpack("!H", await reader.readexactly(2))
+            data = await reader.readexactly(size)
+        except asyncio.IncompleteReadError:
+            raise DnsError(f"{server[0]}:{server[1]} closed TCP before its answer") from None
+    finally:
+        writer.close()
+    try:
+        return parse(data, ident, name, qtype)
+    except DnsTruncated:
+        raise DnsError("answer truncated over TCP") from None
+
+
+async def _once(server: tuple[str, int], name: str, qtype: int, edns: bool = True) -> list[str]:
+    """One question over UDP, and over TCP when the answer was truncated."""
+    try:
+        return await _over_udp(server, name, qtype, edns)
+    except DnsTruncated:
+        return await _over_tcp(server, name, qtype, edns)
+    except DnsRcode as exc:
+        if edns and exc.rcode == RCODE_FORMERR:  # an old server: no EDNS0 for it
+            return await _once(server, name, qtype, edns=False)
+        raise
+
+
+async def ask(server: tuple[str, int], name: str, qtype: int, timeout: float | None = None,
+              tries: int | None = None) -> list[str]:
+    """qtype's addresses of name, asked of server (host, port); [] when it has none.
+
+    DnsError when no try of ``tries`` (TRIES) got an answer within timeout (TIMEOUT_S) each, or
+    name is not a DNS name."""
+    timeout = TIMEOUT_S if timeout is None else timeout
+    tries = TRIES if tries is None else tries
+    encode_name(name)  # (a name that cannot be asked is not tried again)
+    where = f"{server[0]}:{server[1]}"
+    error = DnsError("not asked")
+    for n in range(max(1, tries)):
+        if n:
+            await asyncio.sleep(RETRY_PAUSE_S * 2 ** (n - 1))
+        try:
+            return await asyncio.wait_for(_once(server, name, qtype), timeout)
+        except asyncio.TimeoutError:
+            error = DnsError(f"no answer from {where} in {timeout:g} s")
+        except DnsError as exc:
+            error = exc
+        except OSError as exc:
+            error = DnsError(f"{where}: {exc}")
+    raise DnsError(f"{name} {_TYPES.get(qtype, qtype)} from {where}, {tries} tries: {error}")

@@ -11,8 +11,9 @@ Hedges are budgeted: each sub-call adds ``ratio`` (default 0.05) of a hedge to a
 ``BURST`` hedges, and each hedge takes one, so hedges stay near 5 % of the sub-calls and cannot
 double the load. A member whose sub-calls' hedges win ``SUSPECT_AFTER`` times in a row (its own
 calls keep losing to another member's) is suspected: it takes no new work until a health Check
-answers within ``PROBE_S``; no answer ejects it (health.Ejection). The hedges of calls on a member
-already suspected or ejected come out of no budget: it is believed not to be working.
+answers SERVING within ``PROBE_S``; no answer, or another status, ejects it (health.Ejection).
+The hedges of calls on a member already suspected or ejected come out of no budget: it is
+believed not to be working. A member's latencies and streak go when it leaves the fleet.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ MIN_SAMPLES = 16
 BURST = 10.0  # hedges that may go at once after a calm spell
 SUSPECT_AFTER = 3  # hedges in a row that beat a member's own calls
 PROBE_S = 1.0  # how long a suspected member's health Check may take
+_SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 def size_class(items: int) -> int:
@@ -88,10 +90,22 @@ class Hedging:
         self.tokens = min(BURST, self.tokens + self.ratio)
 
     def record(self, m: Member, model: str, items: int, seconds: float) -> None:
-        """A sub-call of m succeeded in seconds."""
+        """A sub-call of m succeeded in seconds (not kept for a member already removed)."""
+        if m.removed:
+            return
         c = size_class(items)
         self._mine.setdefault((m.target, model, c), _Window()).add(seconds)
         self._all.setdefault((model, c), _Window()).add(seconds)
+
+    def forget(self, m: Member) -> None:
+        """m left the fleet: its latencies and its streak go (members come and go without end)."""
+        for key in [k for k in self._mine if k[0] == m.target]:
+            del self._mine[key]
+        self._streak.pop(m.target, None)
+
+    def tracked(self) -> set[str]:
+        """The members whose latencies or streak are kept."""
+        return {k[0] for k in self._mine} | set(self._streak)
 
     def delay(self, m: Member, model: str, items: int) -> float | None:
         """How long a sub-call on m may run before it is hedged (None: not hedged)."""
@@ -116,6 +130,8 @@ class Hedging:
     def settled(self, original: Member, hedge_won: bool) -> None:
         """A hedged pair ended: who won says something of the original's member."""
         self.counts["won" if hedge_won else "lost"] += 1
+        if original.removed:
+            return
         if not hedge_won:
             self._streak[original.target] = 0
             return
@@ -135,10 +151,18 @@ class Hedging:
         task.add_done_callback(self._probes.discard)
 
     async def _probe(self, m: Member) -> None:
+        """m's health Check: SERVING clears the suspicion; silence or another status ejects."""
         epoch = m.epoch
         try:
             if m.health is not None:
-                await m.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=PROBE_S)
+                resp = await m.health.Check(health_pb2.HealthCheckRequest(service=""),
+                                            timeout=PROBE_S)
+                if resp.status != _SERVING:
+                    status = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+                    log.warning("member %s: the health probe answered %s: ejected", m.target,
+                                status)
+                    self.ejection.eject(m, epoch)
+                    return
             log.info("member %s: answered the health probe; no longer suspected", m.target)
         except grpc.aio.AioRpcError as exc:
             log.warning("member %s: no answer to the health probe (%s): ejected", m.target,

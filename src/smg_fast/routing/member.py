@@ -34,6 +34,7 @@ class Member:
     probing: bool = False  # half-open: one request in flight decides
     retiring: bool = False  # its source dropped it: no new work, removed once its calls end
     suspected: bool = False  # its hedges kept winning: no new work until a health probe answers
+    removed: bool = False  # out of the fleet (membership.remove): what ends late is not kept
     items: dict[str, int] = field(default_factory=dict)  # outcome -> items
     joined: asyncio.Event = field(default_factory=asyncio.Event)  # first join attempt done
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # first GetModelInfo ended

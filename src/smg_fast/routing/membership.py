@@ -57,6 +57,7 @@ class Membership:
         self.known_models: set[str] = set()
         self.refused = 0
         self.on_down: Callable[[Member], None] | None = None  # a member went down (discovery)
+        self.on_removed: Callable[[Member], None] | None = None  # its state elsewhere may go
 
     # ---- joining and leaving ----
 
@@ -86,9 +87,13 @@ class Membership:
         return m
 
     async def remove(self, target: str) -> None:
+        """Takes target out of the fleet (its calls in flight fail over); on_removed is told."""
         m = self.members.pop(target, None)
         if m is None:
             return
+        m.removed = True
+        if self.on_removed is not None:
+            self.on_removed(m)
         self._set_state(m, "down")
         m.answered.set()  # the founding waits for it no longer
         if m.task is not None:
