@@ -57,6 +57,12 @@ class UnsupportedVideoError(InvalidVideoError):
     """A video whose container or codec smg-fast does not decode (refused from its header)."""
 
 
+class FrameIndexError(InvalidVideoError, IndexError):
+    """A frame index outside the video's frames, refused before any frame is decoded.
+
+    An IndexError too: transformers' video processors index the frames and raise that."""
+
+
 # Wire names that lived here; they are smg_fast._service.wire's now (kept until REMOVED_IN).
 _MOVED_TO_WIRE = ("RETRYABLE_KEY", "CALLER_KEY", "MAX_CALLER_LEN", "MAX_ITEMS", "too_many_items")
 

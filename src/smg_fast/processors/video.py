@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InvalidVideoError, OutputTooLargeError, UnsupportedCallError
 from ..video.container import VideoLimits, open_video
-from ..video.decode import iter_frames
+from ..video.decode import check_indices, iter_frames
 from .video_config import VideoConfig
 from .video_inputs import FrameVideo, video_items
 from .video_plan import VideoPlan, plan_video, sample_indices
@@ -163,8 +163,9 @@ class VideoProcessor:
 class _Source:
     """One video's metadata and its sampled frames, in order (duplicates repeated)."""
 
-    def __init__(self, metadata: dict[str, Any]) -> None:
+    def __init__(self, metadata: dict[str, Any], frame_count: int) -> None:
         self.metadata = metadata
+        self.frame_count = frame_count  # the frames indices may name (the header's for bytes)
 
     def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
         raise NotImplementedError
@@ -179,7 +180,7 @@ class _Frames(_Source):
         meta: dict[str, Any] = {"total_num_frames": t, "fps": None, "duration": None,
                                 "frames_indices": list(range(t)), "height": h, "width": w}
         meta.update(video.metadata or {})
-        super().__init__(meta)
+        super().__init__(meta, t)
         self._frames = video.frames
 
     def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
@@ -191,7 +192,7 @@ class _Frames(_Source):
 class _Encoded(_Source):
     def __init__(self, index: int, data: Any, limits: VideoLimits) -> None:
         self._header = open_video(index, data, limits)
-        super().__init__(self._header.metadata())
+        super().__init__(self._header.metadata(), self._header.total_frames)
 
     def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
         if indices is None:
@@ -200,8 +201,7 @@ class _Encoded(_Source):
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
             got = dict(iter_frames(self._header, sorted(set(wanted)), threads))
             for i in wanted:
-                if i in got:
-                    yield got[i]
+                yield got[i]  # iter_frames gives every wanted frame or raises
             return
         for _, rgb in iter_frames(self._header, wanted, threads):
             yield rgb
@@ -223,9 +223,13 @@ def _plan(index: int, cfg: VideoConfig, source: _Source) -> tuple[np.ndarray | N
     """The frames a video keeps (None: all) and its output plan; its metadata gets the indices."""
     meta = source.metadata
     indices = sample_indices(cfg, meta) if cfg.do_sample_frames else None
+    if indices is not None:  # Qwen2-VL's float step rounds past the end for some counts
+        check_indices(index, indices, source.frame_count, hint=(
+            ": the sampling rule chose it, as transformers' does, whose frame indexing raises "
+            "IndexError there; ask for another num_frames or fps"))
     meta["frames_indices"] = ([int(x) for x in indices] if indices is not None
-                              else list(range(meta["total_num_frames"])))
-    count = len(indices) if indices is not None else meta["total_num_frames"]
+                              else list(range(source.frame_count)))
+    count = len(indices) if indices is not None else source.frame_count
     return indices, plan_video(index, cfg, count, meta["height"], meta["width"])
 
 
