@@ -39,8 +39,8 @@ def _set_threads(header: VideoHeader, threads: int | None) -> None:
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
                    skip: bool) -> list[tuple[int, Any]]:
     """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
-    if skip and (plan := plan_skips(header, threads)) is not None:
-        got = decode_skipping(header, sorted(wanted), *plan)
+    if skip and (rank := plan_skips(header, threads)) is not None:
+        got = decode_skipping(header, sorted(wanted), rank)
         if got is not None:
             return got
     container = header.container
