@@ -31,14 +31,17 @@ class CompactFormatError(UnsupportedCallError):
 class OutputTooLargeError(InvalidImageError):
     """The output would exceed a caller's byte limit.
 
-    Raised from the plan, before decoding. ``index`` is the image at which the running total crosses
-    ``limit``."""
+    Raised from the plan, before decoding. ``index`` is the image (or video: ``item="video"``)
+    at which the running total crosses ``limit``; ``hint`` ends the message (how to raise it)."""
 
-    def __init__(self, index: int, nbytes: int, limit: int) -> None:
+    def __init__(self, index: int, nbytes: int, limit: int, item: str = "image",
+                 hint: str = "") -> None:
         self.nbytes = nbytes
         self.limit = limit
         super().__init__(index, f"the output would be {nbytes} bytes, over the limit of "
-                                f"{limit} bytes")
+                                f"{limit} bytes{hint}")
+        if item != "image":
+            self.args = (f"{item} {index}: {self.problem}",)
 
 
 class InvalidVideoError(ValueError):
@@ -52,6 +55,12 @@ class InvalidVideoError(ValueError):
 
 class UnsupportedVideoError(InvalidVideoError):
     """A video whose container or codec smg-fast does not decode (refused from its header)."""
+
+
+class FrameIndexError(InvalidVideoError, IndexError):
+    """A frame index outside the video's frames, refused before any frame is decoded.
+
+    An IndexError too: transformers' video processors index the frames and raise that."""
 
 
 # Wire names that lived here; they are smg_fast._service.wire's now (kept until REMOVED_IN).

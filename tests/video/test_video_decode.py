@@ -8,6 +8,7 @@ every frame is the reference."""
 from __future__ import annotations
 
 import io
+import sys
 
 import numpy as np
 import pytest
@@ -199,10 +200,11 @@ def test_skipping_non_reference_frames_changes_no_kept_frame(tmp_path, codec, in
     data = make_clip(codec, 192, 108, 48, fps=24)
     header = open_video(0, data)
     try:
-        from smg_fast.video.skip_decode import plan_skips
+        from smg_fast.video.skip_decode import iter_packets, plan_skips
 
-        packets, rank = plan_skips(header, None)
-        assert [rank[p.pts] for p in packets] != sorted(rank.values())  # B-frames: reordered
+        rank = plan_skips(header, None)
+        order = [rank[p.pts] for p in iter_packets(header)]
+        assert order != sorted(order)  # B-frames: reordered
     finally:
         header.close()
     ref, _ = _reference(tmp_path, data, indices)
@@ -213,12 +215,13 @@ def test_skipping_non_reference_frames_changes_no_kept_frame(tmp_path, codec, in
 
 def test_skipping_decodes_fewer_frames():
     """With every other frame dropped, FFmpeg decodes fewer frames than the stream holds."""
-    from smg_fast.video.skip_decode import decode_skipping, plan_skips
+    from smg_fast.video.skip_decode import decode_skipping, iter_packets, plan_skips
 
     data = make_clip("h264", 192, 108, 48, fps=24)
     header = open_video(0, data)
     try:
-        packets, rank = plan_skips(header, None)
+        rank = plan_skips(header, None)
+        packets = list(iter_packets(header))
         decoded = []
         ctx = header.stream.codec_context
         for p in packets:
@@ -226,8 +229,44 @@ def test_skipping_decodes_fewer_frames():
             decoded += ctx.decode(p)
         decoded += ctx.decode(None)
         assert 6 <= len(decoded) < 48
-        header.container.seek(0)
-        got = decode_skipping(header, list(range(0, 48, 8)), packets, rank)
+        got = decode_skipping(header, list(range(0, 48, 8)), rank)
         assert [i for i, _ in got] == list(range(0, 48, 8))
+    finally:
+        header.close()
+
+
+def _refs(objects: list) -> list[int]:
+    """Each object's reference count, taken the same way wherever it is compared."""
+    return [sys.getrefcount(o) for o in objects]
+
+
+@pytest.mark.parametrize("indices", [[0, 300, 599], [7, 450]])
+def test_skip_decoding_holds_one_packet_at_a_time(indices):
+    """A long clip sampled sparsely: the plan keeps pts, decoding drops each packet once fed.
+
+    The packets are watched as they are handed out: at each hand-out, those still referenced
+    by anything but the watcher are counted (at most the one being decoded)."""
+    from smg_fast.video.skip_decode import decode_skipping, iter_packets, plan_skips
+
+    data = make_clip("h264", 64, 48, 600, fps=30)
+    header = open_video(0, data)
+    try:
+        rank = plan_skips(header, None)
+        assert len(rank) == 600 and all(isinstance(t, int) for t in rank)
+        seen: list = []
+        counts: list[list[int]] = []
+
+        def watched():
+            for packet in iter_packets(header):
+                counts.append(_refs(seen))
+                seen.append(packet)
+                yield packet
+
+        got = decode_skipping(header, indices, rank, watched())
+        assert [i for i, _ in got] == indices
+        baseline = _refs(seen)  # decoding is over: only the watcher holds them now
+        held = [sum(c > b for c, b in zip(row, baseline, strict=False)) for row in counts]
+        assert max(held) <= 1, max(held)
+        assert len(seen) < 600 or indices[-1] == 599  # demuxing stops after the last one
     finally:
         header.close()

@@ -130,14 +130,6 @@ def test_qwen3_refuses_a_one_frame_video_as_transformers_does():
         vp(_clip(96, 64, 1, 1))
 
 
-def test_output_limit_is_checked_before_decoding():
-    from smg_fast.errors import OutputTooLargeError
-
-    vp = load_video_processor("qwen2_vl", do_sample_frames=True, fps=2)
-    with pytest.raises(OutputTooLargeError):
-        vp(_clip(), max_output_bytes=1000)
-
-
 def test_qwen3_num_frames_beside_its_own_fps_raises_as_transformers_does():
     """Qwen3-VL's class passes its fps=2 along with a call's num_frames: mutually exclusive."""
     vp = load_video_processor("qwen3_vl")

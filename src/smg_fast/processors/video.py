@@ -17,10 +17,17 @@ import numpy as np
 
 from ..errors import InvalidVideoError, OutputTooLargeError, UnsupportedCallError
 from ..video.container import VideoLimits, open_video
-from ..video.decode import iter_frames
+from ..video.decode import check_indices, iter_frames
 from .video_config import VideoConfig
 from .video_inputs import FrameVideo, video_items
 from .video_plan import VideoPlan, plan_video, sample_indices
+
+# The default max_output_bytes of a call: 4 GiB of pixel_values_videos. At float32 that is about
+# 228k LLM tokens of Qwen2/2.5-VL video (4704 bytes a patch, 4 patches a token) and 175k of
+# Qwen3-VL's (6144 bytes a patch), more than Qwen2-VL's (32k) and Qwen2.5-VL's (128k) context
+# windows hold, and most of Qwen3-VL's (256k): a larger tensor is a mistake or a video bomb (a
+# Qwen2-VL call without sampling keeps every frame: an hour at 30 fps is over 700 GB).
+MAX_OUTPUT_BYTES = 4 << 30
 
 _CALL_OPTIONS = frozenset({"fps", "num_frames", "do_sample_frames", "video_metadata",
                            "return_metadata", "cap_pixels_per_frame", "size", "min_pixels",
@@ -85,41 +92,39 @@ class VideoProcessor:
 
         Options as transformers' video processors take them: ``fps``, ``num_frames``,
         ``do_sample_frames``, ``video_metadata``, ``size``, ``min_frames``, ``max_frames``,
-        ``cap_pixels_per_frame``. ``max_output_bytes``: OutputTooLargeError before decoding."""
+        ``cap_pixels_per_frame``. ``max_output_bytes`` (default ``MAX_OUTPUT_BYTES``, 4 GiB):
+        every video's header is read and its output planned first, and a call whose output
+        would be larger raises OutputTooLargeError before any frame is decoded."""
         from .._dtypes import DTYPES, parse_dtype
 
+        limit = _output_limit(max_output_bytes)
         cfg, rest = self._options(options)
         return_metadata = bool(rest.pop("return_metadata", False))
         items = video_items(videos, rest.pop("video_metadata", None))
         dtype_name = parse_dtype(dtype)
-        itemsize = np.dtype(DTYPES[dtype_name][1]).itemsize
-        parts, grids, metas = [], [], []
-        total = 0
-        for i, item in enumerate(items):
-            source = _open_item(i, item, self.limits)
-            try:
-                meta = source.metadata
-                indices = sample_indices(cfg, meta) if cfg.do_sample_frames else None
-                meta["frames_indices"] = ([int(x) for x in indices] if indices is not None
-                                          else list(range(meta["total_num_frames"])))
-                count = len(indices) if indices is not None else meta["total_num_frames"]
-                plan = plan_video(i, cfg, count, meta["height"], meta["width"])
-                total += plan.elems * itemsize
-                limit = max_output_bytes if max_output_bytes is not None else 1 << 40
-                if total > limit:
-                    raise OutputTooLargeError(i, total, limit)
-                out = np.empty(plan.elems, DTYPES[dtype_name][1])
-                parts.append(self._fill(i, source, indices, plan, out, dtype_name))
-            finally:
-                source.close()
-            grids.append((plan.grid_t, plan.grid_h, plan.grid_w))
-            metas.append(meta)
-        grid = np.array(grids, np.int64).reshape(-1, 3)
-        pixels = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        np_dtype = np.dtype(DTYPES[dtype_name][1])
+        sources: list[_Source] = []
+        try:
+            planned = []
+            for i, item in enumerate(items):
+                sources.append(_open_item(i, item, self.limits))
+                planned.append(_plan(i, cfg, sources[-1]))
+            _check_output(planned, np_dtype.itemsize, limit)
+            out = np.empty(sum(plan.elems for _, plan in planned), np_dtype)  # written once
+            at = 0
+            for i, (src, (indices, plan)) in enumerate(zip(sources, planned, strict=True)):
+                self._fill(i, src, indices, plan, out[at:at + plan.elems], dtype_name)
+                at += plan.elems
+        finally:
+            for src in sources:
+                src.close()
+        grid = np.array([(pl.grid_t, pl.grid_h, pl.grid_w) for _, pl in planned],
+                        np.int64).reshape(-1, 3)
+        pixels = out.reshape(-1, planned[0][1].row_elems)
         result: dict[str, Any] = {"pixel_values_videos": pixels, "video_grid_thw": grid,
                                   "num_video_tokens": self.tokens_for_grid(grid)}
         if return_metadata:
-            result["video_metadata"] = metas
+            result["video_metadata"] = [src.metadata for src in sources]
         if return_tensors == "pt":
             import torch
 
@@ -158,8 +163,9 @@ class VideoProcessor:
 class _Source:
     """One video's metadata and its sampled frames, in order (duplicates repeated)."""
 
-    def __init__(self, metadata: dict[str, Any]) -> None:
+    def __init__(self, metadata: dict[str, Any], frame_count: int) -> None:
         self.metadata = metadata
+        self.frame_count = frame_count  # the frames indices may name (the header's for bytes)
 
     def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
         raise NotImplementedError
@@ -174,7 +180,7 @@ class _Frames(_Source):
         meta: dict[str, Any] = {"total_num_frames": t, "fps": None, "duration": None,
                                 "frames_indices": list(range(t)), "height": h, "width": w}
         meta.update(video.metadata or {})
-        super().__init__(meta)
+        super().__init__(meta, t)
         self._frames = video.frames
 
     def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
@@ -186,7 +192,7 @@ class _Frames(_Source):
 class _Encoded(_Source):
     def __init__(self, index: int, data: Any, limits: VideoLimits) -> None:
         self._header = open_video(index, data, limits)
-        super().__init__(self._header.metadata())
+        super().__init__(self._header.metadata(), self._header.total_frames)
 
     def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
         if indices is None:
@@ -195,8 +201,7 @@ class _Encoded(_Source):
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
             got = dict(iter_frames(self._header, sorted(set(wanted)), threads))
             for i in wanted:
-                if i in got:
-                    yield got[i]
+                yield got[i]  # iter_frames gives every wanted frame or raises
             return
         for _, rgb in iter_frames(self._header, wanted, threads):
             yield rgb
@@ -205,10 +210,45 @@ class _Encoded(_Source):
         self._header.close()
 
 
+def _output_limit(max_output_bytes: int | None) -> int:
+    """The call's byte limit: MAX_OUTPUT_BYTES unless given; ValueError if negative."""
+    if max_output_bytes is None:
+        return MAX_OUTPUT_BYTES
+    if int(max_output_bytes) < 0:
+        raise ValueError(f"max_output_bytes must be >= 0, got {max_output_bytes}")
+    return int(max_output_bytes)
+
+
+def _plan(index: int, cfg: VideoConfig, source: _Source) -> tuple[np.ndarray | None, VideoPlan]:
+    """The frames a video keeps (None: all) and its output plan; its metadata gets the indices."""
+    meta = source.metadata
+    indices = sample_indices(cfg, meta) if cfg.do_sample_frames else None
+    if indices is not None:  # Qwen2-VL's float step rounds past the end for some counts
+        check_indices(index, indices, source.frame_count, hint=(
+            ": the sampling rule chose it, as transformers' does, whose frame indexing raises "
+            "IndexError there; ask for another num_frames or fps"))
+    meta["frames_indices"] = ([int(x) for x in indices] if indices is not None
+                              else list(range(source.frame_count)))
+    count = len(indices) if indices is not None else source.frame_count
+    return indices, plan_video(index, cfg, count, meta["height"], meta["width"])
+
+
+def _check_output(planned: list[tuple[Any, VideoPlan]], itemsize: int, limit: int) -> None:
+    """OutputTooLargeError naming the first video at which the planned total crosses limit."""
+    sizes = [plan.elems * itemsize for _, plan in planned]
+    total, running = sum(sizes), 0
+    for i, size in enumerate(sizes):
+        running += size
+        if running > limit:
+            raise OutputTooLargeError(i, total, limit, item="video", hint=(
+                f" ({len(sizes)} video(s)); pass max_output_bytes= to raise it, or sample fewer "
+                "frames or pixels (fps, num_frames, max_pixels)"))
+
+
 def _open_item(index: int, item: Any, limits: VideoLimits) -> _Source:
     if isinstance(item, FrameVideo):
         return _Frames(item)
     return _Encoded(index, item, limits)
 
 
-__all__ = ["VideoProcessor"]
+__all__ = ["MAX_OUTPUT_BYTES", "VideoProcessor"]

@@ -86,4 +86,37 @@ def make_clip(codec: str = "h264", width: int = 320, height: int = 240, frames: 
     return buf.getvalue()
 
 
-__all__ = ["ENCODERS", "codecs_available", "make_clip", "scene_frame", "texture"]
+def overstating_clip(frames: int, kept: int, width: int = 96, height: int = 64) -> bytes:
+    """An H.264 MP4 whose header declares frames frames but whose stream holds only kept.
+
+    The index is written first (``movflags=+faststart``), then the file is cut where packet kept
+    (decode order) starts: FFmpeg reads the full header and kept whole packets, then the end."""
+    import os
+    import tempfile
+
+    import av
+
+    picture = texture(max(width, 64), max(height, 64))
+    with tempfile.TemporaryDirectory() as tmp:  # faststart rewrites the file: not a BytesIO
+        path = os.path.join(tmp, "clip.mp4")
+        with av.open(path, "w", format="mp4",
+                     options={"fflags": "+bitexact", "movflags": "+faststart"}) as out:
+            stream = out.add_stream("libx264", rate=12)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.codec_context.thread_count = 1
+            for i in range(frames):
+                frame = av.VideoFrame.from_ndarray(scene_frame(picture, width, height, i),
+                                                   format="rgb24")
+                for packet in stream.encode(frame):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+        with open(path, "rb") as fh:
+            data = fh.read()
+    with av.open(io.BytesIO(data)) as container:
+        starts = [p.pos for p in container.demux(video=0) if p.size]
+    return data[:starts[kept]]
+
+
+__all__ = ["ENCODERS", "codecs_available", "make_clip", "overstating_clip", "scene_frame",
+           "texture"]

@@ -43,7 +43,7 @@ def _av() -> Any:
     try:
         import av
     except ImportError as exc:  # pragma: no cover - av is a test and [video] dependency
-        raise ImportError("smg-fast decodes videos with PyAV: pip install 'av==18.1.0'") from exc
+        raise ImportError("smg-fast decodes videos with PyAV: pip install 'av>=12,<19'") from exc
     return av
 
 

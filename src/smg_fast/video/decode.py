@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidVideoError
+from ..errors import FrameIndexError, InvalidVideoError
 from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
 from .skip_decode import decode_skipping, plan_skips
 
@@ -39,8 +39,8 @@ def _set_threads(header: VideoHeader, threads: int | None) -> None:
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
                    skip: bool) -> list[tuple[int, Any]]:
     """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
-    if skip and (plan := plan_skips(header, threads)) is not None:
-        got = decode_skipping(header, sorted(wanted), *plan)
+    if skip and (rank := plan_skips(header, threads)) is not None:
+        got = decode_skipping(header, sorted(wanted), rank)
         if got is not None:
             return got
     container = header.container
@@ -54,15 +54,31 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
     return kept
 
 
+def check_indices(index: int, indices: Sequence[int], total: int, hint: str = "") -> None:
+    """FrameIndexError unless every index is a frame of a total-frame video (0 to total - 1).
+
+    transformers' PyAV loader drops such indices silently (fewer frames than asked) and its
+    video processors' frame indexing raises IndexError; smg-fast refuses them, before decoding."""
+    bad = [int(i) for i in indices if not 0 <= int(i) < total]
+    if bad:
+        raise FrameIndexError(index, f"frame index {bad[0]} is outside the video's {total} "
+                                     f"frames (0 to {total - 1}; {len(bad)} such index(es))"
+                                     f"{hint}")
+
+
 def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
                 skip: bool = True) -> Iterator[tuple[int, np.ndarray]]:
     """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
 
     In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
-    reference does. ``skip``: non-reference frames not kept are not decoded either (H.264 and
-    HEVC; see skip_decode.py; the frames are the same). Raises InvalidVideoError when the
-    stream cannot be decoded or a frame's size differs from the header's."""
+    reference does (an unsorted list's indices past its last one are not decoded, as there).
+    ``skip``: non-reference frames not kept are not decoded either (H.264 and HEVC; see
+    skip_decode.py; the frames are the same). Raises FrameIndexError for an index outside the
+    header's frame count (before decoding), InvalidVideoError when the stream cannot be decoded,
+    ends before a wanted frame (the header overstates its frames) or a frame's size differs
+    from the header's."""
     av = _av()
+    check_indices(header.index, indices, header.total_frames)
     if len(indices) == 0:
         return
     end = int(indices[-1])
@@ -72,6 +88,11 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
         kept = _decode_wanted(header, wanted, end, threads, skip)
     except av.FFmpegError as exc:
         raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
+    if len(kept) != len(wanted):
+        missing = sorted(wanted - {i for i, _ in kept})
+        raise InvalidVideoError(header.index, f"the stream ends before frame {missing[0]} "
+                                f"({len(missing)} wanted frame(s) missing; the header declares "
+                                f"{header.total_frames} frames: truncated, or it overstates them)")
     # Converted once decoding has passed the last needed frame, as the reference converts
     # them: a damaged stream's concealment may still write into a frame after its output.
     kept.reverse()
@@ -88,8 +109,10 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
                   skip: bool = True) -> tuple[np.ndarray, list[int]]:
     """The sampled frames as one (n, H, W, 3) uint8 array and the indices they are.
 
-    What transformers' ``read_video_pyav`` returns for these indices (a truncated stream gives
-    fewer frames, as there)."""
+    What transformers' ``read_video_pyav`` returns for these indices, except that an index
+    outside the header's frame count (FrameIndexError) or past the stream's real end
+    (InvalidVideoError) is refused where it would give fewer frames."""
+    check_indices(header.index, indices, header.total_frames)  # before allocating
     cap = len({int(i) for i in indices})
     out = np.empty((cap, header.height, header.width, 3), np.uint8)
     found: list[int] = []
@@ -105,7 +128,8 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     """Frames and metadata of encoded bytes or a file, as transformers' ``load_video`` (PyAV).
 
     ``indices``: the frames to keep; or ``sample(metadata) -> indices``; neither: every frame.
-    Returns ((n, H, W, 3) uint8, metadata with ``frames_indices``)."""
+    Returns ((n, H, W, 3) uint8, metadata with ``frames_indices``). Indices are checked as
+    ``decode_frames`` checks them (FrameIndexError, InvalidVideoError)."""
     header = open_video(0, source, limits)
     try:
         meta = header.metadata()
@@ -119,4 +143,4 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     return frames, meta
 
 
-__all__ = ["decode_frames", "iter_frames", "load_video"]
+__all__ = ["check_indices", "decode_frames", "iter_frames", "load_video"]

@@ -8,11 +8,13 @@ are identified by their presentation timestamp: frame ``i`` (the reference's ``i
 frame) is the one with the ``i``-th smallest pts. That holds when every packet carries one frame
 with a distinct pts, which ``plan_skips`` checks from the demuxed packets; otherwise (or for
 other codecs, or frame threads) the plain decode runs. Tests compare both with transformers'
-loader."""
+loader. Packets are never held: the plan keeps their pts, and decoding demuxes the stream again
+and drops each packet once the decoder has it (a packet is the compressed stream's own bytes: a
+file up to ``VideoLimits.max_bytes`` would otherwise sit in memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .container import VideoHeader
@@ -20,30 +22,38 @@ from .container import VideoHeader
 SKIPPABLE = frozenset({"h264", "hevc"})
 
 
-def plan_skips(header: VideoHeader,
-               threads: int | None) -> tuple[list[Any], dict[int, int]] | None:
-    """(the stream's packets in decode order, pts -> frame index), or None.
+def iter_packets(header: VideoHeader) -> Iterator[Any]:
+    """The stream's packets with data in decode order, from the start, one at a time."""
+    header.container.seek(0)
+    for packet in header.container.demux(header.stream):
+        if packet.size:
+            yield packet
+
+
+def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | None:
+    """pts -> frame index for every packet of the stream, or None.
 
     None: the plain decode must run (another codec, frame threads, packets without one distinct
-    pts each)."""
+    pts each). Demuxes the whole stream once, keeping each packet's pts, never the packet."""
     if header.codec not in SKIPPABLE or (threads is not None and threads != 1):
         return None
-    container = header.container
-    container.seek(0)
-    packets = [p for p in container.demux(header.stream) if p.size]
-    container.seek(0)
-    pts = [p.pts for p in packets]
-    if len(packets) != header.total_frames or any(t is None for t in pts) or \
-            len(set(pts)) != len(pts):
+    pts: list[int] = []
+    for packet in iter_packets(header):
+        if packet.pts is None or len(pts) == header.total_frames:
+            return None
+        pts.append(packet.pts)
+    if len(pts) != header.total_frames or len(set(pts)) != len(pts):
         return None
-    return packets, {t: i for i, t in enumerate(sorted(pts))}
+    return {t: i for i, t in enumerate(sorted(pts))}
 
 
-def decode_skipping(header: VideoHeader, indices: Sequence[int], packets: list[Any],
-                    rank: dict[int, int]) -> list[tuple[int, Any]] | None:
+def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int, int],
+                    packets: Iterable[Any] | None = None) -> list[tuple[int, Any]] | None:
     """The wanted frames as (index, av.VideoFrame), sorted by index.
 
-    None if the decoder output a frame the plan cannot place (the caller then decodes
+    ``packets``: the stream demuxed again (``iter_packets``, the default), each packet dropped
+    once decoded, so memory holds the decoder's state and the wanted frames, not the stream.
+    None if a packet or an output frame does not match the plan (the caller then decodes
     plainly)."""
     wanted = {int(i) for i in indices}
     ctx = header.stream.codec_context
@@ -60,8 +70,11 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], packets: list[A
         return True
 
     try:
-        for packet in packets:
-            ctx.skip_frame = "DEFAULT" if rank[packet.pts] in wanted else "NONREF"
+        for packet in iter_packets(header) if packets is None else packets:
+            i = rank.get(packet.pts)
+            if i is None:
+                return None
+            ctx.skip_frame = "DEFAULT" if i in wanted else "NONREF"
             if not take(ctx.decode(packet)):
                 return None
             if len(got) == len(wanted):
@@ -75,4 +88,4 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], packets: list[A
     return sorted(got.items())
 
 
-__all__ = ["SKIPPABLE", "decode_skipping", "plan_skips"]
+__all__ = ["SKIPPABLE", "decode_skipping", "iter_packets", "plan_skips"]
