@@ -1,7 +1,9 @@
 """vLLM's own request rendering with smg-fast's plugin on and off, run on CPU in vLLM's venv.
 
 The rendering: chat template, tokenizer, its Qwen2-VL multimodal processor, run as its API server
-runs it. Two plug-in-on processes render next to the plug-in-off one at the same time.
+runs it. Two plug-in-on processes render next to the plug-in-off one at the same time; a LLaVA-1.5
+folder (transformers' CLIP image processor, which smg-fast does not serve) shows the plug-in
+leaving a model it does not serve to transformers, with a log line saying so.
 
 smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay:
 the package plus the entry points pip wrote), so vLLM finds the plugin through its own
@@ -69,9 +71,10 @@ def _start(python: Path, workdir: Path, folder: Path, requests: list[dict[str, A
                          {"SMG_FAST_VLLM": plugin, **(env or {})})
 
 
-def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
+def _assert_same(ours: dict[str, Any], ref: dict[str, Any],
+                 fields: tuple[str, ...] = ("pixel_values", "image_grid_thw")) -> None:
     for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
-        assert_same_requests(run_ours["requests"], run_ref["requests"])
+        assert_same_requests(run_ours["requests"], run_ref["requests"], fields)
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +144,45 @@ def test_two_vllm_processes_with_the_plugin_at_once(vllm_three):
     assert "hands calls" not in log2
     _assert_same(ours2, {"runs": ref["runs"][:1]})
     _assert_same({"runs": ours["runs"][:1]}, ours2)
+
+
+@pytest.fixture(scope="module")
+def llava_runs(vllm_python, real_images, tmp_path_factory):
+    """A LLaVA-1.5 folder rendered by two vLLM processes at once, the plug-in on and off.
+
+    Its image processor is transformers' CLIPImageProcessor, a class smg-fast does not serve."""
+    from smg_fast.testing.model_folders import make_llava_folder
+
+    base = tmp_path_factory.mktemp("vllm-llava")
+    llava = make_llava_folder(base / "llava-1.5-7b-hf")
+    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
+    coffee = real_images.rgb("coffee")
+    requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut")),
+                            ("pil", real_images.open("camera"))]},
+                {"images": [("jpeg", real_images.bytes("rocket")),
+                            ("jpeg", jpeg(coffee, exif_orientation=6))]}]
+    overlay = make_overlay(base / "overlay")
+    on = _start(vllm_python, base / "on", llava, requests, overlay, "1", runs=ENGINES[:1])
+    off = _start(vllm_python, base / "off", llava, requests, overlay, "0", runs=ENGINES[:1])
+    return llava, finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
+
+
+def test_a_model_smg_fast_does_not_serve_keeps_transformers_processor(llava_runs):
+    """LLaVA-1.5 with the plug-in on: vLLM works with transformers' CLIP class.
+
+    Outputs equal the plug-in off's, and the per-model line names the class and why."""
+    llava, (ours, ours_log), (ref, ref_log) = llava_runs
+    clip = "transformers.models.clip.image_processing_clip.CLIPImageProcessor"
+    for result in (ours, ref):
+        run = result["runs"][0]
+        assert run["image_processor"] == clip, run["image_processor"]
+        assert {r["image_processor"] for r in run["requests"]} == {clip}
+    assert _model_lines(ours_log) == [f"vLLM's LlavaProcessor for {llava} (llava) computes images "
+                                      f"with {clip} (smg-fast does not serve llava)"]
+    assert _model_lines(ref_log) == [f"vLLM's LlavaProcessor for {llava} (llava) computes images "
+                                     f"with {clip} (SMG_FAST_VLLM=0)"]
+    assert ours["runs"][0]["requests"][0]["fields"]["pixel_values"][0].shape == (3, 336, 336)
+    _assert_same(ours, ref, fields=("pixel_values",))
 
 
 def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, vllm_requests,
