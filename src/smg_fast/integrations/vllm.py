@@ -17,6 +17,11 @@ internal that changes between releases, and applies to every model whose process
 transformers' Qwen-VL or GLM image processor classes. Re-registering a model's multimodal
 processor would instead replace vLLM's per-model class and break with its next refactor.
 
+When vLLM builds a model's HF processor (``InputProcessingContext.get_hf_processor``, wrapped
+here), one INFO line per model names the image processor class that processor calls: smg-fast's,
+or transformers' and why (model type not served, not proven inside vLLM, ``SMG_FAST_VLLM=0``).
+The line written at load says only what was installed.
+
 A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown option, float
 input with ``do_rescale=False`` and ``do_normalize=False``) is computed by transformers' own
 class for that call, logged once per reason. If smg-fast's native module does not load,
