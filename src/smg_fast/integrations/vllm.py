@@ -93,9 +93,10 @@ def _report(ctx: Any, processor: Any) -> None:
 def _install_report_hook() -> None:
     """Wraps vLLM's ``InputProcessingContext.get_hf_processor`` to report each model's class.
 
-    Every vLLM multimodal model that builds transformers' processor goes through it (it is how
-    vLLM's per-model processors reach ``cached_get_processor``), so the line names what a model
-    actually uses, served by smg-fast or not. Once per process; a vLLM without it gets no line."""
+    vLLM's processing code builds transformers' processor through it for most models (every
+    family smg-fast serves, LLaVA, ...; a few call ``cached_get_processor`` themselves), so the
+    line names what a model actually uses, served by smg-fast or not. Once per process; a vLLM
+    without it gets no line."""
     if importlib.util.find_spec("vllm") is None:
         return
     try:
