@@ -132,5 +132,5 @@ def test_vllm_line_waits_for_logging_configured_after_the_plugin(bare_folder):
     It is written when the image processor is first loaded."""
     out, lines = run(bare_folder, "vllm", "late-logging")
     assert out["first"] is True and out["class"].startswith("smg_fast.hf.Qwen2VLImageProcessor")
-    info = [ln for ln in lines if "image processor for" in ln]
+    info = [ln for ln in lines if "installed in vLLM for model types" in ln]
     assert len(info) == 1 and f"{out['class']}; " in info[0], lines

@@ -1,7 +1,9 @@
 """vLLM's own request rendering with smg-fast's plugin on and off, run on CPU in vLLM's venv.
 
 The rendering: chat template, tokenizer, its Qwen2-VL multimodal processor, run as its API server
-runs it.
+runs it. Two plug-in-on processes render next to the plug-in-off one at the same time; a LLaVA-1.5
+folder (transformers' CLIP image processor, which smg-fast does not serve) shows the plug-in
+leaving a model it does not serve to transformers, with a log line saying so.
 
 smg-fast enters the venv as an installed distribution (smg_fast.testing.engine_env's overlay:
 the package plus the entry points pip wrote), so vLLM finds the plugin through its own
@@ -69,22 +71,36 @@ def _start(python: Path, workdir: Path, folder: Path, requests: list[dict[str, A
                          {"SMG_FAST_VLLM": plugin, **(env or {})})
 
 
-def _assert_same(ours: dict[str, Any], ref: dict[str, Any]) -> None:
+def _assert_same(ours: dict[str, Any], ref: dict[str, Any],
+                 fields: tuple[str, ...] = ("pixel_values", "image_grid_thw")) -> None:
     for run_ours, run_ref in zip(ours["runs"], ref["runs"], strict=True):
-        assert_same_requests(run_ours["requests"], run_ref["requests"])
+        assert_same_requests(run_ours["requests"], run_ref["requests"], fields)
 
 
 @pytest.fixture(scope="module")
-def vllm_runs(vllm_python, folder, vllm_requests, tmp_path_factory):
-    """The same requests rendered by two vLLM processes at once: the plugin on, and off."""
+def vllm_three(vllm_python, folder, vllm_requests, tmp_path_factory):
+    """The same requests rendered by three vLLM processes at once: the plugin on, on, and off.
+
+    The second plug-in-on process renders vLLM's default mode only (its own check: two engine
+    processes with smg-fast at the same time)."""
     base = tmp_path_factory.mktemp("vllm-runs")
     overlay = make_overlay(base / "overlay")
     on = _start(vllm_python, base / "on", folder, vllm_requests, overlay, "1")
+    on2 = _start(vllm_python, base / "on2", folder, vllm_requests, overlay, "1",
+                 runs=ENGINES[:1])
     off = _start(vllm_python, base / "off", folder, vllm_requests, overlay, "0")
-    return finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
+    return (finish(on, base / "on", "vLLM"), finish(on2, base / "on2", "vLLM"),
+            finish(off, base / "off", "vLLM"))
 
 
-def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
+@pytest.fixture(scope="module")
+def vllm_runs(vllm_three):
+    """The plug-in-on and plug-in-off renders of vllm_three."""
+    on, _, off = vllm_three
+    return on, off
+
+
+def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs, folder):
     (ours, ours_log), (ref, ref_log) = vllm_runs
     for run in ours["runs"]:
         assert run["image_processor"].startswith("smg_fast."), run["image_processor"]
@@ -92,9 +108,16 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
     for run in ref["runs"]:
         assert run["image_processor"].startswith("transformers."), run["image_processor"]
         assert run["media_connector"].startswith("vllm."), run["media_connector"]
-    assert "'s image processor for qwen2_vl" in ours_log  # the one INFO line
-    assert "is smg-fast's (for qwen2_vl smg_fast.hf.Qwen2VLImageProcessor" in ours_log
-    assert "SMG_FAST_VLLM=0" in ref_log
+    # the load-time line, then the line for the model vLLM serves
+    assert "installed in vLLM for model types qwen2_vl" in ours_log
+    assert "(for qwen2_vl smg_fast.hf.Qwen2VLImageProcessor;" in ours_log
+    assert _model_lines(ours_log) == [
+        f"vLLM's Qwen2VLProcessor for {folder} (qwen2_vl) computes images with "
+        "smg_fast.hf.Qwen2VLImageProcessor (smg-fast serves qwen2_vl)"]
+    assert "SMG_FAST_VLLM=0, vLLM keeps" in ref_log
+    assert _model_lines(ref_log) == [
+        f"vLLM's Qwen2VLProcessor for {folder} (qwen2_vl) computes images with transformers."
+        "models.qwen2_vl.image_processing_qwen2_vl.Qwen2VLImageProcessor (SMG_FAST_VLLM=0)"]
     assert "hands calls" not in ours_log  # smg-fast computed every call, none handed back
     _assert_same(ours, ref)
     uint8_run, float_run = ours["runs"]
@@ -104,6 +127,62 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs):
     assert grids == [[1, 26, 38], [1, 26, 38]], grids
     # vLLM casts CPU-normalized pixels to the model's dtype (bfloat16: kept as its uint16 bits)
     assert float_run["requests"][0]["fields"]["pixel_values"][0].dtype == np.uint16
+
+
+def _model_lines(log: str) -> list[str]:
+    """The plug-in's per-model lines in a vLLM log, from "vLLM's" on."""
+    return [ln.split("smg-fast: ", 1)[1] for ln in log.splitlines()
+            if "smg-fast: vLLM's " in ln and " computes images with " in ln]
+
+
+def test_two_vllm_processes_with_the_plugin_at_once(vllm_three):
+    """Two plug-in-on vLLM processes render at the same time; both equal vLLM without it."""
+    (ours, _), (ours2, log2), (ref, _) = vllm_three
+    run = ours2["runs"][0]
+    assert run["image_processor"].startswith("smg_fast."), run["image_processor"]
+    assert run["media_connector"] == "smg_fast.integrations.vllm_media.SmgFastMediaConnector"
+    assert "hands calls" not in log2
+    _assert_same(ours2, {"runs": ref["runs"][:1]})
+    _assert_same({"runs": ours["runs"][:1]}, ours2)
+
+
+@pytest.fixture(scope="module")
+def llava_runs(vllm_python, real_images, tmp_path_factory):
+    """A LLaVA-1.5 folder rendered by two vLLM processes at once, the plug-in on and off.
+
+    Its image processor is transformers' CLIPImageProcessor, a class smg-fast does not serve."""
+    from smg_fast.testing.model_folders import make_llava_folder
+
+    base = tmp_path_factory.mktemp("vllm-llava")
+    llava = make_llava_folder(base / "llava-1.5-7b-hf")
+    photo = real_images.rgb("hubble").resize((1920, 1080), Image.Resampling.LANCZOS)
+    coffee = real_images.rgb("coffee")
+    requests = [{"images": [("jpeg", jpeg(photo)), ("pil", real_images.rgb("astronaut")),
+                            ("pil", real_images.open("camera"))]},
+                {"images": [("jpeg", real_images.bytes("rocket")),
+                            ("jpeg", jpeg(coffee, exif_orientation=6))]}]
+    overlay = make_overlay(base / "overlay")
+    on = _start(vllm_python, base / "on", llava, requests, overlay, "1", runs=ENGINES[:1])
+    off = _start(vllm_python, base / "off", llava, requests, overlay, "0", runs=ENGINES[:1])
+    return llava, finish(on, base / "on", "vLLM"), finish(off, base / "off", "vLLM")
+
+
+def test_a_model_smg_fast_does_not_serve_keeps_transformers_processor(llava_runs):
+    """LLaVA-1.5 with the plug-in on: vLLM works with transformers' CLIP class.
+
+    Outputs equal the plug-in off's, and the per-model line names the class and why."""
+    llava, (ours, ours_log), (ref, ref_log) = llava_runs
+    clip = "transformers.models.clip.image_processing_clip.CLIPImageProcessor"
+    for result in (ours, ref):
+        run = result["runs"][0]
+        assert run["image_processor"] == clip, run["image_processor"]
+        assert {r["image_processor"] for r in run["requests"]} == {clip}
+    assert _model_lines(ours_log) == [f"vLLM's LlavaProcessor for {llava} (llava) computes images "
+                                      f"with {clip} (smg-fast does not serve llava)"]
+    assert _model_lines(ref_log) == [f"vLLM's LlavaProcessor for {llava} (llava) computes images "
+                                     f"with {clip} (SMG_FAST_VLLM=0)"]
+    assert ours["runs"][0]["requests"][0]["fields"]["pixel_values"][0].shape == (3, 336, 336)
+    _assert_same(ours, ref, fields=("pixel_values",))
 
 
 def test_plugin_without_native_module_leaves_vllm_working(vllm_python, folder, vllm_requests,

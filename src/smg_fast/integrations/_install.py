@@ -54,9 +54,10 @@ def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = 
     _share_handlers(logger.name.split(".")[0])
     torchvision = importlib.util.find_spec("torchvision") is not None
     cls = hf.Qwen2VLImageProcessor if torchvision else hf.Qwen2VLImageProcessorPil
-    line = ("smg-fast %s: %s's image processor for %s is smg-fast's (for qwen2_vl "
+    line = ("smg-fast %s: installed in %s for model types %s (for qwen2_vl "
             "smg_fast.hf.%s; %s numerics, as transformers resolves it here; backend= / use_fast "
-            "pick the other)", __version__, engine, ", ".join(types), cls.__name__,
+            "pick the other); other model types keep transformers' image processors",
+            __version__, engine, ", ".join(types), cls.__name__,
             "torchvision" if torchvision else "PIL")
     if late_line and not logger.hasHandlers():
         hf.on_first_load(lambda: logger.info(*line))  # vLLM's offline LLM configures it later
@@ -66,4 +67,24 @@ def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = 
     return True
 
 
-__all__ = ["enabled", "install"]
+def why_transformers(engine: str, env: str, model_type: str) -> str:
+    """Why a model of model_type computes images with transformers' class in this process."""
+    if not enabled(env):
+        return f"{env}=0"
+    if not _done.get(engine):
+        return "smg-fast failed to install"
+    from ..processors.registry import registered
+
+    for fam in registered():
+        if fam.dropin is None or model_type not in fam.model_types:
+            continue
+        if not fam.dropin.auto_register:
+            return f"smg-fast does not register {model_type} (its folders run remote code)"
+        if not fam.dropin.in_engines:
+            return f"smg-fast serves {model_type} but has not proven it inside {engine}"
+        return (f"smg-fast serves {model_type}, but not this config: transformers' class "
+                "computes it (logged once above)")
+    return f"smg-fast does not serve {model_type}"
+
+
+__all__ = ["enabled", "install", "why_transformers"]

@@ -17,6 +17,11 @@ internal that changes between releases, and applies to every model whose process
 transformers' Qwen-VL or GLM image processor classes. Re-registering a model's multimodal
 processor would instead replace vLLM's per-model class and break with its next refactor.
 
+When vLLM builds a model's HF processor (``InputProcessingContext.get_hf_processor``, wrapped
+here), one INFO line per model names the image processor class that processor calls: smg-fast's,
+or transformers' and why (model type not served, not proven inside vLLM, ``SMG_FAST_VLLM=0``).
+The line written at load says only what was installed.
+
 A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown option, float
 input with ``do_rescale=False`` and ``do_normalize=False``) is computed by transformers' own
 class for that call, logged once per reason. If smg-fast's native module does not load,
@@ -33,12 +38,14 @@ the plug-in runs.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
+from typing import Any
 
 from . import vllm_media
-from ._install import enabled, install
+from ._install import enabled, install, why_transformers
 
 # A child of vLLM's logger, so its lines go where vLLM's go, without importing vLLM.
 logger = logging.getLogger("vllm.smg_fast")
@@ -53,7 +60,62 @@ def register() -> bool:
     Returns whether the processors are installed; never raises."""
     installed = install("vLLM", ENV, logger, late_line=True)
     _use_connector(installed)
+    _install_report_hook()
     return installed
+
+
+_reported: set[tuple[str, str]] = set()
+
+
+def _report(ctx: Any, processor: Any) -> None:
+    """The per-model INFO line: which image processor class the HF processor vLLM built calls.
+
+    Once per model and class (a request's mm_processor_kwargs may build another). Never raises."""
+    try:
+        image_processor = getattr(processor, "image_processor", None)
+        if image_processor is None:
+            return
+        cls = type(image_processor)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        model = str(ctx.model_config.model)
+        if (model, name) in _reported:
+            return
+        _reported.add((model, name))
+        model_type = getattr(ctx.model_config.hf_config, "model_type", None) or "?"
+        why = (f"smg-fast serves {model_type}" if name.startswith("smg_fast.")
+               else why_transformers("vLLM", ENV, model_type))
+        logger.info("smg-fast: vLLM's %s for %s (%s) computes images with %s (%s)",
+                    type(processor).__name__, model, model_type, name, why)
+    except Exception:  # a log line must never break the engine
+        pass
+
+
+def _install_report_hook() -> None:
+    """Wraps vLLM's ``InputProcessingContext.get_hf_processor`` to report each model's class.
+
+    vLLM's processing code builds transformers' processor through it for most models (every
+    family smg-fast serves, LLaVA, ...; a few call ``cached_get_processor`` themselves), so the
+    line names what a model actually uses, served by smg-fast or not. Once per process; a vLLM
+    without it gets no line."""
+    if importlib.util.find_spec("vllm") is None:
+        return
+    try:
+        from vllm.multimodal.processing import InputProcessingContext
+
+        original = InputProcessingContext.get_hf_processor
+        if getattr(original, "_smg_fast_report", False):
+            return
+
+        @functools.wraps(original)
+        def get_hf_processor(self: Any, *args: Any, **kwargs: Any) -> Any:
+            processor = original(self, *args, **kwargs)
+            _report(self, processor)
+            return processor
+
+        get_hf_processor._smg_fast_report = True  # type: ignore[attr-defined]
+        InputProcessingContext.get_hf_processor = get_hf_processor  # type: ignore[method-assign]
+    except Exception as exc:  # another vLLM: no per-model line, nothing breaks
+        logger.debug("smg-fast: no per-model line (%s: %s)", type(exc).__name__, exc)
 
 
 def _use_connector(installed: bool) -> None:

@@ -297,3 +297,57 @@ def make_kimi_vl_folder(folder: str | Path, **preprocessor: Any) -> Path:
     (folder / "preprocessor_config.json").write_text(json.dumps({**KIMI_VL_PREPROCESSOR,
                                                                  **preprocessor}))
     return folder
+
+
+LLAVA_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>", "<image>")
+
+# Written here, not copied: LLaVA-1.5's "USER: ... ASSISTANT:" turns, each image as <image>
+# where it stands in the message (what LlavaProcessor expands).
+LLAVA_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'].upper() }}: "
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for c in m['content'] %}"
+    "{% if c['type'] in ('image', 'image_url', 'image_pil') %}<image>\n"
+    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}\n{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+
+# llava-hf/llava-1.5-7b-hf's preprocessor_config.json: transformers' CLIP image processor, a
+# class smg-fast does not serve.
+LLAVA_PREPROCESSOR = dict(image_processor_type="CLIPImageProcessor",
+                          processor_class="LlavaProcessor", crop_size={"height": 336, "width": 336},
+                          size={"shortest_edge": 336}, do_center_crop=True, do_convert_rgb=True,
+                          do_normalize=True, do_rescale=True, do_resize=True, resample=3,
+                          rescale_factor=1 / 255, image_mean=CLIP_MEAN, image_std=CLIP_STD)
+
+
+def make_llava_folder(folder: str | Path) -> Path:
+    """Writes a tiny llava-1.5-7b-hf folder (config, the hub's preprocessor values, tokenizer).
+
+    A model whose image processor (transformers' ``CLIPImageProcessor``) smg-fast does not serve:
+    the engine tests' case where the plug-in must leave transformers' processor in place."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = _write_tokenizer(folder, LLAVA_SPECIAL_TOKENS, eos="</s>", pad="<pad>",
+                           template=LLAVA_CHAT_TEMPLATE, named={"image_token": "<image>"})
+    vocab = len(json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"])
+    text = {"model_type": "llama", "vocab_size": vocab, "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "max_position_embeddings": 32768,
+            "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"],
+            "pad_token_id": ids["<pad>"], "torch_dtype": "bfloat16"}
+    vision = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 336,
+              "patch_size": 14, "projection_dim": 64}
+    config = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+              "image_token_index": ids["<image>"], "pad_token_id": ids["<pad>"],
+              "projector_hidden_act": "gelu", "vision_feature_layer": -2,
+              "vision_feature_select_strategy": "default", "text_config": text,
+              "vision_config": vision, "torch_dtype": "bfloat16", "vocab_size": vocab}
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(LLAVA_PREPROCESSOR, indent=1))
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"image_token": "<image>", "num_additional_image_tokens": 1, "patch_size": 14,
+         "processor_class": "LlavaProcessor", "vision_feature_select_strategy": "default"},
+        indent=1))
+    return folder
