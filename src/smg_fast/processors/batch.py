@@ -42,6 +42,8 @@ class Planner(Protocol):
 
     def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray: ...
 
+    def canvas(self, plans: list[Plan]) -> tuple[int, int, int] | None: ...
+
 
 class _Sized:
     """Output geometry shared by a planned and a prepared batch."""
@@ -53,15 +55,24 @@ class _Sized:
         self.np_dtype = DTYPES[dtype][1]
         merge, temporal = proc._layout()
         p = proc.config.patch_size
-        self.row_elems = 3 * temporal * p * p
-        self.rows = [pl.rows for pl in plans]
-        self.shape = proc._pixel_shape(sum(self.rows))
+        # whole channel-first images padded to one (3, H, W) canvas: one "row" per image
+        self.canvas = proc.canvas(plans)
+        if self.canvas is not None:
+            self.row_elems = int(np.prod(self.canvas))
+            self.rows = [1] * len(plans)
+            self.shape = (len(plans), *self.canvas)
+        else:
+            self.row_elems = 3 * temporal * p * p
+            self.rows = [pl.rows for pl in plans]
+            self.shape = proc._pixel_shape(sum(self.rows))
         self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
         self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
         self.num_tokens = proc.tokens_for_grid(self.grid)
 
     def item_shape(self, index: int) -> tuple[int, ...]:
         """Shape of one image's slice of pixel_values."""
+        if self.canvas is not None:
+            return (1, *self.canvas)
         return self._proc._pixel_shape(self.rows[index])
 
     def check_nbytes(self, limit: int) -> None:
@@ -110,6 +121,7 @@ class PlannedBatch(_Sized):
 
         It does for one JPEG the native decoder takes: its decode overlaps its own resize."""
         return (len(self._headers) == 1 and self._headers[0].decode_running is not None
+                and self.canvas is None
                 and decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG)
 
     def compute(self) -> np.ndarray:
@@ -150,10 +162,9 @@ class PlannedBatch(_Sized):
             with closing(decode_iter(self._headers)) as decoded:
                 for i, px in enumerate(self._timed(decoded)):
                     pl = self._proc.plan(px.width, px.height, i)
-                    if pl.rows != self.rows[i]:  # cannot happen (see decode())
+                    if pl.parts != self.plans[i].parts:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
-                    _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
-                    _zero_pad(flat, offset, pl, self.row_elems)
+                    _run_image(pipe, px, pl, flat, offset, self)
                     offset += self.rows[i] * self.row_elems
             return flat[:offset].reshape(self.shape)
         finally:
@@ -215,12 +226,31 @@ class PreparedBatch(_Sized):
         offset = 0
         for i in which:
             pl = self.plans[i]
-            px = self._pixels[i]
-            _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
-            _zero_pad(flat, offset, pl, self.row_elems)
+            _run_image(pipe, self._pixels[i], pl, flat, offset, self)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
+
+
+def _run_image(pipe: _native.Pipeline, px: Pixels, plan: Plan, flat: np.ndarray, offset: int,
+               batch: _Sized) -> None:
+    """Computes one decoded image into flat at element offset, with its padding."""
+    if batch.canvas is None:
+        _run_plan(pipe, px.array, plan, flat, offset, px.fmt)
+        _zero_pad(flat, offset, plan, batch.row_elems)
+        return
+    # The native core writes the image's (3, p, p) patches row-major into a scratch buffer; they
+    # are laid out as the channel-first image at the canvas's top left, the rest zeros.
+    p = pipe.patch
+    gh, gw = plan.grid_h, plan.grid_w
+    scratch = np.empty(gh * gw * pipe.row_elems, dtype=flat.dtype)
+    pipe.run(px.array, plan.resize_w, plan.resize_h, gh, gw, scratch, 0, fmt=px.fmt)
+    canvas = flat[offset:offset + batch.row_elems].reshape(batch.canvas)
+    h, w = gh * p, gw * p
+    canvas[:, :h, :w].reshape(3, gh, p, gw, p)[...] = (
+        scratch.reshape(gh, gw, 3, p, p).transpose(2, 0, 3, 1, 4))
+    canvas[:, h:, :] = 0
+    canvas[:, :h, w:] = 0
 
 
 def _zero_pad(flat: np.ndarray, offset: int, plan: Plan, row_elems: int) -> None:
