@@ -148,7 +148,8 @@ class PlannedBatch(_Sized):
         try:
             flat = _destination(out, self, self.nbytes)
             pipe = self._proc.pipeline(self.dtype)
-            if len(self._headers) == 1 and (running := self._headers[0].decode_running):
+            if (len(self._headers) == 1 and self.canvas is None
+                    and (running := self._headers[0].decode_running)):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
                 took = np.zeros(1)

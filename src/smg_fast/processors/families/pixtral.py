@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnsupportedCallError
+from ...errors import InvalidImageError, UnsupportedCallError
 from ...imaging.media import ImageInput
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..folders import flag_fields
@@ -50,6 +50,9 @@ class PixtralProcessor(Processor):
         cfg = self.config
         check_aspect(index, width, height, limit=math.inf)  # zero-size check only
         h, w = pixtral_size(height, width, int(cfg.longest_edge or 0), cfg.patch_size)
+        if h < 1 or w < 1:  # transformers' resize fails on the zero side too
+            raise InvalidImageError(index, f"a {width}x{height} image scales to a zero side "
+                                           f"under longest_edge {cfg.longest_edge}")
         p = cfg.patch_size
         return Plan(resize_w=w, resize_h=h, grid_h=h // p, grid_w=w // p)
 
@@ -77,11 +80,14 @@ class PixtralProcessor(Processor):
         if pad is False:
             raise UnsupportedCallError("do_pad=False (a list of unpadded images) is not "
                                        "computed by smg-fast")
-        if isinstance(options.get("patch_size"), dict) or hasattr(options.get("patch_size"),
-                                                                   "__dict__"):
-            options["patch_size"] = _square_patch(options["patch_size"])
-        return super().__call__(images, return_tensors, dtype,
-                                channels_first_wins=channels_first_wins, **options)
+        patch = self.config.patch_size
+        if options.get("patch_size") is not None:
+            patch = options["patch_size"] = _square_patch(options["patch_size"])
+        out = super().__call__(images, return_tensors, dtype,
+                               channels_first_wins=channels_first_wins, **options)
+        if patch != self.config.patch_size:  # _wrap counted this processor's patches
+            out["image_sizes"] = out["image_sizes"] // self.config.patch_size * patch
+        return out
 
     def _join(self, parts: list[np.ndarray]) -> np.ndarray:
         """Runs of images padded to the call's largest canvas, then stacked."""
