@@ -342,6 +342,8 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Gemma3ImageProcessorPil: type[_SmgImageProcessor]
     GotOcr2ImageProcessor: type[_SmgImageProcessor]
     GotOcr2ImageProcessorPil: type[_SmgImageProcessor]
+    PixtralImageProcessor: type[_SmgImageProcessor]
+    PixtralImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 
