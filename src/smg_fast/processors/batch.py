@@ -244,7 +244,8 @@ def _run_image(pipe: _native.Pipeline, px: Pixels, plan: Plan, flat: np.ndarray,
     # are laid out as the channel-first image at the canvas's top left, the rest zeros.
     p = pipe.patch
     gh, gw = plan.grid_h, plan.grid_w
-    scratch = np.empty(gh * gw * pipe.row_elems, dtype=flat.dtype)
+    scratch = _native.pooled_empty(gh * gw * pipe.row_elems * flat.itemsize,
+                                   huge_pages=False).view(flat.dtype)
     pipe.run(px.array, plan.resize_w, plan.resize_h, gh, gw, scratch, 0, fmt=px.fmt)
     canvas = flat[offset:offset + batch.row_elems].reshape(batch.canvas)
     h, w = gh * p, gw * p
