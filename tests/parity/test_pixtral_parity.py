@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -257,3 +261,38 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     assert np.array_equal(got["pixel_values"], want["pixel_values"])
     assert [tuple(s) for s in got["image_sizes"]] == [tuple(s) for s in want["image_sizes"]]
     assert ours._reference is None  # transformers' class was never needed
+
+
+_AUTO = """
+import json, sys
+import numpy as np
+import smg_fast.hf as hf
+from transformers import AutoImageProcessor
+from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
+
+assert "pixtral" in hf.register()
+proc = AutoImageProcessor.from_pretrained(sys.argv[1])
+theirs = PixtralImageProcessorPil.from_pretrained(sys.argv[1])
+im = np.random.default_rng(0).integers(0, 256, (300, 1500, 3), dtype=np.uint8)
+same = np.array_equal(proc(im, return_tensors="np")["pixel_values"],
+                      theirs(im, return_tensors="np")["pixel_values"])
+print(type(proc).__module__, type(proc).__name__, same)
+"""
+
+
+def test_auto_image_processor_gives_the_dropin_for_a_llava_pixtral_folder(tmp_path):
+    """After smg_fast.hf.register(), AutoImageProcessor gives the drop-in for that folder.
+
+    In a child process: register() changes transformers' process-wide Auto mappings."""
+    import smg_fast
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llava", "vision_config": {"model_type": "pixtral"},
+        "text_config": {"model_type": "mistral"}}))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
+    src = str(Path(smg_fast.__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-c", _AUTO, str(tmp_path)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": src})
+    assert out.returncode == 0, out.stderr
+    module, name, same = out.stdout.split()[-3:]
+    assert module == "smg_fast.hf" and name.startswith("PixtralImageProcessor") and same == "True"
