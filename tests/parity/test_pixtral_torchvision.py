@@ -10,9 +10,11 @@ once per module on the whole corpus."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support.images import MODE_KINDS, REAL_IMAGE_NAMES
-from support.tv_oracle import run_oracle
+from support.tv_oracle import run_oracle, run_with_smg_fast
 from test_torchvision_parity import check_counted, make_input
 
 from smg_fast import load_processor
@@ -62,3 +64,13 @@ def test_pixtral_batch_pads_with_zeros_exact(real_images, oracle):
 def test_pixtral_other_size_and_patch_exact(name, real_images, oracle):
     proc = load_processor("pixtral", backend="torchvision", longest_edge=512, patch_size=14)
     check_counted(proc, [make_input(real_images, name)], oracle[("small", name)], "image_sizes")
+
+
+def test_dropins_equal_transformers_in_the_oracle_venv(real_images, tmp_path):
+    """AutoImageProcessor gives the torchvision drop-in; both equal transformers' classes.
+
+    For return_tensors "pt", "np" and None (support/hf_pixtral_script.py)."""
+    script = Path(__file__).parents[1] / "support" / "hf_pixtral_script.py"
+    results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
+                                         ("chelsea", "rocket", "logo")], tmp_path)
+    assert len(results) == 9 and all(v is True for v in results.values()), results
