@@ -110,12 +110,19 @@ def test_bytes_and_path_input(name, real_images, pixtral, ref):
         check(pixtral(src), want)
 
 
-def test_encoded_jpeg_1080p(real_images, pixtral, ref):
-    """A 1920x1080 JPEG's bytes: decoded as Pillow does, resized to 1024x576."""
+def test_encoded_jpeg_1080p(real_images, pixtral, ref, overlapped):
+    """A 1920x1080 JPEG's bytes, decoded as Pillow does and resized to 1024x576.
+
+    Alone, it is decoded inside the native call that resizes it; in a batch, decoded first."""
     data = encode(real_images.rgb("astronaut").resize((1920, 1080)), "JPEG")
     want = reference(ref, load_image(Image.open(io.BytesIO(data))))
     assert want[1].tolist() == [[576, 1024]]
-    check(pixtral(data), want)
+    for dtype, name in ((np.float32, "float32"), (np.uint16, "bfloat16")):
+        check(pixtral(data, dtype=name), want, dtype)
+    assert overlapped == [True, True]
+    small = real_images.bytes("rocket")
+    check(pixtral([data, small]), reference(ref, [load_image(Image.open(io.BytesIO(data))),
+                                                  load_image(str(real_images.path("rocket")))]))
 
 
 def test_exif_rotated_jpeg(exif_rotated_jpeg, pixtral, ref):

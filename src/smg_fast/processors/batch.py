@@ -121,7 +121,6 @@ class PlannedBatch(_Sized):
 
         It does for one JPEG the native decoder takes: its decode overlaps its own resize."""
         return (len(self._headers) == 1 and self._headers[0].decode_running is not None
-                and self.canvas is None
                 and decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG)
 
     def compute(self) -> np.ndarray:
@@ -148,16 +147,24 @@ class PlannedBatch(_Sized):
         try:
             flat = _destination(out, self, self.nbytes)
             pipe = self._proc.pipeline(self.dtype)
-            if (len(self._headers) == 1 and self.canvas is None
-                    and (running := self._headers[0].decode_running)):
+            if len(self._headers) == 1 and (running := self._headers[0].decode_running):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
                 took = np.zeros(1)
-                done = running(lambda src, data: _run_plan(pipe, src, pl, flat, 0, _RGB,
-                                                           jpeg=data, decode_seconds=took))
+                if self.canvas is None:
+                    done = running(lambda src, data: _run_plan(pipe, src, pl, flat, 0, _RGB,
+                                                               jpeg=data, decode_seconds=took))
+                else:
+                    scratch = _scratch(pipe, pl, flat.dtype)
+                    done = running(lambda src, data: pipe.run(
+                        src, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, scratch, 0,
+                        fmt=_RGB, jpeg=data, decode_seconds=took))
                 self.decode_seconds = float(took[0])  # a failed decode's time counts too
                 if done:
-                    _zero_pad(flat, 0, pl, self.row_elems)
+                    if self.canvas is None:
+                        _zero_pad(flat, 0, pl, self.row_elems)
+                    else:
+                        _lay_out(scratch, pipe.patch, pl, flat, 0, self.canvas)
                     return flat[:self.nbytes // self.np_dtype.itemsize].reshape(self.shape)
             offset = 0
             with closing(decode_iter(self._headers)) as decoded:
@@ -240,14 +247,26 @@ def _run_image(pipe: _native.Pipeline, px: Pixels, plan: Plan, flat: np.ndarray,
         _run_plan(pipe, px.array, plan, flat, offset, px.fmt)
         _zero_pad(flat, offset, plan, batch.row_elems)
         return
-    # The native core writes the image's (3, p, p) patches row-major into a scratch buffer; they
-    # are laid out as the channel-first image at the canvas's top left, the rest zeros.
-    p = pipe.patch
+    scratch = _scratch(pipe, plan, flat.dtype)
+    pipe.run(px.array, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0,
+             fmt=px.fmt)
+    _lay_out(scratch, pipe.patch, plan, flat, offset, batch.canvas)
+
+
+def _scratch(pipe: _native.Pipeline, plan: Plan, dtype: np.dtype) -> np.ndarray:
+    """A pooled buffer for the native core's patches of one canvas image."""
+    return _native.pooled_empty(plan.grid_h * plan.grid_w * pipe.row_elems * dtype.itemsize,
+                                huge_pages=False).view(dtype)
+
+
+def _lay_out(scratch: np.ndarray, p: int, plan: Plan, flat: np.ndarray, offset: int,
+             canvas_shape: tuple[int, int, int]) -> None:
+    """Lays one image's (3, p, p) patches out as its channel-first image on its canvas.
+
+    The patches are row-major in scratch; the image goes at the top left of the canvas in flat
+    at element offset, the rest of the canvas zeros."""
     gh, gw = plan.grid_h, plan.grid_w
-    scratch = _native.pooled_empty(gh * gw * pipe.row_elems * flat.itemsize,
-                                   huge_pages=False).view(flat.dtype)
-    pipe.run(px.array, plan.resize_w, plan.resize_h, gh, gw, scratch, 0, fmt=px.fmt)
-    canvas = flat[offset:offset + batch.row_elems].reshape(batch.canvas)
+    canvas = flat[offset:offset + int(np.prod(canvas_shape))].reshape(canvas_shape)
     h, w = gh * p, gw * p
     canvas[:, :h, :w].reshape(3, gh, p, gw, p)[...] = (
         scratch.reshape(gh, gw, 3, p, p).transpose(2, 0, 3, 1, 4))
