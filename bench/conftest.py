@@ -42,6 +42,7 @@ FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")  # Qwen-sized, the
 FAMILIES += ("gemma3",)
 FAMILIES += ("kimi_vl",)  # reference: its remote code in NumPy (references.KimiVLUpstream)
 FAMILIES += ("internvl",)
+FAMILIES += ("pixtral",)
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -89,6 +90,12 @@ def make_hf_torchvision(family: str):
         from smg_fast.testing.oracles import hf_internvl
 
         return hf_internvl(GotOcr2ImageProcessor)
+    if family == "pixtral":
+        from transformers.models.pixtral.image_processing_pixtral import PixtralImageProcessor
+
+        from smg_fast.testing.oracles import hf_pixtral
+
+        return hf_pixtral(PixtralImageProcessor)
     if family == "gemma3":
         from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 

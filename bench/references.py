@@ -102,6 +102,14 @@ def make_hf_pil(family: str):
         return hf_gemma3(Gemma3ImageProcessorPil)
     if family in ("gemma4", "gemma3n"):
         return make_hf_pil_gemma(family)
+    if family == "pixtral":
+        from transformers.models.pixtral.image_processing_pil_pixtral import (
+            PixtralImageProcessorPil,
+        )
+
+        from smg_fast.testing.oracles import hf_pixtral
+
+        return hf_pixtral(PixtralImageProcessorPil)
     return make_hf_pil_qwen(family)
 
 

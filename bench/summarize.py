@@ -23,6 +23,7 @@ FAMILY_ORDER += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
 FAMILY_ORDER += ("gemma3",)
 FAMILY_ORDER += ("kimi_vl",)
 FAMILY_ORDER += ("internvl",)
+FAMILY_ORDER += ("pixtral",)
 # Other processes using this many cores on average during a benchmark mark it as disturbed.
 DISTURBED_CORES = 0.25
 # A benchmark whose first-half and second-half medians differ by more than this fraction changed

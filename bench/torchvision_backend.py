@@ -31,6 +31,7 @@ FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
 FAMILIES += ("gemma3",)
 FAMILIES += ("internvl",)
+FAMILIES += ("pixtral",)
 
 
 def _inside(photo: Path, families: list[str], rounds: int) -> int:

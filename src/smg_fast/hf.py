@@ -151,12 +151,14 @@ class _SmgImageProcessor(BaseImageProcessor):
 
     @classmethod
     def _attributes(cls, cfg: ProcessorConfig) -> dict[str, Any]:
-        """The attributes transformers' class holds for cfg: every family's, then its own."""
-        return dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
-                    image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
-                    rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
-                    do_rescale=True, do_normalize=cfg.do_normalize, do_convert_rgb=True,
-                    **cls.dropin.attributes(cfg))
+        """The attributes transformers' class holds for cfg: every family's, then its own.
+
+        A family's own may replace a shared one (Pixtral's patch_size is a dict)."""
+        return {**dict(patch_size=cfg.patch_size, merge_size=cfg.merge_size,
+                       image_mean=tuple(cfg.image_mean), image_std=tuple(cfg.image_std),
+                       rescale_factor=cfg.rescale_factor, resample=cfg.resample, do_resize=True,
+                       do_rescale=True, do_normalize=cfg.do_normalize, do_convert_rgb=True),
+                **cls.dropin.attributes(cfg)}
 
     # ---- serialization and copies: the Processor is rebuilt from its config ----
 
@@ -340,6 +342,8 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Gemma3ImageProcessorPil: type[_SmgImageProcessor]
     GotOcr2ImageProcessor: type[_SmgImageProcessor]
     GotOcr2ImageProcessorPil: type[_SmgImageProcessor]
+    PixtralImageProcessor: type[_SmgImageProcessor]
+    PixtralImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 

@@ -25,6 +25,7 @@ from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25Image
 from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
     PaddleOCRVLImageProcessor,
 )
+from transformers.models.pixtral.image_processing_pixtral import PixtralImageProcessor
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 from transformers.models.siglip.image_processing_siglip import SiglipImageProcessor
 
@@ -38,6 +39,7 @@ CLASSES["kimi_vl"] = KimiVLUpstream  # its remote code's steps (kimi_vl_upstream
 CLASSES["gemma4"] = Gemma4ImageProcessor
 CLASSES["siglip"] = SiglipImageProcessor  # Gemma 3n's image processor
 CLASSES["internvl"] = GotOcr2ImageProcessor
+CLASSES["pixtral"] = PixtralImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -63,6 +65,8 @@ def main(workdir: Path) -> None:
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
         if "num_patches" in out:  # InternVL's tiles per image, kept where the grid is
             out["image_grid_thw"] = out["num_patches"]
+        if "image_sizes" in out:  # Pixtral's (h, w) per image, kept where the grid is
+            out["image_grid_thw"] = out["image_sizes"]
         # Gemma 3 returns num_crops where the patch families return their grid, Kimi-VL its
         # image_grid_hws, Gemma 4 position ids (its soft tokens follow from them), SigLIP nothing
         grid = out.get("image_grid_thw", out.get("num_crops", out.get(

@@ -42,6 +42,8 @@ class Planner(Protocol):
 
     def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray: ...
 
+    def canvas(self, plans: list[Plan]) -> tuple[int, int, int] | None: ...
+
 
 class _Sized:
     """Output geometry shared by a planned and a prepared batch."""
@@ -53,15 +55,24 @@ class _Sized:
         self.np_dtype = DTYPES[dtype][1]
         merge, temporal = proc._layout()
         p = proc.config.patch_size
-        self.row_elems = 3 * temporal * p * p
-        self.rows = [pl.rows for pl in plans]
-        self.shape = proc._pixel_shape(sum(self.rows))
+        # whole channel-first images padded to one (3, H, W) canvas: one "row" per image
+        self.canvas = proc.canvas(plans)
+        if self.canvas is not None:
+            self.row_elems = int(np.prod(self.canvas))
+            self.rows = [1] * len(plans)
+            self.shape = (len(plans), *self.canvas)
+        else:
+            self.row_elems = 3 * temporal * p * p
+            self.rows = [pl.rows for pl in plans]
+            self.shape = proc._pixel_shape(sum(self.rows))
         self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
         self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
         self.num_tokens = proc.tokens_for_grid(self.grid)
 
     def item_shape(self, index: int) -> tuple[int, ...]:
         """Shape of one image's slice of pixel_values."""
+        if self.canvas is not None:
+            return (1, *self.canvas)
         return self._proc._pixel_shape(self.rows[index])
 
     def check_nbytes(self, limit: int) -> None:
@@ -140,20 +151,28 @@ class PlannedBatch(_Sized):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
                 took = np.zeros(1)
-                done = running(lambda src, data: _run_plan(pipe, src, pl, flat, 0, _RGB,
-                                                           jpeg=data, decode_seconds=took))
+                if self.canvas is None:
+                    done = running(lambda src, data: _run_plan(pipe, src, pl, flat, 0, _RGB,
+                                                               jpeg=data, decode_seconds=took))
+                else:
+                    scratch = _scratch(pipe, pl, flat.dtype)
+                    done = running(lambda src, data: pipe.run(
+                        src, pl.resize_w, pl.resize_h, pl.grid_h, pl.grid_w, scratch, 0,
+                        fmt=_RGB, jpeg=data, decode_seconds=took))
                 self.decode_seconds = float(took[0])  # a failed decode's time counts too
                 if done:
-                    _zero_pad(flat, 0, pl, self.row_elems)
+                    if self.canvas is None:
+                        _zero_pad(flat, 0, pl, self.row_elems)
+                    else:
+                        _lay_out(scratch, pipe.patch, pl, flat, 0, self.canvas)
                     return flat[:self.nbytes // self.np_dtype.itemsize].reshape(self.shape)
             offset = 0
             with closing(decode_iter(self._headers)) as decoded:
                 for i, px in enumerate(self._timed(decoded)):
                     pl = self._proc.plan(px.width, px.height, i)
-                    if pl.rows != self.rows[i]:  # cannot happen (see decode())
+                    if pl.parts != self.plans[i].parts:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
-                    _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
-                    _zero_pad(flat, offset, pl, self.row_elems)
+                    _run_image(pipe, px, pl, flat, offset, self)
                     offset += self.rows[i] * self.row_elems
             return flat[:offset].reshape(self.shape)
         finally:
@@ -215,12 +234,44 @@ class PreparedBatch(_Sized):
         offset = 0
         for i in which:
             pl = self.plans[i]
-            px = self._pixels[i]
-            _run_plan(pipe, px.array, pl, flat, offset, px.fmt)
-            _zero_pad(flat, offset, pl, self.row_elems)
+            _run_image(pipe, self._pixels[i], pl, flat, offset, self)
             offset += self.rows[i] * self.row_elems
         shape = self.shape if index is None else self.item_shape(index)
         return flat[:offset].reshape(shape)
+
+
+def _run_image(pipe: _native.Pipeline, px: Pixels, plan: Plan, flat: np.ndarray, offset: int,
+               batch: _Sized) -> None:
+    """Computes one decoded image into flat at element offset, with its padding."""
+    if batch.canvas is None:
+        _run_plan(pipe, px.array, plan, flat, offset, px.fmt)
+        _zero_pad(flat, offset, plan, batch.row_elems)
+        return
+    scratch = _scratch(pipe, plan, flat.dtype)
+    pipe.run(px.array, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0,
+             fmt=px.fmt)
+    _lay_out(scratch, pipe.patch, plan, flat, offset, batch.canvas)
+
+
+def _scratch(pipe: _native.Pipeline, plan: Plan, dtype: np.dtype) -> np.ndarray:
+    """A pooled buffer for the native core's patches of one canvas image."""
+    return _native.pooled_empty(plan.grid_h * plan.grid_w * pipe.row_elems * dtype.itemsize,
+                                huge_pages=False).view(dtype)
+
+
+def _lay_out(scratch: np.ndarray, p: int, plan: Plan, flat: np.ndarray, offset: int,
+             canvas_shape: tuple[int, int, int]) -> None:
+    """Lays one image's (3, p, p) patches out as its channel-first image on its canvas.
+
+    The patches are row-major in scratch; the image goes at the top left of the canvas in flat
+    at element offset, the rest of the canvas zeros."""
+    gh, gw = plan.grid_h, plan.grid_w
+    canvas = flat[offset:offset + int(np.prod(canvas_shape))].reshape(canvas_shape)
+    h, w = gh * p, gw * p
+    canvas[:, :h, :w].reshape(3, gh, p, gw, p)[...] = (
+        scratch.reshape(gh, gw, 3, p, p).transpose(2, 0, 3, 1, 4))
+    canvas[:, h:, :] = 0
+    canvas[:, :h, w:] = 0
 
 
 def _zero_pad(flat: np.ndarray, offset: int, plan: Plan, row_elems: int) -> None:

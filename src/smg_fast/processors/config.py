@@ -55,6 +55,8 @@ class ProcessorConfig:
     crop_to_patches: bool | None = None
     min_patches: int | None = None
     max_patches: int | None = None
+    # Pixtral (the longest side's limit; each side then rounded up to a patch multiple)
+    longest_edge: int | None = None
     # Input limits and resampling rule (not part of the model's config)
     max_image_pixels: int | None = field(default_factory=default_max_image_pixels)
     pass_order: str | None = None  # None: the installed Pillow's rule
@@ -82,7 +84,8 @@ class ProcessorConfig:
 
 
 # fields only some families set (None elsewhere), left out of the fingerprint while unset
-_FAMILY_ONLY = ("max_soft_tokens", "crop_to_patches", "min_patches", "max_patches")
+_FAMILY_ONLY = ("max_soft_tokens", "crop_to_patches", "min_patches", "max_patches",
+                "longest_edge")
 
 
 def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +100,7 @@ def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
             fields[key] = tuple(float(x) for x in v)
     for key in ("patch_size", "merge_size", "temporal_patch_size", "min_pixels", "max_pixels",
                 "in_patch_limit", "patch_limit_on_one_side", "resample",
-                "max_soft_tokens"):
+                "max_soft_tokens", "longest_edge"):
         if key in fields and fields[key] is not None:
             fields[key] = int(fields[key])
     if "image_formats" in fields:

@@ -106,6 +106,12 @@ class Processor(ABC):
         """LLM tokens for an image of this size (grid cells / merge_size^2 unless said)."""
         return int(self.tokens_for_grid(np.array([self.grid(width, height)], np.int64))[0])
 
+    def canvas(self, plans: list[Plan]) -> tuple[int, int, int] | None:
+        """The (3, H, W) canvas of a batch of plans, or None for patch rows (most families).
+
+        With a canvas each image is output whole, channel-first, zero-padded to it (Pixtral)."""
+        return None
+
     def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
         """LLM tokens per image for (n, 3) grid rows [t, h, w]: h * w / merge_size^2."""
         return grid[:, 1] * grid[:, 2] // (self.config.merge_size**2)
@@ -195,11 +201,15 @@ class Processor(ABC):
             tokens.append(batch.num_tokens)
             dtype_name = batch.dtype
             start = stop
-        pixel_values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        pixel_values = parts[0] if len(parts) == 1 else self._join(parts)
         if table_dtype:
             pixel_values = self._compact(procs, pixel_values, table_dtype, return_tensors)
         return self._wrap(pixel_values, np.concatenate(grids), np.concatenate(tokens),
                           return_tensors, dtype_name)
+
+    def _join(self, parts: list[np.ndarray]) -> np.ndarray:
+        """The outputs of a call's runs of images (float images next to uint8 ones) as one."""
+        return np.concatenate(parts)
 
     def channel_run(self) -> int:
         """Elements per channel run in pixel_values (1 where a patch's channels interleave)."""

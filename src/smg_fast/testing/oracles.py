@@ -348,3 +348,29 @@ def hf_internvl(cls: Any, **overrides: Any) -> Any:
 
 
 __all__ += ["HUB_INTERNVL", "hf_internvl"]
+
+
+# mistral-community/pixtral-12b preprocessor_config.json: PixtralImageProcessor, size
+# {"longest_edge": 1024}, patch_size 16x16, resample 3 (BICUBIC), rescale 1/255, OpenAI CLIP
+# mean / std, do_convert_rgb true.
+HUB_PIXTRAL = dict(size={"longest_edge": 1024}, patch_size={"height": 16, "width": 16},
+                   resample=3, rescale_factor=1 / 255, do_convert_rgb=True,
+                   image_mean=[0.48145466, 0.4578275, 0.40821073],
+                   image_std=[0.26862954, 0.26130258, 0.27577711])
+
+
+def hf_pixtral(cls: Any, **overrides: Any) -> Any:
+    """cls (PixtralImageProcessorPil or PixtralImageProcessor) built from the hub config, checked.
+
+    overrides replace the hub's constructor arguments."""
+    kwargs = {**HUB_PIXTRAL, **overrides}
+    proc = cls(**kwargs)
+    assert dict(proc.size)["longest_edge"] == kwargs["size"]["longest_edge"]
+    assert dict(proc.patch_size) == dict(kwargs["patch_size"])
+    assert int(proc.resample) == kwargs["resample"] and proc.do_pad is not False
+    assert list(proc.image_mean) == list(kwargs["image_mean"])
+    assert list(proc.image_std) == list(kwargs["image_std"])
+    return proc
+
+
+__all__ += ["HUB_PIXTRAL", "hf_pixtral"]

@@ -19,10 +19,11 @@ from . import keye  # noqa: F401  (registers the family)
 from .gemma4 import Gemma4Processor
 from .gemma3n import Gemma3nProcessor
 from .internvl import InternVLProcessor
+from .pixtral import PixtralProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
            "PaddleOCRVLProcessor", "QwenVLProcessor"]
 __all__ += ["KimiVLProcessor"]
 __all__ += ["Gemma3nProcessor", "Gemma4Processor"]
-__all__ += ["InternVLProcessor"]
+__all__ += ["InternVLProcessor", "PixtralProcessor"]
