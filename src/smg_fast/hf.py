@@ -84,7 +84,9 @@ class _SmgImageProcessor(BaseImageProcessor):
                                                backend or self.default_backend)
         elif backend is not None or kwargs:
             raise TypeError("give a processor or a backend / keyword arguments, not both")
-        flags = {k: bool(kwargs[k]) for k in compat.FLAGS if kwargs.get(k) is not None}
+        # transformers applies a flag only when it is truthy: an explicit None skips the step
+        flags = {k: bool(kwargs[k]) for k in compat.FLAGS if k in kwargs}
+        defaults = {k: kwargs[k] for k in compat.CALL_DEFAULTS if kwargs.get(k) is not None}
         # keys neither transformers' class nor smg-fast reads stay plain attributes, as there;
         # not this class's own properties (smg_processor), which such a key would shadow or break
         extra = {k: v for k, v in kwargs.items()
@@ -93,7 +95,7 @@ class _SmgImageProcessor(BaseImageProcessor):
                  and not isinstance(getattr(type(self), k, None), property)}
         kept = {k: kwargs[k] for k in self.dropin.call_attributes if kwargs.get(k) is not None}
         ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),
-                                               **kept, **flags})
+                                               **kept, **flags, **defaults})
         # set after the file's keys, so that a key named like them ("_proc") cannot replace them
         self._proc = processor
         self._reference: Any = None
@@ -214,8 +216,12 @@ class _SmgImageProcessor(BaseImageProcessor):
         if any(getattr(item, "ndim", None) == 2 for item in flatten(images)):
             raise ValueError("2-D arrays are not images to transformers' processors (which refuse "
                              "them): pass (H, W, 1) or (1, H, W) for one channel")
-        flags = {k: False for k in compat.FLAGS if getattr(self, k, True) is False}
-        kwargs = {**flags, **self._changed_attributes(kwargs), **kwargs}
+        flags = {k: False for k in compat.FLAGS if not getattr(self, k, True)}
+        defaults = {k: getattr(self, k) for k in compat.CALL_DEFAULTS
+                    if getattr(self, k, None) is not None}
+        kwargs = {**flags, **defaults, **self._changed_attributes(kwargs), **kwargs}
+        # as transformers tests them: a falsy flag (None, 0) skips its step
+        kwargs.update({k: bool(kwargs[k]) for k in compat.FLAGS if k in kwargs})
         dtype, why = compat.call_plan(self._proc.config, images, kwargs)
         if why:
             return self._fallback(why, images, return_tensors, kwargs)

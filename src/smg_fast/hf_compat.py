@@ -35,6 +35,9 @@ LOADER_NOISE = frozenset({"trust_remote_code", "code_revision", "use_fast", "con
 NOT_KEPT = frozenset({"processor_class", "feature_extractor_type", "image_processor_type"})
 # The per-call flags transformers keeps on the instance (a folder may set them False).
 FLAGS = ("do_rescale", "do_normalize", "do_convert_rgb")
+# Call options transformers' class also keeps from its constructor (or an attribute set later) as
+# each call's default.
+CALL_DEFAULTS = ("input_data_format", "data_format", "device")
 
 _logged: set[str] = set()
 _logged_lock = threading.Lock()
@@ -98,6 +101,18 @@ def _is_uint8(image: Any) -> bool:
     return dtype is not None and str(dtype) in ("uint8", "torch.uint8")
 
 
+def _tensor_not_read(image: Any) -> str:
+    """Why smg-fast does not read a torch tensor transformers' torchvision class takes, or ""."""
+    if not type(image).__module__.startswith("torch"):
+        return ""
+    device = getattr(image, "device", None)
+    if device is not None and device.type != "cpu":
+        return f"a tensor on device {device.type!r}"
+    if str(getattr(image, "dtype", "")) == "torch.bfloat16":
+        return "a bfloat16 tensor"
+    return ""
+
+
 def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tuple[str, str]:
     """(output dtype, "") when smg-fast computes this call exactly, else ("", why not).
 
@@ -106,6 +121,10 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
     skips rescale and normalize (transformers returns the resized bytes)."""
     dtype = kwargs.get("dtype", "float32")
     opts = {k: v for k, v in kwargs.items() if k != "dtype"}
+    for im in _flatten(images):
+        why = _tensor_not_read(im)
+        if why:
+            return "", why
     try:
         parse_options(cfg, opts)
     except (TypeError, ValueError) as exc:

@@ -208,3 +208,45 @@ def test_engine_plugins_register_only_families_proven_in_the_engines():
             known = [t for t in fam.model_types if t in CONFIG_MAPPING]
             assert known and not set(known) & set(for_engines), fam.name
             assert set(known) <= set(everything), fam.name
+
+
+def _same(ours, theirs) -> bool:
+    return set(ours) == set(theirs) and all(
+        np.array_equal(np.asarray(ours[k]), np.asarray(theirs[k])) for k in theirs)
+
+
+@pytest.mark.parametrize("flags", [{"do_normalize": None}, {"do_rescale": None},
+                                   {"do_rescale": None, "do_normalize": None}])
+def test_a_none_flag_skips_its_step_as_transformers_does(flags):
+    """transformers tests each flag for truth: None given anywhere skips the step."""
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    img = np.random.default_rng(0).integers(0, 256, (60, 90, 3), dtype=np.uint8)
+    for ours_cls, theirs_cls in ((sh.Qwen2VLImageProcessorPil, Qwen2VLImageProcessorPil),
+                                 (sh.Gemma3ImageProcessorPil, Gemma3ImageProcessorPil)):
+        ref = theirs_cls(**flags)(img, return_tensors="np")
+        assert _same(ours_cls(**flags)(img, return_tensors="np"), ref)  # constructor
+        assert _same(ours_cls()(img, return_tensors="np", **flags), ref)  # call
+        ours, theirs = ours_cls(), theirs_cls()
+        for k, v in flags.items():
+            setattr(ours, k, v)
+            setattr(theirs, k, v)
+        assert _same(ours(img, return_tensors="np"), theirs(img, return_tensors="np"))
+
+
+def test_input_data_format_from_the_constructor_or_an_attribute_is_each_calls_default():
+    img = np.random.default_rng(1).integers(0, 256, (3, 60, 3), dtype=np.uint8)  # ambiguous
+    ref = Qwen2VLImageProcessorPil(input_data_format="channels_last")(img, return_tensors="np")
+    ours = sh.Qwen2VLImageProcessorPil(input_data_format="channels_last")
+    assert _same(ours(img, return_tensors="np"), ref)
+    assert ours.to_dict()["input_data_format"] == "channels_last"
+    ours, theirs = sh.Qwen2VLImageProcessorPil(), Qwen2VLImageProcessorPil()
+    ours.input_data_format = theirs.input_data_format = "channels_last"
+    assert _same(ours(img, return_tensors="np"), theirs(img, return_tensors="np"))
+
+
+def test_patch_count_refuses_the_aspect_ratio_transformers_refuses():
+    with pytest.raises(ValueError, match="aspect ratio"):
+        Qwen2VLImageProcessorPil().get_number_of_image_patches(3, 10000, {})
+    with pytest.raises(ValueError, match="aspect ratio"):
+        sh.Qwen2VLImageProcessorPil().get_number_of_image_patches(3, 10000, {})

@@ -166,6 +166,7 @@ def _count_patches(proc: Any, height: int, width: int, kw: dict[str, Any]) -> in
     hi = kw.get("max_pixels", proc.size["longest_edge"])
     patch = kw.get("patch_size", proc.patch_size)
     factor = patch * kw.get("merge_size", proc.merge_size)
+    check_aspect(0, width, height)  # transformers' smart_resize refuses it here too
     h, w = smart_resize(height, width, factor, lo, hi)
     return (h // patch) * (w // patch)
 
