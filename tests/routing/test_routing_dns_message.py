@@ -65,6 +65,9 @@ def test_no_records_and_error_codes():
     assert err.value.rcode == 2
     with pytest.raises(DnsTruncated):
         parse(answer(flags=0x8380), ID, "enc.test", A)
+    with pytest.raises(DnsRcode) as err:  # FORMERR with the header alone, as old servers answer
+        parse(header(flags=0x8181, qd=0), ID, "enc.test", A)
+    assert err.value.rcode == 1
 
 
 @pytest.mark.parametrize("msg", [

@@ -140,9 +140,11 @@ class DnsServer:
         rcode = 3 if known is None and not forge else 0
         if failing == "servfail" and not forge:
             rcode, answers = 2, []
+        flags = 0x8000 | 0x0400 | 0x0100  # answer, authoritative, recursion desired
         if self.no_edns and msg[10:12] != b"\0\0" and not forge:
-            rcode, answers = 1, []
-        flags = 0x8000 | 0x0400 | 0x0100 | rcode  # answer, authoritative, recursion desired
+            # FORMERR as old servers send it: the header alone, without the question
+            return struct.pack("!HHHHHH", ident, flags | 1, 0, 0, 0, 0)
+        flags |= rcode
         if udp and self.truncate and not forge:
             flags, answers = flags | 0x0200, []
         return struct.pack("!HHHHHH", ident, flags, 1, len(answers), 0, 0) + question + b"".join(

@@ -120,6 +120,8 @@ def parse(msg: bytes, ident: int, name: str, qtype: int) -> list[str]:
         raise DnsMismatch(f"id {rid}, asked {ident}")
     if not flags & _QR:
         raise DnsMismatch("a query, not a response")
+    if qd == 0 and flags & 0xF:  # an error without the question (old servers' FORMERR)
+        raise DnsRcode(flags & 0xF)
     if qd != 1:
         raise DnsMismatch(f"{qd} questions in the answer, asked 1")
     got, pos = read_name(msg, _HEADER.size)
