@@ -87,3 +87,34 @@ def test_one_family_without_records_is_no_failure():
     with DnsServer(RECORDS) as dns:
         assert asyncio.run(resolve(_spec(dns, "v4.test"))) == ["127.0.0.2:80"]
         assert asyncio.run(resolve(_spec(dns, "missing.test"))) == []
+
+
+def test_a_family_that_never_answers_leaves_the_other_and_a_failing_one_keeps_its_own(
+        monkeypatch, caplog):
+    """AAAA failing from the start gives the IPv4 members; failing later keeps its own.
+
+    Both failing keeps everything; the failure is logged once."""
+    from smg_fast.routing.discovery import Discovery
+
+    async def changed(joined, left):
+        pass
+
+    monkeypatch.setattr(dns_wire, "TIMEOUT_S", 0.2)
+    caplog.set_level("WARNING", "smg_fast.routing")
+    with DnsServer(RECORDS) as dns:
+        fresh = Discovery([_spec(dns)], 1.0, changed)
+        dns.fail[AAAA] = "servfail"
+
+        async def rounds(d, n):
+            return [await d.read() for _ in range(n)]
+
+        assert asyncio.run(rounds(fresh, 2)) == [BOTH[:2]] * 2
+        assert sum("IPv6 family failed" in r.message for r in caplog.records) == 1
+        dns.fail.clear()
+        seen = Discovery([_spec(dns)], 1.0, changed)
+        assert asyncio.run(seen.read()) == BOTH
+        dns.fail[AAAA] = "silent"
+        dns.set("enc.test", ["127.0.0.2", "::1"])  # A changes while AAAA cannot be read
+        assert asyncio.run(seen.read()) == ["127.0.0.2:80", "[::1]:80"]
+        dns.fail[A] = "servfail"
+        assert asyncio.run(seen.read()) == ["127.0.0.2:80", "[::1]:80"]

@@ -57,23 +57,31 @@ async def _system(name: str, port: int, family: socket.AddressFamily) -> list[st
     return [info[4][0].split("%")[0] for info in infos]
 
 
-async def resolve(spec: str) -> list[str]:
-    """The members a dns: spec names now, sorted. DnsError when it cannot tell.
+async def resolve_families(spec: str) -> list[list[str] | BaseException]:
+    """A dns: spec's IPv4 and IPv6 addresses now, each a list or the exception asking raised.
 
-    Both families are asked; either failing (a timeout, SERVFAIL, a socket error) fails the
-    whole, so that the caller keeps what it had rather than lose that family's members. A family
-    without records (NXDOMAIN, or none of its type) adds none."""
+    A family without records (NXDOMAIN, or none of its type) is an empty list."""
     server, name, port = parse_dns(spec)
     if server is None:
         asks = [_system(name, port, f) for f in (socket.AF_INET, socket.AF_INET6)]
     else:
         asks = [ask(server, name, t) for t in (A, AAAA)]
-    results = await asyncio.gather(*asks, return_exceptions=True)
+    return list(await asyncio.gather(*asks, return_exceptions=True))
+
+
+def targets(spec: str, families: Iterable[list[str] | None]) -> list[str]:
+    """The sorted member targets of a dns: spec's addresses."""
+    port = parse_dns(spec)[2]
+    return sorted(member_target(a, port) for a in {a for f in families if f for a in f})
+
+
+async def resolve(spec: str) -> list[str]:
+    """The members a dns: spec names now, sorted; DnsError when either family's query failed."""
+    results = await resolve_families(spec)
     for r in results:
         if isinstance(r, BaseException):
             raise r
-    addresses = {a for r in results for a in r}  # type: ignore[union-attr]
-    return sorted(member_target(a, port) for a in addresses)
+    return targets(spec, results)  # type: ignore[arg-type]
 
 
 def read_targets(path: str) -> list[str]:
@@ -118,6 +126,9 @@ class Discovery:
         self.changed = changed
         self.current: list[str] = []
         self._last: dict[str, list[str]] = {}  # source -> what it gave last
+        # dns source -> its IPv4 and IPv6 addresses read last (None: never read)
+        self._families: dict[str, list[list[str] | None]] = {}
+        self._failing: set[tuple[str, int]] = set()  # (dns source, family) failing now (logged)
         self._stamps: dict[str, tuple[int, int]] = {}  # file -> (mtime_ns, size) read last
         self._poke = asyncio.Event()
         self.rounds = 0
@@ -140,7 +151,7 @@ class Discovery:
             return [spec]
         try:
             if spec.startswith("dns:"):
-                got = await resolve(spec)
+                got = await self._resolve(spec)
             else:
                 self._stamps[spec], lines = await asyncio.to_thread(_read_file, file_path(spec))
                 got = []
@@ -155,6 +166,26 @@ class Discovery:
             log.info("discovery: %s gives %s", spec, ", ".join(got) or "no member")
         self._last[spec] = got
         return got
+
+    async def _resolve(self, spec: str) -> list[str]:
+        """A dns: source's members: a family whose query failed keeps what it gave last.
+
+        A family never read yet adds none while the other answers (a resolver that always fails
+        AAAA still gives the IPv4 members); DnsError when both fail."""
+        results = await resolve_families(spec)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if len(errors) == len(results):
+            raise errors[0]
+        last = self._families.setdefault(spec, [None] * len(results))
+        for i, r in enumerate(results):
+            if not isinstance(r, BaseException):
+                last[i] = r
+                self._failing.discard((spec, i))
+            elif (spec, i) not in self._failing:
+                self._failing.add((spec, i))
+                log.warning("discovery: %s: %s family failed (%s); keeping its %d address(es)",
+                            spec, ("IPv4", "IPv6")[i], r, len(last[i] or []))
+        return targets(spec, last)
 
     def _files_changed(self) -> bool:
         """Whether a watched file's stamp differs from the one read last (a stat each; blocks)."""
