@@ -17,7 +17,9 @@ ernie4_5_vl_moe, hunyuan_vl, gemma3, gemma4, gemma3n) and dtype (float32, bfloat
 Absolute times are never compared: on a shared 2-core machine they move by 2x with other load,
 while a ratio of two things measured side by side moves far less.
 
-A metric regresses when it is more than MARGIN above its baseline. Such a family is measured once
+A metric regresses when it is more than its margin above its baseline: MARGIN, or the spread the
+baseline recorded for it where that is wider (a metric as noisy as Gemma's small-output copy
+ratios cannot be held to less than its own noise). Such a family is measured once
 more before failing, and fails only if its ratio is over the margin in both measurements (the
 lower of the two is reported), so one disturbed run does not fail CI.
 
@@ -192,13 +194,13 @@ def verdict(base: float | None, now: float, margin: float) -> str:
     return "ok"
 
 
-def print_table(baseline: dict[str, float], now: dict[str, float], margin: float,
+def print_table(baseline: dict[str, float], now: dict[str, float], margins: dict[str, float],
                 remeasured: set[str]) -> list[str]:
     """pytest-benchmark --benchmark-compare style table; returns the regressed metrics."""
     rows, failed = [], []
     for metric in now:
         base = baseline.get(metric)
-        v = verdict(base, now[metric], margin)
+        v = verdict(base, now[metric], margins[metric])
         if v == "REGRESSION":
             failed.append(metric)
         if family_of(metric) in remeasured:
@@ -252,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, default=BASELINE,
                         help=f"baseline file (default {BASELINE.name} beside this script)")
     parser.add_argument("--margin", type=float, default=MARGIN,
-                        help=f"allowed worsening of a ratio, as a fraction (default {MARGIN})")
+                        help=f"allowed worsening of a ratio, as a fraction (default {MARGIN}; a "
+                        "metric whose baseline spread is wider is allowed that)")
     parser.add_argument("--rounds", type=int, default=ROUNDS,
                         help=f"rounds per family (default {ROUNDS})")
     parser.add_argument("--runs", type=int, default=UPDATE_RUNS,
@@ -271,10 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     key = kernel_key()
     entry = load_baseline(args.baseline).get("entries", {}).get(key)
     baseline = entry["ratios"] if entry else {}
+    spread = entry.get("spread", {}) if entry else {}
     raw: dict[str, list[float]] = {}
     now = measure(FAMILIES, photo, args.rounds, raw)
+    margins = {m: max(args.margin, spread.get(m, 0.0)) for m in now}
     over = {family_of(m) for m, v in now.items()
-            if verdict(baseline.get(m), v, args.margin) == "REGRESSION"}
+            if verdict(baseline.get(m), v, margins[m]) == "REGRESSION"}
     for family in sorted(over):
         # One more measurement before failing; a real regression shows in both.
         again = measure_family(family, photo, args.rounds, raw)
@@ -282,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench gate: {SIZE[0]}x{SIZE[1]}, 1 thread, kernels {key}, {args.rounds} rounds, "
           f"margin {args.margin:.0%}, baseline {args.baseline.name} "
           f"({entry['recorded'] if entry else 'none for these kernels'})")
-    failed = print_table(baseline, now, args.margin, over)
+    failed = print_table(baseline, now, margins, over)
     if args.json:
         args.json.write_text(json.dumps({"ratios": now, "seconds": raw}, indent=1,
                                         sort_keys=True) + "\n", encoding="utf-8")
@@ -293,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if failed:
         print(f"bench gate: FAILED, {len(failed)} ratio(s) worse than the baseline by more than "
-              f"{args.margin:.0%} in two measurements: {', '.join(failed)}")
+              f"their margins in two measurements: {', '.join(failed)}")
         return 1
     print("bench gate: passed")
     return 0
