@@ -59,10 +59,18 @@ class PreprocessResult:
 
     @property
     def pixel_values(self) -> Any:
-        """All images' patches concatenated (a copy when there are several images)."""
+        """All images' patches concatenated (a copy when there are several images).
+
+        ValueError for items of different shapes beyond the first axis (whole images, as Pixtral's
+        are served unpadded): take each item's pixel_values."""
         parts = [i.pixel_values for i in self.items]
         if len(parts) == 1:
             return parts[0]
+        shapes = {tuple(p.shape[1:]) for p in parts}
+        if len(shapes) > 1:
+            raise ValueError(f"the items' pixel_values differ in shape ({sorted(shapes)}) and "
+                             "cannot be joined: read items[i].pixel_values (padding a batch is "
+                             "the caller's)")
         if isinstance(parts[0], CompactTensor):  # one request: one table for every item
             first = parts[0]
             return CompactTensor(_cat([p.codes for p in parts]), first.lut, first.dtype, first.run)

@@ -31,17 +31,14 @@ class CompactFormatError(UnsupportedCallError):
 class OutputTooLargeError(InvalidImageError):
     """The output would exceed a caller's byte limit.
 
-    Raised from the plan, before decoding. ``index`` is the image (or video: ``item="video"``)
-    at which the running total crosses ``limit``; ``hint`` ends the message (how to raise it)."""
+    Raised from the plan, before decoding. ``index`` is the image at which the running total
+    crosses ``limit``; ``hint`` ends the message (how to raise it)."""
 
-    def __init__(self, index: int, nbytes: int, limit: int, item: str = "image",
-                 hint: str = "") -> None:
+    def __init__(self, index: int, nbytes: int, limit: int, hint: str = "") -> None:
         self.nbytes = nbytes
         self.limit = limit
         super().__init__(index, f"the output would be {nbytes} bytes, over the limit of "
                                 f"{limit} bytes{hint}")
-        if item != "image":
-            self.args = (f"{item} {index}: {self.problem}",)
 
 
 class InvalidVideoError(ValueError):
@@ -55,6 +52,18 @@ class InvalidVideoError(ValueError):
 
 class UnsupportedVideoError(InvalidVideoError):
     """A video whose container or codec smg-fast does not decode (refused from its header)."""
+
+
+class VideoTooLargeError(OutputTooLargeError, InvalidVideoError):
+    """A video call's output would exceed its byte limit: both errors' kind, ``video <index>:``."""
+
+    def __init__(self, index: int, nbytes: int, limit: int, hint: str = "") -> None:
+        self.index = index
+        self.nbytes = nbytes
+        self.limit = limit
+        self.problem = (f"the output would be {nbytes} bytes, over the limit of {limit} "
+                        f"bytes{hint}")
+        ValueError.__init__(self, f"video {index}: {self.problem}")
 
 
 class FrameIndexError(InvalidVideoError, IndexError):

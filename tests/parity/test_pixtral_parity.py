@@ -215,9 +215,12 @@ def test_call_options(real_images, pixtral, ref):
 
 
 def test_compact_format_is_refused(real_images, pixtral):
-    """The batch padding is zeros, which no table of pixel levels gives under CLIP's mean."""
-    with pytest.raises(CompactFormatError, match="zero"):
+    """Whole-image channel runs and zero padding: refused whatever the normalization."""
+    with pytest.raises(CompactFormatError, match="not a table"):
         pixtral(real_images.open("rocket"), encoding="uint8+lut")
+    with pytest.raises(CompactFormatError, match="not a table"):  # pixel 0 maps to +0.0 here
+        pixtral(real_images.open("rocket"), encoding="uint8+lut", image_mean=[0.0] * 3,
+                image_std=[0.5, 0.25, 0.125])
 
 
 def test_model_folder_llava_with_pixtral_processor(tmp_path, real_images, ref):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import smg_fast
-from smg_fast.errors import InvalidImageError, OutputTooLargeError
+from smg_fast.errors import InvalidVideoError, OutputTooLargeError
 from smg_fast.processors import video as video_mod
 from smg_fast.processors.loader import load_video_processor
 from smg_fast.testing.video_clips import make_clip
@@ -41,7 +41,7 @@ def test_the_default_limit_is_4_gib_and_refuses_before_decoding(no_decoding):
     assert info.value.limit == 4 << 30 and info.value.nbytes > 4 << 30
     assert str(info.value).startswith("video 0: the output would be ")
     assert "max_output_bytes=" in str(info.value) and str(4 << 30) in str(info.value)
-    assert isinstance(info.value, InvalidImageError)  # the package's one too-large error
+    assert isinstance(info.value, InvalidVideoError)  # what a video caller catches
 
 
 def test_a_batch_is_refused_whole_naming_the_video_that_crosses(no_decoding):

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidVideoError, OutputTooLargeError, UnsupportedCallError
+from ..errors import InvalidVideoError, UnsupportedCallError, VideoTooLargeError
 from ..video.container import VideoLimits, open_video
 from ..video.decode import check_indices, iter_frames
 from .video_config import VideoConfig
@@ -94,7 +94,8 @@ class VideoProcessor:
         ``do_sample_frames``, ``video_metadata``, ``size``, ``min_frames``, ``max_frames``,
         ``cap_pixels_per_frame``. ``max_output_bytes`` (default ``MAX_OUTPUT_BYTES``, 4 GiB):
         every video's header is read and its output planned first, and a call whose output
-        would be larger raises OutputTooLargeError before any frame is decoded."""
+        would be larger raises VideoTooLargeError (an OutputTooLargeError and an
+        InvalidVideoError) before any frame is decoded."""
         from .._dtypes import DTYPES, parse_dtype
 
         limit = _output_limit(max_output_bytes)
@@ -234,13 +235,13 @@ def _plan(index: int, cfg: VideoConfig, source: _Source) -> tuple[np.ndarray | N
 
 
 def _check_output(planned: list[tuple[Any, VideoPlan]], itemsize: int, limit: int) -> None:
-    """OutputTooLargeError naming the first video at which the planned total crosses limit."""
+    """VideoTooLargeError naming the first video at which the planned total crosses limit."""
     sizes = [plan.elems * itemsize for _, plan in planned]
     total, running = sum(sizes), 0
     for i, size in enumerate(sizes):
         running += size
         if running > limit:
-            raise OutputTooLargeError(i, total, limit, item="video", hint=(
+            raise VideoTooLargeError(i, total, limit, hint=(
                 f" ({len(sizes)} video(s)); pass max_output_bytes= to raise it, or sample fewer "
                 "frames or pixels (fps, num_frames, max_pixels)"))
 

@@ -6,8 +6,9 @@ to the next multiple. BICUBIC (Pillow's for the PIL backend, torch's uint8 antia
 torchvision), rescaled by 1/255 and normalized with CLIP's mean / std. Each image is one
 channel-first (3, H, W) tensor; a call's images are zero-padded at the bottom and right to the
 largest H and the largest W among them and stacked: pixel_values [N, 3, H, W], and image_sizes
-(int64 [h, w] per image, before padding). The padding is literal zeros, not a normalized pixel
-level, so the compact format refuses this family (Processor.zero_rows). Each image is
+(int64 [h, w] per image, before padding). The compact format refuses this family
+(compact_exact False): its channel runs are whole images, whose size varies, not the fixed run
+the format carries, and the padding is literal zeros. Each image is
 rows * (columns + 1) tokens in the prompt (a break token ends each row of patches). Registers
 the family: transformers' PixtralImageProcessorPil / PixtralImageProcessor are its reference
 (what Pixtral checkpoints in transformers' format name, under model_type llava); the
@@ -44,7 +45,7 @@ def pixtral_size(height: int, width: int, longest_edge: int, patch: int) -> tupl
 class PixtralProcessor(Processor):
     """Pixtral's longest-edge resize to patch multiples; whole images padded to one canvas."""
 
-    zero_rows = True  # the batch padding is zeros, which no normalization table gives
+    compact_exact = False  # channel runs of H * W per image, zero padding (module docstring)
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         cfg = self.config
