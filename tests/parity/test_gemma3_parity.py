@@ -204,7 +204,7 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(HUB_FILE))
     ours = hf.Gemma3ImageProcessorPil.from_pretrained(tmp_path)
     assert ours.model_input_names == ["pixel_values", "num_crops"]
-    images = [real_images.open("rocket"), real_images.open("camera")]
+    images = [real_images.open("rocket"), real_images.rgb("camera")]
     out = ours(images, return_tensors="np")
     assert set(out) == {"pixel_values", "num_crops"}
     check(out, reference(ref, images))
@@ -214,6 +214,13 @@ def test_dropin_equals_transformers(tmp_path, real_images, ref):
     check(got, reference(ref, [wide], **PAS))
     assert np.asarray(got["num_crops"]).tolist() == [4]  # round(1500 / 400)
     assert ours._reference is None  # transformers' class was never needed
+    # the hub file's do_convert_rgb null keeps a grey image's one band there: both refuse it
+    grey = real_images.open("camera")
+    assert grey.mode == "L"
+    with pytest.raises(ValueError, match="mean must have 1 elements"):
+        Gemma3ImageProcessorPil.from_pretrained(tmp_path)([grey], return_tensors="np")
+    with pytest.raises(ValueError, match="mean must have 1 elements"):
+        ours([grey], return_tensors="np")
 
 
 def test_dropin_without_return_tensors_gives_lists_as_transformers(tmp_path, real_images):
