@@ -3,8 +3,8 @@
 Runs under the venv's python (tests/numerics/test_compact_torch.py), never under pytest, with
 smg_fast importable. For every family, backend and float dtype on one image: the compact output
 with return_tensors="pt" expands (natively on CPU; by the device gather, run here on CPU; and on
-CUDA when there is one) to exactly the full path's tensor. Prints one JSON object: {case: true |
-false | "error text"}.
+CUDA when there is one) to exactly the full path's tensor; a family the format does not describe
+(compact_exact False) refuses it. Prints one JSON object: {case: true | false | "error text"}.
 """
 
 import json
@@ -15,6 +15,7 @@ import torch
 
 import smg_fast
 from smg_fast.compact import CompactTensor, gather
+from smg_fast.errors import CompactFormatError
 from smg_fast.processors.registry import get_family
 
 
@@ -26,6 +27,14 @@ def cases(image):
             for dtype in ("float32", "bfloat16", "float16"):
                 key = f"{name}/{backend}/{dtype}"
                 full = proc(image, dtype=dtype, return_tensors="pt")["pixel_values"]
+                if not proc.compact_exact:
+                    try:
+                        proc(image, dtype=dtype, encoding="uint8+lut", return_tensors="pt")
+                        refused = False
+                    except CompactFormatError:
+                        refused = True
+                    yield key + "/refused", torch.tensor(refused), torch.tensor(True)
+                    continue
                 c = proc(image, dtype=dtype, encoding="uint8+lut", return_tensors="pt")
                 c = c["pixel_values"]
                 yield key + "/cpu", smg_fast.expand(c), full
