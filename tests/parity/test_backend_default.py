@@ -135,7 +135,11 @@ def test_hub_id_fetched_and_rechecked_online_cached_offline(tmp_path):
                       "max_pixels": 1003520}).encode()
     _FakeHub.files = {"Org/Tiny-VL/preprocessor_config.json": pre,
                       "Org/Tiny-VL/config.json": json.dumps({"model_type": "qwen2_vl"}).encode(),
-                      "Org/No-Config-VL/preprocessor_config.json": pre}
+                      "Org/No-Config-VL/preprocessor_config.json": pre,
+                      # transformers 5's save format: the settings nested in processor_config.json
+                      "Org/Nested-VL/processor_config.json": json.dumps(
+                          {"image_processor": json.loads(pre)}).encode(),
+                      "Org/Nested-VL/config.json": json.dumps({"model_type": "qwen2_vl"}).encode()}
     _FakeHub.served = []
     _FakeHub.commit = "fedcba9876543210fedcba9876543210fedcba98"
     server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
@@ -157,6 +161,8 @@ def test_hub_id_fetched_and_rechecked_online_cached_offline(tmp_path):
                    for r in _FakeHub.served)
         assert load("Org/Tiny-VL", HF_HUB_OFFLINE="1") == "OK qwen2_vl pil 1003520"  # now cached
         assert load("Org/No-Config-VL") == "OK qwen2_vl pil 1003520"
+        assert load("Org/Nested-VL") == "OK qwen2_vl pil 1003520"
+        assert load("Org/Nested-VL", HF_HUB_OFFLINE="1") == "OK qwen2_vl pil 1003520"
         missing = load("Org/Missing-VL")
         assert missing.startswith("ValueError 'Org/Missing-VL' could not be read"), missing
         assert "fetching its preprocessor_config.json failed" in missing and "404" in missing

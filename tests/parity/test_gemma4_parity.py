@@ -211,3 +211,42 @@ def test_cli_check_compares_with_transformers(family, capsys):
 
     assert main(["--model", family, "--check"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("bit-exact with transformers")
+
+
+def test_nested_processor_config_is_read_first(tmp_path, real_images):
+    """processor_config.json's image_processor wins over preprocessor_config.json, as there."""
+    from transformers import AutoImageProcessor
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma4"}))
+    nested = {**HUB_FILE, "image_processor_type": "Gemma4ImageProcessorPil",
+              "max_soft_tokens": 560}
+    (tmp_path / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Gemma4Processor", "image_processor": nested}))
+    proc = load_processor(tmp_path)  # the nested file alone: the v5 save format
+    theirs = AutoImageProcessor.from_pretrained(tmp_path)
+    assert type(theirs).__name__ == "Gemma4ImageProcessorPil"
+    assert (proc.config.backend, proc.config.max_soft_tokens) == ("pil", theirs.max_soft_tokens)
+    im = real_images.open("coffee")
+    check(proc(im), reference(theirs, im))
+
+    # a stale legacy file beside it is not read (transformers' priority)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {**HUB_FILE, "image_processor_type": "Gemma4ImageProcessor", "max_soft_tokens": 140}))
+    proc = load_processor(tmp_path)
+    theirs = AutoImageProcessor.from_pretrained(tmp_path)
+    assert (proc.config.backend, proc.config.max_soft_tokens) == ("pil", 560)
+    assert theirs.max_soft_tokens == 560
+    check(proc(im), reference(theirs, im))
+
+    # a processor_config.json without image_processor: the legacy file is read
+    (tmp_path / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Gemma4Processor"}))
+    proc = load_processor(tmp_path)
+    theirs = AutoImageProcessor.from_pretrained(tmp_path, backend="pil")
+    assert proc.config.max_soft_tokens == theirs.max_soft_tokens == 140
+    (tmp_path / "preprocessor_config.json").unlink()
+    with pytest.raises(ValueError, match="image_processor object in processor_config.json"):
+        load_processor(tmp_path)
+    (tmp_path / "processor_config.json").write_text(json.dumps({"image_processor": [1]}))
+    with pytest.raises(ValueError, match="not a JSON object"):
+        load_processor(tmp_path)

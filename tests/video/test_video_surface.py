@@ -56,6 +56,25 @@ def test_a_video_preprocessor_config_wins(tmp_path):
     assert (cfg.min_pixels, cfg.max_pixels, cfg.fps) == (4096, 100000, 3)
 
 
+def test_settings_are_found_as_transformers_finds_them(tmp_path):
+    """Nested video_processor, then video_preprocessor_config.json, then the image file."""
+    from transformers.models.auto.video_processing_auto import get_video_processor_config
+
+    folder = make_qwen_folder(tmp_path / "q3n", "qwen3_vl")
+    layers = [("video_preprocessor_config.json", {"fps": 3, "size": {
+                  "shortest_edge": 4096, "longest_edge": 100000}}),
+              ("processor_config.json", {"processor_class": "Qwen3VLProcessor"}),
+              ("processor_config.json", {"video_processor": {"fps": 1, "size": {
+                  "shortest_edge": 8192, "longest_edge": 200000}}})]
+    for name, content in layers:
+        (folder / name).write_text(json.dumps(content))
+        theirs = get_video_processor_config(str(folder))
+        cfg = load_video_processor(folder).config
+        assert (cfg.fps, cfg.min_pixels, cfg.max_pixels) == (
+            theirs["fps"], theirs["size"]["shortest_edge"], theirs["size"]["longest_edge"])
+    assert (cfg.fps, cfg.min_pixels) == (1, 8192)
+
+
 def test_video_settings_smg_fast_cannot_reproduce_fail_the_video_call_only(tmp_path):
     folder = make_qwen_folder(tmp_path / "q2", "qwen2_vl")
     pre = json.loads((folder / "preprocessor_config.json").read_text())

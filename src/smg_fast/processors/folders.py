@@ -14,6 +14,9 @@ from typing import Any
 # "org/name" as the hub spells repository ids (no leading dot, one slash).
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _FILES = ["preprocessor_config.json", "config.json"]
+# transformers 5's save format: one processor_config.json holding each part's dict under its
+# key; its Auto classes read that nested dict first, the legacy per-part file otherwise.
+PROCESSOR_FILE = "processor_config.json"
 
 
 def is_hub_id(name: str) -> bool:
@@ -27,7 +30,8 @@ def hub_folder(repo_id: str) -> str:
     As transformers does: online, huggingface_hub's download (its endpoint, token and cache
     settings), which reuses the cached copy while the hub's is the same and falls back to it when
     the hub is unreachable; with HF_HUB_OFFLINE set, the local cache alone. Only
-    preprocessor_config.json and config.json (when the repository has one) are fetched.
+    processor_config.json, preprocessor_config.json and config.json (those the repository has; at
+    least one of the first two) are fetched.
     ValueError saying what to do when neither works or huggingface_hub is not installed."""
     try:
         from huggingface_hub import constants
@@ -59,16 +63,47 @@ def hub_folder(repo_id: str) -> str:
 
 
 def _snapshot(repo_id: str, cache_dir: str | None, *, local_only: bool) -> str:
-    """The snapshot folder holding the repository's preprocessor_config.json (and config.json)."""
+    """The snapshot folder holding the repository's image processor settings (and config.json).
+
+    preprocessor_config.json or processor_config.json must be there (either may be missing
+    alone); config.json is optional."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    pre = hf_hub_download(repo_id, _FILES[0], cache_dir=cache_dir, local_files_only=local_only)
-    try:
-        hf_hub_download(repo_id, _FILES[1], cache_dir=cache_dir, local_files_only=local_only)
-    except (EntryNotFoundError, LocalEntryNotFoundError):
-        pass  # a folder without config.json is read from its preprocessor_config.json alone
+    def fetch(name: str) -> str | None:
+        try:
+            path: str = hf_hub_download(repo_id, name, cache_dir=cache_dir,
+                                        local_files_only=local_only)
+            return path
+        except (EntryNotFoundError, LocalEntryNotFoundError):
+            return None
+
+    nested = fetch(PROCESSOR_FILE)
+    if nested is None:  # the legacy file alone: its own not-found error says what is missing
+        pre = hf_hub_download(repo_id, _FILES[0], cache_dir=cache_dir, local_files_only=local_only)
+    else:
+        pre = fetch(_FILES[0]) or nested
+    fetch(_FILES[1])  # a folder without config.json is read from its processor settings alone
     return os.path.dirname(pre)
+
+
+def image_processor_fields(folder: str) -> tuple[dict[str, Any], str]:
+    """(the image processor's settings, the file they came from) of a model folder.
+
+    As transformers' AutoImageProcessor: processor_config.json's nested ``image_processor``
+    object when it has one, else preprocessor_config.json. ValueError when neither gives one."""
+    nested_path = os.path.join(folder, PROCESSOR_FILE)
+    if os.path.isfile(nested_path):
+        nested = read_json(nested_path).get("image_processor")
+        if nested is not None:
+            if not isinstance(nested, dict):
+                raise ValueError(f"{nested_path}: image_processor is not a JSON object")
+            return nested, nested_path
+    pre_path = os.path.join(folder, _FILES[0])
+    if not os.path.isfile(pre_path):
+        raise ValueError(f"model folder {folder!r} has no preprocessor_config.json nor an "
+                         f"image_processor object in {PROCESSOR_FILE}")
+    return read_json(pre_path), pre_path
 
 
 def read_json(path: str) -> dict[str, Any]:
@@ -112,4 +147,5 @@ def flag_fields(pre: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["auto_backend", "flag_fields", "hub_folder", "is_hub_id", "read_json"]
+__all__ = ["PROCESSOR_FILE", "auto_backend", "flag_fields", "hub_folder", "image_processor_fields",
+           "is_hub_id", "read_json"]

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from .config import ProcessorConfig
-from .folders import hub_folder, is_hub_id, read_json
+from .folders import hub_folder, image_processor_fields, is_hub_id, read_json
 from .processor import Processor
 from .registry import Family, build_config, get_family, names, registered
 from .video import VideoProcessor
@@ -45,11 +45,11 @@ def _family_of_folder(folder: str, pre: dict[str, Any]) -> Family:
 
 
 def read_model_folder(folder: str) -> tuple[Family, dict[str, Any]]:
-    """(family, preprocessor_config.json's keys) of a model folder."""
-    pre_path = os.path.join(folder, "preprocessor_config.json")
-    if not os.path.isfile(pre_path):
-        raise ValueError(f"model folder {folder!r} has no preprocessor_config.json")
-    pre = read_json(pre_path)
+    """(family, its image processor's settings) of a model folder.
+
+    The settings as transformers reads them: processor_config.json's nested image_processor
+    object, else preprocessor_config.json."""
+    pre, _ = image_processor_fields(folder)
     return _family_of_folder(folder, pre), pre
 
 
