@@ -1,9 +1,9 @@
 // AVX-512 row kernels of the resampler, exact to Pillow's integer sums. Vertical (F/BW/VL): 64
 // output bytes per step in four int32 accumulators. Horizontal (VBMI, RGB and RGBX): 16 output
 // pixels per group, one channel per register; the source pixels a group reads lie in a 128-byte
-// window (checked per group when planning), so each tap pair is one vpermi2b that drops the right
-// bytes into every int32 lane, and two dot products of the split weights (resample/fixed.hpp):
-// vpmaddwd + vpaddd, or one VNNI vpdpwssd.
+// window, or each half's in its own (checked per group when planning), so each tap pair is one
+// vpermi2b (two, for halves) that drops the right bytes into every int32 lane, and two dot
+// products of the split weights (resample/fixed.hpp): vpmaddwd + vpaddd, or one VNNI vpdpwssd.
 #include "resample/kernels.hpp"
 
 #if SMG_X86
@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "resample/fixed.hpp"
@@ -25,11 +26,16 @@ struct alignas(64) Vec64 {
 };
 
 // The AVX-512 VBMI horizontal plan: 16 output pixels per group, one channel per register.
+// How a group of 16 output pixels reads its source: one 128-byte window, one per half (pixels
+// 0-7 and 8-15, for downscales whose group spans more), or pixel by pixel.
+enum class Fit : uint8_t { Pixels = 0, Whole = 1, Halves = 2 };
+
 struct VbmiPlan : HorizontalPlan {
     int pairs = 0;               // taps rounded up to pairs
-    std::vector<int> base;       // first source pixel of each group's window
-    std::vector<uint8_t> fits;   // window holds every tap of the group
-    std::vector<Vec64> offsets;  // per group: bytes 4i, 4i+2 = C * (start[16g + i] - base), + C
+    std::vector<int> base;       // first source pixel of each group's window (its first half's)
+    std::vector<int> base_hi;    // Halves: first source pixel of the second half's window
+    std::vector<Fit> fits;       // how the group reads its source
+    std::vector<Vec64> offsets;  // per group: bytes 4i, 4i+2 = C * (start[16g + i] - its base), + C
     std::vector<Vec64> weights;  // per group and tap pair: low, then high int16 weight pairs
 };
 
@@ -116,15 +122,63 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) inline __m512i d
     return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 }
 
-// kPairs: the plan's tap pairs when known at compile time (0: read from the plan); with it fixed
-// the channel and pair loops unroll into independent accumulator chains.
+// The 128 bytes of a row from byte off: plain loads where the whole window is inside the row
+// (masked loads are slower), zeros past its end.
+__attribute__((target("avx512f,avx512bw"))) inline void load_window(const uint8_t* in, int64_t row_bytes, int64_t off,
+                                                                    __m512i& w0, __m512i& w1) {
+    const int64_t avail = row_bytes - off;
+    const __mmask64 m0 = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
+    const __mmask64 m1 = avail >= 128 ? ~0ULL : (avail > 64 ? ((1ULL << (avail - 64)) - 1) : 0);
+    w0 = avail >= 64 ? _mm512_loadu_si512(in + off) : _mm512_maskz_loadu_epi8(m0, in + off);
+    w1 = avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
+}
+
+// One group of 16 output pixels from its window(s); kHalves: pixels 0-7 read the first window
+// (w0, w1), pixels 8-15 the second (w2, w3). kPairs: the plan's tap pairs when known at compile
+// time (0: pairs); with it fixed the channel and pair loops unroll into independent accumulator
+// chains.
+template <int C, int CO, bool VNNI, int kPairs, bool kHalves>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) inline void vbmi_group(
+    __m512i w0, __m512i w1, __m512i w2, __m512i w3, const Vec64& offsets, const Vec64* wt, int pairs, __m512i ilv,
+    uint8_t* out, int n) {
+    const __m512i half = _mm512_set1_epi32(kHalf);
+    const __m512i zero = _mm512_setzero_si512();
+    constexpr __mmask64 kPair = 0x5555555555555555ULL;  // bytes 0 and 2 of each int32 lane
+    constexpr __mmask64 kLow = kPair & 0x00000000FFFFFFFFULL, kHigh = kPair & 0xFFFFFFFF00000000ULL;
+    if (kPairs) pairs = kPairs;
+    const __m512i idx0 = _mm512_load_si512(offsets.b);
+    __m512i ch[4] = {zero, zero, zero, zero};
+#pragma GCC unroll 4
+    for (int c = 0; c < CO; ++c) {
+        __m512i lo = zero, hi = zero;
+#pragma GCC unroll 8
+        for (int q = 0; q < pairs; ++q) {
+            const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(2 * C * q + c)));
+            __m512i v;  // int16 pixel pairs
+            if constexpr (kHalves) {
+                v = _mm512_or_si512(_mm512_maskz_permutex2var_epi8(kLow, w0, idx, w1),
+                                    _mm512_maskz_permutex2var_epi8(kHigh, w2, idx, w3));
+            } else {
+                v = _mm512_maskz_permutex2var_epi8(kPair, w0, idx, w1);
+            }
+            lo = dot_pairs<VNNI>(lo, v, _mm512_load_si512(wt[2 * q].b));
+            hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
+        }
+        // Pillow's (ss >> 22); clip8's clamp to 0..255 is the two saturating packs below
+        // (the shifted sums are far inside int16).
+        ch[c] =
+            _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half), kPrecisionBits);
+    }
+    const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
+    const __m512i rgb = _mm512_permutexvar_epi8(ilv, packed);
+    const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
+    _mm512_mask_storeu_epi8(out, store, rgb);
+}
+
 template <int C, int CO, bool VNNI, int kPairs>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
     const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out, int out_w) {
     const int64_t row_bytes = int64_t(in_w) * C;
-    const __m512i half = _mm512_set1_epi32(kHalf);
-    const __m512i zero = _mm512_setzero_si512();
-    constexpr __mmask64 kPair = 0x5555555555555555ULL;  // bytes 0 and 2 of each int32 lane
     // The channels' int32 results are narrowed with two saturating packs, which interleave
     // 128-bit lanes: byte 16 * l + 4 * k + j of the packed vector holds channel k, pixel
     // 4 * l + j. One vpermb then puts the pixels' CO channels next to each other.
@@ -135,44 +189,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
     }
     const __m512i ilv = _mm512_load_si512(ilv_b);
     const int groups = (out_w + 15) / 16;
-    const int pairs = kPairs ? kPairs : plan.pairs;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
-        if (!plan.fits[g]) {
-            horizontal_row_sse<C, CO>(in, kn, out, out_w, x0, x0 + n);
-            continue;
-        }
-        const int64_t off = int64_t(plan.base[g]) * C;
-        const int64_t avail = row_bytes - off;
-        const __mmask64 m0 = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
-        const __mmask64 m1 = avail >= 128 ? ~0ULL : (avail > 64 ? ((1ULL << (avail - 64)) - 1) : 0);
-        // Plain loads where the whole window is inside the row (masked loads are slower).
-        const __m512i w0 = avail >= 64 ? _mm512_loadu_si512(in + off) : _mm512_maskz_loadu_epi8(m0, in + off);
-        const __m512i w1 =
-            avail >= 128 ? _mm512_loadu_si512(in + off + 64) : _mm512_maskz_loadu_epi8(m1, in + off + 64);
-        const __m512i idx0 = _mm512_load_si512(plan.offsets[g].b);
-        const Vec64* wt = &plan.weights[size_t(g) * pairs * 2];
-        __m512i ch[4] = {zero, zero, zero, zero};
-#pragma GCC unroll 4
-        for (int c = 0; c < CO; ++c) {
-            __m512i lo = zero, hi = zero;
-#pragma GCC unroll 8
-            for (int q = 0; q < pairs; ++q) {
-                const __m512i idx = _mm512_add_epi8(idx0, _mm512_set1_epi8(char(2 * C * q + c)));
-                const __m512i v = _mm512_maskz_permutex2var_epi8(kPair, w0, idx, w1);  // int16 pixel pairs
-                lo = dot_pairs<VNNI>(lo, v, _mm512_load_si512(wt[2 * q].b));
-                hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
+        const Vec64* wt = &plan.weights[size_t(g) * plan.pairs * 2];
+        uint8_t* o = out + int64_t(x0) * CO;
+        __m512i w0, w1;
+        switch (plan.fits[g]) {
+            case Fit::Pixels: horizontal_row_sse<C, CO>(in, kn, out, out_w, x0, x0 + n); break;
+            case Fit::Whole:
+                load_window(in, row_bytes, int64_t(plan.base[g]) * C, w0, w1);
+                vbmi_group<C, CO, VNNI, kPairs, false>(w0, w1, w0, w1, plan.offsets[g], wt, plan.pairs, ilv, o, n);
+                break;
+            case Fit::Halves: {
+                __m512i w2, w3;
+                load_window(in, row_bytes, int64_t(plan.base[g]) * C, w0, w1);
+                load_window(in, row_bytes, int64_t(plan.base_hi[g]) * C, w2, w3);
+                vbmi_group<C, CO, VNNI, kPairs, true>(w0, w1, w2, w3, plan.offsets[g], wt, plan.pairs, ilv, o, n);
+                break;
             }
-            // Pillow's (ss >> 22); clip8's clamp to 0..255 is the two saturating packs below
-            // (the shifted sums are far inside int16).
-            ch[c] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half),
-                                      kPrecisionBits);
         }
-        const __m512i packed =
-            _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
-        const __m512i rgb = _mm512_permutexvar_epi8(ilv, packed);
-        const __mmask64 store = CO * n >= 64 ? ~0ULL : ((1ULL << (CO * n)) - 1);
-        _mm512_mask_storeu_epi8(out + int64_t(x0) * CO, store, rgb);
     }
 }
 
@@ -207,23 +242,42 @@ void rows_vbmi(const HorizontalPlan& plan, const AxisWeights& kn, const ImageVie
 }
 #pragma GCC diagnostic pop
 
-// The plan for 3 or 4 channels: per group of 16 output pixels, its window's first source pixel and
-// whether every tap fits in its 128 bytes, the vpermi2b offsets, and the split weights.
+// The window of output pixels [x0, x0 + n): its first source pixel, and whether every tap of
+// those pixels lies in the 128 bytes from there.
+std::pair<int, bool> window(const AxisWeights& kn, int x0, int n, int C) {
+    // Trimmed windows (see AxisWeights) need not start in increasing order.
+    const auto [lo, hi] = std::minmax_element(kn.start.begin() + x0, kn.start.begin() + x0 + n);
+    return {*lo, (*hi - *lo + kn.taps) * C <= 128};
+}
+
+// The plan for 3 or 4 channels: per group of 16 output pixels, how it reads its source (one
+// window, a window per half, or pixel by pixel), the vpermi2b offsets, and the split weights.
 void make_vbmi_plan(const AxisWeights& kn, int out_w, int C, VbmiPlan& p) {
     const int groups = (out_w + 15) / 16, taps = kn.taps;
     p.pairs = (taps + 1) / 2;
-    p.base.resize(groups);
-    p.fits.resize(groups);
+    p.base.assign(groups, 0);
+    p.base_hi.assign(groups, 0);
+    p.fits.assign(groups, Fit::Pixels);
     p.offsets.assign(groups, Vec64{});
     p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
-        // Trimmed windows (see AxisWeights) need not start in increasing order.
-        const auto [lo, hi] = std::minmax_element(kn.start.begin() + x0, kn.start.begin() + x0 + n);
-        p.base[g] = *lo;
-        p.fits[g] = (*hi - p.base[g] + taps) * C <= 128;
-        for (int i = 0; i < n && p.fits[g]; ++i) {
-            const int off = C * (kn.start[x0 + i] - p.base[g]);
+        const auto [base, whole] = window(kn, x0, n, C);
+        p.base[g] = p.base_hi[g] = base;
+        if (whole) {
+            p.fits[g] = Fit::Whole;
+        } else if (n > 8) {
+            const auto [base_lo, lo_fits] = window(kn, x0, 8, C);
+            const auto [base_hi, hi_fits] = window(kn, x0 + 8, n - 8, C);
+            if (lo_fits && hi_fits) {
+                p.fits[g] = Fit::Halves;
+                p.base[g] = base_lo;
+                p.base_hi[g] = base_hi;
+            }
+        }
+        if (p.fits[g] == Fit::Pixels) continue;
+        for (int i = 0; i < n; ++i) {
+            const int off = C * (kn.start[x0 + i] - (i < 8 ? p.base[g] : p.base_hi[g]));
             p.offsets[g].b[4 * i] = uint8_t(off);
             p.offsets[g].b[4 * i + 2] = uint8_t(off + C);
             for (int j = 0; j < taps; ++j) {
@@ -243,6 +297,11 @@ std::unique_ptr<HorizontalPlan> horizontal_plan_vbmi(const AxisWeights& kn, int,
     if (C < 3) return nullptr;
     auto p = std::make_unique<VbmiPlan>();
     make_vbmi_plan(kn, out_w, C, *p);
+    // Groups whose halves' windows exceed 128 bytes each (downscales past ~4x in RGB, ~3x in
+    // RGBX) take the per-pixel path, several times slower than the AVX2 kernel's layouts: past
+    // one group in 16, the next kernel of the table takes the resize.
+    const auto misfits = std::count(p->fits.begin(), p->fits.end(), Fit::Pixels);
+    if (misfits * 16 > std::ptrdiff_t(p->fits.size())) return nullptr;
     return p;
 }
 
