@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
-FAMILIES += ("gemma3",)
+FAMILIES += ("gemma3", "gemma3n", "gemma4")
 FAMILIES += ("internvl",)
 FAMILIES += ("pixtral",)
 
