@@ -121,12 +121,16 @@ void bind_pipeline(py::module_& m) {
         .def_property_readonly(
             "kernel",
             [](const Pipeline& pl) {
-                if (pl.patch_order() == PatchOrder::ChannelLast) return pl.dtype() == DType::UInt8 ? "copy" : "table";
+                if (pl.patch_order() == PatchOrder::ChannelLast) {
+                    if (pl.dtype() == DType::UInt8) return "copy";
+                    const PatchifyChoice c = pl.normalizer().kernel_for(pl.patch());
+                    return c.kernel->fn.channels_last ? c.prep->label : "table";
+                }
                 return pl.normalizer().kernel_label(pl.patch());
             },
             "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
             "'avx2-fast', 'avx2-gather', 'table' (each SIMD form checked against all 768 table values) or 'copy' "
-            "(uint8); channel-last patches: 'table' or 'copy'.")
+            "(uint8); channel-last patches: 'avx512-fast', 'avx512', 'table' or 'copy'.")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
         .def_property_readonly(
             "recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; }, "Normalization recipe.")

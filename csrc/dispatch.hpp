@@ -129,15 +129,26 @@ inline constexpr KernelRow<HorizontalKernel> kHorizontalKernels[] = {
 
 // patchify: fused normalize + patchify (patchify/kernels.hpp). A SIMD kernel is used for a
 // normalization only if its prepare() reproduced all 768 table values; the AVX-512 one takes
-// patches up to 16 pixels, the AVX2 one from 4 (its whole-vector stores spill past smaller rows)
+// patches up to 16 pixels (channel-first and channel-last; the others write channel-last patches
+// through the table), the AVX2 one from 4 (its whole-vector stores spill past smaller rows)
 // to whole images and tiles (sides above kMaxPatch come with one temporal copy, which it never
 // keeps).
 inline constexpr KernelRow<PatchifyKernel> kPatchifyKernels[] = {
 #if SMG_X86
-    {2, "avx512vbmi", Arch::X86, kX86Avx512, host_avx512vbmi, {1, 16, patchify_prepare_avx512, patchify_avx512}},
-    {1, "avx2", Arch::X86, kX86Avx2, host_avx2_fma_f16c, {4, kMaxImagePatch, patchify_prepare_avx2, patchify_avx2}},
+    {2,
+     "avx512vbmi",
+     Arch::X86,
+     kX86Avx512,
+     host_avx512vbmi,
+     {1, 16, patchify_prepare_avx512, patchify_avx512, patchify_avx512_channels_last}},
+    {1,
+     "avx2",
+     Arch::X86,
+     kX86Avx2,
+     host_avx2_fma_f16c,
+     {4, kMaxImagePatch, patchify_prepare_avx2, patchify_avx2, nullptr}},
 #endif
-    {0, "table", Arch::Any, kBaseline, always, {1, kMaxImagePatch, patchify_prepare_table, patchify_table}},
+    {0, "table", Arch::Any, kBaseline, always, {1, kMaxImagePatch, patchify_prepare_table, patchify_table, nullptr}},
 };
 
 // Rows best first (levels never rise), ids unique and below 32, and a last row that is portable

@@ -35,10 +35,40 @@ SMG_AVX512 SMG_INLINE __m512i finish16(__m512 f, DType dt) {
     }
 }
 
+// One channel's normalization constants in every lane, or each lane's own channel's (channel-last
+// patches interleave the channels within a vector).
+struct LaneNorm {
+    __m512 mean, std_, inv;
+    __m512d mean_d_lo, mean_d_hi, inv_d_lo, inv_d_hi;  // Kimi's double-precision form, by lane half
+};
+
+SMG_AVX512 SMG_INLINE LaneNorm channel_norm(const SimdNorm& n, int c) {
+    return {_mm512_set1_ps(n.mean[c]),   _mm512_set1_ps(n.std_[c]),   _mm512_set1_ps(n.inv[c]),
+            _mm512_set1_pd(n.mean_d[c]), _mm512_set1_pd(n.mean_d[c]), _mm512_set1_pd(n.inv_d[c]),
+            _mm512_set1_pd(n.inv_d[c])};
+}
+
+// Lane i normalized as channel ch[i].
+SMG_AVX512 LaneNorm lane_norm(const SimdNorm& n, const uint8_t (&ch)[16]) {
+    alignas(64) float mean[16], std_[16], inv[16];
+    alignas(64) double mean_d[16], inv_d[16];
+    for (int i = 0; i < 16; ++i) {
+        mean[i] = n.mean[ch[i]];
+        std_[i] = n.std_[ch[i]];
+        inv[i] = n.inv[ch[i]];
+        mean_d[i] = n.mean_d[ch[i]];
+        inv_d[i] = n.inv_d[ch[i]];
+    }
+    return {_mm512_load_ps(mean),       _mm512_load_ps(std_),  _mm512_load_ps(inv),      _mm512_load_pd(mean_d),
+            _mm512_load_pd(mean_d + 8), _mm512_load_pd(inv_d), _mm512_load_pd(inv_d + 8)};
+}
+
 // The reference's arithmetic on 16 int32 lanes holding pixel values, same IEEE operations in the
 // same order as build_lut (so identical results), then the output dtype's rounding. `fast` and
-// `recipe` are passed apart from n so that a kernel compiled for one mode folds them away.
-SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, DType dt, bool fast, int recipe) {
+// `recipe` are passed apart from n so that a kernel compiled for one mode folds them away; ln
+// holds each lane's channel constants.
+SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, const LaneNorm& ln, DType dt, bool fast,
+                                          int recipe) {
     __m512 f;
     if (fast) {
         // Single precision throughout: u * k with k = k_hi + k_lo as one FMA, u * k_hi exact
@@ -48,13 +78,12 @@ SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, D
         // form.
         const __m512 uf = _mm512_cvtepi32_ps(u);
         f = _mm512_fmadd_ps(uf, _mm512_set1_ps(n.k_hi), _mm512_mul_ps(uf, _mm512_set1_ps(n.k_lo)));
-        f = _mm512_sub_ps(f, _mm512_set1_ps(n.mean[c]));
-        const __m512 inv = _mm512_set1_ps(n.inv[c]);
+        f = _mm512_sub_ps(f, ln.mean);
         if (recipe == int(LutRecipe::HfRescaleNormalize)) {
-            const __m512 q = _mm512_mul_ps(f, inv);
-            f = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, _mm512_set1_ps(n.std_[c]), f), inv, q);
+            const __m512 q = _mm512_mul_ps(f, ln.inv);
+            f = _mm512_fmadd_ps(_mm512_fnmadd_ps(q, ln.std_, f), ln.inv, q);
         } else {
-            f = _mm512_mul_ps(f, inv);
+            f = _mm512_mul_ps(f, ln.inv);
         }
         return finish16(f, dt);
     }
@@ -66,19 +95,24 @@ SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, D
         fb = _mm512_cvtpd_ps(_mm512_mul_pd(hi, _mm512_set1_pd(n.rescale)));
     } else {
         // Each step in double, each result rounded to float (build_lut's Kimi order).
-        const __m512d k255 = _mm512_set1_pd(255.0), m = _mm512_set1_pd(n.mean_d[c]), s = _mm512_set1_pd(n.inv_d[c]);
+        const __m512d k255 = _mm512_set1_pd(255.0);
         fa = _mm512_cvtpd_ps(_mm512_div_pd(lo, k255));
         fb = _mm512_cvtpd_ps(_mm512_div_pd(hi, k255));
-        fa = _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_cvtps_pd(fa), m));
-        fb = _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_cvtps_pd(fb), m));
-        fa = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(fa), s));
-        fb = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(fb), s));
+        fa = _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_cvtps_pd(fa), ln.mean_d_lo));
+        fb = _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_cvtps_pd(fb), ln.mean_d_hi));
+        fa = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(fa), ln.inv_d_lo));
+        fb = _mm512_cvtpd_ps(_mm512_mul_pd(_mm512_cvtps_pd(fb), ln.inv_d_hi));
     }
     f = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(fa)), _mm256_castps_pd(fb), 1));
     if (recipe == int(LutRecipe::HfRescaleNormalize)) {
-        f = _mm512_div_ps(_mm512_sub_ps(f, _mm512_set1_ps(n.mean[c])), _mm512_set1_ps(n.std_[c]));
+        f = _mm512_div_ps(_mm512_sub_ps(f, ln.mean), ln.std_);
     }
     return finish16(f, dt);
+}
+
+// The same with every lane in channel c.
+SMG_AVX512 SMG_INLINE __m512i normalize16(__m512i u, const SimdNorm& n, int c, DType dt, bool fast, int recipe) {
+    return normalize16(u, n, channel_norm(n, c), dt, fast, recipe);
 }
 
 // All 768 table entries recomputed by normalize16 must equal the table.
@@ -236,6 +270,71 @@ BlockRowFn pick_kernel(int P, int Tn, bool fast, int recipe, DType dt) {
     if (dt == DType::Float32) return block_row_entry<float, 0, 0, kAnyMode>;
     return block_row_entry<uint16_t, 0, 0, kAnyMode>;
 }
+// Channel-last patches (PatchOrder::ChannelLast: merge 1, temporal 1): a patch line's 3P values
+// are its pixels' bytes in order, 16 values per vector. Vector k of a line starts at pixel
+// 16k / 3; its lanes' source bytes and channels repeat every three vectors (48 values, 16 pixels),
+// so three vpermb controls and three sets of lane constants serve every line. Bytes past the
+// line's valid pixels load as 0, which normalizes to the table's value for 0: the padding.
+template <typename T, int kMode>
+SMG_AVX512 void channels_last_avx512(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt_rt,
+                                     T* dst, int bh) {
+    const bool fast = kMode == kAnyMode ? n.fast : bool(kMode & 1);
+    const int recipe = kMode == kAnyMode ? n.recipe : (kMode >> 1) & 1;
+    const DType dt = kMode == kAnyMode ? dt_rt : DType(kMode >> 2);
+    const int P = L.patch, C = band.channels, line_values = 3 * P;
+    constexpr __mmask64 kLow = 0x1111111111111111ULL;  // byte 0 of each int32 lane
+    alignas(64) uint8_t ctrl_b[3][64] = {};
+    LaneNorm ln[3];
+    for (int k = 0; k < 3; ++k) {
+        uint8_t ch[16];
+        for (int i = 0; i < 16; ++i) {
+            const int v = 16 * k + i, px = v / 3 - (16 * k) / 3;
+            ch[i] = uint8_t(v % 3);
+            ctrl_b[k][4 * i] = uint8_t(C * px + ch[i]);
+        }
+        ln[k] = lane_norm(n, ch);
+    }
+    const int64_t row_elems = patch_row_elems(L);
+    for (int gx = 0; gx < L.grid_w; ++gx) {
+        T* out = dst + (int64_t(bh) * L.grid_w + gx) * row_elems;
+        const int x0 = gx * P;
+        const int valid_x = std::max(0, std::min(P, band.width - x0));
+        for (int py = 0; py < P; ++py) {
+            const int valid = py < band.height ? valid_x : 0;  // pixels of this line inside the band
+            const uint8_t* src = band.data + int64_t(py < band.height ? py : 0) * band.stride + int64_t(x0) * C;
+            T* o = out + int64_t(py) * line_values;
+            for (int v0 = 0, k = 0; v0 < line_values; v0 += 16, k = k == 2 ? 0 : k + 1) {
+                const int px0 = v0 / 3;
+                const int avail = std::max(0, (valid - px0) * C);  // source bytes left from px0
+                const __mmask64 load = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
+                const __m512i seg = _mm512_maskz_loadu_epi8(load, src + int64_t(px0) * C);
+                const __m512i u = _mm512_maskz_permutexvar_epi8(kLow, _mm512_load_si512(ctrl_b[k]), seg);
+                const __m512i r = normalize16(u, n, ln[k], dt, fast, recipe);
+                const int left = line_values - v0;
+                const __mmask16 lanes = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+                if constexpr (sizeof(T) == 4) {
+                    _mm512_mask_storeu_epi32(o + v0, lanes, r);
+                } else {
+                    _mm256_mask_storeu_epi16(o + v0, lanes, _mm512_cvtepi32_epi16(r));
+                }
+            }
+        }
+    }
+}
+
+template <typename T, int kMode>
+void channels_last_entry(const ImageView& band, const PatchLayout& L, const SimdNorm& n, DType dt, void* dst, int bh) {
+    channels_last_avx512<T, kMode>(band, L, n, dt, static_cast<T*>(dst), bh);
+}
+
+// Fast float32 rescale-and-normalize compiled with its mode fixed (Gemma 4, SigLIP 2); every
+// other normalization reads its mode at run time.
+BlockRowFn pick_channels_last(bool fast, int recipe, DType dt) {
+    if (fast && recipe == 0 && dt == DType::Float32)
+        return channels_last_entry<float, mode_of(true, 0, DType::Float32)>;
+    if (dt == DType::Float32) return channels_last_entry<float, kAnyMode>;
+    return channels_last_entry<uint16_t, kAnyMode>;
+}
 #pragma GCC diagnostic pop
 }  // namespace
 
@@ -257,6 +356,13 @@ void patchify_avx512(const ImageView& band, const PatchLayout& L, const Patchify
     const DefaultFpEnv fp_env;  // the arithmetic forms were checked under it
     const SimdNorm& n = prep.norm;
     pick_kernel(L.patch, L.temporal, n.fast, n.recipe, dt)(band, L, n, dt, dst, bh);
+}
+
+void patchify_avx512_channels_last(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt,
+                                   const void*, void* dst, int bh) {
+    const DefaultFpEnv fp_env;  // the arithmetic forms were checked under it
+    const SimdNorm& n = prep.norm;
+    pick_channels_last(n.fast, n.recipe, dt)(band, L, n, dt, dst, bh);
 }
 
 }  // namespace smg

@@ -29,6 +29,10 @@ struct PatchifyKernel {
     // contract); lut is the table prep was checked against.
     void (*block_row)(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt, const void* lut,
                       void* dst, int bh);
+    // The same for channel-last patches (block_row_channels_last's contract), or null where the
+    // kernel has no such form (the table then writes them).
+    void (*channels_last)(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt,
+                          const void* lut, void* dst, int bh);
 };
 
 // patchify/scalar.cpp: table lookups, portable; any normalization.
@@ -48,6 +52,8 @@ void patchify_avx2(const ImageView& band, const PatchLayout& L, const PatchifyPr
 bool patchify_prepare_avx512(const NormParams& params, DType dt, const void* lut, PatchifyPrep& prep);
 void patchify_avx512(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt, const void* lut,
                      void* dst, int bh);
+void patchify_avx512_channels_last(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt,
+                                   const void* lut, void* dst, int bh);
 #endif
 
 }  // namespace smg

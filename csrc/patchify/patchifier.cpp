@@ -11,8 +11,13 @@ Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm, PatchOrder 
     : L_(L), norm_(&norm), order_(order), choice_(norm.kernel_for(L.patch)) {}
 
 void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
-    if (order_ == PatchOrder::ChannelLast) {  // the table itself, for every dtype
-        block_row_channels_last(band, L_, norm_->dtype(), norm_->lut(), dst, bh);
+    if (order_ == PatchOrder::ChannelLast) {  // the kernel's channel-last form, else the table
+        if (choice_.kernel && choice_.kernel->fn.channels_last) {
+            note_ran(Stage::Patchify, choice_.kernel->id);
+            choice_.kernel->fn.channels_last(band, L_, *choice_.prep, norm_->dtype(), norm_->lut(), dst, bh);
+        } else {
+            block_row_channels_last(band, L_, norm_->dtype(), norm_->lut(), dst, bh);
+        }
         return;
     }
     if (!choice_.kernel) {  // uint8: the table is the identity

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import smg_fast
 from smg_fast import _native
 
 DTYPES = {"float32": _native.DType.FLOAT32, "bfloat16": _native.DType.BFLOAT16,
@@ -25,16 +26,28 @@ def expected(img: np.ndarray, lut: np.ndarray, patch: int, gh: int, gw: int) -> 
             .reshape(gh * gw, -1))
 
 
+# (recipe, rescale, mean, std): CLIP-style, Gemma 4's rescale only, Kimi's double-precision order
+NORMS = {"clip": (_native.LutRecipe.HF_RESCALE_NORMALIZE, 1 / 255, [0.48, 0.46, 0.41],
+                  [0.27, 0.26, 0.28]),
+         "rescale": (_native.LutRecipe.HF_RESCALE_NORMALIZE, 1 / 255, [0, 0, 0], [1, 1, 1]),
+         "kimi": (_native.LutRecipe.KIMI_DIVIDE_MULTIPLY, 1 / 255, [0.5, 0.5, 0.5],
+                  [0.5, 0.5, 0.5])}
+
+
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels", [3, 4])
 @pytest.mark.parametrize("patch,size,grid", [(16, (48, 32), (2, 3)), (14, (30, 20), (2, 3)),
-                                             (16, (48, 48), (3, 3)), (5, (7, 3), (1, 2))])
-def test_channel_last_rows(dtype, channels, patch, size, grid):
+                                             (16, (48, 48), (3, 3)), (5, (7, 3), (1, 2)),
+                                             (16, (37, 45), (3, 3)), (3, (10, 4), (2, 4)),
+                                             (17, (40, 20), (2, 3))])
+def test_channel_last_rows(norm, dtype, channels, patch, size, grid):
+    """Every value the table's, whichever kernel wrote it (the AVX-512 one for patches to 16)."""
     rng = np.random.default_rng(patch * 100 + channels)
     w, h = size
     src = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
-    pipe = _native.Pipeline(recipe=_native.LutRecipe.HF_RESCALE_NORMALIZE, rescale=1 / 255,
-                            mean=[0.48, 0.46, 0.41], std=[0.27, 0.26, 0.28],
+    recipe, rescale, mean, std = NORMS[norm]
+    pipe = _native.Pipeline(recipe=recipe, rescale=rescale, mean=mean, std=std,
                             dtype=DTYPES[dtype], filter=_native.Filter.BICUBIC,
                             pass_order=_native.PassOrder.PILLOW13, patch=patch, merge=1,
                             temporal=1, patch_order=_native.PatchOrder.CHANNELS_LAST)
@@ -45,3 +58,6 @@ def test_channel_last_rows(dtype, channels, patch, size, grid):
     pipe.run(src, w, h, gh, gw, out)  # same size: the resize is a copy
     want = expected(src[..., :3], lut, patch, gh, gw)
     assert np.array_equal(out.reshape(gh * gw, -1), want)
+    simd = smg_fast.cpu_features()["avx512vbmi"] and patch <= 16 and dtype != "uint8"
+    want_kernel = ("avx512-fast", "avx512") if simd else ("table", "copy")
+    assert pipe.kernel in want_kernel, pipe.kernel
