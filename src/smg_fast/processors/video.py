@@ -169,7 +169,8 @@ class VideoProcessor:
               out: np.ndarray, dtype: str, check: Callable[[], None] | None = None) -> float:
         """Writes each sampled frame's patches into its temporal slot of out.
 
-        ``check()`` runs before each frame is decoded. Returns the seconds spent decoding."""
+        ``check()`` runs before each frame is decoded (and each packet, inside the decoder's
+        loop) and before each frame is processed. Returns the seconds spent decoding."""
         cfg = self.config
         p, t = cfg.patch_size, cfg.temporal_patch_size
         rows = plan.grid_h * plan.grid_w
@@ -186,6 +187,8 @@ class VideoProcessor:
             decoding += time.perf_counter() - t0
             if rgb is None:
                 break
+            if check is not None:
+                check()
             pipe.run(rgb, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0)
             slots[k // t, :, :, k % t, :] = frame_patches
             k += 1
