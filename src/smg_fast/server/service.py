@@ -11,6 +11,7 @@ work between items once the RPC is cancelled, its deadline passes or the drain c
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import subprocess
@@ -26,10 +27,8 @@ from google.protobuf.message import DecodeError
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
 from .._service.wire import MAX_ITEMS, too_many_items
-from .._version import __version__
 from ..errors import CompactFormatError, InvalidImageError, InvalidVideoError
-from ..processors import Processor
-from ..processors.video import PlannedVideo, VideoProcessor
+from ..processors.video import PlannedVideo
 from ..transport.shm import ShmRegistry
 from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
@@ -37,12 +36,13 @@ from .delivery import OVERHEAD, Delivery, Outcome, Timer
 from .encoding import select
 from .inputs import resolve_item
 from .metrics import Metrics
+from .model_info import model_info
 from .models import ModelSet
 from .rdma_lane import RdmaLane
 from .request_error import RequestError, StoppedError
 from .tensor import Tensor
 from .ticket import Ticket
-from .video_items import plan_video, video_fingerprint, video_options
+from .video_items import video_fingerprint, video_options, video_planner
 
 log = logging.getLogger("smg_fast.server")
 
@@ -91,26 +91,10 @@ class PreprocessService:
         self.namespace = namespace
         self.rdma = rdma if rdma is not None else RdmaLane(config)
         self.delivery = Delivery(config, registry, self.rdma, metrics)
-        self._info = self._model_info().SerializeToString()
+        self._info = model_info(config, models, namespace,
+                                cache.capacity_bytes if cache is not None else 0)
 
     # ---- GetModelInfo ----
-
-    def _model_info(self) -> Any:
-        out = pb.GetModelInfoResponse(
-            default_model=self.models.default, shm_namespace=self.namespace,
-            default_transport=self.config.transport, shm_min_bytes=self.config.shm_min_bytes,
-            max_message_bytes=self.config.max_message_bytes,
-            pixel_cache_bytes=self.cache.capacity_bytes if self.cache is not None else 0,
-            version=__version__)
-        for m in self.models.models.values():
-            c = m.proc.config
-            out.models.add(name=m.name, family=c.family, config_fingerprint=m.fingerprint,
-                           patch_size=c.patch_size, merge_size=c.merge_size,
-                           temporal_patch_size=c.temporal_patch_size, default_dtype="float32",
-                           min_pixels=c.min_pixels or 0, max_pixels=c.max_pixels or 0,
-                           max_image_pixels=c.max_image_pixels or 0, source=m.source,
-                           backend=c.backend, takes_video=m.takes_video)
-        return out
 
     def model_info(self) -> bytes:
         if not self.rdma.ready:
@@ -234,10 +218,10 @@ class PreprocessService:
                                          "(--max-message-mb): send fewer per request")
                 it = _Item(index, data, blake3(data).digest())
                 if item.HasField("video"):
-                    it.plan = _video_planner(video_proc, it, video_options(index, item.video),
-                                             dtype, ticket)
+                    it.plan = video_planner(video_proc, index, data,
+                                            video_options(index, item.video), dtype, ticket.check)
                 else:
-                    it.plan = _image_planner(proc, data, dtype)
+                    it.plan = functools.partial(proc.plan_batch, data, dtype)
                 items.append(it)
                 timer.decode += time.perf_counter() - t0
                 planned_budget = self._admit(it, shm_ok, planned_budget, outcome, timer)
@@ -401,14 +385,3 @@ class PreprocessService:
             it.planned = None
         return Tensor.of_entry(entry, how != "miss"), computed if how == "miss" else waited
 
-
-def _image_planner(proc: Processor, data: bytes, dtype: str) -> Any:
-    """() -> the image's PlannedBatch (its header read)."""
-    return lambda: proc.plan_batch(data, dtype)
-
-
-def _video_planner(vp: VideoProcessor, it: _Item, options: dict[str, Any], dtype: str,
-                   ticket: Ticket) -> Any:
-    """() -> the video's PlannedVideo (its header read), decoding bounded by the ticket."""
-    index, data = it.index, it.data
-    return lambda: plan_video(vp, index, data, options, dtype, ticket.check)

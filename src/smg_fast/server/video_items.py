@@ -57,6 +57,12 @@ def plan_video(vp: VideoProcessor, index: int, data: bytes, options: dict[str, A
                            "install 'smg-fast[video]')") from None
 
 
+def video_planner(vp: VideoProcessor, index: int, data: bytes, options: dict[str, Any],
+                  dtype: str, check: Any) -> Any:
+    """() -> a fresh plan of the item (its header read again), decoding bounded by check."""
+    return lambda: plan_video(vp, index, data, options, dtype, check)
+
+
 def video_fingerprint(planned: PlannedVideo) -> str:
     """What, besides the content and the dtype, keys a video's cached output."""
     return "video:" + repr(planned.config)
@@ -72,4 +78,5 @@ def set_video_info(msg: Any, metadata: dict[str, Any]) -> None:
     msg.height = int(metadata.get("height") or 0)
 
 
-__all__ = ["plan_video", "set_video_info", "video_fingerprint", "video_options"]
+__all__ = ["plan_video", "set_video_info", "video_fingerprint", "video_options",
+           "video_planner"]
