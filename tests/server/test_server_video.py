@@ -281,3 +281,47 @@ def test_a_client_deadline_leaves_nothing_behind(server):
         # the server is still healthy and serves the next request
         out = c.preprocess(videos=CLIP_B, model="q2", transport="shm", timeout=60)
     _same_as_library(out.items[0], _library("qwen2_vl", CLIP_B))
+
+
+# ---- the clients ----
+
+def test_the_cli_sends_and_verifies_a_video(server, tmp_path, capsys):
+    from smg_fast.client import main
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(CLIP)
+    rc = main(["--target", server.target, "--model", "q3", "--video", str(path), "--fps", "3",
+               "--verify", "--transport", "shm"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    ref = _library("qwen3_vl", CLIP, fps=3, num_frames=None, do_sample_frames=True)
+    assert f"frames {list(ref['video_metadata'][0]['frames_indices'])}" in out
+    assert "pixel_values_videos" in out and "identical to in-process (video)" in out
+
+
+def test_verify_tells_a_different_video_apart(client):
+    from smg_fast.client import _verify_video
+
+    info = client.model_info()
+    out = client.preprocess(videos=CLIP, model="q3", videos_kwargs={"fps": 3})
+    item = out.items[0]
+    same = _verify_video(info, "q3", CLIP, "float32", {"fps": 3, "num_frames": None},
+                         item.pixel_values, item.video)
+    other = _verify_video(info, "q3", CLIP, "float32", {"fps": 4, "num_frames": None},
+                          item.pixel_values, item.video)
+    assert same.startswith("identical") and other.startswith("DIFFERS")
+
+
+def test_the_async_client_takes_videos(server):
+    import asyncio
+
+    from smg_fast.client import AsyncClient
+
+    async def run():
+        async with AsyncClient(server.target, timeout=60) as c:
+            return await c.preprocess(videos=[CLIP_B], model="q2", transport="shm",
+                                      videos_kwargs={"num_frames": 4})
+
+    out = asyncio.run(run())
+    _same_as_library(out.items[0], _library("qwen2_vl", CLIP_B, do_sample_frames=True,
+                                            num_frames=4, fps=None))
