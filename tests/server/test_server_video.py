@@ -325,3 +325,20 @@ def test_the_async_client_takes_videos(server):
     out = asyncio.run(run())
     _same_as_library(out.items[0], _library("qwen2_vl", CLIP_B, do_sample_frames=True,
                                             num_frames=4, fps=None))
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_a_stream_shorter_than_its_header_fails_mid_write_leaving_nothing(start_server,
+                                                                          transport):
+    """Decoded while written (no cache): the error comes from the write, its segment goes."""
+    from smg_fast.testing.video_clips import overstating_clip
+
+    clip = overstating_clip(24, 10)
+    srv = start_server(models=[("q2", "qwen2_vl")])  # no pixel cache: written in place
+    with Client(srv.target, timeout=60) as c:
+        code, details = _refused(c, video=clip, transport=transport)
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+        assert details.startswith("item 0: ") and "ends before frame" in details
+        assert srv.server.registry.stats()["outstanding"] == 0  # its segment was unlinked
+        out = c.preprocess(videos=CLIP_B, model="q2", transport=transport)  # still serving
+    _same_as_library(out.items[0], _library("qwen2_vl", CLIP_B))
