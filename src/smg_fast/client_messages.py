@@ -30,7 +30,7 @@ class PreprocessedImage:
     transport: str
     worker: str = ""  # the server that made it (routing.RoutedClient); "" for Client
     # A video's metadata (frames_indices, fps, total_num_frames, duration, width, height) as
-    # transformers' video processor returns it; None for an image.
+    # transformers' video processor returns it, and its prompt timestamps; None for an image.
     video: dict[str, Any] | None = None
 
 
@@ -191,10 +191,13 @@ def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
 
 
 def _video_metadata(msg: Any) -> dict[str, Any]:
-    """A VideoInfo message as transformers' video_metadata fields (fps None when unknown)."""
+    """A VideoInfo message as transformers' video_metadata fields (fps None when unknown).
+
+    Plus ``timestamps``: the seconds Qwen3-VL's prompt shows before each temporal group."""
     return {"frames_indices": [int(i) for i in msg.frames_indices], "fps": msg.fps or None,
             "total_num_frames": int(msg.total_num_frames), "duration": float(msg.duration),
-            "width": int(msg.width), "height": int(msg.height)}
+            "width": int(msg.width), "height": int(msg.height),
+            "timestamps": [float(t) for t in msg.timestamps]}
 
 
 __all__ = ["VIDEO_OPTIONS", "PreprocessResult", "PreprocessedImage", "build_request",

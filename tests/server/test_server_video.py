@@ -342,3 +342,15 @@ def test_a_stream_shorter_than_its_header_fails_mid_write_leaving_nothing(start_
         assert srv.server.registry.stats()["outstanding"] == 0  # its segment was unlinked
         out = c.preprocess(videos=CLIP_B, model="q2", transport=transport)  # still serving
     _same_as_library(out.items[0], _library("qwen2_vl", CLIP_B))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"num_frames": 5}, {"fps": 1.5}])
+def test_timestamps_are_qwen3_processors(client, kwargs):
+    """The seconds before each temporal group, as transformers' Qwen3VLProcessor computes them."""
+    proc = pytest.importorskip("transformers.models.qwen3_vl.processing_qwen3_vl")
+    out = client.preprocess(videos=CLIP, model="q3", videos_kwargs=kwargs, transport="inline")
+    meta = out.items[0].video
+    want = proc.Qwen3VLProcessor._calculate_timestamps(None, list(meta["frames_indices"]),
+                                                       meta["fps"], 2)
+    assert meta["timestamps"] == want
+    assert len(want) == out.items[0].grid_thw[0]

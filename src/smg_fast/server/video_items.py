@@ -41,12 +41,28 @@ def _check_pixels(index: int, vp: VideoProcessor, options: dict[str, Any]) -> No
                           f"min_pixels <= max_pixels <= {cfg.max_pixels}")
 
 
+def timestamps(indices: list[int], fps: float | None, temporal: int) -> list[float]:
+    """Seconds per temporal group, as transformers' Qwen3VLProcessor puts them in the prompt.
+
+    The indices padded with the last to a multiple of ``temporal``, each over fps (24 when
+    unknown), the first and last of each group averaged."""
+    rate = 24 if not fps else fps
+    padded = list(indices)
+    if padded and len(padded) % temporal:
+        padded += [padded[-1]] * (temporal - len(padded) % temporal)
+    seconds = [i / rate for i in padded]
+    return [(seconds[k] + seconds[k + temporal - 1]) / 2
+            for k in range(0, len(seconds), temporal)]
+
+
 def plan_video(vp: VideoProcessor, index: int, data: bytes, options: dict[str, Any],
                dtype: str, check: Any) -> PlannedVideo:
-    """The item's plan (header read, frames sampled, output sized); RequestError if refused."""
+    """The item's plan (header read, frames sampled, output sized); RequestError if refused.
+
+    Its metadata gains ``timestamps`` (see ``timestamps``)."""
     _check_pixels(index, vp, options)
     try:
-        return vp.plan(data, dtype, index=index, check=check, **options)
+        planned = vp.plan(data, dtype, index=index, check=check, **options)
     except InvalidVideoError as exc:
         raise _bad(index, exc.problem) from None
     except (UnsupportedCallError, ValueError) as exc:  # options the sampling rule refuses
@@ -55,6 +71,10 @@ def plan_video(vp: VideoProcessor, index: int, data: bytes, options: dict[str, A
         raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
                            "this server cannot decode videos: PyAV is not installed (pip "
                            "install 'smg-fast[video]')") from None
+    meta = planned.metadata
+    meta["timestamps"] = timestamps(meta["frames_indices"], meta.get("fps"),
+                                    vp.config.temporal_patch_size)
+    return planned
 
 
 def video_planner(vp: VideoProcessor, index: int, data: bytes, options: dict[str, Any],
@@ -76,7 +96,8 @@ def set_video_info(msg: Any, metadata: dict[str, Any]) -> None:
     msg.duration = float(metadata.get("duration") or 0.0)
     msg.width = int(metadata.get("width") or 0)
     msg.height = int(metadata.get("height") or 0)
+    msg.timestamps.extend(float(t) for t in metadata.get("timestamps") or ())
 
 
-__all__ = ["plan_video", "set_video_info", "video_fingerprint", "video_options",
+__all__ = ["plan_video", "set_video_info", "timestamps", "video_fingerprint", "video_options",
            "video_planner"]
