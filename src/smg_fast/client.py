@@ -7,14 +7,13 @@
 
 ``AsyncClient`` has the same methods as coroutines. Images are bytes (sent as is), paths (read
 here and sent as bytes) or URL strings (``data:...``, ``file://...``: resolved by the server).
-Videos (encoded containers) are given the same ways, with ``videos=`` and their sampling options
-in ``videos_kwargs`` (``fps``, ``num_frames``, ...):
+The default transport ``auto`` gets /dev/shm handles when client and server share /dev/shm and
+inline bytes otherwise; either way the arrays come back materialized (shm segments are mapped
+and unlinked). Videos (encoded containers) are given the same ways, with ``videos=`` and their
+sampling options in ``videos_kwargs`` (``fps``, ``num_frames``, ...):
 
         out = c.preprocess(videos=[mp4_bytes], videos_kwargs={"fps": 2})
         out.pixel_values_videos, out.video_grid_thw, out.video_metadata
-The default transport ``auto`` gets /dev/shm handles when client and server share /dev/shm and
-inline bytes otherwise; either way the arrays come back materialized (shm segments are mapped
-and unlinked).
 
     python -m smg_fast.client IMAGE... [--video VIDEO --fps 2] --target host:port
 """
