@@ -58,3 +58,21 @@ def test_a_routed_request_of_images_and_videos_is_exact(start_server, small_jpeg
     # each video went back to the member that has its pixels
     assert all(it.cache_hit for it in again.items)
     assert [it.worker for it in again.items] == [it.worker for it in out.items[1:]]
+
+
+def test_the_router_process_serves_videos(start_server):
+    """``python -m smg_fast.router`` in front of two servers: video items pass through it."""
+    from smg_fast.client import Client
+    from smg_fast.testing.servers import RouterProcess
+
+    servers = [start_server(models=[("qwen2_vl", "qwen2_vl")]) for _ in range(2)]
+    with RouterProcess([s.target for s in servers]) as router:
+        with Client(router.target, timeout=60) as c:
+            out = c.preprocess(videos=CLIPS[:2], videos_kwargs={"num_frames": 4},
+                               transport="inline")
+    ref = load_video_processor("qwen2_vl")(CLIPS[:2], do_sample_frames=True, num_frames=4,
+                                           fps=None, return_metadata=True)
+    assert np.array_equal(out.pixel_values_videos, ref["pixel_values_videos"])
+    assert np.array_equal(out.video_grid_thw, ref["video_grid_thw"])
+    assert [m["frames_indices"] for m in out.video_metadata] == [
+        list(m["frames_indices"]) for m in ref["video_metadata"]]
