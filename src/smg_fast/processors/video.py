@@ -230,11 +230,15 @@ class PlannedVideo:
         self.nbytes = plan.elems * self.np_dtype.itemsize
         self.grid = np.array([[plan.grid_t, plan.grid_h, plan.grid_w]], np.int64)
         self.num_tokens = proc.tokens_for_grid(self.grid)
+        self._closed = False
 
     def write_into(self, out: np.ndarray) -> np.ndarray:
         """Decodes and writes the video into ``out`` (a writable C-contiguous array of the dtype).
 
-        Returns the part written, shaped like pixel_values_videos; consumes the plan."""
+        Returns the part written, shaped like pixel_values_videos; consumes the plan (a second
+        write raises RuntimeError: plan the video again)."""
+        if self._closed:
+            raise RuntimeError("this video plan was written or closed: plan the video again")
         try:
             if not out.flags.c_contiguous or not out.flags.writeable:
                 raise ValueError("destination must be a writable C-contiguous array")
@@ -262,6 +266,7 @@ class PlannedVideo:
 
     def close(self) -> None:
         """Releases the container (idempotent)."""
+        self._closed = True
         self._source.close()
 
 
