@@ -9,9 +9,13 @@
 here and sent as bytes) or URL strings (``data:...``, ``file://...``: resolved by the server).
 The default transport ``auto`` gets /dev/shm handles when client and server share /dev/shm and
 inline bytes otherwise; either way the arrays come back materialized (shm segments are mapped
-and unlinked).
+and unlinked). Videos (encoded containers) are given the same ways, with ``videos=`` and their
+sampling options in ``videos_kwargs`` (``fps``, ``num_frames``, ...):
 
-    python -m smg_fast.client IMAGE... --target host:port
+        out = c.preprocess(videos=[mp4_bytes], videos_kwargs={"fps": 2})
+        out.pixel_values_videos, out.video_grid_thw, out.video_metadata
+
+    python -m smg_fast.client IMAGE... [--video VIDEO --fps 2] --target host:port
 """
 
 from __future__ import annotations
@@ -21,9 +25,7 @@ import asyncio
 import os
 import sys
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -33,117 +35,20 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ._proto import preprocessor_pb2 as pb
 from ._proto import preprocessor_pb2_grpc as pb_grpc
 from ._service.channel import message_size_options
+from ._service.video_options import call_options
+from .client_messages import (  # noqa: F401 - the request/response helpers are public here too
+    VIDEO_OPTIONS,
+    PreprocessedImage,
+    PreprocessResult,
+    _media_item,
+    build_request,
+    read_response,
+    video_options,
+)
 from .compact import CompactTensor, expand
-from .transport.tensors import read_tensor, shm_namespace
+from .transport.tensors import shm_namespace
 
 DEFAULT_TARGET = "127.0.0.1:50051"
-
-
-@dataclass
-class PreprocessedImage:
-    pixel_values: Any  # np.ndarray, or a torch tensor with as_torch (a CompactTensor: compact)
-    grid_thw: tuple[int, int, int]
-    num_tokens: int
-    content_hash: bytes
-    cache_hit: bool
-    transport: str
-    worker: str = ""  # the server that made it (routing.RoutedClient); "" for Client
-
-
-@dataclass
-class PreprocessResult:
-    request_id: str
-    items: list[PreprocessedImage]
-    timings: dict[str, int] = field(default_factory=dict)  # server-side microseconds
-    latency_s: float = 0.0  # client-side, send to materialized arrays
-
-    @property
-    def pixel_values(self) -> Any:
-        """All images' patches concatenated (a copy when there are several images).
-
-        ValueError for items of different shapes beyond the first axis (whole images, as Pixtral's
-        are served unpadded): take each item's pixel_values."""
-        parts = [i.pixel_values for i in self.items]
-        if len(parts) == 1:
-            return parts[0]
-        shapes = {tuple(p.shape[1:]) for p in parts}
-        if len(shapes) > 1:
-            raise ValueError(f"the items' pixel_values differ in shape ({sorted(shapes)}) and "
-                             "cannot be joined: read items[i].pixel_values (padding a batch is "
-                             "the caller's)")
-        if isinstance(parts[0], CompactTensor):  # one request: one table for every item
-            first = parts[0]
-            return CompactTensor(_cat([p.codes for p in parts]), first.lut, first.dtype, first.run)
-        return _cat(parts)
-
-    @property
-    def image_grid_thw(self) -> np.ndarray:
-        return np.array([i.grid_thw for i in self.items], dtype=np.int64).reshape(-1, 3)
-
-    @property
-    def num_tokens(self) -> np.ndarray:
-        return np.array([i.num_tokens for i in self.items], dtype=np.int64)
-
-
-def _cat(parts: list[Any]) -> Any:
-    """NumPy arrays or torch tensors concatenated along the first axis."""
-    if not isinstance(parts[0], np.ndarray):
-        import torch
-
-        return torch.cat(parts)
-    return np.concatenate(parts)
-
-
-def _media_item(image: Any) -> Any:
-    if isinstance(image, pb.MediaItem):
-        return image
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        return pb.MediaItem(data=bytes(image))
-    if isinstance(image, str) and image[:5].lower() in ("data:", "file:"):
-        return pb.MediaItem(url=image)
-    if isinstance(image, (str, os.PathLike)):
-        with open(image, "rb") as fh:
-            return pb.MediaItem(data=fh.read())
-    raise TypeError(f"images must be bytes, a path or a data:/file:// URL string, got "
-                    f"{type(image).__name__}")
-
-
-def build_request(images: Any, *, model: str | None = None, dtype: str = "float32",
-                  transport: str = "auto", min_pixels: int | None = None,
-                  max_pixels: int | None = None, request_id: str | None = None,
-                  namespace: str | None = None, encoding: str = "") -> Any:
-    """The PreprocessRequest for images; ``encoding="uint8+lut"`` asks for the compact format."""
-    items = list(images) if isinstance(images, (list, tuple)) else [images]
-    req = pb.PreprocessRequest(
-        request_id=request_id or uuid.uuid4().hex, model=model or "", dtype=dtype,
-        transport=transport, shm_namespace=namespace if namespace is not None else "",
-        items=[_media_item(i) for i in items], encoding=encoding)
-    if min_pixels is not None:
-        req.min_pixels = int(min_pixels)
-    if max_pixels is not None:
-        req.max_pixels = int(max_pixels)
-    return req
-
-
-def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
-                  puller: Any = None, expand: bool = False) -> PreprocessResult:
-    """Reads a response into a result, every item materialized.
-
-    Maps and unlinks shm segments, and pulls rdma handles with ``puller`` (default
-    :func:`smg_fast.transport.rdma.default_puller`). Compact ("uint8+lut") items come back as
-    CompactTensor, or with ``expand`` as the tensors they encode."""
-    items = []
-    for it in resp.items:
-        items.append(PreprocessedImage(
-            pixel_values=read_tensor(it.pixel_values, as_torch=as_torch, unlink=unlink,
-                                     puller=puller, expand=expand),
-            grid_thw=tuple(int(v) for v in it.grid_thw), num_tokens=int(it.num_tokens),
-            content_hash=bytes(it.content_hash), cache_hit=bool(it.cache_hit),
-            transport=it.transport or it.pixel_values.WhichOneof("payload") or ""))
-    t = resp.timings
-    timings = {k: int(getattr(t, k)) for k in ("queue_us", "decode_us", "preprocess_us",
-                                               "transport_us", "total_us")}
-    return PreprocessResult(resp.request_id, items, timings)
 
 
 def _info_dict(msg: Any) -> dict[str, Any]:
@@ -180,12 +85,13 @@ class _ClientBase:
 
     def _request(self, images: Any, model: str | None, dtype: str, transport: str,
                  min_pixels: int | None, max_pixels: int | None,
-                 request_id: str | None, encoding: str = "") -> pb.PreprocessRequest:
+                 request_id: str | None, encoding: str = "", videos: Any = None,
+                 videos_kwargs: dict[str, Any] | None = None) -> pb.PreprocessRequest:
         """The PreprocessRequest both clients send (with this host's shm namespace)."""
         return build_request(images, model=model, dtype=dtype, transport=transport,
                              min_pixels=min_pixels, max_pixels=max_pixels,
                              request_id=request_id, namespace=self.namespace,
-                             encoding=encoding)
+                             encoding=encoding, videos=videos, videos_kwargs=videos_kwargs)
 
 
 class Client(_ClientBase):
@@ -193,17 +99,21 @@ class Client(_ClientBase):
 
     _channel_factory = staticmethod(grpc.insecure_channel)
 
-    def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
+    def preprocess(self, images: Any = None, model: str | None = None, dtype: str = "float32",
                    transport: str = "auto", *, min_pixels: int | None = None,
                    max_pixels: int | None = None, request_id: str | None = None,
                    as_torch: bool = False, timeout: float | None = None,
-                   encoding: str = "", expand: bool = False) -> PreprocessResult:
+                   encoding: str = "", expand: bool = False, videos: Any = None,
+                   videos_kwargs: dict[str, Any] | None = None) -> PreprocessResult:
         """Raises grpc.RpcError with the server's status code and message on failure.
 
         ``encoding="uint8+lut"``: the compact exact format on the wire; each item's pixel_values
-        is then a CompactTensor (``smg_fast.expand`` it), or with ``expand`` the dtype's tensor."""
+        is then a CompactTensor (``smg_fast.expand`` it), or with ``expand`` the dtype's tensor.
+        ``videos``: encoded videos (bytes, paths, file:// URLs) sent after the images, sampled
+        with ``videos_kwargs`` (``fps``, ``num_frames``, ``do_sample_frames``, ``min_frames``,
+        ``max_frames``, ``min_pixels``, ``max_pixels``; unset: the model's)."""
         req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id,
-                            encoding)
+                            encoding, videos, videos_kwargs)
         t0 = time.perf_counter()
         resp = self._stub.Preprocess(req, timeout=timeout or self.timeout)
         out = read_response(resp, as_torch=as_torch, puller=self.puller, expand=expand)
@@ -236,14 +146,15 @@ class AsyncClient(_ClientBase):
 
     _channel_factory = staticmethod(grpc.aio.insecure_channel)
 
-    async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
+    async def preprocess(self, images: Any = None, model: str | None = None, dtype: str = "float32",
                          transport: str = "auto", *, min_pixels: int | None = None,
                          max_pixels: int | None = None, request_id: str | None = None,
                          as_torch: bool = False, timeout: float | None = None,
-                         encoding: str = "", expand: bool = False) -> PreprocessResult:
+                         encoding: str = "", expand: bool = False, videos: Any = None,
+                         videos_kwargs: dict[str, Any] | None = None) -> PreprocessResult:
         """Client.preprocess, awaited."""
         req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id,
-                            encoding)
+                            encoding, videos, videos_kwargs)
         t0 = time.perf_counter()
         resp = await self._stub.Preprocess(req, timeout=timeout or self.timeout)
         if any(it.pixel_values.WhichOneof("payload") == "remote" for it in resp.items):
@@ -272,6 +183,9 @@ class AsyncClient(_ClientBase):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+# ------------------------------------------------------------------------------------------
 
 
 # ------------------------------------------------------------------------------------------
@@ -311,13 +225,45 @@ def _verify(info: dict[str, Any], model: str | None, image: str | bytes, dtype: 
     return f"{line}; {'bit-exact with' if same else 'DIFFERS from'} transformers ({backend})"
 
 
+def _verify_video(info: dict[str, Any], model: str | None, video: str | bytes, dtype: str,
+                  options: dict[str, Any], got: np.ndarray, meta: dict[str, Any] | None) -> str:
+    """A line saying how a served video compares with the in-process video processor.
+
+    The local one is made from the server's model source (a family name or a folder readable
+    here) and called with the options the server derives from the request's VideoOptions."""
+    from .processors.loader import load_video_processor
+
+    name = model or info.get("default_model", "")
+    spec = next((m for m in info.get("models", []) if m.get("name") == name), None)
+    if spec is None:
+        return "verify skipped: unknown model"
+    if isinstance(video, str) and not os.path.isfile(video):
+        return "verify skipped: the video is not a file here"
+    try:
+        vp = load_video_processor(spec["source"])
+    except (ValueError, TypeError, OSError):
+        return "verify skipped: the server's model folder is not readable here"
+    ref = vp(video, dtype=dtype, return_metadata=True, **options)
+    same = np.array_equal(ref["pixel_values_videos"], got)
+    idx = list(ref["video_metadata"][0]["frames_indices"])
+    if meta is not None and meta["frames_indices"] != idx:
+        same = False
+    return ("identical to in-process (video)" if same else "DIFFERS from in-process (video)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m smg_fast.client",
-        description="Send images to an smg-fast server and print what comes back per image: "
-                    "shape, grid, tokens, cache hit, transport, latency.")
+        description="Send images (and videos) to an smg-fast server and print what comes back "
+                    "per item: shape, grid, tokens, cache hit, transport, latency.")
     ap.add_argument("images", nargs="*", help="image files (sent as bytes), or data:/file:// "
                                               "URLs (resolved by the server)")
+    ap.add_argument("--video", action="append", default=[], metavar="VIDEO",
+                    help="a video file (sent as bytes) or file:// URL; repeatable")
+    ap.add_argument("--fps", type=float, default=None,
+                    help="videos: frames kept per second (default: the model's)")
+    ap.add_argument("--num-frames", type=int, default=None,
+                    help="videos: frames kept (instead of --fps)")
     ap.add_argument("--test-pattern", action="store_true",
                     help="also send a built-in 1920x1080 JPEG test pattern (no image needed)")
     ap.add_argument("--target", default=os.environ.get("SMG_FAST_TARGET", DEFAULT_TARGET),
@@ -337,12 +283,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--verify", action="store_true",
                     help="compare with the in-process processor of the server's config and "
                          "backend and, for float32, with transformers' processor for that "
-                         "backend where it runs here (torchvision needs torchvision); exit "
-                         "status 1 when either differs")
+                         "backend where it runs here (torchvision needs torchvision); a "
+                         "video with the in-process video processor of the server's model "
+                         "(same frames kept, same pixel_values_videos); exit status 1 when "
+                         "any differs")
     args = ap.parse_args(argv)
-    if not args.images and not args.info and not args.test_pattern:
-        ap.error("give image files, --test-pattern, or --info")
+    if not args.images and not args.info and not args.test_pattern and not args.video:
+        ap.error("give image files, --video files, --test-pattern, or --info")
     images: list[tuple[str, Any]] = [(str(i), i) for i in args.images]
+    videos_kwargs = {k: v for k, v in (("fps", args.fps), ("num_frames", args.num_frames))
+                     if v is not None}
+    try:
+        options = call_options(video_options(videos_kwargs))
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.test_pattern:
         from .imaging.sample import sample_image_bytes
 
@@ -367,11 +321,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             import json
 
             print(json.dumps(info, indent=2))
-        for label, image in images:
+        sends = [(label, image, False) for label, image in images]
+        sends += [(str(v), v, True) for v in args.video]
+        for label, image, is_video in sends:
             for _ in range(max(1, args.repeat)):
                 try:
-                    out = client.preprocess(image, model=args.model, dtype=args.dtype,
-                                            transport=args.transport, encoding=args.encoding)
+                    if is_video:
+                        out = client.preprocess(videos=image, videos_kwargs=videos_kwargs,
+                                                model=args.model, dtype=args.dtype,
+                                                transport=args.transport)
+                    else:
+                        out = client.preprocess(image, model=args.model, dtype=args.dtype,
+                                                transport=args.transport, encoding=args.encoding)
                 except grpc.RpcError as exc:
                     print(f"{label}: {exc.code().name}: {exc.details()}", file=sys.stderr)
                     status = 1
@@ -386,13 +347,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if isinstance(px, CompactTensor):  # verified as the tensor it stands for
                     fmt = f"{args.dtype} as uint8+lut ({px.nbytes} bytes)"
                     px = expand(px)
-                line = (f"{label}: pixel_values {tuple(px.shape)} {fmt} grid_thw "
+                what = "pixel_values_videos" if is_video else "pixel_values"
+                line = (f"{label}: {what} {tuple(px.shape)} {fmt} grid_thw "
                         f"{list(it.grid_thw)} tokens {it.num_tokens} cache_hit "
                         f"{str(it.cache_hit).lower()} transport {it.transport} "
                         f"{out.latency_s * 1e3:.2f} ms (server {out.timings['total_us'] / 1e3:.2f}"
                         " ms)")
-                if args.verify and not (isinstance(image, str)
-                                        and image.startswith(("data:", "file:"))):
+                if is_video:
+                    line += f" frames {it.video['frames_indices']}"
+                if args.verify and is_video:
+                    local = image[7:] if image.startswith("file://") else image
+                    verdict = _verify_video(info, args.model, local, args.dtype, options, px,
+                                            it.video)
+                    line += " | " + verdict
+                    status = 1 if "DIFFERS" in verdict else status
+                elif args.verify and not (isinstance(image, str)
+                                          and image.startswith(("data:", "file:"))):
                     verdict = _verify(info, args.model, image, args.dtype, px)
                     line += " | " + verdict
                     status = 1 if "DIFFERS" in verdict else status

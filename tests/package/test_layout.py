@@ -57,7 +57,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
                "routing.errors"),
     "integrations": ("integrations",),
     "_service": ("_service",),
-    "client": ("client",),
+    "client": ("client", "client_messages"),
     "server": ("server",),
     "routing": ("routing",),
     "router": ("router",),

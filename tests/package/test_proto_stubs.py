@@ -59,7 +59,12 @@ def test_stubs_match_the_spec():
     assert numbers(tp.LutTable) == {"dtype": 1, "table": 2, "run": 3}
     assert numbers(tp.ShmHandle) == {"name": 1, "offset": 2, "nbytes": 3, "owner_id": 4}
     assert numbers(tp.RemoteTensorHandle) == {"transport": 1, "descriptor": 2, "nbytes": 3}
-    assert numbers(pb.MediaItem) == {"data": 1, "url": 2}
+    assert numbers(pb.MediaItem) == {"data": 1, "url": 2, "video": 3}
+    assert numbers(pb.VideoOptions) == {"do_sample_frames": 1, "fps": 2, "num_frames": 3,
+                                        "min_frames": 4, "max_frames": 5, "min_pixels": 6,
+                                        "max_pixels": 7}
+    assert numbers(pb.VideoInfo) == {"frames_indices": 1, "fps": 2, "total_num_frames": 3,
+                                     "duration": 4, "width": 5, "height": 6, "timestamps": 7}
     req = numbers(pb.PreprocessRequest)
     assert {k: req[k] for k in ("request_id", "model", "items", "dtype", "transport",
                                 "shm_namespace", "encoding")} == {
@@ -67,8 +72,9 @@ def test_stubs_match_the_spec():
         "encoding": 9}
     item = numbers(pb.ProcessedItem)
     assert {k: item[k] for k in ("pixel_values", "grid_thw", "num_tokens", "content_hash",
-                                 "cache_hit")} == {
-        "pixel_values": 1, "grid_thw": 2, "num_tokens": 3, "content_hash": 4, "cache_hit": 5}
+                                 "cache_hit", "video")} == {
+        "pixel_values": 1, "grid_thw": 2, "num_tokens": 3, "content_hash": 4, "cache_hit": 5,
+        "video": 7}
     assert pb.DESCRIPTOR.package == "smg_fast.v1"
     assert set(pb.DESCRIPTOR.services_by_name["Preprocessor"].methods_by_name) == {
         "Preprocess", "GetModelInfo"}

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import tensor_pb2 as smg__fast_dot_v1_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esmg_fast/v1/preprocessor.proto\x12\x0bsmg_fast.v1\x1a\x18smg_fast/v1/tensor.proto\"4\n\tMediaItem\x12\x0e\n\x04\x64\x61ta\x18\x01 \x01(\x0cH\x00\x12\r\n\x03url\x18\x02 \x01(\tH\x00\x42\x08\n\x06source\"\xf8\x01\n\x11PreprocessRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12%\n\x05items\x18\x03 \x03(\x0b\x32\x16.smg_fast.v1.MediaItem\x12\r\n\x05\x64type\x18\x04 \x01(\t\x12\x11\n\ttransport\x18\x05 \x01(\t\x12\x15\n\rshm_namespace\x18\x06 \x01(\t\x12\x17\n\nmin_pixels\x18\x07 \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nmax_pixels\x18\x08 \x01(\x04H\x01\x88\x01\x01\x12\x10\n\x08\x65ncoding\x18\t \x01(\tB\r\n\x0b_min_pixelsB\r\n\x0b_max_pixels\"\xa0\x01\n\rProcessedItem\x12-\n\x0cpixel_values\x18\x01 \x01(\x0b\x32\x17.smg_fast.v1.TensorData\x12\x10\n\x08grid_thw\x18\x02 \x03(\x03\x12\x12\n\nnum_tokens\x18\x03 \x01(\r\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\x0c\x12\x11\n\tcache_hit\x18\x05 \x01(\x08\x12\x11\n\ttransport\x18\x06 \x01(\t\"m\n\x07Timings\x12\x10\n\x08queue_us\x18\x01 \x01(\x04\x12\x11\n\tdecode_us\x18\x02 \x01(\x04\x12\x15\n\rpreprocess_us\x18\x03 \x01(\x04\x12\x14\n\x0ctransport_us\x18\x04 \x01(\x04\x12\x10\n\x08total_us\x18\x05 \x01(\x04\"z\n\x12PreprocessResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x05items\x18\x02 \x03(\x0b\x32\x1a.smg_fast.v1.ProcessedItem\x12%\n\x07timings\x18\x03 \x01(\x0b\x32\x14.smg_fast.v1.Timings\"\x15\n\x13GetModelInfoRequest\"\x84\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x1a\n\x12\x63onfig_fingerprint\x18\x03 \x01(\t\x12\x12\n\npatch_size\x18\x04 \x01(\r\x12\x12\n\nmerge_size\x18\x05 \x01(\r\x12\x1b\n\x13temporal_patch_size\x18\x06 \x01(\r\x12\x15\n\rdefault_dtype\x18\x07 \x01(\t\x12\x12\n\nmin_pixels\x18\x08 \x01(\x04\x12\x12\n\nmax_pixels\x18\t \x01(\x04\x12\x18\n\x10max_image_pixels\x18\n \x01(\x04\x12\x0e\n\x06source\x18\x0b \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x0c \x01(\t\"\x95\x02\n\x14GetModelInfoResponse\x12&\n\x06models\x18\x01 \x03(\x0b\x32\x16.smg_fast.v1.ModelInfo\x12\x15\n\rdefault_model\x18\x02 \x01(\t\x12\x15\n\rshm_namespace\x18\x03 \x01(\t\x12\x19\n\x11\x64\x65\x66\x61ult_transport\x18\x04 \x01(\t\x12\x15\n\rshm_min_bytes\x18\x05 \x01(\x04\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\x04\x12\x19\n\x11pixel_cache_bytes\x18\x07 \x01(\x04\x12\x0f\n\x07version\x18\x08 \x01(\t\x12\x16\n\x0erdma_available\x18\t \x01(\x08\x12\x16\n\x0erdma_max_bytes\x18\n \x01(\x04\x32\xb2\x01\n\x0cPreprocessor\x12M\n\nPreprocess\x12\x1e.smg_fast.v1.PreprocessRequest\x1a\x1f.smg_fast.v1.PreprocessResponse\x12S\n\x0cGetModelInfo\x12 .smg_fast.v1.GetModelInfoRequest\x1a!.smg_fast.v1.GetModelInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1esmg_fast/v1/preprocessor.proto\x12\x0bsmg_fast.v1\x1a\x18smg_fast/v1/tensor.proto\"^\n\tMediaItem\x12\x0e\n\x04\x64\x61ta\x18\x01 \x01(\x0cH\x00\x12\r\n\x03url\x18\x02 \x01(\tH\x00\x12(\n\x05video\x18\x03 \x01(\x0b\x32\x19.smg_fast.v1.VideoOptionsB\x08\n\x06source\"\xa4\x02\n\x0cVideoOptions\x12\x1d\n\x10\x64o_sample_frames\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x10\n\x03\x66ps\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x17\n\nnum_frames\x18\x03 \x01(\rH\x02\x88\x01\x01\x12\x17\n\nmin_frames\x18\x04 \x01(\rH\x03\x88\x01\x01\x12\x17\n\nmax_frames\x18\x05 \x01(\rH\x04\x88\x01\x01\x12\x17\n\nmin_pixels\x18\x06 \x01(\x04H\x05\x88\x01\x01\x12\x17\n\nmax_pixels\x18\x07 \x01(\x04H\x06\x88\x01\x01\x42\x13\n\x11_do_sample_framesB\x06\n\x04_fpsB\r\n\x0b_num_framesB\r\n\x0b_min_framesB\r\n\x0b_max_framesB\r\n\x0b_min_pixelsB\r\n\x0b_max_pixels\"\xf8\x01\n\x11PreprocessRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12%\n\x05items\x18\x03 \x03(\x0b\x32\x16.smg_fast.v1.MediaItem\x12\r\n\x05\x64type\x18\x04 \x01(\t\x12\x11\n\ttransport\x18\x05 \x01(\t\x12\x15\n\rshm_namespace\x18\x06 \x01(\t\x12\x17\n\nmin_pixels\x18\x07 \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nmax_pixels\x18\x08 \x01(\x04H\x01\x88\x01\x01\x12\x10\n\x08\x65ncoding\x18\t \x01(\tB\r\n\x0b_min_pixelsB\r\n\x0b_max_pixels\"\xc7\x01\n\rProcessedItem\x12-\n\x0cpixel_values\x18\x01 \x01(\x0b\x32\x17.smg_fast.v1.TensorData\x12\x10\n\x08grid_thw\x18\x02 \x03(\x03\x12\x12\n\nnum_tokens\x18\x03 \x01(\r\x12\x14\n\x0c\x63ontent_hash\x18\x04 \x01(\x0c\x12\x11\n\tcache_hit\x18\x05 \x01(\x08\x12\x11\n\ttransport\x18\x06 \x01(\t\x12%\n\x05video\x18\x07 \x01(\x0b\x32\x16.smg_fast.v1.VideoInfo\"\x8f\x01\n\tVideoInfo\x12\x16\n\x0e\x66rames_indices\x18\x01 \x03(\x03\x12\x0b\n\x03\x66ps\x18\x02 \x01(\x01\x12\x18\n\x10total_num_frames\x18\x03 \x01(\x04\x12\x10\n\x08\x64uration\x18\x04 \x01(\x01\x12\r\n\x05width\x18\x05 \x01(\r\x12\x0e\n\x06height\x18\x06 \x01(\r\x12\x12\n\ntimestamps\x18\x07 \x03(\x01\"m\n\x07Timings\x12\x10\n\x08queue_us\x18\x01 \x01(\x04\x12\x11\n\tdecode_us\x18\x02 \x01(\x04\x12\x15\n\rpreprocess_us\x18\x03 \x01(\x04\x12\x14\n\x0ctransport_us\x18\x04 \x01(\x04\x12\x10\n\x08total_us\x18\x05 \x01(\x04\"z\n\x12PreprocessResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x05items\x18\x02 \x03(\x0b\x32\x1a.smg_fast.v1.ProcessedItem\x12%\n\x07timings\x18\x03 \x01(\x0b\x32\x14.smg_fast.v1.Timings\"\x15\n\x13GetModelInfoRequest\"\x99\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x1a\n\x12\x63onfig_fingerprint\x18\x03 \x01(\t\x12\x12\n\npatch_size\x18\x04 \x01(\r\x12\x12\n\nmerge_size\x18\x05 \x01(\r\x12\x1b\n\x13temporal_patch_size\x18\x06 \x01(\r\x12\x15\n\rdefault_dtype\x18\x07 \x01(\t\x12\x12\n\nmin_pixels\x18\x08 \x01(\x04\x12\x12\n\nmax_pixels\x18\t \x01(\x04\x12\x18\n\x10max_image_pixels\x18\n \x01(\x04\x12\x0e\n\x06source\x18\x0b \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x0c \x01(\t\x12\x13\n\x0btakes_video\x18\r \x01(\x08\"\x95\x02\n\x14GetModelInfoResponse\x12&\n\x06models\x18\x01 \x03(\x0b\x32\x16.smg_fast.v1.ModelInfo\x12\x15\n\rdefault_model\x18\x02 \x01(\t\x12\x15\n\rshm_namespace\x18\x03 \x01(\t\x12\x19\n\x11\x64\x65\x66\x61ult_transport\x18\x04 \x01(\t\x12\x15\n\rshm_min_bytes\x18\x05 \x01(\x04\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\x04\x12\x19\n\x11pixel_cache_bytes\x18\x07 \x01(\x04\x12\x0f\n\x07version\x18\x08 \x01(\t\x12\x16\n\x0erdma_available\x18\t \x01(\x08\x12\x16\n\x0erdma_max_bytes\x18\n \x01(\x04\x32\xb2\x01\n\x0cPreprocessor\x12M\n\nPreprocess\x12\x1e.smg_fast.v1.PreprocessRequest\x1a\x1f.smg_fast.v1.PreprocessResponse\x12S\n\x0cGetModelInfo\x12 .smg_fast.v1.GetModelInfoRequest\x1a!.smg_fast.v1.GetModelInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,21 +33,25 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'smg_fast.v1.preprocessor_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MEDIAITEM']._serialized_start=73
-  _globals['_MEDIAITEM']._serialized_end=125
-  _globals['_PREPROCESSREQUEST']._serialized_start=128
-  _globals['_PREPROCESSREQUEST']._serialized_end=376
-  _globals['_PROCESSEDITEM']._serialized_start=379
-  _globals['_PROCESSEDITEM']._serialized_end=539
-  _globals['_TIMINGS']._serialized_start=541
-  _globals['_TIMINGS']._serialized_end=650
-  _globals['_PREPROCESSRESPONSE']._serialized_start=652
-  _globals['_PREPROCESSRESPONSE']._serialized_end=774
-  _globals['_GETMODELINFOREQUEST']._serialized_start=776
-  _globals['_GETMODELINFOREQUEST']._serialized_end=797
-  _globals['_MODELINFO']._serialized_start=800
-  _globals['_MODELINFO']._serialized_end=1060
-  _globals['_GETMODELINFORESPONSE']._serialized_start=1063
-  _globals['_GETMODELINFORESPONSE']._serialized_end=1340
-  _globals['_PREPROCESSOR']._serialized_start=1343
-  _globals['_PREPROCESSOR']._serialized_end=1521
+  _globals['_MEDIAITEM']._serialized_end=167
+  _globals['_VIDEOOPTIONS']._serialized_start=170
+  _globals['_VIDEOOPTIONS']._serialized_end=462
+  _globals['_PREPROCESSREQUEST']._serialized_start=465
+  _globals['_PREPROCESSREQUEST']._serialized_end=713
+  _globals['_PROCESSEDITEM']._serialized_start=716
+  _globals['_PROCESSEDITEM']._serialized_end=915
+  _globals['_VIDEOINFO']._serialized_start=918
+  _globals['_VIDEOINFO']._serialized_end=1061
+  _globals['_TIMINGS']._serialized_start=1063
+  _globals['_TIMINGS']._serialized_end=1172
+  _globals['_PREPROCESSRESPONSE']._serialized_start=1174
+  _globals['_PREPROCESSRESPONSE']._serialized_end=1296
+  _globals['_GETMODELINFOREQUEST']._serialized_start=1298
+  _globals['_GETMODELINFOREQUEST']._serialized_end=1319
+  _globals['_MODELINFO']._serialized_start=1322
+  _globals['_MODELINFO']._serialized_end=1603
+  _globals['_GETMODELINFORESPONSE']._serialized_start=1606
+  _globals['_GETMODELINFORESPONSE']._serialized_end=1883
+  _globals['_PREPROCESSOR']._serialized_start=1886
+  _globals['_PREPROCESSOR']._serialized_end=2064
 # @@protoc_insertion_point(module_scope)

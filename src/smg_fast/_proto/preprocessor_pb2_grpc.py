@@ -50,7 +50,8 @@ class PreprocessorServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Preprocess(self, request, context):
-        """Decodes and preprocesses every item of the request with one loaded processor.
+        """Decodes and preprocesses every item of the request with one loaded processor (and its video
+        processor for video items).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -11,6 +11,9 @@ frames are converted to RGB, and decoding stops after the last one."""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,11 +138,39 @@ class VideoProcessor:
             result["video_grid_thw"] = torch.from_numpy(grid)
         return result
 
+    def plan(self, video: Any, dtype: Any = "float32", index: int = 0,
+             check: Callable[[], None] | None = None, **options: Any) -> PlannedVideo:
+        """Reads one encoded video's header and plans its output; no frame is decoded.
+
+        ``video``: encoded bytes or a local file path; ``options`` as ``__call__`` takes them
+        (``fps``, ``num_frames``, ``size``, ...; not ``video_metadata`` or ``return_metadata``:
+        the plan's ``metadata`` is always there). ``index`` names the video in errors;
+        ``check()`` runs between decoded frames and may raise to stop the decoding. Raises
+        InvalidVideoError (header, sampling, size) before anything is allocated. ``close()``
+        the plan unless it is written."""
+        from .._dtypes import parse_dtype
+
+        cfg, rest = self._options(options)
+        if rest:
+            raise UnsupportedCallError(f"plan() takes no {sorted(rest)}")
+        if not isinstance(video, (bytes, bytearray, memoryview, str, os.PathLike)):
+            raise TypeError(f"video {index}: plan() takes encoded bytes or a file path, got "
+                            f"{type(video).__name__}")
+        dtype_name = parse_dtype(dtype)
+        source = _Encoded(index, video, self.limits)
+        try:
+            indices, plan = _plan(index, cfg, source)
+        except BaseException:
+            source.close()
+            raise
+        return PlannedVideo(self, index, source, indices, plan, dtype_name, cfg, check)
+
     def _fill(self, index: int, source: _Source, indices: np.ndarray | None, plan: VideoPlan,
-              out: np.ndarray, dtype: str) -> np.ndarray:
+              out: np.ndarray, dtype: str, check: Callable[[], None] | None = None) -> float:
         """Writes each sampled frame's patches into its temporal slot of out.
 
-        Returns out as (rows, 3 * T * P * P)."""
+        ``check()`` runs before each frame is decoded (and each packet, inside the decoder's
+        loop) and before each frame is processed. Returns the seconds spent decoding."""
         cfg = self.config
         p, t = cfg.patch_size, cfg.temporal_patch_size
         rows = plan.grid_h * plan.grid_w
@@ -148,7 +179,16 @@ class VideoProcessor:
         scratch = np.empty(rows * 3 * p * p, out.dtype)
         frame_patches = scratch.reshape(rows, 3, p * p)
         k = 0
-        for rgb in source.frames(indices, self.threads):
+        decoding = 0.0
+        frames = source.frames(indices, self.threads, check)
+        while True:
+            t0 = time.perf_counter()
+            rgb = next(frames, None)
+            decoding += time.perf_counter() - t0
+            if rgb is None:
+                break
+            if check is not None:
+                check()
             pipe.run(rgb, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0)
             slots[k // t, :, :, k % t, :] = frame_patches
             k += 1
@@ -158,7 +198,76 @@ class VideoProcessor:
         while k % t:  # the last frame repeated to fill the last temporal group
             slots[k // t, :, :, k % t, :] = frame_patches
             k += 1
-        return out.reshape(plan.grid_t * rows, 3 * t * p * p)
+        return decoding
+
+
+class PlannedVideo:
+    """One video whose header was read and whose output is planned; nothing decoded yet.
+
+    ``nbytes``, ``shape``, ``grid`` and ``num_tokens`` are exact before any frame is decoded
+    (what a server admits a video on). ``write_into`` (or ``compute``) decodes the sampled frames
+    and writes pixel_values_videos once; ``close`` releases the container without decoding."""
+
+    decodes_while_computing = True  # frames are decoded as they are written
+
+    def __init__(self, proc: VideoProcessor, index: int, source: _Source,
+                 indices: np.ndarray | None, plan: VideoPlan, dtype: str, config: VideoConfig,
+                 check: Callable[[], None] | None) -> None:
+        from .._dtypes import DTYPES
+
+        self._proc = proc
+        self.index = index
+        self._source = source
+        self._indices = indices
+        self.plan = plan
+        self.dtype = dtype
+        self.np_dtype = np.dtype(DTYPES[dtype][1])
+        self.config = config  # the call's (its options applied): what keys a cached output
+        self.metadata = source.metadata  # transformers' video_metadata fields, frames_indices
+        self.check = check
+        self.decode_seconds = 0.0
+        self.shape = (plan.grid_t * plan.grid_h * plan.grid_w, plan.row_elems)
+        self.nbytes = plan.elems * self.np_dtype.itemsize
+        self.grid = np.array([[plan.grid_t, plan.grid_h, plan.grid_w]], np.int64)
+        self.num_tokens = proc.tokens_for_grid(self.grid)
+        self._closed = False
+
+    def write_into(self, out: np.ndarray) -> np.ndarray:
+        """Decodes and writes the video into ``out`` (a writable C-contiguous array of the dtype).
+
+        Returns the part written, shaped like pixel_values_videos; consumes the plan (a second
+        write raises RuntimeError: plan the video again)."""
+        if self._closed:
+            raise RuntimeError("this video plan was written or closed: plan the video again")
+        try:
+            if not out.flags.c_contiguous or not out.flags.writeable:
+                raise ValueError("destination must be a writable C-contiguous array")
+            flat = out.reshape(-1)
+            if flat.dtype != self.np_dtype:
+                raise ValueError(f"destination dtype {flat.dtype} does not hold {self.dtype}")
+            if flat.size < self.plan.elems:
+                raise ValueError(f"destination holds {flat.nbytes} bytes, the output needs "
+                                 f"{self.nbytes}")
+            part = flat[:self.plan.elems]
+            self.decode_seconds = self._proc._fill(self.index, self._source, self._indices,
+                                                   self.plan, part, self.dtype, self.check)
+            return part.reshape(self.shape)
+        finally:
+            self.close()
+
+    def compute(self) -> np.ndarray:
+        """Decodes and computes the video into a new buffer."""
+        try:
+            out = np.empty(self.plan.elems, self.np_dtype)
+        except BaseException:
+            self.close()
+            raise
+        return self.write_into(out)
+
+    def close(self) -> None:
+        """Releases the container (idempotent)."""
+        self._closed = True
+        self._source.close()
 
 
 class _Source:
@@ -168,7 +277,8 @@ class _Source:
         self.metadata = metadata
         self.frame_count = frame_count  # the frames indices may name (the header's for bytes)
 
-    def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
+    def frames(self, indices: np.ndarray | None, threads: int | None,
+               check: Callable[[], None] | None = None) -> Any:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -184,9 +294,12 @@ class _Frames(_Source):
         super().__init__(meta, t)
         self._frames = video.frames
 
-    def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
+    def frames(self, indices: np.ndarray | None, threads: int | None,
+               check: Callable[[], None] | None = None) -> Any:
         order = range(len(self._frames)) if indices is None else indices
         for i in order:
+            if check is not None:
+                check()
             yield np.ascontiguousarray(self._frames[i])
 
 
@@ -195,16 +308,17 @@ class _Encoded(_Source):
         self._header = open_video(index, data, limits)
         super().__init__(self._header.metadata(), self._header.total_frames)
 
-    def frames(self, indices: np.ndarray | None, threads: int | None) -> Any:
+    def frames(self, indices: np.ndarray | None, threads: int | None,
+               check: Callable[[], None] | None = None) -> Any:
         if indices is None:
             indices = np.arange(self._header.total_frames)
         wanted = [int(i) for i in indices]
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
-            got = dict(iter_frames(self._header, sorted(set(wanted)), threads))
+            got = dict(iter_frames(self._header, sorted(set(wanted)), threads, check=check))
             for i in wanted:
                 yield got[i]  # iter_frames gives every wanted frame or raises
             return
-        for _, rgb in iter_frames(self._header, wanted, threads):
+        for _, rgb in iter_frames(self._header, wanted, threads, check=check):
             yield rgb
 
     def close(self) -> None:
@@ -252,4 +366,4 @@ def _open_item(index: int, item: Any, limits: VideoLimits) -> _Source:
     return _Encoded(index, item, limits)
 
 
-__all__ = ["MAX_OUTPUT_BYTES", "VideoProcessor"]
+__all__ = ["MAX_OUTPUT_BYTES", "PlannedVideo", "VideoProcessor"]

@@ -47,16 +47,21 @@ class AsyncRoutedClient(Fleet):
         super().__init__(check_targets(targets), **kwargs)
         self.puller = puller
 
-    async def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
-                         transport: str = "auto", *, min_pixels: int | None = None,
-                         max_pixels: int | None = None, request_id: str | None = None,
-                         as_torch: bool = False, timeout: float | None = None,
-                         encoding: str = "", expand: bool = False) -> PreprocessResult:
-        """As :meth:`smg_fast.client.AsyncClient.preprocess`; raises :class:`RoutedError`."""
+    async def preprocess(self, images: Any = None, model: str | None = None,
+                         dtype: str = "float32", transport: str = "auto", *,
+                         min_pixels: int | None = None, max_pixels: int | None = None,
+                         request_id: str | None = None, as_torch: bool = False,
+                         timeout: float | None = None, encoding: str = "", expand: bool = False,
+                         videos: Any = None,
+                         videos_kwargs: dict[str, Any] | None = None) -> PreprocessResult:
+        """As :meth:`smg_fast.client.AsyncClient.preprocess`; raises :class:`RoutedError`.
+
+        Each video is one item: placed by its key as an image is."""
         t0 = time.perf_counter()
         req = build_request(images, model=model, dtype=dtype, transport=transport,
                             min_pixels=min_pixels, max_pixels=max_pixels,
-                            request_id=request_id, namespace=self.namespace, encoding=encoding)
+                            request_id=request_id, namespace=self.namespace, encoding=encoding,
+                            videos=videos, videos_kwargs=videos_kwargs)
 
         async def finish(m: Member, resp: Any) -> list[Any]:
             if any(it.pixel_values.WhichOneof("payload") == "remote" for it in resp.items):
@@ -111,16 +116,17 @@ class RoutedClient:
             raise RuntimeError("this RoutedClient is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def preprocess(self, images: Any, model: str | None = None, dtype: str = "float32",
+    def preprocess(self, images: Any = None, model: str | None = None, dtype: str = "float32",
                    transport: str = "auto", *, min_pixels: int | None = None,
                    max_pixels: int | None = None, request_id: str | None = None,
                    as_torch: bool = False, timeout: float | None = None, encoding: str = "",
-                   expand: bool = False) -> PreprocessResult:
+                   expand: bool = False, videos: Any = None,
+                   videos_kwargs: dict[str, Any] | None = None) -> PreprocessResult:
         """As :meth:`smg_fast.client.Client.preprocess`; raises :class:`RoutedError`."""
         return self._run(self._fleet.preprocess(
             images, model, dtype, transport, min_pixels=min_pixels, max_pixels=max_pixels,
             request_id=request_id, as_torch=as_torch, timeout=timeout, encoding=encoding,
-            expand=expand))
+            expand=expand, videos=videos, videos_kwargs=videos_kwargs))
 
     def add(self, target: str) -> bool:
         return self._run(self._fleet.add(target))

@@ -1,4 +1,4 @@
-"""Where each image goes: its key, its rendezvous order over the members, the load bound.
+"""Where each image (or video) goes: its key, its rendezvous order over the members, the load bound.
 
 The key is the identity the servers' pixel cache uses (blake3 of the encoded bytes, and what
 changes the output: model, dtype, min/max pixels), so an image lands where its pixels are cached.
@@ -53,9 +53,14 @@ def content_id(item: Any) -> bytes:
 
 def item_key(item: Any, model: str, dtype: str, min_pixels: int | None,
              max_pixels: int | None) -> bytes:
-    """The placement key of one image in one request (model: the resolved name, never "")."""
+    """The placement key of one image (or video) in one request (model: resolved, never "").
+
+    A video's key adds its options (they change its output, and the servers' cache key)."""
     fields = f"\0{model}\0{dtype or 'float32'}\0{min_pixels or 0}\0{max_pixels or 0}"
-    return content_id(item) + fields.encode()
+    key = content_id(item) + fields.encode()
+    if item.HasField("video"):
+        key += b"\0video\0" + item.video.SerializeToString(deterministic=True)
+    return key
 
 
 def score(member: str, key: bytes) -> int:

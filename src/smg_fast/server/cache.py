@@ -29,11 +29,12 @@ COALESCED = "coalesced"
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """One processed image: its pixel_values slice (read-only) and its grid."""
+    """One processed image or video: its pixel_values (read-only), grid and video metadata."""
 
     pixels: np.ndarray
     grid: tuple[int, int, int]
     num_tokens: int
+    video: dict[str, Any] | None = None
 
     @property
     def nbytes(self) -> int:

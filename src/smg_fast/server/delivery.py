@@ -26,6 +26,7 @@ from .rdma_lane import RdmaLane
 from .request_error import RequestError
 from .shm_shares import CONNECTION, ROUTED, UNTRUSTED
 from .tensor import Tensor
+from .video_items import set_video_info
 
 log = logging.getLogger("smg_fast.server")
 
@@ -305,6 +306,8 @@ class Delivery:
         out.num_tokens = t.num_tokens
         out.cache_hit = t.hit
         out.transport = kind
+        if t.video is not None:
+            set_video_info(out.video, t.video)
         pre = self.split_decode(t, pre, timer)
         timer.preprocess += pre
         timer.transport += tr

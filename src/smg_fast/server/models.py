@@ -1,4 +1,4 @@
-"""The processors a server loaded, and their per-request min/max-pixel variants."""
+"""The processors a server loaded, their min/max-pixel variants and their video processors."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
 from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.config import BACKENDS
-from ..processors.loader import make_processor
+from ..processors.loader import load_video_processor, make_processor
 from ..processors.registry import check_config, names
+from ..processors.video_config import RULE_OF_FAMILY
 from .request_error import RequestError
 
 _INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -39,10 +41,15 @@ class LoadedModel:
     source: str  # the family or folder, without the :BACKEND suffix
     proc: Processor
     fingerprint: str
+    video: Any = None  # its VideoProcessor, made when the first video item asks for it
 
     @property
     def backend(self) -> str:
         return self.proc.config.backend
+
+    @property
+    def takes_video(self) -> bool:
+        return self.proc.config.family in RULE_OF_FAMILY
 
 
 class ModelSet:
@@ -70,6 +77,24 @@ class ModelSet:
             raise RequestError(_INVALID, f"unknown model {name!r}; this server serves "
                                          f"{sorted(self.models)}")
         return model
+
+    def video(self, model: LoadedModel) -> Any:
+        """The model's VideoProcessor (made once); RequestError if the model takes no videos."""
+        if model.video is not None:
+            return model.video
+        if not model.takes_video:
+            raise RequestError(_INVALID, f"model {model.name!r} ({model.proc.config.family}) "
+                                         f"takes no videos (video families: "
+                                         f"{sorted(RULE_OF_FAMILY)})")
+        with self._lock:
+            if model.video is None:
+                try:
+                    model.video = load_video_processor(model.source)
+                except (ValueError, TypeError, OSError) as exc:
+                    raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
+                                       f"model {model.name!r}: its video settings cannot be "
+                                       f"served: {exc}") from None
+            return model.video
 
     def variant(self, model: LoadedModel, min_pixels: int | None,
                 max_pixels: int | None) -> tuple[Processor, str]:

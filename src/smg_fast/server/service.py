@@ -1,7 +1,8 @@
 """The Preprocess work itself, run in a worker thread.
 
-Parse, validate, decode, preprocess (through the pixel cache when on), deliver each tensor inline or
-in /dev/shm, serialize.
+Parse, validate, decode, preprocess (through the pixel cache when on), deliver each tensor inline,
+in /dev/shm or to an RDMA slot, serialize. A video item goes the same way (video_items.py):
+planned from its header, admitted on its planned size, decoded while it is written.
 
 Every failure becomes a RequestError carrying its gRPC status; every shm segment created for a
 request that then fails is unlinked before the error leaves. A Ticket from the handler stops the
@@ -10,6 +11,7 @@ work between items once the RPC is cancelled, its deadline passes or the drain c
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import subprocess
@@ -25,9 +27,8 @@ from google.protobuf.message import DecodeError
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
 from .._service.wire import MAX_ITEMS, too_many_items
-from .._version import __version__
-from ..errors import CompactFormatError, InvalidImageError
-from ..processors import Processor
+from ..errors import CompactFormatError, InvalidImageError, InvalidVideoError
+from ..processors.video import PlannedVideo
 from ..transport.shm import ShmRegistry
 from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
@@ -35,11 +36,13 @@ from .delivery import OVERHEAD, Delivery, Outcome, Timer
 from .encoding import select
 from .inputs import resolve_item
 from .metrics import Metrics
+from .model_info import model_info
 from .models import ModelSet
 from .rdma_lane import RdmaLane
 from .request_error import RequestError, StoppedError
 from .tensor import Tensor
 from .ticket import Ticket
+from .video_items import video_fingerprint, video_options, video_planner
 
 log = logging.getLogger("smg_fast.server")
 
@@ -72,7 +75,8 @@ class _Item:
     index: int
     data: bytes
     digest: bytes
-    planned: Any = None  # its PlannedBatch (header read, nothing decoded), set by _admit
+    planned: Any = None  # its PlannedBatch or PlannedVideo (nothing decoded), set by _admit
+    plan: Any = None  # () -> a fresh plan of the item (its header read again)
 
 
 class PreprocessService:
@@ -87,26 +91,10 @@ class PreprocessService:
         self.namespace = namespace
         self.rdma = rdma if rdma is not None else RdmaLane(config)
         self.delivery = Delivery(config, registry, self.rdma, metrics)
-        self._info = self._model_info().SerializeToString()
+        self._info = model_info(config, models, namespace,
+                                cache.capacity_bytes if cache is not None else 0)
 
     # ---- GetModelInfo ----
-
-    def _model_info(self) -> Any:
-        out = pb.GetModelInfoResponse(
-            default_model=self.models.default, shm_namespace=self.namespace,
-            default_transport=self.config.transport, shm_min_bytes=self.config.shm_min_bytes,
-            max_message_bytes=self.config.max_message_bytes,
-            pixel_cache_bytes=self.cache.capacity_bytes if self.cache is not None else 0,
-            version=__version__)
-        for m in self.models.models.values():
-            c = m.proc.config
-            out.models.add(name=m.name, family=c.family, config_fingerprint=m.fingerprint,
-                           patch_size=c.patch_size, merge_size=c.merge_size,
-                           temporal_patch_size=c.temporal_patch_size, default_dtype="float32",
-                           min_pixels=c.min_pixels or 0, max_pixels=c.max_pixels or 0,
-                           max_image_pixels=c.max_image_pixels or 0, source=m.source,
-                           backend=c.backend)
-        return out
 
     def model_info(self) -> bytes:
         if not self.rdma.ready:
@@ -201,6 +189,11 @@ class PreprocessService:
             raise RequestError(_INVALID, "request has no items")
         if len(req.items) > MAX_ITEMS:
             raise RequestError(_INVALID, too_many_items(len(req.items)))
+        videos = [i for i, item in enumerate(req.items) if item.HasField("video")]
+        if videos and compact is not None:
+            raise RequestError(_INVALID, f"item {videos[0]}: encoding 'uint8+lut' is for images; "
+                                         "send videos in a request without it")
+        video_proc = self.models.video(model) if videos else None
         shm_ok, outcome.shm_refused = self._shm_allowed(requested, req.shm_namespace)
         resp = pb.PreprocessResponse(request_id=req.request_id)
         timer = Timer()
@@ -224,26 +217,30 @@ class PreprocessService:
                                          f"than {self.config.max_message_mb} MiB "
                                          "(--max-message-mb): send fewer per request")
                 it = _Item(index, data, blake3(data).digest())
+                if item.HasField("video"):
+                    it.plan = video_planner(video_proc, index, data,
+                                            video_options(index, item.video), dtype, ticket.check)
+                else:
+                    it.plan = functools.partial(proc.plan_batch, data, dtype)
                 items.append(it)
                 timer.decode += time.perf_counter() - t0
-                planned_budget = self._admit(proc, it, dtype, shm_ok, planned_budget, outcome,
-                                             timer)
+                planned_budget = self._admit(it, shm_ok, planned_budget, outcome, timer)
             raw = req = None  # the message is no longer needed: its bytes are in items
             for it in items:
                 ticket.check()
                 out = resp.items.add(content_hash=it.digest)
                 if self.cache is None:
-                    tensor, pre = self._uncached(proc, it, dtype, timer), 0.0
+                    tensor, pre = self._uncached(it, timer), 0.0
                 else:
                     tensor, pre = self._cached(fingerprint, it, dtype, timer, ticket)
                 try:
                     inline_budget = self.delivery.deliver(tensor, dtype, shm_ok, out, timer,
                                                           inline_budget, outcome, pre)
-                except InvalidImageError as exc:  # decoded while it was written
+                except (InvalidImageError, InvalidVideoError) as exc:  # decoded as written
                     raise self._invalid(it, exc) from None
                 if compact is not None:
                     compact.stamp(out.pixel_values)
-                tensor = it.data = None  # done with this item's buffers
+                tensor = it.data = it.plan = None  # done with this item's buffers
             resp.timings.queue_us = _us(start - received)
             resp.timings.decode_us = _us(timer.decode)
             resp.timings.preprocess_us = _us(timer.preprocess)
@@ -282,11 +279,11 @@ class PreprocessService:
         return False, "shm_namespace" if requested == "shm" else ""  # auto/rdma: inline
 
     @staticmethod
-    def _invalid(it: _Item, exc: InvalidImageError) -> RequestError:
+    def _invalid(it: _Item, exc: InvalidImageError | InvalidVideoError) -> RequestError:
         return RequestError(_INVALID, f"item {it.index}: {exc.problem}")  # media names inputs
 
-    def _admit(self, proc: Processor, it: _Item, dtype: str, shm_ok: bool, inline_budget: int,
-               outcome: Outcome, timer: Timer) -> int:
+    def _admit(self, it: _Item, shm_ok: bool, inline_budget: int, outcome: Outcome,
+               timer: Timer) -> int:
         """Admits an item on its header alone, or refuses it.
 
         Reads the item's header and sizes its output (nothing decoded, nothing allocated), then
@@ -294,8 +291,8 @@ class PreprocessService:
         inline and does not fit what is left of the message (returned)."""
         t0 = time.perf_counter()
         try:
-            planned = proc.plan_batch(it.data, dtype)
-        except InvalidImageError as exc:
+            planned = it.plan()
+        except (InvalidImageError, InvalidVideoError) as exc:
             raise self._invalid(it, exc) from None
         timer.decode += time.perf_counter() - t0
         nbytes = planned.nbytes
@@ -305,7 +302,8 @@ class PreprocessService:
                 raise _exhausted(f"item {it.index}: the request's outputs would be "
                                  f"{total / 2**20:.1f} MiB, over this server's limit of "
                                  f"{self.config.max_output_mb} MiB per request "
-                                 "(--max-output-mb): send fewer or smaller images per request")
+                                 "(--max-output-mb): send fewer or smaller images (or "
+                                 "fewer video frames) per request")
             kind = self.delivery.check_room(nbytes, shm_ok, inline_budget, outcome)
         except RequestError:
             planned.close()
@@ -327,7 +325,7 @@ class PreprocessService:
         self.metrics.decode_seconds.observe(dt)
         return batch
 
-    def _uncached(self, proc: Processor, it: _Item, dtype: str, timer: Timer) -> Tensor:
+    def _uncached(self, it: _Item, timer: Timer) -> Tensor:
         """The item's tensor, to be computed into its destination.
 
         Decoded there too when the planned batch decodes while it computes (one JPEG: its decode
@@ -336,8 +334,7 @@ class PreprocessService:
         """
         planned = it.planned
         if planned.decodes_while_computing:
-            data = it.data
-            return Tensor.of_batch(planned, replan=lambda: proc.plan_batch(data, dtype))
+            return Tensor.of_batch(planned, replan=it.plan)
         return Tensor.of_batch(self._prepare(it, timer))
 
     def _cached(self, fingerprint: str, it: _Item, dtype: str, timer: Timer,
@@ -360,8 +357,8 @@ class PreprocessService:
             # delivery copies the entry into its segment (7-13 ms for 1080p float32 here).
             t = Tensor.of_batch(batch)
             try:
-                entry = CacheEntry(t.array(), t.grid, t.num_tokens)
-            except InvalidImageError as exc:
+                entry = CacheEntry(t.array(), t.grid, t.num_tokens, t.video)
+            except (InvalidImageError, InvalidVideoError) as exc:
                 raise self._invalid(it, exc) from None
             computed = self.delivery.split_decode(t, time.perf_counter() - t1, timer)
             return entry
@@ -372,6 +369,8 @@ class PreprocessService:
         if left is not None:
             wait = max(0.0, min(wait, left))
         try:
+            if isinstance(it.planned, PlannedVideo):
+                fingerprint = video_fingerprint(it.planned)
             entry, how = self.cache.get_or_compute(cache_key(it.digest, fingerprint, dtype),
                                                    compute, wait, personal=(StoppedError,))
         except RequestError as exc:
@@ -385,3 +384,4 @@ class PreprocessService:
             it.planned.close()
             it.planned = None
         return Tensor.of_entry(entry, how != "miss"), computed if how == "miss" else waited
+

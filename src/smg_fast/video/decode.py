@@ -11,7 +11,7 @@ the reference's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,10 +37,10 @@ def _set_threads(header: VideoHeader, threads: int | None) -> None:
 
 
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
-                   skip: bool) -> list[tuple[int, Any]]:
+                   skip: bool, check: Callable[[], None] | None) -> list[tuple[int, Any]]:
     """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
     if skip and (rank := plan_skips(header, threads)) is not None:
-        got = decode_skipping(header, sorted(wanted), rank)
+        got = decode_skipping(header, sorted(wanted), rank, check=check)
         if got is not None:
             return got
     container = header.container
@@ -49,6 +49,8 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
     for i, frame in enumerate(container.decode(header.stream)):
         if i > end:
             break
+        if check is not None:
+            check()
         if i in wanted:  # a frame not needed is never converted
             kept.append((i, frame))
     return kept
@@ -67,7 +69,8 @@ def check_indices(index: int, indices: Sequence[int], total: int, hint: str = ""
 
 
 def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
-                skip: bool = True) -> Iterator[tuple[int, np.ndarray]]:
+                skip: bool = True,
+                check: Callable[[], None] | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
 
     In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
@@ -76,7 +79,8 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     skip_decode.py; the frames are the same). Raises FrameIndexError for an index outside the
     header's frame count (before decoding), InvalidVideoError when the stream cannot be decoded,
     ends before a wanted frame (the header overstates its frames) or a frame's size differs
-    from the header's."""
+    from the header's. ``check()`` runs before each decoded frame (and packet) and may raise
+    to stop the decoding (a deadline, a cancellation)."""
     av = _av()
     check_indices(header.index, indices, header.total_frames)
     if len(indices) == 0:
@@ -85,7 +89,7 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     wanted = {int(i) for i in indices if int(i) <= end}
     _set_threads(header, threads)
     try:
-        kept = _decode_wanted(header, wanted, end, threads, skip)
+        kept = _decode_wanted(header, wanted, end, threads, skip, check)
     except av.FFmpegError as exc:
         raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
     if len(kept) != len(wanted):

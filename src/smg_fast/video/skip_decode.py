@@ -14,7 +14,7 @@ file up to ``VideoLimits.max_bytes`` would otherwise sit in memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .container import VideoHeader
@@ -48,13 +48,14 @@ def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | Non
 
 
 def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int, int],
-                    packets: Iterable[Any] | None = None) -> list[tuple[int, Any]] | None:
+                    packets: Iterable[Any] | None = None,
+                    check: Callable[[], None] | None = None) -> list[tuple[int, Any]] | None:
     """The wanted frames as (index, av.VideoFrame), sorted by index.
 
     ``packets``: the stream demuxed again (``iter_packets``, the default), each packet dropped
     once decoded, so memory holds the decoder's state and the wanted frames, not the stream.
     None if a packet or an output frame does not match the plan (the caller then decodes
-    plainly)."""
+    plainly). ``check()`` runs before each packet is decoded and may raise to stop."""
     wanted = {int(i) for i in indices}
     ctx = header.stream.codec_context
     got: dict[int, Any] = {}
@@ -74,6 +75,8 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int,
             i = rank.get(packet.pts)
             if i is None:
                 return None
+            if check is not None:
+                check()
             ctx.skip_frame = "DEFAULT" if i in wanted else "NONREF"
             if not take(ctx.decode(packet)):
                 return None
