@@ -109,7 +109,9 @@ def test_bound_holds_with_affinity_and_hot_keys(members, picks, load_factor, flo
         load[target] += 1
         placed.append(target)
         total = sum(load.values())
-        assert max(load.values()) <= max(floor, math.ceil(load_factor * total / len(members)))
+        # the member just chosen is within the bound; others may hold more once items elsewhere
+        # finish (the bound falls with the total, and nothing is moved off a member)
+        assert load[target] <= max(floor, math.ceil(load_factor * total / len(members)))
 
 
 def test_affinity_memory():
