@@ -87,23 +87,33 @@ def _snapshot(repo_id: str, cache_dir: str | None, *, local_only: bool) -> str:
     return os.path.dirname(pre)
 
 
-def image_processor_fields(folder: str) -> tuple[dict[str, Any], str]:
-    """(the image processor's settings, the file they came from) of a model folder.
+def nested_fields(folder: str, part: str) -> dict[str, Any] | None:
+    """processor_config.json's nested settings of ``part`` ("image_processor", ...), if any.
+
+    None when the folder has no such file or the file no such key; ValueError when the key does
+    not hold a JSON object."""
+    path = os.path.join(folder, PROCESSOR_FILE)
+    if not os.path.isfile(path):
+        return None
+    nested = read_json(path).get(part)
+    if nested is not None and not isinstance(nested, dict):
+        raise ValueError(f"{path}: {part} is not a JSON object")
+    return nested
+
+
+def image_processor_fields(folder: str) -> dict[str, Any]:
+    """The image processor's settings of a model folder, found as transformers finds them.
 
     As transformers' AutoImageProcessor: processor_config.json's nested ``image_processor``
     object when it has one, else preprocessor_config.json. ValueError when neither gives one."""
-    nested_path = os.path.join(folder, PROCESSOR_FILE)
-    if os.path.isfile(nested_path):
-        nested = read_json(nested_path).get("image_processor")
-        if nested is not None:
-            if not isinstance(nested, dict):
-                raise ValueError(f"{nested_path}: image_processor is not a JSON object")
-            return nested, nested_path
+    nested = nested_fields(folder, "image_processor")
+    if nested is not None:
+        return nested
     pre_path = os.path.join(folder, _FILES[0])
     if not os.path.isfile(pre_path):
         raise ValueError(f"model folder {folder!r} has no preprocessor_config.json nor an "
                          f"image_processor object in {PROCESSOR_FILE}")
-    return read_json(pre_path), pre_path
+    return read_json(pre_path)
 
 
 def read_json(path: str) -> dict[str, Any]:
@@ -148,4 +158,4 @@ def flag_fields(pre: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["PROCESSOR_FILE", "auto_backend", "flag_fields", "hub_folder", "image_processor_fields",
-           "is_hub_id", "read_json"]
+           "is_hub_id", "nested_fields", "read_json"]

@@ -49,7 +49,7 @@ def read_model_folder(folder: str) -> tuple[Family, dict[str, Any]]:
 
     The settings as transformers reads them: processor_config.json's nested image_processor
     object, else preprocessor_config.json."""
-    pre, _ = image_processor_fields(folder)
+    pre = image_processor_fields(folder)
     return _family_of_folder(folder, pre), pre
 
 

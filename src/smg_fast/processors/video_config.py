@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
-from .folders import PROCESSOR_FILE, read_json
+from .folders import nested_fields, read_json
 
 QWEN2, QWEN3 = "qwen2", "qwen3"  # the two sampling and resize rules
 # The families whose video processor is transformers' Qwen2VLVideoProcessor or
@@ -125,13 +125,9 @@ def folder_video_fields(folder: str | os.PathLike[str]) -> dict[str, Any]:
     processor_config.json's nested video_processor object, else video_preprocessor_config.json,
     else preprocessor_config.json; none of them: the class defaults."""
     folder = os.fspath(folder)
-    nested_path = os.path.join(folder, PROCESSOR_FILE)
-    if os.path.isfile(nested_path):
-        nested = read_json(nested_path).get("video_processor")
-        if nested is not None:
-            if not isinstance(nested, dict):
-                raise ValueError(f"{nested_path}: video_processor is not a JSON object")
-            return read_video_fields(nested)
+    nested = nested_fields(folder, "video_processor")
+    if nested is not None:
+        return read_video_fields(nested)
     for name in ("video_preprocessor_config.json", "preprocessor_config.json"):
         path = os.path.join(folder, name)
         if os.path.isfile(path):
