@@ -1,4 +1,9 @@
-"""Tile grids: an image resized onto a grid of fixed-size tiles, plus a whole-image thumbnail.
+"""Tile grids: an image resized onto a grid of fixed-size tiles, plus one whole-image tile.
+
+The one tile engine the tiling families configure: a grid solver (the closest aspect ratio of
+InternVL, or the best resolution of LLaVA-NeXT / OneVision), where the whole-image tile goes
+(a thumbnail after the tiles, or a base image before them), and how the image sits on its grid's
+canvas (stretched over it, or fitted inside it and centred, the rest zero pixels).
 
 The closest-aspect-ratio rule of InternVL and GOT-OCR 2 (transformers' GotOcr2 image
 processors): the candidates are every (columns, rows) with min_tiles <= columns * rows <=
@@ -10,13 +15,26 @@ code (which vLLM runs for the original checkpoints) reads the same candidates in
 within a tile count (``set_order_candidates``). The image is resized to
 the whole canvas and cut into its tiles row by row (the patch layout does the cutting while it
 writes the output); with more than one tile, a thumbnail (the whole image resized to one tile)
-follows them."""
+follows them.
+
+The best-resolution rule of LLaVA-NeXT (transformers' select_best_resolution): among the
+(height, width) resolutions, the one whose aspect-preserving downscale of the image (each side
+truncated) keeps the most pixels (at most the image's own), ties going to the least unused
+canvas, the first of equals winning. The image is then fitted inside it (get_patch_output_size:
+the tighter side takes the canvas's, the other is scaled and rounded up, at most the canvas's),
+centred (the odd padding pixel after), and the canvas is cut into tiles row by row; a base
+image (the whole image resized to one tile) goes before them."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
+import numpy as np
+
+from .. import _native
 from .plan import Plan
 
 MAX_TILES = 1024  # the largest max_tiles a config may set: bounds the candidate list and output
@@ -69,4 +87,67 @@ def tiled_plan(width: int, height: int, tile: int, grids: Sequence[tuple[int, in
     return Plan(cols * tile, rows * tile, rows, cols, extra=extra)
 
 
-__all__ = ["MAX_TILES", "candidates", "closest_grid", "set_order_candidates", "tiled_plan"]
+def best_resolution(width: int, height: int,
+                    resolutions: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """(height, width) of the resolution among ``resolutions`` ((height, width) pairs) to use."""
+    best = resolutions[0]
+    most, least_waste = 0, math.inf
+    for res_h, res_w in resolutions:
+        scale = min(res_w / width, res_h / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        waste = res_w * res_h - kept
+        if kept > most or (kept == most and waste < least_waste):
+            best, most, least_waste = (res_h, res_w), kept, waste
+    return best
+
+
+def fit_inside(width: int, height: int, canvas_w: int, canvas_h: int) -> tuple[int, int]:
+    """(width, height) of the image scaled to fit the canvas: one side the canvas's."""
+    scale_w, scale_h = canvas_w / width, canvas_h / height
+    if scale_w < scale_h:
+        return canvas_w, min(math.ceil(height * scale_w), canvas_h)
+    return min(math.ceil(width * scale_h), canvas_w), canvas_h
+
+
+def anyres_plan(width: int, height: int, tile: int,
+                resolutions: Sequence[tuple[int, int]]) -> Plan:
+    """The plan of a width x height image: a base tile, then its best resolution's tiles.
+
+    The tiles' canvas is the best resolution (a multiple of tile), the image fitted inside it
+    and centred. ``grid_thw`` is [1, height, width]: the image's own size (``image_sizes``)."""
+    res_h, res_w = best_resolution(width, height, resolutions)
+    w, h = fit_inside(width, height, res_w, res_h)
+    tiles = Plan(w, h, res_h // tile, res_w // tile, left=(res_w - w) // 2,
+                 top=(res_h - h) // 2)
+    return Plan(tile, tile, 1, 1, extra=(tiles,), grid_thw=(1, height, width))
+
+
+def run_placed(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.ndarray,
+               offset: int, fmt: Any, **jpeg: Any) -> Any:
+    """Writes part's tiles into flat at element offset: its resize placed on a zero canvas.
+
+    The resize is computed as patches into a pooled scratch, laid out as an image, and copied
+    to (part.left, part.top) of the canvas, whose other pixels are pixel 0 normalized (the
+    table's first entry); the canvas is then cut into part.grid_h x part.grid_w tiles, row by
+    row. Returns what the pipeline's run returned (a JPEG decode's status with ``jpeg``)."""
+    p, w, h = pipe.patch, part.resize_w, part.resize_h
+    gh, gw = -(-h // p), -(-w // p)
+    scratch = _native.pooled_empty(gh * gw * pipe.row_elems * flat.dtype.itemsize,
+                                   huge_pages=False).view(flat.dtype)
+    got = pipe.run(src, w, h, gh, gw, scratch, 0, fmt=fmt, **jpeg)
+    image = scratch.reshape(gh, gw, 3, p, p).transpose(2, 0, 3, 1, 4).reshape(3, gh * p, gw * p)
+    rows, cols = part.grid_h, part.grid_w
+    out = flat[offset:offset + rows * cols * pipe.row_elems].reshape(rows, cols, 3, p, p)
+    out[...] = pipe.lut[:, 0].reshape(3, 1, 1)
+    for r in range(rows):
+        y0, y1 = max(r * p, part.top), min((r + 1) * p, part.top + h)
+        for c in range(cols):
+            x0, x1 = max(c * p, part.left), min((c + 1) * p, part.left + w)
+            if y0 < y1 and x0 < x1:
+                out[r, c, :, y0 - r * p:y1 - r * p, x0 - c * p:x1 - c * p] = \
+                    image[:, y0 - part.top:y1 - part.top, x0 - part.left:x1 - part.left]
+    return got
+
+
+__all__ = ["MAX_TILES", "anyres_plan", "best_resolution", "candidates", "closest_grid",
+           "fit_inside", "run_placed", "set_order_candidates", "tiled_plan"]
