@@ -58,6 +58,7 @@ class LlavaNextProcessor(Processor):
     """LLaVA-NeXT's base tile and best-resolution tiles, (3, tile, tile) each."""
 
     compact_exact = False  # the batch pads images' tiles with literal zeros (module docstring)
+    crops = True  # crop_size (the tile) stays the config's unless a call names it
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         check_aspect(index, width, height, limit=math.inf)  # zero-size check only
@@ -110,7 +111,10 @@ class LlavaNextProcessor(Processor):
                                        "computed by smg-fast")
         cfg = self.config
         try:
-            side = call_tile(own.get("size"), own.get("crop_size"), cfg.patch_size)
+            crop = own.get("crop_size")
+            if crop is None and self.crops:
+                crop = {"height": cfg.patch_size, "width": cfg.patch_size}
+            side = call_tile(own.get("size"), crop, cfg.patch_size)
             pins = cfg.image_grid_pinpoints
             if own.get("image_grid_pinpoints") is not None:
                 pins = read_pinpoints(own["image_grid_pinpoints"])
@@ -285,6 +289,7 @@ register(Family(
                    "LlavaNextImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "llava_next", read_kwargs,
                   outputs=("pixel_values", "image_sizes"), in_engines=False,
+                  lists_when_untyped=True,
                   list_outputs=("image_sizes",))))
 
 __all__ = ["PINPOINTS", "LlavaNextProcessor", "call_tile", "read_pinpoints",

@@ -37,6 +37,8 @@ MAX_TILES_POOLED = 9  # vision_aspect_ratio "anyres_max_9"
 class LlavaOnevisionProcessor(LlavaNextProcessor):
     """LLaVA-NeXT's tiling for single images; batch_num_images as OneVision returns it."""
 
+    crops = False  # no crop_size: size alone is the tile
+
     def image_tokens(self, height: int, width: int) -> int:
         side = self.config.patch_size
         res_h, res_w = best_resolution(width, height, self.config.image_grid_pinpoints
@@ -133,6 +135,7 @@ register(Family(
                   _attributes, _call_kwargs, lambda kwargs: "llava_onevision",
                   llava_next.read_kwargs,
                   outputs=("pixel_values", "image_sizes", "batch_num_images"), in_engines=False,
+                  lists_when_untyped=True,
                   list_outputs=("image_sizes", "batch_num_images"))))
 
 __all__ = ["PINPOINTS", "LlavaOnevisionProcessor"]
