@@ -69,8 +69,15 @@ class LlavaNextProcessor(Processor):
         return 1, 1  # row-major tiles, each a channel-first (3, tile, tile) image
 
     def _pixel_shape(self, rows: int) -> tuple[int, ...]:
+        """(1, tiles, 3, side, side): one image's output as transformers returns it alone.
+
+        A batch's planned output is all its tiles in one such row; __call__ regroups them."""
         side = self.config.patch_size
-        return (rows, 3, side, side)
+        return (1, rows, 3, side, side)
+
+    def _join(self, parts: list[np.ndarray]) -> np.ndarray:
+        """The tiles of a call's runs of images (float images next to uint8 ones), in order."""
+        return np.concatenate(parts, axis=1)
 
     def image_tokens(self, height: int, width: int) -> int:
         """LLM tokens of a height x width image."""
@@ -131,6 +138,7 @@ class LlavaNextProcessor(Processor):
         counts = self.tiles_per_image(grid)
         most = max(counts)
         side = self.config.patch_size
+        pixel_values = pixel_values.reshape(-1, 3, side, side)
         if all(c == most for c in counts):
             batched = pixel_values.reshape(len(counts), most, 3, side, side)
         else:  # transformers' _pad_for_batching: zero tiles after each image's own
