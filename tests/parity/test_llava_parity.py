@@ -36,7 +36,7 @@ from transformers.models.llava_onevision.processing_llava_onevision import (
     LlavaOnevisionProcessor as TheirOnevisionProcessor,
 )
 
-from smg_fast import load_processor
+from smg_fast import expand, load_processor
 from smg_fast.errors import CompactFormatError, UnsupportedCallError
 from smg_fast.processors.tiles import best_resolution, fit_inside
 from smg_fast.testing.oracles import HUB_LLAVA, hf_llava
@@ -231,9 +231,16 @@ def test_call_options(family, real_images, llava, ref):
             llava(im, size={"shortest_edge": 448})
 
 
-def test_compact_format_is_refused(family, real_images, llava):
-    with pytest.raises(CompactFormatError, match="not a table"):
-        llava(real_images.open("rocket"), encoding="uint8+lut")
+def test_compact_format_where_zero_padding_is_a_table_value(family, real_images, llava):
+    """The batch's zero tiles are carried where pixel 0 normalizes to +0.0, refused otherwise."""
+    images = [real_images.open("rocket"), real_images.rgb("coffee").resize((1500, 40))]
+    with pytest.raises(CompactFormatError, match="pads with zero rows"):
+        llava(images, encoding="uint8+lut")
+    zero_mean = load_processor(family, image_mean=[0.0] * 3)
+    for rt in ("np", "pt"):
+        full = np.asarray(zero_mean(images, return_tensors=rt)["pixel_values"])
+        compact = zero_mean(images, encoding="uint8+lut", return_tensors=rt)["pixel_values"]
+        assert compact.shape == full.shape and np.array_equal(np.asarray(expand(compact)), full)
 
 
 def test_onevision_samples(real_images):

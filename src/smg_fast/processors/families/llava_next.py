@@ -8,7 +8,8 @@ The tile is crop_size (336 published), which must equal size's shortest_edge (th
 resize and centre crop keeps a tile as it is). Rescale and normalize as transformers' classes
 do: pixel_values [images, most tiles + 1, 3, tile, tile], each image's tiles zero-padded (0.0)
 to the call's largest count, and image_sizes (int64 [height, width] of each input). The compact
-format refuses this family (compact_exact False): that padding is literal zeros. The tokens of
+format carries it where pixel 0 normalizes to +0.0 (that padding is literal zeros: zero_rows),
+and refuses it otherwise (the published mean / std). The tokens of
 an image are LlavaNextProcessor's count for the published llava-hf checkpoints (vision patch
 14, one CLS token dropped by the default feature strategy). Registers the family."""
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...compact import CompactTensor
 from ...errors import UnsupportedCallError
 from ...imaging.media import ImageInput
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
@@ -57,7 +59,7 @@ def unpadded_features(height: int, width: int, side: int, scale_h: int,
 class LlavaNextProcessor(Processor):
     """LLaVA-NeXT's base tile and best-resolution tiles, (3, tile, tile) each."""
 
-    compact_exact = False  # the batch pads images' tiles with literal zeros (module docstring)
+    zero_rows = True  # the batch pads images' tiles with literal zeros (module docstring)
     crops = True  # crop_size (the tile) stays the config's unless a call names it
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
@@ -133,20 +135,15 @@ class LlavaNextProcessor(Processor):
             raise UnsupportedCallError(str(exc)) from None
         return type(self)(new)
 
-    def _wrap(self, pixel_values: np.ndarray, grid: np.ndarray, tokens: np.ndarray,
+    def _wrap(self, pixel_values: Any, grid: np.ndarray, tokens: np.ndarray,
               return_tensors: str | None, dtype_name: str) -> ProcessorOutput:
         counts = self.tiles_per_image(grid)
-        most = max(counts)
         side = self.config.patch_size
-        pixel_values = pixel_values.reshape(-1, 3, side, side)
-        if all(c == most for c in counts):
-            batched = pixel_values.reshape(len(counts), most, 3, side, side)
-        else:  # transformers' _pad_for_batching: zero tiles after each image's own
-            batched = np.zeros((len(counts), most, 3, side, side), pixel_values.dtype)
-            start = 0
-            for i, c in enumerate(counts):
-                batched[i, :c] = pixel_values[start:start + c]
-                start += c
+        if isinstance(pixel_values, CompactTensor):
+            c = pixel_values
+            batched: Any = CompactTensor(by_image(c.codes, counts, side), c.lut, c.dtype, c.run)
+        else:
+            batched = by_image(pixel_values, counts, side)
         out = super()._wrap(batched, grid, tokens, return_tensors, dtype_name)
         sizes = np.ascontiguousarray(grid[:, 1:])
         if return_tensors == "pt":
@@ -157,6 +154,28 @@ class LlavaNextProcessor(Processor):
             out["image_sizes"] = sizes
         del out["image_grid_thw"]  # not LLaVA's: image_sizes says each image's size
         return out
+
+
+def by_image(tiles: Any, counts: list[int], side: int) -> Any:
+    """A call's tiles (NumPy or torch, in order) as [images, most tiles, 3, side, side].
+
+    transformers' _pad_for_batching: zero tiles after each image's own."""
+    most = max(counts)
+    tiles = tiles.reshape(-1, 3, side, side)
+    if all(c == most for c in counts):
+        return tiles.reshape(len(counts), most, 3, side, side)
+    shape = (len(counts), most, 3, side, side)
+    if isinstance(tiles, np.ndarray):
+        out = np.zeros(shape, tiles.dtype)
+    else:
+        import torch
+
+        out = torch.zeros(shape, dtype=tiles.dtype)
+    start = 0
+    for i, c in enumerate(counts):
+        out[i, :c] = tiles[start:start + c]
+        start += c
+    return out
 
 
 def _side(size: dict[str, Any]) -> int:
@@ -300,5 +319,5 @@ register(Family(
                   lists_when_untyped=True,
                   list_outputs=("image_sizes",))))
 
-__all__ = ["PINPOINTS", "LlavaNextProcessor", "call_tile", "read_pinpoints",
+__all__ = ["PINPOINTS", "LlavaNextProcessor", "by_image", "call_tile", "read_pinpoints",
            "unpadded_features"]
