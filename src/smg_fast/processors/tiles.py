@@ -126,27 +126,48 @@ def run_placed(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.nda
                offset: int, fmt: Any, **jpeg: Any) -> Any:
     """Writes part's tiles into flat at element offset: its resize placed on a zero canvas.
 
-    The resize is computed as patches into a pooled scratch, laid out as an image, and copied
-    to (part.left, part.top) of the canvas, whose other pixels are pixel 0 normalized (the
-    table's first entry); the canvas is then cut into part.grid_h x part.grid_w tiles, row by
-    row. Returns what the pipeline's run returned (a JPEG decode's status with ``jpeg``)."""
+    The resize is computed as patches into a pooled scratch; each tile of the canvas (cut row
+    by row, part.grid_h x part.grid_w) then takes the pieces of the patches it overlaps, the
+    resize's top left corner at (part.left, part.top), and pixel 0 normalized (the table's
+    first entry) where the resize does not reach. Returns what the pipeline's run returned (a
+    JPEG decode's status with ``jpeg``)."""
     p, w, h = pipe.patch, part.resize_w, part.resize_h
     gh, gw = -(-h // p), -(-w // p)
     scratch = _native.pooled_empty(gh * gw * pipe.row_elems * flat.dtype.itemsize,
                                    huge_pages=False).view(flat.dtype)
     got = pipe.run(src, w, h, gh, gw, scratch, 0, fmt=fmt, **jpeg)
-    image = scratch.reshape(gh, gw, 3, p, p).transpose(2, 0, 3, 1, 4).reshape(3, gh * p, gw * p)
+    patches = scratch.reshape(gh, gw, 3, p, p)
     rows, cols = part.grid_h, part.grid_w
     out = flat[offset:offset + rows * cols * pipe.row_elems].reshape(rows, cols, 3, p, p)
-    out[...] = pipe.lut[:, 0].reshape(3, 1, 1)
+    pad = pipe.lut[:, 0].reshape(3, 1, 1)
     for r in range(rows):
         y0, y1 = max(r * p, part.top), min((r + 1) * p, part.top + h)
         for c in range(cols):
             x0, x1 = max(c * p, part.left), min((c + 1) * p, part.left + w)
+            tile = out[r, c]
+            if y1 - y0 < p or x1 - x0 < p:
+                tile[...] = pad
             if y0 < y1 and x0 < x1:
-                out[r, c, :, y0 - r * p:y1 - r * p, x0 - c * p:x1 - c * p] = \
-                    image[:, y0 - part.top:y1 - part.top, x0 - part.left:x1 - part.left]
+                _copy_span(patches, p, y0 - part.top, y1 - part.top, x0 - part.left,
+                           x1 - part.left, tile, y0 - r * p, x0 - c * p)
     return got
+
+
+def _copy_span(patches: np.ndarray, p: int, iy0: int, iy1: int, ix0: int, ix1: int,
+               tile: np.ndarray, ty: int, tx: int) -> None:
+    """Copies rows iy0..iy1, columns ix0..ix1 of the image in patches to tile at (tx, ty)."""
+    y = iy0
+    while y < iy1:
+        gy, sy = divmod(y, p)
+        ny = min(p - sy, iy1 - y)
+        x = ix0
+        while x < ix1:
+            gx, sx = divmod(x, p)
+            nx = min(p - sx, ix1 - x)
+            tile[:, ty + y - iy0:ty + y - iy0 + ny, tx + x - ix0:tx + x - ix0 + nx] = \
+                patches[gy, gx, :, sy:sy + ny, sx:sx + nx]
+            x += nx
+        y += ny
 
 
 __all__ = ["MAX_TILES", "anyres_plan", "best_resolution", "candidates", "closest_grid",
