@@ -10,9 +10,11 @@ float32 and bfloat16 bits, compared with np.array_equal; the oracle runs once pe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support.images import MODE_KINDS, REAL_IMAGE_NAMES
-from support.tv_oracle import run_oracle
+from support.tv_oracle import run_oracle, run_with_smg_fast
 from test_torchvision_parity import check_counted, make_input
 
 from smg_fast import load_processor
@@ -56,3 +58,13 @@ def test_llava_batch_pads_tiles_with_zeros_exact(family, real_images, oracle):
     assert len(set(counts)) > 1
     short = counts.index(min(counts))
     assert not ref["pixel_values"][short, min(counts):].any()
+
+
+def test_dropins_equal_transformers_in_the_oracle_venv(real_images, tmp_path):
+    """AutoImageProcessor gives the torchvision drop-ins; all four equal transformers' classes.
+
+    For return_tensors "pt", "np" and None (support/hf_llava_script.py)."""
+    script = Path(__file__).parents[1] / "support" / "hf_llava_script.py"
+    results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
+                                         ("chelsea", "rocket", "logo")], tmp_path)
+    assert len(results) == 18 and all(v is True for v in results.values()), results
