@@ -14,7 +14,6 @@ folder) and the smg_fast.hf drop-ins."""
 from __future__ import annotations
 
 import io
-import json
 
 import numpy as np
 import pytest
@@ -39,6 +38,7 @@ from transformers.models.llava_onevision.processing_llava_onevision import (
 from smg_fast import expand, load_processor
 from smg_fast.errors import CompactFormatError, UnsupportedCallError
 from smg_fast.processors.tiles import best_resolution, fit_inside
+from smg_fast.testing.model_folders_llava import make_llava_tiles_folder
 from smg_fast.testing.oracles import HUB_LLAVA, hf_llava
 
 FAMILIES = ("llava_next", "llava_onevision")
@@ -257,16 +257,8 @@ def test_onevision_samples(real_images):
         proc([[a, b]])
 
 
-def write_folder(path, family: str, **pre) -> None:
-    """A model folder: config.json naming the model type, the hub's preprocessor values."""
-    (path / "config.json").write_text(json.dumps({"model_type": family}))
-    hub = {**HUB_LLAVA[family], "image_processor_type": TYPES[family], "do_convert_rgb": True,
-           "do_normalize": True, "do_rescale": True, "do_resize": True, **pre}
-    (path / "preprocessor_config.json").write_text(json.dumps(hub))
-
-
 def test_model_folder(family, tmp_path, real_images, ref):
-    write_folder(tmp_path, family)
+    make_llava_tiles_folder(tmp_path, family)
     # it names the torchvision class, which transformers' Auto classes resolve (when installed)
     assert load_processor(tmp_path).config.backend == "torchvision"
     proc = load_processor(tmp_path, backend="pil")
@@ -278,7 +270,7 @@ def test_model_folder(family, tmp_path, real_images, ref):
 def test_dropin_equals_transformers(family, tmp_path, real_images):
     import smg_fast.hf as hf
 
-    write_folder(tmp_path, family, image_processor_type=TYPES[family] + "Pil")
+    make_llava_tiles_folder(tmp_path, family, image_processor_type=TYPES[family] + "Pil")
     ours = getattr(hf, TYPES[family] + "Pil").from_pretrained(tmp_path)
     theirs = PIL_CLASSES[family].from_pretrained(tmp_path)
     assert ours.model_input_names == theirs.model_input_names
@@ -299,3 +291,44 @@ def test_dropin_equals_transformers(family, tmp_path, real_images):
         got, want = ours([images], return_tensors="np"), theirs([images], return_tensors="np")
         assert np.array_equal(got["pixel_values"], want["pixel_values"])
         assert ours._reference is not None
+
+
+def test_folder_without_model_type_is_told_by_its_class(family, tmp_path, real_images, ref):
+    """No config.json: the preprocessor class names the family (the PIL class: the pil backend)."""
+    make_llava_tiles_folder(tmp_path, family, image_processor_type=TYPES[family] + "Pil")
+    (tmp_path / "config.json").unlink()
+    proc = load_processor(tmp_path)
+    assert (proc.config.family, proc.config.backend) == (family, "pil")
+    im = real_images.open("coffee")
+    check(proc(im), reference(ref, im))
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"image_grid_pinpoints": [[336, 500]]}, "whole"),
+    ({"image_grid_pinpoints": [[336 * 40, 336 * 40]]}, "at most 1024 tiles"),
+    ({"image_grid_pinpoints": [[0, 336]]}, "positive"),
+    ({"image_grid_pinpoints": "336x672"}, "height, width"),
+    ({"size": {"height": 336, "width": 300}}, "square"),
+    ({"do_pad": False}, "do_pad"),
+])
+def test_config_values_not_computed_are_refused(tmp_path, bad, match):
+    """A folder smg-fast does not reproduce: ValueError naming the value, before any image."""
+    make_llava_tiles_folder(tmp_path, "llava_next", **bad)
+    with pytest.raises(ValueError, match=match):
+        load_processor(tmp_path)
+
+
+def test_next_size_and_crop_must_name_one_tile(tmp_path):
+    make_llava_tiles_folder(tmp_path, "llava_next", size={"shortest_edge": 448})
+    with pytest.raises(ValueError, match="one side"):
+        load_processor(tmp_path)
+
+
+def test_dropin_hands_a_folder_it_refuses_to_transformers(tmp_path, real_images):
+    """transformers' class defaults (224-pixel tiles, 336-pixel pinpoints): not whole tiles."""
+    import smg_fast.hf as hf
+
+    (tmp_path / "preprocessor_config.json").write_text(
+        '{"image_processor_type": "LlavaNextImageProcessorPil"}')
+    ours = hf.LlavaNextImageProcessorPil.from_pretrained(tmp_path)
+    assert type(ours) is LlavaNextImageProcessorPil  # transformers' own class, logged once
