@@ -243,8 +243,8 @@ def test_compact_format_where_zero_padding_is_a_table_value(family, real_images,
         assert compact.shape == full.shape and np.array_equal(np.asarray(expand(compact)), full)
 
 
-def test_onevision_samples(real_images):
-    """batch_num_images per sample of a nested list; a sample of several images is refused."""
+def test_onevision_samples(real_images, exif_rotated_jpeg):
+    """batch_num_images per sample; a sample of several images: each a mean-colour square."""
     proc = load_processor("llava_onevision")
     ref = hf_llava("llava_onevision", LlavaOnevisionImageProcessorPil)
     a, b = real_images.open("chelsea"), real_images.open("rocket")
@@ -253,8 +253,29 @@ def test_onevision_samples(real_images):
     assert got["batch_num_images"].tolist() == list(want["batch_num_images"]) == [1, 1]
     assert got["batch_num_images"].dtype == np.int64
     assert proc([a, b])["batch_num_images"].tolist() == [1, 1]
-    with pytest.raises(UnsupportedCallError, match="several images"):
-        proc([[a, b]])
+    data = encode(real_images.mode_image("I;16"), "PNG")
+    wide = real_images.rgb("coffee").resize((1500, 40))
+    samples = [[a], [real_images.mode_image("RGBA"), real_images.open("camera"), wide],
+               [], [load_image(Image.open(io.BytesIO(data))), load_image(str(exif_rotated_jpeg))],
+               [b]]
+    want = ref(samples, return_tensors="np")
+    ours = [[a], [real_images.mode_image("RGBA"), real_images.open("camera"), wide], [],
+            [data, exif_rotated_jpeg.read_bytes()], [b]]
+    got = proc(ours)
+    check(got, (np.asarray(want["pixel_values"]), np.asarray(want["image_sizes"])))
+    assert got["batch_num_images"].tolist() == list(want["batch_num_images"]) == [1, 3, 2, 1]
+    squares = [i for i, n in enumerate([1, 3, 3, 3, 2, 2, 1]) if n > 1]
+    assert (got["num_tokens"][squares] == 730).all()  # 729 features and the newline
+    for dtype, name in ((np.uint16, "bfloat16"), (np.float16, "float16")):
+        check(proc(ours, dtype=name),
+              (np.asarray(want["pixel_values"]), np.asarray(want["image_sizes"])), dtype)
+    pt = proc(ours, return_tensors="pt")
+    assert np.array_equal(pt["pixel_values"].numpy(), want["pixel_values"])
+    assert pt["batch_num_images"].tolist() == [1, 3, 2, 1]
+    with pytest.raises(UnsupportedCallError, match="image_mean"):
+        proc([[a, b]], image_mean=[0.1, 0.2, 0.3])
+    with pytest.raises(UnsupportedCallError, match="encoding"):
+        proc([[a, b]], encoding="uint8+lut")
 
 
 def test_model_folder(family, tmp_path, real_images, ref):
@@ -287,8 +308,12 @@ def test_dropin_equals_transformers(family, tmp_path, real_images):
     assert np.array_equal(np.asarray(got["pixel_values"]), np.asarray(want["pixel_values"]))
     assert [tuple(s) for s in got["image_sizes"]] == [tuple(s) for s in want["image_sizes"]]
     assert ours._reference is None  # transformers' class was never needed
-    if family == "llava_onevision":  # several images in a sample: transformers computes it
+    if family == "llava_onevision":  # several images in a sample, and a call's mean
         got, want = ours([images], return_tensors="np"), theirs([images], return_tensors="np")
+        assert np.array_equal(got["pixel_values"], want["pixel_values"])
+        assert ours._reference is None
+        kw = dict(return_tensors="np", image_mean=[0.2, 0.3, 0.4])
+        got, want = ours([images], **kw), theirs([images], **kw)  # transformers computes it
         assert np.array_equal(got["pixel_values"], want["pixel_values"])
         assert ours._reference is not None
 

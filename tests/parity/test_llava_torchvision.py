@@ -37,6 +37,10 @@ def oracle(real_images, tmp_path_factory):
             names = BATCH if name == "batch" else [name]
             jobs.append({"cls": fam, "kwargs": HUB_LLAVA[fam],
                          "images": [make_input(real_images, n) for n in names]})
+    keys.append(("llava_onevision", "samples"))  # a multi-image sample: mean-colour squares
+    jobs.append({"cls": "llava_onevision", "kwargs": HUB_LLAVA["llava_onevision"],
+                 "images": [[make_input(real_images, n) for n in BATCH[:1]],
+                            [make_input(real_images, n) for n in BATCH[1:]]]})
     results = run_oracle(tmp_path_factory.mktemp("tv_oracle_llava"), jobs)
     return dict(zip(keys, results, strict=True))
 
@@ -68,3 +72,10 @@ def test_dropins_equal_transformers_in_the_oracle_venv(real_images, tmp_path):
     results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
                                          ("chelsea", "rocket", "logo")], tmp_path)
     assert len(results) == 18 and all(v is True for v in results.values()), results
+
+
+def test_onevision_multi_image_sample_exact(real_images, oracle):
+    proc = load_processor("llava_onevision", backend="torchvision")
+    images = [[make_input(real_images, n) for n in BATCH[:1]],
+              [make_input(real_images, n) for n in BATCH[1:]]]
+    check_counted(proc, images, oracle[("llava_onevision", "samples")], "image_sizes")

@@ -31,6 +31,9 @@ class Plan:
     top: int = field(default=0, kw_only=True)
     # the image's image_grid_thw row where it is not [1, grid_h, grid_w] (LLaVA's: its size)
     grid_thw: tuple[int, int, int] | None = field(default=None, kw_only=True)
+    # the source first padded to a centred square of this RGB colour, then resized (the images
+    # of OneVision's multi-image samples)
+    fill: tuple[int, int, int] | None = field(default=None, kw_only=True)
 
     @property
     def placed(self) -> bool:

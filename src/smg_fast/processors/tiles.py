@@ -122,6 +122,26 @@ def anyres_plan(width: int, height: int, tile: int,
     return Plan(tile, tile, 1, 1, extra=(tiles,), grid_thw=(1, height, width))
 
 
+def square_source(src: np.ndarray, fmt: Any, fill: tuple[int, int, int]) -> np.ndarray:
+    """src (read in fmt) as RGB, centred on a square of colour fill as long as its longer side.
+
+    As transformers' pad_to_square: the shorter side's padding split with the odd pixel after;
+    a square image is returned as RGB unpadded."""
+    channels = 1 if src.ndim == 2 else src.shape[2]
+    if fmt is None:
+        fmt = _native.PixelFormat.RGB if channels == 3 else _native.PixelFormat.RGBX
+    rgb = src if fmt == _native.PixelFormat.RGB else _native.to_rgb(src, fmt)
+    h, w = rgb.shape[:2]
+    if h == w:
+        return rgb
+    side = max(h, w)
+    out = np.empty((side, side, 3), np.uint8)
+    out[...] = np.asarray(fill, np.uint8)
+    top, left = (side - h) // 2, (side - w) // 2
+    out[top:top + h, left:left + w] = rgb
+    return out
+
+
 def run_placed(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.ndarray,
                offset: int, fmt: Any, **jpeg: Any) -> Any:
     """Writes part's tiles into flat at element offset: its resize placed on a zero canvas.
@@ -171,4 +191,4 @@ def _copy_span(patches: np.ndarray, p: int, iy0: int, iy1: int, ix0: int, ix1: i
 
 
 __all__ = ["MAX_TILES", "anyres_plan", "best_resolution", "candidates", "closest_grid",
-           "fit_inside", "run_placed", "set_order_candidates", "tiled_plan"]
+           "fit_inside", "run_placed", "set_order_candidates", "square_source", "tiled_plan"]

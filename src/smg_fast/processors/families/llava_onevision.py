@@ -3,12 +3,12 @@
 transformers' LlavaOnevisionImageProcessorPil / LlavaOnevisionImageProcessor compute a single
 image as LLaVA-NeXT's classes do (processors/families/llava_next.py), with a square size
 {"height": 384, "width": 384} as the tile and no centre crop; outputs pixel_values, image_sizes
-and batch_num_images (the images of each sample: 1 each for a flat list). A sample of several
-images (a nested list with a longer sublist) is padded to a square of the mean colour and
-resized whole in transformers: smg-fast refuses it (UnsupportedCallError; the drop-in hands it
-to transformers). Tokens: LlavaOnevisionProcessor's count for the published checkpoints (729
-base features, the tiles' features pooled down past 9 tiles' worth: anyres_max_9). Registers
-the family."""
+and batch_num_images (the images of each sample: 1 each for a flat list). The images of a
+sample of several (a nested list with a longer sublist) are each padded to a square of the
+processor's mean colour (int(mean * 255) per channel, the image centred) and resized to one
+tile (processors/tiles.py's square_source). Tokens: LlavaOnevisionProcessor's count for the
+published checkpoints (729 base features, the tiles' features pooled down past 9 tiles' worth:
+anyres_max_9; 730 for an image of a multi-image sample). Registers the family."""
 
 from __future__ import annotations
 
@@ -17,15 +17,17 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import parse_dtype, to_torch
 from ...errors import UnsupportedCallError
 from ...imaging.media import ImageInput
 from ..config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
+from ..plan import Plan, check_aspect
 from ..processor import ProcessorOutput
 from ..registry import Family, register
 from ..tiles import best_resolution
 from . import llava_next
-from .llava_next import LlavaNextProcessor, unpadded_features
+from .llava_next import LlavaNextProcessor, by_image, unpadded_features
 
 # llava-hf/llava-onevision-qwen2-*-ov-hf image_grid_pinpoints (transformers' class default
 # too): every (height, width) of 1..6 tiles of 384 pixels a side
@@ -56,12 +58,19 @@ class LlavaOnevisionProcessor(LlavaNextProcessor):
     def __call__(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] = None,
                  return_tensors: str | None = "np", dtype: Any = "float32", *,
                  channels_first_wins: bool = False, **options: Any) -> ProcessorOutput:
-        """LlavaNextProcessor.__call__, adding batch_num_images; refuses multi-image samples."""
+        """LlavaNextProcessor.__call__, adding batch_num_images.
+
+        A nested list's samples of several images are computed as transformers does them: each
+        image padded to a square of the processor's mean colour, then one tile."""
         counts = _images_per_sample(images)
-        out = super().__call__(images, return_tensors, dtype,
-                               channels_first_wins=channels_first_wins, **options)
+        rt = getattr(return_tensors, "value", return_tensors)
+        if counts is not None and any(n > 1 for n in counts):
+            out = self._samples(images, counts, rt, dtype, channels_first_wins, options)
+        else:
+            out = super().__call__(images, rt, dtype, channels_first_wins=channels_first_wins,
+                                   **options)
         nums = np.array(counts or [1] * len(out["image_sizes"]), np.int64)
-        if getattr(return_tensors, "value", return_tensors) == "pt":
+        if rt == "pt":
             import torch
 
             out["batch_num_images"] = torch.from_numpy(nums)
@@ -69,19 +78,80 @@ class LlavaOnevisionProcessor(LlavaNextProcessor):
             out["batch_num_images"] = nums
         return out
 
+    def _samples(self, images: Any, counts: list[int], rt: str | None, dtype: Any,
+                 channels_first_wins: bool, options: dict[str, Any]) -> ProcessorOutput:
+        """A call with multi-image samples: runs of tiled and of squared images, regrouped."""
+        if options.get("encoding"):
+            raise UnsupportedCallError("encoding='uint8+lut' is not computed for multi-image "
+                                       "samples: request a float dtype without encoding")
+        mean = options.get("image_mean")
+        if mean is not None and tuple(float(m) for m in (
+                [mean] * 3 if isinstance(mean, (int, float)) else mean)) != self.config.image_mean:
+            raise UnsupportedCallError("a call's image_mean with multi-image samples (their "
+                                       "padding is the processor's own mean colour) is not "
+                                       "computed by smg-fast")
+        if any(not 0 <= int(m * 255) <= 255 for m in self.config.image_mean):
+            raise UnsupportedCallError("a mean colour outside 0..255 for multi-image samples is "
+                                       "not computed by smg-fast")
+        flat = [(im, n > 1) for sample, n in zip((x for x in images if x), counts, strict=True)
+                for im in sample]
+        squared = SquaredOnevisionProcessor(self.config)
+        tiles, sizes, tokens, per_image = [], [], [], []
+        start = 0
+        while start < len(flat):
+            stop = start + 1
+            while stop < len(flat) and flat[stop][1] == flat[start][1]:
+                stop += 1
+            proc = squared if flat[start][1] else self
+            out = LlavaNextProcessor.__call__(proc, [im for im, _ in flat[start:stop]], "np",
+                                              dtype, channels_first_wins=channels_first_wins,
+                                              **options)
+            for i, (h, w) in enumerate(out["image_sizes"]):
+                n = proc.plan(int(w), int(h)).rows
+                tiles.append(out["pixel_values"][i, :n])
+                per_image.append(n)
+            sizes.append(out["image_sizes"])
+            tokens.append(out["num_tokens"])
+            start = stop
+        side = self.config.patch_size
+        pixel_values = by_image(np.concatenate(tiles), per_image, side)
+        result = ProcessorOutput(pixel_values=pixel_values, num_tokens=np.concatenate(tokens),
+                                 image_sizes=np.concatenate(sizes))
+        if rt == "pt":
+            import torch
+
+            result = ProcessorOutput(
+                pixel_values=to_torch(pixel_values, parse_dtype(dtype)),
+                num_tokens=torch.from_numpy(result["num_tokens"]),
+                image_sizes=torch.from_numpy(result["image_sizes"]))
+        return result
+
+
+class SquaredOnevisionProcessor(LlavaOnevisionProcessor):
+    """OneVision's images in multi-image samples: padded to a square of the mean colour, one tile.
+
+    The square (as long as the image's longer side, the image centred, the odd padding pixel
+    after) is resized to the tile; 730 tokens (729 features and a newline)."""
+
+    def plan(self, width: int, height: int, index: int = 0) -> Plan:
+        check_aspect(index, width, height, limit=math.inf)  # zero-size check only
+        side = self.config.patch_size
+        fill = (int(self.config.image_mean[0] * 255), int(self.config.image_mean[1] * 255),
+                int(self.config.image_mean[2] * 255))
+        return Plan(side, side, 1, 1, fill=fill, grid_thw=(1, height, width))
+
+    def image_tokens(self, height: int, width: int) -> int:
+        return BASE_TOKENS + 1
+
 
 def _images_per_sample(images: Any) -> list[int] | None:
     """Images per sample of a nested list (empty samples dropped), as transformers reads it.
 
-    None for a flat input; UnsupportedCallError when a sample holds several images."""
+    None for a flat input."""
     if not isinstance(images, (list, tuple)) or not images or \
             not isinstance(images[0], (list, tuple)):
         return None
-    counts = [len(x) for x in images if x]
-    if any(n > 1 for n in counts):
-        raise UnsupportedCallError("a sample of several images (OneVision pads each to a square "
-                                   "of the mean colour) is not computed by smg-fast")
-    return counts
+    return [len(x) for x in images if x]
 
 
 def _reference_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
