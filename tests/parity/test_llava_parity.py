@@ -357,3 +357,23 @@ def test_dropin_hands_a_folder_it_refuses_to_transformers(tmp_path, real_images)
         '{"image_processor_type": "LlavaNextImageProcessorPil"}')
     ours = hf.LlavaNextImageProcessorPil.from_pretrained(tmp_path)
     assert type(ours) is LlavaNextImageProcessorPil  # transformers' own class, logged once
+
+
+def test_onevision_square_is_bounded_before_it_is_allocated(real_images):
+    """A multi-image sample's square passing max_image_pixels: a typed error, nothing allocated."""
+    from smg_fast.errors import InvalidImageError
+
+    proc = load_processor("llava_onevision", max_image_pixels=1_000_000)
+    thin = np.zeros((10, 2000, 3), np.uint8)  # 20000 pixels, a 2000x2000 square
+    assert proc([thin])["pixel_values"].shape[0] == 1  # alone: tiled, no square
+    with pytest.raises(InvalidImageError, match="square"):
+        proc([[thin, real_images.open("rocket")]])
+
+
+def test_call_variants_are_kept(real_images, llava):
+    """A call's pinpoints build one processor, reused by the next such call."""
+    pins = [[SIDES[llava.config.family]] * 2]
+    im = real_images.open("rocket")
+    assert llava._for_call({"image_grid_pinpoints": pins}) is \
+        llava._for_call({"image_grid_pinpoints": pins})
+    assert llava(im, image_grid_pinpoints=pins)["pixel_values"].shape[1] == 2

@@ -28,7 +28,7 @@ from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
 from ..plan import Plan, check_aspect
-from ..processor import Processor, ProcessorOutput
+from ..processor import _MAX_VARIANTS, Processor, ProcessorOutput
 from ..registry import Family, check_config, register
 from ..tiles import anyres_plan, best_resolution
 
@@ -113,7 +113,7 @@ class LlavaNextProcessor(Processor):
         return Processor.__call__(proc, images, return_tensors, dtype,
                                   channels_first_wins=channels_first_wins, **options)
 
-    def _for_call(self, own: dict[str, Any]) -> LlavaNextProcessor:
+    def _for_call(self, own: dict[str, Any]) -> Any:
         """This processor, or one for a call's tile size and pinpoints (UnsupportedCallError)."""
         if own.get("do_pad") is False:
             raise UnsupportedCallError("do_pad=False (a list of unpadded images) is not "
@@ -129,11 +129,21 @@ class LlavaNextProcessor(Processor):
                 pins = read_pinpoints(own["image_grid_pinpoints"])
             if (side, pins) == (cfg.patch_size, cfg.image_grid_pinpoints):
                 return self
+            key = (("image_grid_pinpoints", pins), ("patch_size", side))
+            with self._lock:
+                hit = self._variants.get(key)
+            if hit is not None:
+                return hit  # a LlavaNextProcessor: only this method keeps one under such a key
             new = dataclasses.replace(cfg, patch_size=side, image_grid_pinpoints=pins)
             check_config(new)
         except (TypeError, ValueError) as exc:
             raise UnsupportedCallError(str(exc)) from None
-        return type(self)(new)
+        proc = type(self)(new)
+        with self._lock:  # kept with Processor._variant's processors (the same fields)
+            self._variants[key] = proc
+            while len(self._variants) > _MAX_VARIANTS:
+                self._variants.pop(next(iter(self._variants)))
+        return proc
 
     def _wrap(self, pixel_values: Any, grid: np.ndarray, tokens: np.ndarray,
               return_tensors: str | None, dtype_name: str) -> ProcessorOutput:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._dtypes import parse_dtype, to_torch
-from ...errors import UnsupportedCallError
+from ...errors import InvalidImageError, UnsupportedCallError
 from ...imaging.media import ImageInput
 from ..config import HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
@@ -78,6 +78,14 @@ class LlavaOnevisionProcessor(LlavaNextProcessor):
             out["batch_num_images"] = nums
         return out
 
+    def _squared(self) -> SquaredOnevisionProcessor:
+        """The processor of this config's multi-image samples (made once, kept)."""
+        with self._lock:
+            proc = self.__dict__.get("_squared_proc")
+            if proc is None:
+                proc = self.__dict__["_squared_proc"] = SquaredOnevisionProcessor(self.config)
+        return proc
+
     def _samples(self, images: Any, counts: list[int], rt: str | None, dtype: Any,
                  channels_first_wins: bool, options: dict[str, Any]) -> ProcessorOutput:
         """A call with multi-image samples: runs of tiled and of squared images, regrouped."""
@@ -95,7 +103,7 @@ class LlavaOnevisionProcessor(LlavaNextProcessor):
                                        "not computed by smg-fast")
         flat = [(im, n > 1) for sample, n in zip((x for x in images if x), counts, strict=True)
                 for im in sample]
-        squared = SquaredOnevisionProcessor(self.config)
+        squared = self._squared()
         tiles, sizes, tokens, per_image = [], [], [], []
         start = 0
         while start < len(flat):
@@ -134,7 +142,17 @@ class SquaredOnevisionProcessor(LlavaOnevisionProcessor):
     after) is resized to the tile; 730 tokens (729 features and a newline)."""
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
+        """The square's resize to one tile.
+
+        InvalidImageError when the square (the longer side squared) passes the processor's
+        max_image_pixels, before it is allocated."""
         check_aspect(index, width, height, limit=math.inf)  # zero-size check only
+        longer = max(width, height)
+        if self.config.max_image_pixels is not None and \
+                longer * longer > self.config.max_image_pixels:
+            raise InvalidImageError(index, f"a {width}x{height} image's {longer}x{longer} square "
+                                           f"(a multi-image sample's padding) passes the limit "
+                                           f"of {self.config.max_image_pixels} pixels")
         side = self.config.patch_size
         fill = (int(self.config.image_mean[0] * 255), int(self.config.image_mean[1] * 255),
                 int(self.config.image_mean[2] * 255))
