@@ -99,7 +99,7 @@ class LlavaNextProcessor(Processor):
         """Output tiles of each image (its base and its canvas's) for rows [1, height, width]."""
         return [self.plan(int(w), int(h)).rows for _, h, w in grid]
 
-    def __call__(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] = None,
+    def __call__(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] | None = None,
                  return_tensors: str | None = "np", dtype: Any = "float32", *,
                  channels_first_wins: bool = False, **options: Any) -> ProcessorOutput:
         """Processor.__call__, reading LLaVA's own options.

@@ -55,7 +55,7 @@ class LlavaOnevisionProcessor(LlavaNextProcessor):
             newlines = int(cur_h // ratio)
         return unpadded + newlines + BASE_TOKENS
 
-    def __call__(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] = None,
+    def __call__(self, images: ImageInput | list[ImageInput] | tuple[ImageInput, ...] | None = None,
                  return_tensors: str | None = "np", dtype: Any = "float32", *,
                  channels_first_wins: bool = False, **options: Any) -> ProcessorOutput:
         """LlavaNextProcessor.__call__, adding batch_num_images.
