@@ -43,6 +43,7 @@ FAMILIES += ("gemma3",)
 FAMILIES += ("kimi_vl",)  # reference: its remote code in NumPy (references.KimiVLUpstream)
 FAMILIES += ("internvl",)
 FAMILIES += ("pixtral",)
+FAMILIES += ("llava_next", "llava_onevision")
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -96,6 +97,22 @@ def make_hf_torchvision(family: str):
         from smg_fast.testing.oracles import hf_pixtral
 
         return hf_pixtral(PixtralImageProcessor)
+    if family == "llava_next":
+        from transformers.models.llava_next.image_processing_llava_next import (
+            LlavaNextImageProcessor,
+        )
+
+        from smg_fast.testing.oracles import hf_llava
+
+        return hf_llava(family, LlavaNextImageProcessor)
+    if family == "llava_onevision":
+        from transformers.models.llava_onevision.image_processing_llava_onevision import (
+            LlavaOnevisionImageProcessor,
+        )
+
+        from smg_fast.testing.oracles import hf_llava
+
+        return hf_llava(family, LlavaOnevisionImageProcessor)
     if family == "gemma3":
         from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 

@@ -110,6 +110,18 @@ def make_hf_pil(family: str):
         from smg_fast.testing.oracles import hf_pixtral
 
         return hf_pixtral(PixtralImageProcessorPil)
+    if family in ("llava_next", "llava_onevision"):
+        from transformers.models.llava_next.image_processing_pil_llava_next import (
+            LlavaNextImageProcessorPil,
+        )
+        from transformers.models.llava_onevision.image_processing_pil_llava_onevision import (
+            LlavaOnevisionImageProcessorPil,
+        )
+
+        from smg_fast.testing.oracles import hf_llava
+
+        return hf_llava(family, LlavaNextImageProcessorPil if family == "llava_next"
+                        else LlavaOnevisionImageProcessorPil)
     return make_hf_pil_qwen(family)
 
 

@@ -32,6 +32,7 @@ FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
 FAMILIES += ("gemma3", "gemma3n", "gemma4")
 FAMILIES += ("internvl",)
 FAMILIES += ("pixtral",)
+FAMILIES += ("llava_next", "llava_onevision")
 
 
 def _inside(photo: Path, families: list[str], rounds: int) -> int:

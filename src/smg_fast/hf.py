@@ -350,6 +350,10 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     GotOcr2ImageProcessorPil: type[_SmgImageProcessor]
     PixtralImageProcessor: type[_SmgImageProcessor]
     PixtralImageProcessorPil: type[_SmgImageProcessor]
+    LlavaNextImageProcessor: type[_SmgImageProcessor]
+    LlavaNextImageProcessorPil: type[_SmgImageProcessor]
+    LlavaOnevisionImageProcessor: type[_SmgImageProcessor]
+    LlavaOnevisionImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 

@@ -24,6 +24,8 @@ REFUSED = {"pixtral"}
 
 def _load(name: str, backend: str) -> smg_fast.Processor:
     proc = smg_fast.load_processor(name, backend=backend)
+    if proc.zero_rows:  # literal zero padding: carried where pixel 0 normalizes to +0.0
+        proc = smg_fast.load_processor(name, backend=backend, image_mean=[0.0] * 3)
     if "min_pixels" in get_family(name).options and proc.per_request_pixels:
         proc = smg_fast.load_processor(name, backend=backend, **SMALL)
     return proc

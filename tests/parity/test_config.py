@@ -146,7 +146,7 @@ def test_fingerprint(smg):
 
 def test_unknown_family(smg, tmp_path):
     with pytest.raises(ValueError):
-        smg.load_processor("llava_next")
+        smg.load_processor("mllama")
     with pytest.raises((ValueError, FileNotFoundError)):
         smg.load_processor(str(tmp_path / "no_such_dir"))
     d = write_model_dir(tmp_path / "llama", QWEN2_PREPROCESSOR, "llama")

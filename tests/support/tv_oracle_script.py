@@ -22,6 +22,10 @@ from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProces
 from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
+from transformers.models.llava_next.image_processing_llava_next import LlavaNextImageProcessor
+from transformers.models.llava_onevision.image_processing_llava_onevision import (
+    LlavaOnevisionImageProcessor,
+)
 from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
     PaddleOCRVLImageProcessor,
 )
@@ -40,6 +44,8 @@ CLASSES["gemma4"] = Gemma4ImageProcessor
 CLASSES["siglip"] = SiglipImageProcessor  # Gemma 3n's image processor
 CLASSES["internvl"] = GotOcr2ImageProcessor
 CLASSES["pixtral"] = PixtralImageProcessor
+CLASSES["llava_next"] = LlavaNextImageProcessor
+CLASSES["llava_onevision"] = LlavaOnevisionImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -65,7 +71,7 @@ def main(workdir: Path) -> None:
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
         if "num_patches" in out:  # InternVL's tiles per image, kept where the grid is
             out["image_grid_thw"] = out["num_patches"]
-        if "image_sizes" in out:  # Pixtral's (h, w) per image, kept where the grid is
+        if "image_sizes" in out:  # Pixtral's and LLaVA's (h, w) per image, kept as the grid
             out["image_grid_thw"] = out["image_sizes"]
         # Gemma 3 returns num_crops where the patch families return their grid, Kimi-VL its
         # image_grid_hws, Gemma 4 position ids (its soft tokens follow from them), SigLIP nothing

@@ -20,6 +20,7 @@ from ..imaging.media import ImageHeader, Pixels
 from .config import ProcessorConfig
 from .decode_pool import decode_all, decode_iter
 from .plan import Plan
+from .tiles import run_placed, square_source
 
 # No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
 # absurd min_pixels gets a typed error, not a failed allocation.
@@ -66,7 +67,7 @@ class _Sized:
             self.rows = [pl.rows for pl in plans]
             self.shape = proc._pixel_shape(sum(self.rows))
         self.nbytes = sum(self.rows) * self.row_elems * self.np_dtype.itemsize
-        self.grid = np.array([[1, pl.grid_h, pl.grid_w] for pl in plans], dtype=np.int64)
+        self.grid = np.array([pl.thw for pl in plans], dtype=np.int64)
         self.num_tokens = proc.tokens_for_grid(self.grid)
 
     def item_shape(self, index: int) -> tuple[int, ...]:
@@ -288,17 +289,29 @@ def _run_plan(pipe: _native.Pipeline, src: np.ndarray, plan: Plan, flat: np.ndar
     ``jpeg`` (the bytes and decode_seconds) goes to the first part, whose decode fills src
     while it computes; the other parts read src only once that decode took the whole image."""
     first, *rest = plan.parts
-    got = pipe.run(src, first.resize_w, first.resize_h, first.grid_h, first.grid_w, flat, offset,
-                   fmt=fmt, **jpeg)
+    if jpeg and first.fill is not None:
+        return decoders.JPEG_DECLINED  # the square needs the whole image: decoded first
+    got = _run_part(pipe, src, first, flat, offset, fmt, **jpeg)
     if rest and jpeg and got != decoders.JPEG_WHOLE:
         return got  # the caller decodes again and recomputes every part
     row = pipe.row_elems
     offset += first.grid_h * first.grid_w * row
     for part in rest:
-        pipe.run(src, part.resize_w, part.resize_h, part.grid_h, part.grid_w, flat, offset,
-                 fmt=fmt)
+        _run_part(pipe, src, part, flat, offset, fmt)
         offset += part.grid_h * part.grid_w * row
     return got
+
+
+def _run_part(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.ndarray,
+              offset: int, fmt: Any, **jpeg: Any) -> Any:
+    """Runs one part of a plan into flat at offset: placed, or from a squared source, if said."""
+    if part.fill is not None:
+        return pipe.run(square_source(src, fmt, part.fill), part.resize_w, part.resize_h,
+                        part.grid_h, part.grid_w, flat, offset, fmt=_RGB)
+    if part.placed:
+        return run_placed(pipe, src, part, flat, offset, fmt, **jpeg)
+    return pipe.run(src, part.resize_w, part.resize_h, part.grid_h, part.grid_w, flat, offset,
+                    fmt=fmt, **jpeg)
 
 
 def _destination(out: np.ndarray, batch: _Sized, nbytes: int) -> np.ndarray:

@@ -57,6 +57,8 @@ class ProcessorConfig:
     max_patches: int | None = None
     # Pixtral (the longest side's limit; each side then rounded up to a patch multiple)
     longest_edge: int | None = None
+    # LLaVA-NeXT / OneVision (the (height, width) canvases tiles are cut from)
+    image_grid_pinpoints: tuple[tuple[int, int], ...] | None = None
     # Input limits and resampling rule (not part of the model's config)
     max_image_pixels: int | None = field(default_factory=default_max_image_pixels)
     pass_order: str | None = None  # None: the installed Pillow's rule
@@ -85,7 +87,7 @@ class ProcessorConfig:
 
 # fields only some families set (None elsewhere), left out of the fingerprint while unset
 _FAMILY_ONLY = ("max_soft_tokens", "crop_to_patches", "min_patches", "max_patches",
-                "longest_edge")
+                "longest_edge", "image_grid_pinpoints")
 
 
 def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:

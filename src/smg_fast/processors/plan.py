@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..errors import InvalidImageError
@@ -14,7 +15,9 @@ class Plan:
     """Sizes for one image: resize target, then the patch grid (which may include padding).
 
     ``pad_rows``: zero rows after the grid's patch rows (Gemma 4 pads each image to a fixed
-    count)."""
+    count). ``left`` / ``top``: where the resize sits on its grid's canvas when it is placed
+    there (LLaVA-NeXT's centred tiles: the canvas around it is pixel 0); 0, 0 otherwise, the
+    grid's cells past the resize padding."""
 
     resize_w: int
     resize_h: int
@@ -24,11 +27,28 @@ class Plan:
     # more resizes of the same source image, written after this one (a tiling family's
     # thumbnail tile); image_grid_thw keeps this plan's grid
     extra: tuple[Plan, ...] = field(default=(), kw_only=True)
+    left: int = field(default=0, kw_only=True)
+    top: int = field(default=0, kw_only=True)
+    # the image's image_grid_thw row where it is not [1, grid_h, grid_w] (LLaVA's: its size)
+    grid_thw: tuple[int, int, int] | None = field(default=None, kw_only=True)
+    # the source first padded to a centred square of this RGB colour, then resized (the images
+    # of OneVision's multi-image samples)
+    fill: tuple[int, int, int] | None = field(default=None, kw_only=True)
+
+    @property
+    def placed(self) -> bool:
+        """Whether the resize is placed off the canvas's top left corner."""
+        return bool(self.left or self.top)
+
+    @property
+    def thw(self) -> tuple[int, int, int]:
+        """The image's row of image_grid_thw."""
+        return self.grid_thw or (1, self.grid_h, self.grid_w)
 
     @property
     def parts(self) -> tuple[Plan, ...]:
         """This plan's own resize and grid, then its extra ones, in output order."""
-        return (Plan(self.resize_w, self.resize_h, self.grid_h, self.grid_w), *self.extra)
+        return (dataclasses.replace(self, pad_rows=0, extra=(), grid_thw=None), *self.extra)
 
     @property
     def cells(self) -> int:

@@ -100,7 +100,7 @@ class Processor(ABC):
     def grid(self, width: int, height: int) -> tuple[int, int, int]:
         """(t, h, w) of ``image_grid_thw`` for an image of this size, without pixels."""
         p = self.plan(int(width), int(height))
-        return (1, p.grid_h, p.grid_w)
+        return p.thw
 
     def num_tokens(self, width: int, height: int) -> int:
         """LLM tokens for an image of this size (grid cells / merge_size^2 unless said)."""

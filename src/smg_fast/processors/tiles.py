@@ -1,4 +1,9 @@
-"""Tile grids: an image resized onto a grid of fixed-size tiles, plus a whole-image thumbnail.
+"""Tile grids: an image resized onto a grid of fixed-size tiles, plus one whole-image tile.
+
+The one tile engine the tiling families configure: a grid solver (the closest aspect ratio of
+InternVL, or the best resolution of LLaVA-NeXT / OneVision), where the whole-image tile goes
+(a thumbnail after the tiles, or a base image before them), and how the image sits on its grid's
+canvas (stretched over it, or fitted inside it and centred, the rest zero pixels).
 
 The closest-aspect-ratio rule of InternVL and GOT-OCR 2 (transformers' GotOcr2 image
 processors): the candidates are every (columns, rows) with min_tiles <= columns * rows <=
@@ -10,13 +15,26 @@ code (which vLLM runs for the original checkpoints) reads the same candidates in
 within a tile count (``set_order_candidates``). The image is resized to
 the whole canvas and cut into its tiles row by row (the patch layout does the cutting while it
 writes the output); with more than one tile, a thumbnail (the whole image resized to one tile)
-follows them."""
+follows them.
+
+The best-resolution rule of LLaVA-NeXT (transformers' select_best_resolution): among the
+(height, width) resolutions, the one whose aspect-preserving downscale of the image (each side
+truncated) keeps the most pixels (at most the image's own), ties going to the least unused
+canvas, the first of equals winning. The image is then fitted inside it (get_patch_output_size:
+the tighter side takes the canvas's, the other is scaled and rounded up, at most the canvas's),
+centred (the odd padding pixel after), and the canvas is cut into tiles row by row; a base
+image (the whole image resized to one tile) goes before them."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
+import numpy as np
+
+from .. import _native
 from .plan import Plan
 
 MAX_TILES = 1024  # the largest max_tiles a config may set: bounds the candidate list and output
@@ -69,4 +87,108 @@ def tiled_plan(width: int, height: int, tile: int, grids: Sequence[tuple[int, in
     return Plan(cols * tile, rows * tile, rows, cols, extra=extra)
 
 
-__all__ = ["MAX_TILES", "candidates", "closest_grid", "set_order_candidates", "tiled_plan"]
+def best_resolution(width: int, height: int,
+                    resolutions: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """(height, width) of the resolution among ``resolutions`` ((height, width) pairs) to use."""
+    best = resolutions[0]
+    most, least_waste = 0, math.inf
+    for res_h, res_w in resolutions:
+        scale = min(res_w / width, res_h / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        waste = res_w * res_h - kept
+        if kept > most or (kept == most and waste < least_waste):
+            best, most, least_waste = (res_h, res_w), kept, waste
+    return best
+
+
+def fit_inside(width: int, height: int, canvas_w: int, canvas_h: int) -> tuple[int, int]:
+    """(width, height) of the image scaled to fit the canvas: one side the canvas's."""
+    scale_w, scale_h = canvas_w / width, canvas_h / height
+    if scale_w < scale_h:
+        return canvas_w, min(math.ceil(height * scale_w), canvas_h)
+    return min(math.ceil(width * scale_h), canvas_w), canvas_h
+
+
+def anyres_plan(width: int, height: int, tile: int,
+                resolutions: Sequence[tuple[int, int]]) -> Plan:
+    """The plan of a width x height image: a base tile, then its best resolution's tiles.
+
+    The tiles' canvas is the best resolution (a multiple of tile), the image fitted inside it
+    and centred. ``grid_thw`` is [1, height, width]: the image's own size (``image_sizes``)."""
+    res_h, res_w = best_resolution(width, height, resolutions)
+    w, h = fit_inside(width, height, res_w, res_h)
+    tiles = Plan(w, h, res_h // tile, res_w // tile, left=(res_w - w) // 2,
+                 top=(res_h - h) // 2)
+    return Plan(tile, tile, 1, 1, extra=(tiles,), grid_thw=(1, height, width))
+
+
+def square_source(src: np.ndarray, fmt: Any, fill: tuple[int, int, int]) -> np.ndarray:
+    """src (read in fmt) as RGB, centred on a square of colour fill as long as its longer side.
+
+    As transformers' pad_to_square: the shorter side's padding split with the odd pixel after;
+    a square image is returned as RGB unpadded."""
+    channels = 1 if src.ndim == 2 else src.shape[2]
+    if fmt is None:
+        fmt = _native.PixelFormat.RGB if channels == 3 else _native.PixelFormat.RGBX
+    rgb = src if fmt == _native.PixelFormat.RGB else _native.to_rgb(src, fmt)
+    h, w = rgb.shape[:2]
+    if h == w:
+        return rgb
+    side = max(h, w)
+    out = np.empty((side, side, 3), np.uint8)
+    out[...] = np.asarray(fill, np.uint8)
+    top, left = (side - h) // 2, (side - w) // 2
+    out[top:top + h, left:left + w] = rgb
+    return out
+
+
+def run_placed(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.ndarray,
+               offset: int, fmt: Any, **jpeg: Any) -> Any:
+    """Writes part's tiles into flat at element offset: its resize placed on a zero canvas.
+
+    The resize is computed as patches into a pooled scratch; each tile of the canvas (cut row
+    by row, part.grid_h x part.grid_w) then takes the pieces of the patches it overlaps, the
+    resize's top left corner at (part.left, part.top), and pixel 0 normalized (the table's
+    first entry) where the resize does not reach. Returns what the pipeline's run returned (a
+    JPEG decode's status with ``jpeg``)."""
+    p, w, h = pipe.patch, part.resize_w, part.resize_h
+    gh, gw = -(-h // p), -(-w // p)
+    scratch = _native.pooled_empty(gh * gw * pipe.row_elems * flat.dtype.itemsize,
+                                   huge_pages=False).view(flat.dtype)
+    got = pipe.run(src, w, h, gh, gw, scratch, 0, fmt=fmt, **jpeg)
+    patches = scratch.reshape(gh, gw, 3, p, p)
+    rows, cols = part.grid_h, part.grid_w
+    out = flat[offset:offset + rows * cols * pipe.row_elems].reshape(rows, cols, 3, p, p)
+    pad = pipe.lut[:, 0].reshape(3, 1, 1)
+    for r in range(rows):
+        y0, y1 = max(r * p, part.top), min((r + 1) * p, part.top + h)
+        for c in range(cols):
+            x0, x1 = max(c * p, part.left), min((c + 1) * p, part.left + w)
+            tile = out[r, c]
+            if y1 - y0 < p or x1 - x0 < p:
+                tile[...] = pad
+            if y0 < y1 and x0 < x1:
+                _copy_span(patches, p, y0 - part.top, y1 - part.top, x0 - part.left,
+                           x1 - part.left, tile, y0 - r * p, x0 - c * p)
+    return got
+
+
+def _copy_span(patches: np.ndarray, p: int, iy0: int, iy1: int, ix0: int, ix1: int,
+               tile: np.ndarray, ty: int, tx: int) -> None:
+    """Copies rows iy0..iy1, columns ix0..ix1 of the image in patches to tile at (tx, ty)."""
+    y = iy0
+    while y < iy1:
+        gy, sy = divmod(y, p)
+        ny = min(p - sy, iy1 - y)
+        x = ix0
+        while x < ix1:
+            gx, sx = divmod(x, p)
+            nx = min(p - sx, ix1 - x)
+            tile[:, ty + y - iy0:ty + y - iy0 + ny, tx + x - ix0:tx + x - ix0 + nx] = \
+                patches[gy, gx, :, sy:sy + ny, sx:sx + nx]
+            x += nx
+        y += ny
+
+
+__all__ = ["MAX_TILES", "anyres_plan", "best_resolution", "candidates", "closest_grid",
+           "fit_inside", "run_placed", "set_order_candidates", "square_source", "tiled_plan"]

@@ -374,3 +374,40 @@ def hf_pixtral(cls: Any, **overrides: Any) -> Any:
 
 
 __all__ += ["HUB_PIXTRAL", "hf_pixtral"]
+
+
+# llava-hf/llava-v1.6-mistral-7b-hf preprocessor_config.json (values as transformers' docs and
+# tests give them; the hub was not reachable where this was written): LlavaNextImageProcessor,
+# size {"shortest_edge": 336}, crop_size 336 x 336, the five 336-pixel pinpoints, BICUBIC,
+# rescale 1/255, OpenAI CLIP mean / std, do_center_crop / do_pad / do_convert_rgb true.
+HUB_LLAVA_NEXT = dict(size={"shortest_edge": 336}, crop_size={"height": 336, "width": 336},
+                      image_grid_pinpoints=[[336, 672], [672, 336], [672, 672], [1008, 336],
+                                            [336, 1008]],
+                      resample=3, rescale_factor=1 / 255, do_center_crop=True, do_pad=True,
+                      image_mean=CLIP_MEAN, image_std=CLIP_STD)
+# llava-hf/llava-onevision-qwen2-7b-ov-hf preprocessor_config.json (as above): size 384 x 384,
+# the 36 pinpoints of 1..6 x 1..6 tiles of 384, BICUBIC, rescale 1/255, SigLIP's mean / std
+# [0.5, 0.5, 0.5], do_pad / do_convert_rgb true.
+HUB_LLAVA_ONEVISION = dict(size={"height": 384, "width": 384},
+                           image_grid_pinpoints=[[384 * r, 384 * c] for r in range(1, 7)
+                                                 for c in range(1, 7)],
+                           resample=3, rescale_factor=1 / 255, do_pad=True,
+                           image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+HUB_LLAVA = {"llava_next": HUB_LLAVA_NEXT, "llava_onevision": HUB_LLAVA_ONEVISION}
+
+
+def hf_llava(family: str, cls: Any, **overrides: Any) -> Any:
+    """cls (a LLaVA-NeXT or OneVision class) built from family's hub config, checked.
+
+    overrides replace the hub's constructor arguments."""
+    kwargs = {**HUB_LLAVA[family], **overrides}
+    proc = cls(**kwargs)
+    assert [list(p) for p in proc.image_grid_pinpoints] == kwargs["image_grid_pinpoints"]
+    assert {k: v for k, v in dict(proc.size).items() if v is not None} == kwargs["size"]
+    assert int(proc.resample) == kwargs["resample"] and proc.do_pad is not False
+    assert list(proc.image_mean) == list(kwargs["image_mean"])
+    assert list(proc.image_std) == list(kwargs["image_std"])
+    return proc
+
+
+__all__ += ["HUB_LLAVA", "HUB_LLAVA_NEXT", "HUB_LLAVA_ONEVISION", "hf_llava"]

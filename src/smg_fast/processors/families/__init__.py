@@ -20,6 +20,8 @@ from .gemma4 import Gemma4Processor
 from .gemma3n import Gemma3nProcessor
 from .internvl import InternVLProcessor
 from .pixtral import PixtralProcessor
+from .llava_next import LlavaNextProcessor
+from .llava_onevision import LlavaOnevisionProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
@@ -27,3 +29,4 @@ __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Pr
 __all__ += ["KimiVLProcessor"]
 __all__ += ["Gemma3nProcessor", "Gemma4Processor"]
 __all__ += ["InternVLProcessor", "PixtralProcessor"]
+__all__ += ["LlavaNextProcessor", "LlavaOnevisionProcessor"]
