@@ -270,5 +270,42 @@ def make_gemma4_folder(folder: str | Path) -> Path:
     return _write(folder, config, {"processor_config.json": GEMMA4_PROCESSOR})
 
 
+PALIGEMMA_NAMED = {"image_token": "<image>"}
+# PaliGemma is not a chat model: the template writes each message's text alone (vLLM inserts
+# the image tokens before the prompt)
+PALIGEMMA_CHAT_TEMPLATE = _chat_template("", "", "")
+# google/paligemma2-3b-mix-224's preprocessor_config.json: transformers' SiglipImageProcessor at
+# 224x224, BICUBIC, rescale 1/255, normalized with mean = std = 0.5.
+PALIGEMMA_PREPROCESSOR = dict(
+    image_processor_type="SiglipImageProcessor", processor_class="PaliGemmaProcessor",
+    size={"height": 224, "width": 224}, resample=3, do_resize=True, do_rescale=True,
+    rescale_factor=1 / 255, do_normalize=True, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+    do_convert_rgb=None, image_seq_length=256)
+
+
+def make_paligemma_folder(folder: str | Path) -> Path:
+    """Writes a tiny paligemma2-3b-mix-224 folder (config, the hub's preprocessor, tokenizer).
+
+    A model of another type whose folder names transformers' SiglipImageProcessor, the class
+    Gemma 3n's drop-in takes the name of. Its config: SigLIP 224 / 14 (256 tokens), a Gemma 2
+    text layer, shrunk."""
+    folder, ids, vocab = _folder(folder, (*_BASE_TOKENS, "<image>"), PALIGEMMA_NAMED,
+                                 PALIGEMMA_CHAT_TEMPLATE)
+    text = _text_config("gemma2", ids, vocab, "<eos>", num_image_tokens=256,
+                        query_pre_attn_scalar=32, sliding_window=4096,
+                        final_logit_softcapping=30.0, attn_logit_softcapping=50.0)
+    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 224,
+              "patch_size": 14, "num_image_tokens": 256, "projection_dim": 64,
+              "vision_use_head": False}
+    config = {"architectures": ["PaliGemmaForConditionalGeneration"], "model_type": "paligemma",
+              "image_token_index": ids["<image>"], "hidden_size": 64, "projection_dim": 64,
+              "bos_token_id": text["bos_token_id"], "eos_token_id": text["eos_token_id"],
+              "pad_token_id": text["pad_token_id"], "text_config": text,
+              "vision_config": vision, "torch_dtype": "bfloat16"}
+    return _write(folder, config, {"preprocessor_config.json": PALIGEMMA_PREPROCESSOR})
+
+
 __all__ = ["GEMMA3N_PREPROCESSOR", "GEMMA3_PREPROCESSOR", "GEMMA4_PROCESSOR",
-           "make_gemma3_folder", "make_gemma3n_folder", "make_gemma4_folder"]
+           "PALIGEMMA_PREPROCESSOR", "make_gemma3_folder", "make_gemma3n_folder",
+           "make_gemma4_folder", "make_paligemma_folder"]
