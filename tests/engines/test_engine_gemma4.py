@@ -11,12 +11,17 @@ max_soft_tokens=70 in mm_processor_kwargs (vLLM): the budget reaches the drop-in
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support.engine_common import assert_same_requests, jpeg, photo_1080p, run_on_and_off
+from support.engine_common import (
+    assert_same_requests,
+    image_token_count,
+    jpeg,
+    photo_1080p,
+    run_on_and_off,
+)
 from test_engine_sglang import _start as start_sglang
 from test_engine_vllm import _start as start_vllm
 
@@ -69,11 +74,6 @@ def sglang_runs(sglang_python, gemma4_folder, images, tmp_path_factory):
     return run_on_and_off(start, tmp_path_factory.mktemp("sglang-gemma4-runs"), "SGLang")
 
 
-def _image_tokens(request: dict, folder: Path) -> int:
-    config = json.loads((folder / "config.json").read_text())
-    return request["prompt_token_ids"].count(config["image_token_id"])
-
-
 def test_vllm_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs, gemma4_folder):
     """smg-fast's Gemma 4 class computes vLLM's Gemma 4 images, identical to transformers'."""
     (ours, ours_log), (ref, _) = vllm_runs
@@ -94,7 +94,7 @@ def test_vllm_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs, 
             # each image's real patches, then -1 rows of padding
             real = [int((p[:, 0] >= 0).sum()) for p in fields["pixel_position_ids"]]
             assert real == [9 * n for n in SOFT_TOKENS[budget]]
-            assert _image_tokens(request, gemma4_folder) == sum(SOFT_TOKENS[budget])
+            assert image_token_count(request, gemma4_folder) == sum(SOFT_TOKENS[budget])
 
 
 def test_sglang_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(sglang_runs,
@@ -112,4 +112,4 @@ def test_sglang_plugin_on_is_smg_fast_and_identical_to_sglang_without_it(sglang_
         ((2520, 768), np.float32)] * 2
     # the prompt's soft tokens are the drop-in's num_soft_tokens_per_image, expanded by
     # Gemma4Processor
-    assert _image_tokens(request, gemma4_folder) == sum(SOFT_TOKENS[280])
+    assert image_token_count(request, gemma4_folder) == sum(SOFT_TOKENS[280])
