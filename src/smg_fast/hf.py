@@ -90,8 +90,8 @@ class _SmgImageProcessor(BaseImageProcessor):
         # keys neither transformers' class nor smg-fast reads stay plain attributes, as there;
         # not this class's own properties (smg_processor), which such a key would shadow or break
         extra = {k: v for k, v in kwargs.items()
-                 if k not in self.valid_kwargs.__annotations__ and k not in compat.SMG_OPTIONS
-                 and k not in compat.NOT_KEPT
+                 if (k not in self.valid_kwargs.__annotations__ or k in compat.KEPT_OPTIONS)
+                 and k not in compat.SMG_OPTIONS and k not in compat.NOT_KEPT
                  and not isinstance(getattr(type(self), k, None), property)}
         kept = {k: kwargs[k] for k in self.dropin.call_attributes if kwargs.get(k) is not None}
         ImageProcessingMixin.__init__(self, **{**extra, **self._attributes(processor.config),

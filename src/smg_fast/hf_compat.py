@@ -33,6 +33,10 @@ LOADER_NOISE = frozenset({"trust_remote_code", "code_revision", "use_fast", "con
                           "local_files_only_override", "adapter_kwargs", "gguf_file"})
 # Constructor keys transformers' classes drop rather than keep as attributes.
 NOT_KEPT = frozenset({"processor_class", "feature_extractor_type", "image_processor_type"})
+# Call options of transformers' ImagesKwargs that no image processor computes with, kept as
+# attributes as transformers' classes keep them: processors read them there (PaliGemmaProcessor
+# refuses an image processor without image_seq_length).
+KEPT_OPTIONS = frozenset({"image_seq_length"})
 # The per-call flags transformers keeps on the instance (a folder may set them False).
 FLAGS = ("do_rescale", "do_normalize", "do_convert_rgb")
 # Call options transformers' class also keeps from its constructor (or an attribute set later) as
@@ -184,6 +188,6 @@ def plain(value: Any) -> Any:
     return value
 
 
-__all__ = ["FLAGS", "LOADER_NOISE", "NOT_KEPT", "SMG_OPTIONS", "alpha_dropped",
+__all__ = ["FLAGS", "KEPT_OPTIONS", "LOADER_NOISE", "NOT_KEPT", "SMG_OPTIONS", "alpha_dropped",
            "as_installed_transformers", "build_processor", "call_plan", "log_once", "logger",
            "plain", "transformers_class"]

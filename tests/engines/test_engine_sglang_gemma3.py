@@ -22,7 +22,7 @@ from support.engine_common import (
 )
 from test_engine_sglang import _start
 
-from smg_fast.testing.model_folders import make_gemma3_folder
+from smg_fast.testing.model_folders_gemma import make_gemma3_folder
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from support.engine_common import (
 )
 from test_engine_vllm import _start
 
-from smg_fast.testing.model_folders import make_gemma3_folder
+from smg_fast.testing.model_folders_gemma import make_gemma3_folder
 
 FIELDS = ("pixel_values", "num_patches")
 OURS = "smg_fast.hf.Gemma3ImageProcessor"

@@ -131,6 +131,28 @@ def test_keys_nothing_reads_are_kept_as_transformers_keeps_them(tmp_path):
         assert clone.custom_key == 7
 
 
+def test_a_paligemma_folder_builds_its_processor_with_the_siglip_drop_in(registered, tmp_path,
+                                                                        photos):
+    """image_seq_length stays an attribute as there: PaliGemmaProcessor reads it.
+
+    register() maps SiglipImageProcessor (Gemma 3n's) by name, so a PaliGemma folder gets it."""
+    from transformers import AutoProcessor
+
+    from smg_fast.testing.model_folders_gemma import make_paligemma_folder
+
+    folder = make_paligemma_folder(tmp_path / "paligemma2-3b-mix-224")
+    ours = AutoProcessor.from_pretrained(folder)
+    assert type(ours.image_processor).__module__ == "smg_fast.hf"
+    assert ours.image_processor.image_seq_length == 256
+    IMAGE_PROCESSOR_MAPPING._extra_content.clear()  # transformers' classes again
+    theirs = AutoProcessor.from_pretrained(folder)
+    assert type(theirs.image_processor).__module__.startswith("transformers.")
+    rgb = [p.convert("RGB") for p in photos[:2]]
+    want = theirs(text=["caption en"] * 2, images=[[p] for p in rgb], return_tensors="np")
+    assert same(ours(text=["caption en"] * 2, images=[[p] for p in rgb], return_tensors="np"),
+                want)
+
+
 def test_folder_flags_are_kept(tmp_path, photos):
     pre = {**QWEN2_HUB, "do_normalize": False}
     write_folder(tmp_path / "f", pre, "qwen2_vl")

@@ -6,6 +6,7 @@ process, and comparing two runs' requests."""
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import subprocess
 from collections.abc import Callable
@@ -70,6 +71,12 @@ def assert_same_requests(ours: list[dict[str, Any]], ref: list[dict[str, Any]],
             for i, (a, b) in enumerate(zip(req_ours["fields"][key], arrays, strict=True)):
                 assert a.dtype == b.dtype and a.shape == b.shape, (key, i, a.dtype, b.dtype)
                 assert np.array_equal(a, b), f"{key} of image {i} of request {r} differs"
+
+
+def image_token_count(request: dict[str, Any], folder: Path, key: str = "image_token_id") -> int:
+    """How many of the model's image tokens (config.json's key) a rendered prompt holds."""
+    config = json.loads((folder / "config.json").read_text())
+    return int(request["prompt_token_ids"].count(config[key]))
 
 
 def photo_1080p(real_images: Any) -> Image.Image:

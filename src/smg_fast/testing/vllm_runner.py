@@ -75,8 +75,8 @@ def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
     from vllm.renderers.params import ChatParams
     from vllm.renderers.registry import renderer_from_config
 
-    args = EngineArgs(model=folder, max_model_len=32768, enforce_eager=True,
-                      limit_mm_per_prompt={"image": 8}, **run.get("engine", {}))
+    args = EngineArgs(**{"model": folder, "max_model_len": 32768, "enforce_eager": True,
+                         "limit_mm_per_prompt": {"image": 8}, **run.get("engine", {})})
     renderer = renderer_from_config(args.create_engine_config())
     results = []
     for req in run["requests"]:

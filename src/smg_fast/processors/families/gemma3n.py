@@ -80,7 +80,7 @@ register(Family(
                         _reference_kwargs),
     dropin=DropIn({"SiglipImageProcessor": "torchvision", "SiglipImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma3n",
-                  outputs=("pixel_values",), in_engines=False, pil_keeps_uint8=True,
+                  outputs=("pixel_values",), in_engines=True, pil_keeps_uint8=True,
                   lists_when_untyped=True)))
 
 __all__ = ["Gemma3nProcessor"]

@@ -188,7 +188,7 @@ register(Family(
     dropin=DropIn({"Gemma4ImageProcessor": "torchvision", "Gemma4ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "gemma4",
                   outputs=("pixel_values", "image_position_ids", "num_soft_tokens_per_image"),
-                  in_engines=False, pil_keeps_uint8=True,
+                  in_engines=True, pil_keeps_uint8=True,
                   list_outputs=("num_soft_tokens_per_image",))))
 
 __all__ = ["SOFT_TOKEN_BUDGETS", "Gemma4Processor", "budget_size", "position_ids"]
