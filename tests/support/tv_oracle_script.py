@@ -22,6 +22,7 @@ from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProces
 from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
+from transformers.models.llama4.image_processing_llama4 import Llama4ImageProcessor
 from transformers.models.llava_next.image_processing_llava_next import LlavaNextImageProcessor
 from transformers.models.llava_onevision.image_processing_llava_onevision import (
     LlavaOnevisionImageProcessor,
@@ -46,6 +47,7 @@ CLASSES["internvl"] = GotOcr2ImageProcessor
 CLASSES["pixtral"] = PixtralImageProcessor
 CLASSES["llava_next"] = LlavaNextImageProcessor
 CLASSES["llava_onevision"] = LlavaOnevisionImageProcessor
+CLASSES["llama4"] = Llama4ImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -66,11 +68,14 @@ def main(workdir: Path) -> None:
             continue
         out = proc(job["images"], return_tensors="pt")
         pv = out["pixel_values"]
-        assert pv.dtype == torch.float32, pv.dtype
-        np.save(workdir / f"{i}_pixel_values.npy", pv.numpy())
+        # float32, or Llama 4's bfloat16 (saved widened to float32, exactly, and as its bits)
+        assert pv.dtype in (torch.float32, torch.bfloat16), pv.dtype
+        np.save(workdir / f"{i}_pixel_values.npy", pv.float().numpy())
         np.save(workdir / f"{i}_bf16.npy", pv.to(torch.bfloat16).view(torch.uint16).numpy())
         if "num_patches" in out:  # InternVL's tiles per image, kept where the grid is
             out["image_grid_thw"] = out["num_patches"]
+        if "aspect_ratios" in out:  # Llama 4's [rows, columns] per image, kept as the grid
+            out["image_grid_thw"] = out["aspect_ratios"]
         if "image_sizes" in out:  # Pixtral's and LLaVA's (h, w) per image, kept as the grid
             out["image_grid_thw"] = out["image_sizes"]
         # Gemma 3 returns num_crops where the patch families return their grid, Kimi-VL its

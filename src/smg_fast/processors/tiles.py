@@ -23,7 +23,17 @@ truncated) keeps the most pixels (at most the image's own), ties going to the le
 canvas, the first of equals winning. The image is then fitted inside it (get_patch_output_size:
 the tighter side takes the canvas's, the other is scaled and rounded up, at most the canvas's),
 centred (the odd padding pixel after), and the canvas is cut into tiles row by row; a base
-image (the whole image resized to one tile) goes before them."""
+image (the whole image resized to one tile) goes before them.
+
+The best-fit rule of Llama 4 (transformers' get_best_fit over find_supported_resolutions): the
+canvases are every (rows, columns) factor pair of 1..max_tiles tiles, in the order that code
+lists them (tile counts from the most down, factor pairs by rows ascending, gathered by their
+rows / columns ratio in the order a ratio first appears); each canvas's scale is the smaller of
+its sides' float32 ratios to the image's; the smallest scale of at least 1 wins, else the
+largest, and among canvases of that scale the first of the least area. The image is resized
+without distortion to fit the canvas (never upscaled past the tile side, each side floored, at
+least 1) and sits in the top left corner on zero pixels; with more than one tile, a global tile
+(the whole image resized to one tile) follows them."""
 
 from __future__ import annotations
 
@@ -122,6 +132,49 @@ def anyres_plan(width: int, height: int, tile: int,
     return Plan(tile, tile, 1, 1, extra=(tiles,), grid_thw=(1, height, width))
 
 
+@lru_cache(maxsize=16)
+def factor_canvases(max_tiles: int) -> tuple[tuple[int, int], ...]:
+    """(rows, columns) of every canvas of at most max_tiles tiles, in Llama 4's order."""
+    by_ratio: dict[float, list[tuple[int, int]]] = {}
+    for count in range(max_tiles, 0, -1):
+        for rows in range(1, count + 1):
+            if count % rows == 0:
+                by_ratio.setdefault(rows / (count // rows), []).append((rows, count // rows))
+    return tuple(pair for pairs in by_ratio.values() for pair in pairs)
+
+
+def best_fit(width: int, height: int, tile: int,
+             canvases: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """(rows, columns) of the canvas among ``canvases`` a width x height image goes to."""
+    w32, h32 = np.float32(width), np.float32(height)
+    scales = [min(np.float32(c * tile) / w32, np.float32(r * tile) / h32) for r, c in canvases]
+    up = [s for s in scales if s >= 1]
+    chosen = min(up) if up else max(scales)
+    fits = [(r * c, i) for i, (r, c) in enumerate(canvases) if scales[i] == chosen]
+    return canvases[min(fits)[1]]
+
+
+def fit_floor(width: int, height: int, canvas_w: int, canvas_h: int) -> tuple[int, int]:
+    """(width, height) of the image scaled to fit the canvas, the other side floored, >= 1."""
+    scale_w, scale_h = canvas_w / width, canvas_h / height
+    if scale_w < scale_h:
+        w, h = canvas_w, min(math.floor(height * scale_w), canvas_h)
+    else:
+        w, h = min(math.floor(width * scale_h), canvas_w), canvas_h
+    return max(w, 1), max(h, 1)
+
+
+def best_fit_plan(width: int, height: int, tile: int, max_tiles: int) -> Plan:
+    """The plan of a width x height image: its best-fit canvas's tiles, then a global tile.
+
+    The resize sits in the canvas's top left corner, the canvas past it pixel 0."""
+    rows, cols = best_fit(width, height, tile, factor_canvases(max_tiles))
+    w, h = fit_floor(width, height, min(max(width, tile), cols * tile),
+                     min(max(height, tile), rows * tile))
+    extra = (Plan(tile, tile, 1, 1),) if rows * cols > 1 else ()
+    return Plan(w, h, rows, cols, extra=extra)
+
+
 def square_source(src: np.ndarray, fmt: Any, fill: tuple[int, int, int]) -> np.ndarray:
     """src (read in fmt) as RGB, centred on a square of colour fill as long as its longer side.
 
@@ -190,5 +243,6 @@ def _copy_span(patches: np.ndarray, p: int, iy0: int, iy1: int, ix0: int, ix1: i
         y += ny
 
 
-__all__ = ["MAX_TILES", "anyres_plan", "best_resolution", "candidates", "closest_grid",
-           "fit_inside", "run_placed", "set_order_candidates", "square_source", "tiled_plan"]
+__all__ = ["MAX_TILES", "anyres_plan", "best_fit", "best_fit_plan", "best_resolution",
+           "candidates", "closest_grid", "factor_canvases", "fit_floor", "fit_inside",
+           "run_placed", "set_order_candidates", "square_source", "tiled_plan"]

@@ -411,3 +411,12 @@ def hf_llava(family: str, cls: Any, **overrides: Any) -> Any:
 
 
 __all__ += ["HUB_LLAVA", "HUB_LLAVA_NEXT", "HUB_LLAVA_ONEVISION", "hf_llava"]
+
+# meta-llama/Llama-4-Scout-17B-16E-Instruct preprocessor_config.json (as transformers' class
+# defaults and docs give it; no hub access here): size 336 x 336, max_patches 16,
+# resize_to_max_canvas false, BILINEAR, rescale 1/255, mean / std [0.5, 0.5, 0.5].
+HUB_LLAMA4 = dict(size={"height": 336, "width": 336}, max_patches=16, resize_to_max_canvas=False,
+                  resample=2, rescale_factor=1 / 255, image_mean=[0.5, 0.5, 0.5],
+                  image_std=[0.5, 0.5, 0.5], do_convert_rgb=True)
+
+__all__ += ["HUB_LLAMA4"]
