@@ -238,7 +238,9 @@ class _SmgImageProcessor(BaseImageProcessor):
             return self._fallback(str(exc), images, return_tensors, kwargs)
         data = {k: out[k] for k in self.model_input_names}
         if rt is None:  # transformers leaves the arrays as its backend made them
-            if self.dropin.lists_when_untyped:
+            if self.dropin.untyped is not None:
+                data = self.dropin.untyped(data)
+            elif self.dropin.lists_when_untyped:
                 data = {k: list(v) if v.ndim > 1 else v.tolist() for k, v in data.items()}
             data.update({k: data[k].tolist() for k in self.dropin.list_outputs
                          if not isinstance(data[k], list)})

@@ -123,7 +123,9 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
     A call smg-fast does not compute exactly goes to transformers' own class. The dtype is uint8
     when the torchvision backend (or a PIL class that does the same, ``DropIn.pil_keeps_uint8``)
     skips rescale and normalize (transformers returns the resized bytes)."""
-    dtype = kwargs.get("dtype", "float32")
+    dropin = get_family(cfg.family).dropin
+    default = dropin.dtype(kwargs) if dropin is not None and dropin.dtype else "float32"
+    dtype = kwargs.get("dtype", default)
     opts = {k: v for k, v in kwargs.items() if k != "dtype"}
     for im in _flatten(images):
         why = _tensor_not_read(im)
@@ -133,7 +135,6 @@ def call_plan(cfg: ProcessorConfig, images: Any, kwargs: dict[str, Any]) -> tupl
         parse_options(cfg, opts)
     except (TypeError, ValueError) as exc:
         return "", str(exc)
-    dropin = get_family(cfg.family).dropin
     keeps_uint8 = cfg.backend == "torchvision" or (dropin is not None and dropin.pil_keeps_uint8)
     if keeps_uint8 and opts.get("do_rescale") is False and opts.get("do_normalize") is False:
         if not all(_is_uint8(im) for im in _flatten(images)):

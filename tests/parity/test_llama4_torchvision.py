@@ -161,3 +161,14 @@ def test_llama4_canvas_rule_matches_transformers(tmp_path):
     script = Path(__file__).parents[1] / "support" / "llama4_geometry_script.py"
     result = run_with_smg_fast(script, [], tmp_path)
     assert result["checked"] > 4000 and result["bad"] == [], result
+
+
+def test_dropin_equals_transformers_in_the_oracle_venv(real_images, tmp_path):
+    """AutoImageProcessor gives the drop-in; it equals transformers' class for "pt" and None.
+
+    "np" (refused by transformers for bfloat16) gives the bits as uint16
+    (support/hf_llama4_script.py)."""
+    script = Path(__file__).parents[1] / "support" / "hf_llama4_script.py"
+    results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
+                                         ("chelsea", "rocket", "logo")], tmp_path)
+    assert len(results) == 5 and all(v is True for v in results.values()), results

@@ -101,6 +101,12 @@ class DropIn:
     # with no return_tensors, transformers' class returns lists (one array per image or crop,
     # counts as ints) rather than batched arrays
     lists_when_untyped: bool = False
+    # the output dtype transformers' class returns for a call's options where it is not float32
+    # (Llama 4's bfloat16); None: float32
+    dtype: Callable[[dict[str, Any]], str] | None = None
+    # with no return_tensors, the outputs as transformers' class lists them where that is not
+    # lists_when_untyped's one entry per row (Llama 4's tiles grouped per image)
+    untyped: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def transformers_classes(model: str, name: str) -> dict[str, str]:

@@ -159,12 +159,22 @@ def _call_kwargs() -> type:
     return Llama4ImageProcessorKwargs
 
 
-def _count_patches(dropin: Any, height: int, width: int, kwargs: dict[str, Any]) -> int:
-    """Tiles (with the global tile) for a height x width image."""
-    size = kwargs.get("size", dropin.size)
-    side = size["height"] if isinstance(size, dict) else size.height
-    plan = best_fit_plan(width, height, side, int(kwargs.get("max_patches", dropin.max_patches)))
-    return plan.cells
+def _dtype(kwargs: dict[str, Any]) -> str:
+    """bfloat16 where transformers' class rescales and normalizes; float32 for rescale alone."""
+    both = kwargs.get("do_rescale") is not False and kwargs.get("do_normalize") is not False
+    return "bfloat16" if both else "float32"
+
+
+def _untyped(data: dict[str, Any]) -> dict[str, Any]:
+    """pixel_values as one tensor of tiles per image, aspect_ratios one row per image."""
+    ratios = data["aspect_ratios"]
+    counts = tiles_per_image(np.concatenate([np.ones((len(ratios), 1), np.int64),
+                                             np.asarray(ratios)], axis=1))
+    bounds = np.cumsum(counts)[:-1].tolist()
+    pixels = data["pixel_values"]
+    split = np.split(pixels, bounds) if isinstance(pixels, np.ndarray) else \
+        list(pixels.tensor_split(bounds))
+    return {"pixel_values": split, "aspect_ratios": list(ratios)}
 
 
 # meta-llama/Llama-4-Scout-17B-16E-Instruct preprocessor_config.json (as transformers' class
@@ -190,6 +200,6 @@ register(Family(
                   _attributes, _call_kwargs, lambda kwargs: "llama4",
                   outputs=("pixel_values", "aspect_ratios"), in_engines=False,
                   lists_when_untyped=True, list_outputs=("aspect_ratios",),
-                  count_patches=_count_patches)))
+                  dtype=_dtype, untyped=_untyped)))
 
 __all__ = ["Llama4Processor", "tiles_per_image"]
