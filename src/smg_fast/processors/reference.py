@@ -83,6 +83,8 @@ def reference_pixel_values(cfg: ProcessorConfig,
                            image: str | bytes | np.ndarray) -> tuple[Any, str]:
     """(float32 pixel_values from transformers, "") for one image, or (None, why not).
 
+    A class returning bfloat16 (Llama 4's) gives its values widened to float32, exactly.
+
     The image is a path, encoded bytes or an RGB uint8 (H, W, 3) array; paths and bytes are
     loaded as transformers' load_image does."""
     quiet_transformers_import()
@@ -95,4 +97,7 @@ def reference_pixel_values(cfg: ProcessorConfig,
     img = image if isinstance(image, np.ndarray) else \
         load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
     out = ref(img, return_tensors=reference_return_tensors(ref))
-    return np.asarray(out["pixel_values"]), ""
+    pv = out["pixel_values"]
+    if str(getattr(pv, "dtype", "")) == "torch.bfloat16":  # Llama 4's: widened exactly
+        pv = pv.float()
+    return np.asarray(pv), ""
