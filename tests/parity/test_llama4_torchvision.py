@@ -74,6 +74,7 @@ def oracle(real_images, exif_rotated_jpeg, tmp_path_factory):
     add(("hub", "batch"), HUB_LLAMA4, BATCH)
     for name in OTHER_INPUTS:
         add(("other", name), OTHER, [name])
+    add(("rescale_only", "real:rocket"), dict(HUB_LLAMA4, do_normalize=False), ["real:rocket"])
     results = run_oracle(tmp_path_factory.mktemp("tv_llama4"), jobs)
     return dict(zip(keys, results, strict=True))
 
@@ -115,6 +116,15 @@ def test_llama4_other_config_exact(name, real_images, exif_rotated_jpeg, oracle)
     check(proc, image, ref)
     check(load_processor("llama4"), image, ref, max_patches=6,
           image_mean=OTHER["image_mean"], image_std=OTHER["image_std"])
+
+
+def test_llama4_rescale_only_exact(real_images, exif_rotated_jpeg, oracle):
+    """do_normalize=False: transformers multiplies the uint8 image in float32, not bfloat16."""
+    image = [make_input(real_images, exif_rotated_jpeg, "real:rocket")]
+    ref = oracle[("rescale_only", "real:rocket")]
+    out = load_processor("llama4")(image, dtype="float32", do_normalize=False)
+    assert np.array_equal(out["pixel_values"], ref["pixel_values"])
+    assert out["aspect_ratios"].tolist() == ref["grid"].tolist()
 
 
 def test_llama4_pt_output_is_transformers_shape(real_images):
