@@ -168,9 +168,8 @@ def _dtype(kwargs: dict[str, Any]) -> str:
 def _untyped(data: dict[str, Any]) -> dict[str, Any]:
     """pixel_values as one tensor of tiles per image, aspect_ratios one row per image."""
     ratios = data["aspect_ratios"]
-    counts = tiles_per_image(np.concatenate([np.ones((len(ratios), 1), np.int64),
-                                             np.asarray(ratios)], axis=1))
-    bounds = np.cumsum(counts)[:-1].tolist()
+    cells = np.asarray(ratios)[:, 0] * np.asarray(ratios)[:, 1]
+    bounds = np.cumsum(cells + (cells > 1))[:-1].tolist()
     pixels = data["pixel_values"]
     split = np.split(pixels, bounds) if isinstance(pixels, np.ndarray) else \
         list(pixels.tensor_split(bounds))
