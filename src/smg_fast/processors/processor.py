@@ -185,6 +185,9 @@ class Processor(ABC):
         table_dtype, dtype = self._compact_dtype(options, dtype)
         return_tensors, opts, items = self._read_call(images, return_tensors, channels_first_wins,
                                                       options)
+        if table_dtype:  # refused before anything is computed, as the call's options normalize
+            for scale in dict.fromkeys(it.scale for it in items):
+                self._variant(opts, scale).compact_table(table_dtype)
         parts, grids, tokens, procs = [], [], [], []
         start = 0
         while start < len(items):  # runs of images with the same effective config
@@ -244,7 +247,6 @@ class Processor(ABC):
         if name not in TABLE_DTYPES:
             raise ValueError(f"encoding='uint8+lut' carries {', '.join(TABLE_DTYPES)}, "
                              f"not {name}")
-        self.compact_table(name)  # refuses before anything is computed
         return name, "uint8"
 
     def _compact(self, procs: list[Processor], codes: np.ndarray, table_dtype: str,
