@@ -1,9 +1,9 @@
 """Resampler.TORCH against torch itself, for 1..4 channels and every pass the Resizer has.
 
 The CPU torch of the test environment: interpolate(uint8, bicubic / lanczos, antialias=True),
-what torchvision's resize runs. Also the pipeline reading each PixelFormat through the torch resampler,
-and kernel_info showing the row kernels the torch resampler ran. test_isa_paths reruns this file
-under every SMG_FAST_ISA cap."""
+what torchvision's resize runs. Also the pipeline reading each PixelFormat through the torch
+resampler, and kernel_info showing the row kernels the torch resampler ran. test_isa_paths
+reruns this file under every SMG_FAST_ISA cap."""
 
 from __future__ import annotations
 
