@@ -11,11 +11,12 @@ rows / cols compared exactly; the oracle runs once for the module."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support.images import MODE_KINDS, REAL_IMAGE_NAMES
-from support.tv_oracle import run_oracle
+from support.tv_oracle import run_oracle, run_with_smg_fast
 from test_torchvision_parity import make_input
 
 from smg_fast import load_processor
@@ -82,3 +83,14 @@ def test_idefics3_exact(case, real_images, oracle, procs):
     proc = procs[checkpoint]
     assert proc.config.backend == "torchvision" and proc.config.family == _CLS[checkpoint]
     check(proc, _images(real_images, names), oracle[case])
+
+
+def test_dropins_equal_transformers_in_the_oracle_venv(real_images, tmp_path):
+    """AutoImageProcessor gives the torchvision drop-in; both drop-ins equal transformers'.
+
+    For return_tensors "pt", "np" and None, a nested batch with rows / cols, each checkpoint's
+    folder (support/hf_idefics3_script.py)."""
+    script = Path(__file__).parents[1] / "support" / "hf_idefics3_script.py"
+    results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
+                                         ("chelsea", "rocket", "logo")], tmp_path)
+    assert len(results) == 18 and all(v is True for v in results.values()), results
