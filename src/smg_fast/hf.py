@@ -359,6 +359,10 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     LlavaNextImageProcessorPil: type[_SmgImageProcessor]
     LlavaOnevisionImageProcessor: type[_SmgImageProcessor]
     LlavaOnevisionImageProcessorPil: type[_SmgImageProcessor]
+    Idefics3ImageProcessor: type[_SmgImageProcessor]
+    Idefics3ImageProcessorPil: type[_SmgImageProcessor]
+    SmolVLMImageProcessor: type[_SmgImageProcessor]
+    SmolVLMImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 
