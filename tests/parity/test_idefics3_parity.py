@@ -198,14 +198,17 @@ def test_call_options(real_images, idefics3, ref):
 
 
 def test_compact_format(real_images, idefics3):
-    """Exact for one sample; refused where a nested batch pads with zero frames."""
+    """Exact for one sample; refused for several (their padding frames are literal zeros)."""
     from smg_fast import expand
 
     im = real_images.open("rocket")
     got = idefics3(im, encoding="uint8+lut")["pixel_values"]
     assert np.array_equal(expand(got), idefics3(im)["pixel_values"])
-    with pytest.raises(CompactFormatError, match="zero frames"):
-        idefics3([[im], [im, im]], encoding="uint8+lut")
+    for nested in ([[im], [im, im]], [[im], [im]]):
+        with pytest.raises(CompactFormatError, match="zero frames"):
+            idefics3(nested, encoding="uint8+lut")
+    one = idefics3([[im, im]], encoding="uint8+lut")["pixel_values"]
+    assert np.array_equal(expand(one), idefics3([[im, im]])["pixel_values"])
 
 
 @pytest.mark.parametrize("checkpoint,family,cls", [(IDEFICS3, "idefics3", None),

@@ -149,9 +149,10 @@ class Idefics3Processor(Processor):
         counts = _sample_counts(images)
         if counts is not None:
             images = [im for sample in images for im in sample]
-            if options.get("encoding") and len(set(counts)) > 1:
+            if options.get("encoding") and len(counts) > 1:
                 raise CompactFormatError("a nested batch pads samples with zero frames, which no "
-                                         "table carries: request a float dtype without encoding")
+                                         "table carries: request a float dtype without encoding, "
+                                         "or one sample per call")
         out = super().__call__(images, return_tensors, dtype,
                                channels_first_wins=channels_first_wins, **options)
         return self._batch(out, counts, row_col, return_tensors)
