@@ -26,7 +26,7 @@ from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImag
 
 from smg_fast import load_processor
 from smg_fast.errors import CompactFormatError, UnsupportedCallError
-from smg_fast.processors.families.idefics3 import longest_edge_size, tile_multiple_size
+from smg_fast.processors.families.idefics3_sizes import longest_edge_size, tile_multiple_size
 from smg_fast.testing.model_folders_idefics3 import (
     IDEFICS3,
     SMOLVLM2,

@@ -31,8 +31,8 @@ from ..hooks import CallRules, DropIn, Reference, names_class, transformers_clas
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
+from .idefics3_sizes import count_patches, longest_edge_size, tile_multiple_size
 
-MAX_SIDE = 4096  # transformers' MAX_IMAGE_SIZE: no side of the first resize passes it
 LANCZOS = 1
 # <image> tokens per frame (the Idefics3Processor's image_seq_len) of the published checkpoints,
 # by tile side: Idefics3-8B (364), SmolVLM-Instruct / SmolVLM2-2.2B (384), SmolVLM2-256M / 500M
@@ -40,45 +40,6 @@ LANCZOS = 1
 SEQ_LEN = {364: 169, 384: 81, 512: 64}
 _OWN_OPTIONS = ("do_pad", "max_image_size", "return_row_col_info")
 _RGB = _native.PixelFormat.RGB
-
-
-def longest_edge_size(height: int, width: int, longest: int) -> tuple[int, int]:
-    """(height, width) of the first resize, in transformers' float arithmetic.
-
-    The longer side becomes longest (up or down), the other side is truncated and made even;
-    then, past MAX_SIDE, scaled under it (truncated); no side below 1."""
-    aspect = width / height
-    if width >= height:
-        width = longest
-        height = int(width / aspect)
-        height += height % 2
-    else:
-        height = longest
-        width = int(height * aspect)
-        width += width % 2
-    height, width = max(height, 1), max(width, 1)
-    aspect = width / height
-    if width >= height and width > MAX_SIDE:
-        width = MAX_SIDE
-        height = int(width / aspect)
-    elif height > width and height > MAX_SIDE:
-        height = MAX_SIDE
-        width = int(height * aspect)
-    return max(height, 1), max(width, 1)
-
-
-def tile_multiple_size(height: int, width: int, tile: int) -> tuple[int, int]:
-    """(height, width) of the second resize: both sides up to tile multiples.
-
-    The longer side is rounded up, the other scaled from it (truncated), then rounded up."""
-    aspect = width / height
-    if width >= height:
-        width = math.ceil(width / tile) * tile
-        height = math.ceil(int(width / aspect) / tile) * tile
-    else:
-        height = math.ceil(height / tile) * tile
-        width = math.ceil(int(height * aspect) / tile) * tile
-    return height, width
 
 
 class Idefics3Processor(Processor):
@@ -330,24 +291,6 @@ def _read_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
             if k not in ("do_pad", "return_row_col_info") or v is False and k == "do_pad"}
 
 
-def _count_patches(dropin: Any, height: int, width: int,
-                   kwargs: dict[str, Any]) -> tuple[int, int, int]:
-    """get_number_of_image_patches: (frames, rows, cols), as transformers' method counts them.
-
-    It counts the tiles from the first resize's sides (not the second resize's truncated side),
-    and (0, 0, 0) without splitting; so does this."""
-    if not kwargs.get("do_image_splitting", dropin.do_image_splitting):
-        return 0, 0, 0
-    tile = _tile(kwargs.get("max_image_size", dropin.max_image_size))
-    size = kwargs.get("size", dropin.size)
-    longest = size["longest_edge"] if isinstance(size, dict) else size.longest_edge
-    h, w = longest_edge_size(height, width, int(longest))
-    rows, cols = math.ceil(h / tile), math.ceil(w / tile)
-    if rows > 1 or cols > 1:
-        return rows * cols + 1, rows, cols
-    return 0, 0, 0
-
-
 def _call_kwargs() -> type:
     """Idefics3's call options: transformers' TypedDict (its PIL module needs no torchvision)."""
     from transformers.models.idefics3.image_processing_pil_idefics3 import (
@@ -389,7 +332,7 @@ def _family(name: str, tile: int, model_type: str, class_name: str, call_kwargs:
         dropin=DropIn({class_name: "torchvision", f"{class_name}Pil": "pil"}, _attributes,
                       call_kwargs, lambda kwargs, name=name: name, _read_kwargs,
                       outputs=("pixel_values", "pixel_attention_mask"), in_engines=False,
-                      count_patches=_count_patches, optional_outputs=("rows", "cols")))
+                      count_patches=count_patches, optional_outputs=("rows", "cols")))
 
 
 # HuggingFaceM4/Idefics3-8B-Llama3 preprocessor_config.json (Idefics3ImageProcessor): size
@@ -404,4 +347,4 @@ register(_family("idefics3", 364, "idefics3", "Idefics3ImageProcessor", _call_kw
 register(_family("smolvlm", 512, "smolvlm", "SmolVLMImageProcessor", _smolvlm_call_kwargs,
                  "smolvlm"))
 
-__all__ = ["Idefics3Processor", "frames", "longest_edge_size", "tile_multiple_size"]
+__all__ = ["Idefics3Processor", "frames"]
