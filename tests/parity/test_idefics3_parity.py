@@ -259,3 +259,31 @@ def test_dropins_equal_transformers(tmp_path, real_images):
         got = ours_(images[0], return_tensors="np", do_pad=False)
         want = theirs(images[0], return_tensors="np", do_pad=False)
         assert np.array_equal(np.asarray(got["pixel_values"]), np.asarray(want["pixel_values"]))
+
+
+def test_idefics3_processor_with_the_dropin_equals_transformers(tmp_path, real_images):
+    """transformers' Idefics3Processor with the drop-in as its image processor: the same outputs.
+
+    Its input_ids expand each image by the rows / cols it reads (tiny tokenizer trained here)."""
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.idefics3.processing_idefics3 import Idefics3Processor
+
+    import smg_fast.hf as hf
+    from smg_fast.testing.model_folders import _write_tokenizer
+
+    special = ("<|endoftext|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>",
+               "<global-img>", *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)))
+    _write_tokenizer(tmp_path, special=special, eos="<end_of_utterance>")
+    tok = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    folder = make_idefics3_folder(tmp_path / "model")
+    images = [real_images.open("astronaut"), real_images.open("chelsea"),
+              real_images.rgb("rocket").resize((20, 3000))]
+    text = ["<image> what is this?", "<image><image> and these?"]
+    outs = [Idefics3Processor(image_processor=ip, tokenizer=tok, image_seq_len=169)(
+        images=images, text=text, return_tensors="np", padding=True)
+        for ip in (Idefics3ImageProcessorPil.from_pretrained(folder),
+                   hf.Idefics3ImageProcessorPil.from_pretrained(folder))]
+    assert set(outs[0]) == set(outs[1])
+    for key in outs[0]:
+        assert np.array_equal(np.asarray(outs[0][key]), np.asarray(outs[1][key])), key
+    assert outs[1]["pixel_values"].shape == (2, 18, 3, 364, 364)
