@@ -287,3 +287,21 @@ def test_idefics3_processor_with_the_dropin_equals_transformers(tmp_path, real_i
     for key in outs[0]:
         assert np.array_equal(np.asarray(outs[0][key]), np.asarray(outs[1][key])), key
     assert outs[1]["pixel_values"].shape == (2, 18, 3, 364, 364)
+
+
+@pytest.mark.parametrize("cls,family", [("Idefics3ImageProcessorPil", "idefics3"),
+                                        ("SmolVLMImageProcessor", "smolvlm")])
+def test_folder_without_model_type(cls, family, tmp_path, real_images):
+    """The class a preprocessor_config.json names tells the families apart (class defaults)."""
+    import json
+
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": cls, "max_image_size": {"longest_edge": 512}}))
+    cfg = load_processor(tmp_path).config
+    assert (cfg.family, cfg.backend) == (family, "pil" if cls.endswith("Pil") else "torchvision")
+    # what the file lacks takes transformers' class defaults: longest edge 4 * 364, LANCZOS
+    assert (cfg.patch_size, cfg.longest_edge, cfg.resample) == (512, 1456, 1)
+    theirs = {"idefics3": Idefics3ImageProcessorPil,
+              "smolvlm": SmolVLMImageProcessorPil}[family].from_pretrained(tmp_path)
+    im = real_images.open("coffee")
+    check(ours(load_processor(tmp_path, backend="pil"), im), reference(theirs, im))
