@@ -40,6 +40,7 @@ LANCZOS = 1
 SEQ_LEN = {364: 169, 384: 81, 512: 64}
 _OWN_OPTIONS = ("do_pad", "max_image_size", "return_row_col_info")
 _RGB = _native.PixelFormat.RGB
+_RGBX = _native.PixelFormat.RGBX
 
 
 class Idefics3Processor(Processor):
@@ -68,16 +69,20 @@ class Idefics3Processor(Processor):
         return Plan(tile, tile, 1, 1)
 
     def presize(self, src: np.ndarray, fmt: Any) -> tuple[np.ndarray, Any]:
-        """The second resize's RGB image, from the decoded one through the first resize."""
-        if fmt != _RGB:
-            src = _native.to_rgb(src, fmt)
+        """The second resize's image, from the decoded one through the first resize.
+
+        RGB and RGBX (Pillow's RGB memory) are resized as they are, channel by channel (the pad
+        byte too, unread later); other formats are converted to RGB first, as the reference
+        converts before it resizes."""
+        if fmt not in (_RGB, _RGBX):
+            src, fmt = _native.to_rgb(src, fmt), _RGB
         cfg = self.config
         flt = native_filter(cfg.resample)
         order = native_pass_order(cfg.pass_order)
         for w, h in self.sizes(src.shape[1], src.shape[0]):
             if (w, h) != (src.shape[1], src.shape[0]):
                 src = _native.resize(src, w, h, flt, order, self._resampler)
-        return src, _RGB
+        return src, fmt
 
     def _layout(self) -> tuple[int, int]:
         return 1, 1  # row-major tiles, each a channel-first (3, tile, tile) image
