@@ -22,6 +22,7 @@ from .internvl import InternVLProcessor
 from .pixtral import PixtralProcessor
 from .llava_next import LlavaNextProcessor
 from .llava_onevision import LlavaOnevisionProcessor
+from .idefics3 import Idefics3Processor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
@@ -30,3 +31,4 @@ __all__ += ["KimiVLProcessor"]
 __all__ += ["Gemma3nProcessor", "Gemma4Processor"]
 __all__ += ["InternVLProcessor", "PixtralProcessor"]
 __all__ += ["LlavaNextProcessor", "LlavaOnevisionProcessor"]
+__all__ += ["Idefics3Processor"]
