@@ -44,6 +44,7 @@ FAMILIES += ("kimi_vl",)  # reference: its remote code in NumPy (references.Kimi
 FAMILIES += ("internvl",)
 FAMILIES += ("pixtral",)
 FAMILIES += ("llava_next", "llava_onevision")
+FAMILIES += ("idefics3",)
 SIZES = ((640, 480), (1280, 720), (1920, 1080), (3840, 2160))
 
 # Timed rounds per benchmark (plus one warm-up round), by input size. The suite must stay within
@@ -113,6 +114,12 @@ def make_hf_torchvision(family: str):
         from smg_fast.testing.oracles import hf_llava
 
         return hf_llava(family, LlavaOnevisionImageProcessor)
+    if family == "idefics3":
+        from transformers.models.idefics3.image_processing_idefics3 import Idefics3ImageProcessor
+
+        from smg_fast.testing.model_folders_idefics3 import IDEFICS3, hub_kwargs
+
+        return Idefics3ImageProcessor(**hub_kwargs(IDEFICS3))
     if family == "gemma3":
         from transformers.models.gemma3.image_processing_gemma3 import Gemma3ImageProcessor
 

@@ -122,6 +122,14 @@ def make_hf_pil(family: str):
 
         return hf_llava(family, LlavaNextImageProcessorPil if family == "llava_next"
                         else LlavaOnevisionImageProcessorPil)
+    if family == "idefics3":
+        from transformers.models.idefics3.image_processing_pil_idefics3 import (
+            Idefics3ImageProcessorPil,
+        )
+
+        from smg_fast.testing.model_folders_idefics3 import IDEFICS3, hub_kwargs
+
+        return Idefics3ImageProcessorPil(**hub_kwargs(IDEFICS3))
     return make_hf_pil_qwen(family)
 
 

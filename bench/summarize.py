@@ -25,6 +25,7 @@ FAMILY_ORDER += ("kimi_vl",)
 FAMILY_ORDER += ("internvl",)
 FAMILY_ORDER += ("pixtral",)
 FAMILY_ORDER += ("llava_next", "llava_onevision")
+FAMILY_ORDER += ("idefics3",)
 # Other processes using this many cores on average during a benchmark mark it as disturbed.
 DISTURBED_CORES = 0.25
 # A benchmark whose first-half and second-half medians differ by more than this fraction changed

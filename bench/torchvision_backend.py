@@ -33,6 +33,7 @@ FAMILIES += ("gemma3", "gemma3n", "gemma4")
 FAMILIES += ("internvl",)
 FAMILIES += ("pixtral",)
 FAMILIES += ("llava_next", "llava_onevision")
+FAMILIES += ("idefics3",)
 
 
 def _inside(photo: Path, families: list[str], rounds: int) -> int:

@@ -23,8 +23,8 @@ void bind_enums(py::module_& m) {
     py::enum_<Resampler>(m, "Resampler", "Whose resize arithmetic is reproduced.")
         .value("PILLOW", Resampler::Pillow, "Pillow's Resample.c (pass order per PassOrder).")
         .value("TORCH", Resampler::Torch,
-               "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC and BILINEAR,\n"
-               "horizontal pass first whatever the PassOrder.");
+               "torch's uint8 antialiased interpolate on CPU (torchvision's resize); BICUBIC, BILINEAR and\n"
+               "LANCZOS, horizontal pass first whatever the PassOrder.");
     py::enum_<PixelFormat>(m, "PixelFormat",
                            "How run() reads a decoded image's bytes; formats other than RGB and RGBX are\n"
                            "converted to RGB row by row while the resampler reads them, with the named\n"

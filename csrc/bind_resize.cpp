@@ -21,7 +21,7 @@ void check_resize(int out_w, int out_h, Filter filter, PassOrder order, Resample
     if (!is_valid_pass_order(order)) throw py::value_error("resize: unknown pass order " + std::to_string(int(order)));
     if (!is_valid_resampler(rs)) throw py::value_error("resize: unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && !torch_implements(filter))
-        throw py::value_error("resize: the torch resampler implements BICUBIC and BILINEAR only");
+        throw py::value_error("resize: the torch resampler implements BICUBIC, BILINEAR and LANCZOS only");
 }
 
 py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs) {

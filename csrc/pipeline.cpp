@@ -19,7 +19,7 @@ Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, in
     if (!is_valid_filter(f)) throw std::invalid_argument("unknown resampling filter " + std::to_string(int(f)));
     if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && !torch_implements(f))
-        throw std::invalid_argument("the torch resampler implements BICUBIC and BILINEAR only");
+        throw std::invalid_argument("the torch resampler implements BICUBIC, BILINEAR and LANCZOS only");
     if (!is_valid_pass_order(order)) throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
     if (merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
         throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");

@@ -301,13 +301,14 @@ SMG_AVX512 void channels_last_avx512(const ImageView& band, const PatchLayout& L
         const int valid_x = std::max(0, std::min(P, band.width - x0));
         for (int py = 0; py < P; ++py) {
             const int valid = py < band.height ? valid_x : 0;  // pixels of this line inside the band
-            const uint8_t* src = band.data + int64_t(py < band.height ? py : 0) * band.stride + int64_t(x0) * C;
+            const uint8_t* src =
+                band.data + int64_t(py < band.height ? py : 0) * band.stride + (valid > 0 ? int64_t(x0) * C : 0);
             T* o = out + int64_t(py) * line_values;
             for (int v0 = 0, k = 0; v0 < line_values; v0 += 16, k = k == 2 ? 0 : k + 1) {
                 const int px0 = v0 / 3;
                 const int avail = std::max(0, (valid - px0) * C);  // source bytes left from px0
                 const __mmask64 load = avail >= 64 ? ~0ULL : ((1ULL << avail) - 1);
-                const __m512i seg = _mm512_maskz_loadu_epi8(load, src + int64_t(px0) * C);
+                const __m512i seg = _mm512_maskz_loadu_epi8(load, avail > 0 ? src + int64_t(px0) * C : src);
                 const __m512i u = _mm512_maskz_permutexvar_epi8(kLow, _mm512_load_si512(ctrl_b[k]), seg);
                 const __m512i r = normalize16(u, n, ln[k], dt, fast, recipe);
                 const int left = line_values - v0;

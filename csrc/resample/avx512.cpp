@@ -250,16 +250,15 @@ std::pair<int, bool> window(const AxisWeights& kn, int x0, int n, int C) {
     return {*lo, (*hi - *lo + kn.taps) * C <= 128};
 }
 
-// The plan for 3 or 4 channels: per group of 16 output pixels, how it reads its source (one
-// window, a window per half, or pixel by pixel), the vpermi2b offsets, and the split weights.
-void make_vbmi_plan(const AxisWeights& kn, int out_w, int C, VbmiPlan& p) {
-    const int groups = (out_w + 15) / 16, taps = kn.taps;
-    p.pairs = (taps + 1) / 2;
+// How each group of 16 output pixels reads its source, and from where: p's pairs, base, base_hi
+// and fits. Returns the number of groups left to the per-pixel path.
+int classify_groups(const AxisWeights& kn, int out_w, int C, VbmiPlan& p) {
+    const int groups = (out_w + 15) / 16;
+    p.pairs = (kn.taps + 1) / 2;
     p.base.assign(groups, 0);
     p.base_hi.assign(groups, 0);
     p.fits.assign(groups, Fit::Pixels);
-    p.offsets.assign(groups, Vec64{});
-    p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
+    int pixels = 0;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
         const auto [base, whole] = window(kn, x0, n, C);
@@ -275,7 +274,19 @@ void make_vbmi_plan(const AxisWeights& kn, int out_w, int C, VbmiPlan& p) {
                 p.base_hi[g] = base_hi;
             }
         }
+        pixels += p.fits[g] == Fit::Pixels;
+    }
+    return pixels;
+}
+
+// The vpermi2b offsets and the split weights of every group classify_groups placed in windows.
+void fill_vbmi_plan(const AxisWeights& kn, int out_w, VbmiPlan& p, int C) {
+    const int groups = int(p.fits.size()), taps = kn.taps;
+    p.offsets.assign(groups, Vec64{});
+    p.weights.assign(size_t(groups) * p.pairs * 2, Vec64{});
+    for (int g = 0; g < groups; ++g) {
         if (p.fits[g] == Fit::Pixels) continue;
+        const int x0 = g * 16, n = std::min(16, out_w - x0);
         for (int i = 0; i < n; ++i) {
             const int off = C * (kn.start[x0 + i] - (i < 8 ? p.base[g] : p.base_hi[g]));
             p.offsets[g].b[4 * i] = uint8_t(off);
@@ -296,12 +307,13 @@ void make_vbmi_plan(const AxisWeights& kn, int out_w, int C, VbmiPlan& p) {
 std::unique_ptr<HorizontalPlan> horizontal_plan_vbmi(const AxisWeights& kn, int, int out_w, int C, int) {
     if (C < 3) return nullptr;
     auto p = std::make_unique<VbmiPlan>();
-    make_vbmi_plan(kn, out_w, C, *p);
     // Groups whose halves' windows exceed 128 bytes each (downscales past ~4x in RGB, ~3x in
     // RGBX) take the per-pixel path, several times slower than the AVX2 kernel's layouts: past
-    // one group in 16, the next kernel of the table takes the resize.
-    const auto misfits = std::count(p->fits.begin(), p->fits.end(), Fit::Pixels);
-    if (misfits * 16 > std::ptrdiff_t(p->fits.size())) return nullptr;
+    // one group in 16, the next kernel of the table takes the resize (decided before the weights
+    // are laid out).
+    const int pixels = classify_groups(kn, out_w, C, *p);
+    if (int64_t(pixels) * 16 > int64_t(p->fits.size())) return nullptr;
+    fill_vbmi_plan(kn, out_w, *p, C);
     return p;
 }
 

@@ -112,7 +112,7 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     : impl_(new Impl) {
     if (!is_valid_resampler(rs)) throw std::invalid_argument("unknown resampler " + std::to_string(int(rs)));
     if (rs == Resampler::Torch && !torch_implements(f))
-        throw std::invalid_argument("the torch resampler implements BICUBIC and BILINEAR only");
+        throw std::invalid_argument("the torch resampler implements BICUBIC, BILINEAR and LANCZOS only");
     if (src.channels < 1 || src.channels > 4) throw std::invalid_argument("resize: channels must be 1..4");
     if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1) throw std::invalid_argument("resize: empty image");
     if (!is_valid_format(fmt)) throw std::invalid_argument("resize: unknown pixel format " + std::to_string(int(fmt)));

@@ -29,12 +29,34 @@ double torch_linear(double x) {
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+double sinc(double x) {
+    if (x == 0.0) return 1.0;
+    x *= M_PI;
+    return std::sin(x) / x;
+}
+
+// Lanczos with 3 lobes, sinc(x) * sinc(x / 3) on [-3, 3) (support 3 at scale 1).
+double torch_lanczos(double x) { return -3.0 <= x && x < 3.0 ? sinc(x) * sinc(x / 3.0) : 0.0; }
+
+struct TorchFilter {
+    double (*fn)(double);
+    double taps;  // torch's interpolation size: the taps at scale 1
+};
+
+TorchFilter torch_filter(Filter f) {
+    switch (f) {
+        case Filter::Bicubic: return {torch_cubic, 4.0};
+        case Filter::Bilinear: return {torch_linear, 2.0};
+        case Filter::Lanczos: return {torch_lanczos, 6.0};
+        default: throw std::invalid_argument("the torch resampler implements BICUBIC, BILINEAR and LANCZOS only");
+    }
+}
+
 WeightWindows torch_windows(int in_size, int out_size, Filter f) {
-    if (!torch_implements(f)) throw std::invalid_argument("the torch resampler implements BICUBIC and BILINEAR only");
+    const TorchFilter tf = torch_filter(f);
     if (in_size < 1 || out_size < 1) throw std::invalid_argument("resize: empty image");
-    const bool cubic = f == Filter::Bicubic;
-    const double kInterpSize = cubic ? 4.0 : 2.0;  // taps at scale 1
-    double (*const filter)(double) = cubic ? torch_cubic : torch_linear;
+    const double kInterpSize = tf.taps;
+    double (*const filter)(double) = tf.fn;
     const double scale = double(in_size) / double(out_size);  // align_corners=False, no scale factor
     const double support = scale >= 1.0 ? (kInterpSize * 0.5) * scale : kInterpSize * 0.5;
     const int ksize = int(std::ceil(support)) * 2 + 1;
@@ -85,7 +107,7 @@ WeightWindows torch_windows(int in_size, int out_size, Filter f) {
 
 }  // namespace
 
-bool torch_implements(Filter f) { return f == Filter::Bicubic || f == Filter::Bilinear; }
+bool torch_implements(Filter f) { return f == Filter::Bicubic || f == Filter::Bilinear || f == Filter::Lanczos; }
 
 AxisWeights make_torch_weights(int in_size, int out_size, Filter f) {
     const DefaultFpEnv fp_env;  // the weights are torch's under the default rounding

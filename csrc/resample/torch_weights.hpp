@@ -14,7 +14,8 @@
 namespace smg {
 
 // Whether torch's uint8 antialiased resize is implemented for this filter: BICUBIC (Keys,
-// a = -0.5, 4 taps at scale 1) and BILINEAR (the triangle, 2 taps at scale 1).
+// a = -0.5, 4 taps at scale 1), BILINEAR (the triangle, 2 taps at scale 1) and LANCZOS
+// (sinc(x) * sinc(x / 3), 6 taps at scale 1; torch >= 2.14's mode="lanczos").
 bool torch_implements(Filter f);
 
 // The weights of one axis, scaled to the 22-bit kernels. Throws std::invalid_argument for a

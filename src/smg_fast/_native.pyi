@@ -44,7 +44,7 @@ class PassOrder(_Enum):
     PILLOW13: ClassVar[PassOrder]
 
 class Resampler(_Enum):
-    """Whose resize is reproduced: Pillow's, or torch's uint8 antialias (bicubic, bilinear)."""
+    """Whose resize is reproduced: Pillow's, or torch's uint8 antialias (3 filters)."""
 
     PILLOW: ClassVar[Resampler]
     TORCH: ClassVar[Resampler]

@@ -244,8 +244,13 @@ class _SmgImageProcessor(BaseImageProcessor):
                 data = {k: list(v) if v.ndim > 1 else v.tolist() for k, v in data.items()}
             data.update({k: data[k].tolist() for k in self.dropin.list_outputs
                          if not isinstance(data[k], list)})
-            return BatchFeature(data=data)
-        return BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
+            batch = BatchFeature(data=data)
+        else:
+            batch = BatchFeature(data=data, tensor_type=None if rt == "pt" else rt)
+        for key in self.dropin.optional_outputs:  # set afterwards: no tensor conversion
+            if key in out:
+                batch[key] = out[key]
+        return batch
 
     def _changed_attributes(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Attributes set since construction (``proc.size = ...``), as call options.
@@ -356,6 +361,10 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     LlavaNextImageProcessorPil: type[_SmgImageProcessor]
     LlavaOnevisionImageProcessor: type[_SmgImageProcessor]
     LlavaOnevisionImageProcessorPil: type[_SmgImageProcessor]
+    Idefics3ImageProcessor: type[_SmgImageProcessor]
+    Idefics3ImageProcessorPil: type[_SmgImageProcessor]
+    SmolVLMImageProcessor: type[_SmgImageProcessor]
+    SmolVLMImageProcessorPil: type[_SmgImageProcessor]
 
 _refresh()
 

@@ -97,6 +97,14 @@ def test_channel_last_tables_and_zero_rows(real_images):
                  {"do_normalize": True, "image_mean": [0.0] * 3, "image_std": [-1.0] * 3}):
         with pytest.raises(CompactFormatError, match="pads with zero rows"):
             proc(small, encoding="uint8+lut", **opts)
+    # the call's options decide: a processor normalizing off zero is refused, its call without
+    # normalization is carried
+    off_zero = smg_fast.load_processor("gemma4", do_normalize=True, image_mean=[0.5] * 3,
+                                       image_std=[0.5] * 3)
+    with pytest.raises(CompactFormatError, match="pads with zero rows"):
+        off_zero(small, encoding="uint8+lut")
+    c = off_zero(small, encoding="uint8+lut", do_normalize=False)["pixel_values"]
+    assert np.array_equal(expand(c), proc(small)["pixel_values"])
 
 
 def test_expand_into_out_and_its_checks():

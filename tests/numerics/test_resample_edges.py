@@ -85,11 +85,13 @@ def test_every_small_width(f, channels):
 @pytest.mark.parametrize("iw,ow", [
     (4000, 97), (4000, 1000), (3001, 1000), (2000, 333), (1000, 13), (517, 41), (300, 149),
     (300, 101), (299, 100), (1000, 499), (1000, 334), (1000, 251), (997, 199),
-    (1920, 1056), (1920, 768), (1000, 700), (4000, 1932), (4000, 1300), (1000, 250), (1003, 245)])
+    (1920, 1056), (1920, 768), (1000, 700), (4000, 1932), (4000, 1300), (1000, 250), (1003, 245),
+    (709, 248), (2031, 710), (3875, 1354), (1931, 794), (1216, 500)])
 def test_downscales(f, channels, iw, ow):
     """Long windows: the packed, per-half and whole-pixel layouts and their edges.
 
-    Ratios 1.4-4: AVX-512 groups read from one window, from one per half, or pixel by pixel."""
+    Ratios 1.4-4: AVX-512 groups read from one window, from one per half, or pixel by pixel
+    (RGBX 709 -> 248 BICUBIC, 1931 -> 794 LANCZOS and the like mix all three in one plan)."""
     img = _image(_rng(iw, ow, channels, f), iw, 3, channels)
     _check(img, ow, 3, f)
 

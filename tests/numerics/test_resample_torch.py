@@ -1,9 +1,9 @@
 """Resampler.TORCH against torch itself, for 1..4 channels and every pass the Resizer has.
 
-The CPU torch of the test environment: interpolate(uint8, bicubic, antialias=True), what
-torchvision's resize runs. Also the pipeline reading each PixelFormat through the torch resampler,
-and kernel_info showing the row kernels the torch resampler ran. test_isa_paths reruns this file
-under every SMG_FAST_ISA cap."""
+The CPU torch of the test environment: interpolate(uint8, bicubic / lanczos, antialias=True),
+what torchvision's resize runs. Also the pipeline reading each PixelFormat through the torch
+resampler, and kernel_info showing the row kernels the torch resampler ran. test_isa_paths
+reruns this file under every SMG_FAST_ISA cap."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ SIZES = [(37, 53, 56, 28), (640, 427, 644, 420), (300, 200, 97, 200), (300, 200,
          (64, 64, 64, 64)]
 
 
-def torch_resize(img: np.ndarray, out_w: int, out_h: int) -> np.ndarray:
+def torch_resize(img: np.ndarray, out_w: int, out_h: int, mode: str = "bicubic") -> np.ndarray:
     t = torch.from_numpy(np.array(img)).permute(2, 0, 1)[None]  # a writable copy
-    out = torch.nn.functional.interpolate(t, size=(out_h, out_w), mode="bicubic",
+    out = torch.nn.functional.interpolate(t, size=(out_h, out_w), mode=mode,
                                           antialias=True, align_corners=False)
     return out[0].permute(1, 2, 0).contiguous().numpy()
 
@@ -47,11 +47,34 @@ def test_resize_equals_torch(size, channels):
     assert np.array_equal(ours, torch_resize(img, ow, oh))
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}-{s[2]}x{s[3]}")
+def test_lanczos_equals_torch(size, channels):
+    """torch's mode="lanczos" (6 taps at scale 1), what torchvision's LANCZOS resize runs."""
+    w, h, ow, oh = size
+    img = np.random.default_rng(w * h + channels).integers(0, 256, (h, w, channels), np.uint8)
+    ours = _native.resize(img, ow, oh, _native.Filter.LANCZOS, ORDER, TORCH)
+    assert np.array_equal(ours, torch_resize(img, ow, oh, "lanczos"))
+
+
+def test_lanczos_sweep_equals_torch():
+    """Many random size pairs, shrinking and growing, through the lanczos weights."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        h, w = (int(v) for v in rng.integers(1, 160, 2))
+        oh, ow = (int(v) for v in rng.integers(1, 400, 2))
+        img = rng.integers(0, 256, (h, w, 3), np.uint8)
+        ours = _native.resize(img, ow, oh, _native.Filter.LANCZOS, ORDER, TORCH)
+        assert np.array_equal(ours, torch_resize(img, ow, oh, "lanczos")), (w, h, ow, oh)
+
+
 def test_real_photo_equals_torch(real_images):
     img = np.asarray(real_images.rgb("astronaut"))
     for ow, oh in ((308, 308), (1036, 1036), (140, 532)):
         assert np.array_equal(_native.resize(img, ow, oh, BICUBIC, ORDER, TORCH),
                               torch_resize(img, ow, oh))
+        assert np.array_equal(_native.resize(img, ow, oh, _native.Filter.LANCZOS, ORDER, TORCH),
+                              torch_resize(img, ow, oh, "lanczos"))
 
 
 def torch_over_white(rgba: np.ndarray) -> np.ndarray:

@@ -24,8 +24,8 @@ def test_builtin_families_are_registered_in_order():
     assert names() == ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "kimi_k25", "glm4v", "glm46v",
                        "paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl",
                        "gemma3", "kimi_vl", "keye", "gemma4", "gemma3n",
-                       "internvl", "pixtral", "llava_next", "llava_onevision", "llama4") == \
-        smg_fast.FAMILIES
+                       "internvl", "pixtral", "llava_next", "llava_onevision", "idefics3",
+                       "smolvlm", "llama4") == smg_fast.FAMILIES
     assert get_family("qwen3_vl").processor is QwenVLProcessor
     with pytest.raises(ValueError, match="unknown family"):
         get_family("llava")

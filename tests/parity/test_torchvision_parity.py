@@ -161,7 +161,7 @@ def test_backend_is_validated_and_fingerprinted():
     with pytest.raises(ValueError, match="backend must be one of"):
         load_processor("qwen2_vl", backend="tv")
     with pytest.raises(ValueError, match="BICUBIC"):
-        load_processor("qwen2_vl", backend="torchvision", resample=1)
+        load_processor("qwen2_vl", backend="torchvision", resample=4)
 
 
 def test_numpy_rgba_blend_equals_torchvision_on_every_pair(oracle):

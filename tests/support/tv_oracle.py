@@ -87,5 +87,10 @@ def run_script(python: str, script: Path, workdir: Path, jobs: list[dict[str, An
 def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
     run_script(python, SCRIPT, workdir, jobs)
     keys = ("pixel_values", "bf16", "grid")
-    return [{"rgb": np.load(workdir / f"{i}_rgb.npy")} if job.get("convert") else
-            {k: np.load(workdir / f"{i}_{k}.npy") for k in keys} for i, job in enumerate(jobs)]
+    out = [{"rgb": np.load(workdir / f"{i}_rgb.npy")} if job.get("convert") else
+           {k: np.load(workdir / f"{i}_{k}.npy") for k in keys} for i, job in enumerate(jobs)]
+    for i, got in enumerate(out):  # Idefics3's [rows, cols] (nested lists) as a JSON string
+        path = workdir / f"{i}_rowcol.json"
+        if path.exists():
+            got["rowcol"] = np.array(path.read_text())
+    return out

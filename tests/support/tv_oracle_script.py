@@ -4,6 +4,7 @@ Runs under the venv's python (see tests/support/tv_oracle.py), never under pytes
 .npy files.
 """
 
+import json
 import pickle
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from transformers.models.glm4v.image_processing_glm4v import Glm4vImageProcessor
 from transformers.models.glm46v.image_processing_glm46v import Glm46VImageProcessor
 from transformers.models.got_ocr2.image_processing_got_ocr2 import GotOcr2ImageProcessor
 from transformers.models.hunyuan_vl.image_processing_hunyuan_vl import HunYuanVLImageProcessor
+from transformers.models.idefics3.image_processing_idefics3 import Idefics3ImageProcessor
 from transformers.models.kimi_k25.image_processing_kimi_k25 import Kimi_K25ImageProcessor
 from transformers.models.llama4.image_processing_llama4 import Llama4ImageProcessor
 from transformers.models.llava_next.image_processing_llava_next import LlavaNextImageProcessor
@@ -33,6 +35,7 @@ from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
 from transformers.models.pixtral.image_processing_pixtral import PixtralImageProcessor
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 from transformers.models.siglip.image_processing_siglip import SiglipImageProcessor
+from transformers.models.smolvlm.image_processing_smolvlm import SmolVLMImageProcessor
 
 CLASSES = {"qwen": Qwen2VLImageProcessor, "kimi": Kimi_K25ImageProcessor,
            "glm4v": Glm4vImageProcessor, "glm46v": Glm46VImageProcessor}
@@ -47,6 +50,8 @@ CLASSES["internvl"] = GotOcr2ImageProcessor
 CLASSES["pixtral"] = PixtralImageProcessor
 CLASSES["llava_next"] = LlavaNextImageProcessor
 CLASSES["llava_onevision"] = LlavaOnevisionImageProcessor
+CLASSES["idefics3"] = Idefics3ImageProcessor
+CLASSES["smolvlm"] = SmolVLMImageProcessor
 CLASSES["llama4"] = Llama4ImageProcessor
 
 
@@ -66,7 +71,8 @@ def main(workdir: Path) -> None:
             rgb = proc.convert_to_rgb(chw, input_data_format="channels_first")
             np.save(workdir / f"{i}_rgb.npy", rgb.permute(1, 2, 0).contiguous().numpy())
             continue
-        out = proc(job["images"], return_tensors="pt")
+        rowcol = {"return_row_col_info": True} if job["cls"] in ("idefics3", "smolvlm") else {}
+        out = proc(job["images"], return_tensors="pt", **rowcol)
         pv = out["pixel_values"]
         # float32, or Llama 4's bfloat16 (saved widened to float32, exactly, and as its bits)
         assert pv.dtype in (torch.float32, torch.bfloat16), pv.dtype
@@ -78,6 +84,9 @@ def main(workdir: Path) -> None:
             out["image_grid_thw"] = out["aspect_ratios"]
         if "image_sizes" in out:  # Pixtral's and LLaVA's (h, w) per image, kept as the grid
             out["image_grid_thw"] = out["image_sizes"]
+        if rowcol:  # Idefics3's mask where the grid is; rows / cols (nested lists) as JSON
+            out["image_grid_thw"] = out["pixel_attention_mask"]
+            (workdir / f"{i}_rowcol.json").write_text(json.dumps([out["rows"], out["cols"]]))
         # Gemma 3 returns num_crops where the patch families return their grid, Kimi-VL its
         # image_grid_hws, Gemma 4 position ids (its soft tokens follow from them), SigLIP nothing
         grid = out.get("image_grid_thw", out.get("num_crops", out.get(

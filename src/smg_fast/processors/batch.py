@@ -45,6 +45,10 @@ class Planner(Protocol):
 
     def canvas(self, plans: list[Plan]) -> tuple[int, int, int] | None: ...
 
+    presizes: bool
+
+    def presize(self, src: np.ndarray, fmt: Any) -> tuple[np.ndarray, Any]: ...
+
 
 class _Sized:
     """Output geometry shared by a planned and a prepared batch."""
@@ -122,6 +126,7 @@ class PlannedBatch(_Sized):
 
         It does for one JPEG the native decoder takes: its decode overlaps its own resize."""
         return (len(self._headers) == 1 and self._headers[0].decode_running is not None
+                and not self._proc.presizes
                 and decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG)
 
     def compute(self) -> np.ndarray:
@@ -148,7 +153,8 @@ class PlannedBatch(_Sized):
         try:
             flat = _destination(out, self, self.nbytes)
             pipe = self._proc.pipeline(self.dtype)
-            if len(self._headers) == 1 and (running := self._headers[0].decode_running):
+            if len(self._headers) == 1 and not self._proc.presizes and (
+                    running := self._headers[0].decode_running):
                 # One JPEG: its decode overlaps its own resize (a batch overlaps images instead).
                 pl = self.plans[0]
                 took = np.zeros(1)
@@ -244,13 +250,13 @@ class PreparedBatch(_Sized):
 def _run_image(pipe: _native.Pipeline, px: Pixels, plan: Plan, flat: np.ndarray, offset: int,
                batch: _Sized) -> None:
     """Computes one decoded image into flat at element offset, with its padding."""
+    src, fmt = batch._proc.presize(px.array, px.fmt)
     if batch.canvas is None:
-        _run_plan(pipe, px.array, plan, flat, offset, px.fmt)
+        _run_plan(pipe, src, plan, flat, offset, fmt)
         _zero_pad(flat, offset, plan, batch.row_elems)
         return
     scratch = _scratch(pipe, plan, flat.dtype)
-    pipe.run(px.array, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0,
-             fmt=px.fmt)
+    pipe.run(src, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0, fmt=fmt)
     _lay_out(scratch, pipe.patch, plan, flat, offset, batch.canvas)
 
 

@@ -63,12 +63,13 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     # None means "the processor's own value" in transformers (its processors pass such keys)
     opts = {k: _enum_value(v) for k, v in options.items() if v is not None}
     fields: dict[str, Any] = {}
+    rules = get_family(cfg.family).calls
+    opts = rules.options(opts)  # the family's own (Idefics3's do_pad) before the shared rules
     for name, allowed in _NO_EFFECT.items():
         if name in opts and str(opts.pop(name)) not in [str(a) for a in allowed]:
             accepted = ", ".join(repr(a) for a in allowed if a is not None)
             raise UnsupportedCallError(f"{name}={options[name]!r} is not supported by smg-fast "
                                        f"(it accepts {accepted})")
-    rules = get_family(cfg.family).calls
     if opts.get("size") is not None:
         fields.update(rules.size(_size_keys(opts.pop("size"))))
     opts.pop("size", None)
@@ -88,7 +89,6 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     do_normalize = opts.pop("do_normalize", None)
     do_convert_rgb = opts.pop("do_convert_rgb", None)
     fmt = opts.pop("input_data_format", None)
-    opts = rules.options(opts)
     if opts:
         raise UnsupportedCallError(f"unknown or unsupported option(s) {sorted(opts)} for "
                                    f"{cfg.family}")

@@ -130,8 +130,8 @@ def validate_common(cfg: ProcessorConfig) -> None:
         raise ValueError("pass_order must be None, 'horizontal_first' or 'pillow13'")
     if cfg.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {cfg.backend!r}")
-    if cfg.backend == "torchvision" and cfg.resample not in (2, 3):
-        raise ValueError("the torchvision backend implements resample=3 (BICUBIC) and 2 "
-                         f"(BILINEAR) only, got resample={cfg.resample}")
+    if cfg.backend == "torchvision" and cfg.resample not in (1, 2, 3):
+        raise ValueError("the torchvision backend implements resample=3 (BICUBIC), 2 "
+                         f"(BILINEAR) and 1 (LANCZOS) only, got resample={cfg.resample}")
     if not isinstance(cfg.do_normalize, bool):
         raise ValueError(f"do_normalize must be a bool, got {cfg.do_normalize!r}")

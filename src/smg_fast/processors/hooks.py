@@ -98,6 +98,9 @@ class DropIn:
     note: str = ""  # a sentence added to the classes' docstrings
     # the outputs a call returns (transformers' model_input_names for the class)
     outputs: tuple[str, ...] = ("pixel_values", "image_grid_thw")
+    # outputs a call returns only when it asks for them, kept as transformers leaves them
+    # (Idefics3's rows / cols: nested Python lists, for return_row_col_info=True)
+    optional_outputs: tuple[str, ...] = ()
     # with no return_tensors, transformers' class returns lists (one array per image or crop,
     # counts as ints) rather than batched arrays
     lists_when_untyped: bool = False

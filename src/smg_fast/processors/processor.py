@@ -64,6 +64,9 @@ class Processor(ABC):
     # load_processor for the video families; a folder's video settings are read only then).
     video_processor: Any = None
     video_factory: Any = None
+    # Whether the plan's resizes read presize()'s image rather than the decoded one (Idefics3's
+    # chained resizes); a JPEG's decode then does not overlap its resize.
+    presizes: bool = False
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -105,6 +108,12 @@ class Processor(ABC):
     def num_tokens(self, width: int, height: int) -> int:
         """LLM tokens for an image of this size (grid cells / merge_size^2 unless said)."""
         return int(self.tokens_for_grid(np.array([self.grid(width, height)], np.int64))[0])
+
+    def presize(self, src: np.ndarray, fmt: Any) -> tuple[np.ndarray, Any]:
+        """(image, pixel format) the plan's resizes read for a decoded image: itself here.
+
+        A family whose reference resizes in steps (``presizes``) returns its last uint8 step."""
+        return src, fmt
 
     def canvas(self, plans: list[Plan]) -> tuple[int, int, int] | None:
         """The (3, H, W) canvas of a batch of plans, or None for patch rows (most families).
@@ -185,6 +194,9 @@ class Processor(ABC):
         table_dtype, dtype = self._compact_dtype(options, dtype)
         return_tensors, opts, items = self._read_call(images, return_tensors, channels_first_wins,
                                                       options)
+        if table_dtype:  # refused before anything is computed, as the call's options normalize
+            for scale in dict.fromkeys(it.scale for it in items):
+                self._variant(opts, scale).compact_table(table_dtype)
         parts, grids, tokens, procs = [], [], [], []
         start = 0
         while start < len(items):  # runs of images with the same effective config
@@ -244,7 +256,6 @@ class Processor(ABC):
         if name not in TABLE_DTYPES:
             raise ValueError(f"encoding='uint8+lut' carries {', '.join(TABLE_DTYPES)}, "
                              f"not {name}")
-        self.compact_table(name)  # refuses before anything is computed
         return name, "uint8"
 
     def _compact(self, procs: list[Processor], codes: np.ndarray, table_dtype: str,

@@ -22,6 +22,7 @@ from .internvl import InternVLProcessor
 from .pixtral import PixtralProcessor
 from .llava_next import LlavaNextProcessor
 from .llava_onevision import LlavaOnevisionProcessor
+from .idefics3 import Idefics3Processor
 from .llama4 import Llama4Processor
 # isort: on
 
@@ -31,4 +32,5 @@ __all__ += ["KimiVLProcessor"]
 __all__ += ["Gemma3nProcessor", "Gemma4Processor"]
 __all__ += ["InternVLProcessor", "PixtralProcessor"]
 __all__ += ["LlavaNextProcessor", "LlavaOnevisionProcessor"]
+__all__ += ["Idefics3Processor"]
 __all__ += ["Llama4Processor"]

@@ -1,0 +1,114 @@
+"""Idefics3 at 1920x1080 and 4000x3000: smg-fast against transformers' PIL and torchvision classes.
+
+    python bench/idefics3.py [--rounds N]
+
+The published Idefics3-8B config (longest edge 1456, tiles 364): 1920x1080 is 3x4 tiles and the
+global image, 4000x3000 too (1456x1092, then 1456x1092). Both references need one interpreter:
+transformers' Idefics3ImageProcessor needs torchvision,
+which lives only in the oracle venv (.ci/oracle_venv.sh torchvision, or SMG_FAST_TV_PYTHON), so
+the script re-runs itself under that venv's python with this environment's smg_fast, as
+bench/torchvision_backend.py does. Timing is bench/gate.py's measure_against (CPU time, one
+thread, interleaved rounds, ratios of the fastest runs); each reference's output is first
+checked equal to smg-fast's float32. The CPU model (lscpu) is printed with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BACKENDS = {"pil": "Idefics3ImageProcessorPil", "torchvision": "Idefics3ImageProcessor"}
+SIZES = ((1920, 1080), (4000, 3000))
+
+
+def cpu_model() -> str:
+    """lscpu's model name (or the platform's processor string without lscpu)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        import platform
+
+        return platform.processor() or "unknown"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def _inside(photo: Path, rounds: int) -> int:
+    import numpy as np
+    import torch
+    from gate import measure_against
+    from PIL import Image
+
+    import smg_fast
+    from smg_fast.processors.reference import reference_processor, reference_return_tensors
+
+    torch.set_num_threads(1)
+    print(f"CPU: {cpu_model()}; 1 thread, torch {torch.__version__}, kernels "
+          f"{smg_fast.kernel_info()['selected']}, {rounds} rounds (medians of CPU ms)\n")
+    print("| size | backend | transformers class | frames | transformers ms | smg f32 ms "
+          "| smg bf16 ms | copy floor ms | transformers / smg f32 |")
+    print("|---|---|---|--:|--:|--:|--:|--:|--:|")
+    for size in SIZES:
+        with Image.open(photo) as im:
+            image = im.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+        for backend, cls in BACKENDS.items():
+            proc = smg_fast.load_processor("idefics3", backend=backend)
+            ref, why = reference_processor(proc.config)
+            if ref is None:
+                raise SystemExit(f"idefics3 {backend}: {why}")
+            assert type(ref).__name__ == cls, type(ref).__name__
+            kind = reference_return_tensors(ref)
+
+            def reference(ref=ref, kind=kind, image=image) -> np.ndarray:
+                return np.asarray(ref(image, return_tensors=kind)["pixel_values"])
+
+            label = f"idefics3 {size[0]}x{size[1]} {backend}"
+            raw: dict[str, list[float]] = {}
+            ratios = measure_against(label, proc, reference, image, rounds, raw)
+            ms = {name: 1e3 * statistics.median(raw[f"{label} {name}"])
+                  for name in ("ref", "copy", "float32", "bfloat16")}
+            frames = proc(image)["pixel_values"].shape[1]
+            print(f"| {size[0]}x{size[1]} | {backend} | {cls} | {frames} | {ms['ref']:.1f} | "
+                  f"{ms['float32']:.2f} | {ms['bfloat16']:.2f} | {ms['copy']:.2f} | "
+                  f"{1 / ratios[f'{label} float32 / ref']:.1f}x |")
+    print("\n(ratios: fastest run over fastest run, as bench/gate.py; ms: medians)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
+    parser.add_argument("--photo", type=Path, help=argparse.SUPPRESS)  # set for the inner run
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    if args.photo is not None:
+        return _inside(args.photo, args.rounds)
+
+    from references import photo_file
+
+    import smg_fast
+    from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
+
+    try:
+        tv_python = torchvision_python(REPO)
+    except OracleVenvMissing as exc:
+        raise SystemExit(str(exc)) from None
+    with tempfile.TemporaryDirectory() as only:
+        # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
+        Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([only, str(Path(__file__).parent)]))
+        return subprocess.call([tv_python, __file__, "--photo", str(photo_file()),
+                                "--rounds", str(args.rounds)], env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
