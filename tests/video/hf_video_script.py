@@ -4,6 +4,7 @@ Run by tests/video/test_hf_video.py with smg_fast importable; prints one JSON li
 whether pixel_values_videos, video_grid_thw and the metadata's indices are equal, and whether
 the outputs are torch tensors as transformers' are, and whether smg-fast computed them."""
 
+import copy
 import json
 import sys
 
@@ -56,8 +57,12 @@ def main(clip: str) -> None:
                                                               ours["video_metadata"]],
             "torch": isinstance(ours["pixel_values_videos"], torch.Tensor),
             "subclass": isinstance(our, ref_cls),
-            "computed_by_smg_fast": "_smg_video" in our.__dict__,
+            "computed_by_smg_fast": id(our) in hf_video._processors,
         }
+        again = our(video, return_metadata=True, **call)  # the instance vLLM keeps, called again
+        result[name]["again"] = bool(torch.equal(ref["pixel_values_videos"],
+                                                 again["pixel_values_videos"]))
+        result[name]["to_dict"] = our.to_dict() == copy.deepcopy(our).to_dict()
     with open(clip, "rb") as fh:  # bytes: smg-fast decodes them (transformers takes no bytes)
         ours = hf_video.Qwen3VLVideoProcessor()(fh.read())
     result["bytes"] = {"pixels": bool(torch.equal(

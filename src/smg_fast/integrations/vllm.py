@@ -68,7 +68,7 @@ _reported: set[tuple[str, str]] = set()
 
 
 def _report(ctx: Any, processor: Any) -> None:
-    """The per-model INFO line: which image processor class the HF processor vLLM built calls.
+    """The per-model INFO lines: which image (and video) processor classes the HF processor calls.
 
     Once per model and class (a request's mm_processor_kwargs may build another). Never raises."""
     try:
@@ -86,8 +86,23 @@ def _report(ctx: Any, processor: Any) -> None:
                else why_transformers("vLLM", ENV, model_type))
         logger.info("smg-fast: vLLM's %s for %s (%s) computes images with %s (%s)",
                     type(processor).__name__, model, model_type, name, why)
+        _report_videos(processor, model, model_type)
     except Exception:  # a log line must never break the engine
         pass
+
+
+def _report_videos(processor: Any, model: str, model_type: str) -> None:
+    """The per-model line for the video processor the HF processor calls, when it has one."""
+    video_processor = getattr(processor, "video_processor", None)
+    if video_processor is None:
+        return
+    cls = type(video_processor)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    ours = name.startswith("smg_fast.")
+    why = ("smg-fast serves its videos" if ours else f"{ENV}=0" if not enabled(ENV)
+           else "smg-fast does not serve its videos")
+    logger.info("smg-fast: vLLM's %s for %s (%s) computes videos with %s (%s)",
+                type(processor).__name__, model, model_type, name, why)
 
 
 def _install_report_hook() -> None:
