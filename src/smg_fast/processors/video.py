@@ -291,7 +291,9 @@ class _Frames(_Source):
         t, h, w, _ = video.frames.shape
         meta: dict[str, Any] = {"total_num_frames": t, "fps": None, "duration": None,
                                 "frames_indices": list(range(t)), "height": h, "width": w}
-        meta.update(video.metadata or {})  # as given (an engine may leave height None)
+        if video.metadata is not None:  # as given (an engine may leave height None); indices
+            meta["frames_indices"] = None  # not given are None, as transformers' VideoMetadata
+            meta.update(video.metadata)
         super().__init__(meta, t, (h, w))
         self._frames = video.frames
 
@@ -344,8 +346,10 @@ def _plan(index: int, cfg: VideoConfig, source: _Source) -> tuple[np.ndarray | N
         check_indices(index, indices, source.frame_count, hint=(
             ": the sampling rule chose it, as transformers' does, whose frame indexing raises "
             "IndexError there; ask for another num_frames or fps"))
-    meta["frames_indices"] = ([int(x) for x in indices] if indices is not None
-                              else list(range(source.frame_count)))
+    if indices is not None:
+        meta["frames_indices"] = [int(x) for x in indices]
+    elif "frames_indices" not in meta:  # a caller's metadata stays as given, as in transformers
+        meta["frames_indices"] = list(range(source.frame_count))
     count = len(indices) if indices is not None else source.frame_count
     return indices, plan_video(index, cfg, count, *source.size)
 
