@@ -7,8 +7,10 @@ there), so it is built, loaded with ``from_pretrained``, saved and called as tha
 call on frames (numpy arrays, torch CPU tensors, lists of PIL frames) or encoded bytes, with
 options smg-fast reproduces, is computed by smg-fast's ``VideoProcessor``, bit for bit the
 class's output; anything else (paths and URLs, which transformers decodes with torchcodec,
-``device=...``, other options) is computed by transformers' own class. The classes are made on
-first access, so importing this module needs neither torch nor torchvision."""
+``device=...``, other options) is computed by transformers' own class, the reason logged once.
+``register()`` makes transformers' ``AutoVideoProcessor`` return them (what the engine plug-ins
+call). The classes are made on first access, so importing this module needs neither torch nor
+torchvision."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from .processors.video_loader import video_processor_for
 # Call options smg-fast's video processor takes (return_tensors and return_metadata handled here).
 _OURS = frozenset({"fps", "num_frames", "do_sample_frames", "video_metadata", "return_metadata",
                    "cap_pixels_per_frame", "size", "min_pixels", "max_pixels", "min_frames",
-                   "max_frames", "return_tensors", "do_rescale", "do_normalize"})
+                   "max_frames", "return_tensors", "do_rescale", "do_normalize", "device"})
 _BASES = {"Qwen2VLVideoProcessor": ("transformers.models.qwen2_vl.video_processing_qwen2_vl",
                                     "qwen2_vl"),
           "Qwen3VLVideoProcessor": ("transformers.models.qwen3_vl.video_processing_qwen3_vl",
@@ -53,6 +55,9 @@ def _why_not(videos: Any, kwargs: dict[str, Any]) -> str | None:
     unknown = set(kwargs) - _OURS
     if unknown:
         return f"options {sorted(unknown)}"
+    device = kwargs.get("device")
+    if device is not None and str(device) != "cpu":
+        return f"device={str(device)!r} (smg-fast computes on the CPU)"
     first = _first(videos)
     if isinstance(first, str) or hasattr(first, "__fspath__"):
         return "videos given as paths or URLs (transformers decodes them with torchcodec)"
@@ -105,6 +110,7 @@ def _make(name: str) -> type:
         options = dict(kwargs)
         return_tensors = options.pop("return_tensors", None)
         return_metadata = options.pop("return_metadata", self.return_metadata)
+        options.pop("device", None)  # None or the CPU
         # transformers returns the resized uint8 patches when neither is done (vLLM's default)
         raw = (options.pop("do_rescale", None), options.pop("do_normalize", None)) == (False,
                                                                                        False)
@@ -162,4 +168,4 @@ def __getattr__(name: str) -> type:
         return _classes[name]
 
 
-__all__ = ["Qwen2VLVideoProcessor", "Qwen3VLVideoProcessor"]  # noqa: F822  (made on access)
+__all__ = ["Qwen2VLVideoProcessor", "Qwen3VLVideoProcessor", "register"]  # noqa: F822  (made on access)
