@@ -63,8 +63,10 @@ def test_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(video_runs, fami
     _, cls = MODELS[family]
     for run in ours["runs"]:
         assert run["video_processor"] == f"smg_fast.hf_video.{cls}", run["video_processor"]
+        assert run["smg_fast_video_instances"] >= 1  # smg-fast computed the calls
         assert all(r["video_processor"] == run["video_processor"] for r in run["requests"])
     for run in ref["runs"]:
+        assert run["smg_fast_video_instances"] == 0
         assert run["video_processor"].startswith("transformers.models."), run["video_processor"]
         assert run["video_processor"].endswith(f".{cls}"), run["video_processor"]
     assert "hands calls" not in ours_log  # smg-fast computed every video call

@@ -22,6 +22,13 @@ here), one INFO line per model names the image processor class that processor ca
 or transformers' and why (model type not served, not proven inside vLLM, ``SMG_FAST_VLLM=0``).
 The line written at load says only what was installed.
 
+Videos: the same install registers smg-fast's Qwen2-VL / Qwen3-VL video processors
+(``smg_fast.hf_video``) with transformers' ``AutoVideoProcessor``. vLLM decodes a request's video
+with its own loader and calls the video processor its HF processor holds on the frames (Qwen2-VL
+with ``do_rescale=False, do_normalize=False`` in vLLM's device-normalize default, which smg-fast
+computes as transformers' uint8 patches; Qwen3-VL once per video with vLLM's ``VideoMetadata``);
+a second per-model line names that class.
+
 A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown option, float
 input with ``do_rescale=False`` and ``do_normalize=False``) is computed by transformers' own
 class for that call, logged once per reason. If smg-fast's native module does not load,

@@ -14,10 +14,11 @@ arrays through; its decoders, torchcodec or decord, are not needed). Mode "rust"
 native Rust path, ``_multimodal.qwen_vl.preprocess(jpeg_bytes, spec_json)``, loaded by file path,
 each JPEG with the parameters SGLang's Rust server would resolve from the same processor. Mode
 "transformers" (a reference, untimed) calls the image processor SGLang built on each JPEG as Pillow
-decodes it. Writes JOBDIR/result.pkl: per run the image processor class SGLang built (and its video
-processor class) and per request the prompt token ids, each field as numpy arrays (one per image or
-video: images' pixel_values, videos' pixel_values_videos) and the timed rounds' seconds (wall and
-this process's CPU, which counts the Rust path's own threads). No GPU, scheduler or model.
+decodes it. Writes JOBDIR/result.pkl: per run the image processor class SGLang built (its video
+processor class, how many video processor instances smg-fast computed calls for) and per request the
+prompt token ids, each field as numpy arrays (one per image or video: images' pixel_values, videos'
+pixel_values_videos) and the timed rounds' seconds (wall and this process's CPU, which counts the
+Rust path's own threads). No GPU, scheduler or model.
 """
 
 from __future__ import annotations
@@ -258,6 +259,14 @@ def _timed(fn: Any, repeat: int) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def _smg_fast_video_instances() -> int:
+    """How many video processor instances smg-fast computed a call for (0 if none, or not loaded).
+
+    Read from smg_fast.hf_video when the plug-in imported it; nothing is imported here."""
+    module = sys.modules.get("smg_fast.hf_video")
+    return len(getattr(module, "_processors", {})) if module is not None else 0
+
+
 def _run(engine: _Engine, run: dict[str, Any], repeat: int) -> dict[str, Any]:
     """One configuration: each request processed once (kept), then timed."""
     loop = asyncio.new_event_loop()
@@ -284,7 +293,8 @@ def _run(engine: _Engine, run: dict[str, Any], repeat: int) -> dict[str, Any]:
     return {"requests": results, "spec": spec,
             "image_processor": f"{ip.__module__}.{ip.__qualname__}",
             "video_processor": None if vp is None else
-            f"{type(vp).__module__}.{type(vp).__qualname__}"}
+            f"{type(vp).__module__}.{type(vp).__qualname__}",
+            "smg_fast_video_instances": _smg_fast_video_instances()}
 
 
 def main(jobdir: Path) -> None:

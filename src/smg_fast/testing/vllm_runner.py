@@ -4,17 +4,17 @@ The rendering is the chat template, tokenization and multimodal processor. Run a
 .../smg_fast/testing/vllm_runner.py JOBDIR`` (by path: it imports nothing from smg_fast, so it also
 runs where smg_fast cannot load).
 
-JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests":
-[{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "videos": [("mp4", bytes)], "text",
-"mm_processor_kwargs", "timed": [images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image
-and video processor classes vLLM built and the media connector class it fetched images with, and
-per request the prompt token ids, the image and video processor classes vLLM built for its
-mm_processor_kwargs, each multimodal field (images' then videos') as numpy arrays (bfloat16 as its
-uint16 bits) and, for each of ``timed`` (other
-images in the same request shape: vLLM keeps a processor-only cache even when its multimodal cache
-is skipped, so a repeated image would be a cache hit), the render's seconds (wall and this
-process's CPU, all threads). Used by the engine
-tests and bench/engines.py; it never starts vLLM's engine core (no GPU needed).
+JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests": [{"images":
+[("jpeg", bytes) | ("pil", PIL.Image)], "videos": [("mp4", bytes)], "text", "mm_processor_kwargs",
+"timed": [images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image and video processor
+classes vLLM built, how many video processor instances smg-fast computed calls for, and the media
+connector class it fetched images with, and per request the prompt token ids, the image and video
+processor classes vLLM built for its mm_processor_kwargs, each multimodal field (images' then
+videos') as numpy arrays (bfloat16 as its uint16 bits) and, for each of ``timed`` (other images in
+the same request shape: vLLM keeps a processor-only cache even when its multimodal cache is skipped,
+so a repeated image would be a cache hit), the render's seconds (wall and this process's CPU, all
+threads). Used by the engine tests and bench/engines.py; it never starts vLLM's engine core (no GPU
+needed).
 """
 
 from __future__ import annotations
@@ -83,6 +83,14 @@ def _processor_class(renderer: Any, mm_kwargs: dict[str, Any], part: str) -> str
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def _smg_fast_video_instances() -> int:
+    """How many video processor instances smg-fast computed a call for (0 if none, or not loaded).
+
+    Read from smg_fast.hf_video when the plug-in imported it; nothing is imported here."""
+    module = sys.modules.get("smg_fast.hf_video")
+    return len(getattr(module, "_processors", {})) if module is not None else 0
+
+
 def _image_processor(renderer: Any, mm_kwargs: dict[str, Any]) -> str | None:
     """The class of the image processor vLLM builds for a request's mm_processor_kwargs."""
     return _processor_class(renderer, mm_kwargs, "image_processor")
@@ -127,6 +135,7 @@ def _render_run(folder: str, run: dict[str, Any]) -> dict[str, Any]:
     connector = MEDIA_CONNECTOR_REGISTRY.name2class[envs.VLLM_MEDIA_CONNECTOR]
     return {"requests": results, "image_processor": image_processor,
             "video_processor": _processor_class(renderer, {}, "video_processor"),
+            "smg_fast_video_instances": _smg_fast_video_instances(),
             "media_connector": f"{connector.__module__}.{connector.__qualname__}"}
 
 
