@@ -57,6 +57,8 @@ def main(clip: str) -> None:
         # metadata that names no frame size
         "qwen2-uint8": (HF2, hf_video.Qwen2VLVideoProcessor, {}, [frames[:6]],
                         {"do_rescale": False, "do_normalize": False}),
+        "qwen2-nested-frames": (HF2, hf_video.Qwen2VLVideoProcessor, {},
+                                [[torch.from_numpy(f) for f in frames[:4]], frames[4:8]], {}),
         "qwen3-nested": (HF3, hf_video.Qwen3VLVideoProcessor, {}, [[frames]],
                          {"do_sample_frames": False, "do_rescale": False, "do_normalize": False,
                           "video_metadata": [[{**meta, "height": None, "width": None}]]}),

@@ -84,10 +84,11 @@ def _metadata_list(metadata: Any, count: int) -> list[dict[str, Any] | None]:
 def _flatten(videos: list[Any] | tuple[Any, ...]) -> list[Any]:
     """A batch's videos; nested lists of videos flattened in order, as transformers does.
 
-    A list whose first element is a frame is one video (its frames)."""
+    A list whose first element is a frame (a PIL image, a 3-D array or tensor) is one video."""
     out: list[Any] = []
     for video in videos:
-        if isinstance(video, (list, tuple)) and video and not _is_frame(video[0]):
+        if isinstance(video, (list, tuple)) and video and not _is_frame(video[0]) \
+                and getattr(video[0], "ndim", None) != 3:
             out.extend(_flatten(video))
         else:
             out.append(video)
