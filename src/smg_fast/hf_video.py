@@ -7,15 +7,19 @@ there), so it is built, loaded with ``from_pretrained``, saved and called as tha
 call on frames (numpy arrays, torch CPU tensors, lists of PIL frames) or encoded bytes, with
 options smg-fast reproduces, is computed by smg-fast's ``VideoProcessor``, bit for bit the
 class's output; anything else (paths and URLs, which transformers decodes with torchcodec,
-``device=...``, other options) is computed by transformers' own class. The classes are made on
-first access, so importing this module needs neither torch nor torchvision."""
+``device=...``, other options) is computed by transformers' own class, the reason logged once.
+``register()`` makes transformers' ``AutoVideoProcessor`` return them (what the engine plug-ins
+call). The classes are made on first access, so importing this module needs neither torch nor
+torchvision."""
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from .errors import UnsupportedCallError
+from .hf_compat import log_once
 from .processors.video import VideoProcessor
 from .processors.video_config import read_video_fields
 from .processors.video_loader import video_processor_for
@@ -23,23 +27,48 @@ from .processors.video_loader import video_processor_for
 # Call options smg-fast's video processor takes (return_tensors and return_metadata handled here).
 _OURS = frozenset({"fps", "num_frames", "do_sample_frames", "video_metadata", "return_metadata",
                    "cap_pixels_per_frame", "size", "min_pixels", "max_pixels", "min_frames",
-                   "max_frames", "return_tensors"})
+                   "max_frames", "return_tensors", "do_rescale", "do_normalize", "device"})
 _BASES = {"Qwen2VLVideoProcessor": ("transformers.models.qwen2_vl.video_processing_qwen2_vl",
                                     "qwen2_vl"),
           "Qwen3VLVideoProcessor": ("transformers.models.qwen3_vl.video_processing_qwen3_vl",
                                     "qwen3_vl")}
+# The model types whose transformers video processor each class is.
+MODEL_TYPES = {"Qwen2VLVideoProcessor": ("qwen2_vl", "qwen2_5_vl"),
+               "Qwen3VLVideoProcessor": ("qwen3_vl", "qwen3_vl_moe")}
 _classes: dict[str, type] = {}
 _lock = threading.Lock()
+# id(instance) -> (its settings, smg-fast's processor for them), dropped with the instance
+_processors: dict[int, tuple[str, VideoProcessor]] = {}
+_cache_lock = threading.Lock()
 
 
-def _computable(videos: Any, kwargs: dict[str, Any]) -> bool:
-    """Whether smg-fast computes this call (frames or bytes in, options it reproduces)."""
-    if set(kwargs) - _OURS:
-        return False
+def _first(videos: Any) -> Any:
+    """The first frame or video of a call's videos (a list of lists of frames is unwrapped)."""
     first = videos[0] if isinstance(videos, (list, tuple)) and videos else videos
     while isinstance(first, (list, tuple)) and first:
         first = first[0]
-    return not isinstance(first, str) and not hasattr(first, "__fspath__")
+    return first
+
+
+def _why_not(videos: Any, kwargs: dict[str, Any]) -> str | None:
+    """Why smg-fast does not compute this call (None: it does; frames or bytes, known options)."""
+    unknown = set(kwargs) - _OURS
+    if unknown:
+        return f"options {sorted(unknown)}"
+    device = kwargs.get("device")
+    if device is not None and str(device) != "cpu":
+        return f"device={str(device)!r} (smg-fast computes on the CPU)"
+    first = _first(videos)
+    if isinstance(first, str) or hasattr(first, "__fspath__"):
+        return "videos given as paths or URLs (transformers decodes them with torchcodec)"
+    flags = (kwargs.get("do_rescale"), kwargs.get("do_normalize"))
+    if flags == (False, False):
+        dtype = getattr(first, "dtype", None)
+        if dtype is not None and str(dtype).removeprefix("torch.") != "uint8":
+            return "do_rescale=False, do_normalize=False with non-uint8 frames"
+    elif False in flags:
+        return "only one of do_rescale, do_normalize is False"
+    return None
 
 
 def _make(name: str) -> type:
@@ -53,30 +82,43 @@ def _make(name: str) -> type:
     meta_fields = set(VideoMetadata.__dataclass_fields__)
 
     def _smg_processor(self: Any) -> VideoProcessor:
-        """smg-fast's processor for this instance's current attributes (rebuilt if they change)."""
+        """smg-fast's processor for this instance's current attributes (rebuilt if they change).
+
+        Kept outside the instance, whose __dict__ transformers deep-copies (to_dict, copies)."""
         fields = read_video_fields(self.to_dict())
         key = repr(sorted(fields.items()))
-        cached = self.__dict__.get("_smg_video")
-        if cached is None or cached[0] != key:
-            cached = (key, video_processor_for(family, fields))
-            self.__dict__["_smg_video"] = cached
-        return cached[1]
+        with _cache_lock:
+            cached = _processors.get(id(self))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        proc = video_processor_for(family, fields)
+        with _cache_lock:
+            if id(self) not in _processors:
+                weakref.finalize(self, _processors.pop, id(self), None)
+            _processors[id(self)] = (key, proc)
+        return proc
 
     def preprocess(self: Any, videos: Any, **kwargs: Any) -> Any:
         """transformers' preprocess; computed by smg-fast where it reproduces the call."""
-        if not _computable(videos, kwargs):
-            return base.preprocess(self, videos, **kwargs)
+        why = _why_not(videos, kwargs)
+        if why is not None:
+            return _hand_over(self, why, videos, kwargs)
         try:
             proc = _smg_processor(self)
-        except ValueError:  # an attribute smg-fast does not reproduce (resample, do_resize...)
-            return base.preprocess(self, videos, **kwargs)
+        except ValueError as exc:  # an attribute smg-fast does not reproduce (resample, ...)
+            return _hand_over(self, f"its settings: {exc}", videos, kwargs)
         options = dict(kwargs)
         return_tensors = options.pop("return_tensors", None)
         return_metadata = options.pop("return_metadata", self.return_metadata)
+        options.pop("device", None)  # None or the CPU
+        # transformers returns the resized uint8 patches when neither is done (vLLM's default)
+        raw = (options.pop("do_rescale", None), options.pop("do_normalize", None)) == (False,
+                                                                                       False)
         try:
-            out = proc(videos, return_tensors="pt", return_metadata=True, **options)
-        except UnsupportedCallError:
-            return base.preprocess(self, videos, **kwargs)
+            out = proc(videos, return_tensors="pt", return_metadata=True,
+                       dtype="uint8" if raw else "float32", **options)
+        except UnsupportedCallError as exc:
+            return _hand_over(self, str(exc), videos, kwargs)
         data = {"pixel_values_videos": out["pixel_values_videos"],
                 "video_grid_thw": out["video_grid_thw"]}
         if return_metadata:
@@ -85,10 +127,35 @@ def _make(name: str) -> type:
                 for m in out["video_metadata"]]
         return BatchFeature(data=data, tensor_type=return_tensors)
 
+    def _hand_over(self: Any, why: str, videos: Any, kwargs: dict[str, Any]) -> Any:
+        """The call computed by transformers' own class; the reason logged once per process."""
+        log_once(f"smg-fast: {name} hands calls to transformers' {name} when: {why}")
+        return base.preprocess(self, videos, **kwargs)
+
     doc = (f"transformers' {name}, computed by smg-fast where it reproduces the call bit for "
            "bit (frames or encoded bytes; paths and URLs go to transformers' own decoding).")
     return type(name, (base,), {"preprocess": preprocess, "__doc__": doc,
                                 "__module__": __name__})
+
+
+def register() -> list[str]:
+    """Makes transformers' AutoVideoProcessor (and so AutoProcessor) return these classes.
+
+    For the model types whose video processor is one of them (transformers resolves a folder's
+    class by its name, so every folder naming it gets the drop-in). Needs torchvision, as the
+    classes do. Idempotent; returns the model types registered."""
+    from transformers import AutoVideoProcessor
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    done: list[str] = []
+    for name, model_types in MODEL_TYPES.items():
+        cls = __getattr__(name)
+        for model_type in model_types:
+            if model_type in CONFIG_MAPPING:
+                AutoVideoProcessor.register(CONFIG_MAPPING[model_type], video_processor_class=cls,
+                                            exist_ok=True)
+                done.append(model_type)
+    return done
 
 
 def __getattr__(name: str) -> type:
@@ -101,4 +168,4 @@ def __getattr__(name: str) -> type:
         return _classes[name]
 
 
-__all__ = ["Qwen2VLVideoProcessor", "Qwen3VLVideoProcessor"]  # noqa: F822  (made on access)
+__all__ = ["Qwen2VLVideoProcessor", "Qwen3VLVideoProcessor", "register"]  # noqa: F822  (made on access)

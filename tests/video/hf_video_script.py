@@ -4,7 +4,9 @@ Run by tests/video/test_hf_video.py with smg_fast importable; prints one JSON li
 whether pixel_values_videos, video_grid_thw and the metadata's indices are equal, and whether
 the outputs are torch tensors as transformers' are, and whether smg-fast computed them."""
 
+import copy
 import json
+import logging
 import sys
 
 import av
@@ -27,6 +29,12 @@ def frames_of(path: str) -> tuple[np.ndarray, dict]:
     return arr, {"total_num_frames": len(arr), "fps": rate}
 
 
+def indices(out: dict) -> list:
+    """Each video's frames_indices as ints (None where the metadata has none)."""
+    return [None if m.frames_indices is None else list(map(int, m.frames_indices))
+            for m in out["video_metadata"]]
+
+
 def main(clip: str) -> None:
     torch.set_num_threads(1)
     frames, meta = frames_of(clip)
@@ -39,8 +47,21 @@ def main(clip: str) -> None:
         "qwen3-defaults": (HF3, hf_video.Qwen3VLVideoProcessor, {}, frames,
                            {"video_metadata": meta}),
         "qwen3-no-meta": (HF3, hf_video.Qwen3VLVideoProcessor, {}, [frames, frames[:9]], {}),
+        # frames sampled by the caller (SGLang): its indices are the metadata's, kept unsampled
+        "qwen3-presampled": (HF3, hf_video.Qwen3VLVideoProcessor, {}, frames[::3],
+                             {"do_sample_frames": False, "video_metadata": {
+                                 **meta, "frames_indices": list(range(0, len(frames), 3))}}),
         "qwen3-num-frames": (HF3, hf_video.Qwen3VLVideoProcessor, {"cap_pixels_per_frame": True},
                              frames, {"num_frames": 6, "fps": None}),
+        # vLLM's calls: uint8 patches (normalized on its device); Qwen3-VL's nested batch with
+        # metadata that names no frame size
+        "qwen2-uint8": (HF2, hf_video.Qwen2VLVideoProcessor, {}, [frames[:6]],
+                        {"do_rescale": False, "do_normalize": False}),
+        "qwen2-nested-frames": (HF2, hf_video.Qwen2VLVideoProcessor, {},
+                                [[torch.from_numpy(f) for f in frames[:4]], frames[4:8]], {}),
+        "qwen3-nested": (HF3, hf_video.Qwen3VLVideoProcessor, {}, [[frames]],
+                         {"do_sample_frames": False, "do_rescale": False, "do_normalize": False,
+                          "video_metadata": [[{**meta, "height": None, "width": None}]]}),
     }
     result = {}
     for name, (ref_cls, our_cls, kwargs, video, call) in cases.items():
@@ -48,16 +69,34 @@ def main(clip: str) -> None:
         our = our_cls(**kwargs)
         ours = our(video, return_metadata=True, **call)
         result[name] = {
+            "dtype": ref["pixel_values_videos"].dtype == ours["pixel_values_videos"].dtype,
             "pixels": bool(torch.equal(ref["pixel_values_videos"], ours["pixel_values_videos"])),
             "grid": bool(torch.equal(ref["video_grid_thw"], ours["video_grid_thw"])),
-            "indices": [list(map(int, m.frames_indices)) for m in ref["video_metadata"]]
-            == [list(map(int, m.frames_indices)) for m in ours["video_metadata"]],
+            "indices": indices(ref) == indices(ours),
             "fps": [m.fps for m in ref["video_metadata"]] == [m.fps for m in
                                                               ours["video_metadata"]],
             "torch": isinstance(ours["pixel_values_videos"], torch.Tensor),
             "subclass": isinstance(our, ref_cls),
-            "computed_by_smg_fast": "_smg_video" in our.__dict__,
+            "computed_by_smg_fast": id(our) in hf_video._processors,
         }
+        again = our(video, return_metadata=True, **call)  # the instance vLLM keeps, called again
+        result[name]["again"] = bool(torch.equal(ref["pixel_values_videos"],
+                                                 again["pixel_values_videos"]))
+        result[name]["to_dict"] = our.to_dict() == copy.deepcopy(our).to_dict()
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("smg_fast").addHandler(handler)
+    logging.getLogger("smg_fast").setLevel(logging.INFO)
+    handed = hf_video.Qwen2VLVideoProcessor()  # do_rescale alone off: transformers computes it
+    ours = handed(frames[:4], do_rescale=False)
+    result["handed-over"] = {
+        "pixels": bool(torch.equal(HF2()(frames[:4], do_rescale=False)["pixel_values_videos"],
+                                   ours["pixel_values_videos"])),
+        "not_computed_by_smg_fast": id(handed) not in hf_video._processors,
+        "logged": lines == ["smg-fast: Qwen2VLVideoProcessor hands calls to transformers' "
+                            "Qwen2VLVideoProcessor when: only one of do_rescale, do_normalize "
+                            "is False"]}
     with open(clip, "rb") as fh:  # bytes: smg-fast decodes them (transformers takes no bytes)
         ours = hf_video.Qwen3VLVideoProcessor()(fh.read())
     result["bytes"] = {"pixels": bool(torch.equal(

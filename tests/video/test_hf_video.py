@@ -27,7 +27,8 @@ def tv_refs(tmp_path_factory):
 
 def test_drop_ins_equal_transformers_classes(tv_refs):
     assert set(tv_refs) >= {"qwen2-frames", "qwen2-sampled", "qwen2-tensor", "qwen3-defaults",
-                            "qwen3-no-meta", "qwen3-num-frames", "bytes"}
+                            "qwen3-no-meta", "qwen3-num-frames", "qwen3-presampled", "qwen2-uint8",
+                            "qwen2-nested-frames", "qwen3-nested", "handed-over", "bytes"}
     for name, checks in tv_refs.items():
         assert all(checks.values()), (name, checks)
 
@@ -35,6 +36,6 @@ def test_drop_ins_equal_transformers_classes(tv_refs):
 def test_importing_the_module_needs_no_torchvision():
     import smg_fast.hf_video as hv
 
-    assert hv.__all__ == ["Qwen2VLVideoProcessor", "Qwen3VLVideoProcessor"]
+    assert hv.__all__ == ["Qwen2VLVideoProcessor", "Qwen3VLVideoProcessor", "register"]
     with pytest.raises(AttributeError):
         hv.NoSuchClass  # noqa: B018

@@ -59,7 +59,8 @@ def test_a_frame_video_without_sampling_counts_its_frames():
     out = load_video_processor("qwen2_vl")(frames, return_metadata=True,
                                            video_metadata={"total_num_frames": 60})
     assert out["video_grid_thw"][0, 0] == 3
-    assert out["video_metadata"][0]["frames_indices"] == list(range(6))
+    # the caller's metadata names no indices: None, as transformers 5.24's VideoMetadata has it
+    assert out["video_metadata"][0]["frames_indices"] is None
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """What the engine plug-ins share.
 
-Install smg-fast's image processors into transformers' AutoImageProcessor registry once per process,
-or say why not, on the engine's own logger."""
+Install smg-fast's image processors into transformers' AutoImageProcessor registry (and its
+video processors into AutoVideoProcessor's) once per process, or say why not, on the engine's own
+logger."""
 
 from __future__ import annotations
 
@@ -52,19 +53,35 @@ def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = 
                      "transformers' image processors", type(exc).__name__, exc, engine)
         return False
     _share_handlers(logger.name.split(".")[0])
+    videos = _install_videos(engine, logger)
     torchvision = importlib.util.find_spec("torchvision") is not None
     cls = hf.Qwen2VLImageProcessor if torchvision else hf.Qwen2VLImageProcessorPil
     line = ("smg-fast %s: installed in %s for model types %s (for qwen2_vl "
             "smg_fast.hf.%s; %s numerics, as transformers resolves it here; backend= / use_fast "
-            "pick the other); other model types keep transformers' image processors",
+            "pick the other); other model types keep transformers' image processors; %s",
             __version__, engine, ", ".join(types), cls.__name__,
-            "torchvision" if torchvision else "PIL")
+            "torchvision" if torchvision else "PIL", videos)
     if late_line and not logger.hasHandlers():
         hf.on_first_load(lambda: logger.info(*line))  # vLLM's offline LLM configures it later
     else:
         logger.info(*line)
     _done[engine] = True
     return True
+
+
+def _install_videos(engine: str, logger: logging.Logger) -> str:
+    """Registers smg-fast's video processors (smg_fast.hf_video); says what it did. Never raises."""
+    if importlib.util.find_spec("torchvision") is None:  # transformers' video classes need it
+        return "videos keep transformers' video processors (no torchvision here)"
+    try:
+        from .. import hf_video
+
+        types = hf_video.register()
+    except Exception as exc:  # the image processors stay installed
+        logger.error("smg-fast: cannot install its video processors (%s: %s); %s keeps "
+                     "transformers' video processors", type(exc).__name__, exc, engine)
+        return "videos keep transformers' video processors"
+    return f"videos of {', '.join(types)} with smg_fast.hf_video's classes"
 
 
 def why_transformers(engine: str, env: str, model_type: str) -> str:

@@ -26,6 +26,11 @@ the GPU), exactly as without the plug-in, logged once by ``smg_fast.hf``.
 computes those calls on CPU hosts, tested); on a GPU host SGLang still decodes JPEGs with nvJPEG
 into GPU tensors by default, a case not tested here.
 
+Videos: the same install registers smg-fast's Qwen2-VL / Qwen3-VL video processors
+(``smg_fast.hf_video``) with transformers' ``AutoVideoProcessor``; SGLang decodes a request's video
+(torchcodec, else decord), samples and resizes its frames itself and calls the video processor
+its HF processor holds on them (Qwen3-VL with its metadata and ``do_sample_frames=False``).
+
 The INFO line that shows in SGLang's log is written when SGLang builds its multimodal processor
 (an ``AFTER`` hook of SGLang's plug-in ``HookRegistry`` on ``get_mm_processor``): it names the
 image processor class in use and why. Plug-ins run before SGLang configures logging, so the line
@@ -51,15 +56,20 @@ _why: dict[str, str] = {}
 
 
 def _report(result: Any, *args: Any, **kwargs: Any) -> None:
-    """The INFO line: which image processor the multimodal processor SGLang built calls."""
+    """The INFO lines: the image (and video) processor classes SGLang's mm processor calls."""
     try:
         image_processor = getattr(getattr(result, "_processor", None), "image_processor", None)
         if image_processor is None:
             return
         cls = type(image_processor)
+        why = _why.get("why", "smg-fast not installed")
         logger.info("smg-fast: SGLang's %s computes images with %s.%s (%s)",
-                    type(result).__name__, cls.__module__, cls.__qualname__,
-                    _why.get("why", "smg-fast not installed"))
+                    type(result).__name__, cls.__module__, cls.__qualname__, why)
+        video_processor = getattr(result._processor, "video_processor", None)
+        if video_processor is not None:
+            cls = type(video_processor)
+            logger.info("smg-fast: SGLang's %s computes videos with %s.%s (%s)",
+                        type(result).__name__, cls.__module__, cls.__qualname__, why)
     except Exception:  # a log line must never break the engine
         pass
 

@@ -22,6 +22,13 @@ here), one INFO line per model names the image processor class that processor ca
 or transformers' and why (model type not served, not proven inside vLLM, ``SMG_FAST_VLLM=0``).
 The line written at load says only what was installed.
 
+Videos: the same install registers smg-fast's Qwen2-VL / Qwen3-VL video processors
+(``smg_fast.hf_video``) with transformers' ``AutoVideoProcessor``. vLLM decodes a request's video
+with its own loader and calls the video processor its HF processor holds on the frames (Qwen2-VL
+with ``do_rescale=False, do_normalize=False`` in vLLM's device-normalize default, which smg-fast
+computes as transformers' uint8 patches; Qwen3-VL once per video with vLLM's ``VideoMetadata``);
+a second per-model line names that class.
+
 A call whose options smg-fast does not reproduce (``device="cuda"``, an unknown option, float
 input with ``do_rescale=False`` and ``do_normalize=False``) is computed by transformers' own
 class for that call, logged once per reason. If smg-fast's native module does not load,
@@ -68,7 +75,7 @@ _reported: set[tuple[str, str]] = set()
 
 
 def _report(ctx: Any, processor: Any) -> None:
-    """The per-model INFO line: which image processor class the HF processor vLLM built calls.
+    """The per-model INFO lines: which image (and video) processor classes the HF processor calls.
 
     Once per model and class (a request's mm_processor_kwargs may build another). Never raises."""
     try:
@@ -86,8 +93,23 @@ def _report(ctx: Any, processor: Any) -> None:
                else why_transformers("vLLM", ENV, model_type))
         logger.info("smg-fast: vLLM's %s for %s (%s) computes images with %s (%s)",
                     type(processor).__name__, model, model_type, name, why)
+        _report_videos(processor, model, model_type)
     except Exception:  # a log line must never break the engine
         pass
+
+
+def _report_videos(processor: Any, model: str, model_type: str) -> None:
+    """The per-model line for the video processor the HF processor calls, when it has one."""
+    video_processor = getattr(processor, "video_processor", None)
+    if video_processor is None:
+        return
+    cls = type(video_processor)
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    ours = name.startswith("smg_fast.")
+    why = ("smg-fast serves its videos" if ours else f"{ENV}=0" if not enabled(ENV)
+           else "smg-fast does not serve its videos")
+    logger.info("smg-fast: vLLM's %s for %s (%s) computes videos with %s (%s)",
+                type(processor).__name__, model, model_type, name, why)
 
 
 def _install_report_hook() -> None:

@@ -273,9 +273,10 @@ class PlannedVideo:
 class _Source:
     """One video's metadata and its sampled frames, in order (duplicates repeated)."""
 
-    def __init__(self, metadata: dict[str, Any], frame_count: int) -> None:
+    def __init__(self, metadata: dict[str, Any], frame_count: int, size: tuple[int, int]) -> None:
         self.metadata = metadata
         self.frame_count = frame_count  # the frames indices may name (the header's for bytes)
+        self.size = size  # (height, width) of its frames, what the resize plan reads
 
     def frames(self, indices: np.ndarray | None, threads: int | None,
                check: Callable[[], None] | None = None) -> Any:
@@ -290,8 +291,10 @@ class _Frames(_Source):
         t, h, w, _ = video.frames.shape
         meta: dict[str, Any] = {"total_num_frames": t, "fps": None, "duration": None,
                                 "frames_indices": list(range(t)), "height": h, "width": w}
-        meta.update(video.metadata or {})
-        super().__init__(meta, t)
+        if video.metadata is not None:  # as given (an engine may leave height None); indices
+            meta["frames_indices"] = None  # not given are None, as transformers' VideoMetadata
+            meta.update(video.metadata)
+        super().__init__(meta, t, (h, w))
         self._frames = video.frames
 
     def frames(self, indices: np.ndarray | None, threads: int | None,
@@ -306,7 +309,8 @@ class _Frames(_Source):
 class _Encoded(_Source):
     def __init__(self, index: int, data: Any, limits: VideoLimits) -> None:
         self._header = open_video(index, data, limits)
-        super().__init__(self._header.metadata(), self._header.total_frames)
+        meta = self._header.metadata()
+        super().__init__(meta, self._header.total_frames, (meta["height"], meta["width"]))
 
     def frames(self, indices: np.ndarray | None, threads: int | None,
                check: Callable[[], None] | None = None) -> Any:
@@ -342,10 +346,12 @@ def _plan(index: int, cfg: VideoConfig, source: _Source) -> tuple[np.ndarray | N
         check_indices(index, indices, source.frame_count, hint=(
             ": the sampling rule chose it, as transformers' does, whose frame indexing raises "
             "IndexError there; ask for another num_frames or fps"))
-    meta["frames_indices"] = ([int(x) for x in indices] if indices is not None
-                              else list(range(source.frame_count)))
+    if indices is not None:
+        meta["frames_indices"] = [int(x) for x in indices]
+    elif "frames_indices" not in meta:  # a caller's metadata stays as given, as in transformers
+        meta["frames_indices"] = list(range(source.frame_count))
     count = len(indices) if indices is not None else source.frame_count
-    return indices, plan_video(index, cfg, count, meta["height"], meta["width"])
+    return indices, plan_video(index, cfg, count, *source.size)
 
 
 def _check_output(planned: list[tuple[Any, VideoPlan]], itemsize: int, limit: int) -> None:

@@ -81,6 +81,20 @@ def _metadata_list(metadata: Any, count: int) -> list[dict[str, Any] | None]:
     return out
 
 
+def _flatten(videos: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """A batch's videos; nested lists of videos flattened in order, as transformers does.
+
+    A list whose first element is a frame (a PIL image, a 3-D array or tensor) is one video."""
+    out: list[Any] = []
+    for video in videos:
+        if isinstance(video, (list, tuple)) and video and not _is_frame(video[0]) \
+                and getattr(video[0], "ndim", None) != 3:
+            out.extend(_flatten(video))
+        else:
+            out.append(video)
+    return out
+
+
 def video_items(videos: Any, metadata: Any = None) -> list[VideoItem]:
     """The videos of a call, in order; metadata paired with frame videos."""
     if isinstance(videos, (bytes, bytearray, memoryview, str, os.PathLike)):
@@ -91,7 +105,7 @@ def video_items(videos: Any, metadata: Any = None) -> list[VideoItem]:
     elif isinstance(videos, (list, tuple)):
         if not videos:
             raise ValueError("no videos given")
-        raw = [videos] if _is_frame(videos[0]) else list(videos)
+        raw = [videos] if _is_frame(videos[0]) else _flatten(videos)
     else:
         raise TypeError(f"videos: expected bytes, a path, frames or a list of videos, got "
                         f"{type(videos).__name__}")

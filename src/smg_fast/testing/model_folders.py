@@ -15,13 +15,15 @@ from .oracles import CLIP_MEAN, CLIP_STD
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
                   "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
-# Written here, not copied: each message's images become Qwen's vision placeholder, in order.
+# Written here, not copied: each message's images and videos become Qwen's vision placeholders,
+# in order.
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
     "{% for c in m['content'] %}"
     "{% if c['type'] in ('image', 'image_url', 'image_pil') %}"
     "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif c['type'] in ('video', 'video_url') %}<|vision_start|><|video_pad|><|vision_end|>"
     "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
     "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -39,6 +41,14 @@ QWEN_PREPROCESSOR = {
                      temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3,
                      image_std=[0.5] * 3, processor_class="Qwen3VLProcessor"),
 }
+
+# A video_preprocessor_config.json in the shape of Qwen3-VL-8B-Instruct's: transformers' class by
+# name and the video pixel budget (4096 to 25165824 pixels over a video's frames).
+QWEN3_VIDEO_PREPROCESSOR = dict(size={"shortest_edge": 4096, "longest_edge": 25165824},
+                                patch_size=16, temporal_patch_size=2, merge_size=2,
+                                image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                processor_class="Qwen3VLProcessor",
+                                video_processor_type="Qwen3VLVideoProcessor")
 
 _ARCHITECTURES = {"qwen2_vl": "Qwen2VLForConditionalGeneration",
                   "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
@@ -101,8 +111,12 @@ def _model_config(family: str, ids: dict[str, int], vocab: int) -> dict[str, Any
 
 
 def make_qwen_folder(folder: str | Path, family: str = "qwen2_vl",
-                     image_processor_type: str = "Qwen2VLImageProcessor") -> Path:
-    """Writes a tiny Qwen-family model folder (config, real preprocessor values, tokenizer)."""
+                     image_processor_type: str = "Qwen2VLImageProcessor",
+                     video: dict[str, Any] | None = None) -> Path:
+    """Writes a tiny Qwen-family model folder (config, real preprocessor values, tokenizer).
+
+    video: the keys of a video_preprocessor_config.json to write (none by default: transformers
+    then reads the video settings from preprocessor_config.json)."""
     if family not in QWEN_PREPROCESSOR:
         raise ValueError(f"no tiny folder for {family!r}; one of {sorted(QWEN_PREPROCESSOR)}")
     folder = Path(folder)
@@ -112,6 +126,8 @@ def make_qwen_folder(folder: str | Path, family: str = "qwen2_vl",
     (folder / "config.json").write_text(json.dumps(_model_config(family, ids, vocab), indent=1))
     pre = {**QWEN_PREPROCESSOR[family], "image_processor_type": image_processor_type}
     (folder / "preprocessor_config.json").write_text(json.dumps(pre, indent=1))
+    if video is not None:
+        (folder / "video_preprocessor_config.json").write_text(json.dumps(video, indent=1))
     return folder
 
 

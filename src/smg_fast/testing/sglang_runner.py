@@ -3,19 +3,22 @@
 It runs inside SGLang's venv: ``python -m smg_fast.testing.sglang_runner JOBDIR``.
 
 JOBDIR/job.pkl holds ``{"folder", "runs": [{"mode", "folder", "server": ServerArgs overrides,
-"requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "text"}]}], "repeat": timed
-rounds}``. Mode "sglang" (the default) loads SGLang's plug-ins, publishes its server arguments,
-builds transformers' processor with SGLang's ``get_processor`` and its multimodal processor with
-``get_mm_processor`` (what ``TokenizerManager.init_tokenizer_and_processor`` does), renders the
-prompt with the model's chat template and awaits ``process_mm_data_async`` with the images as
-SGLang receives them (JPEG bytes as data: URLs, PIL images as they are). Mode "rust" runs
-SGLang's native Rust path, ``_multimodal.qwen_vl.preprocess(jpeg_bytes, spec_json)``, loaded by
-file path, each JPEG with the parameters SGLang's Rust server would resolve from the same
-processor. Mode "transformers" (a reference, untimed) calls the image processor SGLang built on
-each JPEG as Pillow decodes it. Writes JOBDIR/result.pkl: per run the image processor class
-SGLang built and per request the prompt token ids, each field as numpy arrays (one per image)
-and the timed rounds' seconds (wall and this process's CPU, which counts the Rust path's own
-threads). No GPU, scheduler or model.
+"requests": [{"images": [("jpeg", bytes) | ("pil", PIL.Image)], "videos": [("frames", uint8 array T
+x H x W x 3)], "text"}]}], "repeat": timed rounds}``. Mode "sglang" (the default) loads SGLang's
+plug-ins, publishes its server arguments, builds transformers' processor with SGLang's
+``get_processor`` and its multimodal processor with ``get_mm_processor`` (what
+``TokenizerManager.init_tokenizer_and_processor`` does), renders the prompt with the model's chat
+template and awaits ``process_mm_data_async`` with the images as SGLang receives them (JPEG bytes as
+data: URLs, PIL images as they are) and the videos as decoded frames (SGLang's ``load_video`` passes
+arrays through; its decoders, torchcodec or decord, are not needed). Mode "rust" runs SGLang's
+native Rust path, ``_multimodal.qwen_vl.preprocess(jpeg_bytes, spec_json)``, loaded by file path,
+each JPEG with the parameters SGLang's Rust server would resolve from the same processor. Mode
+"transformers" (a reference, untimed) calls the image processor SGLang built on each JPEG as Pillow
+decodes it. Writes JOBDIR/result.pkl: per run the image processor class SGLang built (its video
+processor class, how many video processor instances smg-fast computed calls for) and per request the
+prompt token ids, each field as numpy arrays (one per image or video: images' pixel_values, videos'
+pixel_values_videos) and the timed rounds' seconds (wall and this process's CPU, which counts the
+Rust path's own threads). No GPU, scheduler or model.
 """
 
 from __future__ import annotations
@@ -49,9 +52,73 @@ def _image_data(images: list[tuple[str, Any]]) -> list[Any]:
     return out
 
 
-def _prompt(processor: Any, n_images: int, text: str) -> str:
-    """The model's chat template applied to one user message with n images and text."""
-    content = [{"type": "image"}] * n_images + [{"type": "text", "text": text}]
+def _video_data(kind: str, value: Any) -> Any:
+    """A video as a request carries it to SGLang: MP4 bytes as a data: URL, or decoded frames."""
+    if kind == "mp4":
+        return "data:video/mp4;base64," + base64.b64encode(value).decode()
+    if kind != "frames":
+        raise ValueError(f"unknown video kind {kind!r}")
+    return value
+
+
+def _use_decoded(decoded: dict[str, tuple[np.ndarray, float]]) -> None:
+    """SGLang's video decoder serves frames decoded beforehand, keyed by the video's sha256.
+
+    For hosts where SGLang's own decoders cannot run (torchcodec without FFmpeg's libraries, no
+    decord): SGLang's ``load_video`` builds this subclass of its ``VideoDecoderWrapper`` instead,
+    and everything after (its frame sampling, its resize, the processor call) is SGLang's. A
+    video not in the table raises. SGLang's Qwen-VL video code also pins the frames' memory
+    unless its CPU engine runs (SGLANG_USE_CPU_ENGINE, which needs sgl-kernel's CPU build): on a
+    host without a GPU that call fails, so that module is told it runs on the CPU (pinning
+    copies the frames, changing no value)."""
+    import hashlib
+
+    import torch
+    from sglang.srt.multimodal.processors import qwen_vl
+    from sglang.srt.utils import common
+    from sglang.srt.utils.video_decoder import VideoDecoderWrapper
+
+    class DecodedVideo(VideoDecoderWrapper):
+        """SGLang's decoder interface over frames decoded beforehand (T x H x W x 3 uint8)."""
+
+        def __init__(self, source: Any, device: str = "cpu", num_decode_threads: int = 0):
+            if not isinstance(source, bytes):
+                raise ValueError(f"the runner serves videos given as bytes, not {source!r}")
+            key = hashlib.sha256(source).hexdigest()
+            if key not in decoded:
+                raise ValueError(f"no decoded frames for the video {key}")
+            self._frames, self._fps = decoded[key]
+            self._source_bytes, self._source_path, self._tmp_path = source, None, None
+
+        def __len__(self) -> int:
+            return len(self._frames)
+
+        def __getitem__(self, idx: Any) -> Any:
+            return self._frames[idx]
+
+        @property
+        def avg_fps(self) -> float:
+            return self._fps
+
+        @property
+        def frame_shape(self) -> tuple[int, int]:
+            return int(self._frames.shape[1]), int(self._frames.shape[2])
+
+        def get_frames_at(self, indices: list) -> Any:
+            return self._frames[list(indices)]
+
+        def get_frames_as_tensor(self, indices: list) -> Any:
+            return torch.from_numpy(self._frames[list(indices)].copy())
+
+    common.VideoDecoderWrapper = DecodedVideo
+    if not torch.cuda.is_available():
+        qwen_vl.is_cpu = lambda: True
+
+
+def _prompt(processor: Any, n_images: int, text: str, n_videos: int = 0) -> str:
+    """The model's chat template applied to one user message with n images, n videos and text."""
+    content = ([{"type": "image"}] * n_images + [{"type": "video"}] * n_videos
+               + [{"type": "text", "text": text}])
     return processor.apply_chat_template([{"role": "user", "content": content}],
                                          tokenize=False, add_generation_prompt=True)
 
@@ -68,11 +135,12 @@ def _as_numpy(value: Any) -> np.ndarray:
 
 
 def _fields(output: Any) -> dict[str, list[np.ndarray]]:
-    """pixel_values and image_grid_thw of each image item, in order."""
+    """Each item's features (pixel_values or pixel_values_videos) and its other fields, in order."""
     out: dict[str, list[np.ndarray]] = {}
     for item in output.mm_items:
         if item.feature is not None:
-            out.setdefault("pixel_values", []).append(_as_numpy(item.feature))
+            key = "pixel_values_videos" if item.is_video() else "pixel_values"
+            out.setdefault(key, []).append(_as_numpy(item.feature))
         for key, value in (item.model_specific_data or {}).items():
             out.setdefault(key, []).append(_as_numpy(value))
     return out
@@ -107,8 +175,11 @@ class _Engine:
         """One request through the multimodal processor, as TokenizerManager calls it."""
         from sglang.srt.managers.io_struct import GenerateReqInput
 
-        text = _prompt(self.processor, len(req["images"]), req.get("text", "Describe."))
-        obj = GenerateReqInput(text=text, image_data=_image_data(req["images"]))
+        videos = [_video_data(kind, value) for kind, value in req.get("videos", [])]
+        text = _prompt(self.processor, len(req["images"]), req.get("text", "Describe."),
+                       len(videos))
+        obj = GenerateReqInput(text=text, image_data=_image_data(req["images"]) or None,
+                               video_data=videos or None)
         return await self.mm.process_mm_data_async(image_data=obj.image_data, input_text=text,
                                                    request_obj=obj, max_req_input_len=32768)
 
@@ -188,6 +259,14 @@ def _timed(fn: Any, repeat: int) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def _smg_fast_video_instances() -> int:
+    """How many video processor instances smg-fast computed a call for (0 if none, or not loaded).
+
+    Read from smg_fast.hf_video when the plug-in imported it; nothing is imported here."""
+    module = sys.modules.get("smg_fast.hf_video")
+    return len(getattr(module, "_processors", {})) if module is not None else 0
+
+
 def _run(engine: _Engine, run: dict[str, Any], repeat: int) -> dict[str, Any]:
     """One configuration: each request processed once (kept), then timed."""
     loop = asyncio.new_event_loop()
@@ -210,8 +289,12 @@ def _run(engine: _Engine, run: dict[str, Any], repeat: int) -> dict[str, Any]:
         results[-1].update(wall=wall, cpu=cpu)
     loop.close()
     ip = type(engine.processor.image_processor)
+    vp = getattr(engine.processor, "video_processor", None)
     return {"requests": results, "spec": spec,
-            "image_processor": f"{ip.__module__}.{ip.__qualname__}"}
+            "image_processor": f"{ip.__module__}.{ip.__qualname__}",
+            "video_processor": None if vp is None else
+            f"{type(vp).__module__}.{type(vp).__qualname__}",
+            "smg_fast_video_instances": _smg_fast_video_instances()}
 
 
 def main(jobdir: Path) -> None:
@@ -221,6 +304,8 @@ def main(jobdir: Path) -> None:
     import torch
 
     torch.set_num_threads(1)
+    if job.get("decoded"):
+        _use_decoded(job["decoded"])
     runs, engines = [], {}
     for run in job["runs"]:
         folder = run.get("folder", job["folder"])
