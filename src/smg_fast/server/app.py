@@ -31,6 +31,7 @@ from .._service.shutdown import QUIET_S, Arrivals, off_loop, on_stop_signals
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .cache import PixelCache
 from .config import ServerConfig
+from .decode_budget import DecodeBudget
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
@@ -79,6 +80,7 @@ class Server:
         self.in_flight = 0  # Preprocess calls not yet answered
         self.admission = Admission(self.config.queued_requests_limit,
                                    self.config.queued_bytes_limit)
+        self.decode = DecodeBudget(self.config.decode_bytes_limit)
         self.callers = Callers(self.config.trusted_router_peers)
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
@@ -110,7 +112,7 @@ class Server:
                  f"; per caller of a trusted router at {', '.join(cfg.trusted_router_peers)}"
                  if cfg.trusted_router_peers else "")
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
-                                   "admission": self.admission.stats}
+                                   "admission": self.admission.stats, "decode": self.decode.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -123,7 +125,7 @@ class Server:
         self.metrics = Metrics(sources)
         self.namespace = shm_namespace(cfg.shm_dir)
         self.service = PreprocessService(cfg, self.models, self.cache, self.registry,
-                                         self.metrics, self.namespace, self.rdma)
+                                         self.metrics, self.namespace, self.rdma, self.decode)
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         self.server, self.health, self.port = await start_preprocessor(

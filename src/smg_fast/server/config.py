@@ -14,6 +14,7 @@ from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from .decode_budget import decode_bytes_limit
 from .shm_shares import parse_networks
 
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
@@ -64,6 +65,7 @@ class ServerConfig:
     image_formats: str = ",".join(DEFAULT_IMAGE_FORMATS)
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
+    max_decode_mb: int = 0  # 0: auto, see decode_bytes_limit
     single_flight_wait_s: float = 10.0
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
@@ -85,6 +87,11 @@ class ServerConfig:
     def queued_bytes_limit(self) -> int:
         """Request bytes admitted at once; auto: 1/8 of physical memory, at most 1 GiB."""
         return queued_bytes_limit(self.max_queued_mb)
+
+    @property
+    def decode_bytes_limit(self) -> int:
+        """Planned decode memory held at once; auto: a quarter of physical memory, >= 256 MiB."""
+        return decode_bytes_limit(self.max_decode_mb)
 
     @property
     def max_message_bytes(self) -> int:
@@ -144,8 +151,9 @@ class ServerConfig:
             normalize_formats(self.image_formats)
         except ValueError as exc:
             raise ValueError(f"--image-formats: {exc}") from None
-        if self.max_queued_requests < 0 or self.max_queued_mb < 0:
-            raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
+        if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.max_decode_mb < 0:
+            raise ValueError("--max-queued-requests, --max-queued-mb and --max-decode-mb must "
+                             "be >= 0")
         if not 0 < self.single_flight_wait_s <= 3600:
             raise ValueError("--single-flight-wait-s must be in (0, 3600]")
         parse_networks(self.trusted_router_peers)  # ValueError naming a bad one

@@ -104,6 +104,12 @@ _OPTIONS: list[Option] = [
     ("--max-queued-mb", "SMG_FAST_MAX_QUEUED_MB", int,
      "MiB of request messages admitted at once; a request over it gets RESOURCE_EXHAUSTED "
      "unless nothing else is admitted (0 = auto: 1/8 of physical memory, 64..1024 MiB)"),
+    ("--max-decode-mb", "SMG_FAST_MAX_DECODE_MB", int,
+     "MiB of decoded images held at once by the requests being served, planned from the "
+     "headers before decoding (a request takes its largest item's: width x height x 4 bytes "
+     "per full-size copy its decode makes); a request past it gets RESOURCE_EXHAUSTED "
+     "unless no other request is decoding (0 = auto: a quarter of physical memory, at least "
+     "256 MiB)"),
     ("--single-flight-wait-s", "SMG_FAST_SINGLE_FLIGHT_WAIT_S", float,
      "pixel cache: longest wait for another request computing the same image (bounded "
      "also by the request's deadline); then the waiter computes it itself"),
@@ -210,6 +216,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
+        max_decode_mb=ns.max_decode_mb,
         single_flight_wait_s=ns.single_flight_wait_s,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )

@@ -54,7 +54,8 @@ class Metrics(MetricsEndpoint):
                      "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed",
                      "shm_reuse.reused", "shm_reuse.made", "shm_reuse.busy",
                      "shm_reuse.dropped", "shm_reuse.declined"}
-        counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers"}
+        counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers",
+                     "decode.rejected"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",
                                            "bad_notifications", "metadata_served",

@@ -31,6 +31,7 @@ from ..processors import Processor
 from ..transport.shm import ShmRegistry
 from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
+from .decode_budget import DecodeBudget
 from .delivery import OVERHEAD, Delivery, Outcome, Timer
 from .encoding import select
 from .inputs import resolve_item
@@ -78,8 +79,9 @@ class _Item:
 class PreprocessService:
     def __init__(self, config: ServerConfig, models: ModelSet, cache: PixelCache | None,
                  registry: ShmRegistry, metrics: Metrics, namespace: str,
-                 rdma: RdmaLane | None = None) -> None:
+                 rdma: RdmaLane | None = None, decode: DecodeBudget | None = None) -> None:
         self.config = config
+        self.decode = decode if decode is not None else DecodeBudget(config.decode_bytes_limit)
         self.models = models
         self.cache = cache
         self.registry = registry
@@ -206,6 +208,7 @@ class PreprocessService:
         timer = Timer()
         inline_budget = planned_budget = self.config.max_message_bytes - OVERHEAD
         items: list[_Item] = []
+        held = 0  # decode memory this request holds in the decode budget
         try:
             # First every item's bytes and header: the whole request's output is sized, and
             # refused when it cannot be served, before any pixel is decoded.
@@ -229,6 +232,7 @@ class PreprocessService:
                 planned_budget = self._admit(proc, it, dtype, shm_ok, planned_budget, outcome,
                                              timer)
             raw = req = None  # the message is no longer needed: its bytes are in items
+            held = self._take_decode(items)
             for it in items:
                 ticket.check()
                 out = resp.items.add(content_hash=it.digest)
@@ -265,6 +269,20 @@ class PreprocessService:
             raw = req = resp = out = it = items = data = payload = tensor = None  # noqa: F841
             traceback.clear_frames(exc.__traceback__)
             raise
+        finally:
+            if held:
+                self.decode.give(held)
+
+    def _take_decode(self, items: list[_Item]) -> int:
+        """Takes the request's planned decode memory from the decode budget, or refuses it.
+
+        Its items decode one at a time: it needs its largest item's. Returns what it holds."""
+        need = max(items, key=lambda it: it.planned.decode_bytes)
+        nbytes = need.planned.decode_bytes
+        if nbytes and not self.decode.take(nbytes):
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               self.decode.busy_message(need.index, nbytes), retryable=True)
+        return nbytes
 
     def release(self, outcome: Outcome) -> None:
         """Unlinks the segments and frees the slots of a request that will not be answered."""
