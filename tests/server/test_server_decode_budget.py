@@ -25,7 +25,7 @@ pytest.importorskip("grpc")
 import grpc  # noqa: E402
 
 from smg_fast.client import Client, build_request  # noqa: E402
-from smg_fast.imaging.media import DECODER_STATE_BYTES, PIXEL_BYTES  # noqa: E402
+from smg_fast.imaging.decode_memory import DECODER_STATE_BYTES, PIXEL_BYTES  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 

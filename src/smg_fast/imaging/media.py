@@ -36,6 +36,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import InvalidImageError
 from . import decoders
+from .decode_memory import decode_bytes, decode_copies, encoded_size
 from .lazy_jpeg import LazyJpegImageFile, encoded_source
 from .pixels import (
     DECODE_ERRORS,
@@ -56,8 +57,6 @@ _ORIENTATION = 0x0112
 _SWAPPING = (5, 6, 7, 8)  # EXIF orientations whose transpose swaps width and height
 UNKNOWN_ORIENTATION = -1
 _XMP_ORIENTATION = re.compile(rb'tiff:Orientation(?:="|>)([0-9])')
-# Modes the native core reads as decoded, converting while it reads (pixels.py).
-_NATIVE_MODES = ("RGB", "L", "LA", "RGBA")
 
 
 def pillow_formats() -> frozenset[str]:
@@ -126,34 +125,6 @@ def _bomb(index: int, exc: Exception, max_pixels: int | None) -> InvalidImageErr
     return InvalidImageError(index, f"{size} exceeds Pillow's own refusal at twice "
                                     f"PIL.Image.MAX_IMAGE_PIXELS ({Image.MAX_IMAGE_PIXELS}), "
                                     f"which applies under {LIMIT_NAME}: raise both")
-
-
-# Bytes Pillow keeps per decoded pixel for RGB, RGBA, CMYK, I and F (the widest modes); the native
-# decoders write 3 or 4 (a PNG row also its filter byte).
-PIXEL_BYTES = 4
-# A decoder's own state, line buffers and allocator slack per image.
-DECODER_STATE_BYTES = 2 << 20
-
-
-def decode_bytes(width: int, height: int, copies: int, encoded: int = 0) -> int:
-    """Decode memory planned for a width x height image.
-
-    Its decode holds ``copies`` full images of PIXEL_BYTES a pixel at once, and may copy its
-    ``encoded`` bytes (a PNG's joined IDAT chunks, a file read into memory)."""
-    return width * height * PIXEL_BYTES * copies + encoded + DECODER_STATE_BYTES
-
-
-def decode_copies(img: Image.Image, hf: bool, orientation: int) -> int:
-    """Full-size images a decode of img (header read) holds at once, at most.
-
-    1 when its pixels are read as decoded; 2 when Pillow converts its mode or turns it (EXIF
-    orientation); 6 when it composites a transparency key or an alpha band onto white (the
-    decoded image, its RGB conversion, the RGBA, the white canvas, their composite and its RGB)."""
-    key = img.info.get("transparency") is not None
-    if hf and (key or ("A" in img.getbands() and img.mode not in _NATIVE_MODES)):
-        return 6
-    turns = orientation == UNKNOWN_ORIENTATION or orientation in range(2, 9)
-    return 2 if key or turns or img.mode not in _NATIVE_MODES else 1
 
 
 def _sniff_format(prefix: bytes) -> str | None:
@@ -359,7 +330,7 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
     conv = pixels_hf if hf else pixels_plain
     header = ImageHeader(index, item.width, item.height, lambda: conv(index, item))
     header.transparent = has_transparency(item)
-    header.decode_bytes = decode_bytes(item.width, item.height, decode_copies(item, hf, 1))
+    header.decode_bytes = decode_bytes(item.width, item.height, decode_copies(item, hf, False))
     return header
 
 
@@ -402,8 +373,9 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
     header = ImageHeader(index, w, h, decode, close)
     header.transparent = transparent
-    header.decode_bytes = decode_bytes(w, h, decode_copies(img, hf, orientation),
-                                       _encoded_size(data, path))
+    turns = orientation == UNKNOWN_ORIENTATION or orientation in range(2, 9)
+    header.decode_bytes = decode_bytes(w, h, decode_copies(img, hf, turns),
+                                       encoded_size(data, path))
     if (fast is not None and img.format in ("JPEG", "MPO")
             and (orientation == 1 or orientation not in range(1, 9))):
 
@@ -426,15 +398,6 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
         header.decode_running = decode_running
     return header
-
-
-def _encoded_size(data: bytes | None, path: str | None) -> int:
-    if data is not None:
-        return len(data)
-    try:
-        return os.stat(path).st_size if path else 0
-    except OSError:
-        return 0  # decode() reports what is wrong with it
 
 
 def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None,
