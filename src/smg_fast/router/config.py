@@ -35,7 +35,7 @@ class RouterConfig:
     eject_base_s: float = 1.0
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
-    resolve_every_s: float = 5.0  # dns: and file: workers are read again this often
+    resolve_every_s: float = 5.0  # dns:, dns+srv: and file: workers are read again this often
     hedge_percentile: float = 95.0  # 0: never hedge
     hedge_ratio: float = 0.05
 
