@@ -61,6 +61,7 @@ class ServerConfig:
     rdma_slot_bytes: int = DEFAULT_SLOT_BYTES
     rdma_slot_ttl_s: float = DEFAULT_SLOT_TTL_S
     rdma_min_bytes: int = 65536
+    rdma_caller_slots: int = 0  # 0: auto, see rdma_caller_slots_limit
     max_output_mb: int = 1024
     image_formats: str = ",".join(DEFAULT_IMAGE_FORMATS)
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
@@ -77,6 +78,11 @@ class ServerConfig:
     def rdma_arena_bytes(self) -> int:
         """Memory the RDMA arena pins once the lane is up."""
         return self.rdma_slots * self.rdma_slot_bytes
+
+    @property
+    def rdma_caller_slots_limit(self) -> int:
+        """RDMA slots one caller may hold at once; auto: half of the slots, at least one."""
+        return self.rdma_caller_slots or max(1, self.rdma_slots // 2)
 
     @property
     def queued_requests_limit(self) -> int:
@@ -145,6 +151,9 @@ class ServerConfig:
             raise ValueError("--rdma-slot-mb must be at least 64 KiB and at most 1 TiB")
         if self.rdma_slot_ttl_s < 1 or self.rdma_min_bytes < 0:
             raise ValueError("--rdma-slot-ttl-s must be >= 1 and --rdma-min-bytes >= 0")
+        if not 0 <= self.rdma_caller_slots <= self.rdma_slots:
+            raise ValueError(f"--rdma-caller-slots must be 0 (auto) .. --rdma-slots "
+                             f"({self.rdma_slots}), got {self.rdma_caller_slots}")
         if self.max_output_mb < 1:
             raise ValueError(f"--max-output-mb must be >= 1, got {self.max_output_mb}")
         try:

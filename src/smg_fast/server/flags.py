@@ -98,6 +98,11 @@ _OPTIONS: list[Option] = [
      "default is 3x a puller's default pull timeout"),
     ("--rdma-min-bytes", "SMG_FAST_RDMA_MIN_BYTES", int,
      "tensors smaller than this do not go by rdma"),
+    ("--rdma-caller-slots", "SMG_FAST_RDMA_CALLER_SLOTS", int,
+     "RDMA slots one caller may hold at once (a caller: its gRPC connection, or a "
+     "--trusted-router-peer's named caller, as for shm); past it that caller's items go by "
+     "shm/inline (fallback reason arena_share), so a caller that never pulls cannot starve "
+     "the others (0 = auto: half of --rdma-slots, at least 1)"),
     ("--max-queued-requests", "SMG_FAST_MAX_QUEUED_REQUESTS", int,
      "Preprocess requests admitted at once (running or waiting for a worker); more get "
      "RESOURCE_EXHAUSTED at once (0 = auto: 8 x workers, at least 32)"),
@@ -214,6 +219,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=_slot_bytes(ap, ns.rdma_slot_mb),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
+        rdma_caller_slots=ns.rdma_caller_slots,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
         max_decode_mb=ns.max_decode_mb,

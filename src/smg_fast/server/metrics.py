@@ -41,9 +41,9 @@ class Metrics(MetricsEndpoint):
         self.fallbacks = Counter("smg_fast_fallback", "Items that asked for rdma or shm and "
                                  "went by another transport, by reason (nixl_unavailable, "
                                  "agent_failed, register_failed, listen_failed, starting, "
-                                 "arena_full, too_large, lease_expired, below_min_bytes; "
-                                 "shm_namespace, shm_cap, shm_share, shm_full, shm_fds) and "
-                                 "the transport used",
+                                 "arena_full, arena_share, too_large, lease_expired, "
+                                 "below_min_bytes; shm_namespace, shm_cap, shm_share, "
+                                 "shm_full, shm_fds) and the transport used",
                                  ["reason", "used"], registry=r)
         self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
                                registry=r)
@@ -59,5 +59,5 @@ class Metrics(MetricsEndpoint):
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",
                                            "bad_notifications", "metadata_served",
-                                           "metadata_dropped")}
+                                           "metadata_dropped", "share_refused")}
         r.register(StatsCollector(sources or {}, counters))
