@@ -7,6 +7,7 @@ reflection, and answers with status metadata."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -15,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from .._proto import preprocessor_pb2 as pb
 from .channel import message_size_options
 from .metrics import MetricsEndpoint
+from .receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION, Receipt
 from .shutdown import Arrivals
 from .wire import trailers
 
@@ -67,16 +69,23 @@ class Handlers(grpc.GenericRpcHandler):
 
     While ``full()`` (admission, for a request of the recent typical size), a Preprocess call goes
     to ``refuse``, which never reads the message, so a flood of big messages is not received only to
-    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size. Every call
-    of the service is noted in ``arrivals`` (a drain waits for them to stop)."""
+    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size. Otherwise
+    the call is taken before its message arrives and ``receipt`` reads it (bounded per connection
+    and in time: receipt.py). Every call of the service is noted in ``arrivals`` (a drain waits
+    for them to stop)."""
 
     def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
                  refuse: Callable[..., Awaitable[bytes]],
                  model_info: Callable[..., Awaitable[bytes]], full: Callable[[], bool],
-                 arrivals: Arrivals | None = None) -> None:
+                 arrivals: Arrivals | None = None, receipt: Receipt | None = None) -> None:
         self._full = full
         self.arrivals = arrivals or Arrivals()
-        self._preprocess = grpc.unary_unary_rpc_method_handler(preprocess)
+        self.receipt = receipt or Receipt(RECEIVING_PER_CONNECTION, RECEIVE_TIMEOUT_S)
+
+        async def received(messages: Any, context: grpc.aio.ServicerContext) -> bytes:
+            return await preprocess(await self.receipt.read(context), context)
+
+        self._preprocess = grpc.stream_unary_rpc_method_handler(received)
         self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
         self._info = grpc.unary_unary_rpc_method_handler(model_info)
 
@@ -109,6 +118,7 @@ async def start_preprocessor(
         metrics_port: int, *, preprocess: Callable[..., Awaitable[bytes]],
         refuse: Callable[..., Awaitable[bytes]], model_info: Callable[..., Awaitable[bytes]],
         full: Callable[[], bool], arrivals: Arrivals | None = None,
+        receipt: Receipt | None = None,
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
     """Starts a Preprocessor server on host:port, and metrics' endpoint on metrics_port (0: off).
 
@@ -116,7 +126,8 @@ async def start_preprocessor(
     (NOT_SERVING until the caller says otherwise) and reflection. Returns (server, health
     servicer, the port bound); OSError when it cannot listen."""
     server = grpc_server(max_message_bytes)
-    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full, arrivals),))
+    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full, arrivals,
+                                              receipt),))
     servicer = await add_health_and_reflection(server)
     bound = listen(server, host, port)
     if metrics_port:

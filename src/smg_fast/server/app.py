@@ -27,6 +27,7 @@ from .._service.grpc_server import (
     set_health,
     start_preprocessor,
 )
+from .._service.receipt import Receipt
 from .._service.shutdown import QUIET_S, Arrivals, off_loop, on_stop_signals
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .cache import PixelCache
@@ -81,6 +82,8 @@ class Server:
         self.admission = Admission(self.config.queued_requests_limit,
                                    self.config.queued_bytes_limit)
         self.decode = DecodeBudget(self.config.decode_bytes_limit)
+        self.receipt = Receipt(self.config.max_receiving_per_connection,
+                               self.config.receive_timeout_s)
         self.callers = Callers(self.config.trusted_router_peers)
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
@@ -112,7 +115,8 @@ class Server:
                  f"; per caller of a trusted router at {', '.join(cfg.trusted_router_peers)}"
                  if cfg.trusted_router_peers else "")
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
-                                   "admission": self.admission.stats, "decode": self.decode.stats}
+                                   "admission": self.admission.stats, "decode": self.decode.stats,
+                                   "receipt": self.receipt.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -131,7 +135,7 @@ class Server:
         self.server, self.health, self.port = await start_preprocessor(
             cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
             preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
-            full=self.admission.full, arrivals=self.arrivals)
+            full=self.admission.full, arrivals=self.arrivals, receipt=self.receipt)
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)

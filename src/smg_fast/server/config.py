@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from .._service.admission import queued_bytes_limit
 from .._service.process import LOG_LEVELS
+from .._service.receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION
 from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
@@ -67,6 +68,8 @@ class ServerConfig:
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
     max_decode_mb: int = 0  # 0: auto, see decode_bytes_limit
+    max_receiving_per_connection: int = RECEIVING_PER_CONNECTION
+    receive_timeout_s: float = RECEIVE_TIMEOUT_S
     single_flight_wait_s: float = 10.0
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
@@ -114,7 +117,8 @@ class ServerConfig:
     def validate(self) -> ServerConfig:
         floats = {"--drain-timeout-s": self.drain_timeout_s, "--shm-ttl-s": self.shm_ttl_s,
                   "--rdma-slot-ttl-s": self.rdma_slot_ttl_s,
-                  "--single-flight-wait-s": self.single_flight_wait_s}
+                  "--single-flight-wait-s": self.single_flight_wait_s,
+                  "--receive-timeout-s": self.receive_timeout_s}
         for flag, value in floats.items():
             if not math.isfinite(value):
                 raise ValueError(f"{flag} must be a finite number, got {value}")
@@ -163,6 +167,11 @@ class ServerConfig:
         if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.max_decode_mb < 0:
             raise ValueError("--max-queued-requests, --max-queued-mb and --max-decode-mb must "
                              "be >= 0")
+        if not 1 <= self.max_receiving_per_connection <= 64:
+            raise ValueError(f"--max-receiving-per-connection must be 1..64 (HTTP/2 streams per "
+                             f"connection), got {self.max_receiving_per_connection}")
+        if not 0 < self.receive_timeout_s <= 3600:
+            raise ValueError("--receive-timeout-s must be in (0, 3600]")
         if not 0 < self.single_flight_wait_s <= 3600:
             raise ValueError("--single-flight-wait-s must be in (0, 3600]")
         parse_networks(self.trusted_router_peers)  # ValueError naming a bad one

@@ -109,6 +109,14 @@ _OPTIONS: list[Option] = [
     ("--max-queued-mb", "SMG_FAST_MAX_QUEUED_MB", int,
      "MiB of request messages admitted at once; a request over it gets RESOURCE_EXHAUSTED "
      "unless nothing else is admitted (0 = auto: 1/8 of physical memory, 64..1024 MiB)"),
+    ("--max-receiving-per-connection", "SMG_FAST_MAX_RECEIVING_PER_CONNECTION", int,
+     "Preprocess calls one connection may have whose message is still arriving (gRPC buffers "
+     "each until it is whole, before admission sees it); the next gets RESOURCE_EXHAUSTED "
+     "unread. One connection buffers at most this x --max-message-mb"),
+    ("--receive-timeout-s", "SMG_FAST_RECEIVE_TIMEOUT_S", float,
+     "a Preprocess call whose message has not all arrived this long after the call began "
+     "ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a client that sends "
+     "part of a large message and stalls holds memory no longer)"),
     ("--max-decode-mb", "SMG_FAST_MAX_DECODE_MB", int,
      "MiB of decoded images held at once by the requests being served, planned from the "
      "headers before decoding (a request takes its largest item's: width x height x 4 bytes "
@@ -223,6 +231,8 @@ def config_from_args(argv: Sequence[str] | None = None,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
         max_decode_mb=ns.max_decode_mb,
+        max_receiving_per_connection=ns.max_receiving_per_connection,
+        receive_timeout_s=ns.receive_timeout_s,
         single_flight_wait_s=ns.single_flight_wait_s,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )

@@ -55,7 +55,7 @@ class Metrics(MetricsEndpoint):
                      "shm_reuse.reused", "shm_reuse.made", "shm_reuse.busy",
                      "shm_reuse.dropped", "shm_reuse.declined"}
         counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers",
-                     "decode.rejected"}
+                     "decode.rejected", "receipt.refused", "receipt.timed_out"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",
                                            "bad_notifications", "metadata_served",
