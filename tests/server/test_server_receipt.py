@@ -1,10 +1,10 @@
 """Receipt: what gRPC buffers for calls whose message is still arriving, bounded per connection.
 
 A slow client (a raw HTTP/2 connection on 127.0.0.1 that sends part of several large messages and
-stalls) gets at most --max-receiving-per-connection calls receiving at once, the rest refused
-unread, and those are cut after --receive-timeout-s, so the server's memory stays bounded; a
-second tenant on its own connection is served, exactly, meanwhile. The statuses, as a gRPC client
-sees them, from calls whose message never comes."""
+stalls) gets at most --max-receiving-per-connection calls reading at once, the rest waiting with
+no more than a stream window taken, all cut after --receive-timeout-s, so the server's memory
+stays bounded; a second tenant on its own connection is served, exactly, meanwhile. Waiting calls
+are served in turn; statuses as a gRPC client sees them."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ import numpy as np
 import pytest
 from support.slow_http2 import SlowClient
 
-from smg_fast.client import Client
+from smg_fast._proto import preprocessor_pb2 as pb
+from smg_fast._service.grpc_server import STREAM_WINDOW_BYTES
+from smg_fast.client import Client, build_request
 from smg_fast.testing.servers import ServerProcess
+from smg_fast.transport.tensors import read_tensor
 
 PREPROCESS = "/smg_fast.v1.Preprocessor/Preprocess"
 MiB = 1 << 20
@@ -43,7 +46,7 @@ def _until(cond, what: str, timeout: float = 30.0) -> None:
 def test_a_stalled_client_holds_a_bounded_buffer_and_others_are_served(track_pid, small_jpegs,
                                                                        ours):
     srv = ServerProcess(["--workers", "2", "--max-message-mb", "128",
-                         "--max-receiving-per-connection", "2", "--receive-timeout-s", "6"])
+                         "--max-receiving-per-connection", "2", "--receive-timeout-s", "10"])
     track_pid(srv.pid)
     slow = None
     try:
@@ -56,30 +59,29 @@ def test_a_stalled_client_holds_a_bounded_buffer_and_others_are_served(track_pid
             slow = SlowClient("127.0.0.1", srv.port)
             calls = [slow.open(PREPROCESS, 100 * MiB) for _ in range(6)]
             started = time.monotonic()
-            for sid in calls:  # 24 MiB of each 100 MiB message, then nothing more
-                slow.send(sid, 24 * MiB)
-            slow.pump(0.5)
-            receiving = [sid for sid in calls if sid not in slow.ended]
-            assert len(receiving) == 2, (receiving, slow.sent)  # the others were refused
-            assert all(slow.sent[sid] == 24 * MiB for sid in receiving)
-            refused = [sid for sid in calls if sid in slow.ended]
-            assert all(slow.sent[sid] < 24 * MiB for sid in refused), slow.sent
+            for sid in calls:  # up to 24 MiB of each 100 MiB message, then nothing more
+                slow.send(sid, 24 * MiB, blocked_s=0.3)
+            slow.pump(0.3)
+            assert not slow.ended
+            reading, waiting = calls[:2], calls[2:]
+            assert all(slow.sent[sid] == 24 * MiB for sid in reading), slow.sent
+            # the others wait for a place, their stream windows full: 256 KiB taken of each
+            assert all(slow.sent[sid] <= STREAM_WINDOW_BYTES + 5 for sid in waiting), slow.sent
             held = _rss(srv.pid) - base
             # the second tenant, on its own connection, is served while the slow one stalls
             for _ in range(3):
                 out = other.preprocess(jpeg, transport="inline")
                 assert np.array_equal(out.pixel_values, want)
-            assert time.monotonic() - started < 6  # (all of that inside the receive timeout)
-            assert not any(sid in slow.ended for sid in receiving)
+            assert time.monotonic() - started < 10 and not slow.ended
             # the stalled calls are cut at the timeout, and what they held is dropped
             deadline = time.monotonic() + 30
             while not all(sid in slow.ended for sid in calls):
                 assert time.monotonic() < deadline, "the stalled calls were never cut"
                 slow.pump(0.1)
-            assert time.monotonic() - started >= 6 - 0.5
+            assert time.monotonic() - started >= 10 - 0.5
             out = other.preprocess(jpeg, transport="inline")
             assert np.array_equal(out.pixel_values, want)
-        # 2 x 24 MiB received and held (6 x 24 MiB without the bound), nothing like 6 x 100 MiB
+        # 2 x 24 MiB and 4 windows held (6 x 24 MiB without the bound), not 6 x 100 MiB
         assert held < 80 * MiB, f"RSS grew {held / MiB:.0f} MiB while the client stalled"
         assert srv.proc.poll() is None
     finally:
@@ -88,45 +90,57 @@ def test_a_stalled_client_holds_a_bounded_buffer_and_others_are_served(track_pid
         srv.stop(timeout=30)
 
 
-def test_statuses_of_refused_and_late_calls(start_server, small_jpegs, ours):
-    """Calls whose message never comes, from a gRPC client.
+def _never(release: threading.Event, message: bytes | None = None):
+    """A request stream that sends nothing until release is set (then message, if any)."""
+    release.wait(60)
+    if message is not None:
+        yield message
 
-    The third on one connection is refused at once, the first two cut at the timeout, both
-    RESOURCE_EXHAUSTED naming the flag. Another connection is served meanwhile."""
-    srv = start_server(max_receiving_per_connection=2, receive_timeout_s=2.0)
-    never = threading.Event()
 
-    def nothing():
-        never.wait(60)
-        return
-        yield  # a request stream that sends no message
+def test_waiting_calls_are_served_in_turn_or_cut_at_the_timeout(start_server, small_jpegs,
+                                                                ours):
+    """On one connection (a gRPC client, one channel) with one place to receive.
 
+    A call whose message has not come holds the place; a second waits, unread, and is served
+    exactly once the first's message comes; stalled ones are cut at --receive-timeout-s,
+    RESOURCE_EXHAUSTED naming it. Another connection is served meanwhile."""
+    srv = start_server(max_receiving_per_connection=1, receive_timeout_s=3.0)
+    receipt = srv.server.receipt
+    jpegs = [small_jpegs["flower"], small_jpegs["china"]]
+    wants = [ours("qwen2_vl")(j)["pixel_values"] for j in jpegs]
+    reqs = [build_request(j, transport="inline").SerializeToString() for j in jpegs]
     channel = grpc.insecure_channel(srv.target,
                                     options=[("grpc.use_local_subchannel_pool", 1)])
+    go = threading.Event()
     try:
         call = channel.stream_unary(PREPROCESS)
-        first = [call.future(nothing(), timeout=30) for _ in range(2)]
-        _until(lambda: srv.server.receipt.stats()["receiving"] == 2, "calls were not taken")
-        t0 = time.monotonic()
-        with pytest.raises(grpc.RpcError) as err:
-            call(nothing(), timeout=30)
-        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "--max-receiving-per-connection" in err.value.details()
-        assert time.monotonic() - t0 < 2.0
-        jpeg = small_jpegs["flower"]
-        with Client(srv.target, timeout=30) as other:
-            out = other.preprocess(jpeg, transport="inline")
-        assert np.array_equal(out.pixel_values, ours("qwen2_vl")(jpeg)["pixel_values"])
-        for f in first:
+        first = call.future(_never(go, reqs[0]), timeout=30)
+        _until(lambda: receipt.stats()["receiving"] == 1, "the first call was not taken")
+        second = channel.unary_unary(PREPROCESS).future(reqs[1], timeout=30)
+        _until(lambda: receipt.stats()["waiting"] == 1, "the second call did not wait")
+        with Client(srv.target, timeout=30) as other:  # its own connection: not held up
+            out = other.preprocess(jpegs[0], transport="inline")
+        assert np.array_equal(out.pixel_values, wants[0])
+        assert not second.done()
+        go.set()  # the first's message comes: it is served, then the second
+        for fut, want in zip((first, second), wants, strict=True):
+            got = pb.PreprocessResponse.FromString(fut.result(timeout=30))
+            assert np.array_equal(read_tensor(got.items[0].pixel_values), want)
+        assert receipt.stats()["queued"] == 1
+        # now two that never send: the first is cut at the timeout, the waiting one too
+        stall = threading.Event()
+        late = [call.future(_never(stall), timeout=30) for _ in range(2)]
+        for fut in late:
             with pytest.raises(grpc.RpcError) as err:
-                f.result(timeout=30)
+                fut.result(timeout=30)
             assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "--receive-timeout-s" in err.value.details()
+        stall.set()
     finally:
-        never.set()
+        go.set()
         channel.close()
-    stats = srv.server.receipt.stats()
-    assert stats == {"receiving": 0, "connections": 0, "refused": 1, "timed_out": 2}
+    assert receipt.stats() == {"receiving": 0, "waiting": 0, "connections": 0, "queued": 2,
+                               "timed_out": 2}
     reg = srv.server.metrics.registry
     assert reg.get_sample_value("smg_fast_receipt_timed_out_total") == 2
 

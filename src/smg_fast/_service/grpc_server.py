@@ -30,6 +30,7 @@ STREAMS_PER_CONNECTION = 64  # concurrent RPCs one client connection may have op
 # before any deadline: accept them this often, even on a connection whose only call is an idle
 # health Watch (the default, 5 minutes, would answer GOAWAY "too many pings").
 MIN_PING_INTERVAL_MS = 500
+STREAM_WINDOW_BYTES = 256 << 10  # HTTP/2 window of a stream whose message is not being read
 
 
 def address(host: str, port: int) -> str:
@@ -42,14 +43,18 @@ def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
 
     No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health Watch
     streams included, so a few idle streams would lock out health checks and all work. Admission
-    (which refuses most calls before their message is read) bounds the work; HTTP/2's stream limit
-    bounds what one connection can upload at once."""
+    (which refuses most calls before their message is read) bounds the work; receipt.py and the
+    stream window bound what one connection can upload at once."""
     return grpc.aio.server(options=[
         *message_size_options(max_message_bytes),
         ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+        # A call's stream takes no more than this of its message until the call reads it (one
+        # reading gets its whole message's worth): BDP probing would raise it to megabytes.
+        ("grpc.http2.lookahead_bytes", STREAM_WINDOW_BYTES),
+        ("grpc.http2.bdp_probe", 0),
     ])
 
 

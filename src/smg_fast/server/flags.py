@@ -110,13 +110,14 @@ _OPTIONS: list[Option] = [
      "MiB of request messages admitted at once; a request over it gets RESOURCE_EXHAUSTED "
      "unless nothing else is admitted (0 = auto: 1/8 of physical memory, 64..1024 MiB)"),
     ("--max-receiving-per-connection", "SMG_FAST_MAX_RECEIVING_PER_CONNECTION", int,
-     "Preprocess calls one connection may have whose message is still arriving (gRPC buffers "
-     "each until it is whole, before admission sees it); the next gets RESOURCE_EXHAUSTED "
-     "unread. One connection buffers at most this x --max-message-mb"),
+     "Preprocess calls one connection may have reading their message at once (gRPC buffers "
+     "each until it is whole, before admission sees it); the next ones wait, in order, and "
+     "meanwhile gRPC takes at most 256 KiB of each. One connection buffers at most this x "
+     "--max-message-mb, plus 256 KiB per waiting call"),
     ("--receive-timeout-s", "SMG_FAST_RECEIVE_TIMEOUT_S", float,
      "a Preprocess call whose message has not all arrived this long after the call began "
-     "ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a client that sends "
-     "part of a large message and stalls holds memory no longer)"),
+     "(waiting included) ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a "
+     "client that sends part of a large message and stalls holds memory no longer)"),
     ("--max-decode-mb", "SMG_FAST_MAX_DECODE_MB", int,
      "MiB of decoded images held at once by the requests being served, planned from the "
      "headers before decoding (a request takes its largest item's: width x height x 4 bytes "
