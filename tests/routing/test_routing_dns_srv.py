@@ -203,3 +203,20 @@ async def _until(cond, what: str, limit: float = 20.0) -> None:
 
 def _serving(fleet) -> set[str]:
     return {t for t, m in fleet.stats()["members"].items() if m["state"] == "serving"}
+
+
+def test_what_is_kept_of_gone_targets_is_forgotten():
+    """Pods come and go: the per-target memory holds only the targets the records lead to."""
+    with DnsServer({f"p{i}.enc.test": [f"127.0.1.{i}"] for i in range(20)},
+                   srv={NAME: [(0, 0, 7000, "p0.enc.test")]}) as dns:
+        seen = Discovery([_at(dns)], 1.0, _nothing)
+
+        async def rounds() -> list[str]:
+            for i in range(20):
+                dns.set_srv(NAME, [(0, 0, 7000, f"p{i}.enc.test"),
+                                   (0, 0, 7000, f"p{(i + 1) % 20}.enc.test")])
+                got = await seen.read()
+            return got
+
+        assert asyncio.run(rounds()) == ["127.0.1.0:7000", "127.0.1.19:7000"]
+    assert sorted(k[1] for k in seen._families) == ["p0.enc.test", "p19.enc.test"]

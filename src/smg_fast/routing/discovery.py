@@ -194,8 +194,7 @@ class Discovery:
             if spec.startswith("dns:"):
                 got = await self._resolve(spec)
             elif spec.startswith("dns+srv:"):
-                got = await srv_members(
-                    spec, lambda target, found: self._kept((spec, target), target, found))
+                got = await self._resolve_srv(spec)
             else:
                 self._stamps[spec], lines = await asyncio.to_thread(_read_file, file_path(spec))
                 got = []
@@ -221,6 +220,23 @@ class Discovery:
         if len(errors) == len(results):
             raise errors[0]
         return targets(spec, self._kept(spec, spec, results))
+
+    async def _resolve_srv(self, spec: str) -> list[str]:
+        """A dns+srv: source's members: each target's failed family keeps what it gave last.
+
+        What is kept of targets the records no longer lead to is forgotten."""
+        asked: set[str] = set()
+
+        def keep(target: str, found: Families) -> list[list[str] | None]:
+            asked.add(target)
+            return self._kept((spec, target), target, found)
+
+        got = await srv_members(spec, keep)
+        for key in [k for k in self._families if isinstance(k, tuple) and k[0] == spec
+                    and k[1] not in asked]:
+            del self._families[key]
+            self._failing.difference_update({(key, 0), (key, 1)})
+        return got
 
     def _kept(self, key: str | tuple[str, str], what: str,
               results: Families) -> list[list[str] | None]:
