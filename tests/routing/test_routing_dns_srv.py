@@ -158,7 +158,7 @@ def test_a_fleet_follows_srv_records(images):
                     dns.set("n.enc.test", ["127.0.0.1"])
                     dns.set_srv(NAME, [(10, 0, p1, "m.enc.test"), (10, 0, p2, "m.enc.test"),
                                        (30, 0, p3, "n.enc.test")])
-                    await _until(lambda: set(fleet.stats()["members"]) == {c},
+                    await _until(lambda: set(fleet.stats()["members"]) == _serving(fleet) == {c},
                                  "the fallback did not take over")
                     out = await fleet.preprocess(imgs)
                     check(out, list(range(8)), refs)
