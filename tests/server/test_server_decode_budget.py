@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 import subprocess
 import sys
 import textwrap
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -25,7 +27,12 @@ pytest.importorskip("grpc")
 import grpc  # noqa: E402
 
 from smg_fast.client import Client, build_request  # noqa: E402
-from smg_fast.imaging.decode_memory import DECODER_STATE_BYTES, PIXEL_BYTES  # noqa: E402
+from smg_fast.imaging.decode_memory import (  # noqa: E402
+    DECODER_STATE_BYTES,
+    PILLOW_EXTRA_COPIES,
+    PIXEL_BYTES,
+    WEBP_EXTRA_COPIES,
+)
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
@@ -80,10 +87,15 @@ def test_planned_decode_memory_from_headers(smg, big_jpeg, real_images):
     with proc.plan_batch(turned) as planned:
         assert planned.decode_bytes == planned_big(turned, 2)
     keyed = real_images.rgb("chelsea").convert("P", palette=Image.Palette.ADAPTIVE)
-    png = encode(keyed, "PNG", transparency=0)  # composited onto white by Pillow
+    png = encode(keyed, "PNG", transparency=0)  # Pillow decodes it, composited onto white
     with proc.plan_batch([png, big_jpeg]) as planned:  # a batch holds all its images
-        assert planned.decode_bytes == (6 * keyed.width * keyed.height * PIXEL_BYTES + len(png)
-                                        + DECODER_STATE_BYTES + planned_big(big_jpeg))
+        assert planned.decode_bytes == ((6 + PILLOW_EXTRA_COPIES) * keyed.width * keyed.height
+                                        * PIXEL_BYTES + len(png) + DECODER_STATE_BYTES
+                                        + planned_big(big_jpeg))
+    webp = encode(real_images.rgb("chelsea"), "WEBP")  # Pillow's animation decoder
+    with proc.plan_batch(webp) as planned:
+        assert planned.decode_bytes == ((1 + WEBP_EXTRA_COPIES) * keyed.width * keyed.height
+                                        * PIXEL_BYTES + len(webp) + DECODER_STATE_BYTES)
 
 
 _MEASURE = textwrap.dedent("""
@@ -108,26 +120,89 @@ _MEASURE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("kind", ["jpeg", "jpeg_turned", "png_keyed", "png_rgba", "png_rgb"])
-def test_planned_decode_memory_bounds_the_real_peak(tmp_path, real_images, big_jpeg, kind):
-    """Decoding takes no more than planned: the peak RSS of a fresh process grows by at most it."""
+def _png16(arr: np.ndarray) -> bytes:
+    """A 16-bit PNG (RGB or RGBA, from arr's uint16 samples), which Pillow cannot write."""
+    h, w, c = arr.shape
+    rows = b"".join(b"\0" + arr[r].astype(">u2").tobytes() for r in range(h))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, {3: 2, 4: 6}[c], 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows, 1))
+            + chunk(b"IEND", b""))
+
+
+def _peak_input(kind: str, photo: Image.Image, big_jpeg: bytes) -> bytes:
+    """The image of one kind the real-peak test decodes (W x H)."""
     if kind == "jpeg":
-        data = big_jpeg
-    elif kind == "jpeg_turned":
+        return big_jpeg
+    if kind == "jpeg_turned":
         exif = Image.Exif()
         exif[0x0112] = 8
-        data = encode(Image.open(io.BytesIO(big_jpeg)), "JPEG", quality=85, exif=exif.tobytes())
-    else:
-        photo = real_images.rgb("rocket").resize((W, H), Image.Resampling.BICUBIC)
-        if kind == "png_keyed":
-            data = encode(photo.convert("P", palette=Image.Palette.ADAPTIVE), "PNG",
-                          transparency=3, compress_level=1)
-        elif kind == "png_rgb":
-            data = encode(photo, "PNG", compress_level=1)
-        else:
-            rgba = photo.convert("RGBA")
-            rgba.putalpha(128)
-            data = encode(rgba, "PNG", compress_level=1)
+        return encode(Image.open(io.BytesIO(big_jpeg)), "JPEG", quality=85, exif=exif.tobytes())
+    if kind == "jpeg_progressive":
+        return encode(photo, "JPEG", quality=95, subsampling=0, progressive=True)
+    if kind in ("jpeg_cmyk", "jpeg_cmyk_progressive"):
+        return encode(photo.convert("CMYK"), "JPEG", quality=90,
+                      progressive=kind.endswith("progressive"))
+    if kind == "png_keyed":
+        return encode(photo.convert("P", palette=Image.Palette.ADAPTIVE), "PNG", transparency=3,
+                      compress_level=1)
+    if kind == "png_rgb":
+        return encode(photo, "PNG", compress_level=1)
+    rgba = photo.convert("RGBA")
+    rgba.putalpha(128)
+    if kind == "png_rgba":
+        return encode(rgba, "PNG", compress_level=1)
+    if kind == "png_la":
+        return encode(rgba.convert("LA"), "PNG", compress_level=1)
+    if kind == "png16_rgb":
+        return _png16(np.asarray(photo).astype(np.uint16) * 257)
+    if kind == "png16_rgba":
+        return _png16(np.asarray(rgba).astype(np.uint16) * 257)
+    if kind == "png_i16":
+        return encode(Image.fromarray(np.asarray(photo.convert("L")).astype(np.uint16) * 257),
+                      "PNG", compress_level=1)
+    if kind == "webp":
+        return encode(photo, "WEBP", quality=80)
+    if kind == "webp_alpha":
+        return encode(rgba, "WEBP", quality=80)
+    if kind == "webp_animated":
+        return encode(photo, "WEBP", quality=50, save_all=True, duration=100,
+                      append_images=[photo.transpose(Image.Transpose.FLIP_LEFT_RIGHT)])
+    if kind == "gif":
+        return encode(photo.convert("P"), "GIF")
+    if kind == "gif_animated":
+        frames = photo.convert("P")
+        return encode(frames, "GIF", save_all=True,
+                      append_images=[frames.transpose(Image.Transpose.FLIP_LEFT_RIGHT)])
+    if kind == "bmp":
+        return encode(photo, "BMP")
+    if kind == "tiff_jpeg":
+        return encode(photo, "TIFF", compression="jpeg")
+    if kind == "tiff_lzw_rgba":
+        return encode(rgba, "TIFF", compression="tiff_lzw")
+    assert kind == "tiff_float"
+    return encode(Image.fromarray(np.asarray(photo.convert("L")).astype(np.float32), "F"), "TIFF")
+
+
+PEAK_KINDS = ["jpeg", "jpeg_turned", "jpeg_progressive", "jpeg_cmyk", "jpeg_cmyk_progressive",
+              "png_keyed", "png_rgb", "png_rgba", "png_la", "png16_rgb", "png16_rgba", "png_i16",
+              "webp", "webp_alpha", "webp_animated", "gif", "gif_animated", "bmp", "tiff_jpeg",
+              "tiff_lzw_rgba", "tiff_float"]
+
+
+@pytest.mark.parametrize("kind", PEAK_KINDS)
+def test_planned_decode_memory_bounds_the_real_peak(tmp_path, real_images, big_jpeg, kind):
+    """Decoding takes no more than planned: the peak RSS of a fresh process grows by at most it.
+
+    Every decoder and mode the server reads: the native JPEG and PNG decoders, and Pillow's
+    (which decodes WebP through its animation decoder, 16-bit PNGs and CMYK through wider
+    buffers, a progressive JPEG through a coefficient buffer of the whole image)."""
+    photo = real_images.rgb("rocket").resize((W, H), Image.Resampling.BICUBIC)
+    data = _peak_input(kind, photo, big_jpeg)
     path = tmp_path / "image.bin"
     path.write_bytes(data)
     out = subprocess.run([sys.executable, "-c", _MEASURE, str(path)], capture_output=True,

@@ -36,7 +36,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import InvalidImageError
 from . import decoders
-from .decode_memory import decode_bytes, decode_copies, encoded_size
+from .decode_memory import decode_bytes, decode_copies, decoder_bytes_per_pixel, encoded_size
 from .lazy_jpeg import LazyJpegImageFile, encoded_source
 from .pixels import (
     DECODE_ERRORS,
@@ -330,7 +330,11 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
     conv = pixels_hf if hf else pixels_plain
     header = ImageHeader(index, item.width, item.height, lambda: conv(index, item))
     header.transparent = has_transparency(item)
-    header.decode_bytes = decode_bytes(item.width, item.height, decode_copies(item, hf, False))
+    # Not yet loaded (Image.open'ed): Pillow decodes it, with its own copies.
+    loaded = not getattr(item, "tile", None)
+    header.decode_bytes = decode_bytes(item.width, item.height,
+                                       decode_copies(item, hf, False, native=loaded),
+                                       per_pixel=0 if loaded else decoder_bytes_per_pixel(item))
     return header
 
 
@@ -374,8 +378,10 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
     header = ImageHeader(index, w, h, decode, close)
     header.transparent = transparent
     turns = orientation == UNKNOWN_ORIENTATION or orientation in range(2, 9)
-    header.decode_bytes = decode_bytes(w, h, decode_copies(img, hf, turns),
-                                       encoded_size(data, path))
+    # Planned for the decoder the header chooses: a native one reads the pixels into their one
+    # buffer, Pillow makes its own copies first.
+    header.decode_bytes = decode_bytes(w, h, decode_copies(img, hf, turns, native=fast is not None),
+                                       encoded_size(data, path), decoder_bytes_per_pixel(img))
     if (fast is not None and img.format in ("JPEG", "MPO")
             and (orientation == 1 or orientation not in range(1, 9))):
 
