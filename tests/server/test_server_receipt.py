@@ -90,6 +90,50 @@ def test_a_stalled_client_holds_a_bounded_buffer_and_others_are_served(track_pid
         srv.stop(timeout=30)
 
 
+def test_many_connections_share_one_bound(track_pid, small_jpegs, ours):
+    """Connections are not bounded, calls receiving are, across them (--max-receiving).
+
+    Six raw connections each send part of two large messages and stall: three calls in all read
+    theirs, every other one waits with a window taken, so memory grows by three partial messages,
+    not twelve. A tenant arriving meanwhile waits its turn (in order), and is served exactly once
+    the stalled calls are cut at --receive-timeout-s."""
+    srv = ServerProcess(["--workers", "2", "--max-message-mb", "128",
+                         "--max-receiving-per-connection", "2", "--max-receiving", "3",
+                         "--receive-timeout-s", "8"])
+    track_pid(srv.pid)
+    slows: list[SlowClient] = []
+    try:
+        srv.wait()
+        jpeg = small_jpegs["china"]
+        want = ours("qwen2_vl")(jpeg)["pixel_values"]
+        with Client(srv.target, timeout=60) as other:
+            other.preprocess(jpeg, transport="inline")  # warm: pools and pages in place
+            base = _rss(srv.pid)
+            calls = []
+            for _ in range(6):
+                slow = SlowClient("127.0.0.1", srv.port)
+                slows.append(slow)
+                calls += [(slow, slow.open(PREPROCESS, 100 * MiB)) for _ in range(2)]
+            started = time.monotonic()
+            for slow, sid in calls:
+                slow.send(sid, 24 * MiB, blocked_s=0.3)
+            for slow in slows:
+                slow.pump(0.1)
+            sent = sorted(slow.sent[sid] for slow, sid in calls)
+            assert sent[-3:] == [24 * MiB] * 3, sent
+            assert all(n <= STREAM_WINDOW_BYTES + 5 for n in sent[:-3]), sent
+            held = _rss(srv.pid) - base
+            out = other.preprocess(jpeg, transport="inline")  # waits for a place: served
+            assert np.array_equal(out.pixel_values, want)
+            assert time.monotonic() - started >= 8 - 1
+        assert held < 120 * MiB, f"RSS grew {held / MiB:.0f} MiB while the clients stalled"
+        assert srv.proc.poll() is None
+    finally:
+        for slow in slows:
+            slow.close()
+        srv.stop(timeout=30)
+
+
 def _never(release: threading.Event, message: bytes | None = None):
     """A request stream that sends nothing until release is set (then message, if any)."""
     release.wait(60)
@@ -140,7 +184,7 @@ def test_waiting_calls_are_served_in_turn_or_cut_at_the_timeout(start_server, sm
         go.set()
         channel.close()
     assert receipt.stats() == {"receiving": 0, "waiting": 0, "connections": 0, "queued": 2,
-                               "timed_out": 2}
+                               "timed_out": 2, "max_receiving": receipt.total}
     reg = srv.server.metrics.registry
     assert reg.get_sample_value("smg_fast_receipt_timed_out_total") == 2
 
@@ -150,10 +194,14 @@ def test_receipt_flags_and_env():
 
     cfg = config_from_args([], environ={})
     assert cfg.max_receiving_per_connection == 8 and cfg.receive_timeout_s == 60.0
+    assert cfg.receiving_limit == max(8, cfg.queued_bytes_limit // cfg.max_message_bytes)
+    assert config_from_args(["--max-receiving", "5"], environ={}).receiving_limit == 5
+    assert config_from_args([], environ={"SMG_FAST_MAX_RECEIVING": "7"}).max_receiving == 7
     cfg = config_from_args(["--max-receiving-per-connection", "3"],
                            environ={"SMG_FAST_RECEIVE_TIMEOUT_S": "9.5"})
     assert cfg.max_receiving_per_connection == 3 and cfg.receive_timeout_s == 9.5
     for bad in (["--max-receiving-per-connection", "0"], ["--receive-timeout-s", "0"],
+                ["--max-receiving", "-1"],
                 ["--receive-timeout-s", "nan"]):
         with pytest.raises(SystemExit):
             config_from_args(bad, environ={})

@@ -2,14 +2,15 @@
 
 gRPC keeps a call's message until all of it has arrived, and only then does admission see its
 size: a client that sends most of a large message and stalls holds that memory, on as many
-streams as HTTP/2 lets one connection open. So each Preprocess call is taken as soon as it
-arrives (a stream handler, before its message) and read here: one connection has at most
-``per_connection`` calls reading their message at once; the next ones wait, in order, without
-reading theirs (gRPC then takes no more of a message than its stream's HTTP/2 window), and a
-message must have arrived ``timeout_s`` after its call began, wait included (else the call ends
-RESOURCE_EXHAUSTED and gRPC drops what it buffered). One connection then buffers at most
-per_connection x the largest message, plus a window per waiting call, for at most timeout_s, and
-other connections are not affected by it."""
+streams as HTTP/2 lets one connection open, on as many connections as it opens. So each
+Preprocess call is taken as soon as it arrives (a stream handler, before its message) and read
+here: one connection has at most ``per_connection`` calls reading their message at once, and all
+connections together at most ``total``; the next ones wait, in order, without reading theirs
+(gRPC then takes no more of a message than its stream's HTTP/2 window), and a message must have
+arrived ``timeout_s`` after its call began, wait included (else the call ends RESOURCE_EXHAUSTED
+and gRPC drops what it buffered). The server then buffers at most total x the largest message,
+plus a window per waiting call, for at most timeout_s; one connection at most per_connection of
+those places, so it cannot take them all alone."""
 
 from __future__ import annotations
 
@@ -26,23 +27,61 @@ RECEIVING_PER_CONNECTION = 8  # defaults (the server's flags; the router's setti
 RECEIVE_TIMEOUT_S = 60.0
 
 
-class _Connection:
-    """One connection's calls: those receiving their message, and those waiting to (FIFO)."""
+class _Places:
+    """Calls that may receive at once, and those waiting for a place (FIFO)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size
         self.receiving = 0
         self.waiting: deque[asyncio.Future[None]] = deque()
 
+    def idle(self) -> bool:
+        return not self.receiving and not self.waiting
+
+    async def take(self, timeout_s: float) -> bool:
+        """A place to receive, at once or handed over by a call that ends; False at the timeout."""
+        if self.receiving < self.size and not self.waiting:
+            self.receiving += 1
+            return True
+        if timeout_s <= 0:
+            return False
+        place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting.append(place)
+        try:
+            await asyncio.wait_for(place, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        except BaseException:  # cancelled: a place handed over meanwhile goes on
+            if place.done() and not place.cancelled():
+                self.give()
+            raise
+        finally:
+            if place in self.waiting:
+                self.waiting.remove(place)
+
+    def give(self) -> None:
+        """A receiving call is done: its place goes to the first waiting call, if any."""
+        while self.waiting:
+            nxt = self.waiting.popleft()
+            if not nxt.done():
+                nxt.set_result(None)
+                return
+        self.receiving -= 1
+
 
 class Receipt:
-    """Calls being received, per connection (``context.peer()``); used on the event loop only."""
+    """Calls being received, per connection (``context.peer()``) and in all; on the event loop."""
 
-    def __init__(self, per_connection: int, timeout_s: float) -> None:
-        if per_connection < 1 or not timeout_s > 0:
-            raise ValueError("need at least one call per connection and a timeout > 0")
+    def __init__(self, per_connection: int, timeout_s: float, total: int = 0) -> None:
+        if per_connection < 1 or not timeout_s > 0 or total < 0:
+            raise ValueError("need at least one call per connection, a timeout > 0 and a "
+                             "total >= 0")
         self.per_connection = per_connection
         self.timeout_s = timeout_s
-        self._conns: dict[str, _Connection] = {}
+        self.total = total or per_connection
+        self._all = _Places(self.total)
+        self._conns: dict[str, _Places] = {}
         self.queued = 0  # calls that waited for a place
         self.timed_out = 0
 
@@ -51,10 +90,8 @@ class Receipt:
         loop = asyncio.get_running_loop()
         end = loop.time() + self.timeout_s
         peer = context.peer()
-        conn = self._conns.get(peer) or self._conns.setdefault(peer, _Connection())
-        if conn.receiving < self.per_connection and not conn.waiting:
-            conn.receiving += 1
-        elif not await self._wait(peer, conn):
+        conn = self._conns.get(peer) or self._conns.setdefault(peer, _Places(self.per_connection))
+        if not await self._take(conn, end, peer):
             self.timed_out += 1
             await _abort(context, self._late())
         raw: Any = None
@@ -63,7 +100,9 @@ class Receipt:
         except asyncio.TimeoutError:
             pass
         finally:  # (before any answer goes out)
-            self._release(peer, conn)
+            self._all.give()
+            conn.give()
+            self._forget(peer, conn)
         if raw is None:
             self.timed_out += 1
             await _abort(context, self._late())
@@ -71,40 +110,31 @@ class Receipt:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
         return raw
 
-    async def _wait(self, peer: str, conn: _Connection) -> bool:
-        """Waits for a place to receive (handed over by a call that ends); False at the timeout.
+    async def _take(self, conn: _Places, end: float, peer: str) -> bool:
+        """A place on the call's connection, then one in all, before ``end``; False if late.
 
-        Its message is not read meanwhile: HTTP/2 flow control keeps what the client may send
+        The message is not read meanwhile: HTTP/2 flow control keeps what the client may send
         of it to the stream's window."""
-        place: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        conn.waiting.append(place)
-        self.queued += 1
+        loop = asyncio.get_running_loop()
+        if conn.waiting or conn.receiving >= conn.size or self._all.waiting \
+                or self._all.receiving >= self._all.size:
+            self.queued += 1
         try:
-            await asyncio.wait_for(place, self.timeout_s)
-            return True
-        except asyncio.TimeoutError:
+            if not await conn.take(end - loop.time()):
+                return False
+            try:
+                if await self._all.take(end - loop.time()):
+                    return True
+            except BaseException:
+                conn.give()
+                raise
+            conn.give()
             return False
-        except BaseException:  # cancelled: a place handed over meanwhile goes on
-            if place.done() and not place.cancelled():
-                self._release(peer, conn)
-            raise
         finally:
-            if place in conn.waiting:
-                conn.waiting.remove(place)
             self._forget(peer, conn)
 
-    def _release(self, peer: str, conn: _Connection) -> None:
-        """A receiving call is done: its place goes to the first waiting call, if any."""
-        while conn.waiting:
-            nxt = conn.waiting.popleft()
-            if not nxt.done():
-                nxt.set_result(None)
-                return
-        conn.receiving -= 1
-        self._forget(peer, conn)
-
-    def _forget(self, peer: str, conn: _Connection) -> None:
-        if not conn.receiving and not conn.waiting and self._conns.get(peer) is conn:
+    def _forget(self, peer: str, conn: _Places) -> None:
+        if conn.idle() and self._conns.get(peer) is conn:
             del self._conns[peer]
 
     def _late(self) -> str:
@@ -112,10 +142,11 @@ class Receipt:
                 "(--receive-timeout-s): send it faster, or smaller")
 
     def stats(self) -> dict[str, int]:
-        return {"receiving": sum(c.receiving for c in self._conns.values()),
-                "waiting": sum(len(c.waiting) for c in self._conns.values()),
+        return {"receiving": self._all.receiving,
+                "waiting": sum(len(c.waiting) for c in self._conns.values())
+                + len(self._all.waiting),
                 "connections": len(self._conns), "queued": self.queued,
-                "timed_out": self.timed_out}
+                "timed_out": self.timed_out, "max_receiving": self.total}
 
 
 async def _abort(context: grpc.aio.ServicerContext, message: str) -> None:

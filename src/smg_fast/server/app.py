@@ -83,7 +83,7 @@ class Server:
                                    self.config.queued_bytes_limit)
         self.decode = DecodeBudget(self.config.decode_bytes_limit)
         self.receipt = Receipt(self.config.max_receiving_per_connection,
-                               self.config.receive_timeout_s)
+                               self.config.receive_timeout_s, self.config.receiving_limit)
         self.callers = Callers(self.config.trusted_router_peers)
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None

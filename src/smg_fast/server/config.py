@@ -69,6 +69,7 @@ class ServerConfig:
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
     max_decode_mb: int = 0  # 0: auto, see decode_bytes_limit
     max_receiving_per_connection: int = RECEIVING_PER_CONNECTION
+    max_receiving: int = 0  # 0: auto, see receiving_limit
     receive_timeout_s: float = RECEIVE_TIMEOUT_S
     single_flight_wait_s: float = 10.0
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
@@ -96,6 +97,17 @@ class ServerConfig:
     def queued_bytes_limit(self) -> int:
         """Request bytes admitted at once; auto: 1/8 of physical memory, at most 1 GiB."""
         return queued_bytes_limit(self.max_queued_mb)
+
+    @property
+    def receiving_limit(self) -> int:
+        """Calls reading their message at once, all connections together.
+
+        Auto: as many --max-message-mb messages as --max-queued-mb holds, at least
+        --max-receiving-per-connection."""
+        if self.max_receiving:
+            return self.max_receiving
+        return max(self.max_receiving_per_connection,
+                   self.queued_bytes_limit // self.max_message_bytes)
 
     @property
     def decode_bytes_limit(self) -> int:
@@ -170,6 +182,9 @@ class ServerConfig:
         if not 1 <= self.max_receiving_per_connection <= 64:
             raise ValueError(f"--max-receiving-per-connection must be 1..64 (HTTP/2 streams per "
                              f"connection), got {self.max_receiving_per_connection}")
+        if not 0 <= self.max_receiving <= 65536:
+            raise ValueError(f"--max-receiving must be 0 (auto) .. 65536, got "
+                             f"{self.max_receiving}")
         if not 0 < self.receive_timeout_s <= 3600:
             raise ValueError("--receive-timeout-s must be in (0, 3600]")
         if not 0 < self.single_flight_wait_s <= 3600:

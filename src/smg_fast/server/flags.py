@@ -114,6 +114,12 @@ _OPTIONS: list[Option] = [
      "each until it is whole, before admission sees it); the next ones wait, in order, and "
      "meanwhile gRPC takes at most 256 KiB of each. One connection buffers at most this x "
      "--max-message-mb, plus 256 KiB per waiting call"),
+    ("--max-receiving", "SMG_FAST_MAX_RECEIVING", int,
+     "Preprocess calls all connections together may have reading their message at once; the "
+     "next ones wait, in order, as past --max-receiving-per-connection. The server buffers "
+     "at most this x --max-message-mb of messages still arriving, whatever the number of "
+     "connections (0 = auto: as many --max-message-mb messages as --max-queued-mb holds, at "
+     "least --max-receiving-per-connection)"),
     ("--receive-timeout-s", "SMG_FAST_RECEIVE_TIMEOUT_S", float,
      "a Preprocess call whose message has not all arrived this long after the call began "
      "(waiting included) ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a "
@@ -233,7 +239,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
         max_decode_mb=ns.max_decode_mb,
         max_receiving_per_connection=ns.max_receiving_per_connection,
-        receive_timeout_s=ns.receive_timeout_s,
+        max_receiving=ns.max_receiving, receive_timeout_s=ns.receive_timeout_s,
         single_flight_wait_s=ns.single_flight_wait_s,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )
