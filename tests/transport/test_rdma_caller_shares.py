@@ -2,7 +2,9 @@
 
 A caller that never pulls holds at most its share of the slots (--rdma-caller-slots): its next
 items fall back (counted as arena_share) while another caller still gets rdma and exact tensors;
-its share comes back when it pulls or when the TTL reaps its slots. The share bookkeeping on its
+its share comes back when it pulls or when the TTL reaps its slots. A caller is the address it
+connects from: more connections from it share its one share (the other caller here connects
+over IPv6 loopback, a host of its own). The share bookkeeping on its
 own: concurrent takes never pass the share, and a reap pass frees only leases past their TTL."""
 
 from __future__ import annotations
@@ -43,12 +45,13 @@ def _until(cond, what: str, timeout: float = 60.0) -> None:
 
 
 def test_a_hoarding_caller_does_not_starve_another(start_server, small_jpegs, ours, puller):
-    srv = start_server(transport="rdma", rdma_slots=4, rdma_slot_bytes=8 * MiB,
-                       pixel_cache_mb=0)
+    srv = start_server(transport="rdma", rdma_slots=8, rdma_slot_bytes=8 * MiB,
+                       pixel_cache_mb=0, host="::")
     assert srv.server.rdma.ready, srv.server.rdma.reason
     exporter = srv.server.rdma.exporter
     shares = exporter.shares
-    assert shares is not None and shares.per_caller == 2  # auto: half of 4 slots
+    assert shares is not None and shares.per_caller == 2  # auto: a quarter of 8 slots
+    v4, v6 = f"127.0.0.1:{srv.port}", f"[::1]:{srv.port}"
     jpegs = [small_jpegs[n] for n in NAMES]
     refs = [ours("qwen2_vl")(j)["pixel_values"] for j in jpegs]
     reg = srv.server.metrics.registry
@@ -57,15 +60,15 @@ def test_a_hoarding_caller_does_not_starve_another(start_server, small_jpegs, ou
         return reg.get_sample_value("smg_fast_fallback_total",
                                     {"reason": "arena_share", "used": "inline"}) or 0
 
-    with _channel(srv.target) as a_ch:
+    with _channel(v4) as a_ch:
         hoarder = pb_grpc.PreprocessorStub(a_ch)
         held = hoarder.Preprocess(_request(jpegs[:4]), timeout=60)  # never pulled (yet)
         assert [it.transport for it in held.items] == ["rdma", "rdma", "inline", "inline"]
         assert fallbacks() == 2 and exporter.arena.in_use == 2
         for it, ref in zip(held.items[2:], refs[2:4], strict=True):
             assert np.array_equal(read_tensor(it.pixel_values), ref)
-        # another caller (its own connection) still gets the rest of the arena, exactly
-        with Client(srv.target, puller=puller, timeout=60) as other:
+        # another caller (another host) still gets the rest of the arena, exactly
+        with Client(v6, puller=puller, timeout=60) as other:
             for _ in range(3):
                 out = other.preprocess(jpegs[4:6], transport="rdma")
                 assert [it.transport for it in out.items] == ["rdma", "rdma"]
@@ -90,6 +93,36 @@ def test_a_hoarding_caller_does_not_starve_another(start_server, small_jpegs, ou
         assert last.items[0].transport == "rdma"
         assert np.array_equal(read_tensor(last.items[0].pixel_values, puller=puller), refs[0])
     assert shares.stats()["share_refused"] == 3
+
+
+def test_connections_from_one_host_share_one_share(start_server, small_jpegs, ours, puller):
+    """A hoarder's second connection gets no second share, nor does a caller name it claims.
+
+    Untrusted, its claim is ignored; another host still gets rdma, exactly."""
+    srv = start_server(transport="rdma", rdma_slots=4, rdma_slot_bytes=8 * MiB,
+                       pixel_cache_mb=0, host="::", rdma_caller_slots=2)
+    assert srv.server.rdma.ready, srv.server.rdma.reason
+    exporter = srv.server.rdma.exporter
+    jpegs = [small_jpegs[n] for n in NAMES]
+    refs = [ours("qwen2_vl")(j)["pixel_values"] for j in jpegs]
+    v4, v6 = f"127.0.0.1:{srv.port}", f"[::1]:{srv.port}"
+    with _channel(v4) as a, _channel(v4) as b:
+        first = pb_grpc.PreprocessorStub(a).Preprocess(_request(jpegs[:2]), timeout=60)
+        second = pb_grpc.PreprocessorStub(b).Preprocess(
+            _request(jpegs[2:4]), timeout=60, metadata=[("smg-fast-caller", "victim")])
+        assert [it.transport for it in first.items] == ["rdma", "rdma"]
+        assert [it.transport for it in second.items] == ["inline", "inline"]
+        assert exporter.arena.in_use == 2
+        for it, ref in zip(second.items, refs[2:4], strict=True):
+            assert np.array_equal(read_tensor(it.pixel_values), ref)
+        with Client(v6, puller=puller, timeout=60) as other:
+            out = other.preprocess(jpegs[4:6], transport="rdma")
+        assert [it.transport for it in out.items] == ["rdma", "rdma"]
+        for got, ref in zip(out.items, refs[4:6], strict=True):
+            assert np.array_equal(got.pixel_values, ref)
+        for it, ref in zip(first.items, refs[:2], strict=True):
+            assert np.array_equal(read_tensor(it.pixel_values, puller=puller), ref)
+    _until(lambda: exporter.arena.in_use == 0, "the pulled slots did not come back")
 
 
 def test_a_trusted_routers_callers_each_have_a_share(start_server, small_jpegs, puller):

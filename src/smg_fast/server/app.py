@@ -38,7 +38,7 @@ from .models import ModelSet
 from .rdma_lane import RdmaLane
 from .request_error import RequestError
 from .service import Outcome, PreprocessService
-from .shm_shares import Callers
+from .shm_shares import Callers, rdma_caller
 from .ticket import Ticket
 
 log = logging.getLogger("smg_fast.server")
@@ -192,8 +192,10 @@ class Server:
         cut = loop.create_future()
         self.in_flight += 1
         self.metrics.in_flight.inc()
-        caller, share = self.callers.identify(context.peer(), context.invocation_metadata())
-        outcome = Outcome(b"", caller=caller, share=share)
+        peer = context.peer()
+        caller, share = self.callers.identify(peer, context.invocation_metadata())
+        outcome = Outcome(b"", caller=caller, share=share,
+                          rdma_caller=rdma_caller(peer, caller, share))
         code, message, retryable = grpc.StatusCode.OK, "", False
         try:
             work = self.pool.submit(self.service.preprocess, raw, received, outcome, ticket)

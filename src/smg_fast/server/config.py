@@ -85,8 +85,8 @@ class ServerConfig:
 
     @property
     def rdma_caller_slots_limit(self) -> int:
-        """RDMA slots one caller may hold at once; auto: half of the slots, at least one."""
-        return self.rdma_caller_slots or max(1, self.rdma_slots // 2)
+        """RDMA slots one caller may hold at once; auto: a quarter of the slots, at least one."""
+        return self.rdma_caller_slots or max(1, self.rdma_slots // 4)
 
     @property
     def queued_requests_limit(self) -> int:

@@ -65,6 +65,7 @@ class Outcome:
     transport: str = ""
     caller: str = ""  # whose share of unread shm bytes this request's segments count against
     share: str = ""  # how that was chosen (shm_shares.CONNECTION, ROUTED, UNTRUSTED)
+    rdma_caller: str = ""  # whose share of RDMA slots (shm_shares.rdma_caller)
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
     shm_bytes: int = 0  # of which planned to go by shm
@@ -117,7 +118,7 @@ class Delivery:
         reason = ""
         if outcome.transport == "rdma":
             t0 = time.perf_counter()
-            desc, reason, wrote = self._to_rdma(t, outcome.caller)
+            desc, reason, wrote = self._to_rdma(t, outcome.rdma_caller)
             if desc is not None:
                 outcome.leases.append(desc.key)
                 self._set_remote(out.pixel_values, desc, t.shape, dtype)

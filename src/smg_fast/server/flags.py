@@ -99,10 +99,10 @@ _OPTIONS: list[Option] = [
     ("--rdma-min-bytes", "SMG_FAST_RDMA_MIN_BYTES", int,
      "tensors smaller than this do not go by rdma"),
     ("--rdma-caller-slots", "SMG_FAST_RDMA_CALLER_SLOTS", int,
-     "RDMA slots one caller may hold at once (a caller: its gRPC connection, or a "
-     "--trusted-router-peer's named caller, as for shm); past it that caller's items go by "
-     "shm/inline (fallback reason arena_share), so a caller that never pulls cannot starve "
-     "the others (0 = auto: half of --rdma-slots, at least 1)"),
+     "RDMA slots one caller may hold at once (a caller: the address it connects from, all its "
+     "connections together, or a --trusted-router-peer's named caller, as for shm); past it "
+     "that caller's items go by shm/inline (fallback reason arena_share), so a caller that "
+     "never pulls cannot starve the others (0 = auto: a quarter of --rdma-slots, at least 1)"),
     ("--max-queued-requests", "SMG_FAST_MAX_QUEUED_REQUESTS", int,
      "Preprocess requests admitted at once (running or waiting for a worker); more get "
      "RESOURCE_EXHAUSTED at once (0 = auto: 8 x workers, at least 32)"),
