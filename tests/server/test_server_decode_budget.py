@@ -1,9 +1,10 @@
 """The decode budget: decoded images held at once across requests, planned from their headers.
 
-Large images that scale down to small outputs pass --max-output-mb and admission; their decode
-memory is planned from the headers and taken from --max-decode-mb before anything is decoded, so
-a second such request is refused RESOURCE_EXHAUSTED while the first decodes, and served once it
-is done. The plan is checked against what decoding really takes (the process's peak RSS).
+Large images that scale down to small outputs pass --max-output-mb and admission; each item's
+decode memory is planned from its header and taken from --max-decode-mb around its own decode
+(a pixel cache hit takes none), in order of arrival: an item without room waits its turn, up to
+--decode-wait-s, then its request is refused RESOURCE_EXHAUSTED. The plan is checked against
+what decoding really takes (the process's peak RSS), for every decoder and format.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zlib
 
@@ -33,6 +35,7 @@ from smg_fast.imaging.decode_memory import (  # noqa: E402
     PIXEL_BYTES,
     WEBP_EXTRA_COPIES,
 )
+from smg_fast.server.decode_budget import DecodeBudget  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
@@ -212,9 +215,13 @@ def test_planned_decode_memory_bounds_the_real_peak(tmp_path, real_images, big_j
     assert got["grew"] <= got["planned"], got
 
 
-def test_second_large_decode_is_refused_while_the_first_decodes(start_server, media_dir,
-                                                                big_jpeg, small_jpegs,
-                                                                want_big, ours):
+def test_a_large_item_decodes_between_another_requests_items(start_server, media_dir,
+                                                             big_jpeg, small_jpegs, want_big,
+                                                             ours):
+    """The budget is held per item around its decode, not for a whole request.
+
+    A request of 200 large images holds one image's share at a time: another large image waits
+    for the next turn (in order) and is served, exactly, while the long request still runs."""
     srv = start_server(workers=2, allowed_media_dirs=[str(media_dir)], max_decode_mb=BUDGET_MB,
                        pixel_cache_mb=0)
     budget = srv.server.decode
@@ -226,27 +233,118 @@ def test_second_large_decode_is_refused_while_the_first_decodes(start_server, me
         try:
             _wait(lambda: budget.stats()["holders"] == 1)
             assert budget.stats()["bytes"] == planned_big(big_jpeg)
-            # small enough for the room left: served, exact, meanwhile
-            small = small_jpegs["flower"]
+            small = small_jpegs["flower"]  # fits the room left: served at once
             out = c.preprocess(small, transport="inline", max_pixels=SMALL_PX)
             assert np.array_equal(out.pixel_values,
                                   ours("qwen2_vl", max_pixels=SMALL_PX)(small)["pixel_values"])
-            with pytest.raises(grpc.RpcError) as err:
-                c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)
-            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "--max-decode-mb" in err.value.details()
-            assert "retry with backoff" in err.value.details()
-            assert not first.done()  # the refusal came while the first still held its share
+            out = c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)
+            assert np.array_equal(out.pixel_values, want_big)
+            assert not first.done()  # served between the long request's items
+            assert budget.stats()["waited"] >= 1
         finally:
             first.cancel()
         _wait(lambda: budget.stats()["holders"] == 0 and not srv.server.work_pending)
-        assert budget.stats()["bytes"] == 0
-        out = c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)  # its turn now
-        assert np.array_equal(out.pixel_values, want_big)
     stats = budget.stats()
-    assert stats["rejected"] >= 1 and stats["peak_bytes"] <= BUDGET_MB << 20
+    assert stats["bytes"] == 0 and stats["rejected"] == 0
+    assert stats["peak_bytes"] <= BUDGET_MB << 20
+
+
+def test_an_item_kept_out_of_room_is_refused_after_its_wait(start_server, big_jpeg, want_big):
+    """Past --decode-wait-s without room, RESOURCE_EXHAUSTED naming both flags; served later."""
+    srv = start_server(max_decode_mb=BUDGET_MB, decode_wait_s=0.5, pixel_cache_mb=0)
+    budget = srv.server.decode
+    assert budget.take(budget.max_bytes)  # another item decoding, taking all of it
+    try:
+        with Client(srv.target, timeout=120) as c:
+            t0 = time.monotonic()
+            with pytest.raises(grpc.RpcError) as err:
+                c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)
+            assert time.monotonic() - t0 >= 0.5
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            details = err.value.details()
+            assert "--max-decode-mb" in details and "--decode-wait-s" in details
+            assert "retry with backoff" in details
+            budget.give(budget.max_bytes)
+            out = c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)
+            assert np.array_equal(out.pixel_values, want_big)
+    finally:
+        if budget.stats()["holders"]:
+            budget.give(budget.max_bytes)
+    assert budget.stats()["rejected"] == 1 and budget.stats()["bytes"] == 0
     text = srv.server.metrics.registry.get_sample_value("smg_fast_decode_rejected_total")
-    assert text is not None and text >= 1
+    assert text == 1
+
+
+def test_pixel_cache_hits_take_no_decode_budget(start_server, big_jpeg, want_big, small_jpegs):
+    """Only a miss decodes: a hit is served while the budget has no room at all."""
+    srv = start_server(max_decode_mb=BUDGET_MB, decode_wait_s=0.3, pixel_cache_mb=64)
+    budget = srv.server.decode
+    with Client(srv.target, timeout=120) as c:
+        out = c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)  # a miss
+        assert np.array_equal(out.pixel_values, want_big)
+        assert budget.stats()["peak_bytes"] == planned_big(big_jpeg)
+        assert budget.take(budget.max_bytes)
+        try:
+            out = c.preprocess(big_jpeg, transport="inline", max_pixels=SMALL_PX)  # a hit
+            assert np.array_equal(out.pixel_values, want_big)
+            with pytest.raises(grpc.RpcError) as err:  # a miss must wait for room: refused
+                c.preprocess(small_jpegs["china"], transport="inline", max_pixels=SMALL_PX)
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        finally:
+            budget.give(budget.max_bytes)
+    assert budget.stats()["rejected"] == 1 and budget.stats()["bytes"] == 0
+
+
+def _taker(budget: DecodeBudget, nbytes: int, got: list, wait_s: float = 10.0):
+    thread = threading.Thread(target=lambda: got.append((nbytes, budget.take(nbytes, wait_s))))
+    thread.start()
+    return thread
+
+
+def test_takers_are_served_in_order_and_a_large_one_is_not_starved():
+    budget = DecodeBudget(100, wait_s=10.0)
+    assert budget.take(60)
+    got: list = []
+    large = _taker(budget, 50, got)  # does not fit: waits
+    _wait(lambda: budget.stats()["waiting"] == 1)
+    small = _taker(budget, 10, got)  # would fit, but arrived after the large one: waits too
+    _wait(lambda: budget.stats()["waiting"] == 2)
+    time.sleep(0.05)
+    assert got == []
+    budget.give(60)
+    large.join(5)
+    small.join(5)
+    assert got == [(50, True), (10, True)]
+    assert budget.stats()["bytes"] == 60 and budget.stats()["waited"] == 2
+
+
+def test_an_item_larger_than_the_budget_waits_for_it_empty_and_holds_it_alone():
+    budget = DecodeBudget(100, wait_s=10.0)
+    assert budget.take(30)
+    got: list = []
+    huge = _taker(budget, 500, got)  # alone only: waits for the 30 to go
+    _wait(lambda: budget.stats()["waiting"] == 1)
+    budget.give(30)
+    huge.join(5)
+    assert got == [(500, True)] and budget.stats()["peak_bytes"] == 500
+    assert not budget.take(10, 0.1)  # nothing else while it decodes...
+    budget.give(500)
+    assert budget.take(10, 0.1)  # ...and everything once it is done
+    assert budget.stats()["rejected"] == 1
+
+
+def test_a_taker_is_refused_after_its_wait_and_the_next_goes_on():
+    budget = DecodeBudget(100, wait_s=10.0)
+    assert budget.take(90)
+    got: list = []
+    t0 = time.monotonic()
+    first = _taker(budget, 50, got, wait_s=0.2)
+    _wait(lambda: budget.stats()["waiting"] == 1)
+    second = _taker(budget, 10, got, wait_s=10.0)  # behind it until it gives up
+    first.join(5)
+    second.join(5)
+    assert got == [(50, False), (10, True)] and time.monotonic() - t0 >= 0.2
+    assert budget.stats()["rejected"] == 1
 
 
 def test_lone_request_past_the_budget_is_served(start_server, big_jpeg, want_big):
@@ -263,7 +361,10 @@ def test_decode_budget_flag_and_env():
     from smg_fast.server.flags import build_parser, config_from_args
 
     cfg = config_from_args([], environ={})
-    assert cfg.decode_bytes_limit >= 256 << 20
+    assert cfg.decode_bytes_limit >= 256 << 20 and cfg.decode_wait_s == 5.0
+    assert config_from_args(["--decode-wait-s", "0.5"], environ={}).decode_wait_s == 0.5
+    with pytest.raises(SystemExit):
+        config_from_args(["--decode-wait-s", "-1"], environ={})
     assert config_from_args(["--max-decode-mb", "300"], environ={}).decode_bytes_limit == 300 << 20
     assert config_from_args([], environ={"SMG_FAST_MAX_DECODE_MB": "77"}).max_decode_mb == 77
     with pytest.raises(SystemExit):

@@ -81,7 +81,7 @@ class Server:
         self.in_flight = 0  # Preprocess calls not yet answered
         self.admission = Admission(self.config.queued_requests_limit,
                                    self.config.queued_bytes_limit)
-        self.decode = DecodeBudget(self.config.decode_bytes_limit)
+        self.decode = DecodeBudget(self.config.decode_bytes_limit, self.config.decode_wait_s)
         self.receipt = Receipt(self.config.max_receiving_per_connection,
                                self.config.receive_timeout_s, self.config.receiving_limit)
         self.callers = Callers(self.config.trusted_router_peers)

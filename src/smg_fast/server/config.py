@@ -15,7 +15,7 @@ from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
-from .decode_budget import decode_bytes_limit
+from .decode_budget import DECODE_WAIT_S, decode_bytes_limit
 from .shm_shares import parse_networks
 
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
@@ -68,6 +68,7 @@ class ServerConfig:
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
     max_decode_mb: int = 0  # 0: auto, see decode_bytes_limit
+    decode_wait_s: float = DECODE_WAIT_S
     max_receiving_per_connection: int = RECEIVING_PER_CONNECTION
     max_receiving: int = 0  # 0: auto, see receiving_limit
     receive_timeout_s: float = RECEIVE_TIMEOUT_S
@@ -130,7 +131,8 @@ class ServerConfig:
         floats = {"--drain-timeout-s": self.drain_timeout_s, "--shm-ttl-s": self.shm_ttl_s,
                   "--rdma-slot-ttl-s": self.rdma_slot_ttl_s,
                   "--single-flight-wait-s": self.single_flight_wait_s,
-                  "--receive-timeout-s": self.receive_timeout_s}
+                  "--receive-timeout-s": self.receive_timeout_s,
+                  "--decode-wait-s": self.decode_wait_s}
         for flag, value in floats.items():
             if not math.isfinite(value):
                 raise ValueError(f"{flag} must be a finite number, got {value}")
@@ -187,6 +189,8 @@ class ServerConfig:
                              f"{self.max_receiving}")
         if not 0 < self.receive_timeout_s <= 3600:
             raise ValueError("--receive-timeout-s must be in (0, 3600]")
+        if not 0 <= self.decode_wait_s <= 3600:
+            raise ValueError("--decode-wait-s must be in [0, 3600]")
         if not 0 < self.single_flight_wait_s <= 3600:
             raise ValueError("--single-flight-wait-s must be in (0, 3600]")
         parse_networks(self.trusted_router_peers)  # ValueError naming a bad one

@@ -2,57 +2,90 @@
 
 A request's output is bounded (--max-output-mb) and its message by admission, but a few large
 images that scale down to small outputs (8k JPEGs for a small model) decode to full-size buffers
-first. Each request plans that memory from its images' headers (the largest of its items: the
-server decodes one item of a request at a time) and takes it here before decoding anything; past
-the budget it is refused at once (RESOURCE_EXHAUSTED, retryable), as admission refuses, and holds
-its share until its work ends."""
+first. Each item plans that memory from its header and takes it here around its own decode only
+(a pixel cache hit takes nothing), giving it back once its tensor is computed. Takers are served
+in order of arrival: one that does not fit waits, and so do those behind it (a large item is not
+starved by a stream of small ones), for at most ``wait_s`` (--decode-wait-s, and the request's
+deadline); then it is refused (RESOURCE_EXHAUSTED, retryable), as admission refuses. An item
+larger than the whole budget is taken when nothing else holds any (one image is bounded by
+--max-image-pixels), and holds it for its own decode only."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import deque
+
+DECODE_WAIT_S = 5.0  # the default of --decode-wait-s
 
 
 class DecodeBudget:
-    """Bytes of planned decode memory held by the requests being served; one lock."""
+    """Bytes of planned decode memory held by the items being decoded; one condition, FIFO."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, wait_s: float = DECODE_WAIT_S) -> None:
         self.max_bytes = max_bytes
+        self.wait_s = wait_s
         self.bytes = 0  # held now
-        self.holders = 0  # requests holding a share
+        self.holders = 0  # items holding a share
         self.peak = 0
         self.rejected = 0
-        self._lock = threading.Lock()
+        self.waited = 0  # takes that waited for room
+        self._queue: deque[object] = deque()  # takers waiting, first first
+        self._cond = threading.Condition()
 
-    def take(self, nbytes: int) -> bool:
-        """Holds nbytes for a request, or counts a refusal.
+    def take(self, nbytes: int, wait_s: float | None = None) -> bool:
+        """Holds nbytes for an item, or counts a refusal.
 
-        A request alone holds what it needs even past the budget (one image is bounded by
-        --max-image-pixels), so a large one is never starved by the budget's size."""
-        with self._lock:
-            if self.holders and self.bytes + nbytes > self.max_bytes:
-                self.rejected += 1
-                return False
-            self.holders += 1
-            self.bytes += nbytes
-            self.peak = max(self.peak, self.bytes)
-            return True
+        Waits in order of arrival, up to wait_s (at most the budget's own)."""
+        wait_s = self.wait_s if wait_s is None else min(wait_s, self.wait_s)
+        with self._cond:
+            if not self._queue and self._fits(nbytes):
+                self._hold(nbytes)
+                return True
+            me = object()
+            self._queue.append(me)
+            self.waited += 1
+            end = time.monotonic() + wait_s
+            try:
+                while not (self._queue[0] is me and self._fits(nbytes)):
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        self.rejected += 1
+                        return False
+                    self._cond.wait(left)
+                self._hold(nbytes)
+                return True
+            finally:
+                self._queue.remove(me)
+                self._cond.notify_all()  # the next in line may fit now
 
     def give(self, nbytes: int) -> None:
         """Returns what take() held."""
-        with self._lock:
+        with self._cond:
             self.holders -= 1
             self.bytes -= nbytes
+            self._cond.notify_all()
+
+    def _fits(self, nbytes: int) -> bool:
+        return not self.holders or self.bytes + nbytes <= self.max_bytes
+
+    def _hold(self, nbytes: int) -> None:
+        self.holders += 1
+        self.bytes += nbytes
+        self.peak = max(self.peak, self.bytes)
 
     def busy_message(self, index: int, nbytes: int) -> str:
         return (f"item {index}: decoding it needs {nbytes / 2**20:.0f} MiB while "
                 f"{self.bytes / 2**20:.0f} MiB of this server's decode budget of "
-                f"{self.max_bytes / 2**20:.0f} MiB (--max-decode-mb) is taken: retry with "
-                "backoff or on another replica")
+                f"{self.max_bytes / 2**20:.0f} MiB (--max-decode-mb) stayed taken for "
+                f"{self.wait_s:g} s (--decode-wait-s): retry with backoff or on another replica")
 
     def stats(self) -> dict[str, int]:
-        return {"bytes": self.bytes, "holders": self.holders, "peak_bytes": self.peak,
-                "max_bytes": self.max_bytes, "rejected": self.rejected}
+        with self._cond:
+            return {"bytes": self.bytes, "holders": self.holders, "peak_bytes": self.peak,
+                    "max_bytes": self.max_bytes, "rejected": self.rejected,
+                    "waited": self.waited, "waiting": len(self._queue)}
 
 
 def decode_bytes_limit(max_decode_mb: int) -> int:

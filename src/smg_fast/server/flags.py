@@ -125,11 +125,15 @@ _OPTIONS: list[Option] = [
      "(waiting included) ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a "
      "client that sends part of a large message and stalls holds memory no longer)"),
     ("--max-decode-mb", "SMG_FAST_MAX_DECODE_MB", int,
-     "MiB of decoded images held at once by the requests being served, planned from the "
-     "headers before decoding (a request takes its largest item's: width x height x 4 bytes "
-     "per full-size copy its decode makes); a request past it gets RESOURCE_EXHAUSTED "
-     "unless no other request is decoding (0 = auto: a quarter of physical memory, at least "
-     "256 MiB)"),
+     "MiB of images being decoded at once, planned from each item's header before it is "
+     "decoded (width x height x 4 bytes per full-size copy its decoder makes) and held for "
+     "its decode only (a pixel cache hit takes none); an item that does not fit waits its "
+     "turn (--decode-wait-s), then its request gets RESOURCE_EXHAUSTED; one larger than the "
+     "budget decodes when nothing else does (0 = auto: a quarter of physical memory or of "
+     "the cgroup's memory limit, at least 256 MiB)"),
+    ("--decode-wait-s", "SMG_FAST_DECODE_WAIT_S", float,
+     "longest an item waits, in order of arrival, for room in --max-decode-mb (bounded "
+     "also by the request's deadline) before its request gets RESOURCE_EXHAUSTED"),
     ("--single-flight-wait-s", "SMG_FAST_SINGLE_FLIGHT_WAIT_S", float,
      "pixel cache: longest wait for another request computing the same image (bounded "
      "also by the request's deadline); then the waiter computes it itself"),
@@ -237,7 +241,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_caller_slots=ns.rdma_caller_slots,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
-        max_decode_mb=ns.max_decode_mb,
+        max_decode_mb=ns.max_decode_mb, decode_wait_s=ns.decode_wait_s,
         max_receiving_per_connection=ns.max_receiving_per_connection,
         max_receiving=ns.max_receiving, receive_timeout_s=ns.receive_timeout_s,
         single_flight_wait_s=ns.single_flight_wait_s,

@@ -81,7 +81,8 @@ class PreprocessService:
                  registry: ShmRegistry, metrics: Metrics, namespace: str,
                  rdma: RdmaLane | None = None, decode: DecodeBudget | None = None) -> None:
         self.config = config
-        self.decode = decode if decode is not None else DecodeBudget(config.decode_bytes_limit)
+        self.decode = decode if decode is not None else DecodeBudget(config.decode_bytes_limit,
+                                                                         config.decode_wait_s)
         self.models = models
         self.cache = cache
         self.registry = registry
@@ -208,7 +209,7 @@ class PreprocessService:
         timer = Timer()
         inline_budget = planned_budget = self.config.max_message_bytes - OVERHEAD
         items: list[_Item] = []
-        held = 0  # decode memory this request holds in the decode budget
+        held = 0  # decode memory the item being decoded holds in the decode budget
         try:
             # First every item's bytes and header: the whole request's output is sized, and
             # refused when it cannot be served, before any pixel is decoded.
@@ -232,11 +233,12 @@ class PreprocessService:
                 planned_budget = self._admit(proc, it, dtype, shm_ok, planned_budget, outcome,
                                              timer)
             raw = req = None  # the message is no longer needed: its bytes are in items
-            held = self._take_decode(items)
             for it in items:
                 ticket.check()
                 out = resp.items.add(content_hash=it.digest)
                 if self.cache is None:
+                    # decoded by the delivery when it computes while decoding: held till then
+                    held = self._take_decode(it, ticket)
                     tensor, pre = self._uncached(proc, it, dtype, timer), 0.0
                 else:
                     tensor, pre = self._cached(fingerprint, it, dtype, timer, ticket)
@@ -245,6 +247,9 @@ class PreprocessService:
                                                           inline_budget, outcome, pre)
                 except InvalidImageError as exc:  # decoded while it was written
                     raise self._invalid(it, exc) from None
+                if held:
+                    self.decode.give(held)
+                    held = 0
                 if compact is not None:
                     compact.stamp(out.pixel_values)
                 tensor = it.data = None  # done with this item's buffers
@@ -273,15 +278,18 @@ class PreprocessService:
             if held:
                 self.decode.give(held)
 
-    def _take_decode(self, items: list[_Item]) -> int:
-        """Takes the request's planned decode memory from the decode budget, or refuses it.
+    def _take_decode(self, it: _Item, ticket: Ticket) -> int:
+        """Takes the item's planned decode memory from the decode budget, or refuses it.
 
-        Its items decode one at a time: it needs its largest item's. Returns what it holds."""
-        need = max(items, key=lambda it: it.planned.decode_bytes)
-        nbytes = need.planned.decode_bytes
-        if nbytes and not self.decode.take(nbytes):
+        Waits its turn, up to --decode-wait-s and the request's deadline. Returns what it holds."""
+        nbytes = it.planned.decode_bytes if it.planned is not None else 0
+        if not nbytes:
+            return 0
+        left = ticket.remaining()
+        if not self.decode.take(nbytes, None if left is None else max(0.0, left)):
+            ticket.check()  # its deadline passed, or it was cut, meanwhile
             raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                               self.decode.busy_message(need.index, nbytes), retryable=True)
+                               self.decode.busy_message(it.index, nbytes), retryable=True)
         return nbytes
 
     def release(self, outcome: Outcome) -> None:
@@ -369,19 +377,25 @@ class PreprocessService:
         def compute() -> CacheEntry:
             nonlocal computed
             ticket.check()  # also after a waiter's timeout: a late takeover does no work
-            planned = it.planned
-            overlap = planned is not None and planned.decodes_while_computing
-            batch = planned if overlap else self._prepare(it, timer)  # see _uncached
-            t1 = time.perf_counter()
-            # Always the server's private memory, never a segment's pages: whoever receives a
-            # segment can write or truncate it, and later hits must not return that. An shm
-            # delivery copies the entry into its segment (7-13 ms for 1080p float32 here).
-            t = Tensor.of_batch(batch)
+            held = self._take_decode(it, ticket)  # a miss decodes: only it takes the budget
             try:
-                entry = CacheEntry(t.array(), t.grid, t.num_tokens)
-            except InvalidImageError as exc:
-                raise self._invalid(it, exc) from None
-            computed = self.delivery.split_decode(t, time.perf_counter() - t1, timer)
+                planned = it.planned
+                overlap = planned is not None and planned.decodes_while_computing
+                batch = planned if overlap else self._prepare(it, timer)  # see _uncached
+                t1 = time.perf_counter()
+                # Always the server's private memory, never a segment's pages: whoever receives
+                # a segment can write or truncate it, and later hits must not return that. An
+                # shm delivery copies the entry into its segment (7-13 ms for 1080p float32).
+                t = Tensor.of_batch(batch)
+                try:
+                    entry = CacheEntry(t.array(), t.grid, t.num_tokens)
+                except InvalidImageError as exc:
+                    raise self._invalid(it, exc) from None
+                computed = self.delivery.split_decode(t, time.perf_counter() - t1, timer)
+                batch = t = None  # the decoded image goes before the budget is given back
+            finally:
+                if held:
+                    self.decode.give(held)
             return entry
 
         t0 = time.perf_counter()
