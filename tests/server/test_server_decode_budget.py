@@ -357,6 +357,32 @@ def test_lone_request_past_the_budget_is_served(start_server, big_jpeg, want_big
     assert srv.server.decode.stats()["bytes"] == 0
 
 
+def test_automatic_budget_is_a_quarter_of_the_cgroup_limit_when_smaller(tmp_path):
+    """A container's memory limit (cgroup v2 or v1) bounds the automatic budget, not only RAM."""
+    from smg_fast.server.decode_budget import cgroup_memory_limit, decode_bytes_limit
+
+    v2 = tmp_path / "v2"
+    (v2 / "kubepods" / "pod1").mkdir(parents=True)
+    (v2 / "kubepods" / "pod1" / "memory.max").write_text("2147483648\n")
+    (v2 / "proc_cgroup").write_text("0::/kubepods/pod1\n")
+    assert cgroup_memory_limit(str(v2 / "proc_cgroup"), str(v2)) == 2 << 30
+    (v2 / "kubepods" / "pod1" / "memory.max").write_text("max\n")
+    assert cgroup_memory_limit(str(v2 / "proc_cgroup"), str(v2)) is None
+    (v2 / "memory.max").write_text("1073741824\n")  # its own namespace: the mount's root
+    assert cgroup_memory_limit(str(v2 / "proc_cgroup"), str(v2)) == 1 << 30
+    v1 = tmp_path / "v1"
+    (v1 / "memory" / "docker" / "abc").mkdir(parents=True)
+    (v1 / "memory" / "docker" / "abc" / "memory.limit_in_bytes").write_text("3221225472\n")
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # unlimited
+    (v1 / "proc_cgroup").write_text("5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n")
+    assert cgroup_memory_limit(str(v1 / "proc_cgroup"), str(v1)) == 3 << 30
+    assert cgroup_memory_limit(str(tmp_path / "none"), str(tmp_path)) is None
+    assert decode_bytes_limit(0, 2 << 30) == 512 << 20
+    assert decode_bytes_limit(0, 1 << 30) == 256 << 20  # never under 256 MiB
+    assert decode_bytes_limit(0, 1 << 50) == decode_bytes_limit(0, None)  # RAM is smaller
+    assert decode_bytes_limit(64, 2 << 30) == 64 << 20  # an explicit budget is kept
+
+
 def test_decode_budget_flag_and_env():
     from smg_fast.server.flags import build_parser, config_from_args
 

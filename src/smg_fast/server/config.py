@@ -112,7 +112,9 @@ class ServerConfig:
 
     @property
     def decode_bytes_limit(self) -> int:
-        """Planned decode memory held at once; auto: a quarter of physical memory, >= 256 MiB."""
+        """Planned decode memory held at once.
+
+        Auto: a quarter of physical memory or of the cgroup's memory limit, >= 256 MiB."""
         return decode_bytes_limit(self.max_decode_mb)
 
     @property

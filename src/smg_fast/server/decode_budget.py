@@ -88,14 +88,53 @@ class DecodeBudget:
                     "waited": self.waited, "waiting": len(self._queue)}
 
 
-def decode_bytes_limit(max_decode_mb: int) -> int:
+def cgroup_memory_limit(proc_cgroup: str = "/proc/self/cgroup",
+                        root: str = "/sys/fs/cgroup") -> int | None:
+    """This process's cgroup memory limit in bytes, or None without one.
+
+    v2's memory.max or v1's memory.limit_in_bytes, looked for at the process's own cgroup path
+    and at the root of the mount (a container with its own cgroup namespace sees its cgroup
+    there); the smallest found."""
+    places: list[str] = []
+    try:
+        with open(proc_cgroup) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        path = path.strip("/")
+        if controllers == "":  # v2
+            places += [os.path.join(root, path, "memory.max"), os.path.join(root, "memory.max")]
+        elif "memory" in controllers.split(","):  # v1
+            places += [os.path.join(root, "memory", path, "memory.limit_in_bytes"),
+                       os.path.join(root, "memory", "memory.limit_in_bytes")]
+    limits = []
+    for place in places:
+        try:
+            with open(place) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < 1 << 60:  # "max", or v1's "unlimited" page count
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
+def decode_bytes_limit(max_decode_mb: int, cgroup_limit: int | None = -1) -> int:
     """Decode memory held at once.
 
-    ``max_decode_mb`` MiB, or when 0 (auto) a quarter of physical memory, at least 256 MiB."""
+    ``max_decode_mb`` MiB, or when 0 (auto) a quarter of the memory this process may use (the
+    smaller of physical memory and its cgroup's limit), at least 256 MiB. ``cgroup_limit``: -1
+    reads it (cgroup_memory_limit), None for none."""
     if max_decode_mb:
         return max_decode_mb * 2**20
     try:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         mem = 8 << 30
+    if cgroup_limit == -1:
+        cgroup_limit = cgroup_memory_limit()
+    if cgroup_limit is not None:
+        mem = min(mem, cgroup_limit)
     return max(256 << 20, mem // 4)
