@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 
 import grpc
 import numpy as np
@@ -19,7 +20,7 @@ from support.slow_http2 import SlowClient
 from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast._service.grpc_server import STREAM_WINDOW_BYTES
 from smg_fast.client import Client, build_request
-from smg_fast.testing.servers import ServerProcess
+from smg_fast.testing.servers import RouterProcess, ServerProcess, free_port
 from smg_fast.transport.tensors import read_tensor
 
 PREPROCESS = "/smg_fast.v1.Preprocessor/Preprocess"
@@ -134,6 +135,58 @@ def test_many_connections_share_one_bound(track_pid, small_jpegs, ours):
         srv.stop(timeout=30)
 
 
+def _window_taken(slow: SlowClient) -> tuple[int, int]:
+    """Sent bytes of two 16 MiB calls on one connection with one place to receive.
+
+    8 MiB offered to each: (what the reading call sent, what the waiting one could)."""
+    reading, waiting = (slow.open(PREPROCESS, 16 * MiB) for _ in range(2))
+    slow.send(reading, 8 * MiB, blocked_s=0.5)
+    slow.send(waiting, 8 * MiB, blocked_s=0.5)
+    return slow.sent[reading], slow.sent[waiting]
+
+
+def test_stream_window_flag_sets_what_a_waiting_call_takes(start_server, track_pid):
+    """--stream-window-kb is the HTTP/2 window of a call's stream, on the server and the router.
+
+    A waiting call takes that much of its message, no more (the default 256 KiB less); the
+    router's stalled calls are cut at its --receive-timeout-s and counted in its metrics."""
+    srv = start_server(max_receiving_per_connection=1, stream_window_kb=1024,
+                       receive_timeout_s=5.0)
+    slow = SlowClient("127.0.0.1", srv.port)
+    try:
+        read, waited = _window_taken(slow)
+    finally:
+        slow.close()
+    assert read == 8 * MiB
+    assert STREAM_WINDOW_BYTES < waited <= MiB + 5, waited
+    metrics = free_port()
+    router = RouterProcess([srv.target], ["--max-receiving-per-connection", "1",
+                                          "--stream-window-kb", "1024",
+                                          "--receive-timeout-s", "3",
+                                          "--metrics-port", str(metrics)])
+    track_pid(router.pid)
+    slow = None
+    try:
+        router.wait()
+        slow = SlowClient("127.0.0.1", router.port)
+        read, waited = _window_taken(slow)
+        assert read == 8 * MiB
+        assert STREAM_WINDOW_BYTES < waited <= MiB + 5, waited
+        text = ""
+        deadline = time.monotonic() + 30
+        while "smg_fast_receipt_timed_out_total 2.0" not in text:
+            assert time.monotonic() < deadline, text
+            slow.pump(0.2)
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5) as r:
+                text = r.read().decode()
+        assert "smg_fast_receipt_queued_total 1.0" in text
+        assert "# TYPE smg_fast_receipt_queued_total counter" in text
+    finally:
+        if slow is not None:
+            slow.close()
+        router.stop(timeout=30)
+
+
 def _never(release: threading.Event, message: bytes | None = None):
     """A request stream that sends nothing until release is set (then message, if any)."""
     release.wait(60)
@@ -187,6 +240,7 @@ def test_waiting_calls_are_served_in_turn_or_cut_at_the_timeout(start_server, sm
                                "timed_out": 2, "max_receiving": receipt.total}
     reg = srv.server.metrics.registry
     assert reg.get_sample_value("smg_fast_receipt_timed_out_total") == 2
+    assert reg.get_sample_value("smg_fast_receipt_queued_total") == 2  # a counter, not a gauge
 
 
 def test_receipt_flags_and_env():
@@ -201,7 +255,7 @@ def test_receipt_flags_and_env():
                            environ={"SMG_FAST_RECEIVE_TIMEOUT_S": "9.5"})
     assert cfg.max_receiving_per_connection == 3 and cfg.receive_timeout_s == 9.5
     for bad in (["--max-receiving-per-connection", "0"], ["--receive-timeout-s", "0"],
-                ["--max-receiving", "-1"],
+                ["--max-receiving", "-1"], ["--stream-window-kb", "8"],
                 ["--receive-timeout-s", "nan"]):
         with pytest.raises(SystemExit):
             config_from_args(bad, environ={})

@@ -31,6 +31,7 @@ STREAMS_PER_CONNECTION = 64  # concurrent RPCs one client connection may have op
 # health Watch (the default, 5 minutes, would answer GOAWAY "too many pings").
 MIN_PING_INTERVAL_MS = 500
 STREAM_WINDOW_BYTES = 256 << 10  # HTTP/2 window of a stream whose message is not being read
+STREAM_WINDOW_KB = (64, 65536)  # the range --stream-window-kb accepts
 
 
 def address(host: str, port: int) -> str:
@@ -38,13 +39,14 @@ def address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
+def grpc_server(max_message_bytes: int, stream_window_bytes: int = STREAM_WINDOW_BYTES
+                ) -> grpc.aio.Server:
     """A grpc.aio server.
 
     No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health Watch
     streams included, so a few idle streams would lock out health checks and all work. Admission
     (which refuses most calls before their message is read) bounds the work; receipt.py and the
-    stream window bound what one connection can upload at once."""
+    stream window (``stream_window_bytes``) bound what one connection can upload at once."""
     return grpc.aio.server(options=[
         *message_size_options(max_message_bytes),
         ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
@@ -53,7 +55,8 @@ def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
         ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
         # A call's stream takes no more than this of its message until the call reads it (one
         # reading gets its whole message's worth): BDP probing would raise it to megabytes.
-        ("grpc.http2.lookahead_bytes", STREAM_WINDOW_BYTES),
+        # It also caps one upload at a window per round trip (--stream-window-kb).
+        ("grpc.http2.lookahead_bytes", stream_window_bytes),
         ("grpc.http2.bdp_probe", 0),
     ])
 
@@ -123,14 +126,14 @@ async def start_preprocessor(
         metrics_port: int, *, preprocess: Callable[..., Awaitable[bytes]],
         refuse: Callable[..., Awaitable[bytes]], model_info: Callable[..., Awaitable[bytes]],
         full: Callable[[], bool], arrivals: Arrivals | None = None,
-        receipt: Receipt | None = None,
+        receipt: Receipt | None = None, stream_window_bytes: int = STREAM_WINDOW_BYTES,
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
     """Starts a Preprocessor server on host:port, and metrics' endpoint on metrics_port (0: off).
 
     Its methods are dispatched by Handlers (the keyword arguments are theirs), with health
     (NOT_SERVING until the caller says otherwise) and reflection. Returns (server, health
     servicer, the port bound); OSError when it cannot listen."""
-    server = grpc_server(max_message_bytes)
+    server = grpc_server(max_message_bytes, stream_window_bytes)
     server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full, arrivals,
                                               receipt),))
     servicer = await add_health_and_reflection(server)

@@ -27,6 +27,15 @@ RECEIVING_PER_CONNECTION = 8  # defaults (the server's flags; the router's setti
 RECEIVE_TIMEOUT_S = 60.0
 
 
+def receiving_limit(max_receiving: int, per_connection: int, queued_bytes: int,
+                    max_message_bytes: int) -> int:
+    """Calls reading their message at once, all connections together.
+
+    ``max_receiving``, or when 0 (auto) as many largest messages as the admission's bytes hold,
+    at least ``per_connection``."""
+    return max_receiving or max(per_connection, queued_bytes // max_message_bytes)
+
+
 class _Places:
     """Calls that may receive at once, and those waiting for a place (FIFO)."""
 

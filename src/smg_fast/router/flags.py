@@ -57,6 +57,19 @@ OPTIONS: list[Option] = [
     ("--max-queued-mb", "SMG_FAST_ROUTER_MAX_QUEUED_MB", int,
      "MiB of request messages routed at once; a lone request is always admitted (0 = auto: "
      "1/8 of physical memory, 64..1024 MiB)"),
+    ("--max-receiving-per-connection", "SMG_FAST_ROUTER_MAX_RECEIVING_PER_CONNECTION", int,
+     "Preprocess calls one connection may have reading their message at once; the next ones "
+     "wait, in order, gRPC taking at most a stream window of each (as the server's)"),
+    ("--max-receiving", "SMG_FAST_ROUTER_MAX_RECEIVING", int,
+     "Preprocess calls all connections together may have reading their message at once (0 = "
+     "auto: as many --max-message-mb messages as --max-queued-mb holds, at least "
+     "--max-receiving-per-connection)"),
+    ("--receive-timeout-s", "SMG_FAST_ROUTER_RECEIVE_TIMEOUT_S", float,
+     "a Preprocess call whose message has not all arrived this long after the call began "
+     "(waiting included) ends RESOURCE_EXHAUSTED"),
+    ("--stream-window-kb", "SMG_FAST_ROUTER_STREAM_WINDOW_KB", int,
+     "HTTP/2 window of a caller's stream: what one upload sends per round trip (raise it for "
+     "callers over a WAN, at the cost of that much more memory per waiting call)"),
     ("--resolve-every-s", "SMG_FAST_ROUTER_RESOLVE_EVERY_S", float,
      "how often dns:, dns+srv: and file: workers are read again (and at once when a worker "
      "goes down)"),

@@ -135,7 +135,8 @@ class Server:
         self.server, self.health, self.port = await start_preprocessor(
             cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
             preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
-            full=self.admission.full, arrivals=self.arrivals, receipt=self.receipt)
+            full=self.admission.full, arrivals=self.arrivals, receipt=self.receipt,
+            stream_window_bytes=cfg.stream_window_kb << 10)
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)

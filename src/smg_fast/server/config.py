@@ -9,8 +9,9 @@ import os
 from dataclasses import dataclass, field
 
 from .._service.admission import queued_bytes_limit
+from .._service.grpc_server import STREAM_WINDOW_KB
 from .._service.process import LOG_LEVELS
-from .._service.receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION
+from .._service.receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION, receiving_limit
 from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
@@ -71,6 +72,7 @@ class ServerConfig:
     decode_wait_s: float = DECODE_WAIT_S
     max_receiving_per_connection: int = RECEIVING_PER_CONNECTION
     max_receiving: int = 0  # 0: auto, see receiving_limit
+    stream_window_kb: int = 256
     receive_timeout_s: float = RECEIVE_TIMEOUT_S
     single_flight_wait_s: float = 10.0
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
@@ -105,10 +107,8 @@ class ServerConfig:
 
         Auto: as many --max-message-mb messages as --max-queued-mb holds, at least
         --max-receiving-per-connection."""
-        if self.max_receiving:
-            return self.max_receiving
-        return max(self.max_receiving_per_connection,
-                   self.queued_bytes_limit // self.max_message_bytes)
+        return receiving_limit(self.max_receiving, self.max_receiving_per_connection,
+                               self.queued_bytes_limit, self.max_message_bytes)
 
     @property
     def decode_bytes_limit(self) -> int:
@@ -189,6 +189,10 @@ class ServerConfig:
         if not 0 <= self.max_receiving <= 65536:
             raise ValueError(f"--max-receiving must be 0 (auto) .. 65536, got "
                              f"{self.max_receiving}")
+        lo, hi = STREAM_WINDOW_KB
+        if not lo <= self.stream_window_kb <= hi:
+            raise ValueError(f"--stream-window-kb must be {lo}..{hi}, got "
+                             f"{self.stream_window_kb}")
         if not 0 < self.receive_timeout_s <= 3600:
             raise ValueError("--receive-timeout-s must be in (0, 3600]")
         if not 0 <= self.decode_wait_s <= 3600:

@@ -55,7 +55,8 @@ class Metrics(MetricsEndpoint):
                      "shm_reuse.reused", "shm_reuse.made", "shm_reuse.busy",
                      "shm_reuse.dropped", "shm_reuse.declined"}
         counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers",
-                     "decode.rejected", "receipt.refused", "receipt.timed_out"}
+                     "decode.rejected", "decode.waited", "receipt.queued",
+                     "receipt.timed_out"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",
                                            "bad_notifications", "metadata_served",
