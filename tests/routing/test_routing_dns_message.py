@@ -183,14 +183,20 @@ def test_srv_records_are_read():
     (srv_data(1, 1, 80, b"\x01a\x03enc"), "past the end"),  # the name runs past its record
     (srv_data(1, 1, 80, b"\x01a\x00\x00"), "does not end"),  # a byte after the target
     (srv_data(1, 1, 80, struct.pack("!H", 0xC000 | TARGET_AT)), "compression pointers"),
-    (srv_data(1, 1, 80, b"\x03a b\x00"), "not a host name"),
-    (srv_data(1, 1, 80, b"\x02\xff\xfe\x00"), "not a host name"),
-], ids=["no-target", "target-past-record", "trailing-byte", "pointer-loop", "space",
-        "non-ascii"])
+], ids=["no-target", "target-past-record", "trailing-byte", "pointer-loop"])
 def test_malformed_srv_records_are_refused(data, match):
     msg = answer(record(b"\xc0\x0c", SRV, data), question=QUESTION_SRV)
     with pytest.raises(DnsParseError, match=match):
         parse(msg, ID, "_grpc._tcp.enc.test", SRV)
+
+
+def test_a_record_whose_target_is_not_a_host_name_is_dropped_alone():
+    """A well-formed name that is no host name (a space, non-ASCII) drops its record only."""
+    msg = answer(record(b"\xc0\x0c", SRV, srv_data(1, 1, 80, b"\x03a b\x00")),
+                 record(b"\xc0\x0c", SRV, srv_data(1, 1, 81, b"\x02\xff\xfe\x00")),
+                 record(b"\xc0\x0c", SRV, srv_data(1, 1, 82, b"\x01a\x03enc\x04test\x00")),
+                 question=QUESTION_SRV)
+    assert parse(msg, ID, "_grpc._tcp.enc.test", SRV) == [Srv(1, 1, 82, "a.enc.test")]
 
 
 def test_an_srv_target_cannot_point_past_its_record():

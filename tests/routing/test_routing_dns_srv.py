@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import urllib.request
 
 import pytest
 from support.dns_server import DnsServer
@@ -20,7 +22,7 @@ from smg_fast.routing import AsyncRoutedClient, dns_srv, dns_wire
 from smg_fast.routing.checks import check_spec, parse_srv
 from smg_fast.routing.discovery import Discovery, resolve
 from smg_fast.routing.dns_message import AAAA, SRV, DnsError
-from smg_fast.testing.servers import RouterProcess, ServerProcess
+from smg_fast.testing.servers import RouterProcess, ServerProcess, free_port
 
 NAME = "_grpc._tcp.enc.test"
 ADDRESSES = {"a.enc.test": ["127.0.0.2"], "b.enc.test": ["127.0.0.3", "::1"],
@@ -72,6 +74,83 @@ def test_targets_are_capped(caplog):
         got = asyncio.run(resolve(_at(dns)))
     assert len(got) == dns_srv.MAX_TARGETS
     assert "taking the first 256" in caplog.text
+
+
+def test_members_one_source_names_are_capped(caplog):
+    """Many targets of many addresses each: at most MAX_MEMBERS members (the first, sorted)."""
+    per = 200
+    many = {f"t{i}.enc.test": [f"127.{i + 1}.{j // 250}.{1 + j % 250}" for j in range(per)]
+            for i in range(6)}
+    srv = {NAME: [(10, 0, 7000 + i, f"t{i}.enc.test") for i in range(6)]}
+    caplog.set_level(logging.WARNING, "smg_fast.routing")
+    with DnsServer(many, srv=srv) as dns:
+        got = asyncio.run(resolve(_at(dns)))
+    every = sorted(f"{a}:{7000 + i}" for i in range(6) for a in many[f"t{i}.enc.test"])
+    assert len(every) == 6 * per > dns_srv.MAX_MEMBERS
+    assert got == every[:dns_srv.MAX_MEMBERS]
+    assert f"names {6 * per} members; taking the first {dns_srv.MAX_MEMBERS}" in caplog.text
+
+
+def test_port_zero_and_bad_targets_are_dropped_alone():
+    """A record of port 0 names nothing, nor does a target that is not a host name; the rest do."""
+    srv = {NAME: [(10, 0, 0, "a.enc.test"), (10, 0, 7001, "bad!name.enc.test"),
+                  (10, 0, 7002, "c.enc.test")]}
+    with DnsServer(ADDRESSES, srv=srv) as dns:
+        assert asyncio.run(resolve(_at(dns))) == ["127.0.0.4:7002"]
+
+
+def test_a_record_naming_the_router_itself_is_refused(images):
+    """An SRV record leading back to the router: that member is refused, never routed to.
+
+    Each request is placed on the real server once (the router answers exactly as many calls as
+    the client made: none looped back through it)."""
+    imgs, refs = images(6)
+    server = ServerProcess(SERVER_ARGS)
+    router = None
+    rport, metrics = free_port(), free_port()
+    try:
+        server.wait()
+        with DnsServer({"router.enc.test": ["127.0.0.1"], "m.enc.test": ["127.0.0.1"]},
+                       srv={NAME: [(0, 0, rport, "router.enc.test"),
+                                   (0, 0, server.port, "m.enc.test")]}) as dns:
+            router = RouterProcess([_at(dns)], ["--resolve-every-s", "0.5",
+                                                "--metrics-port", str(metrics)], port=rport)
+            router.wait()
+            text = ""
+            deadline = time.monotonic() + 30
+            refused = ("smg_fast_router_member_state{state=\"refused\","
+                       f"worker=\"127.0.0.1:{rport}\"}} 1.0")
+            while refused not in text:
+                assert time.monotonic() < deadline, text
+                time.sleep(0.2)
+                text = _metrics(metrics)
+            with Client(router.target) as cl:
+                for i in range(6):
+                    check(cl.preprocess([imgs[i]]), [i], refs)
+            text = _metrics(metrics)
+            assert 'smg_fast_router_calls_total{status="OK"} 6.0' in text, text
+    finally:
+        stop([server, router])
+
+
+def _metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def test_per_member_log_lines_are_budgeted(caplog):
+    """A burst of lines per window goes through; the rest are counted, then summarized."""
+    from smg_fast.routing.log_budget import LogBudget
+
+    logger = logging.getLogger("smg_fast.routing.test_budget")
+    caplog.set_level(logging.INFO, logger.name)
+    budget = LogBudget(logger, burst=3, window_s=0.2)
+    let = [budget.log(logging.INFO, "member %s: down", f"m{i}") for i in range(50)]
+    assert let == [True] * 3 + [False] * 47
+    assert caplog.text.count(": down") == 3
+    time.sleep(0.25)
+    assert budget.log(logging.INFO, "member %s: down", "m50")
+    assert "(47 member log line(s) left out in the last 0.2 s)" in caplog.text
 
 
 def test_a_truncated_srv_answer_is_asked_again_over_tcp():

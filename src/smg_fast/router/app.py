@@ -41,6 +41,7 @@ from ..routing.dispatch import Fleet
 from ..routing.forwarded_caller import CALLER
 from ..routing.membership import Member
 from ..routing.routed_error import RoutedError
+from ..routing.self_check import SELF_DETAIL, asked_by_self
 from .config import RouterConfig
 from .metrics import RouterMetrics
 
@@ -221,6 +222,8 @@ class Router:
         return payload, resp if local else None
 
     async def _model_info(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if asked_by_self(context.invocation_metadata()):  # a record names this router
+            await abort(context, _C.FAILED_PRECONDITION, SELF_DETAIL)
         info = self.fleet.membership.info(__version__, self.config.max_message_bytes)
         if info is None:
             await abort(context, _C.UNAVAILABLE, "no member of the fleet is serving")

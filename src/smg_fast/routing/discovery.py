@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from .checks import check_spec, file_path, is_dynamic, parse_dns, parse_srv
 from .dns_message import AAAA, A, DnsError
-from .dns_srv import by_priority, records
+from .dns_srv import MAX_MEMBERS, by_priority, records
 from .dns_wire import ask
 
 log = logging.getLogger("smg_fast.routing")
@@ -105,14 +105,33 @@ async def srv_members(spec: str, keep: Keep = _strict) -> list[str]:
         found = {member_target(a, r.port) for r, fams in zip(group, answers, strict=True)
                  for f in keep(r.target, fams) if f for a in f}
         if found:
-            return sorted(found)
+            return capped(spec, sorted(found))
     return []
 
 
+_capped_logged: set[str] = set()  # sources whose cap is logged (once while it lasts)
+
+
+def capped(spec: str, members: list[str]) -> list[str]:
+    """The first MAX_MEMBERS of a source's sorted members (a warning once while it names more).
+
+    A source naming tens of thousands (many targets of many addresses each) would have the
+    router join and follow each of them."""
+    if len(members) <= MAX_MEMBERS:
+        _capped_logged.discard(spec)
+        return members
+    if spec not in _capped_logged:
+        _capped_logged.add(spec)
+        log.warning("discovery: %s names %d members; taking the first %d", spec, len(members),
+                    MAX_MEMBERS)
+    return members[:MAX_MEMBERS]
+
+
 def targets(spec: str, families: Iterable[list[str] | None]) -> list[str]:
-    """The sorted member targets of a dns: spec's addresses."""
+    """The sorted member targets of a dns: spec's addresses (capped())."""
     port = parse_dns(spec)[2]
-    return sorted(member_target(a, port) for a in {a for f in families if f for a in f})
+    return capped(spec, sorted(member_target(a, port)
+                               for a in {a for f in families if f for a in f}))
 
 
 async def resolve(spec: str) -> list[str]:

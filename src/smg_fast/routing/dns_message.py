@@ -176,14 +176,18 @@ def parse(msg: bytes, ident: int, name: str, qtype: int) -> list[Record]:
         elif (rtype, size) == (AAAA, 16):
             out.append(str(ipaddress.IPv6Address(data)))
         elif rtype == SRV:
-            out.append(_srv(msg, pos - size, size))
+            srv = _srv(msg, pos - size, size)
+            if srv is not None:
+                out.append(srv)
         else:
             raise DnsParseError(f"address record of {size} bytes for type {rtype}")
     return out
 
 
-def _srv(msg: bytes, start: int, size: int) -> Srv:
-    """The SRV record whose data is msg[start:start + size]."""
+def _srv(msg: bytes, start: int, size: int) -> Srv | None:
+    """The SRV record whose data is msg[start:start + size].
+
+    None when its target is a well-formed name but not a host name (the other records stand)."""
     if size < 7:  # priority, weight, port and at least the root name
         raise DnsParseError(f"SRV record of {size} bytes")
     priority, weight, port = struct.unpack_from("!HHH", msg, start)
@@ -192,5 +196,5 @@ def _srv(msg: bytes, start: int, size: int) -> Srv:
         raise DnsParseError("SRV target does not end where its record does")
     host = target.decode("latin-1")
     if host and not _HOST.fullmatch(host):
-        raise DnsParseError(f"SRV target {host!r} is not a host name")
+        return None
     return Srv(priority, weight, port, host)

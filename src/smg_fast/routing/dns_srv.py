@@ -8,8 +8,10 @@ is applied (``_grpc._tcp.enc.default.svc.cluster.local``, not ``_grpc._tcp.enc``
 Of the records (RFC 2782), the lowest priority value names the members, each target at its
 record's port; a higher one is a fallback, used only when no target of the lower ones has an
 address. Weights are not used: the router places each image by its content hash under its load
-bound, every member alike. A target of "." (no service at this name) names none; at most
-``MAX_TARGETS`` targets are taken (the lowest priorities first)."""
+bound, every member alike. A target of "." (no service at this name) names none, nor does a
+record of port 0 (nothing listens there) or one whose target is not a host name (dropped while
+the answer is read); at most ``MAX_TARGETS`` targets are taken (the lowest priorities first), and
+at most ``MAX_MEMBERS`` members of them (discovery.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ log = logging.getLogger("smg_fast.routing")
 RESOLV_CONF = "/etc/resolv.conf"
 NAME_SERVER_PORT = 53
 MAX_TARGETS = 256
+MAX_MEMBERS = 1024  # members one source may name (the first in sorted order)
 
 
 def name_servers(path: str | None = None) -> list[tuple[str, int]]:
@@ -61,13 +64,13 @@ async def records(server: tuple[str, int] | None, name: str) -> list[Srv]:
 def by_priority(found: list[Srv], name: str) -> list[list[Srv]]:
     """The records that name members, grouped by priority, lowest first.
 
-    Each group sorted by target and port; "." targets and repeats dropped; at most MAX_TARGETS in
-    all (logged when more)."""
+    Each group sorted by target and port; "." targets, port 0 and repeats dropped; at most
+    MAX_TARGETS in all (logged when more)."""
     seen: set[tuple[str, int]] = set()
     ordered = []
     for r in sorted(found, key=lambda r: (r.priority, r.target.lower(), r.port)):
         key = (r.target.lower(), r.port)
-        if r.target and key not in seen:
+        if r.target and r.port and key not in seen:
             seen.add(key)
             ordered.append(r)
     if len(ordered) > MAX_TARGETS:
