@@ -78,9 +78,9 @@ class Handlers(grpc.GenericRpcHandler):
     While ``full()`` (admission, for a request of the recent typical size), a Preprocess call goes
     to ``refuse``, which never reads the message, so a flood of big messages is not received only to
     be dropped. Admission in ``preprocess`` stays the exact check: it knows the size. Otherwise
-    the call is taken before its message arrives and ``receipt`` reads it (bounded per connection
-    and in time: receipt.py). Every call of the service is noted in ``arrivals`` (a drain waits
-    for them to stop)."""
+    the call is taken before its message arrives and ``receipt`` reads it (bounded per connection,
+    in all and in time: receipt.py). Every call of the service is noted in ``arrivals`` (a drain
+    waits for them to stop)."""
 
     def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
                  refuse: Callable[..., Awaitable[bytes]],
