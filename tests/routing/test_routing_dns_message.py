@@ -12,11 +12,13 @@ import pytest
 from smg_fast.routing.dns_message import (
     AAAA,
     MAX_JUMPS,
+    SRV,
     A,
     DnsMismatch,
     DnsParseError,
     DnsRcode,
     DnsTruncated,
+    Srv,
     parse,
     query,
     read_name,
@@ -153,3 +155,56 @@ def test_queries_carry_edns0():
     assert q[12 + len(QUESTION_A):] == b"\x00" + struct.pack("!HHIH", 41, 4096, 0, 0)
     plain = query("enc.test", A, ID, edns=False)
     assert plain == struct.pack("!HHHHHH", ID, 0x0100, 1, 0, 0, 0) + QUESTION_A
+
+
+SRV_NAME = b"\x05_grpc\x04_tcp\x03enc\x04test\x00"  # _grpc._tcp.enc.test, at offset 12
+QUESTION_SRV = SRV_NAME + struct.pack("!HH", SRV, 1)
+TARGET_AT = 12 + len(QUESTION_SRV) + 2 + 10 + 6  # the first record's target: after its owner
+# (a pointer), its fixed part and its priority, weight and port
+
+
+def srv_data(priority: int, weight: int, port: int, target: bytes) -> bytes:
+    return struct.pack("!HHH", priority, weight, port) + target
+
+
+def test_srv_records_are_read():
+    """Targets written out, and one behind a pointer into the question (enc.test at 23); "."."""
+    msg = answer(record(b"\xc0\x0c", SRV, srv_data(10, 5, 50051, b"\x01a\x03enc\x04test\x00")),
+                 record(b"\xc0\x0c", SRV, srv_data(20, 0, 50052, b"\x01b\xc0\x17")),
+                 record(b"\xc0\x0c", SRV, srv_data(0, 0, 0, b"\x00")),
+                 record(b"\xc0\x0c", A, bytes([10, 0, 0, 9])),  # another type: passed over
+                 question=QUESTION_SRV)
+    assert parse(msg, ID, "_grpc._tcp.enc.test", SRV) == [
+        Srv(10, 5, 50051, "a.enc.test"), Srv(20, 0, 50052, "b.enc.test"), Srv(0, 0, 0, "")]
+
+
+@pytest.mark.parametrize("data, match", [
+    (struct.pack("!HHH", 1, 1, 80), "SRV record of 6 bytes"),  # no target at all
+    (srv_data(1, 1, 80, b"\x01a\x03enc"), "past the end"),  # the name runs past its record
+    (srv_data(1, 1, 80, b"\x01a\x00\x00"), "does not end"),  # a byte after the target
+    (srv_data(1, 1, 80, struct.pack("!H", 0xC000 | TARGET_AT)), "compression pointers"),
+], ids=["no-target", "target-past-record", "trailing-byte", "pointer-loop"])
+def test_malformed_srv_records_are_refused(data, match):
+    msg = answer(record(b"\xc0\x0c", SRV, data), question=QUESTION_SRV)
+    with pytest.raises(DnsParseError, match=match):
+        parse(msg, ID, "_grpc._tcp.enc.test", SRV)
+
+
+def test_a_record_whose_target_is_not_a_host_name_is_dropped_alone():
+    """A well-formed name that is no host name (a space, non-ASCII) drops its record only."""
+    msg = answer(record(b"\xc0\x0c", SRV, srv_data(1, 1, 80, b"\x03a b\x00")),
+                 record(b"\xc0\x0c", SRV, srv_data(1, 1, 81, b"\x02\xff\xfe\x00")),
+                 record(b"\xc0\x0c", SRV, srv_data(1, 1, 82, b"\x01a\x03enc\x04test\x00")),
+                 question=QUESTION_SRV)
+    assert parse(msg, ID, "_grpc._tcp.enc.test", SRV) == [Srv(1, 1, 82, "a.enc.test")]
+
+
+def test_an_srv_target_cannot_point_past_its_record():
+    """A target whose pointer leads to bytes after its own record is refused, not read."""
+    later = record(b"\xc0\x0c", A, b"\x01x\x00\x00")  # its data would read as the name "x"
+    x_at = TARGET_AT + 2 + 2 + 10  # past the SRV record (its 2-byte target), the A's owner and
+    msg = answer(record(b"\xc0\x0c", SRV, srv_data(1, 1, 80, struct.pack("!H", 0xC000 | x_at))),
+                 later, question=QUESTION_SRV)  # fixed part
+    assert msg[x_at:x_at + 3] == b"\x01x\x00"
+    with pytest.raises(DnsParseError, match="past the end"):
+        parse(msg, ID, "_grpc._tcp.enc.test", SRV)

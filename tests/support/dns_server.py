@@ -1,8 +1,10 @@
-"""A tiny authoritative DNS server for the discovery tests: UDP and TCP on 127.0.0.1, A and AAAA.
+"""A tiny authoritative DNS server for the discovery tests: UDP and TCP on 127.0.0.1, A, AAAA, SRV.
 
-Written from RFC 1035's message format (independently of smg_fast.routing.dns_message, which the
-tests check against it): the names and their addresses are a dict the test changes while it runs;
-an unknown name is NXDOMAIN, a known one without records of the type asked is an empty answer.
+Written from RFC 1035's message format and RFC 2782's SRV record (independently of
+smg_fast.routing.dns_message, which the tests check against it): the names and their addresses,
+and the names and their SRV records (priority, weight, port, target; the target written out in
+full, as RFC 2782 asks), are dicts the test changes while it runs; an unknown name is NXDOMAIN, a
+known one without records of the type asked is an empty answer.
 Misbehaviours a test may switch on while it runs: ``fail`` (a query type -> "servfail" or
 "silent"), ``fail_first`` (that many queries get SERVFAIL), ``truncate`` (UDP answers carry TC and
 no records; TCP answers in full), ``no_edns`` (FORMERR for a query with an additional record,
@@ -18,14 +20,15 @@ import struct
 import threading
 
 
-def _bind_pair() -> tuple[socket.socket, socket.socket]:
-    """A UDP and a TCP socket on 127.0.0.1, the same port."""
+def _bind_pair(host: str, port: int) -> tuple[socket.socket, socket.socket]:
+    """A UDP and a TCP socket on host, the same port (port, or any free one when 0)."""
     for _ in range(50):
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        udp.bind(("127.0.0.1", 0))
+        udp.bind((host, port))
         tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            tcp.bind(("127.0.0.1", udp.getsockname()[1]))
+            tcp.bind((host, udp.getsockname()[1]))
         except OSError:
             udp.close()
             tcp.close()
@@ -36,10 +39,15 @@ def _bind_pair() -> tuple[socket.socket, socket.socket]:
 
 
 class DnsServer:
-    """``with DnsServer({"enc.test": ["127.0.0.2", "::1"]}) as dns: dns.port``."""
+    """``with DnsServer({"enc.test": ["127.0.0.2", "::1"]}) as dns: dns.port``.
 
-    def __init__(self, records: dict[str, list[str]]) -> None:
+    ``srv={"_grpc._tcp.enc.test": [(10, 5, 50051, "a.enc.test")]}`` adds SRV records."""
+
+    def __init__(self, records: dict[str, list[str]],
+                 srv: dict[str, list[tuple[int, int, int, str]]] | None = None,
+                 port: int = 0, host: str = "127.0.0.1") -> None:
         self.records = {k.lower().rstrip("."): list(v) for k, v in records.items()}
+        self.srv = {k.lower().rstrip("."): list(v) for k, v in (srv or {}).items()}
         self.queries = 0
         self.tcp_queries = 0
         self.asked: list[tuple[int, bytes]] = []  # (query type, the query as received)
@@ -49,7 +57,7 @@ class DnsServer:
         self.decoy = ""
         self.no_edns = False
         self._lock = threading.Lock()
-        self._udp, self._tcp = _bind_pair()
+        self._udp, self._tcp = _bind_pair(host, port)
         self.port = self._udp.getsockname()[1]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True, name="test-dns")
@@ -57,6 +65,10 @@ class DnsServer:
     def set(self, name: str, addresses: list[str]) -> None:
         with self._lock:
             self.records[name.lower().rstrip(".")] = list(addresses)
+
+    def set_srv(self, name: str, records: list[tuple[int, int, int, str]]) -> None:
+        with self._lock:
+            self.srv[name.lower().rstrip(".")] = list(records)
 
     def __enter__(self) -> DnsServer:
         self._thread.start()
@@ -124,6 +136,9 @@ class DnsServer:
                 self.tcp_queries += not udp
                 self.asked.append((qtype, bytes(msg)))
             known = self.records.get(name)
+            services = self.srv.get(name)
+            if services is not None and known is None:
+                known = []  # a name with SRV records only: NODATA for A and AAAA
             failing = self.fail.get(qtype, "")
             if self.fail_first > 0 and not forge:
                 self.fail_first -= 1
@@ -137,6 +152,12 @@ class DnsServer:
                 # a pointer to the question's name (offset 12), type, class IN, ttl 0, the address
                 answers.append(struct.pack("!HHHIH", 0xC00C, qtype, 1, 0, len(ip.packed))
                                + ip.packed)
+        if qtype == 33 and not forge:
+            for prio, weight, port, target in services or []:
+                labels = [p.encode() for p in target.rstrip(".").split(".") if p]
+                rdata = struct.pack("!HHH", prio, weight, port) + b"".join(
+                    bytes([len(p)]) + p for p in labels) + b"\0"
+                answers.append(struct.pack("!HHHIH", 0xC00C, 33, 1, 0, len(rdata)) + rdata)
         rcode = 3 if known is None and not forge else 0
         if failing == "servfail" and not forge:
             rcode, answers = 2, []

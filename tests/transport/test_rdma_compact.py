@@ -21,7 +21,7 @@ def server_fields() -> dict:
     """The module's `server` (tests/conftest.py): rdma, Qwen2-VL, Kimi and Gemma 3 (torchvision)."""
     return dict(models=[("qwen2_vl", "qwen2_vl"), ("kimi", "kimi_k25"),
                         ("gemma", "gemma3:torchvision")], transport="rdma", rdma_slots=2,
-                rdma_slot_bytes=32 * MiB, rdma_min_bytes=0)
+                rdma_slot_bytes=32 * MiB, rdma_min_bytes=0, rdma_caller_slots=2)
 
 
 def test_compact_through_a_slot_is_exact(server, puller, real_images, ours):

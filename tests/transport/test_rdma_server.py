@@ -32,6 +32,7 @@ def rdma_server(tmp_path_factory):
     with open(log, "w") as err:
         srv = ServerProcess(
             ["--transport", "rdma", "--rdma-listen-port", "0", "--rdma-slots", "2",
+             "--rdma-caller-slots", "2",  # one caller may fill the arena (shares: elsewhere)
              "--rdma-slot-mb", "64", "--model", "qwen2_vl=qwen2_vl", "--model", "kimi=kimi_k25",
              "--workers", "2", "--pixel-cache-mb", "256", "--metrics-port", str(metrics),
              "--drain-timeout-s", "3"], stderr=err)

@@ -27,9 +27,11 @@ pytestmark = pytest.mark.usefixtures("no_shm_leak")
 
 
 def server_fields() -> dict:
-    """The module's `server` (tests/conftest.py): the rdma transport, two 32 MiB slots."""
+    """The module's `server` (tests/conftest.py): the rdma transport, two 32 MiB slots.
+
+    One caller may hold both (per-caller shares: test_rdma_caller_shares.py)."""
     return dict(models=[("qwen2_vl", "qwen2_vl")], transport="rdma", rdma_slots=2,
-                rdma_slot_bytes=32 * MiB)
+                rdma_slot_bytes=32 * MiB, rdma_caller_slots=2)
 
 
 def slots_in_use(server) -> int:

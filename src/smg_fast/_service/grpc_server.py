@@ -7,6 +7,7 @@ reflection, and answers with status metadata."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -15,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from .._proto import preprocessor_pb2 as pb
 from .channel import message_size_options
 from .metrics import MetricsEndpoint
+from .receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION, Receipt
 from .shutdown import Arrivals
 from .wire import trailers
 
@@ -28,6 +30,8 @@ STREAMS_PER_CONNECTION = 64  # concurrent RPCs one client connection may have op
 # before any deadline: accept them this often, even on a connection whose only call is an idle
 # health Watch (the default, 5 minutes, would answer GOAWAY "too many pings").
 MIN_PING_INTERVAL_MS = 500
+STREAM_WINDOW_BYTES = 256 << 10  # HTTP/2 window of a stream whose message is not being read
+STREAM_WINDOW_KB = (64, 65536)  # the range --stream-window-kb accepts
 
 
 def address(host: str, port: int) -> str:
@@ -35,19 +39,25 @@ def address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-def grpc_server(max_message_bytes: int) -> grpc.aio.Server:
+def grpc_server(max_message_bytes: int, stream_window_bytes: int = STREAM_WINDOW_BYTES
+                ) -> grpc.aio.Server:
     """A grpc.aio server.
 
     No server-wide maximum_concurrent_rpcs: grpc counts every open RPC against it, health Watch
     streams included, so a few idle streams would lock out health checks and all work. Admission
-    (which refuses most calls before their message is read) bounds the work; HTTP/2's stream limit
-    bounds what one connection can upload at once."""
+    (which refuses most calls before their message is read) bounds the work; receipt.py and the
+    stream window (``stream_window_bytes``) bound what one connection can upload at once."""
     return grpc.aio.server(options=[
         *message_size_options(max_message_bytes),
         ("grpc.max_concurrent_streams", STREAMS_PER_CONNECTION),
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
+        # A call's stream takes no more than this of its message until the call reads it (one
+        # reading gets its whole message's worth): BDP probing would raise it to megabytes.
+        # It also caps one upload at a window per round trip (--stream-window-kb).
+        ("grpc.http2.lookahead_bytes", stream_window_bytes),
+        ("grpc.http2.bdp_probe", 0),
     ])
 
 
@@ -67,16 +77,23 @@ class Handlers(grpc.GenericRpcHandler):
 
     While ``full()`` (admission, for a request of the recent typical size), a Preprocess call goes
     to ``refuse``, which never reads the message, so a flood of big messages is not received only to
-    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size. Every call
-    of the service is noted in ``arrivals`` (a drain waits for them to stop)."""
+    be dropped. Admission in ``preprocess`` stays the exact check: it knows the size. Otherwise
+    the call is taken before its message arrives and ``receipt`` reads it (bounded per connection,
+    in all and in time: receipt.py). Every call of the service is noted in ``arrivals`` (a drain
+    waits for them to stop)."""
 
     def __init__(self, preprocess: Callable[..., Awaitable[bytes]],
                  refuse: Callable[..., Awaitable[bytes]],
                  model_info: Callable[..., Awaitable[bytes]], full: Callable[[], bool],
-                 arrivals: Arrivals | None = None) -> None:
+                 arrivals: Arrivals | None = None, receipt: Receipt | None = None) -> None:
         self._full = full
         self.arrivals = arrivals or Arrivals()
-        self._preprocess = grpc.unary_unary_rpc_method_handler(preprocess)
+        self.receipt = receipt or Receipt(RECEIVING_PER_CONNECTION, RECEIVE_TIMEOUT_S)
+
+        async def received(messages: Any, context: grpc.aio.ServicerContext) -> bytes:
+            return await preprocess(await self.receipt.read(context), context)
+
+        self._preprocess = grpc.stream_unary_rpc_method_handler(received)
         self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
         self._info = grpc.unary_unary_rpc_method_handler(model_info)
 
@@ -109,14 +126,16 @@ async def start_preprocessor(
         metrics_port: int, *, preprocess: Callable[..., Awaitable[bytes]],
         refuse: Callable[..., Awaitable[bytes]], model_info: Callable[..., Awaitable[bytes]],
         full: Callable[[], bool], arrivals: Arrivals | None = None,
+        receipt: Receipt | None = None, stream_window_bytes: int = STREAM_WINDOW_BYTES,
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
     """Starts a Preprocessor server on host:port, and metrics' endpoint on metrics_port (0: off).
 
     Its methods are dispatched by Handlers (the keyword arguments are theirs), with health
     (NOT_SERVING until the caller says otherwise) and reflection. Returns (server, health
     servicer, the port bound); OSError when it cannot listen."""
-    server = grpc_server(max_message_bytes)
-    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full, arrivals),))
+    server = grpc_server(max_message_bytes, stream_window_bytes)
+    server.add_generic_rpc_handlers((Handlers(preprocess, refuse, model_info, full, arrivals,
+                                              receipt),))
     servicer = await add_health_and_reflection(server)
     bound = listen(server, host, port)
     if metrics_port:

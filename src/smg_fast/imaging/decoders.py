@@ -387,7 +387,7 @@ def fast_path(img: Image.Image, hf: bool, orientation: int
     tile = getattr(img, "tile", None) or []
     plain = (len(tile) == 1 and tile[0][0] == "zip" and tuple(tile[0][1]) == (0, 0, w, h)
              and tile[0][3] == img.mode and not img.info.get("interlace"))
-    if (png_decoder() and img.format == "PNG" and plain
+    if (png_decoder() and img.format == "PNG" and plain and img.mode in ("L", "RGB", "RGBA")
             and img.info.get("transparency") is None):
         start = tile[0][2]
 

@@ -36,6 +36,7 @@ from PIL import Image, UnidentifiedImageError
 
 from ..errors import InvalidImageError
 from . import decoders
+from .decode_memory import decode_bytes, decode_copies, decoder_bytes_per_pixel, encoded_size
 from .lazy_jpeg import LazyJpegImageFile, encoded_source
 from .pixels import (
     DECODE_ERRORS,
@@ -285,6 +286,8 @@ class ImageHeader:
         # The input carries an alpha band or a transparency key (its RGB depends on how that is
         # blended), as open_image saw it before decoding.
         self.transparent = False
+        # Memory its decode may hold at its peak, planned from the header (decode_bytes()).
+        self.decode_bytes = decode_bytes(width, height, 1)
 
     def decode(self) -> Pixels:
         """The decoded image and the PixelFormat it is read in.
@@ -327,6 +330,11 @@ def _pil_header(index: int, item: Image.Image, hf: bool, max_pixels: int | None,
     conv = pixels_hf if hf else pixels_plain
     header = ImageHeader(index, item.width, item.height, lambda: conv(index, item))
     header.transparent = has_transparency(item)
+    # Not yet loaded (Image.open'ed): Pillow decodes it, with its own copies.
+    loaded = not getattr(item, "tile", None)
+    header.decode_bytes = decode_bytes(item.width, item.height,
+                                       decode_copies(item, hf, False, native=loaded),
+                                       per_pixel=0 if loaded else decoder_bytes_per_pixel(item))
     return header
 
 
@@ -369,6 +377,11 @@ def _encoded_header(index: int, img: Image.Image, hf: bool, reopen: Callable[[],
 
     header = ImageHeader(index, w, h, decode, close)
     header.transparent = transparent
+    turns = orientation == UNKNOWN_ORIENTATION or orientation in range(2, 9)
+    # Planned for the decoder the header chooses: a native one reads the pixels into their one
+    # buffer, Pillow makes its own copies first.
+    header.decode_bytes = decode_bytes(w, h, decode_copies(img, hf, turns, native=fast is not None),
+                                       encoded_size(data, path), decoder_bytes_per_pixel(img))
     if (fast is not None and img.format in ("JPEG", "MPO")
             and (orientation == 1 or orientation not in range(1, 9))):
 
@@ -412,6 +425,7 @@ def open_image(index: int, item: ImageInput, *, hf: bool, max_pixels: int | None
         header = ImageHeader(index, arr.shape[1], arr.shape[0],
                              lambda: from_numpy(arr, hf, torchvision))
         header.transparent = arr.shape[2] == 4
+        header.decode_bytes = 0 if arr.flags.c_contiguous else arr.nbytes  # the caller's memory
         return header
     if isinstance(item, (bytes, bytearray, memoryview)):
         if len(item) == 0:

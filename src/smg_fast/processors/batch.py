@@ -105,6 +105,9 @@ class PlannedBatch(_Sized):
                  dtype: str) -> None:
         self._headers = headers
         self.decode_seconds = 0.0  # see write_into
+        # Memory decoding these images may hold at once (a batch keeps them all decoded), planned
+        # from their headers as the output is.
+        self.decode_bytes = sum(h.decode_bytes for h in headers)
         self._size(proc, plans, dtype)
 
     def decode(self) -> PreparedBatch:

@@ -33,6 +33,7 @@ from .._service.grpc_server import (
     set_health,
     start_preprocessor,
 )
+from .._service.receipt import Receipt
 from .._service.shutdown import QUIET_S, Arrivals, off_loop, on_stop_signals
 from .._service.wire import MAX_ITEMS, too_many_items
 from .._version import __version__
@@ -40,6 +41,7 @@ from ..routing.dispatch import Fleet
 from ..routing.forwarded_caller import CALLER
 from ..routing.membership import Member
 from ..routing.routed_error import RoutedError
+from ..routing.self_check import SELF_DETAIL, asked_by_self
 from .config import RouterConfig
 from .metrics import RouterMetrics
 
@@ -81,12 +83,15 @@ class Router:
                            eject_after=cfg.eject_after, eject_base_s=cfg.eject_base_s,
                            keepalive_s=cfg.keepalive_s, resolve_every_s=cfg.resolve_every_s,
                            hedge_percentile=cfg.hedge_percentile, hedge_ratio=cfg.hedge_ratio)
+        self.receipt = Receipt(cfg.max_receiving_per_connection, cfg.receive_timeout_s,
+                               cfg.receiving_limit)
         self.metrics = RouterMetrics(self.fleet, asyncio.get_running_loop(),
-                                     self.admission.stats)
+                                     self.admission.stats, self.receipt.stats)
         self.server, self.health, self.port = await start_preprocessor(
             cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
             preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
-            full=self.admission.full, arrivals=self.arrivals)
+            full=self.admission.full, arrivals=self.arrivals, receipt=self.receipt,
+            stream_window_bytes=cfg.stream_window_kb << 10)
         await self.fleet._ready()
         await self._update_health()
         self._health_task = asyncio.create_task(self._health_loop())
@@ -217,6 +222,8 @@ class Router:
         return payload, resp if local else None
 
     async def _model_info(self, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if asked_by_self(context.invocation_metadata()):  # a record names this router
+            await abort(context, _C.FAILED_PRECONDITION, SELF_DETAIL)
         info = self.fleet.membership.info(__version__, self.config.max_message_bytes)
         if info is None:
             await abort(context, _C.UNAVAILABLE, "no member of the fleet is serving")

@@ -8,7 +8,9 @@ import math
 from dataclasses import dataclass, field
 
 from .._service.admission import queued_bytes_limit
+from .._service.grpc_server import STREAM_WINDOW_KB
 from .._service.process import LOG_LEVELS
+from .._service.receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION, receiving_limit
 from ..routing.checks import check_spec
 
 
@@ -35,9 +37,13 @@ class RouterConfig:
     eject_base_s: float = 1.0
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
-    resolve_every_s: float = 5.0  # dns: and file: workers are read again this often
+    resolve_every_s: float = 5.0  # dns:, dns+srv: and file: workers are read again this often
     hedge_percentile: float = 95.0  # 0: never hedge
     hedge_ratio: float = 0.05
+    max_receiving_per_connection: int = RECEIVING_PER_CONNECTION
+    max_receiving: int = 0  # 0: auto, see receiving_limit
+    receive_timeout_s: float = RECEIVE_TIMEOUT_S
+    stream_window_kb: int = 256
 
     @property
     def max_message_bytes(self) -> int:
@@ -52,6 +58,12 @@ class RouterConfig:
     def queued_bytes_limit(self) -> int:
         return queued_bytes_limit(self.max_queued_mb)
 
+    @property
+    def receiving_limit(self) -> int:
+        """Calls reading their message at once, all connections together (as the server's)."""
+        return receiving_limit(self.max_receiving, self.max_receiving_per_connection,
+                               self.queued_bytes_limit, self.max_message_bytes)
+
     def validate(self) -> RouterConfig:
         if not self.workers:
             raise ValueError("at least one --worker HOST:PORT is needed")
@@ -65,7 +77,8 @@ class RouterConfig:
                   "--keepalive-s": self.keepalive_s, "--join-timeout-s": self.join_timeout_s,
                   "--affinity-wait-s": self.affinity_wait_s,
                   "--eject-base-s": self.eject_base_s,
-                  "--resolve-every-s": self.resolve_every_s}
+                  "--resolve-every-s": self.resolve_every_s,
+                  "--receive-timeout-s": self.receive_timeout_s}
         for flag, value in floats.items():
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"{flag} must be a finite number >= 0, got {value}")
@@ -92,6 +105,16 @@ class RouterConfig:
                              f"{self.hedge_percentile}")
         if not 0 <= self.hedge_ratio <= 1:
             raise ValueError(f"--hedge-ratio must be 0..1, got {self.hedge_ratio}")
+        if not 1 <= self.max_receiving_per_connection <= 64 or not 0 <= self.max_receiving \
+                <= 65536:
+            raise ValueError("--max-receiving-per-connection must be 1..64 and --max-receiving "
+                             "0 (auto) .. 65536")
+        if not 0 < self.receive_timeout_s <= 3600:
+            raise ValueError("--receive-timeout-s must be in (0, 3600]")
+        lo, hi = STREAM_WINDOW_KB
+        if not lo <= self.stream_window_kb <= hi:
+            raise ValueError(f"--stream-window-kb must be {lo}..{hi}, got "
+                             f"{self.stream_window_kb}")
         if self.log_level not in LOG_LEVELS:
             raise ValueError(f"--log-level must be one of {LOG_LEVELS}")
         return self

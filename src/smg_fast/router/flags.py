@@ -57,8 +57,22 @@ OPTIONS: list[Option] = [
     ("--max-queued-mb", "SMG_FAST_ROUTER_MAX_QUEUED_MB", int,
      "MiB of request messages routed at once; a lone request is always admitted (0 = auto: "
      "1/8 of physical memory, 64..1024 MiB)"),
+    ("--max-receiving-per-connection", "SMG_FAST_ROUTER_MAX_RECEIVING_PER_CONNECTION", int,
+     "Preprocess calls one connection may have reading their message at once; the next ones "
+     "wait, in order, gRPC taking at most a stream window of each (as the server's)"),
+    ("--max-receiving", "SMG_FAST_ROUTER_MAX_RECEIVING", int,
+     "Preprocess calls all connections together may have reading their message at once (0 = "
+     "auto: as many --max-message-mb messages as --max-queued-mb holds, at least "
+     "--max-receiving-per-connection)"),
+    ("--receive-timeout-s", "SMG_FAST_ROUTER_RECEIVE_TIMEOUT_S", float,
+     "a Preprocess call whose message has not all arrived this long after the call began "
+     "(waiting included) ends RESOURCE_EXHAUSTED"),
+    ("--stream-window-kb", "SMG_FAST_ROUTER_STREAM_WINDOW_KB", int,
+     "HTTP/2 window of a caller's stream: what one upload sends per round trip (raise it for "
+     "callers over a WAN, at the cost of that much more memory per waiting call)"),
     ("--resolve-every-s", "SMG_FAST_ROUTER_RESOLVE_EVERY_S", float,
-     "how often dns: and file: workers are read again (and at once when a worker goes down)"),
+     "how often dns:, dns+srv: and file: workers are read again (and at once when a worker "
+     "goes down)"),
     ("--hedge-percentile", "SMG_FAST_ROUTER_HEDGE_PERCENTILE", float,
      "a worker's part of a request that runs past this percentile of the worker's recent "
      "latencies (same model and size) is sent to the next worker too; the first answer wins "
@@ -85,7 +99,13 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                     help="an smg-fast server of the fleet, HOST:PORT, or where to find them: "
                          "dns:///NAME:PORT (every A/AAAA address of NAME, e.g. a Kubernetes "
                          "headless service), dns://SERVER[:PORT]/NAME:PORT (asking that name "
-                         "server), file:///PATH (a file of targets, one a line, watched) "
+                         "server), dns+srv:///NAME or dns+srv://SERVER[:PORT]/NAME (NAME's SRV "
+                         "records: each target's A/AAAA addresses at the record's port; the "
+                         "lowest priority whose targets have addresses, others only as "
+                         "fallback; weights unused; NAME fully qualified, e.g. "
+                         "_grpc._tcp.enc.default.svc.cluster.local; dns+srv:/// asks the "
+                         "nameservers of /etc/resolv.conf), "
+                         "file:///PATH (a file of targets, one a line, watched) "
                          f"(repeatable; at least one) [env {WORKERS_VAR}, comma-separated]")
     add_env_options(ap, OPTIONS, RouterConfig(), env)
     ap.set_defaults(_env_workers=env_list(env, WORKERS_VAR))

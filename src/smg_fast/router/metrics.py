@@ -20,7 +20,8 @@ class RouterMetrics(MetricsEndpoint):
     """The router process's registry: its requests, its admission, and the fleet."""
 
     def __init__(self, fleet: Fleet, loop: asyncio.AbstractEventLoop,
-                 admission: Callable[[], dict[str, Any]]) -> None:
+                 admission: Callable[[], dict[str, Any]],
+                 receipt: Callable[[], dict[str, Any]] | None = None) -> None:
         super().__init__()
         r = self.registry
         self.requests = Counter("smg_fast_router_calls", "Preprocess calls the router answered, "
@@ -29,5 +30,8 @@ class RouterMetrics(MetricsEndpoint):
                                          "through the router", buckets=LATENCY_BUCKETS,
                                          registry=r)
         r.register(FleetCollector(fleet, loop))
-        r.register(StatsCollector({"admission": admission},
-                                  {"admission.rejected", "admission.stopped"}))
+        sources: dict[str, Callable[[], dict[str, Any]]] = {"admission": admission}
+        if receipt is not None:
+            sources["receipt"] = receipt
+        r.register(StatsCollector(sources, {"admission.rejected", "admission.stopped",
+                                            "receipt.queued", "receipt.timed_out"}))

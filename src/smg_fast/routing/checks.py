@@ -49,22 +49,39 @@ def parse_dns(spec: str) -> tuple[tuple[str, int] | None, str, int]:
     if rest is None or not sep or not name or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"a DNS target must be dns:///NAME:PORT or dns://SERVER/NAME:PORT, "
                          f"got {spec!r}")
-    server = None
-    if authority:
-        host, colon, sport = authority.rpartition(":") if not authority.endswith("]") \
-            else (authority, "", "")
-        if not colon:
-            host, sport = authority, "53"
-        host = host.strip("[]")
-        if not host or not sport.isdigit() or not 1 <= int(sport) <= 65535:
-            raise ValueError(f"bad name server in {spec!r}")
-        server = (host, int(sport))
-    return server, name, int(port)
+    return (_name_server(authority, spec) if authority else None), name, int(port)
+
+
+def _name_server(authority: str, spec: str) -> tuple[str, int]:
+    """SERVER[:PORT] or [IPv6][:PORT] of a DNS target, the port 53 when not given."""
+    host, colon, sport = authority.rpartition(":") if not authority.endswith("]") \
+        else (authority, "", "")
+    if not colon:
+        host, sport = authority, "53"
+    host = host.strip("[]")
+    if not host or not sport.isdigit() or not 1 <= int(sport) <= 65535:
+        raise ValueError(f"bad name server in {spec!r}")
+    return host, int(sport)
+
+
+def parse_srv(spec: str) -> tuple[tuple[str, int] | None, str]:
+    """``dns+srv:///NAME`` or ``dns+srv://SERVER[:PORT]/NAME``: (name server, name).
+
+    The name server is None for the system's (dns_srv.py); the members' ports come from the SRV
+    records. ValueError when spec is not of that form."""
+    rest = spec[len("dns+srv://"):] if spec.startswith("dns+srv://") else None
+    authority, sep, name = (rest or "").partition("/")
+    if rest is None or not sep or not name.strip(".") or "/" in name or ":" in name:
+        raise ValueError(f"an SRV target must be dns+srv:///NAME or dns+srv://SERVER/NAME "
+                         f"(the ports come from the records), got {spec!r}")
+    return (_name_server(authority, spec) if authority else None), name
 
 
 def is_dynamic(spec: str) -> bool:
-    """Whether spec names members found at run time (``dns:`` or ``file:``), not one member."""
-    return spec.startswith(("dns:", "file:"))
+    """Whether spec names members found at run time (``dns:``, ``dns+srv:`` or ``file:``).
+
+    Not one member."""
+    return spec.startswith(("dns:", "dns+srv:", "file:"))
 
 
 def file_path(spec: str) -> str:
@@ -78,11 +95,17 @@ def file_path(spec: str) -> str:
 def check_spec(spec: object, what: str = "a target") -> str:
     """A member (HOST:PORT), or a source of members; ValueError naming it otherwise.
 
-    Sources: dns:///NAME:PORT, dns://SERVER/NAME:PORT, file:///PATH (one target a line)."""
+    Sources: dns:///NAME:PORT, dns://SERVER/NAME:PORT, dns+srv:///NAME, dns+srv://SERVER/NAME,
+    file:///PATH (one target a line)."""
     if not (isinstance(spec, str) and is_dynamic(spec)):
         return check_target(spec, what)
     try:
-        parse_dns(spec) if spec.startswith("dns:") else file_path(spec)
+        if spec.startswith("dns:"):
+            parse_dns(spec)
+        elif spec.startswith("dns+srv:"):
+            parse_srv(spec)
+        else:
+            file_path(spec)
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
     return spec

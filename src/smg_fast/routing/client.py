@@ -40,7 +40,7 @@ class AsyncRoutedClient(Fleet):
     resolve_every_s, hedge_percentile, hedge_ratio);
     ``puller`` pulls rdma handles (default: smg_fast.transport.rdma.default_puller). ``targets``:
     HOST:PORT strings (one string is one member) or sources of members (``dns:///NAME:PORT``,
-    ``dns://SERVER/NAME:PORT``, ``file:///PATH``), at least one."""
+    ``dns://SERVER/NAME:PORT``, ``dns+srv:///NAME``, ``file:///PATH``), at least one."""
 
     def __init__(self, targets: str | Iterable[str], *, puller: Any = None,
                  **kwargs: Any) -> None:

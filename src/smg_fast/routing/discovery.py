@@ -6,12 +6,17 @@ A fleet's targets may name sources instead of members:
   and /etc/hosts included), each address a member at PORT; ``dns://SERVER[:PORT]/NAME:PORT``
   asks that name server instead (dns_wire.py). A Kubernetes headless Service answers each ready
   pod's address.
+- ``dns+srv:///NAME`` or ``dns+srv://SERVER[:PORT]/NAME``: NAME's SRV records, each target's
+  A and AAAA addresses a member at the record's port (which records count: dns_srv.py); the
+  targets resolve as ``dns:`` names do, through the system's resolver or that name server. A
+  Kubernetes Service's named port answers ``_PORTNAME._tcp.SERVICE.NAMESPACE.svc.cluster.local``.
 - ``file:///PATH``: a file of targets, one a line (HOST:PORT or dns:, ``#`` comments), that an
   orchestrator rewrites.
 
 Every source is read again each ``every_s`` seconds, and at once when a member goes down (a pod
 replaced, an address moved). A source that cannot be read keeps what it gave last (a DNS outage
-does not empty the fleet, nor does an A or AAAA query failing alone drop that family's members);
+does not empty the fleet, nor does an A or AAAA query failing alone drop that family's members, nor
+an SRV target's failing its own);
 a name with no records (NXDOMAIN, or none of either type) gives none. Files are read on a thread,
 never on the event loop.
 The members' strings are the addresses (``10.0.0.7:50051``, ``[fd00::7]:50051``): every router
@@ -26,8 +31,9 @@ import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 
-from .checks import check_spec, file_path, is_dynamic, parse_dns
+from .checks import check_spec, file_path, is_dynamic, parse_dns, parse_srv
 from .dns_message import AAAA, A, DnsError
+from .dns_srv import MAX_MEMBERS, by_priority, records
 from .dns_wire import ask
 
 log = logging.getLogger("smg_fast.routing")
@@ -57,31 +63,84 @@ async def _system(name: str, port: int, family: socket.AddressFamily) -> list[st
     return [info[4][0].split("%")[0] for info in infos]
 
 
-async def resolve_families(spec: str) -> list[list[str] | BaseException]:
-    """A dns: spec's IPv4 and IPv6 addresses now, each a list or the exception asking raised.
+Families = list[list[str] | BaseException]  # IPv4 and IPv6: the addresses or why not
+Keep = Callable[[str, Families], list[list[str] | None]]  # (name, answers) -> addresses to use
 
-    A family without records (NXDOMAIN, or none of its type) is an empty list."""
-    server, name, port = parse_dns(spec)
+
+async def families(server: tuple[str, int] | None, name: str, port: int) -> Families:
+    """name's IPv4 and IPv6 addresses now, from server or the system's resolver.
+
+    Each a list or the exception asking raised; a family without records (NXDOMAIN, or none of
+    its type) is an empty list."""
     if server is None:
         asks = [_system(name, port, f) for f in (socket.AF_INET, socket.AF_INET6)]
     else:
-        asks = [ask(server, name, t) for t in (A, AAAA)]
+        asks = [ask(server, name, t) for t in (A, AAAA)]  # type: ignore[misc]
     return list(await asyncio.gather(*asks, return_exceptions=True))
 
 
+async def resolve_families(spec: str) -> Families:
+    """A dns: spec's IPv4 and IPv6 addresses now (families())."""
+    server, name, port = parse_dns(spec)
+    return await families(server, name, port)
+
+
+def _strict(name: str, found: Families) -> list[list[str] | None]:
+    """Every family's addresses; the first failure raised."""
+    for r in found:
+        if isinstance(r, BaseException):
+            raise r
+    return found  # type: ignore[return-value]
+
+
+async def srv_members(spec: str, keep: Keep = _strict) -> list[str]:
+    """The members a dns+srv: spec names now, sorted (dns_srv.py says which records count).
+
+    keep(target, its families) gives the addresses to use of each target. DnsError when the
+    SRV question failed."""
+    server, name = parse_srv(spec)
+    groups = by_priority(await records(server, name), name)
+    for group in groups:
+        answers = await asyncio.gather(*(families(server, r.target, r.port) for r in group))
+        found = {member_target(a, r.port) for r, fams in zip(group, answers, strict=True)
+                 for f in keep(r.target, fams) if f for a in f}
+        if found:
+            return capped(spec, sorted(found))
+    return []
+
+
+_capped_logged: set[str] = set()  # sources whose cap is logged (once while it lasts)
+
+
+def capped(spec: str, members: list[str]) -> list[str]:
+    """The first MAX_MEMBERS of a source's sorted members (a warning once while it names more).
+
+    A source naming tens of thousands (many targets of many addresses each) would have the
+    router join and follow each of them."""
+    if len(members) <= MAX_MEMBERS:
+        _capped_logged.discard(spec)
+        return members
+    if spec not in _capped_logged:
+        _capped_logged.add(spec)
+        log.warning("discovery: %s names %d members; taking the first %d", spec, len(members),
+                    MAX_MEMBERS)
+    return members[:MAX_MEMBERS]
+
+
 def targets(spec: str, families: Iterable[list[str] | None]) -> list[str]:
-    """The sorted member targets of a dns: spec's addresses."""
+    """The sorted member targets of a dns: spec's addresses (capped())."""
     port = parse_dns(spec)[2]
-    return sorted(member_target(a, port) for a in {a for f in families if f for a in f})
+    return capped(spec, sorted(member_target(a, port)
+                               for a in {a for f in families if f for a in f}))
 
 
 async def resolve(spec: str) -> list[str]:
-    """The members a dns: spec names now, sorted; DnsError when either family's query failed."""
-    results = await resolve_families(spec)
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return targets(spec, results)  # type: ignore[arg-type]
+    """The members a dns: or dns+srv: spec names now, sorted.
+
+    DnsError when a question failed (either family of any name)."""
+    if spec.startswith("dns+srv:"):
+        return await srv_members(spec)
+    return targets(spec, _strict(spec, await resolve_families(spec)))
 
 
 def read_targets(path: str) -> list[str]:
@@ -126,9 +185,10 @@ class Discovery:
         self.changed = changed
         self.current: list[str] = []
         self._last: dict[str, list[str]] = {}  # source -> what it gave last
-        # dns source -> its IPv4 and IPv6 addresses read last (None: never read)
-        self._families: dict[str, list[list[str] | None]] = {}
-        self._failing: set[tuple[str, int]] = set()  # (dns source, family) failing now (logged)
+        # dns source, or (dns+srv source, target) -> its IPv4 and IPv6 addresses read last
+        # (None: never read)
+        self._families: dict[str | tuple[str, str], list[list[str] | None]] = {}
+        self._failing: set[tuple[str | tuple[str, str], int]] = set()  # failing now (logged)
         self._stamps: dict[str, tuple[int, int]] = {}  # file -> (mtime_ns, size) read last
         self._poke = asyncio.Event()
         self.rounds = 0
@@ -152,6 +212,8 @@ class Discovery:
         try:
             if spec.startswith("dns:"):
                 got = await self._resolve(spec)
+            elif spec.startswith("dns+srv:"):
+                got = await self._resolve_srv(spec)
             else:
                 self._stamps[spec], lines = await asyncio.to_thread(_read_file, file_path(spec))
                 got = []
@@ -176,16 +238,40 @@ class Discovery:
         errors = [r for r in results if isinstance(r, BaseException)]
         if len(errors) == len(results):
             raise errors[0]
-        last = self._families.setdefault(spec, [None] * len(results))
+        return targets(spec, self._kept(spec, spec, results))
+
+    async def _resolve_srv(self, spec: str) -> list[str]:
+        """A dns+srv: source's members: each target's failed family keeps what it gave last.
+
+        What is kept of targets the records no longer lead to is forgotten."""
+        asked: set[str] = set()
+
+        def keep(target: str, found: Families) -> list[list[str] | None]:
+            asked.add(target)
+            return self._kept((spec, target), target, found)
+
+        got = await srv_members(spec, keep)
+        for key in [k for k in self._families if isinstance(k, tuple) and k[0] == spec
+                    and k[1] not in asked]:
+            del self._families[key]
+            self._failing.difference_update({(key, 0), (key, 1)})
+        return got
+
+    def _kept(self, key: str | tuple[str, str], what: str,
+              results: Families) -> list[list[str] | None]:
+        """Each family's addresses now, or what it gave last where its query failed.
+
+        A failure is logged once while it lasts."""
+        last = self._families.setdefault(key, [None] * len(results))
         for i, r in enumerate(results):
             if not isinstance(r, BaseException):
                 last[i] = r
-                self._failing.discard((spec, i))
-            elif (spec, i) not in self._failing:
-                self._failing.add((spec, i))
+                self._failing.discard((key, i))
+            elif (key, i) not in self._failing:
+                self._failing.add((key, i))
                 log.warning("discovery: %s: %s family failed (%s); keeping its %d address(es)",
-                            spec, ("IPv4", "IPv6")[i], r, len(last[i] or []))
-        return targets(spec, last)
+                            what, ("IPv4", "IPv6")[i], r, len(last[i] or []))
+        return last
 
     def _files_changed(self) -> bool:
         """Whether a watched file's stamp differs from the one read last (a stat each; blocks)."""

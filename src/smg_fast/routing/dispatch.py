@@ -63,11 +63,11 @@ class Fleet(FollowsSources):
     member, and the member counts as failed only when a health Check goes unanswered too
     (health.Ejection.verify). ``keepalive_s``: see _service.channel.keepalive_options.
     Targets may name sources of members (``dns:///NAME:PORT``, ``dns://SERVER/NAME:PORT``,
-    ``file:///PATH``: discovery.py), read again every ``resolve_every_s`` seconds and when a
-    member goes down; their members join as any member does (the same checks) and leave once
-    their calls in flight ended (sources.py). A sub-call that runs past ``hedge_percentile`` of
-    its member's recent latencies is hedged on the next member, ``hedge_ratio`` of the sub-calls
-    at most (hedging.py; percentile 0: never)."""
+    ``dns+srv:///NAME``, ``file:///PATH``: discovery.py), read again every ``resolve_every_s``
+    seconds and when a member goes down; their members join as any member does (the same checks)
+    and leave once their calls in flight ended (sources.py). A sub-call that runs past
+    ``hedge_percentile`` of its member's recent latencies is hedged on the next member,
+    ``hedge_ratio`` of the sub-calls at most (hedging.py; percentile 0: never)."""
 
     def __init__(self, targets: str | Iterable[str], *, load_factor: float = 1.25, floor: int = 4,
                  affinity_keys: int = 65536, affinity_wait: float = 0.01,

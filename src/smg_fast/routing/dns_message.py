@@ -1,17 +1,20 @@
-"""DNS messages, as much as discovery needs: one A or AAAA question, and its answer read back.
+"""DNS messages, as much as discovery needs: one A, AAAA or SRV question, and its answer read back.
 
-Written from RFC 1035 (the message format) and RFC 6891 (EDNS0's OPT record). An answer is
+Written from RFC 1035 (the message format), RFC 2782 (SRV) and RFC 6891 (EDNS0's OPT record). An
+answer is
 checked before use: it must be a response (QR) to our id with our one question (name compared
 without regard to ASCII case, type and class equal); names are followed through compression
 pointers at most ``MAX_JUMPS`` times, and every label, name and record length is checked against
-the message and RFC 1035's limits."""
+the message and RFC 1035's limits (an SRV target's name must end where its record's data ends)."""
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import struct
+from typing import NamedTuple
 
-A, AAAA = 1, 28
+A, AAAA, SRV = 1, 28, 33
 OPT = 41
 CLASS_IN = 1
 UDP_PAYLOAD = 4096  # what our OPT record says we take over UDP
@@ -21,6 +24,19 @@ MAX_LABEL = 63
 RCODE_FORMERR, RCODE_NXDOMAIN = 1, 3
 _HEADER = struct.Struct("!HHHHHH")
 _QR, _TC = 0x8000, 0x0200
+_HOST = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")  # what an SRV target may be, or ""
+
+
+class Srv(NamedTuple):
+    """One SRV record: a member at target:port, chosen by priority (lowest first)."""
+
+    priority: int
+    weight: int
+    port: int
+    target: str  # "" for "." (no service at this name)
+
+
+Record = str | Srv  # an address (A, AAAA) or an SRV record
 
 
 class DnsError(Exception):
@@ -67,18 +83,20 @@ def query(name: str, qtype: int, ident: int, edns: bool = True) -> bytes:
     return out
 
 
-def read_name(msg: bytes, pos: int) -> tuple[bytes, int]:
+def read_name(msg: bytes, pos: int, limit: int | None = None) -> tuple[bytes, int]:
     """The name at pos (labels joined by dots, as bytes) and the offset after it in place.
 
-    DnsParseError for a pointer loop or past the end, a bad label type, or a name too long."""
+    Nothing at or past ``limit`` (default: the message's end) is read. DnsParseError for a
+    pointer loop or past the end, a bad label type, or a name too long."""
     labels: list[bytes] = []
     size, jumps, end = 1, 0, None
+    stop = len(msg) if limit is None else min(limit, len(msg))
     while True:
-        if pos >= len(msg):
+        if pos >= stop:
             raise DnsParseError("name runs past the end of the message")
         n = msg[pos]
         if n & 0xC0 == 0xC0:
-            if pos + 1 >= len(msg):
+            if pos + 1 >= stop:
                 raise DnsParseError("compression pointer cut off")
             jumps += 1
             if jumps > MAX_JUMPS:
@@ -86,7 +104,7 @@ def read_name(msg: bytes, pos: int) -> tuple[bytes, int]:
             if end is None:
                 end = pos + 2
             target = ((n & 0x3F) << 8) | msg[pos + 1]
-            if target >= len(msg):
+            if target >= stop:
                 raise DnsParseError("compression pointer past the end of the message")
             pos = target
             continue
@@ -97,7 +115,7 @@ def read_name(msg: bytes, pos: int) -> tuple[bytes, int]:
         size += 1 + n
         if size > MAX_NAME:
             raise DnsParseError(f"name over {MAX_NAME} bytes")
-        if pos + 1 + n > len(msg):
+        if pos + 1 + n > stop:
             raise DnsParseError("label runs past the end of the message")
         labels.append(msg[pos + 1:pos + 1 + n])
         pos += 1 + n
@@ -107,9 +125,10 @@ def _same_name(got: bytes, name: str) -> bool:
     return got.lower() == name.rstrip(".").encode().lower()
 
 
-def parse(msg: bytes, ident: int, name: str, qtype: int) -> list[str]:
-    """The addresses of type qtype in an answer to query(name, qtype, ident).
+def parse(msg: bytes, ident: int, name: str, qtype: int) -> list[Record]:
+    """The records of type qtype in an answer to query(name, qtype, ident).
 
+    Addresses (str) for A and AAAA, Srv for SRV.
     [] for NXDOMAIN and for a name with no such records; DnsMismatch when msg answers another
     question, DnsTruncated when it did not fit, DnsRcode for an error code, DnsParseError when
     it is malformed."""
@@ -156,6 +175,26 @@ def parse(msg: bytes, ident: int, name: str, qtype: int) -> list[str]:
             out.append(str(ipaddress.IPv4Address(data)))
         elif (rtype, size) == (AAAA, 16):
             out.append(str(ipaddress.IPv6Address(data)))
+        elif rtype == SRV:
+            srv = _srv(msg, pos - size, size)
+            if srv is not None:
+                out.append(srv)
         else:
             raise DnsParseError(f"address record of {size} bytes for type {rtype}")
     return out
+
+
+def _srv(msg: bytes, start: int, size: int) -> Srv | None:
+    """The SRV record whose data is msg[start:start + size].
+
+    None when its target is a well-formed name but not a host name (the other records stand)."""
+    if size < 7:  # priority, weight, port and at least the root name
+        raise DnsParseError(f"SRV record of {size} bytes")
+    priority, weight, port = struct.unpack_from("!HHH", msg, start)
+    target, end = read_name(msg, start + 6, start + size)
+    if end != start + size:
+        raise DnsParseError("SRV target does not end where its record does")
+    host = target.decode("latin-1")
+    if host and not _HOST.fullmatch(host):
+        return None
+    return Srv(priority, weight, port, host)

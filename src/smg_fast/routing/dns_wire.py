@@ -1,12 +1,13 @@
-"""DNS to one name server, as much as discovery needs: A and AAAA questions.
+"""DNS to one name server, as much as discovery needs: A, AAAA and SRV questions.
 
 Used for ``dns://SERVER/NAME:PORT`` targets, whose name server is given (``dns:///NAME:PORT``
-uses the system's resolver instead). A question goes over UDP with EDNS0 (we take answers of up
-to 4096 bytes); a truncated answer (TC) is asked again over TCP of the same server. Datagrams
-that do not answer our question (another id, not a response, another question) are ignored
-until the try's timeout. A try that gets no usable answer (a timeout, SERVFAIL, a socket error,
-a malformed answer) is made again, ``TRIES`` in all; then ``DnsError``. A server that does not
-take EDNS0 (FORMERR) is asked again without it. Messages are built and read in dns_message.py.
+uses the system's resolver instead), and for ``dns+srv:`` ones (dns_srv.py). A question goes
+over UDP with EDNS0 (we take answers of up to 4096 bytes); a truncated answer (TC) is asked
+again over TCP of the same server. Datagrams that do not answer our question (another id, not a
+response, another question) are ignored until the try's timeout. A try that gets no usable answer
+(a timeout, SERVFAIL, a socket error, a malformed answer) is made again, ``TRIES`` in all; then
+``DnsError``. A server that does not take EDNS0 (FORMERR) is asked again without it. Messages
+are built and read in dns_message.py.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .dns_message import (
     DnsMismatch,
     DnsRcode,
     DnsTruncated,
+    Record,
     encode_name,
     parse,
     query,
@@ -30,7 +32,7 @@ from .dns_message import (
 TIMEOUT_S = 1.5  # one try: its UDP question and, when truncated, its TCP one
 TRIES = 3
 RETRY_PAUSE_S = 0.05  # before the second try; doubled before each next one
-_TYPES = {1: "A", 28: "AAAA"}
+_TYPES = {1: "A", 28: "AAAA", 33: "SRV"}
 
 
 class _Datagrams(asyncio.DatagramProtocol):
@@ -52,7 +54,7 @@ class _Datagrams(asyncio.DatagramProtocol):
         self._put(exc)
 
 
-async def _over_udp(server: tuple[str, int], name: str, qtype: int, edns: bool) -> list[str]:
+async def _over_udp(server: tuple[str, int], name: str, qtype: int, edns: bool) -> list[Record]:
     """The answer over UDP; datagrams that answer something else are skipped."""
     loop = asyncio.get_running_loop()
     family = socket.AF_INET6 if ":" in server[0] else socket.AF_INET
@@ -73,7 +75,7 @@ async def _over_udp(server: tuple[str, int], name: str, qtype: int, edns: bool) 
         transport.close()
 
 
-async def _over_tcp(server: tuple[str, int], name: str, qtype: int, edns: bool) -> list[str]:
+async def _over_tcp(server: tuple[str, int], name: str, qtype: int, edns: bool) -> list[Record]:
     """The answer over TCP: one question, each message after its 2-byte length."""
     ident = secrets.randbelow(1 << 16)
     reader, writer = await asyncio.open_connection(*server)
@@ -94,7 +96,7 @@ async def _over_tcp(server: tuple[str, int], name: str, qtype: int, edns: bool) 
         raise DnsError("answer truncated over TCP") from None
 
 
-async def _once(server: tuple[str, int], name: str, qtype: int, edns: bool = True) -> list[str]:
+async def _once(server: tuple[str, int], name: str, qtype: int, edns: bool = True) -> list[Record]:
     """One question over UDP, and over TCP when the answer was truncated."""
     try:
         return await _over_udp(server, name, qtype, edns)
@@ -107,8 +109,8 @@ async def _once(server: tuple[str, int], name: str, qtype: int, edns: bool = Tru
 
 
 async def ask(server: tuple[str, int], name: str, qtype: int, timeout: float | None = None,
-              tries: int | None = None) -> list[str]:
-    """qtype's addresses of name, asked of server (host, port); [] when it has none.
+              tries: int | None = None) -> list[Record]:
+    """qtype's records of name, asked of server (host, port); [] when it has none.
 
     DnsError when no try of ``tries`` (TRIES) got an answer within timeout (TIMEOUT_S) each, or
     name is not a DNS name."""

@@ -28,7 +28,9 @@ from .._proto import preprocessor_pb2 as pb
 from .._proto import preprocessor_pb2_grpc as pb_grpc
 from .founding import Founding
 from .health import Ejection, follow
+from .log_budget import LogBudget
 from .member import FingerprintMismatch, Member
+from .self_check import SELF_DETAIL, join_metadata
 
 log = logging.getLogger("smg_fast.routing")
 
@@ -56,6 +58,7 @@ class Membership:
         # down for now is UNAVAILABLE (retry later), not an unknown model.
         self.known_models: set[str] = set()
         self.refused = 0
+        self._log = LogBudget(log)  # per-member lines: a burst, then counted
         self.on_down: Callable[[Member], None] | None = None  # a member went down (discovery)
         self.on_removed: Callable[[Member], None] | None = None  # its state elsewhere may go
 
@@ -194,7 +197,8 @@ class Membership:
             try:
                 if m.info is None:
                     info = await m.stub.GetModelInfo(pb.GetModelInfoRequest(),
-                                                     timeout=JOIN_TIMEOUT_S)
+                                                     timeout=JOIN_TIMEOUT_S,
+                                                     metadata=join_metadata())
                     if self.founding.open:  # the founding admits founders together
                         await self.founding.offer(m, info)
                     try:
@@ -207,8 +211,14 @@ class Membership:
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as exc:
-                log.info("member %s: %s; asking again in %.2f s", m.target,
-                         exc.code().name, backoff)
+                if (exc.code() == grpc.StatusCode.FAILED_PRECONDITION
+                        and SELF_DETAIL in (exc.details() or "")):
+                    m.answered.set()  # the founding waits for it no longer
+                    await self._refuse(m, f"member {m.target}: {SELF_DETAIL} (a discovery "
+                                          "record names the router): never routed to")
+                    continue
+                self._log.log(logging.INFO, "member %s: %s; asking again in %.2f s", m.target,
+                              exc.code().name, backoff)
             except Exception:  # keep following the member whatever broke
                 log.exception("member %s: health follower failed", m.target)
             self._set_state(m, "down")
@@ -218,7 +228,7 @@ class Membership:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, RECONNECT_MAX_S)
 
-    async def _refuse(self, m: Member, exc: FingerprintMismatch) -> None:
+    async def _refuse(self, m: Member, exc: FingerprintMismatch | str) -> None:
         """Marks m refused, then waits until it may ask again.
 
         A refusal is counted once, not per asking. The wait lasts until an admitted member leaves or
@@ -243,7 +253,7 @@ class Membership:
         elif m.lost.is_set():
             m.lost = asyncio.Event()  # a draining member still finishes what it has
         if state != m.state:
-            log.info("member %s: %s", m.target, state)
+            self._log.log(logging.INFO, "member %s: %s", m.target, state)
             if state == "down" and self.on_down is not None and self.members.get(m.target) is m:
                 self.on_down(m)
         m.state = state

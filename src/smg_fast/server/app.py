@@ -27,16 +27,18 @@ from .._service.grpc_server import (
     set_health,
     start_preprocessor,
 )
+from .._service.receipt import Receipt
 from .._service.shutdown import QUIET_S, Arrivals, off_loop, on_stop_signals
 from ..transport.shm import ShmRegistry, default_outstanding_cap, shm_namespace, sweep_dead_segments
 from .cache import PixelCache
 from .config import ServerConfig
+from .decode_budget import DecodeBudget
 from .metrics import Metrics
 from .models import ModelSet
 from .rdma_lane import RdmaLane
 from .request_error import RequestError
 from .service import Outcome, PreprocessService
-from .shm_shares import Callers
+from .shm_shares import Callers, rdma_caller
 from .ticket import Ticket
 
 log = logging.getLogger("smg_fast.server")
@@ -79,6 +81,9 @@ class Server:
         self.in_flight = 0  # Preprocess calls not yet answered
         self.admission = Admission(self.config.queued_requests_limit,
                                    self.config.queued_bytes_limit)
+        self.decode = DecodeBudget(self.config.decode_bytes_limit, self.config.decode_wait_s)
+        self.receipt = Receipt(self.config.max_receiving_per_connection,
+                               self.config.receive_timeout_s, self.config.receiving_limit)
         self.callers = Callers(self.config.trusted_router_peers)
         self._live: dict[Ticket, asyncio.Future] = {}  # in-flight calls: how to cut each
         self.cache: PixelCache | None = None
@@ -110,7 +115,8 @@ class Server:
                  f"; per caller of a trusted router at {', '.join(cfg.trusted_router_peers)}"
                  if cfg.trusted_router_peers else "")
         sources: dict[str, Any] = {"scratch": scratch_stats, "shm": self.registry.stats,
-                                   "admission": self.admission.stats}
+                                   "admission": self.admission.stats, "decode": self.decode.stats,
+                                   "receipt": self.receipt.stats}
         if self.registry.pool is not None:
             sources["shm_pool"] = self.registry.pool.stats
             self.registry.pool.busy = lambda: self.work_pending > 0
@@ -123,13 +129,14 @@ class Server:
         self.metrics = Metrics(sources)
         self.namespace = shm_namespace(cfg.shm_dir)
         self.service = PreprocessService(cfg, self.models, self.cache, self.registry,
-                                         self.metrics, self.namespace, self.rdma)
+                                         self.metrics, self.namespace, self.rdma, self.decode)
         self.pool = concurrent.futures.ThreadPoolExecutor(cfg.workers,
                                                           thread_name_prefix="smg-fast-worker")
         self.server, self.health, self.port = await start_preprocessor(
             cfg.max_message_bytes, cfg.host, cfg.port, self.metrics, cfg.metrics_port,
             preprocess=self._preprocess, refuse=self._refuse, model_info=self._model_info,
-            full=self.admission.full, arrivals=self.arrivals)
+            full=self.admission.full, arrivals=self.arrivals, receipt=self.receipt,
+            stream_window_bytes=cfg.stream_window_kb << 10)
         await asyncio.get_running_loop().run_in_executor(self.pool, self.service.warm_up)
         if cfg.transport == "rdma":  # the default lane is up (or known to be down) before SERVING
             await asyncio.to_thread(self.rdma.start)
@@ -186,8 +193,10 @@ class Server:
         cut = loop.create_future()
         self.in_flight += 1
         self.metrics.in_flight.inc()
-        caller, share = self.callers.identify(context.peer(), context.invocation_metadata())
-        outcome = Outcome(b"", caller=caller, share=share)
+        peer = context.peer()
+        caller, share = self.callers.identify(peer, context.invocation_metadata())
+        outcome = Outcome(b"", caller=caller, share=share,
+                          rdma_caller=rdma_caller(peer, caller, share))
         code, message, retryable = grpc.StatusCode.OK, "", False
         try:
             work = self.pool.submit(self.service.preprocess, raw, received, outcome, ticket)

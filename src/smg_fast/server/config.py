@@ -9,11 +9,14 @@ import os
 from dataclasses import dataclass, field
 
 from .._service.admission import queued_bytes_limit
+from .._service.grpc_server import STREAM_WINDOW_KB
 from .._service.process import LOG_LEVELS
+from .._service.receipt import RECEIVE_TIMEOUT_S, RECEIVING_PER_CONNECTION, receiving_limit
 from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from .decode_budget import DECODE_WAIT_S, decode_bytes_limit
 from .shm_shares import parse_networks
 
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
@@ -60,10 +63,17 @@ class ServerConfig:
     rdma_slot_bytes: int = DEFAULT_SLOT_BYTES
     rdma_slot_ttl_s: float = DEFAULT_SLOT_TTL_S
     rdma_min_bytes: int = 65536
+    rdma_caller_slots: int = 0  # 0: auto, see rdma_caller_slots_limit
     max_output_mb: int = 1024
     image_formats: str = ",".join(DEFAULT_IMAGE_FORMATS)
     max_queued_requests: int = 0  # 0: auto, see queued_requests_limit
     max_queued_mb: int = 0  # 0: auto, see queued_bytes_limit
+    max_decode_mb: int = 0  # 0: auto, see decode_bytes_limit
+    decode_wait_s: float = DECODE_WAIT_S
+    max_receiving_per_connection: int = RECEIVING_PER_CONNECTION
+    max_receiving: int = 0  # 0: auto, see receiving_limit
+    stream_window_kb: int = 256
+    receive_timeout_s: float = RECEIVE_TIMEOUT_S
     single_flight_wait_s: float = 10.0
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
@@ -77,6 +87,11 @@ class ServerConfig:
         return self.rdma_slots * self.rdma_slot_bytes
 
     @property
+    def rdma_caller_slots_limit(self) -> int:
+        """RDMA slots one caller may hold at once; auto: a quarter of the slots, at least one."""
+        return self.rdma_caller_slots or max(1, self.rdma_slots // 4)
+
+    @property
     def queued_requests_limit(self) -> int:
         """Preprocess requests admitted at once (running or waiting for a worker)."""
         return self.max_queued_requests or max(32, 8 * self.workers)
@@ -85,6 +100,22 @@ class ServerConfig:
     def queued_bytes_limit(self) -> int:
         """Request bytes admitted at once; auto: 1/8 of physical memory, at most 1 GiB."""
         return queued_bytes_limit(self.max_queued_mb)
+
+    @property
+    def receiving_limit(self) -> int:
+        """Calls reading their message at once, all connections together.
+
+        Auto: as many --max-message-mb messages as --max-queued-mb holds, at least
+        --max-receiving-per-connection."""
+        return receiving_limit(self.max_receiving, self.max_receiving_per_connection,
+                               self.queued_bytes_limit, self.max_message_bytes)
+
+    @property
+    def decode_bytes_limit(self) -> int:
+        """Planned decode memory held at once.
+
+        Auto: a quarter of physical memory or of the cgroup's memory limit, >= 256 MiB."""
+        return decode_bytes_limit(self.max_decode_mb)
 
     @property
     def max_message_bytes(self) -> int:
@@ -101,7 +132,9 @@ class ServerConfig:
     def validate(self) -> ServerConfig:
         floats = {"--drain-timeout-s": self.drain_timeout_s, "--shm-ttl-s": self.shm_ttl_s,
                   "--rdma-slot-ttl-s": self.rdma_slot_ttl_s,
-                  "--single-flight-wait-s": self.single_flight_wait_s}
+                  "--single-flight-wait-s": self.single_flight_wait_s,
+                  "--receive-timeout-s": self.receive_timeout_s,
+                  "--decode-wait-s": self.decode_wait_s}
         for flag, value in floats.items():
             if not math.isfinite(value):
                 raise ValueError(f"{flag} must be a finite number, got {value}")
@@ -138,14 +171,32 @@ class ServerConfig:
             raise ValueError("--rdma-slot-mb must be at least 64 KiB and at most 1 TiB")
         if self.rdma_slot_ttl_s < 1 or self.rdma_min_bytes < 0:
             raise ValueError("--rdma-slot-ttl-s must be >= 1 and --rdma-min-bytes >= 0")
+        if not 0 <= self.rdma_caller_slots <= self.rdma_slots:
+            raise ValueError(f"--rdma-caller-slots must be 0 (auto) .. --rdma-slots "
+                             f"({self.rdma_slots}), got {self.rdma_caller_slots}")
         if self.max_output_mb < 1:
             raise ValueError(f"--max-output-mb must be >= 1, got {self.max_output_mb}")
         try:
             normalize_formats(self.image_formats)
         except ValueError as exc:
             raise ValueError(f"--image-formats: {exc}") from None
-        if self.max_queued_requests < 0 or self.max_queued_mb < 0:
-            raise ValueError("--max-queued-requests and --max-queued-mb must be >= 0")
+        if self.max_queued_requests < 0 or self.max_queued_mb < 0 or self.max_decode_mb < 0:
+            raise ValueError("--max-queued-requests, --max-queued-mb and --max-decode-mb must "
+                             "be >= 0")
+        if not 1 <= self.max_receiving_per_connection <= 64:
+            raise ValueError(f"--max-receiving-per-connection must be 1..64 (HTTP/2 streams per "
+                             f"connection), got {self.max_receiving_per_connection}")
+        if not 0 <= self.max_receiving <= 65536:
+            raise ValueError(f"--max-receiving must be 0 (auto) .. 65536, got "
+                             f"{self.max_receiving}")
+        lo, hi = STREAM_WINDOW_KB
+        if not lo <= self.stream_window_kb <= hi:
+            raise ValueError(f"--stream-window-kb must be {lo}..{hi}, got "
+                             f"{self.stream_window_kb}")
+        if not 0 < self.receive_timeout_s <= 3600:
+            raise ValueError("--receive-timeout-s must be in (0, 3600]")
+        if not 0 <= self.decode_wait_s <= 3600:
+            raise ValueError("--decode-wait-s must be in [0, 3600]")
         if not 0 < self.single_flight_wait_s <= 3600:
             raise ValueError("--single-flight-wait-s must be in (0, 3600]")
         parse_networks(self.trusted_router_peers)  # ValueError naming a bad one

@@ -66,6 +66,7 @@ class Outcome:
     transport: str = ""
     caller: str = ""  # whose share of unread shm bytes this request's segments count against
     share: str = ""  # how that was chosen (shm_shares.CONNECTION, ROUTED, UNTRUSTED)
+    rdma_caller: str = ""  # whose share of RDMA slots (shm_shares.rdma_caller)
     shm_refused: str = ""  # why a request that asked for shm may not have it
     output_bytes: int = 0  # planned output of the items admitted so far
     shm_bytes: int = 0  # of which planned to go by shm
@@ -118,7 +119,7 @@ class Delivery:
         reason = ""
         if outcome.transport == "rdma":
             t0 = time.perf_counter()
-            desc, reason, wrote = self._to_rdma(t)
+            desc, reason, wrote = self._to_rdma(t, outcome.rdma_caller)
             if desc is not None:
                 outcome.leases.append(desc.key)
                 self._set_remote(out.pixel_values, desc, t.shape, dtype)
@@ -185,15 +186,15 @@ class Delivery:
 
     # ---- the transports ----
 
-    def _to_rdma(self, t: Tensor) -> tuple[Descriptor | None, str, float]:
-        """Writes t for an RDMA pull, or says why it falls back.
+    def _to_rdma(self, t: Tensor, caller: str) -> tuple[Descriptor | None, str, float]:
+        """Writes t for an RDMA pull in a slot of caller's share, or says why it falls back.
 
         Returns (descriptor, "", seconds spent writing) or (None, fallback reason, seconds spent on
         a write whose lease was then lost, else 0)."""
         if t.batch is None:  # a computed tensor: the lane copies it in, GIL released
-            desc, reason = self.rdma.export_array(t.array())
+            desc, reason = self.rdma.export_array(t.array(), caller)
             return desc, reason, 0.0
-        lease, reason = self.rdma.lease(t.nbytes)
+        lease, reason = self.rdma.lease(t.nbytes, caller)
         if lease is None:
             return None, reason, 0.0
         try:

@@ -98,12 +98,47 @@ _OPTIONS: list[Option] = [
      "default is 3x a puller's default pull timeout"),
     ("--rdma-min-bytes", "SMG_FAST_RDMA_MIN_BYTES", int,
      "tensors smaller than this do not go by rdma"),
+    ("--rdma-caller-slots", "SMG_FAST_RDMA_CALLER_SLOTS", int,
+     "RDMA slots one caller may hold at once (a caller: the address it connects from, all its "
+     "connections together, or a --trusted-router-peer's named caller, as for shm); past it "
+     "that caller's items go by shm/inline (fallback reason arena_share), so a caller that "
+     "never pulls cannot starve the others (0 = auto: a quarter of --rdma-slots, at least 1)"),
     ("--max-queued-requests", "SMG_FAST_MAX_QUEUED_REQUESTS", int,
      "Preprocess requests admitted at once (running or waiting for a worker); more get "
      "RESOURCE_EXHAUSTED at once (0 = auto: 8 x workers, at least 32)"),
     ("--max-queued-mb", "SMG_FAST_MAX_QUEUED_MB", int,
      "MiB of request messages admitted at once; a request over it gets RESOURCE_EXHAUSTED "
      "unless nothing else is admitted (0 = auto: 1/8 of physical memory, 64..1024 MiB)"),
+    ("--max-receiving-per-connection", "SMG_FAST_MAX_RECEIVING_PER_CONNECTION", int,
+     "Preprocess calls one connection may have reading their message at once (gRPC buffers "
+     "each until it is whole, before admission sees it); the next ones wait, in order, and "
+     "meanwhile gRPC takes at most 256 KiB of each. One connection buffers at most this x "
+     "--max-message-mb, plus 256 KiB per waiting call"),
+    ("--max-receiving", "SMG_FAST_MAX_RECEIVING", int,
+     "Preprocess calls all connections together may have reading their message at once; the "
+     "next ones wait, in order, as past --max-receiving-per-connection. The server buffers "
+     "at most this x --max-message-mb of messages still arriving, whatever the number of "
+     "connections (0 = auto: as many --max-message-mb messages as --max-queued-mb holds, at "
+     "least --max-receiving-per-connection)"),
+    ("--stream-window-kb", "SMG_FAST_STREAM_WINDOW_KB", int,
+     "HTTP/2 window of a call's stream (BDP probing is off): what gRPC takes of a message "
+     "before its call reads it, and so what one upload sends per round trip. 256 KiB suits a "
+     "cluster's round trips (over 1 GiB/s at 0.2 ms); over a WAN raise it (uploads of large "
+     "messages speed up) at the cost of that much more memory per call waiting for a place"),
+    ("--receive-timeout-s", "SMG_FAST_RECEIVE_TIMEOUT_S", float,
+     "a Preprocess call whose message has not all arrived this long after the call began "
+     "(waiting included) ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a "
+     "client that sends part of a large message and stalls holds memory no longer)"),
+    ("--max-decode-mb", "SMG_FAST_MAX_DECODE_MB", int,
+     "MiB of images being decoded at once, planned from each item's header before it is "
+     "decoded (width x height x 4 bytes per full-size copy its decoder makes) and held for "
+     "its decode only (a pixel cache hit takes none); an item that does not fit waits its "
+     "turn (--decode-wait-s), then its request gets RESOURCE_EXHAUSTED; one larger than the "
+     "budget decodes when nothing else does (0 = auto: a quarter of physical memory or of "
+     "the cgroup's memory limit, at least 256 MiB)"),
+    ("--decode-wait-s", "SMG_FAST_DECODE_WAIT_S", float,
+     "longest an item waits, in order of arrival, for room in --max-decode-mb (bounded "
+     "also by the request's deadline) before its request gets RESOURCE_EXHAUSTED"),
     ("--single-flight-wait-s", "SMG_FAST_SINGLE_FLIGHT_WAIT_S", float,
      "pixel cache: longest wait for another request computing the same image (bounded "
      "also by the request's deadline); then the waiter computes it itself"),
@@ -208,8 +243,13 @@ def config_from_args(argv: Sequence[str] | None = None,
         rdma_listen_host=ns.rdma_listen_host, rdma_listen_port=ns.rdma_listen_port,
         rdma_slots=ns.rdma_slots, rdma_slot_bytes=_slot_bytes(ap, ns.rdma_slot_mb),
         rdma_slot_ttl_s=ns.rdma_slot_ttl_s, rdma_min_bytes=ns.rdma_min_bytes,
+        rdma_caller_slots=ns.rdma_caller_slots,
         max_output_mb=ns.max_output_mb, image_formats=ns.image_formats,
         max_queued_requests=ns.max_queued_requests, max_queued_mb=ns.max_queued_mb,
+        max_decode_mb=ns.max_decode_mb, decode_wait_s=ns.decode_wait_s,
+        max_receiving_per_connection=ns.max_receiving_per_connection,
+        max_receiving=ns.max_receiving, receive_timeout_s=ns.receive_timeout_s,
+        stream_window_kb=ns.stream_window_kb,
         single_flight_wait_s=ns.single_flight_wait_s,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )

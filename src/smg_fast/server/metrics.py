@@ -41,9 +41,9 @@ class Metrics(MetricsEndpoint):
         self.fallbacks = Counter("smg_fast_fallback", "Items that asked for rdma or shm and "
                                  "went by another transport, by reason (nixl_unavailable, "
                                  "agent_failed, register_failed, listen_failed, starting, "
-                                 "arena_full, too_large, lease_expired, below_min_bytes; "
-                                 "shm_namespace, shm_cap, shm_share, shm_full, shm_fds) and "
-                                 "the transport used",
+                                 "arena_full, arena_share, too_large, lease_expired, "
+                                 "below_min_bytes; shm_namespace, shm_cap, shm_share, "
+                                 "shm_full, shm_fds) and the transport used",
                                  ["reason", "used"], registry=r)
         self.in_flight = Gauge("smg_fast_in_flight_requests", "Requests being served",
                                registry=r)
@@ -54,9 +54,11 @@ class Metrics(MetricsEndpoint):
                      "shm_pool.hits", "shm_pool.misses", "shm_pool.made", "shm_pool.failed",
                      "shm_reuse.reused", "shm_reuse.made", "shm_reuse.busy",
                      "shm_reuse.dropped", "shm_reuse.declined"}
-        counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers"}
+        counters |= {"admission.rejected", "admission.stopped", "pixel_cache.takeovers",
+                     "decode.rejected", "decode.waited", "receipt.queued",
+                     "receipt.timed_out"}
         counters |= {f"rdma.{k}" for k in ("leased", "committed", "freed", "reaped", "full",
                                            "too_large", "unknown_free", "refused_free",
                                            "bad_notifications", "metadata_served",
-                                           "metadata_dropped")}
+                                           "metadata_dropped", "share_refused")}
         r.register(StatsCollector(sources or {}, counters))

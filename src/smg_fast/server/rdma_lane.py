@@ -85,7 +85,8 @@ class RdmaLane:
         try:
             exporter = Exporter(slots=cfg.rdma_slots, slot_bytes=cfg.rdma_slot_bytes,
                                 ttl_s=cfg.rdma_slot_ttl_s, listen_host=cfg.rdma_listen_host,
-                                listen_port=cfg.rdma_listen_port)
+                                listen_port=cfg.rdma_listen_port,
+                                caller_slots=cfg.rdma_caller_slots_limit)
         except RdmaUnavailable as exc:
             return None, exc.reason, exc.detail
         except (MemoryError, ValueError) as exc:
@@ -117,15 +118,15 @@ class RdmaLane:
 
     # ---- exporting ----
 
-    def lease(self, nbytes: int) -> tuple[ExportLease | None, str]:
-        """(lease, "") or (None, fallback reason)."""
-        return self._try("lease", nbytes, nbytes)
+    def lease(self, nbytes: int, caller: str = "") -> tuple[ExportLease | None, str]:
+        """(lease, "") or (None, fallback reason); counted against caller's share of slots."""
+        return self._try("lease", nbytes, nbytes, caller)
 
-    def export_array(self, array: np.ndarray) -> tuple[Descriptor | None, str]:
+    def export_array(self, array: np.ndarray, caller: str = "") -> tuple[Descriptor | None, str]:
         """(descriptor of a copy in a slot, "") or (None, fallback reason)."""
-        return self._try("export_array", array.nbytes, array)
+        return self._try("export_array", array.nbytes, array, caller)
 
-    def _try(self, method: str, nbytes: int, arg: Any) -> tuple[Any, str]:
+    def _try(self, method: str, nbytes: int, arg: Any, caller: str) -> tuple[Any, str]:
         if nbytes < self.config.rdma_min_bytes:
             return None, "below_min_bytes"
         exporter = self.exporter
@@ -133,7 +134,7 @@ class RdmaLane:
             self.start_background()
             return None, self.reason
         try:
-            return getattr(exporter, method)(arg), ""
+            return getattr(exporter, method)(arg, caller), ""
         except ExportRefused as exc:
             return None, exc.reason
 
@@ -147,6 +148,8 @@ class RdmaLane:
             return
         self._warned.add(reason)
         hints = {"arena_full": "raise --rdma-slots, or pullers are not confirming reads",
+                 "arena_share": "a caller holds its share of the slots (--rdma-caller-slots): "
+                                "its puller is not confirming reads, or it pulls more at once",
                  "too_large": f"tensor over the {self.config.rdma_slot_bytes} byte slot: raise "
                               "--rdma-slot-mb or use bfloat16",
                  "starting": "the exporter is still starting"}

@@ -32,6 +32,7 @@ from ..processors.video import PlannedVideo
 from ..transport.shm import ShmRegistry
 from .cache import CacheEntry, PixelCache, cache_key
 from .config import TRANSPORTS, ServerConfig
+from .decode_budget import DecodeBudget
 from .delivery import OVERHEAD, Delivery, Outcome, Timer
 from .encoding import select
 from .inputs import resolve_item
@@ -82,8 +83,10 @@ class _Item:
 class PreprocessService:
     def __init__(self, config: ServerConfig, models: ModelSet, cache: PixelCache | None,
                  registry: ShmRegistry, metrics: Metrics, namespace: str,
-                 rdma: RdmaLane | None = None) -> None:
+                 rdma: RdmaLane | None = None, decode: DecodeBudget | None = None) -> None:
         self.config = config
+        self.decode = decode if decode is not None else DecodeBudget(config.decode_bytes_limit,
+                                                                         config.decode_wait_s)
         self.models = models
         self.cache = cache
         self.registry = registry
@@ -199,6 +202,7 @@ class PreprocessService:
         timer = Timer()
         inline_budget = planned_budget = self.config.max_message_bytes - OVERHEAD
         items: list[_Item] = []
+        held = 0  # decode memory the item being decoded holds in the decode budget
         try:
             # First every item's bytes and header: the whole request's output is sized, and
             # refused when it cannot be served, before any pixel is decoded.
@@ -230,6 +234,8 @@ class PreprocessService:
                 ticket.check()
                 out = resp.items.add(content_hash=it.digest)
                 if self.cache is None:
+                    # decoded by the delivery when it computes while decoding: held till then
+                    held = self._take_decode(it, ticket)
                     tensor, pre = self._uncached(it, timer), 0.0
                 else:
                     tensor, pre = self._cached(fingerprint, it, dtype, timer, ticket)
@@ -238,6 +244,9 @@ class PreprocessService:
                                                           inline_budget, outcome, pre)
                 except (InvalidImageError, InvalidVideoError) as exc:  # decoded as written
                     raise self._invalid(it, exc) from None
+                if held:
+                    self.decode.give(held)
+                    held = 0
                 if compact is not None:
                     compact.stamp(out.pixel_values)
                 tensor = it.data = it.plan = None  # done with this item's buffers
@@ -262,6 +271,23 @@ class PreprocessService:
             raw = req = resp = out = it = items = data = payload = tensor = None  # noqa: F841
             traceback.clear_frames(exc.__traceback__)
             raise
+        finally:
+            if held:
+                self.decode.give(held)
+
+    def _take_decode(self, it: _Item, ticket: Ticket) -> int:
+        """Takes the item's planned decode memory from the decode budget, or refuses it.
+
+        Waits its turn, up to --decode-wait-s and the request's deadline. Returns what it holds."""
+        nbytes = getattr(it.planned, "decode_bytes", 0)  # images; a video's frames are not counted
+        if not nbytes:
+            return 0
+        left = ticket.remaining()
+        if not self.decode.take(nbytes, None if left is None else max(0.0, left)):
+            ticket.check()  # its deadline passed, or it was cut, meanwhile
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               self.decode.busy_message(it.index, nbytes), retryable=True)
+        return nbytes
 
     def release(self, outcome: Outcome) -> None:
         """Unlinks the segments and frees the slots of a request that will not be answered."""
@@ -348,19 +374,25 @@ class PreprocessService:
         def compute() -> CacheEntry:
             nonlocal computed
             ticket.check()  # also after a waiter's timeout: a late takeover does no work
-            planned = it.planned
-            overlap = planned is not None and planned.decodes_while_computing
-            batch = planned if overlap else self._prepare(it, timer)  # see _uncached
-            t1 = time.perf_counter()
-            # Always the server's private memory, never a segment's pages: whoever receives a
-            # segment can write or truncate it, and later hits must not return that. An shm
-            # delivery copies the entry into its segment (7-13 ms for 1080p float32 here).
-            t = Tensor.of_batch(batch)
+            held = self._take_decode(it, ticket)  # a miss decodes: only it takes the budget
             try:
-                entry = CacheEntry(t.array(), t.grid, t.num_tokens, t.video)
-            except (InvalidImageError, InvalidVideoError) as exc:
-                raise self._invalid(it, exc) from None
-            computed = self.delivery.split_decode(t, time.perf_counter() - t1, timer)
+                planned = it.planned
+                overlap = planned is not None and planned.decodes_while_computing
+                batch = planned if overlap else self._prepare(it, timer)  # see _uncached
+                t1 = time.perf_counter()
+                # Always the server's private memory, never a segment's pages: whoever receives
+                # a segment can write or truncate it, and later hits must not return that. An
+                # shm delivery copies the entry into its segment (7-13 ms for 1080p float32).
+                t = Tensor.of_batch(batch)
+                try:
+                    entry = CacheEntry(t.array(), t.grid, t.num_tokens, t.video)
+                except (InvalidImageError, InvalidVideoError) as exc:
+                    raise self._invalid(it, exc) from None
+                computed = self.delivery.split_decode(t, time.perf_counter() - t1, timer)
+                batch = t = None  # the decoded image goes before the budget is given back
+            finally:
+                if held:
+                    self.decode.give(held)
             return entry
 
         t0 = time.perf_counter()

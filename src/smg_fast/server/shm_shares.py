@@ -97,3 +97,13 @@ class Callers:
         self._warned.add(host)
         log.warning("%s sent %s metadata but is not a --trusted-router-peer: its requests share "
                     "one shm share per connection, whoever it forwards for", host, CALLER_KEY)
+
+
+def rdma_caller(peer: str, key: str, share: str) -> str:
+    """The key a call's RDMA slots count under (its shm share's ``key``, chosen as ``share``).
+
+    A trusted router's named caller as for shm; anyone else by its address without the port, so
+    the connections one host opens share one share of the arena."""
+    if share == ROUTED:
+        return key
+    return f"host {peer_address(peer) or peer}"

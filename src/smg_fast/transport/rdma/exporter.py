@@ -4,7 +4,8 @@ Owns a native slot arena registered once with a NIXL agent. A tensor is written 
 leased slot (the native processor writes its output there; other arrays are copied in with the
 GIL released) and handed out as a RemoteTensorHandle. One background thread answers metadata
 requests, drains NIXL notifications (tag = lease key) to free slots, and reaps leases whose
-notification never came.
+notification never came. With ``caller_slots``, each caller (a name the producer gives) holds at
+most that many slots at once (shares.py); past it a lease is refused ("arena_share").
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .metadata_server import (  # noqa: F401  (the caps: their old home)
     MetadataServer,
 )
 from .nixl import load_nixl, make_agent, metadata_answer, register
+from .shares import CallerShares
 
 log = logging.getLogger("smg_fast.rdma")
 
@@ -61,14 +63,19 @@ class ExportLease:
 
     def commit(self) -> Descriptor:
         self._done = True
-        if not self._exporter.arena.commit(self.key):
+        exporter = self._exporter
+        if not exporter.arena.commit(self.key):
+            exporter.released(self.key)
             raise ExportRefused("lease_expired", "the lease expired while it was written")
-        return self._exporter.descriptor(self.key, self._info)
+        if exporter.shares is not None:
+            exporter.shares.committed(self.key)
+        return exporter.descriptor(self.key, self._info)
 
     def abort(self) -> None:
         if not self._done:
             self._done = True
             self._exporter.arena.abort(self.key)
+            self._exporter.released(self.key)
 
 
 class Exporter:
@@ -76,10 +83,16 @@ class Exporter:
 
     def __init__(self, *, slots: int = DEFAULT_SLOTS, slot_bytes: int = DEFAULT_SLOT_BYTES,
                  ttl_s: float, listen_host: str = "127.0.0.1", listen_port: int = DEFAULT_PORT,
-                 advertise_host: str | None = None, metadata_timeout_s: float = 2.0) -> None:
-        """Raises RdmaUnavailable (with the fallback reason) when the lane cannot start."""
+                 advertise_host: str | None = None, metadata_timeout_s: float = 2.0,
+                 caller_slots: int | None = None) -> None:
+        """Raises RdmaUnavailable (with the fallback reason) when the lane cannot start.
+
+        caller_slots: the most slots one caller may hold at once (None: no share)."""
         if slots < 1 or slot_bytes < 4096:
             raise ValueError("need at least one slot of at least 4096 bytes")
+        if caller_slots is not None and not 1 <= caller_slots <= slots:
+            raise ValueError(f"caller_slots must be 1..{slots}, got {caller_slots}")
+        self.shares = CallerShares(caller_slots, ttl_s) if caller_slots is not None else None
         nixl = load_nixl()
         self.instance = secrets.token_hex(4)
         self.name = f"smg-fast-{socket.gethostname()}-{os.getpid()}-{self.instance}"
@@ -138,24 +151,43 @@ class Exporter:
     def max_payload(self) -> int:
         return int(self.arena.max_payload)
 
-    def lease(self, nbytes: int) -> ExportLease:
-        """A slot for an nbytes payload, or ExportRefused("too_large" | "arena_full")."""
-        key, info = self._take(self.arena.lease, nbytes)
+    def lease(self, nbytes: int, caller: str = "") -> ExportLease:
+        """A slot for an nbytes payload, leased for caller.
+
+        ExportRefused "too_large", "arena_full", or "arena_share" (caller holds its share)."""
+        key, info = self._take(self.arena.lease, nbytes, caller, committed=False)
         return ExportLease(self, key, info)
 
-    def export_array(self, array: np.ndarray) -> Descriptor:
+    def export_array(self, array: np.ndarray, caller: str = "") -> Descriptor:
         """Copies a C-contiguous array into a slot (parallel copy, GIL released)."""
         src = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        key, info = self._take(self.arena.copy_in, src)
+        key, info = self._take(self.arena.copy_in, src, caller, committed=True)
         return self.descriptor(key, info)
 
-    def _take(self, fn: Any, arg: Any) -> tuple[str, dict[str, int]]:
-        # The key is the lease's secret: only the client the handle goes to can free the slot.
-        key, info = call_arena(fn, secrets.token_hex(16), arg)
-        if info is None:
-            raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
+    def _take(self, fn: Any, arg: Any, caller: str,
+              committed: bool) -> tuple[str, dict[str, int]]:
+        shares = self.shares
+        if shares is not None and not shares.take(caller):
+            raise ExportRefused("arena_share", f"this caller holds its {shares.per_caller} of "
+                                               f"the {self.arena.slots} slots")
+        try:
+            # The key is the lease's secret: only the client the handle goes to can free it.
+            key, info = call_arena(fn, secrets.token_hex(16), arg)
+            if info is None:
+                raise ExportRefused("arena_full", f"all {self.arena.slots} slots are leased")
+        except BaseException:
+            if shares is not None:
+                shares.untake(caller)
+            raise
+        if shares is not None:
+            shares.bind(key, caller, committed)
         self._wake()
         return key, info
+
+    def released(self, key: str) -> None:
+        """key's slot is free again: its caller's place too."""
+        if self.shares is not None:
+            self.shares.released(key)
 
     def _wake(self) -> None:
         try:
@@ -171,7 +203,10 @@ class Exporter:
 
     def free(self, key: str) -> bool:
         """Releases a committed lease (a slot still being written is refused)."""
-        return bool(self.arena.free(key))
+        if not self.arena.free(key):
+            return False
+        self.released(key)
+        return True
 
     def advance_reap_clock(self, seconds: float) -> None:
         """Makes the reaper judge leases as if `seconds` more had passed.
@@ -186,6 +221,8 @@ class Exporter:
         out.update(self._meta_counters)
         out["slots"] = self.arena.slots
         out["slot_bytes"] = self.arena.slot_bytes
+        if self.shares is not None:
+            out.update(self.shares.stats())
         return out
 
     def wait_released(self, timeout_s: float) -> bool:
@@ -223,14 +260,17 @@ class Exporter:
                         for msg in msgs:
                             # Frees only a committed lease, and only with its secret key;
                             # anything else (forged, late, duplicate) changes nothing, counted.
-                            if len(msg) > _MAX_NOTIF or not self.arena.free(
+                            if len(msg) > _MAX_NOTIF or not self.free(
                                     msg.decode("utf-8", "replace")):
                                 self._meta_counters["bad_notifications"] += 1
                     now = time.monotonic()
                     if now >= next_reap:
-                        if self.arena.reap_after(self._reap_ahead_s):
+                        ahead = self._reap_ahead_s
+                        if self.arena.reap_after(ahead):
                             log.warning("rdma: reaped leases whose puller never confirmed "
                                         "(ttl %.0f s)", self.arena.ttl_s)
+                        if self.shares is not None:
+                            self.shares.reaped(now + ahead)
                         next_reap = now + reap_every
                     failures = 0
                 except Exception:  # keep serving; a persistent fault is logged, not spun on
