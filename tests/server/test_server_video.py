@@ -273,11 +273,12 @@ def test_a_deadline_stops_the_decoding_mid_video(server):
 
 
 def test_a_client_deadline_leaves_nothing_behind(server):
-    long_clip = make_clip("h264", 320, 240, 120, fps=24)
+    # ~240 frames of 640x480 to decode and process: seconds of work against a 0.1 s deadline
+    long_clip = make_clip("h264", 640, 480, 240, fps=24)
     with Client(server.target) as c:
         with pytest.raises(grpc.RpcError) as err:
-            c.preprocess(videos=long_clip, model="q2", transport="shm", timeout=0.05,
-                         videos_kwargs={"fps": 4})
+            c.preprocess(videos=long_clip, model="q2", transport="shm", timeout=0.1,
+                         videos_kwargs={"fps": 24})
         assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         # the server is still healthy and serves the next request
         out = c.preprocess(videos=CLIP_B, model="q2", transport="shm", timeout=60)
