@@ -35,7 +35,10 @@ HEAVY_ITEMS = 200
 @pytest.fixture(scope="module")
 def retina_dir(tmp_path_factory, real_images):
     d = tmp_path_factory.mktemp("media")
-    (d / "retina.jpg").write_bytes(real_images.bytes("retina"))  # 1411x1411: a slow decode
+    # 4000x4000 (the photo enlarged): ~25 ms to decode on a fast core, so HEAVY_ITEMS are
+    # seconds of work wherever the tests run, well past their sub-second deadlines
+    big = real_images.open("retina").convert("RGB").resize((4000, 4000))
+    big.save(d / "retina.jpg", "JPEG", quality=90)
     return d
 
 
@@ -113,7 +116,7 @@ def test_sigterm_stop_is_bounded_by_the_drain_timeout(retina_dir, track_pid, sma
     try:
         srv.wait()
         with Client(target) as c:
-            calls = [c._stub.Preprocess.future(heavy_request(retina_dir, 400), timeout=300)
+            calls = [c._stub.Preprocess.future(heavy_request(retina_dir, 250), timeout=300)
                      for _ in range(3)]
             time.sleep(1.0)  # the workers are inside the item loops
             assert not any(call.done() for call in calls)
