@@ -397,3 +397,26 @@ def test_decode_budget_flag_and_env():
         config_from_args(["--max-decode-mb", "-1"], environ={})
     text = build_parser({}).format_help()
     assert "--max-decode-mb" in text and "SMG_FAST_MAX_DECODE_MB" in text
+
+
+def test_an_item_cut_while_it_waits_its_turn_decodes_nothing():
+    """Stopped while queued: its turn, once it comes, goes back at once and it raises."""
+    from types import SimpleNamespace
+
+    from smg_fast.server.request_error import StoppedError
+    from smg_fast.server.service import PreprocessService
+    from smg_fast.server.ticket import Ticket
+
+    budget = DecodeBudget(100, 5.0)
+    assert budget.take(100)  # another item decodes
+    ticket = Ticket()
+    item = SimpleNamespace(planned=SimpleNamespace(decode_bytes=60), index=0)
+
+    def cut_then_free() -> None:
+        ticket.stop(grpc.StatusCode.CANCELLED, "the client cancelled")
+        budget.give(100)  # the other item is done: the queued one's turn comes
+
+    threading.Timer(0.2, cut_then_free).start()
+    with pytest.raises(StoppedError):
+        PreprocessService._take_decode(SimpleNamespace(decode=budget), item, ticket)
+    assert budget.stats()["bytes"] == 0 and budget.stats()["holders"] == 0

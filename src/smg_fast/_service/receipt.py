@@ -60,7 +60,9 @@ class _Places:
             await asyncio.wait_for(place, timeout_s)
             return True
         except asyncio.TimeoutError:
-            return False
+            # a place handed over in the same loop turn as the timeout is still ours (3.12's
+            # wait_for may time out with the future already done)
+            return place.done() and not place.cancelled()
         except BaseException:  # cancelled: a place handed over meanwhile goes on
             if place.done() and not place.cancelled():
                 self.give()

@@ -287,6 +287,11 @@ class PreprocessService:
             ticket.check()  # its deadline passed, or it was cut, meanwhile
             raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                self.decode.busy_message(it.index, nbytes), retryable=True)
+        try:
+            ticket.check()  # cut while it waited its turn: decode nothing for nobody
+        except BaseException:
+            self.decode.give(nbytes)
+            raise
         return nbytes
 
     def release(self, outcome: Outcome) -> None:
