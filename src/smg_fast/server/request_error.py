@@ -29,3 +29,12 @@ class StoppedError(RequestError):
     """The request's own stop (cancelled, past its deadline, cut by the drain).
 
     Never another request's answer, so a coalesced waiter that receives it computes for itself."""
+
+
+class DecodeBusyError(RequestError):
+    """No room in the decode memory budget for this request's item within its wait.
+
+    The computing request's own refusal: a coalesced waiter that receives it tries for itself."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(grpc.StatusCode.RESOURCE_EXHAUSTED, message, retryable=True)

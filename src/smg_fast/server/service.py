@@ -40,7 +40,7 @@ from .metrics import Metrics
 from .model_info import model_info
 from .models import ModelSet
 from .rdma_lane import RdmaLane
-from .request_error import RequestError, StoppedError
+from .request_error import DecodeBusyError, RequestError, StoppedError
 from .tensor import Tensor
 from .ticket import Ticket
 from .video_items import video_fingerprint, video_options, video_planner
@@ -285,8 +285,7 @@ class PreprocessService:
         left = ticket.remaining()
         if not self.decode.take(nbytes, None if left is None else max(0.0, left)):
             ticket.check()  # its deadline passed, or it was cut, meanwhile
-            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                               self.decode.busy_message(it.index, nbytes), retryable=True)
+            raise DecodeBusyError(self.decode.busy_message(it.index, nbytes))
         try:
             ticket.check()  # cut while it waited its turn: decode nothing for nobody
         except BaseException:
@@ -409,7 +408,8 @@ class PreprocessService:
             if isinstance(it.planned, PlannedVideo):
                 fingerprint = video_fingerprint(it.planned)
             entry, how = self.cache.get_or_compute(cache_key(it.digest, fingerprint, dtype),
-                                                   compute, wait, personal=(StoppedError,))
+                                                   compute, wait,
+                                                   personal=(StoppedError, DecodeBusyError))
         except RequestError as exc:
             # A coalesced wait receives the computing request's error: name our own item.
             msg = exc.message
