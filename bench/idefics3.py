@@ -15,36 +15,18 @@ checked equal to smg-fast's float32. The CPU model (lscpu) is printed with the t
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from oracle_bench import cpu_model, rerun_in_oracle_venv, timed
+
 BACKENDS = {"pil": "Idefics3ImageProcessorPil", "torchvision": "Idefics3ImageProcessor"}
 SIZES = ((1920, 1080), (4000, 3000))
-
-
-def cpu_model() -> str:
-    """lscpu's model name (or the platform's processor string without lscpu)."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        import platform
-
-        return platform.processor() or "unknown"
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def _inside(photo: Path, rounds: int) -> int:
     import numpy as np
     import torch
-    from gate import measure_against
     from PIL import Image
 
     import smg_fast
@@ -71,10 +53,7 @@ def _inside(photo: Path, rounds: int) -> int:
                 return np.asarray(ref(image, return_tensors=kind)["pixel_values"])
 
             label = f"idefics3 {size[0]}x{size[1]} {backend}"
-            raw: dict[str, list[float]] = {}
-            ratios = measure_against(label, proc, reference, image, rounds, raw)
-            ms = {name: 1e3 * statistics.median(raw[f"{label} {name}"])
-                  for name in ("ref", "copy", "float32", "bfloat16")}
+            ratios, ms = timed(label, proc, reference, image, rounds)
             frames = proc(image)["pixel_values"].shape[1]
             print(f"| {size[0]}x{size[1]} | {backend} | {cls} | {frames} | {ms['ref']:.1f} | "
                   f"{ms['float32']:.2f} | {ms['bfloat16']:.2f} | {ms['copy']:.2f} | "
@@ -93,21 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.photo is not None:
         return _inside(args.photo, args.rounds)
 
-    from references import photo_file
-
-    import smg_fast
-    from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
-
-    try:
-        tv_python = torchvision_python(REPO)
-    except OracleVenvMissing as exc:
-        raise SystemExit(str(exc)) from None
-    with tempfile.TemporaryDirectory() as only:
-        # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
-        Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([only, str(Path(__file__).parent)]))
-        return subprocess.call([tv_python, __file__, "--photo", str(photo_file()),
-                                "--rounds", str(args.rounds)], env=env)
+    return rerun_in_oracle_venv(__file__, ["--rounds", str(args.rounds)])
 
 
 if __name__ == "__main__":

@@ -14,23 +14,17 @@ The CPU model (lscpu) is printed with the table.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from pixtral import cpu_model
+from oracle_bench import cpu_model, rerun_in_oracle_venv, timed
 
-REPO = Path(__file__).resolve().parent.parent
 SIZES = ((1920, 1080), (4000, 3000))
 
 
 def _inside(photo: Path, rounds: int) -> int:
     import numpy as np
     import torch
-    from gate import measure_against
     from PIL import Image
 
     import smg_fast
@@ -54,10 +48,7 @@ def _inside(photo: Path, rounds: int) -> int:
             return ref(image, return_tensors="pt")["pixel_values"].float().numpy()
 
         label = f"llama4 {size[0]}x{size[1]}"
-        raw: dict[str, list[float]] = {}
-        ratios = measure_against(label, proc, reference, image, rounds, raw)
-        ms = {name: 1e3 * statistics.median(raw[f"{label} {name}"])
-              for name in ("ref", "copy", "float32", "bfloat16")}
+        ratios, ms = timed(label, proc, reference, image, rounds)
         tiles = proc.plan(*size).rows
         print(f"| {size[0]}x{size[1]} | {tiles} | {ms['ref']:.1f} | {ms['bfloat16']:.2f} | "
               f"{ms['float32']:.2f} | {ms['copy']:.2f} | "
@@ -76,21 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.photo is not None:
         return _inside(args.photo, args.rounds)
 
-    from references import photo_file
-
-    import smg_fast
-    from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
-
-    try:
-        tv_python = torchvision_python(REPO)
-    except OracleVenvMissing as exc:
-        raise SystemExit(str(exc)) from None
-    with tempfile.TemporaryDirectory() as only:
-        # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
-        Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([only, str(Path(__file__).parent)]))
-        return subprocess.call([tv_python, __file__, "--photo", str(photo_file()),
-                                "--rounds", str(args.rounds)], env=env)
+    return rerun_in_oracle_venv(__file__, ["--rounds", str(args.rounds)])
 
 
 if __name__ == "__main__":

@@ -19,14 +19,11 @@ transformers is slower relative to memory, not a faster core.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from oracle_bench import rerun_in_oracle_venv, timed
+
 FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
 FAMILIES += ("gemma3", "gemma3n", "gemma4")
@@ -39,7 +36,7 @@ FAMILIES += ("idefics3",)
 def _inside(photo: Path, families: list[str], rounds: int) -> int:
     import numpy as np
     import torch
-    from gate import DTYPES, SIZE, measure_against
+    from gate import SIZE
     from PIL import Image
 
     import smg_fast
@@ -63,10 +60,7 @@ def _inside(photo: Path, families: list[str], rounds: int) -> int:
         def reference(ref=ref, kind=kind) -> np.ndarray:
             return np.asarray(ref(image, return_tensors=kind)["pixel_values"])
 
-        raw: dict[str, list[float]] = {}
-        ratios = measure_against(family, proc, reference, image, rounds, raw)
-        ms = {name: 1e3 * statistics.median(raw[f"{family} {name}"])
-              for name in ("ref", "copy", *DTYPES)}
+        ratios, ms = timed(family, proc, reference, image, rounds)
         print(f"| {family} | {ms['ref']:.1f} | {ms['float32']:.2f} | {ms['bfloat16']:.2f} | "
               f"{ms['copy']:.2f} | {1 / ratios[f'{family} float32 / ref']:.1f}x | "
               f"{ratios[f'{family} float32 / copy']:.2f}x | "
@@ -89,22 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.photo is not None:
         return _inside(args.photo, families, args.rounds)
 
-    from references import photo_file
-
-    import smg_fast
-    from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
-
-    try:
-        tv_python = torchvision_python(REPO)
-    except OracleVenvMissing as exc:
-        raise SystemExit(str(exc)) from None
-    with tempfile.TemporaryDirectory() as only:
-        # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
-        Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([only, str(Path(__file__).parent)]))
-        return subprocess.call([tv_python, __file__, "--photo", str(photo_file()),
-                                "--rounds", str(args.rounds), "--families", ",".join(families)],
-                               env=env)
+    return rerun_in_oracle_venv(__file__, ["--rounds", str(args.rounds),
+                                           "--families", ",".join(families)])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,61 @@
+"""What the oracle-venv benches share: re-running in the torchvision venv, timing, the CPU's name.
+
+transformers' torchvision classes need torchvision, which lives only in the oracle venv
+(.ci/oracle_venv.sh torchvision, or SMG_FAST_TV_PYTHON): a bench re-runs itself under that venv's
+python with ``--photo``, importing the smg_fast this environment has through a folder holding only
+that package."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cpu_model() -> str:
+    """lscpu's model name (or the platform's processor string without lscpu)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        import platform
+
+        return platform.processor() or "unknown"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def rerun_in_oracle_venv(script: str, args: list[str]) -> int:
+    """Runs script in the oracle venv with ``--photo`` (the bench photo) and args; its exit code."""
+    from references import photo_file
+
+    import smg_fast
+    from smg_fast.testing.oracle_venv import OracleVenvMissing, torchvision_python
+
+    try:
+        tv_python = torchvision_python(REPO)
+    except OracleVenvMissing as exc:
+        raise SystemExit(str(exc)) from None
+    with tempfile.TemporaryDirectory() as only:
+        # The venv sees this smg_fast and nothing else of this environment (its numpy differs).
+        Path(only, "smg_fast").symlink_to(Path(smg_fast.__file__).resolve().parent)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([only, str(Path(script).parent)]))
+        return subprocess.call([tv_python, script, "--photo", str(photo_file()), *args], env=env)
+
+
+def timed(label: str, proc: Any, reference: Any, image: Any,
+          rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+    """gate.measure_against's ratios for label, and the medians in ms of ref, copy and smg."""
+    from gate import measure_against
+
+    raw: dict[str, list[float]] = {}
+    ratios = measure_against(label, proc, reference, image, rounds, raw)
+    ms = {name: 1e3 * statistics.median(raw[f"{label} {name}"])
+          for name in ("ref", "copy", "float32", "bfloat16")}
+    return ratios, ms
