@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import InvalidVideoError, UnsupportedCallError, VideoTooLargeError
 from ..video.container import VideoLimits, open_video
 from ..video.decode import check_indices, iter_frames
+from ..video.decode_memory import video_decode_bytes
 from .video_config import VideoConfig
 from .video_inputs import FrameVideo, video_items
 from .video_plan import VideoPlan, plan_video, sample_indices
@@ -230,6 +231,8 @@ class PlannedVideo:
         self.nbytes = plan.elems * self.np_dtype.itemsize
         self.grid = np.array([[plan.grid_t, plan.grid_h, plan.grid_w]], np.int64)
         self.num_tokens = proc.tokens_for_grid(self.grid)
+        # What decoding holds at its peak, from the header: what a server's decode budget takes.
+        self.decode_bytes = source.decode_bytes(indices, proc.threads)
         self._closed = False
 
     def write_into(self, out: np.ndarray) -> np.ndarray:
@@ -282,6 +285,10 @@ class _Source:
                check: Callable[[], None] | None = None) -> Any:
         raise NotImplementedError
 
+    def decode_bytes(self, indices: np.ndarray | None, threads: int | None) -> int:
+        """Memory decoding the sampled frames holds at its peak (frames in memory: none)."""
+        return 0
+
     def close(self) -> None:
         """Releases what the source holds."""
 
@@ -324,6 +331,15 @@ class _Encoded(_Source):
             return
         for _, rgb in iter_frames(self._header, wanted, threads, check=check):
             yield rgb
+
+    def decode_bytes(self, indices: np.ndarray | None, threads: int | None) -> int:
+        h = self._header
+        if indices is None:
+            sampled, repeats = h.total_frames, False
+        else:
+            sampled = len(set(indices.tolist()))
+            repeats = sampled != len(indices) or bool(np.any(np.diff(indices) < 0))
+        return video_decode_bytes(h.stream, h.width, h.height, sampled, repeats, threads)
 
     def close(self) -> None:
         self._header.close()

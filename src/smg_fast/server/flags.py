@@ -130,8 +130,9 @@ _OPTIONS: list[Option] = [
      "(waiting included) ends RESOURCE_EXHAUSTED, and what gRPC buffered of it is dropped (a "
      "client that sends part of a large message and stalls holds memory no longer)"),
     ("--max-decode-mb", "SMG_FAST_MAX_DECODE_MB", int,
-     "MiB of images being decoded at once, planned from each item's header before it is "
-     "decoded (width x height x 4 bytes per full-size copy its decoder makes) and held for "
+     "MiB of images and videos being decoded at once, planned from each item's header before "
+     "it is decoded (width x height x 4 bytes per full-size copy an image's decoder makes; a "
+     "video's sampled frames and the codec's reference frames) and held for "
      "its decode only (a pixel cache hit takes none); an item that does not fit waits its "
      "turn (--decode-wait-s), then its request gets RESOURCE_EXHAUSTED; one larger than the "
      "budget decodes when nothing else does (0 = auto: a quarter of physical memory or of "

@@ -279,7 +279,7 @@ class PreprocessService:
         """Takes the item's planned decode memory from the decode budget, or refuses it.
 
         Waits its turn, up to --decode-wait-s and the request's deadline. Returns what it holds."""
-        nbytes = getattr(it.planned, "decode_bytes", 0)  # images; a video's frames are not counted
+        nbytes = getattr(it.planned, "decode_bytes", 0)  # from the header: an image or a video
         if not nbytes:
             return 0
         left = ticket.remaining()

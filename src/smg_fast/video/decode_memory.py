@@ -1,0 +1,55 @@
+"""Decode memory planned from a video's header: what decoding its sampled frames may hold at once.
+
+The server budgets it across requests (--max-decode-mb) with the images' before any frame is
+decoded. Decoding holds, at its peak: every sampled frame in the decoder's pixel format until the
+last of them is decoded (they are converted afterwards, as the reference converts them), the
+frames the codec keeps for reference and reordering, one frame per decoder thread, the RGB frame
+being converted and, when an index repeats, every converted frame.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from ..imaging.decode_memory import DECODER_STATE_BYTES
+
+# Frames a decoder may keep for reference and reordering: H.264's and HEVC's largest decoded
+# picture buffer (VP9 and AV1 keep 8 references).
+REFERENCE_FRAMES = 16
+# Bytes per pixel of a frame whose pixel format the header does not name (4:4:4 at 16 bits).
+UNKNOWN_FORMAT_BYTES = 6
+RGB_BYTES = 3
+
+
+def frame_bytes(stream: Any, width: int, height: int) -> int:
+    """Bytes of one decoded frame in the stream's pixel format (every plane)."""
+    fmt = getattr(getattr(stream, "codec_context", None), "format", None)
+    try:
+        components = fmt.components if fmt is not None else ()
+    except Exception:  # noqa: BLE001 - an odd PyAV object: plan the widest format
+        components = ()
+    if not components:
+        return width * height * UNKNOWN_FORMAT_BYTES
+    depth = max(math.ceil(c.bits / 8) for c in components)
+    # Each component's samples, planar or interleaved (NV12's chroma plane holds two).
+    return sum(c.width * c.height for c in components) * depth
+
+
+def decoder_threads(threads: int | None) -> int:
+    """Frames held by the decoder's frame threads: none for PyAV's default slice threads."""
+    if threads is None or threads == 1:
+        return 0
+    return threads if threads > 1 else (os.cpu_count() or 1)
+
+
+def video_decode_bytes(stream: Any, width: int, height: int, sampled: int, repeats: bool,
+                       threads: int | None) -> int:
+    """Decode memory planned for ``sampled`` distinct frames of a width x height stream.
+
+    ``repeats``: an index is sampled twice, so every converted frame is kept until handed out."""
+    frame = frame_bytes(stream, width, height)
+    rgb = width * height * RGB_BYTES
+    held = frame * (sampled + REFERENCE_FRAMES + decoder_threads(threads))
+    return held + rgb * (sampled if repeats else 1) + DECODER_STATE_BYTES
