@@ -1,0 +1,94 @@
+"""The decode budget for video items: sampled frames, references and threads, planned from headers.
+
+A video's decode holds its sampled frames (in the stream's pixel format) until the last is
+decoded, the frames the codec keeps for reference and one per frame thread: planned from its
+header, checked against a fresh process's peak RSS, and taken from --max-decode-mb as an image's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("av")
+
+import grpc  # noqa: E402
+
+from smg_fast.client import Client  # noqa: E402
+from smg_fast.processors.loader import load_video_processor  # noqa: E402
+from smg_fast.testing.video_clips import make_clip  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("no_shm_leak")
+
+BUDGET_MB = 64
+
+_MEASURE_VIDEO = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from smg_fast.processors.loader import load_video_processor
+    from smg_fast.testing.video_clips import make_clip
+
+    def hwm():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+
+    proc = load_video_processor("qwen2_vl", threads=int(sys.argv[2]) if sys.argv[2] else None)
+    data = open(sys.argv[1], "rb").read()
+    proc(make_clip("h264", 64, 48, 4, fps=4))  # code and tables paged in, not the big buffers
+    planned = proc.plan(data, num_frames=int(sys.argv[3]), do_sample_frames=True,
+                        size={"shortest_edge": 3136, "longest_edge": 50176})
+    out = np.ones(planned.nbytes // 4, np.float32)  # the destination, touched before measuring
+    before = hwm()
+    planned.write_into(out)
+    print(json.dumps({"planned": planned.decode_bytes, "grew": hwm() - before}))
+""")
+
+
+@pytest.mark.parametrize(("threads", "frames"), [("", 48), ("2", 48), ("", 24)])
+def test_planned_video_decode_memory_bounds_the_real_peak(tmp_path, threads, frames):
+    """A video's sampled frames, the decoder's references and threads: within its plan."""
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(make_clip("h264", 1280, 720, 48, fps=24))
+    out = subprocess.run([sys.executable, "-c", _MEASURE_VIDEO, str(path), threads, str(frames)],
+                         capture_output=True, text=True, timeout=300, check=True)
+    got = json.loads(out.stdout)
+    assert got["grew"] <= got["planned"], got
+    held = frames * 1280 * 720 * 3 // 2  # the sampled frames alone, in YUV 4:2:0
+    assert got["planned"] >= held
+
+
+def test_a_video_takes_its_decode_memory_from_the_budget(start_server):
+    """A video item waits for decode room as an image does, and holds its planned share."""
+    clip = make_clip("h264", 320, 240, 16, fps=8)
+    want = load_video_processor("qwen2_vl")(clip, num_frames=8,
+                                               do_sample_frames=True)["pixel_values_videos"]
+    planned = load_video_processor("qwen2_vl").plan(clip, num_frames=8, do_sample_frames=True)
+    nbytes = planned.decode_bytes
+    planned.close()
+    assert nbytes > 8 * 320 * 240 * 3 // 2
+    srv = start_server(models=[("q2", "qwen2_vl")], max_decode_mb=BUDGET_MB, decode_wait_s=0.3,
+                       pixel_cache_mb=0)
+    budget = srv.server.decode
+    with Client(srv.target, timeout=120) as c:
+        out = c.preprocess(videos=clip, videos_kwargs={"num_frames": 8}, model="q2",
+                           transport="inline")
+        assert np.array_equal(out.items[0].pixel_values, want)
+        assert budget.stats()["peak_bytes"] == nbytes
+        assert budget.take(budget.max_bytes)
+        try:
+            with pytest.raises(grpc.RpcError) as err:
+                c.preprocess(videos=clip, videos_kwargs={"num_frames": 8}, model="q2",
+                             transport="inline")
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "--max-decode-mb" in err.value.details()
+        finally:
+            budget.give(budget.max_bytes)
+    stats = budget.stats()
+    assert stats["bytes"] == 0 and stats["holders"] == 0 and stats["rejected"] == 1
