@@ -35,7 +35,7 @@ from smg_fast._proto import preprocessor_pb2 as pb
 from smg_fast._service.wire import MAX_ITEMS
 from smg_fast.routing import AsyncRoutedClient, RoutedClient, RoutedError
 from smg_fast.routing.dispatch import Fleet
-from smg_fast.routing.placement import item_key
+from smg_fast.routing.placement import item_key, item_weight
 from smg_fast.routing.routed_request import RoutedRequest
 
 _C = grpc.StatusCode
@@ -397,3 +397,38 @@ def test_routed_client_used_after_close_says_so():
             with pytest.raises(RuntimeError, match="RoutedClient is closed"):
                 use()
         rc.close()  # (twice is fine)
+
+
+def test_a_video_counts_its_size_in_the_load_bound():
+    """A video weighs one unit per MiB of its bytes while in flight; images after it spill.
+
+    Two members, floor 1: while a 6 MiB video is in flight on its member, that member is over
+    the bound for the images that follow (each 1), which go to the other; all is given back."""
+    async def main():
+        fl = Fleet([], keepalive_s=0, floor=1)
+        release = asyncio.Event()
+
+        async def answer(sub):
+            if any(it.HasField("video") for it in sub.items):
+                await release.wait()
+            return response([""] * len(sub.items))
+
+        a, b = member(fl, "a:1", answer), member(fl, "b:2", answer)
+        video = pb.MediaItem(data=bytes(6 << 20) + b"clip", video=pb.VideoOptions(fps=2))
+        assert item_weight(video) == 7 and item_weight(pb.MediaItem(data=b"x")) == 1
+        assert item_weight(pb.MediaItem(url="file:///v.mp4", video=pb.VideoOptions())) == 8
+        t = asyncio.ensure_future(fl.route(pb.PreprocessRequest(items=[video]), passthrough, 30))
+        for _ in range(100):
+            if a.in_flight + b.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        holder, other = (a, b) if a.in_flight else (b, a)
+        assert (holder.in_flight, other.in_flight) == (7, 0)
+        images = [pb.MediaItem(data=b"image %d" % k) for k in range(6)]
+        await fl.route(pb.PreprocessRequest(items=images), passthrough, 30)
+        assert other.stub.calls == 1 and holder.stub.calls == 1  # only the video went there
+        release.set()
+        await t
+        assert (a.in_flight, b.in_flight) == (0, 0)
+
+    asyncio.run(main())

@@ -18,7 +18,7 @@ OPTIONS: list[Option] = [
     ("--port", "SMG_FAST_ROUTER_PORT", int, "gRPC port (0 = any free port, logged at start)"),
     ("--load-factor", "SMG_FAST_ROUTER_LOAD_FACTOR", float,
      "a worker may hold ceil(load factor x (items in flight + 1) / workers) items before the "
-     "next image goes to its next choice (>= 1)"),
+     "next image goes to its next choice (>= 1); a video counts one item per MiB of its bytes"),
     ("--floor", "SMG_FAST_ROUTER_FLOOR", int,
      "a worker may always hold this many items in flight (light load never spills)"),
     ("--affinity-keys", "SMG_FAST_ROUTER_AFFINITY_KEYS", int,

@@ -33,7 +33,7 @@ from .discovery import Discovery
 from .hedging import Hedging
 from .member import Member
 from .membership import RECONNECT_MAX_S, Membership
-from .placement import Affinity, Choice, choose, item_key, order
+from .placement import Affinity, Choice, choose, item_key, item_weight, order
 from .routed_error import RoutedError, name_items, renumber
 from .routed_request import Finish, RoutedRequest
 from .sources import FollowsSources
@@ -195,6 +195,7 @@ class Fleet(FollowsSources):
                                                                   WAIT_SHARE * timeout)
         return RoutedRequest(
             req, name, [item_key(it, name, req.dtype, lo, hi) for it in req.items],
+            weights=[item_weight(it) for it in req.items],
             finish=finish, local=req.shm_namespace == self.namespace,
             deadline=None if timeout is None else now + timeout, patient_until=now + patience)
 
@@ -268,7 +269,7 @@ class Fleet(FollowsSources):
                 continue
             other = others[order(r.keys[idx[0]], others)[0]]
             other.probing = other.ejections > 0
-            other.in_flight += len(idx)
+            other.in_flight += r.weight(idx)
             hedge = self._send(r, other, other.epoch, other.probing, idx)
             r.twins[task], r.twins[hedge] = hedge, task
             r.hedges.add(hedge)
@@ -391,7 +392,7 @@ class Fleet(FollowsSources):
                 queued[target] += 1
                 continue
             chosen.append((keys[i], target))
-            load[target] += 1
+            load[target] += r.weights[i]
             spills += spilled
             affine += target in holders and target != first
             if last[i] is not None:  # placed again after a retryable failure
@@ -407,7 +408,7 @@ class Fleet(FollowsSources):
         for m, idx in groups.items():
             m.probing = m.ejections > 0  # half-open: this call decides
             # counted at once, so that requests placed in the same moment see each other
-            m.in_flight += len(idx)
+            m.in_flight += r.weight(idx)
             out[m] = (idx, m.epoch, m.probing)
         return out, deferred
 

@@ -88,7 +88,8 @@ class FleetCollector:
                                     "unread: the answer could not be read)",
                                     labels=["worker", "outcome"])
         flight = GaugeMetricFamily("smg_fast_router_in_flight_items", "Items in flight on a "
-                                   "member (the load bound's count)", labels=["worker"])
+                                   "member (the load bound's count: a video by its size)",
+                                   labels=["worker"])
         state = GaugeMetricFamily("smg_fast_router_member_state", "1 for the member's state "
                                   "(serving, not_serving, down, refused, joining)",
                                   labels=["worker", "state"])

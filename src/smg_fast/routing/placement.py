@@ -63,6 +63,22 @@ def item_key(item: Any, model: str, dtype: str, min_pixels: int | None,
     return key
 
 
+# A video item weighs one unit of the load bound per this many encoded bytes (an image weighs 1):
+# its frames' decode and processing grow with its length, which its bytes follow.
+VIDEO_WEIGHT_BYTES = 1 << 20
+# A video sent by path or URL, whose size the router does not read.
+VIDEO_URL_WEIGHT = 8
+
+
+def item_weight(item: Any) -> int:
+    """What one item counts in its member's load: 1 for an image, a video by its size."""
+    if not item.HasField("video"):
+        return 1
+    if item.WhichOneof("source") != "data":
+        return VIDEO_URL_WEIGHT
+    return max(1, -(-len(item.data) // VIDEO_WEIGHT_BYTES))
+
+
 def score(member: str, key: bytes) -> int:
     """The member's rendezvous weight for key (64-bit xxh3 of both, the member name first)."""
     return xxhash.xxh3_64_intdigest(key, seed=xxhash.xxh3_64_intdigest(member.encode()))

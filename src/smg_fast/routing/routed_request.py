@@ -32,11 +32,12 @@ class RoutedRequest:
 
     def __init__(self, req: Any, model: str, keys: list[bytes], *, finish: Finish | None = None,
                  local: bool = False, deadline: float | None = None,
-                 patient_until: float = 0.0) -> None:
+                 patient_until: float = 0.0, weights: list[int] | None = None) -> None:
         n = len(keys)
         self.req = req
         self.model = model  # resolved: never "" once the fleet knows a default
         self.keys = keys
+        self.weights = weights if weights is not None else [1] * n  # each item's load
         self.finish = finish
         self.local = local  # the caller's shm segments are in our /dev/shm
         self.template = without_items(req, model)
@@ -57,6 +58,10 @@ class RoutedRequest:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def weight(self, idx: list[int]) -> int:
+        """The load items idx count for in their member's in-flight total."""
+        return sum(self.weights[i] for i in idx)
 
     def expired(self, now: float) -> bool:
         """Whether the deadline has passed at loop time now."""

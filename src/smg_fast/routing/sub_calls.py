@@ -70,7 +70,7 @@ class SubCalls:
         loop = asyncio.get_running_loop()
         left = r.time_left(loop.time())
         if left == 0:  # (it passed since _place): sent with no time, it would be charged to m
-            m.in_flight -= len(idx)
+            m.in_flight -= r.weight(idx)
             m.probing = m.probing and not probe
             m.freed.set()
             m.freed = asyncio.Event()
@@ -83,13 +83,13 @@ class SubCalls:
             call = m.stub.Preprocess(sub, timeout=limit, **caller_metadata())
             rpc = asyncio.ensure_future(call)
         except BaseException:
-            m.in_flight -= len(idx)
+            m.in_flight -= r.weight(idx)
             if probe:
                 m.probing = False
             raise
 
         def ended(_: asyncio.Future) -> None:
-            m.in_flight -= len(idx)
+            m.in_flight -= r.weight(idx)
             m.freed.set()  # wakes the requests whose images wait for m
             m.freed = asyncio.Event()
 
