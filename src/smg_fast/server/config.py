@@ -16,6 +16,7 @@ from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
 from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
+from ..video.container import VideoLimits
 from .decode_budget import DECODE_WAIT_S, decode_bytes_limit
 from .shm_shares import parse_networks
 
@@ -75,6 +76,10 @@ class ServerConfig:
     stream_window_kb: int = 256
     receive_timeout_s: float = RECEIVE_TIMEOUT_S
     single_flight_wait_s: float = 10.0
+    video_max_seconds: float = VideoLimits.max_duration_s
+    video_max_frames: int = VideoLimits.max_frames
+    video_max_frame_pixels: int = VideoLimits.max_frame_pixels
+    video_threads: int = -1  # -1: PyAV's defaults (slice threads), as transformers' loader
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
     @property
@@ -118,6 +123,18 @@ class ServerConfig:
         return decode_bytes_limit(self.max_decode_mb)
 
     @property
+    def video_limits(self) -> VideoLimits:
+        """What a video item's header may declare (the --video-max-* flags)."""
+        return VideoLimits(max_frames=self.video_max_frames,
+                           max_frame_pixels=self.video_max_frame_pixels,
+                           max_duration_s=self.video_max_seconds)
+
+    @property
+    def video_decoder_threads(self) -> int | None:
+        """FFmpeg threads per video decode: None for PyAV's defaults (--video-threads -1)."""
+        return None if self.video_threads < 0 else self.video_threads
+
+    @property
     def max_message_bytes(self) -> int:
         return self.max_message_mb * 1024 * 1024
 
@@ -134,7 +151,8 @@ class ServerConfig:
                   "--rdma-slot-ttl-s": self.rdma_slot_ttl_s,
                   "--single-flight-wait-s": self.single_flight_wait_s,
                   "--receive-timeout-s": self.receive_timeout_s,
-                  "--decode-wait-s": self.decode_wait_s}
+                  "--decode-wait-s": self.decode_wait_s,
+                  "--video-max-seconds": self.video_max_seconds}
         for flag, value in floats.items():
             if not math.isfinite(value):
                 raise ValueError(f"{flag} must be a finite number, got {value}")
@@ -199,6 +217,13 @@ class ServerConfig:
             raise ValueError("--decode-wait-s must be in [0, 3600]")
         if not 0 < self.single_flight_wait_s <= 3600:
             raise ValueError("--single-flight-wait-s must be in (0, 3600]")
+        if not (0 < self.video_max_seconds <= 86400 and self.video_max_frames >= 1
+                and self.video_max_frame_pixels >= 1):
+            raise ValueError("--video-max-seconds must be in (0, 86400], --video-max-frames and "
+                             "--video-max-frame-pixels >= 1")
+        if not -1 <= self.video_threads <= 256:
+            raise ValueError(f"--video-threads must be -1 (PyAV's defaults), 0 (FFmpeg's count) "
+                             f"or 1..256, got {self.video_threads}")
         parse_networks(self.trusted_router_peers)  # ValueError naming a bad one
         for d in self.allowed_media_dirs:
             if not os.path.isdir(d):

@@ -143,6 +143,18 @@ _OPTIONS: list[Option] = [
     ("--single-flight-wait-s", "SMG_FAST_SINGLE_FLIGHT_WAIT_S", float,
      "pixel cache: longest wait for another request computing the same image (bounded "
      "also by the request's deadline); then the waiter computes it itself"),
+    ("--video-max-seconds", "SMG_FAST_VIDEO_MAX_SECONDS", float,
+     "video items: longest video accepted, from its header's duration or frames / fps "
+     "(INVALID_ARGUMENT before any frame is decoded)"),
+    ("--video-max-frames", "SMG_FAST_VIDEO_MAX_FRAMES", int,
+     "video items: most frames a header may declare (or its packets count) before decoding"),
+    ("--video-max-frame-pixels", "SMG_FAST_VIDEO_MAX_FRAME_PIXELS", int,
+     "video items: most pixels in one frame (width x height from the header; sides at most "
+     "8192)"),
+    ("--video-threads", "SMG_FAST_VIDEO_THREADS", int,
+     "FFmpeg decoder threads per video: -1 PyAV's defaults (slice threads, as transformers' "
+     "loader runs), 0 FFmpeg's count with frame threads, n that many (each video item "
+     "decodes on one worker; frame threads add one held frame each to its decode budget)"),
 ]
 
 
@@ -252,6 +264,8 @@ def config_from_args(argv: Sequence[str] | None = None,
         max_receiving=ns.max_receiving, receive_timeout_s=ns.receive_timeout_s,
         stream_window_kb=ns.stream_window_kb,
         single_flight_wait_s=ns.single_flight_wait_s,
+        video_max_seconds=ns.video_max_seconds, video_max_frames=ns.video_max_frames,
+        video_max_frame_pixels=ns.video_max_frame_pixels, video_threads=ns.video_threads,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )
     try:

@@ -56,8 +56,11 @@ class ModelSet:
     """The processors loaded at start, plus a small LRU of per-request min/max-pixel variants."""
 
     def __init__(self, specs: list[tuple[str, str]], max_image_pixels: int,
-                 image_formats: Sequence[str] = DEFAULT_IMAGE_FORMATS) -> None:
+                 image_formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
+                 video_limits: Any = None, video_threads: int | None = None) -> None:
         limit = max_image_pixels or None
+        self.video_limits = video_limits  # VideoLimits for video items (None: the defaults)
+        self.video_threads = video_threads
         self.models: dict[str, LoadedModel] = {}
         for name, spec in specs:
             source, backend = split_backend(spec)
@@ -89,7 +92,8 @@ class ModelSet:
         with self._lock:
             if model.video is None:
                 try:
-                    model.video = load_video_processor(model.source)
+                    model.video = load_video_processor(model.source, limits=self.video_limits,
+                                                       threads=self.video_threads)
                 except (ValueError, TypeError, OSError) as exc:
                     raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
                                        f"model {model.name!r}: its video settings cannot be "

@@ -1,4 +1,4 @@
-"""The decode budget for video items: sampled frames, references and threads, planned from headers.
+"""Video items' server limits: the decode budget, the header limits and decoder threads (flags).
 
 A video's decode holds its sampled frames (in the stream's pixel format) until the last is
 decoded, the frames the codec keeps for reference and one per frame thread: planned from its
@@ -92,3 +92,37 @@ def test_a_video_takes_its_decode_memory_from_the_budget(start_server):
             budget.give(budget.max_bytes)
     stats = budget.stats()
     assert stats["bytes"] == 0 and stats["holders"] == 0 and stats["rejected"] == 1
+
+
+def test_video_flags_set_the_header_limits_and_decoder_threads(start_server):
+    """--video-max-* refuse a video from its header; --video-threads decodes the same frames."""
+    clip = make_clip("h264", 320, 240, 24, fps=8)  # 3 s, 76800-pixel frames
+    want = load_video_processor("qwen2_vl")(clip, fps=2, do_sample_frames=True)
+    srv = start_server(models=[("q2", "qwen2_vl")], video_max_seconds=2.0, pixel_cache_mb=0)
+    with Client(srv.target, timeout=120) as c:
+        with pytest.raises(grpc.RpcError) as err:
+            c.preprocess(videos=clip, videos_kwargs={"fps": 2}, model="q2", transport="inline")
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "over the limit of 2 s" in err.value.details()
+    assert srv.server.decode.stats()["peak_bytes"] == 0  # refused before anything was decoded
+    srv = start_server(models=[("q2", "qwen2_vl")], video_max_frame_pixels=320 * 240 - 1)
+    with Client(srv.target, timeout=120) as c:
+        with pytest.raises(grpc.RpcError) as err:
+            c.preprocess(videos=clip, videos_kwargs={"fps": 2}, model="q2", transport="inline")
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "320x240 frames are over the limit" in err.value.details()
+    srv = start_server(models=[("q2", "qwen2_vl")], video_threads=2, video_max_frames=24)
+    with Client(srv.target, timeout=120) as c:
+        out = c.preprocess(videos=clip, videos_kwargs={"fps": 2}, model="q2", transport="inline")
+        assert np.array_equal(out.items[0].pixel_values, want["pixel_values_videos"])
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--video-max-seconds", "0"),
+                                             ("--video-max-frames", "0"),
+                                             ("--video-max-frame-pixels", "0"),
+                                             ("--video-threads", "-2")])
+def test_video_flags_are_checked(flag, value):
+    from smg_fast.server.flags import config_from_args
+
+    with pytest.raises(SystemExit):  # argparse's error: the message names the flag
+        config_from_args([flag, value], environ={})
