@@ -60,6 +60,7 @@ class VideoHeader:
     total_frames: int
     fps: float | None
     counted: bool  # True: the container declares no frame count, packets were counted
+    source: Any = None  # the bytes or path it was opened on (decoders may open it again)
 
     @property
     def duration(self) -> float:
@@ -170,10 +171,12 @@ def open_video(index: int, source: VideoSource,
     size = memoryview(source).nbytes if isinstance(source, (bytes, bytearray, memoryview)) \
         else os.path.getsize(os.fspath(source))
     try:
-        return _check(index, container, limits, size)
+        header = _check(index, container, limits, size)
     except BaseException:
         container.close()
         raise
+    header.source = source
+    return header
 
 
 __all__ = ["CODECS", "InvalidVideoError", "UnsupportedVideoError", "VideoHeader", "VideoLimits",

@@ -11,6 +11,7 @@ the reference's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..errors import FrameIndexError, InvalidVideoError
 from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
+from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
 
 
@@ -39,6 +41,10 @@ def _set_threads(header: VideoHeader, threads: int | None) -> None:
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
                    skip: bool, check: Callable[[], None] | None) -> list[tuple[int, Any]]:
     """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
+    if skip and threads is not None and threads != 1:  # IDR-started groups on threads of their own
+        got = decode_parallel(header, sorted(wanted), threads or os.cpu_count() or 1, check)
+        if got is not None:
+            return got
     if skip and (rank := plan_skips(header, threads)) is not None:
         got = decode_skipping(header, sorted(wanted), rank, check=check)
         if got is not None:

@@ -3,7 +3,8 @@
 The server budgets it across requests (--max-decode-mb) with the images' before any frame is
 decoded. Decoding holds, at its peak: every sampled frame in the decoder's pixel format until the
 last of them is decoded (they are converted afterwards, as the reference converts them), the
-frames the codec keeps for reference and reordering, one frame per decoder thread, the RGB frame
+frames the codec keeps for reference and reordering (in each decoder, when several decode groups
+of the stream at once), one frame per decoder thread, the RGB frame
 being converted and, when an index repeats, every converted frame.
 """
 
@@ -51,5 +52,6 @@ def video_decode_bytes(stream: Any, width: int, height: int, sampled: int, repea
     ``repeats``: an index is sampled twice, so every converted frame is kept until handed out."""
     frame = frame_bytes(stream, width, height)
     rgb = width * height * RGB_BYTES
-    held = frame * (sampled + REFERENCE_FRAMES + decoder_threads(threads))
+    n = decoder_threads(threads)  # frame threads, or decoders of their own (parallel_decode.py)
+    held = frame * (sampled + REFERENCE_FRAMES * max(1, n) + n)
     return held + rgb * (sampled if repeats else 1) + DECODER_STATE_BYTES
