@@ -14,6 +14,10 @@ ernie4_5_vl_moe, hunyuan_vl, gemma3, gemma4, gemma3n) and dtype (float32, bfloat
   <family> <dtype> / ref    smg-fast time / the exact reference (transformers' PIL processor for
                             Qwen, GLM and the Gemmas, the upstream NumPy reference for Kimi;
                             bench/references.py)
+Each host is judged by its own record: baseline entries are keyed by the kernel set in use and
+the CPU model (with its family / model numbers), since kernels tuned on one microarchitecture run
+differently on the next; a CPU without a record of its own is judged by the kernel set's record
+from another CPU (the entries keyed by the kernel set alone), and the gate says so.
 Absolute times are never compared: on a shared 2-core machine they move by 2x with other load,
 while a ratio of two things measured side by side moves far less.
 
@@ -83,14 +87,39 @@ def kernel_key() -> str:
 
 
 def cpu_model() -> str:
+    """The CPU's model name and, on x86, its family and model numbers (what tells hosts apart).
+
+    A VM may name every AMD host "AMD EPYC": the numbers tell a first-generation Zen (family 23
+    model 1), where 256-bit AVX2 runs at half width, from a Zen 5 (family 26)."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, sep, value = line.partition(":")
+                if not sep:
+                    if fields:
+                        break  # the first processor's block is enough
+                    continue
+                fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.machine()
+    name = fields.get("model name") or platform.machine()
+    if "cpu family" in fields and "model" in fields:
+        return f"{name} (family {fields['cpu family']} model {fields['model']})"
+    return name
+
+
+def baseline_key() -> str:
+    """The baseline entry this host is judged by: its kernel set on its CPU model."""
+    return f"{kernel_key()} @ {cpu_model()}"
+
+
+def find_entry(data: dict, kernels: str, cpu_key: str) -> tuple[dict | None, str]:
+    """This host's own record, else the kernel set's record from another CPU; and its key."""
+    entries = data.get("entries", {})
+    if cpu_key in entries:
+        return entries[cpu_key], cpu_key
+    return entries.get(kernels), kernels
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -230,7 +259,7 @@ def update(path: Path, photo, runs: int, rounds: int) -> int:
     data["comment"] = ("Ratios (lower is better) written by `python bench/gate.py --update`: the "
                        "median of its runs; spread = max/min - 1 over those runs. Commit changes "
                        "to this file on their own, in a reviewed commit.")
-    data.setdefault("entries", {})[kernel_key()] = {
+    data.setdefault("entries", {})[baseline_key()] = {
         "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "runs": runs,
@@ -241,7 +270,7 @@ def update(path: Path, photo, runs: int, rounds: int) -> int:
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2, sort_keys=True)
         fh.write("\n")
-    print(f"wrote {path} for kernels {kernel_key()} (median of {runs} runs; spread = max/min - 1):")
+    print(f"wrote {path} for {baseline_key()} (median of {runs} runs; spread = max/min - 1):")
     for metric, ratio in ratios.items():
         print(f"  {metric:<26} {ratio:.4f}  spread {spread[metric]:.1%}")
     return 0
@@ -272,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         return update(args.baseline, photo, args.runs, args.rounds)
 
     key = kernel_key()
-    entry = load_baseline(args.baseline).get("entries", {}).get(key)
+    entry, entry_key = find_entry(load_baseline(args.baseline), key, baseline_key())
     baseline = entry["ratios"] if entry else {}
     spread = entry.get("spread", {}) if entry else {}
     raw: dict[str, list[float]] = {}
@@ -284,9 +313,14 @@ def main(argv: list[str] | None = None) -> int:
         # One more measurement before failing; a real regression shows in both.
         again = measure_family(family, photo, args.rounds, raw)
         now.update({m: min(now[m], v) for m, v in again.items()})
+    record = f"{entry_key}, {entry['recorded']}" if entry else "none for these kernels"
     print(f"bench gate: {SIZE[0]}x{SIZE[1]}, 1 thread, kernels {key}, {args.rounds} rounds, "
-          f"margin {args.margin:.0%}, baseline {args.baseline.name} "
-          f"({entry['recorded'] if entry else 'none for these kernels'})")
+          f"margin {args.margin:.0%}, CPU {cpu_model()}, baseline {args.baseline.name} "
+          f"({record})")
+    if entry and entry_key == key:
+        print(f"bench gate: no record for this CPU ({baseline_key()}); judged by the kernel set's "
+              f"record from {entry['machine']}. Record this host's own with "
+              "`python bench/gate.py --update` and commit it.")
     failed = print_table(baseline, now, margins, over)
     if args.json:
         args.json.write_text(json.dumps({"ratios": now, "seconds": raw}, indent=1,
