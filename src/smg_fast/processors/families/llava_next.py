@@ -224,10 +224,9 @@ def read_pinpoints(pins: Any) -> tuple[tuple[int, int], ...]:
 def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
     """The fields of a LLaVA-NeXT / OneVision preprocessor_config.json."""
     out: dict[str, Any] = {}
-    crop = pre.get("crop_size")
-    out["patch_size"] = call_tile(pre.get("size"), crop or None, 0) or None
-    if out["patch_size"] is None:
-        del out["patch_size"]
+    crop = pre.get("crop_size") or None
+    if pre.get("size") is not None or crop is not None:  # else the class default's tile
+        out["patch_size"] = call_tile(pre.get("size"), crop, 0)
     if pre.get("image_grid_pinpoints") is not None:
         out["image_grid_pinpoints"] = read_pinpoints(pre["image_grid_pinpoints"])
     for key in ("image_mean", "image_std", "rescale_factor", "resample"):
@@ -253,6 +252,9 @@ def validate(cfg: ProcessorConfig) -> None:
     if not cfg.image_grid_pinpoints:
         raise ValueError(f"{cfg.family} needs image_grid_pinpoints")
     side = cfg.patch_size
+    if cfg.family == "llava_next" and side < VISION_PATCH:
+        raise ValueError(f"llava_next's tile must be at least the vision patch ({VISION_PATCH}), "
+                         f"whose features LlavaNextProcessor counts per tile, got {side}")
     for h, w in cfg.image_grid_pinpoints:
         if h % side or w % side:
             raise ValueError(f"each image_grid_pinpoints entry must be whole {side}-pixel tiles, "
