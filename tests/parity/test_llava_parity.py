@@ -398,3 +398,16 @@ def test_a_llava_next_tile_under_the_vision_patch_is_refused_at_load(tmp_path):
     folder = make_llava_tiles_folder(tmp_path, "llava_next", image_grid_pinpoints=[[7, 14]], **one)
     with pytest.raises(ValueError, match="14"):
         load_processor(str(folder))
+
+
+@pytest.mark.parametrize("kind", [lambda v: v + 0.5, float, str, np.int64],
+                         ids=["half", "float", "str", "np.int64"])
+def test_a_call_s_pinpoints_that_are_not_ints_are_refused(family, ref, llava, kind):
+    """transformers' call kwargs are strict (int pairs): it refuses them, never truncates."""
+    side = SIDES[family]
+    pins = [[side, kind(2 * side)]]
+    image = Image.new("RGB", (50, 30))
+    with pytest.raises(Exception, match="image_grid_pinpoints"):
+        ref(image, return_tensors="np", image_grid_pinpoints=pins)
+    with pytest.raises(UnsupportedCallError, match="image_grid_pinpoints"):
+        llava(image, image_grid_pinpoints=pins)

@@ -126,7 +126,7 @@ class LlavaNextProcessor(Processor):
             side = call_tile(own.get("size"), crop, cfg.patch_size)
             pins = cfg.image_grid_pinpoints
             if own.get("image_grid_pinpoints") is not None:
-                pins = read_pinpoints(own["image_grid_pinpoints"])
+                pins = read_pinpoints(own["image_grid_pinpoints"], ints_only=True)
             if (side, pins) == (cfg.patch_size, cfg.image_grid_pinpoints):
                 return self
             key = (("image_grid_pinpoints", pins), ("patch_size", side))
@@ -208,13 +208,18 @@ def call_tile(size: Any, crop_size: Any, side: int) -> int:
     return sides.pop() if sides else side
 
 
-def read_pinpoints(pins: Any) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints ([[height, width], ...]) as a tuple of positive int pairs."""
+def read_pinpoints(pins: Any, ints_only: bool = False) -> tuple[tuple[int, int], ...]:
+    """image_grid_pinpoints ([[height, width], ...]) as a tuple of positive int pairs.
+
+    ints_only: each value must be a Python int already (transformers' strict call kwargs)."""
     try:
-        out = tuple((int(h), int(w)) for h, w in pins)
+        pairs = [(h, w) for h, w in pins]
+        if ints_only and any(type(v) is not int for pair in pairs for v in pair):
+            raise TypeError
+        out = tuple((int(h), int(w)) for h, w in pairs)
     except (TypeError, ValueError):
-        raise ValueError(f"image_grid_pinpoints must be [[height, width], ...], got {pins!r}") \
-            from None
+        raise ValueError(f"image_grid_pinpoints must be [[height, width], ...] of ints, got "
+                         f"{pins!r}") from None
     if not out or any(h < 1 or w < 1 for h, w in out):
         raise ValueError(f"image_grid_pinpoints must be positive [height, width] pairs, "
                          f"got {pins!r}")
