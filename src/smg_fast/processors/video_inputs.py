@@ -53,6 +53,8 @@ def _frames_of(index: int, video: Any) -> np.ndarray:
     if hasattr(video, "numpy") and not isinstance(video, np.ndarray):  # a CPU torch tensor
         video = video.numpy()
     arr = np.asarray(video)
+    if arr.ndim == 3:  # one frame: a video of one frame, as transformers batches it
+        arr = arr[None]
     if arr.ndim != 4:
         raise InvalidVideoError(index, f"expected 4-D frames, got shape {arr.shape}")
     if arr.dtype != np.uint8:
