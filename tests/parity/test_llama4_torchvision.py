@@ -182,3 +182,34 @@ def test_dropin_equals_transformers_in_the_oracle_venv(real_images, tmp_path):
     results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
                                          ("chelsea", "rocket", "logo")], tmp_path)
     assert len(results) == 5 and all(v is True for v in results.values()), results
+
+
+def test_llama4_refuses_the_calls_transformers_refuses(real_images):
+    """transformers' class refuses do_rescale=False with normalize, and non-int max_patches.
+
+    torchvision's normalize takes no uint8 tensor (TypeError); its strict kwargs take an int."""
+    import subprocess
+
+    from support.tv_oracle import tv_python
+
+    code = ("import json, numpy as np; from PIL import Image\n"
+            "from transformers.models.llama4.image_processing_llama4 import "
+            "Llama4ImageProcessor as C\n"
+            f"p = C(**{HUB_LLAMA4!r}); im = Image.new('RGB', (700, 300)); out = {{}}\n"
+            "for k, kw in (('rescale', {'do_rescale': False}), ('float', {'max_patches': 2.5}),"
+            " ('str', {'max_patches': '4'})):\n"
+            "    try: p(im, **kw); out[k] = 'computed'\n"
+            "    except Exception as e: out[k] = 'TypeError' in repr(e) + str(e)\n"
+            "print(json.dumps(out))\n")
+    proc = subprocess.run([tv_python(), "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert theirs == {"rescale": True, "float": True, "str": True}
+    proc = load_processor("llama4")
+    image = real_images.open("chelsea")
+    with pytest.raises(UnsupportedCallError, match="do_rescale"):
+        proc(image, do_rescale=False)
+    for bad in (2.5, "4"):
+        with pytest.raises(UnsupportedCallError, match="max_patches"):
+            proc(image, max_patches=bad)
+    assert proc(image, dtype="uint8", do_rescale=False, do_normalize=False)["pixel_values"].size

@@ -377,3 +377,37 @@ def test_call_variants_are_kept(real_images, llava):
     assert llava._for_call({"image_grid_pinpoints": pins}) is \
         llava._for_call({"image_grid_pinpoints": pins})
     assert llava(im, image_grid_pinpoints=pins)["pixel_values"].shape[1] == 2
+
+
+def test_a_folder_with_a_zero_tile_is_refused_as_transformers_refuses_it(family, tmp_path):
+    """A size / crop_size of 0 is not the class default's tile: transformers' class fails on it."""
+    zero = ({"size": {"shortest_edge": 0}, "crop_size": {"height": 0, "width": 0}}
+            if family == "llava_next" else {"size": {"height": 0, "width": 0}})
+    pins = [[448, 448]]  # whole tiles of the 224-pixel class default too
+    with pytest.raises(Exception):  # noqa: B017 - transformers' own failure, whatever its kind
+        hf_llava(family, PIL_CLASSES[family], image_grid_pinpoints=pins, **zero)(
+            Image.new("RGB", (500, 300)), return_tensors="np")
+    folder = make_llava_tiles_folder(tmp_path, family, image_grid_pinpoints=pins, **zero)
+    with pytest.raises(ValueError, match="patch_size"):
+        load_processor(str(folder))
+
+
+def test_a_llava_next_tile_under_the_vision_patch_is_refused_at_load(tmp_path):
+    """LlavaNextProcessor counts a tile's features as tile // 14 a side: 0 divides by zero."""
+    one = {"size": {"shortest_edge": 7}, "crop_size": {"height": 7, "width": 7}}
+    folder = make_llava_tiles_folder(tmp_path, "llava_next", image_grid_pinpoints=[[7, 14]], **one)
+    with pytest.raises(ValueError, match="14"):
+        load_processor(str(folder))
+
+
+@pytest.mark.parametrize("kind", [lambda v: v + 0.5, float, str, np.int64],
+                         ids=["half", "float", "str", "np.int64"])
+def test_a_call_s_pinpoints_that_are_not_ints_are_refused(family, ref, llava, kind):
+    """transformers' call kwargs are strict (int pairs): it refuses them, never truncates."""
+    side = SIDES[family]
+    pins = [[side, kind(2 * side)]]
+    image = Image.new("RGB", (50, 30))
+    with pytest.raises(Exception, match="image_grid_pinpoints"):
+        ref(image, return_tensors="np", image_grid_pinpoints=pins)
+    with pytest.raises(UnsupportedCallError, match="image_grid_pinpoints"):
+        llava(image, image_grid_pinpoints=pins)

@@ -167,6 +167,14 @@ def test_bad_videos_and_options_are_invalid_argument(client, video, options, mat
     assert re.search(match, details), details
 
 
+def test_a_huge_num_frames_is_invalid_argument_before_anything_is_listed(client):
+    """Qwen3-VL's rule repeats frames up to num_frames: 2^32 - 1 of them is refused, not listed."""
+    code, details = _refused(client, model="q3", options={"num_frames": 2**32 - 1},
+                             transport="inline")
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+    assert details.startswith("item 0: num_frames=4294967295 is over the limit"), details
+
+
 def test_an_image_sent_as_a_video_is_refused(client, small_jpegs):
     code, details = _refused(client, video=small_jpegs["rocket"])
     assert code == grpc.StatusCode.INVALID_ARGUMENT, details

@@ -59,6 +59,11 @@ def main(clip: str) -> None:
                         {"do_rescale": False, "do_normalize": False}),
         "qwen2-nested-frames": (HF2, hf_video.Qwen2VLVideoProcessor, {},
                                 [[torch.from_numpy(f) for f in frames[:4]], frames[4:8]], {}),
+        # one (H, W, 3) frame: transformers batches it as a video of one frame
+        "qwen2-one-frame": (HF2, hf_video.Qwen2VLVideoProcessor, {}, frames[0], {}),
+        # frames 3 pixels high: transformers' channel inference reads them channels first
+        "qwen2-three-rows": (HF2, hf_video.Qwen2VLVideoProcessor, {},
+                             np.ascontiguousarray(frames[:4, :3]), {}),
         "qwen3-nested": (HF3, hf_video.Qwen3VLVideoProcessor, {}, [[frames]],
                          {"do_sample_frames": False, "do_rescale": False, "do_normalize": False,
                           "video_metadata": [[{**meta, "height": None, "width": None}]]}),

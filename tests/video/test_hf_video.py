@@ -28,7 +28,8 @@ def tv_refs(tmp_path_factory):
 def test_drop_ins_equal_transformers_classes(tv_refs):
     assert set(tv_refs) >= {"qwen2-frames", "qwen2-sampled", "qwen2-tensor", "qwen3-defaults",
                             "qwen3-no-meta", "qwen3-num-frames", "qwen3-presampled", "qwen2-uint8",
-                            "qwen2-nested-frames", "qwen3-nested", "handed-over", "bytes"}
+                            "qwen2-nested-frames", "qwen3-nested", "handed-over", "bytes",
+                            "qwen2-three-rows", "qwen2-one-frame"}
     for name, checks in tv_refs.items():
         assert all(checks.values()), (name, checks)
 

@@ -91,3 +91,23 @@ def test_a_batch_is_written_into_one_buffer():
     one = vp(CLIP)["pixel_values_videos"]
     assert both.flags.c_contiguous and both.base is not None
     assert np.array_equal(both, np.concatenate([one, one]))
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
+def test_a_huge_num_frames_is_refused_before_its_indices_are_listed(family, no_decoding):
+    """A num_frames past the declared-frames limit is refused before any index is listed.
+
+    Qwen3-VL repeats frames up to num_frames (transformers' unclamped np.linspace): 8 GB here."""
+    import tracemalloc
+
+    vp = load_video_processor(family)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidVideoError, match="num_frames") as info:
+            vp.plan(CLIP, num_frames=10**9, do_sample_frames=True, fps=None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.index == 0 and peak < 1 << 24
+    with pytest.raises(InvalidVideoError, match="num_frames"):
+        vp(CLIP, num_frames=vp.limits.max_frames + 1, do_sample_frames=True, fps=None)

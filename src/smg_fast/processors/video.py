@@ -113,7 +113,7 @@ class VideoProcessor:
             planned = []
             for i, item in enumerate(items):
                 sources.append(_open_item(i, item, self.limits))
-                planned.append(_plan(i, cfg, sources[-1]))
+                planned.append(_plan(i, cfg, sources[-1], self.limits.max_frames))
             _check_output(planned, np_dtype.itemsize, limit)
             out = np.empty(sum(plan.elems for _, plan in planned), np_dtype)  # written once
             at = 0
@@ -160,7 +160,7 @@ class VideoProcessor:
         dtype_name = parse_dtype(dtype)
         source = _Encoded(index, video, self.limits)
         try:
-            indices, plan = _plan(index, cfg, source)
+            indices, plan = _plan(index, cfg, source, self.limits.max_frames)
         except BaseException:
             source.close()
             raise
@@ -354,9 +354,16 @@ def _output_limit(max_output_bytes: int | None) -> int:
     return int(max_output_bytes)
 
 
-def _plan(index: int, cfg: VideoConfig, source: _Source) -> tuple[np.ndarray | None, VideoPlan]:
-    """The frames a video keeps (None: all) and its output plan; its metadata gets the indices."""
+def _plan(index: int, cfg: VideoConfig, source: _Source,
+          max_frames: int = VideoLimits.max_frames) -> tuple[np.ndarray | None, VideoPlan]:
+    """The frames a video keeps (None: all) and its output plan; its metadata gets the indices.
+
+    A num_frames over max_frames (the declared-frames limit) is refused before the sampling
+    rule lists that many indices (Qwen3-VL's repeats frames up to any count)."""
     meta = source.metadata
+    if cfg.do_sample_frames and cfg.num_frames is not None and cfg.num_frames > max_frames:
+        raise InvalidVideoError(index, f"num_frames={cfg.num_frames} is over the limit of "
+                                       f"{max_frames} frames")
     indices = sample_indices(cfg, meta) if cfg.do_sample_frames else None
     if indices is not None:  # Qwen2-VL's float step rounds past the end for some counts
         check_indices(index, indices, source.frame_count, hint=(

@@ -53,12 +53,17 @@ def _frames_of(index: int, video: Any) -> np.ndarray:
     if hasattr(video, "numpy") and not isinstance(video, np.ndarray):  # a CPU torch tensor
         video = video.numpy()
     arr = np.asarray(video)
+    if arr.ndim == 3:  # one frame: a video of one frame, as transformers batches it
+        arr = arr[None]
     if arr.ndim != 4:
         raise InvalidVideoError(index, f"expected 4-D frames, got shape {arr.shape}")
     if arr.dtype != np.uint8:
         raise UnsupportedCallError(f"video {index}: frames must be uint8, got {arr.dtype}")
-    if arr.shape[-1] != 3 and arr.shape[1] == 3:
-        arr = arr.transpose(0, 2, 3, 1)  # channels first, as transformers infers it
+    if arr.shape[1] in (1, 3):  # transformers infers channels first wherever they may be
+        if arr.shape[1] == 1:
+            raise UnsupportedCallError(f"video {index}: frames of shape {arr.shape} read "
+                                       "channels first (one channel), as transformers reads them")
+        arr = arr.transpose(0, 2, 3, 1)
     if arr.shape[-1] != 3:
         raise UnsupportedCallError(f"video {index}: frames must have 3 channels, got shape "
                                    f"{arr.shape}")

@@ -101,6 +101,13 @@ def _call_options(opts: dict[str, Any]) -> dict[str, Any]:
     if opts.get("do_resize") is False:
         raise UnsupportedCallError("do_resize=False: Llama 4 always resizes (transformers "
                                    "refuses it too)")
+    if opts.get("do_rescale") is False and opts.get("do_normalize") is not False:
+        raise UnsupportedCallError("do_rescale=False with do_normalize: transformers' class "
+                                   "normalizes the uint8 image and raises TypeError")
+    patches = opts.get("max_patches")
+    if patches is not None and (isinstance(patches, bool) or not isinstance(patches, int)):
+        raise UnsupportedCallError(f"max_patches must be an int (transformers' class refuses "
+                                   f"others), got {patches!r}")
     return opts
 
 

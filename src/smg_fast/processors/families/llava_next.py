@@ -126,7 +126,7 @@ class LlavaNextProcessor(Processor):
             side = call_tile(own.get("size"), crop, cfg.patch_size)
             pins = cfg.image_grid_pinpoints
             if own.get("image_grid_pinpoints") is not None:
-                pins = read_pinpoints(own["image_grid_pinpoints"])
+                pins = read_pinpoints(own["image_grid_pinpoints"], ints_only=True)
             if (side, pins) == (cfg.patch_size, cfg.image_grid_pinpoints):
                 return self
             key = (("image_grid_pinpoints", pins), ("patch_size", side))
@@ -208,13 +208,18 @@ def call_tile(size: Any, crop_size: Any, side: int) -> int:
     return sides.pop() if sides else side
 
 
-def read_pinpoints(pins: Any) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints ([[height, width], ...]) as a tuple of positive int pairs."""
+def read_pinpoints(pins: Any, ints_only: bool = False) -> tuple[tuple[int, int], ...]:
+    """image_grid_pinpoints ([[height, width], ...]) as a tuple of positive int pairs.
+
+    ints_only: each value must be a Python int already (transformers' strict call kwargs)."""
     try:
-        out = tuple((int(h), int(w)) for h, w in pins)
+        pairs = [(h, w) for h, w in pins]
+        if ints_only and any(type(v) is not int for pair in pairs for v in pair):
+            raise TypeError
+        out = tuple((int(h), int(w)) for h, w in pairs)
     except (TypeError, ValueError):
-        raise ValueError(f"image_grid_pinpoints must be [[height, width], ...], got {pins!r}") \
-            from None
+        raise ValueError(f"image_grid_pinpoints must be [[height, width], ...] of ints, got "
+                         f"{pins!r}") from None
     if not out or any(h < 1 or w < 1 for h, w in out):
         raise ValueError(f"image_grid_pinpoints must be positive [height, width] pairs, "
                          f"got {pins!r}")
@@ -224,10 +229,9 @@ def read_pinpoints(pins: Any) -> tuple[tuple[int, int], ...]:
 def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
     """The fields of a LLaVA-NeXT / OneVision preprocessor_config.json."""
     out: dict[str, Any] = {}
-    crop = pre.get("crop_size")
-    out["patch_size"] = call_tile(pre.get("size"), crop or None, 0) or None
-    if out["patch_size"] is None:
-        del out["patch_size"]
+    crop = pre.get("crop_size") or None
+    if pre.get("size") is not None or crop is not None:  # else the class default's tile
+        out["patch_size"] = call_tile(pre.get("size"), crop, 0)
     if pre.get("image_grid_pinpoints") is not None:
         out["image_grid_pinpoints"] = read_pinpoints(pre["image_grid_pinpoints"])
     for key in ("image_mean", "image_std", "rescale_factor", "resample"):
@@ -253,6 +257,9 @@ def validate(cfg: ProcessorConfig) -> None:
     if not cfg.image_grid_pinpoints:
         raise ValueError(f"{cfg.family} needs image_grid_pinpoints")
     side = cfg.patch_size
+    if cfg.family == "llava_next" and side < VISION_PATCH:
+        raise ValueError(f"llava_next's tile must be at least the vision patch ({VISION_PATCH}), "
+                         f"whose features LlavaNextProcessor counts per tile, got {side}")
     for h, w in cfg.image_grid_pinpoints:
         if h % side or w % side:
             raise ValueError(f"each image_grid_pinpoints entry must be whole {side}-pixel tiles, "
