@@ -328,6 +328,8 @@ register(Family(
     dropin=DropIn({"LlavaNextImageProcessor": "torchvision",
                    "LlavaNextImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "llava_next", read_kwargs,
+                  # in_engines: tests/engines/test_engine_vllm_tiles.py (SGLang has no
+                  # LLaVA-NeXT model for the -hf checkpoints)
                   outputs=("pixel_values", "image_sizes"), in_engines=True,
                   lists_when_untyped=True,
                   list_outputs=("image_sizes",))))
