@@ -129,3 +129,6 @@ def test_vllm_logs_that_smg_fast_computes_each_family(vllm_runs, folders):
         model_type = json.loads((folders[family] / "config.json").read_text())["model_type"]
         assert f"({model_type}) computes images with smg_fast.hf.{name}" in log, family
         assert f"computes images with smg_fast.hf.{name}" not in ref_log
+    # a llava folder gets Pixtral's drop-in by the class it names, and the line says so
+    assert ("(llava) computes images with smg_fast.hf.PixtralImageProcessor (smg-fast serves "
+            "pixtral, whose PixtralImageProcessor this llava folder names)") in log
