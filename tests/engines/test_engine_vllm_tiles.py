@@ -7,8 +7,9 @@ pixtral-12b (model_type llava), Llama-4-Scout-17B-16E-Instruct, InternVL3-1B-hf 
 internvl) and Idefics3-8B-Llama3 (smg_fast.testing.model_folders_tiles), all rendered by one vLLM
 process per arm. The reference is the arm with the plug-in off (transformers' classes): every
 image field vLLM keeps and the prompt token ids must be identical, with smg-fast's class in use.
-The model dtype is float32, so vLLM keeps the float32 pixels the processors return (Llama 4's
-bfloat16 pixels cast to float32).
+A third request sets mm_processor_kwargs (Pixtral's and Idefics3's size, InternVL's max_patches),
+which reach the drop-in per request. The model dtype is float32, so vLLM keeps the float32 pixels
+the processors return (Llama 4's bfloat16 pixels cast to float32).
 
 vLLM's InternVL -hf model runs transformers' InternVLProcessor, one call per image; its original
 InternVL checkpoints (internvl_chat) run vLLM's own processor, which no transformers class
@@ -49,6 +50,15 @@ FAMILIES = {
 }
 
 
+# per-request mm_processor_kwargs a third request asks for (the first request's images), and the
+# most tiles per image each allows (Pixtral: its longest side)
+REQUEST_KWARGS = {
+    "pixtral": ({"size": {"longest_edge": 512}}, 512),
+    "internvl": ({"max_patches": 4}, 4 + 1),  # and the thumbnail
+    "idefics3": ({"size": {"longest_edge": 728}}, 2 * 2 + 1),  # and the whole image
+}
+
+
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("engine-tiles")
@@ -66,8 +76,8 @@ def requests(real_images) -> list[dict]:
 @pytest.fixture(scope="module")
 def vllm_runs(vllm_python, folders, requests, tmp_path_factory):
     """Every family's requests rendered by two vLLM processes: the plug-in on, off."""
-    runs = [{"folder": str(folder), "engine": {"dtype": "float32"}, "requests": requests}
-            for folder in folders.values()]
+    runs = [{"folder": str(folder), "engine": {"dtype": "float32"},
+             "requests": _requests(family, requests)} for family, folder in folders.items()]
 
     def start(work, plugin, overlay):
         work.mkdir(parents=True)
@@ -77,6 +87,13 @@ def vllm_runs(vllm_python, folders, requests, tmp_path_factory):
                              {"SMG_FAST_VLLM": plugin})
 
     return run_on_and_off(start, tmp_path_factory.mktemp("vllm-tiles-runs"), "vLLM")
+
+
+def _requests(family: str, requests: list[dict]) -> list[dict]:
+    """The shared requests, then the family's request with mm_processor_kwargs if it has one."""
+    if family not in REQUEST_KWARGS:
+        return requests
+    return [*requests, {**requests[0], "mm_processor_kwargs": REQUEST_KWARGS[family][0]}]
 
 
 def _per_family(result: dict) -> dict[str, dict]:
@@ -93,8 +110,9 @@ def test_vllm_plugin_on_is_smg_fast_and_identical_to_vllm_without_it(vllm_runs, 
     expected_ref = f"transformers.models.{module}.{name}"
     assert run_ours["image_processor"] == expected_ours
     assert run_ref["image_processor"] == expected_ref
-    assert [r["image_processor"] for r in run_ours["requests"]] == [expected_ours] * 2
-    assert [r["image_processor"] for r in run_ref["requests"]] == [expected_ref] * 2
+    count = 3 if family in REQUEST_KWARGS else 2
+    assert [r["image_processor"] for r in run_ours["requests"]] == [expected_ours] * count
+    assert [r["image_processor"] for r in run_ref["requests"]] == [expected_ref] * count
     assert_same_requests(run_ours["requests"], run_ref["requests"], fields)
 
 
@@ -106,7 +124,8 @@ def test_vllm_tiles_have_the_family_shape_and_dtype(vllm_runs, family):
     is a bfloat16 value (its low 16 bits zero)."""
     (ours, _), _ = vllm_runs
     side = FAMILIES[family][3]
-    for request, n_images in zip(_per_family(ours)[family]["requests"], (2, 1), strict=True):
+    requests = _per_family(ours)[family]["requests"]
+    for request, n_images in zip(requests, (2, 1, 2)[:len(requests)], strict=True):
         pixels = request["fields"]["pixel_values"]
         assert len(pixels) == n_images
         for p in pixels:
@@ -119,6 +138,23 @@ def test_vllm_tiles_have_the_family_shape_and_dtype(vllm_runs, family):
             else:  # Pixtral: one image, sides multiples of its 16-pixel patch, at most 1024
                 assert p.ndim == 3 and max(p.shape[1:]) <= 1024
                 assert p.shape[1] % 16 == 0 and p.shape[2] % 16 == 0
+
+
+@pytest.mark.parametrize("family", REQUEST_KWARGS)
+def test_a_request_s_mm_processor_kwargs_reach_the_drop_in(vllm_runs, family):
+    """The third request's options bound its tiles as they say (and equal transformers').
+
+    The 1920x1080 photo gets more than the bound without them; the 512x512 image may not."""
+    (ours, _), _ = vllm_runs
+    default, changed = _per_family(ours)[family]["requests"][0::2]
+    bound = REQUEST_KWARGS[family][1]
+    pairs = zip(default["fields"]["pixel_values"], changed["fields"]["pixel_values"], strict=True)
+    for i, (before, after) in enumerate(pairs):
+        size_before, size_after = ((max(before.shape[1:]), max(after.shape[1:]))
+                                   if family == "pixtral" else (len(before), len(after)))
+        assert size_after <= bound
+        if i == 0:
+            assert size_before > bound
 
 
 def test_vllm_logs_that_smg_fast_computes_each_family(vllm_runs, folders):
