@@ -101,19 +101,16 @@ def _report(ctx: Any, processor: Any) -> None:
 def _serves(image_processor: Any, model_type: str) -> str:
     """Why smg-fast's class computes a model's images: its model type, or the class it names.
 
-    A folder of another model type gets a drop-in by naming its class (Pixtral's llava
-    folders)."""
-    from ..processors.registry import get_family
+    A folder of a model type no family serves gets a drop-in by naming its class (Pixtral's
+    llava folders, PaliGemma's SigLIP)."""
+    from ..processors.registry import registered
 
-    family = getattr(image_processor, "family", None)
-    try:
-        model_types = get_family(family).model_types
-    except ValueError:
-        model_types = ()
-    if family is None or model_type in model_types:
+    if any(model_type in f.model_types for f in registered() if f.dropin is not None):
         return f"smg-fast serves {model_type}"
-    return (f"smg-fast serves {family}, whose {type(image_processor).__name__} this "
-            f"{model_type} folder names")
+    name = type(image_processor).__name__
+    family = next((f.name for f in registered()
+                   if f.dropin is not None and name in f.dropin.classes), "?")
+    return f"smg-fast serves {family}, whose {name} this {model_type} folder names"
 
 
 def _report_videos(processor: Any, model: str, model_type: str) -> None:
