@@ -61,6 +61,7 @@ REQUEST_KWARGS = {
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
+    """Each family's tiny folder."""
     base = tmp_path_factory.mktemp("engine-tiles")
     return {family: make_tiles_folder(base / family, family) for family in FAMILIES}
 
@@ -97,6 +98,7 @@ def _requests(family: str, requests: list[dict]) -> list[dict]:
 
 
 def _per_family(result: dict) -> dict[str, dict]:
+    """A result's runs by family (the runs are in FAMILIES' order)."""
     return dict(zip(FAMILIES, result["runs"], strict=True))
 
 

@@ -53,6 +53,7 @@ def _vision(model_type: str, **fields: Any) -> dict[str, Any]:
 
 
 def _write(folder: Path, config: dict[str, Any], files: dict[str, dict[str, Any]]) -> Path:
+    """config.json and the processor files (name -> contents) in folder."""
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     for name, contents in files.items():
         (folder / name).write_text(json.dumps(contents, indent=1))
