@@ -318,6 +318,30 @@ def test_dropin_equals_transformers(family, tmp_path, real_images):
         assert ours._reference is not None
 
 
+def test_dropin_computes_the_do_pad_true_that_llava_next_processor_passes(tmp_path,
+                                                                          real_images):
+    """LlavaNextProcessor calls its image processor with do_pad=True: smg-fast computes it.
+
+    do_pad=False (transformers' unpadded list) goes to transformers' class, equal as well."""
+    import smg_fast.hf as hf
+
+    make_llava_tiles_folder(tmp_path, "llava_next",
+                            image_processor_type="LlavaNextImageProcessorPil")
+    ours = hf.LlavaNextImageProcessorPil.from_pretrained(tmp_path)
+    theirs = LlavaNextImageProcessorPil.from_pretrained(tmp_path)
+    images = [real_images.open("rocket"), real_images.open("camera")]
+    got = ours(images, return_tensors="np", do_pad=True)
+    want = theirs(images, return_tensors="np", do_pad=True)
+    assert np.array_equal(got["pixel_values"], want["pixel_values"])
+    assert np.array_equal(got["image_sizes"], want["image_sizes"])
+    assert ours._reference is None
+    got, want = ours(images, do_pad=False), theirs(images, do_pad=False)
+    assert len(got["pixel_values"]) == len(want["pixel_values"]) == 2
+    for a, b in zip(got["pixel_values"], want["pixel_values"], strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert ours._reference is not None
+
+
 def test_folder_without_model_type_is_told_by_its_class(family, tmp_path, real_images, ref):
     """No config.json: the preprocessor class names the family (the PIL class: the pil backend)."""
     make_llava_tiles_folder(tmp_path, family, image_processor_type=TYPES[family] + "Pil")

@@ -89,13 +89,28 @@ def _report(ctx: Any, processor: Any) -> None:
             return
         _reported.add((model, name))
         model_type = getattr(ctx.model_config.hf_config, "model_type", None) or "?"
-        why = (f"smg-fast serves {model_type}" if name.startswith("smg_fast.")
+        why = (_serves(image_processor, model_type) if name.startswith("smg_fast.")
                else why_transformers("vLLM", ENV, model_type))
         logger.info("smg-fast: vLLM's %s for %s (%s) computes images with %s (%s)",
                     type(processor).__name__, model, model_type, name, why)
         _report_videos(processor, model, model_type)
     except Exception:  # a log line must never break the engine
         pass
+
+
+def _serves(image_processor: Any, model_type: str) -> str:
+    """Why smg-fast's class computes a model's images: its model type, or the class it names.
+
+    A folder of a model type no family serves gets a drop-in by naming its class (Pixtral's
+    llava folders, PaliGemma's SigLIP)."""
+    from ..processors.registry import registered
+
+    if any(model_type in f.model_types for f in registered() if f.dropin is not None):
+        return f"smg-fast serves {model_type}"
+    name = type(image_processor).__name__
+    family = next((f.name for f in registered()
+                   if f.dropin is not None and name in f.dropin.classes), "?")
+    return f"smg-fast serves {family}, whose {name} this {model_type} folder names"
 
 
 def _report_videos(processor: Any, model: str, model_type: str) -> None:

@@ -4,17 +4,17 @@ The rendering is the chat template, tokenization and multimodal processor. Run a
 .../smg_fast/testing/vllm_runner.py JOBDIR`` (by path: it imports nothing from smg_fast, so it also
 runs where smg_fast cannot load).
 
-JOBDIR/job.pkl holds ``{"folder", "runs": [{"engine": EngineArgs overrides, "requests": [{"images":
-[("jpeg", bytes) | ("pil", PIL.Image)], "videos": [("mp4", bytes)], "text", "mm_processor_kwargs",
-"timed": [images, ...]}]}]}``. Writes JOBDIR/result.pkl: per run the image and video processor
-classes vLLM built, how many video processor instances smg-fast computed calls for, and the media
-connector class it fetched images with, and per request the prompt token ids, the image and video
-processor classes vLLM built for its mm_processor_kwargs, each multimodal field (images' then
-videos') as numpy arrays (bfloat16 as its uint16 bits) and, for each of ``timed`` (other images in
-the same request shape: vLLM keeps a processor-only cache even when its multimodal cache is skipped,
-so a repeated image would be a cache hit), the render's seconds (wall and this process's CPU, all
-threads). Used by the engine tests and bench/engines.py; it never starts vLLM's engine core (no GPU
-needed).
+JOBDIR/job.pkl holds ``{"folder", "runs": [{"folder" (optional: this run's model folder in place
+of the job's), "engine": EngineArgs overrides, "requests": [{"images": [("jpeg", bytes) | ("pil",
+PIL.Image)], "videos": [("mp4", bytes)], "text", "mm_processor_kwargs", "timed": [images,
+...]}]}]}``. Writes JOBDIR/result.pkl: per run the image and video processor classes vLLM built,
+how many video processor instances smg-fast computed calls for, and the media connector class it
+fetched images with, and per request the prompt token ids, the image and video processor classes
+vLLM built for its mm_processor_kwargs, each multimodal field (images' then videos') as numpy
+arrays (bfloat16 as its uint16 bits) and, for each of ``timed`` (other images in the same request
+shape: vLLM keeps a processor-only cache even when its multimodal cache is skipped, so a repeated
+image would be a cache hit), the render's seconds (wall and this process's CPU, all threads).
+Used by the engine tests and bench/engines.py; it never starts vLLM's engine core (no GPU needed).
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def main(jobdir: Path) -> None:
 
     configure_logging(LoggingConfig())  # the API server's first step, before any plug-in loads
     torch.set_num_threads(1)
-    runs = [_render_run(job["folder"], run) for run in job["runs"]]
+    runs = [_render_run(run.get("folder", job["folder"]), run) for run in job["runs"]]
     (jobdir / "result.pkl").write_bytes(pickle.dumps({"runs": runs}))
 
 

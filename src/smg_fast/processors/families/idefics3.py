@@ -324,7 +324,7 @@ CLASS_DEFAULTS: dict[str, Any] = {
 
 
 def _family(name: str, tile: int, model_type: str, class_name: str, call_kwargs: Any,
-            module: str) -> Family:
+            module: str, in_engines: bool = False) -> Family:
     """The Family of Idefics3's image processing under one model type and class name."""
     return Family(
         name, Idefics3Processor,
@@ -336,19 +336,21 @@ def _family(name: str, tile: int, model_type: str, class_name: str, call_kwargs:
         reference=Reference(transformers_classes(module, class_name), _reference_kwargs),
         dropin=DropIn({class_name: "torchvision", f"{class_name}Pil": "pil"}, _attributes,
                       call_kwargs, lambda kwargs, name=name: name, _read_kwargs,
-                      outputs=("pixel_values", "pixel_attention_mask"), in_engines=False,
+                      outputs=("pixel_values", "pixel_attention_mask"), in_engines=in_engines,
                       count_patches=count_patches, optional_outputs=("rows", "cols")))
 
 
 # HuggingFaceM4/Idefics3-8B-Llama3 preprocessor_config.json (Idefics3ImageProcessor): size
 # {"longest_edge": 1456}, max_image_size {"longest_edge": 364}, resample 1 (LANCZOS), mean / std
 # 0.5, rescale 1/255, do_image_splitting, do_pad true. HuggingFaceTB/SmolVLM-Instruct is
-# model_type idefics3 too (its classes are Idefics3's), with 1536 / 384.
+# model_type idefics3 too (its classes are Idefics3's), with 1536 / 384. In the engines:
+# tests/engines/test_engine_vllm_tiles.py (SGLang has no Idefics3 model).
 register(_family("idefics3", 364, "idefics3", "Idefics3ImageProcessor", _call_kwargs,
-                 "idefics3"))
+                 "idefics3", in_engines=True))
 # HuggingFaceTB/SmolVLM2-256M-Video-Instruct / -500M- (model_type smolvlm,
 # SmolVLMImageProcessor): size {"longest_edge": 2048}, max_image_size {"longest_edge": 512}, the
-# rest as Idefics3's; SmolVLM2-2.2B-Instruct: 1536 / 384.
+# rest as Idefics3's; SmolVLM2-2.2B-Instruct: 1536 / 384. Not in the engines: no engine test
+# renders it (transformers' SmolVLMProcessor needs num2words, which the test's vLLM venv lacks).
 register(_family("smolvlm", 512, "smolvlm", "SmolVLMImageProcessor", _smolvlm_call_kwargs,
                  "smolvlm"))
 

@@ -181,7 +181,9 @@ register(Family(
                                            "not in transformers"}),
     dropin=DropIn({"GotOcr2ImageProcessor": "torchvision", "GotOcr2ImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "internvl",
-                  outputs=("pixel_values", "num_patches"), in_engines=False,
+                  # in_engines: tests/engines/test_engine_vllm_tiles.py (SGLang computes
+                  # InternVL with its own code and has no model for the -hf checkpoints)
+                  outputs=("pixel_values", "num_patches"), in_engines=True,
                   lists_when_untyped=True,
                   count_patches=_count_patches)))
 

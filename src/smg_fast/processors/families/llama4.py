@@ -204,7 +204,8 @@ register(Family(
                         missing={"pil": "transformers has no PIL class for Llama 4"}),
     dropin=DropIn({"Llama4ImageProcessor": TORCHVISION},
                   _attributes, _call_kwargs, lambda kwargs: "llama4",
-                  outputs=("pixel_values", "aspect_ratios"), in_engines=False,
+                  # in_engines: tests/engines/test_engine_{vllm,sglang}_tiles.py
+                  outputs=("pixel_values", "aspect_ratios"), in_engines=True,
                   lists_when_untyped=True, list_outputs=("aspect_ratios",),
                   dtype=_dtype, untyped=_untyped)))
 

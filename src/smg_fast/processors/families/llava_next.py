@@ -304,9 +304,12 @@ def read_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
             if k != "do_center_crop" and (k != "do_pad" or v is False)}
 
 
-def _no_call_options(opts: dict[str, Any]) -> dict[str, Any]:
-    """LLaVA's own options are read by its processor's __call__ before these rules."""
-    return opts
+def _own_call_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """The options left once LLaVA's own are out (its processor's __call__ reads those).
+
+    LlavaNextProcessor passes do_pad=True on every call; its __call__ refuses what it does not
+    compute (do_pad=False), so the drop-in hands that call to transformers."""
+    return {k: v for k, v in opts.items() if k not in _CALL_OWN}
 
 
 # llava-hf/llava-v1.6-mistral-7b-hf preprocessor_config.json (as transformers' docs and tests
@@ -319,7 +322,7 @@ register(Family(
     ProcessorConfig("llava_next", 336, 1, 1, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, resample=3,
                     image_grid_pinpoints=PINPOINTS),
     frozenset({"rescale_factor", "image_grid_pinpoints"}), read_folder,
-    CallRules({}, options=_no_call_options),
+    CallRules({}, options=_own_call_options),
     # transformers' class defaults, for what a folder lacks: shortest_edge / crop 224 (a folder
     # naming neither gets 224-pixel tiles), the 336-pixel pinpoints, BICUBIC, CLIP mean / std
     folder_defaults={"patch_size": 224, "image_grid_pinpoints": PINPOINTS, "resample": 3,
@@ -332,7 +335,9 @@ register(Family(
     dropin=DropIn({"LlavaNextImageProcessor": "torchvision",
                    "LlavaNextImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "llava_next", read_kwargs,
-                  outputs=("pixel_values", "image_sizes"), in_engines=False,
+                  # in_engines: tests/engines/test_engine_vllm_tiles.py (SGLang has no
+                  # LLaVA-NeXT model for the -hf checkpoints)
+                  outputs=("pixel_values", "image_sizes"), in_engines=True,
                   lists_when_untyped=True,
                   list_outputs=("image_sizes",))))
 

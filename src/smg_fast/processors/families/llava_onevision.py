@@ -222,7 +222,9 @@ register(Family(
                    "LlavaOnevisionImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "llava_onevision",
                   llava_next.read_kwargs,
-                  outputs=("pixel_values", "image_sizes", "batch_num_images"), in_engines=False,
+                  # in_engines: tests/engines/test_engine_vllm_tiles.py (SGLang has no
+                  # LLaVA-OneVision model for the -hf checkpoints)
+                  outputs=("pixel_values", "image_sizes", "batch_num_images"), in_engines=True,
                   lists_when_untyped=True,
                   list_outputs=("image_sizes", "batch_num_images"))))
 

@@ -228,7 +228,8 @@ register(Family(
                         _reference_kwargs),
     dropin=DropIn({"PixtralImageProcessor": "torchvision", "PixtralImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "pixtral", _read_kwargs,
-                  outputs=("pixel_values", "image_sizes"), in_engines=False,
+                  # in_engines: tests/engines/test_engine_{vllm,sglang}_tiles.py
+                  outputs=("pixel_values", "image_sizes"), in_engines=True,
                   list_outputs=("image_sizes",))))
 
 __all__ = ["PixtralProcessor", "pixtral_size"]
