@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support.images import MODE_KINDS, REAL_IMAGE_NAMES, encode
-from support.tv_oracle import run_oracle
+from support.tv_oracle import run_oracle, run_with_smg_fast
 from transformers.image_utils import load_image
 
 from smg_fast import load_processor
@@ -173,3 +174,13 @@ def test_phi4_model_folder(model_type, tmp_path, real_images):
     image = real_images.open("coffee")
     assert np.array_equal(proc(image)["image_pixel_values"],
                           load_processor("phi4_multimodal")(image)["image_pixel_values"])
+
+
+def test_dropin_equals_transformers_in_the_oracle_venv(real_images, tmp_path):
+    """AutoImageProcessor gives the drop-in, equal to transformers' class for "pt", "np", None.
+
+    support/hf_phi4_script.py runs it in the oracle venv."""
+    script = Path(__file__).parents[1] / "support" / "hf_phi4_script.py"
+    results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
+                                         ("chelsea", "rocket", "logo")], tmp_path)
+    assert len(results) == 4 and all(v is True for v in results.values()), results

@@ -11,7 +11,8 @@ goes first. A batch pads every image to the most crops (zero crops, all-ones mas
 image_pixel_values [images, 1 + crops, 3, 448, 448] float32, image_sizes int64 [canvas height,
 width], image_attention_mask float32 [images, 1 + crops, 32, 32] (the 14-pixel patches the
 padding covers are 0), num_img_tokens per image (from the mask, as Phi4MultimodalProcessor
-counts <|image|> tokens). Registers the family."""
+counts <|image|> tokens); pixel_values and num_tokens are the same rows and counts under the
+names every family returns (the service sends each image's rows). Registers the family."""
 
 from __future__ import annotations
 
@@ -171,7 +172,8 @@ class Phi4MultimodalProcessor(Processor):
                           grid.tolist()], np.int64).reshape(-1, 2)
         pixels = pixel_values.reshape(len(masks), most, 3, t, t)
         out = {"image_pixel_values": pixels, "image_sizes": sizes,
-               "image_attention_mask": mask, "num_img_tokens": tokens, "num_tokens": tokens}
+               "image_attention_mask": mask, "num_img_tokens": tokens,
+               "pixel_values": pixel_values, "num_tokens": tokens}
         if return_tensors == "pt":
             import torch
 
@@ -278,6 +280,7 @@ register(Family(
                   _attributes, _call_kwargs, lambda kwargs: "phi4_multimodal",
                   read_kwargs=_read_kwargs,
                   outputs=("image_pixel_values", "image_sizes", "image_attention_mask",
-                           "num_img_tokens"), in_engines=False)))
+                           "num_img_tokens"), list_outputs=("num_img_tokens",),
+                  in_engines=False)))
 
 __all__ = ["Phi4MultimodalProcessor", "crop_geometry", "crop_masks", "image_tokens"]
