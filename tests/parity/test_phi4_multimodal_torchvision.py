@@ -184,3 +184,12 @@ def test_dropin_equals_transformers_in_the_oracle_venv(real_images, tmp_path):
     results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
                                          ("chelsea", "rocket", "logo")], tmp_path)
     assert len(results) == 4 and all(v is True for v in results.values()), results
+
+
+def test_phi4_geometry_matches_transformers(tmp_path):
+    """Grids, resize sizes, masks and refusals over a size sweep, as transformers' method.
+
+    support/phi4_geometry_script.py runs the method in the oracle venv."""
+    script = Path(__file__).parents[1] / "support" / "phi4_geometry_script.py"
+    result = run_with_smg_fast(script, [], tmp_path)
+    assert result["checked"] > 5000 and result["bad"] == [], result
