@@ -158,6 +158,9 @@ def test_phi4_refuses_what_it_does_not_compute(real_images):
         proc(image.resize((4000, 5)))  # transformers raises ValueError for it too
     with pytest.raises(InvalidImageError, match="zero-size|too extreme"):
         proc(np.zeros((0, 5, 3), np.uint8))
+    unit = np.asarray(image.convert("RGB"), np.float32) / 255  # as every torchvision family
+    with pytest.raises(UnsupportedCallError, match="float32 images"):
+        proc([image, unit])
 
 
 @pytest.mark.parametrize("model_type", ["phi4_multimodal", "phi4mm"])
