@@ -196,3 +196,18 @@ def test_phi4_geometry_matches_transformers(tmp_path):
     script = Path(__file__).parents[1] / "support" / "phi4_geometry_script.py"
     result = run_with_smg_fast(script, [], tmp_path)
     assert result["checked"] > 5000 and result["bad"] == [], result
+
+
+def test_phi4mm_original_folder(tmp_path):
+    """The original checkpoints' folder (model_type phi4mm, a remote-code class): as the class.
+
+    The reason load_processor gives says the remote class is not what is compared."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "phi4mm"}))
+    pre = {"auto_map": {"AutoImageProcessor": "processing_phi4mm.Phi4MMImageProcessor"},
+           "image_processor_type": "Phi4MMImageProcessor", "processor_class": "Phi4MMProcessor",
+           "feature_extractor_type": "Phi4MMAudioFeatureExtractor", "audio_compression_rate": 8,
+           "audio_downsample_rate": 1, "audio_feat_stride": 1, "dynamic_hd": 36}
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(pre))
+    proc = load_processor(str(tmp_path))
+    assert proc.config == load_processor("phi4_multimodal").config
+    assert "remote code" in proc.backend_reason

@@ -26,6 +26,7 @@ import numpy as np
 from ... import _native
 from ...errors import InvalidImageError, UnsupportedCallError
 from ..config import HALF, ProcessorConfig
+from ..folders import auto_backend
 from ..hooks import CallRules, DropIn, Reference, names_class
 from ..plan import Plan
 from ..processor import Processor, ProcessorOutput
@@ -226,6 +227,15 @@ def validate(cfg: ProcessorConfig) -> None:
         raise ValueError(f"dynamic_hd must be 1..{MAX_TILES}, got {cfg.max_patches}")
 
 
+def folder_backend(named: str) -> tuple[str | None, str]:
+    """(backend, why) for a folder naming ``named``: the original checkpoints' remote class too."""
+    if named.startswith("Phi4MM"):
+        return TORCHVISION, (f"preprocessor_config.json names {named}, the original "
+                             "checkpoints' remote code (not run or compared here): computed as "
+                             "transformers' Phi4MultimodalImageProcessor")
+    return auto_backend(named)
+
+
 def _reference_kwargs(cfg: ProcessorConfig) -> dict[str, Any]:
     """transformers' Phi4MultimodalImageProcessor constructor arguments for cfg."""
     return {**gemma3._reference_kwargs(cfg), "dynamic_hd": cfg.max_patches,
@@ -273,7 +283,7 @@ register(Family(
                      "rescale_factor": 1 / 255, "max_patches": 36},
     validate=validate, model_types=("phi4_multimodal", "phi4mm"), coerce=coerce,
     recognizes=names_class("Phi4MultimodalImageProcessor"),
-    backends=(TORCHVISION,),
+    backends=(TORCHVISION,), folder_backend=folder_backend,
     reference=Reference({TORCHVISION: CLASS}, _reference_kwargs,
                         missing={"pil": "transformers has no PIL class for Phi-4-multimodal"}),
     dropin=DropIn({"Phi4MultimodalImageProcessor": TORCHVISION},
