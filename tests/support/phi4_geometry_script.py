@@ -4,7 +4,8 @@ Runs under the oracle venv's python (tests/support/tv_oracle.py run_with_smg_fas
 size in a sweep and dynamic_hd in a few values, Phi4MultimodalImageProcessor.dynamic_preprocess
 on an uninitialized image of that size, with torchvision's resize and pad replaced by stubs that
 record the size asked for and return a tensor of it (no pixels are computed), against
-smg_fast's crop_geometry and crop_masks; the error transformers raises for a resized side under
+smg_fast's crop_geometry and crop_masks (and that the grid is ceil(resized side / 448), as the
+processor reads it back from its grid_thw); the error transformers raises for a resized side under
 10 against the ValueError crop_geometry raises. Prints {"checked": n, "bad": [...]} last.
 """
 
@@ -57,6 +58,9 @@ def main() -> None:
                     whole = masks.reshape(rows, cols, 32, 32).transpose(0, 2, 1, 3).reshape(
                         rows * 32, cols * 32)
                     got = (cols, rows, nw, nh, whole)
+                    # the processor reads the grid back from the resized size (its grid_thw)
+                    if (-(-nw // 448), -(-nh // 448)) != (cols, rows):
+                        bad.append([h, w, most, "grid not ceil(resized / 448)"])
                 except ValueError:
                     got = "refused"
                 same = got == want if isinstance(got, str) or isinstance(want, str) else (
