@@ -4,6 +4,7 @@
 
 #include "bind_common.hpp"
 #include "convert.hpp"
+#include "resample/float_bicubic.hpp"
 #include "resample/resizer.hpp"
 #include "resample/torch_weights.hpp"
 
@@ -49,6 +50,32 @@ py::array to_rgb_py(const py::array& src, PixelFormat fmt) {
     return out;
 }
 
+// torch's float32 bicubic without antialias from a canvas of (rows * cols, C, th, tw) tiles into
+// a (C, out_h, out_w) array; both checked before anything is read or written.
+void bicubic_float_tiles_py(const py::array& src, int rows, int cols, py::array out) {
+    if (!py::isinstance<py::array_t<float>>(src) || !py::isinstance<py::array_t<float>>(out))
+        throw py::type_error("bicubic_float_tiles: src and out must be float32 arrays");
+    if (src.ndim() != 4 || out.ndim() != 3)
+        throw py::value_error("bicubic_float_tiles: src must be (tiles, C, th, tw), out (C, h, w)");
+    if (!(src.flags() & py::array::c_style) || !(out.flags() & py::array::c_style) || !out.writeable())
+        throw py::value_error("bicubic_float_tiles: src and out must be C-contiguous, out writable");
+    const int64_t tiles = src.shape(0), channels = src.shape(1), th = src.shape(2), tw = src.shape(3);
+    if (rows < 1 || cols < 1 || tiles != int64_t(rows) * cols)
+        throw py::value_error("bicubic_float_tiles: src must hold rows * cols tiles");
+    if (channels < 1 || th < 1 || tw < 1 || out.shape(0) != channels || out.shape(1) < 1 || out.shape(2) < 1)
+        throw py::value_error("bicubic_float_tiles: out must be (C, h, w) with src's C, sizes positive");
+    if (th * rows > kMaxSide || tw * cols > kMaxSide || out.shape(1) > kMaxSide || out.shape(2) > kMaxSide)
+        throw py::value_error("bicubic_float_tiles: sides must be at most 2^20");
+    const auto* s = static_cast<const float*>(src.data());
+    auto* o = static_cast<float*>(out.mutable_data());
+    const int64_t src_n = tiles * channels * th * tw, out_n = channels * out.shape(1) * out.shape(2);
+    if (o < s + src_n && s < o + out_n) throw py::value_error("bicubic_float_tiles: out overlaps src");
+    const TiledCanvas canvas{s, int(channels), rows, cols, int(th), int(tw)};
+    const int oh = int(out.shape(1)), ow = int(out.shape(2));
+    py::gil_scoped_release release;
+    torch_bicubic_float(canvas, o, oh, ow);
+}
+
 }  // namespace
 
 void bind_resize(py::module_& m) {
@@ -66,6 +93,11 @@ void bind_resize(py::module_& m) {
         py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"), py::arg("pass_order"),
         py::arg("resampler"), py::arg("y1"),
         "n such that resize()'s output rows [0, y1) read only source rows [0, n).");
+    m.def("bicubic_float_tiles", &bicubic_float_tiles_py, py::arg("src"), py::arg("rows"), py::arg("cols"),
+          py::arg("out"),
+          "torch's float32 bicubic resize without antialias (F.interpolate, align_corners=False) of\n"
+          "the canvas whose rows x cols tiles src holds ((rows * cols, C, th, tw), row by row) into\n"
+          "out ((C, h, w)), bit for bit. Releases the GIL.");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");

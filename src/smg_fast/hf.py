@@ -365,6 +365,7 @@ if TYPE_CHECKING:  # the built-in families' classes, for type checkers (made bel
     Idefics3ImageProcessorPil: type[_SmgImageProcessor]
     SmolVLMImageProcessor: type[_SmgImageProcessor]
     SmolVLMImageProcessorPil: type[_SmgImageProcessor]
+    Phi4MultimodalImageProcessor: type[_SmgImageProcessor]
 
 _refresh()
 

@@ -25,7 +25,7 @@ def test_builtin_families_are_registered_in_order():
                        "paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl",
                        "gemma3", "kimi_vl", "keye", "gemma4", "gemma3n",
                        "internvl", "pixtral", "llava_next", "llava_onevision", "idefics3",
-                       "smolvlm", "llama4") == smg_fast.FAMILIES
+                       "smolvlm", "llama4", "phi4_multimodal") == smg_fast.FAMILIES
     assert get_family("qwen3_vl").processor is QwenVLProcessor
     with pytest.raises(ValueError, match="unknown family"):
         get_family("llava")

@@ -93,4 +93,7 @@ def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[st
         path = workdir / f"{i}_rowcol.json"
         if path.exists():
             got["rowcol"] = np.array(path.read_text())
+        for extra in ("mask", "tokens"):  # Phi-4's image_attention_mask and num_img_tokens
+            if (workdir / f"{i}_{extra}.npy").exists():
+                got[extra] = np.load(workdir / f"{i}_{extra}.npy")
     return out

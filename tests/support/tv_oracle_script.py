@@ -32,6 +32,9 @@ from transformers.models.llava_onevision.image_processing_llava_onevision import
 from transformers.models.paddleocr_vl.image_processing_paddleocr_vl import (
     PaddleOCRVLImageProcessor,
 )
+from transformers.models.phi4_multimodal.image_processing_phi4_multimodal import (
+    Phi4MultimodalImageProcessor,
+)
 from transformers.models.pixtral.image_processing_pixtral import PixtralImageProcessor
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 from transformers.models.siglip.image_processing_siglip import SiglipImageProcessor
@@ -53,6 +56,7 @@ CLASSES["llava_onevision"] = LlavaOnevisionImageProcessor
 CLASSES["idefics3"] = Idefics3ImageProcessor
 CLASSES["smolvlm"] = SmolVLMImageProcessor
 CLASSES["llama4"] = Llama4ImageProcessor
+CLASSES["phi4_multimodal"] = Phi4MultimodalImageProcessor
 
 
 def main(workdir: Path) -> None:
@@ -73,6 +77,12 @@ def main(workdir: Path) -> None:
             continue
         rowcol = {"return_row_col_info": True} if job["cls"] in ("idefics3", "smolvlm") else {}
         out = proc(job["images"], return_tensors="pt", **rowcol)
+        if "image_pixel_values" in out:  # Phi-4's names; its masks and token counts kept too
+            out["pixel_values"] = out["image_pixel_values"]
+            out["image_grid_thw"] = out["image_sizes"]
+            assert out["image_attention_mask"].dtype == torch.float32
+            np.save(workdir / f"{i}_mask.npy", out["image_attention_mask"].numpy())
+            np.save(workdir / f"{i}_tokens.npy", np.asarray(out["num_img_tokens"]))
         pv = out["pixel_values"]
         # float32, or Llama 4's bfloat16 (saved widened to float32, exactly, and as its bits)
         assert pv.dtype in (torch.float32, torch.bfloat16), pv.dtype

@@ -49,12 +49,17 @@ class Planner(Protocol):
 
     def presize(self, src: np.ndarray, fmt: Any) -> tuple[np.ndarray, Any]: ...
 
+    def pad_batch(self, plans: list[Plan]) -> list[Plan]: ...
+
+    def finish(self, pipe: _native.Pipeline, plan: Plan, flat: np.ndarray, offset: int) -> None: ...
+
 
 class _Sized:
     """Output geometry shared by a planned and a prepared batch."""
 
     def _size(self, proc: Planner, plans: list[Plan], dtype: str) -> None:
         self._proc = proc
+        plans = proc.pad_batch(plans)
         self.plans = plans
         self.dtype = dtype
         self.np_dtype = DTYPES[dtype][1]
@@ -172,6 +177,7 @@ class PlannedBatch(_Sized):
                 self.decode_seconds = float(took[0])  # a failed decode's time counts too
                 if done:
                     if self.canvas is None:
+                        self._proc.finish(pipe, pl, flat, 0)
                         _zero_pad(flat, 0, pl, self.row_elems)
                     else:
                         _lay_out(scratch, pipe.patch, pl, flat, 0, self.canvas)
@@ -182,7 +188,7 @@ class PlannedBatch(_Sized):
                     pl = self._proc.plan(px.width, px.height, i)
                     if pl.parts != self.plans[i].parts:  # cannot happen (see decode())
                         raise RuntimeError("an image's output size changed in decoding")
-                    _run_image(pipe, px, pl, flat, offset, self)
+                    _run_image(pipe, px, self.plans[i], flat, offset, self)
                     offset += self.rows[i] * self.row_elems
             return flat[:offset].reshape(self.shape)
         finally:
@@ -256,6 +262,7 @@ def _run_image(pipe: _native.Pipeline, px: Pixels, plan: Plan, flat: np.ndarray,
     src, fmt = batch._proc.presize(px.array, px.fmt)
     if batch.canvas is None:
         _run_plan(pipe, src, plan, flat, offset, fmt)
+        batch._proc.finish(pipe, plan, flat, offset)
         _zero_pad(flat, offset, plan, batch.row_elems)
         return
     scratch = _scratch(pipe, plan, flat.dtype)
@@ -298,6 +305,7 @@ def _run_plan(pipe: _native.Pipeline, src: np.ndarray, plan: Plan, flat: np.ndar
     ``jpeg`` (the bytes and decode_seconds) goes to the first part, whose decode fills src
     while it computes; the other parts read src only once that decode took the whole image."""
     first, *rest = plan.parts
+    offset += plan.lead_rows * pipe.row_elems  # written by the family's finish()
     if jpeg and first.fill is not None:
         return decoders.JPEG_DECLINED  # the square needs the whole image: decoded first
     got = _run_part(pipe, src, first, flat, offset, fmt, **jpeg)

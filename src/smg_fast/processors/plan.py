@@ -34,6 +34,9 @@ class Plan:
     # the source first padded to a centred square of this RGB colour, then resized (the images
     # of OneVision's multi-image samples)
     fill: tuple[int, int, int] | None = field(default=None, kw_only=True)
+    # rows before the parts that the family's Processor.finish writes from them (Phi-4's global
+    # image, resized from its tiles)
+    lead_rows: int = field(default=0, kw_only=True)
 
     @property
     def placed(self) -> bool:
@@ -48,12 +51,13 @@ class Plan:
     @property
     def parts(self) -> tuple[Plan, ...]:
         """This plan's own resize and grid, then its extra ones, in output order."""
-        return (dataclasses.replace(self, pad_rows=0, extra=(), grid_thw=None), *self.extra)
+        return (dataclasses.replace(self, pad_rows=0, extra=(), grid_thw=None, lead_rows=0),
+                *self.extra)
 
     @property
     def cells(self) -> int:
-        """Grid cells of every part together (the rows the resizes write)."""
-        return self.grid_h * self.grid_w + sum(p.cells for p in self.extra)
+        """Grid cells of every part together, and the lead rows (the rows written)."""
+        return self.lead_rows + self.grid_h * self.grid_w + sum(p.cells for p in self.extra)
 
     @property
     def rows(self) -> int:

@@ -67,6 +67,9 @@ class Processor(ABC):
     # Whether the plan's resizes read presize()'s image rather than the decoded one (Idefics3's
     # chained resizes); a JPEG's decode then does not overlap its resize.
     presizes: bool = False
+    # the PIL resample code of the native resize where it is not the config's resample (Phi-4:
+    # its tiles are resized BILINEAR, the config's BICUBIC is its global image's)
+    resize_filter: int | None = None
 
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
@@ -115,6 +118,16 @@ class Processor(ABC):
         A family whose reference resizes in steps (``presizes``) returns its last uint8 step."""
         return src, fmt
 
+    def pad_batch(self, plans: list[Plan]) -> list[Plan]:
+        """A batch's plans, with the zero rows the batch adds to each (Phi-4's): as planned here."""
+        return plans
+
+    def finish(self, pipe: _native.Pipeline, plan: Plan, flat: np.ndarray, offset: int) -> None:
+        """Completes an image written into flat at element offset from its parts: nothing here.
+
+        A family writes its plan's lead rows here (Phi-4's global image from its tiles)."""
+        return None
+
     def canvas(self, plans: list[Plan]) -> tuple[int, int, int] | None:
         """The (3, H, W) canvas of a batch of plans, or None for patch rows (most families).
 
@@ -144,7 +157,8 @@ class Processor(ABC):
                     pipe = _native.Pipeline(
                         recipe=recipe, rescale=cfg.rescale_factor, mean=list(mean),
                         std=list(std), dtype=DTYPES[dtype][0],
-                        filter=native_filter(cfg.resample),
+                        filter=native_filter(cfg.resample if self.resize_filter is None
+                                             else self.resize_filter),
                         pass_order=native_pass_order(cfg.pass_order), patch=cfg.patch_size,
                         merge=merge, temporal=temporal, resampler=self._resampler,
                         patch_order=self.patch_order)

@@ -97,7 +97,8 @@ def reference_pixel_values(cfg: ProcessorConfig,
     img = image if isinstance(image, np.ndarray) else \
         load_image(Image.open(io.BytesIO(image)) if isinstance(image, bytes) else image)
     out = ref(img, return_tensors=reference_return_tensors(ref))
-    pv = out["pixel_values"]
+    # Phi-4-multimodal's image_pixel_values: [images, rows, ...], one image here
+    pv = out["pixel_values"] if "pixel_values" in out else out["image_pixel_values"][0]
     if str(getattr(pv, "dtype", "")) == "torch.bfloat16":  # Llama 4's: widened exactly
         pv = pv.float()
     return np.asarray(pv), ""

@@ -27,7 +27,12 @@ from google.protobuf.message import DecodeError
 from .._dtypes import parse_dtype
 from .._proto import preprocessor_pb2 as pb
 from .._service.wire import MAX_ITEMS, too_many_items
-from ..errors import CompactFormatError, InvalidImageError, InvalidVideoError
+from ..errors import (
+    CompactFormatError,
+    InvalidImageError,
+    InvalidVideoError,
+    UnsupportedCallError,
+)
 from ..processors.video import PlannedVideo
 from ..transport.shm import ShmRegistry
 from .cache import CacheEntry, PixelCache, cache_key
@@ -188,6 +193,10 @@ class PreprocessService:
         except ValueError:
             raise RequestError(_INVALID, f"unknown encoding {req.encoding!r}: use "
                                          "'uint8+lut' or '' for the plain dtype") from None
+        try:  # a family computes some dtypes only (Phi-4-multimodal: float32)
+            proc.pipeline(dtype)
+        except UnsupportedCallError as exc:
+            raise RequestError(_INVALID, str(exc)) from None
         if not req.items:
             raise RequestError(_INVALID, "request has no items")
         if len(req.items) > MAX_ITEMS:

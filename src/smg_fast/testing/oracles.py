@@ -420,3 +420,12 @@ HUB_LLAMA4 = dict(size={"height": 336, "width": 336}, max_patches=16, resize_to_
                   image_std=[0.5, 0.5, 0.5], do_convert_rgb=True)
 
 __all__ += ["HUB_LLAMA4"]
+
+# microsoft/Phi-4-multimodal-instruct's preprocessor_config.json image settings as
+# Phi4MultimodalImageProcessor takes them (its file sets dynamic_hd 36; the rest are the class's
+# defaults, which the file leaves out): 448 crops, BICUBIC for the global image, mean / std 0.5.
+HUB_PHI4 = dict(size={"height": 448, "width": 448}, patch_size=14, dynamic_hd=36, resample=3,
+                rescale_factor=1 / 255, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+                do_convert_rgb=True)
+
+__all__ += ["HUB_PHI4"]

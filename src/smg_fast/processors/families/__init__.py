@@ -24,6 +24,7 @@ from .llava_next import LlavaNextProcessor
 from .llava_onevision import LlavaOnevisionProcessor
 from .idefics3 import Idefics3Processor
 from .llama4 import Llama4Processor
+from .phi4_multimodal import Phi4MultimodalProcessor
 # isort: on
 
 __all__ = ["Gemma3Processor", "Glm4vProcessor", "HunyuanVLProcessor", "KimiK25Processor",
@@ -34,3 +35,4 @@ __all__ += ["InternVLProcessor", "PixtralProcessor"]
 __all__ += ["LlavaNextProcessor", "LlavaOnevisionProcessor"]
 __all__ += ["Idefics3Processor"]
 __all__ += ["Llama4Processor"]
+__all__ += ["Phi4MultimodalProcessor"]
