@@ -84,10 +84,11 @@ py::array resize_opencv_cubic_py(const py::array& src, int out_w, int out_h, con
     CubicNormalize norm{};
     const bool normalize = !mean.is_none();
     if (normalize) {
-        const auto m = mean.cast<std::vector<float>>(), d = std.cast<std::vector<float>>();
+        const py::sequence m = mean.cast<py::sequence>(), d = std.cast<py::sequence>();
         if (int(m.size()) != s.channels || int(d.size()) != s.channels)
             throw py::value_error("resize_opencv_cubic: mean and std need one value per channel");
-        for (int c = 0; c < s.channels; ++c) norm.mean[c] = m[size_t(c)], norm.std[c] = d[size_t(c)];
+        for (int c = 0; c < s.channels; ++c)
+            norm.mean[c] = m[size_t(c)].cast<float>(), norm.std[c] = d[size_t(c)].cast<float>();
     }
     std::vector<py::ssize_t> shape;
     if (normalize)
