@@ -140,3 +140,14 @@ def test_bad_folder_values_raise(tekken, tmp_path):
     (tmp_path / "tekken.json").write_text(json.dumps(tekken))
     with pytest.raises(ValueError, match="positive integer"):
         load_processor(tmp_path)
+
+
+def test_native_pipeline_and_service_refuse_it(folders, real_images):
+    """plan_batch (the service's path) refuses the backend; so does the service's model set."""
+    from smg_fast.server.models import ModelSet
+
+    proc = load_processor(folders["pixtral-12b"])
+    with pytest.raises(UnsupportedCallError, match="library call"):
+        proc.plan_batch(real_images.bytes("chelsea"))
+    with pytest.raises(ValueError, match="--model m=.*library call"):
+        ModelSet([("m", str(folders["pixtral-12b"]))], 0)

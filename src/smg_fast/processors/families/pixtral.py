@@ -60,6 +60,15 @@ class PixtralProcessor(Processor):
         p = cfg.patch_size
         return Plan(resize_w=w, resize_h=h, grid_h=h // p, grid_w=w // p)
 
+    def plan_batch(self, images: Any, dtype: Any = "float32") -> Any:
+        """Processor.plan_batch; the upstream backend is refused (UnsupportedCallError).
+
+        mistral_common's numerics are computed by the call only (pixtral_mistral.call), not by
+        the native pipeline that plan_batch feeds (the service's path)."""
+        if self.config.backend == UPSTREAM:
+            raise UnsupportedCallError(pixtral_mistral.CALL_ONLY)
+        return super().plan_batch(images, dtype)
+
     def _layout(self) -> tuple[int, int]:
         return 1, 1
 

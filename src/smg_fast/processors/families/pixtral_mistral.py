@@ -28,6 +28,8 @@ from ..processor import ProcessorOutput
 UPSTREAM = "upstream"
 TEKKEN_FILE = "tekken.json"
 PARAMS_FILE = "params.json"
+CALL_ONLY = ("Pixtral's upstream backend (mistral_common's numerics) is computed by the library "
+             "call (processor(images)) only, not by the native pipeline the service runs")
 
 
 def mistral_size(height: int, width: int, max_image_size: int, unit: int) -> tuple[int, int]:
@@ -153,5 +155,5 @@ def _read(path: str) -> dict[str, Any]:
     return data
 
 
-__all__ = ["UPSTREAM", "call", "encode", "folder_fields", "is_mistral_folder", "mistral_size",
-           "rgb_on_white"]
+__all__ = ["CALL_ONLY", "UPSTREAM", "call", "encode", "folder_fields", "is_mistral_folder",
+           "mistral_size", "rgb_on_white"]
