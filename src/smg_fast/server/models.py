@@ -14,7 +14,6 @@ import grpc
 from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.config import BACKENDS
-from ..processors.families.pixtral_mistral import CALL_ONLY
 from ..processors.loader import load_video_processor, make_processor
 from ..processors.registry import check_config, names
 from ..processors.video_config import RULE_OF_FAMILY
@@ -67,8 +66,9 @@ class ModelSet:
                                       image_formats=tuple(image_formats))
             except (ValueError, TypeError, OSError) as exc:
                 raise ValueError(f"--model {name}={spec}: {exc}") from exc
-            if proc.config.family == "pixtral" and proc.config.backend == "upstream":
-                raise ValueError(f"--model {name}={spec}: {CALL_ONLY}")
+            call_only = getattr(proc, "call_only", None)  # computed by the library call alone
+            if call_only:
+                raise ValueError(f"--model {name}={spec}: {call_only}")
             self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
         self.default = specs[0][0]
         self._variants: OrderedDict[tuple[str, int, int], tuple[Processor, str]] = OrderedDict()

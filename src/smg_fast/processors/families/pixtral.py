@@ -60,6 +60,11 @@ class PixtralProcessor(Processor):
         p = cfg.patch_size
         return Plan(resize_w=w, resize_h=h, grid_h=h // p, grid_w=w // p)
 
+    @property
+    def call_only(self) -> str | None:
+        """Why only the library call computes this configuration (the upstream backend)."""
+        return pixtral_mistral.CALL_ONLY if self.config.backend == UPSTREAM else None
+
     def plan_batch(self, images: Any, dtype: Any = "float32") -> Any:
         """Processor.plan_batch; the upstream backend is refused (UnsupportedCallError).
 
