@@ -57,6 +57,7 @@ CubicSource cubic_source(const py::array& src) {
         const ImageView v = image_view(src, "resize_opencv_cubic");
         s.u8 = v.data;
         s.width = v.width, s.height = v.height, s.channels = v.channels, s.row_stride = v.stride;
+        s.pixel_stride = v.channels;
         return s;
     }
     if (src.dtype().kind() != 'f' || src.itemsize() != 4)
@@ -71,12 +72,18 @@ CubicSource cubic_source(const py::array& src) {
         throw py::value_error("resize_opencv_cubic: a float32 array must be C-contiguous");
     s.f32 = static_cast<const float*>(src.data());
     s.width = int(w), s.height = int(h), s.channels = int(c), s.row_stride = w * c;
+    s.pixel_stride = int(c);
     return s;
 }
 
 py::array resize_opencv_cubic_py(const py::array& src, int out_w, int out_h, const py::object& mean,
-                                 const py::object& std) {
-    const CubicSource s = cubic_source(src);
+                                 const py::object& std, int channels) {
+    CubicSource s = cubic_source(src);
+    if (channels != 0) {  // the first `channels` of each pixel (RGB of an RGBX view)
+        if (channels < 1 || channels > s.channels)
+            throw py::value_error("resize_opencv_cubic: channels must be 1 to the array's channel count");
+        s.channels = channels;
+    }
     if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
         throw py::value_error("resize_opencv_cubic: output size must be positive and at most 2^20 per side");
     if (mean.is_none() != std.is_none())
@@ -94,7 +101,7 @@ py::array resize_opencv_cubic_py(const py::array& src, int out_w, int out_h, con
     if (normalize)
         shape = {s.channels, out_h, out_w};
     else if (src.ndim() == 3)
-        shape = {out_h, out_w, s.channels};
+        shape = {out_h, out_w, py::ssize_t(s.channels)};
     else
         shape = {out_h, out_w};
     py::array_t<float> out(shape);
@@ -124,11 +131,12 @@ void bind_resize(py::module_& m) {
         py::arg("resampler"), py::arg("y1"),
         "n such that resize()'s output rows [0, y1) read only source rows [0, n).");
     m.def("resize_opencv_cubic", &resize_opencv_cubic_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"),
-          py::arg("mean") = py::none(), py::arg("std") = py::none(),
+          py::arg("mean") = py::none(), py::arg("std") = py::none(), py::arg("channels") = 0,
           "OpenCV's INTER_CUBIC resize (cv::resize without IPP) of a packed uint8 or C-contiguous float32\n"
           "(H, W) or (H, W, C <= 4) array to out_w x out_h, in float32. With mean and std (one per\n"
           "channel) each value v becomes (v / 255 - mean) / std in float32 and the result is\n"
-          "channel-first (C, out_h, out_w). Releases the GIL.");
+          "channel-first (C, out_h, out_w). channels > 0 reads only the first channels of each pixel.\n"
+          "Releases the GIL.");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");

@@ -51,24 +51,24 @@ inline int clamp_index(int i, int n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); 
 // leave the row sum from zero over edge-clamped taps, as OpenCV's border loop does; the others
 // sum the four products directly.
 template <typename T>
-void horizontal(const T* row, int width, int cn, const Taps& tx, int out_w, float* dst) {
+void horizontal(const T* row, int width, int cn, int ps, const Taps& tx, int out_w, float* dst) {
     for (int x = 0; x < out_w; ++x) {
         const int s = tx.center[size_t(x)];
         const float* w = &tx.weights[size_t(x) * 4];
         float* o = dst + int64_t(x) * cn;
         if (s < 1 || s + 2 >= width) {
             int idx[4];
-            for (int j = 0; j < 4; ++j) idx[j] = clamp_index(s - 1 + j, width) * cn;
+            for (int j = 0; j < 4; ++j) idx[j] = clamp_index(s - 1 + j, width) * ps;
             for (int c = 0; c < cn; ++c) {
                 float v = 0.f;
                 for (int j = 0; j < 4; ++j) v += float(row[idx[j] + c]) * w[j];
                 o[c] = v;
             }
         } else {
-            const T* p = row + int64_t(s - 1) * cn;
+            const T* p = row + int64_t(s - 1) * ps;
             for (int c = 0; c < cn; ++c)
-                o[c] = float(p[c]) * w[0] + float(p[cn + c]) * w[1] + float(p[2 * cn + c]) * w[2] +
-                       float(p[3 * cn + c]) * w[3];
+                o[c] = float(p[c]) * w[0] + float(p[ps + c]) * w[1] + float(p[2 * ps + c]) * w[2] +
+                       float(p[3 * ps + c]) * w[3];
         }
     }
 }
@@ -143,7 +143,7 @@ void band(const CubicSource& src, const Taps& tx, const Taps& ty, int out_w, int
             if (r[k]) continue;
             int j = 0;
             while (used[j]) ++j;
-            horizontal(source_row<T>(src, want[k]), src.width, cn, tx, out_w, rows[j]);
+            horizontal(source_row<T>(src, want[k]), src.width, cn, src.pixel_stride, tx, out_w, rows[j]);
             held[j] = want[k];
             used[j] = true;
             r[k] = rows[j];
@@ -162,7 +162,9 @@ void copy_rows(const CubicSource& src, float* out, const CubicNormalize* norm) {
     std::vector<float> line(static_cast<size_t>(n));
     for (int y = 0; y < src.height; ++y) {
         const T* row = source_row<T>(src, y);
-        for (int64_t i = 0; i < n; ++i) line[size_t(i)] = float(row[i]);
+        for (int x = 0; x < src.width; ++x)
+            for (int c = 0; c < src.channels; ++c)
+                line[size_t(x) * src.channels + c] = float(row[int64_t(x) * src.pixel_stride + c]);
         store_row(line.data(), y, src.width, src.height, src.channels, out, norm);
     }
 }

@@ -19,6 +19,7 @@ struct CubicSource {
     const float* f32 = nullptr;  // one of f32 / u8 is set
     const uint8_t* u8 = nullptr;
     int width = 0, height = 0, channels = 0;
+    int pixel_stride = 0;    // elements between pixels (>= channels: the first channels are read)
     int64_t row_stride = 0;  // elements between rows
 };
 

@@ -112,3 +112,19 @@ def test_bad_sources_raise(bad, exc, match):
 def test_bad_arguments_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         _native.resize_opencv_cubic(np.zeros((4, 4, 3), np.float32), **kwargs)
+
+
+@pytest.mark.parametrize("size", [SIZES[0], SIZES[4], SIZES[8]])
+def test_channels_reads_the_first_of_each_pixel(size):
+    """channels=3 on an (H, W, 4) array (Pillow's RGBX memory) is the RGB array's resize."""
+    rgbx = source(size, 4, "u8")
+    want = _native.resize_opencv_cubic(np.ascontiguousarray(rgbx[:, :, :3]), size[3], size[2],
+                                       CLIP_MEAN, CLIP_STD)
+    got = _native.resize_opencv_cubic(rgbx, size[3], size[2], CLIP_MEAN, CLIP_STD, channels=3)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("channels", [-1, 5])
+def test_bad_channel_counts_raise(channels):
+    with pytest.raises(ValueError, match="channels must be"):
+        _native.resize_opencv_cubic(np.zeros((4, 4, 4), np.uint8), 4, 4, channels=channels)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ... import _native
 from ...errors import InvalidImageError, UnsupportedCallError
+from ...imaging.pixels import _rgbx_view
 from ..processor import ProcessorOutput
 
 UPSTREAM = "upstream"
@@ -45,7 +46,8 @@ def rgb_on_white(image: Any, index: int = 0) -> np.ndarray:
     """A PIL image or a uint8 (H, W, 3) RGB array as mistral_common's RGB pixels.
 
     RGB is kept; any other PIL mode is converted to RGBA and pasted onto white through its
-    alpha, then made RGB."""
+    alpha, then made RGB. A PIL image's pixels may come as a view of Pillow's own RGBX memory
+    (H, W, 4), whose first three channels are the RGB."""
     from PIL import Image
 
     if isinstance(image, np.ndarray):
@@ -60,7 +62,8 @@ def rgb_on_white(image: Any, index: int = 0) -> np.ndarray:
             white = Image.new("RGBA", rgba.size, "WHITE")
             white.paste(rgba, (0, 0), rgba)
             image = white.convert("RGB")
-        pixels = np.asarray(image)
+        view = _rgbx_view(index, image)
+        pixels = view if view is not None else np.asarray(image)
     else:
         raise UnsupportedCallError(f"image {index}: the upstream Pixtral backend reads PIL images "
                                    f"and uint8 RGB arrays, got {type(image).__name__}")
@@ -70,10 +73,10 @@ def rgb_on_white(image: Any, index: int = 0) -> np.ndarray:
 
 
 def encode(pixels: np.ndarray, max_image_size: int, unit: int, mean: Any, std: Any) -> np.ndarray:
-    """One RGB uint8 image as mistral_common's (3, h, w) float32 encoder input."""
+    """One RGB (or RGBX) uint8 image as mistral_common's (3, h, w) float32 encoder input."""
     h, w = mistral_size(pixels.shape[0], pixels.shape[1], max_image_size, unit)
     return _native.resize_opencv_cubic(pixels, w, h, [float(np.float32(m)) for m in mean],
-                                       [float(np.float32(s)) for s in std])
+                                       [float(np.float32(s)) for s in std], channels=3)
 
 
 def call(proc: Any, images: Any, return_tensors: str | None, dtype: Any,
@@ -97,9 +100,12 @@ def call(proc: Any, images: Any, return_tensors: str | None, dtype: Any,
                for p in pixels]
     h = max(e.shape[1] for e in encoded)
     w = max(e.shape[2] for e in encoded)
-    out = np.zeros((len(encoded), 3, h, w), dtype=np.float32)
-    for i, e in enumerate(encoded):
-        out[i, :, :e.shape[1], :e.shape[2]] = e
+    if len(encoded) == 1:
+        out = encoded[0][None]  # nothing to pad
+    else:
+        out = np.zeros((len(encoded), 3, h, w), dtype=np.float32)
+        for i, e in enumerate(encoded):
+            out[i, :, :e.shape[1], :e.shape[2]] = e
     sizes = np.array([e.shape[1:] for e in encoded], dtype=np.int64)
     unit = cfg.patch_size
     tokens = (sizes[:, 0] // unit) * (sizes[:, 1] // unit + 1)
