@@ -151,3 +151,18 @@ def test_native_pipeline_and_service_refuse_it(folders, real_images):
         proc.plan_batch(real_images.bytes("chelsea"))
     with pytest.raises(ValueError, match="--model m=.*library call"):
         ModelSet([("m", str(folders["pixtral-12b"]))], 0)
+
+
+def test_compact_format_and_other_dtypes_are_refused(folders):
+    import torch
+
+    from smg_fast import CompactFormatError
+
+    proc = load_processor(folders["pixtral-12b"])
+    image = Image.new("RGB", (20, 10))
+    with pytest.raises(CompactFormatError, match="not a table"):
+        proc(image, encoding="uint8+lut")
+    for dtype in ("float32", np.float32, torch.float32):
+        assert proc(image, dtype=dtype)["pixel_values"].dtype == np.float32
+    with pytest.raises(UnsupportedCallError, match="float32"):
+        proc(image, dtype=torch.float16)

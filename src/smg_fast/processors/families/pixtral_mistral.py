@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ... import _native
-from ...errors import InvalidImageError, UnsupportedCallError
+from ...errors import CompactFormatError, InvalidImageError, UnsupportedCallError
 from ...imaging.pixels import _rgbx_view
 from ..processor import ProcessorOutput
 
@@ -82,10 +82,13 @@ def encode(pixels: np.ndarray, max_image_size: int, unit: int, mean: Any, std: A
 def call(proc: Any, images: Any, return_tensors: str | None, dtype: Any,
          options: dict[str, Any]) -> ProcessorOutput:
     """PixtralProcessor.__call__ for the upstream backend: float32 only, no call options."""
+    if options.get("encoding"):
+        raise CompactFormatError("the upstream Pixtral backend's output is not a table of uint8 "
+                                 "codes: OpenCV's cubic resize computes floats")
     if options:
         raise UnsupportedCallError(f"the upstream Pixtral backend (mistral_common's numerics) "
                                    f"takes no call options, got {sorted(options)}")
-    if str(np.dtype(dtype) if not isinstance(dtype, str) else dtype) != "float32":
+    if str(dtype).rpartition(".")[2].strip("'>") != "float32":  # "float32", np / torch float32
         raise UnsupportedCallError("the upstream Pixtral backend computes float32, as "
                                    "mistral_common does")
     if return_tensors not in (None, "np", "pt"):
