@@ -1,7 +1,8 @@
 """resize_opencv_cubic against cv2.resize(INTER_CUBIC) in the vLLM venv (OpenCV 5.1, IPP off).
 
 Random float32 and uint8 images with 1, 3 and 4 channels, upscales, downscales, one-pixel sides,
-a same-size copy and row widths on both sides of OpenCV's four-float vector loop, compared with
+a same-size copy, row widths on both sides of OpenCV's four-float vector loop and 40 seeded
+random size pairs, compared with
 np.array_equal; the fused normalize against mistral_common's own normalize. Bad arguments raise
 typed errors before anything is allocated."""
 
@@ -21,8 +22,12 @@ SIZES = [(37, 53, 64, 80), (300, 200, 97, 131), (640, 480, 1024, 768), (8, 8, 16
          (1, 7, 16, 16), (5, 1, 3, 32), (1, 1, 4, 4), (2, 3, 1, 1), (7, 9, 7, 9), (7, 9, 7, 20),
          (100, 3, 50, 1), (3, 4, 1000, 2), (513, 777, 1024, 768), (1080, 1920, 576, 1024),
          (20, 37, 37, 5), (20, 37, 37, 7), (1, 2, 1, 3), (4000, 25, 1024, 7)]
+_RNG = np.random.default_rng(25)
+# seeded random sizes, 1..300 per side, up and down independently per axis
+RANDOM_SIZES = [tuple(int(v) for v in _RNG.integers(1, 301, 4)) for _ in range(40)]
 CHANNELS = (1, 3, 4)
-CASES = [(s, c, kind) for s in SIZES for c in CHANNELS for kind in ("f32", "u8")]
+CASES = ([(s, c, kind) for s in SIZES for c in CHANNELS for kind in ("f32", "u8")]
+         + [(s, 3, kind) for s in RANDOM_SIZES for kind in ("f32", "u8")])
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
