@@ -166,3 +166,24 @@ def test_compact_format_and_other_dtypes_are_refused(folders):
         assert proc(image, dtype=dtype)["pixel_values"].dtype == np.float32
     with pytest.raises(UnsupportedCallError, match="float32"):
         proc(image, dtype=torch.float16)
+
+
+def test_folder_with_both_formats(folders, real_images, tmp_path):
+    """A folder with transformers' files too: transformers' reading, or Mistral's for upstream.
+
+    By default it is read as transformers reads it; with backend="upstream" in Mistral's format
+    (tekken.json's unit, 28 here)."""
+    folder = tmp_path / "both"
+    folder.mkdir()
+    (folder / "params.json").write_text(json.dumps(SMALL_31))
+    (folder / "tekken.json").write_text(json.dumps(SMALL_31_TEKKEN))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llava"}))
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "PixtralImageProcessor", "size": {"longest_edge": 1540},
+         "patch_size": {"height": 14, "width": 14}}))
+    assert load_processor(folder).config.backend == "torchvision"
+    proc = load_processor(folder, backend="upstream")
+    assert (proc.config.patch_size, proc.config.longest_edge) == (28, 1540)
+    image = real_images.rgb("chelsea")
+    want = load_processor(folders["small-3.1"])(image)["pixel_values"]
+    assert np.array_equal(proc(image)["pixel_values"], want)

@@ -61,7 +61,7 @@ def resolve_config(name_or_dir: str | os.PathLike[str],
     key = os.fspath(name_or_dir)
     if key in names():
         return build_config(key, overrides)
-    if os.path.isdir(key) and is_mistral_folder(key):  # Mistral's format: mistral_common's numerics
+    if os.path.isdir(key) and is_mistral_folder(key, overrides.get("backend")):  # mistral_common
         return build_config("pixtral", {**mistral_fields(key), **overrides})
     if os.path.isdir(key):
         fam, pre = read_model_folder(key)

@@ -121,12 +121,15 @@ def call(proc: Any, images: Any, return_tensors: str | None, dtype: Any,
     return ProcessorOutput(pixel_values=out, image_sizes=sizes, num_tokens=tokens)
 
 
-def is_mistral_folder(folder: str) -> bool:
-    """Whether folder holds a Mistral-format checkpoint with a vision encoder.
+def is_mistral_folder(folder: str, backend: str | None = None) -> bool:
+    """Whether folder is read in Mistral's format: a params.json with a vision_encoder section.
 
-    Its params.json has a vision_encoder section (and no transformers config.json)."""
+    A folder that also holds transformers' config.json (mistralai/* repositories often ship both)
+    is read in Mistral's format only for backend "upstream"; otherwise as transformers reads it."""
     params = os.path.join(folder, PARAMS_FILE)
-    if not os.path.isfile(params) or os.path.isfile(os.path.join(folder, "config.json")):
+    if not os.path.isfile(params):
+        return False
+    if backend != UPSTREAM and os.path.isfile(os.path.join(folder, "config.json")):
         return False
     return isinstance(_read(params).get("vision_encoder"), dict)
 
