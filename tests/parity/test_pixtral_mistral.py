@@ -171,8 +171,9 @@ def test_compact_format_and_other_dtypes_are_refused(folders):
 def test_folder_with_both_formats(folders, real_images, tmp_path):
     """A folder with transformers' files too: transformers' reading, or Mistral's for upstream.
 
-    By default it is read as transformers reads it; with backend="upstream" in Mistral's format
-    (tekken.json's unit, 28 here)."""
+    Without Mistral's consolidated weights it is read as transformers reads it; with
+    backend="upstream", or with consolidated*.safetensors, in Mistral's format (tekken.json's
+    unit, 28 here)."""
     folder = tmp_path / "both"
     folder.mkdir()
     (folder / "params.json").write_text(json.dumps(SMALL_31))
@@ -187,3 +188,7 @@ def test_folder_with_both_formats(folders, real_images, tmp_path):
     image = real_images.rgb("chelsea")
     want = load_processor(folders["small-3.1"])(image)["pixel_values"]
     assert np.array_equal(proc(image)["pixel_values"], want)
+    # with Mistral's weights present, vLLM's "auto" config format picks Mistral's: so does this
+    (folder / "consolidated.safetensors").write_bytes(b"")
+    assert load_processor(folder).config.backend == "upstream"
+    assert load_processor(folder).config.patch_size == 28

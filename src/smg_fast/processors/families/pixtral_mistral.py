@@ -15,6 +15,7 @@ CPU: this backend equals mistral_common run with IPP off (docs/exactness.md#pixt
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from typing import Any
@@ -125,11 +126,14 @@ def is_mistral_folder(folder: str, backend: str | None = None) -> bool:
     """Whether folder is read in Mistral's format: a params.json with a vision_encoder section.
 
     A folder that also holds transformers' config.json (mistralai/* repositories often ship both)
-    is read in Mistral's format only for backend "upstream"; otherwise as transformers reads it."""
+    is read in Mistral's format when it has consolidated*.safetensors weights (vLLM's "auto"
+    config format then picks Mistral's) or for backend "upstream"; otherwise as transformers
+    reads it."""
     params = os.path.join(folder, PARAMS_FILE)
     if not os.path.isfile(params):
         return False
-    if backend != UPSTREAM and os.path.isfile(os.path.join(folder, "config.json")):
+    if backend != UPSTREAM and os.path.isfile(os.path.join(folder, "config.json")) and \
+            not glob.glob(os.path.join(glob.escape(folder), "consolidated*.safetensors")):
         return False
     return isinstance(_read(params).get("vision_encoder"), dict)
 
