@@ -33,7 +33,7 @@ py::dict int_dict(std::initializer_list<std::pair<const char*, py::int_>> items)
 // Each adds its part of the module (bind_module.cpp calls them in this order).
 void bind_enums(py::module_& m);       // bind_enums.cpp: Filter, PassOrder, Resampler, PixelFormat, DType, LutRecipe
 void bind_pipeline(py::module_& m);    // bind_pipeline.cpp: Pipeline
-void bind_resize(py::module_& m);      // bind_resize.cpp: resize, resize_rows_read, to_rgb
+void bind_resize(py::module_& m);      // bind_resize.cpp: resize, resize_rows_read, resize_opencv_cubic, to_rgb
 void bind_decode(py::module_& m);      // bind_decode.cpp: arrow_rgbx, png_unfilter, jpeg_bind, jpeg_decode
 void bind_runtime(py::module_& m);     // bind_runtime.cpp: pooled scratch, thread count
 void bind_kernels(py::module_& m);     // bind_kernels.cpp: cpu_features, kernel_info

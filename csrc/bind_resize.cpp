@@ -5,6 +5,7 @@
 #include "bind_common.hpp"
 #include "convert.hpp"
 #include "resample/float_bicubic.hpp"
+#include "resample/opencv_cubic.hpp"
 #include "resample/resizer.hpp"
 #include "resample/torch_weights.hpp"
 
@@ -76,6 +77,69 @@ void bicubic_float_tiles_py(const py::array& src, int rows, int cols, py::array 
     torch_bicubic_float(canvas, o, oh, ow);
 }
 
+// The source of resize_opencv_cubic: a packed uint8 image, or a C-contiguous float32 one.
+CubicSource cubic_source(const py::array& src) {
+    CubicSource s;
+    if (py::isinstance<py::array_t<uint8_t>>(src) && src.dtype().kind() == 'u' && src.itemsize() == 1) {
+        const ImageView v = image_view(src, "resize_opencv_cubic");
+        s.u8 = v.data;
+        s.width = v.width, s.height = v.height, s.channels = v.channels, s.row_stride = v.stride;
+        s.pixel_stride = v.channels;
+        return s;
+    }
+    if (src.dtype().kind() != 'f' || src.itemsize() != 4)
+        throw py::type_error("resize_opencv_cubic: expected a uint8 or float32 array");
+    if (src.ndim() != 2 && src.ndim() != 3)
+        throw py::value_error("resize_opencv_cubic: expected shape (H, W) or (H, W, C)");
+    const int64_t h = src.shape(0), w = src.shape(1), c = src.ndim() == 3 ? src.shape(2) : 1;
+    if (h < 1 || w < 1) throw py::value_error("resize_opencv_cubic: empty image");
+    if (h > kMaxSide || w > kMaxSide) throw py::value_error("resize_opencv_cubic: image side too large");
+    if (c < 1 || c > 4) throw py::value_error("resize_opencv_cubic: expected 1 to 4 channels");
+    if (!(src.flags() & py::array::c_style))
+        throw py::value_error("resize_opencv_cubic: a float32 array must be C-contiguous");
+    s.f32 = static_cast<const float*>(src.data());
+    s.width = int(w), s.height = int(h), s.channels = int(c), s.row_stride = w * c;
+    s.pixel_stride = int(c);
+    return s;
+}
+
+py::array resize_opencv_cubic_py(const py::array& src, int out_w, int out_h, const py::object& mean,
+                                 const py::object& std, int channels) {
+    CubicSource s = cubic_source(src);
+    if (channels != 0) {  // the first `channels` of each pixel (RGB of an RGBX view)
+        if (channels < 1 || channels > s.channels)
+            throw py::value_error("resize_opencv_cubic: channels must be 1 to the array's channel count");
+        s.channels = channels;
+    }
+    if (out_w < 1 || out_h < 1 || out_w > kMaxSide || out_h > kMaxSide)
+        throw py::value_error("resize_opencv_cubic: output size must be positive and at most 2^20 per side");
+    if (mean.is_none() != std.is_none())
+        throw py::value_error("resize_opencv_cubic: give both mean and std, or neither");
+    CubicNormalize norm{};
+    const bool normalize = !mean.is_none();
+    if (normalize) {
+        const py::sequence m = mean.cast<py::sequence>(), d = std.cast<py::sequence>();
+        if (int(m.size()) != s.channels || int(d.size()) != s.channels)
+            throw py::value_error("resize_opencv_cubic: mean and std need one value per channel");
+        for (int c = 0; c < s.channels; ++c)
+            norm.mean[c] = m[size_t(c)].cast<float>(), norm.std[c] = d[size_t(c)].cast<float>();
+    }
+    std::vector<py::ssize_t> shape;
+    if (normalize)
+        shape = {s.channels, out_h, out_w};
+    else if (src.ndim() == 3)
+        shape = {out_h, out_w, py::ssize_t(s.channels)};
+    else
+        shape = {out_h, out_w};
+    py::array_t<float> out(shape);
+    float* o = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        opencv_cubic_resize(s, out_w, out_h, o, normalize ? &norm : nullptr);
+    }
+    return out;
+}
+
 }  // namespace
 
 void bind_resize(py::module_& m) {
@@ -98,6 +162,15 @@ void bind_resize(py::module_& m) {
           "torch's float32 bicubic resize without antialias (F.interpolate, align_corners=False) of\n"
           "the canvas whose rows x cols tiles src holds ((rows * cols, C, th, tw), row by row) into\n"
           "out ((C, h, w)), bit for bit. Releases the GIL.");
+}
+
+    m.def("resize_opencv_cubic", &resize_opencv_cubic_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"),
+          py::arg("mean") = py::none(), py::arg("std") = py::none(), py::arg("channels") = 0,
+          "OpenCV's INTER_CUBIC resize (cv::resize without IPP) of a packed uint8 or C-contiguous float32\n"
+          "(H, W) or (H, W, C <= 4) array to out_w x out_h, in float32. With mean and std (one per\n"
+          "channel) each value v becomes (v / 255 - mean) / std in float32 and the result is\n"
+          "channel-first (C, out_h, out_w). channels > 0 reads only the first channels of each pixel.\n"
+          "Releases the GIL.");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");

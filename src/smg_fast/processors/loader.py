@@ -9,6 +9,8 @@ import os
 from typing import Any
 
 from .config import ProcessorConfig
+from .families.pixtral_mistral import folder_fields as mistral_fields
+from .families.pixtral_mistral import is_mistral_folder
 from .folders import hub_folder, image_processor_fields, is_hub_id, read_json
 from .processor import Processor
 from .registry import Family, build_config, get_family, names, registered
@@ -59,6 +61,8 @@ def resolve_config(name_or_dir: str | os.PathLike[str],
     key = os.fspath(name_or_dir)
     if key in names():
         return build_config(key, overrides)
+    if os.path.isdir(key) and is_mistral_folder(key, overrides.get("backend")):  # mistral_common
+        return build_config("pixtral", {**mistral_fields(key), **overrides})
     if os.path.isdir(key):
         fam, pre = read_model_folder(key)
         return build_config(fam.name, {**fam.folder_defaults, **fam.read_folder(pre),
@@ -95,7 +99,9 @@ def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = No
     why = "backend= given" if backend is not None else "the family's default"
     if key not in names() and is_hub_id(key):
         key = hub_folder(key)
-    if backend is None and key not in names() and os.path.isdir(key):
+    if backend is None and key not in names() and os.path.isdir(key) and is_mistral_folder(key):
+        why = "a Mistral-format folder (params.json with a vision_encoder): mistral_common"
+    elif backend is None and key not in names() and os.path.isdir(key):
         fam, pre = read_model_folder(key)
         backend, why = fam.folder_backend(str(pre.get("image_processor_type") or ""))
         why = why if backend is not None else f"{why} (the family's default)"

@@ -69,6 +69,9 @@ class ModelSet:
                                       image_formats=tuple(image_formats))
             except (ValueError, TypeError, OSError) as exc:
                 raise ValueError(f"--model {name}={spec}: {exc}") from exc
+            call_only = getattr(proc, "call_only", None)  # computed by the library call alone
+            if call_only:
+                raise ValueError(f"--model {name}={spec}: {call_only}")
             self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
         self.default = specs[0][0]
         self._variants: OrderedDict[tuple[str, int, int], tuple[Processor, str]] = OrderedDict()

@@ -29,6 +29,8 @@ from ..hooks import CallRules, DropIn, Reference, names_class, transformers_clas
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
+from . import pixtral_mistral
+from .pixtral_mistral import UPSTREAM
 
 
 def pixtral_size(height: int, width: int, longest_edge: int, patch: int) -> tuple[int, int]:
@@ -50,12 +52,27 @@ class PixtralProcessor(Processor):
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         cfg = self.config
         check_aspect(index, width, height, limit=math.inf)  # zero-size check only
-        h, w = pixtral_size(height, width, int(cfg.longest_edge or 0), cfg.patch_size)
+        size = pixtral_mistral.mistral_size if cfg.backend == UPSTREAM else pixtral_size
+        h, w = size(height, width, int(cfg.longest_edge or 0), cfg.patch_size)
         if h < 1 or w < 1:  # transformers' resize fails on the zero side too
             raise InvalidImageError(index, f"a {width}x{height} image scales to a zero side "
                                            f"under longest_edge {cfg.longest_edge}")
         p = cfg.patch_size
         return Plan(resize_w=w, resize_h=h, grid_h=h // p, grid_w=w // p)
+
+    @property
+    def call_only(self) -> str | None:
+        """Why only the library call computes this configuration (the upstream backend)."""
+        return pixtral_mistral.CALL_ONLY if self.config.backend == UPSTREAM else None
+
+    def plan_batch(self, images: Any, dtype: Any = "float32") -> Any:
+        """Processor.plan_batch; the upstream backend is refused (UnsupportedCallError).
+
+        mistral_common's numerics are computed by the call only (pixtral_mistral.call), not by
+        the native pipeline that plan_batch feeds (the service's path)."""
+        if self.config.backend == UPSTREAM:
+            raise UnsupportedCallError(pixtral_mistral.CALL_ONLY)
+        return super().plan_batch(images, dtype)
 
     def _layout(self) -> tuple[int, int]:
         return 1, 1
@@ -76,7 +93,10 @@ class PixtralProcessor(Processor):
                  channels_first_wins: bool = False, **options: Any) -> ProcessorOutput:
         """Processor.__call__, reading do_pad and a {"height": n, "width": n} patch_size.
 
-        do_pad=True (transformers' default) is what it computes."""
+        do_pad=True (transformers' default) is what it computes. The upstream backend is
+        mistral_common's numerics (pixtral_mistral.call)."""
+        if self.config.backend == UPSTREAM:
+            return pixtral_mistral.call(self, images, return_tensors, dtype, options)
         pad = options.pop("do_pad", None)
         if pad is False:
             raise UnsupportedCallError("do_pad=False (a list of unpadded images) is not "
@@ -221,11 +241,13 @@ register(Family(
     folder_defaults={"patch_size": 16, "longest_edge": 1024, "resample": 3,
                      "image_mean": OPENAI_CLIP_MEAN, "image_std": OPENAI_CLIP_STD,
                      "rescale_factor": 1 / 255},
-    validate=validate, model_types=("pixtral",),
+    validate=validate, model_types=("pixtral",), backends=("pil", "torchvision", UPSTREAM),
     # the hub's Pixtral checkpoints say model_type llava: their processor type tells them apart
     recognizes=names_class("PixtralImageProcessor"), unambiguous=True,
     reference=Reference(transformers_classes("pixtral", "PixtralImageProcessor"),
-                        _reference_kwargs),
+                        _reference_kwargs,
+                        missing={UPSTREAM: "mistral_common's ImageEncoder (what vLLM runs for "
+                                           "Mistral-format checkpoints) is not in transformers"}),
     dropin=DropIn({"PixtralImageProcessor": "torchvision", "PixtralImageProcessorPil": "pil"},
                   _attributes, _call_kwargs, lambda kwargs: "pixtral", _read_kwargs,
                   # in_engines: tests/engines/test_engine_{vllm,sglang}_tiles.py
