@@ -17,18 +17,36 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _cpu_family_model() -> str:
+    """" (family F model M)" from /proc/cpuinfo, or "" where it has none."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("cpu family", "model") and key.strip() not in fields:
+                    fields[key.strip()] = value.strip()
+                if not line.strip():
+                    break  # the first processor's block
+    except OSError:
+        return ""
+    if len(fields) < 2:
+        return ""
+    return f" (family {fields['cpu family']} model {fields['model']})"
+
+
 def cpu_model() -> str:
-    """lscpu's model name (or the platform's processor string without lscpu)."""
+    """lscpu's model name (or the platform's processor), with /proc/cpuinfo's family and model."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         import platform
 
-        return platform.processor() or "unknown"
+        return (platform.processor() or "unknown") + _cpu_family_model()
     for line in out.splitlines():
         if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+            return line.split(":", 1)[1].strip() + _cpu_family_model()
+    return "unknown" + _cpu_family_model()
 
 
 def rerun_in_oracle_venv(script: str, args: list[str]) -> int:

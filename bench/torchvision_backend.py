@@ -3,7 +3,11 @@
 Qwen2VLImageProcessor, Kimi_K25ImageProcessor and Glm4vImageProcessor, at 1920x1080 on one
 thread, in one run.
 
-    python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25]
+    python bench/torchvision_backend.py [--rounds N] [--families qwen2_vl,kimi_k25] [--jpeg]
+
+--jpeg: the input is the image's JPEG bytes (Pillow, quality 90, 4:2:0) instead of the PIL image:
+transformers' time then includes Pillow's decode, smg-fast's its own (Pillow's libjpeg, driven
+natively, overlapped with the resize on more threads; one thread here).
 
 transformers' torchvision classes need torchvision, which lives only in the oracle venv
 (.ci/oracle_venv.sh torchvision, or SMG_FAST_TV_PYTHON), so this script re-runs itself
@@ -22,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from oracle_bench import rerun_in_oracle_venv, timed
+from oracle_bench import cpu_model, rerun_in_oracle_venv, timed
 
 FAMILIES = ("qwen2_vl", "qwen3_vl", "kimi_k25", "glm4v")
 FAMILIES += ("paddleocr_vl", "ernie4_5_vl_moe", "hunyuan_vl")
@@ -33,7 +37,9 @@ FAMILIES += ("llava_next", "llava_onevision")
 FAMILIES += ("idefics3",)
 
 
-def _inside(photo: Path, families: list[str], rounds: int) -> int:
+def _inside(photo: Path, families: list[str], rounds: int, jpeg: bool) -> int:
+    import io
+
     import numpy as np
     import torch
     from gate import SIZE
@@ -45,7 +51,13 @@ def _inside(photo: Path, families: list[str], rounds: int) -> int:
     torch.set_num_threads(1)
     with Image.open(photo) as im:
         image = im.convert("RGB").resize(SIZE, Image.Resampling.LANCZOS)
-    print(f"{SIZE[0]}x{SIZE[1]}, 1 thread, torch {torch.__version__}, kernels "
+    data = b""
+    if jpeg:
+        out = io.BytesIO()
+        image.save(out, "JPEG", quality=90)
+        data = out.getvalue()
+    print(f"{SIZE[0]}x{SIZE[1]} {'JPEG bytes' if jpeg else 'PIL image'}, 1 thread, "
+          f"CPU {cpu_model()}, torch {torch.__version__}, kernels "
           f"{smg_fast.kernel_info()['selected']}, {rounds} rounds (medians of CPU ms)\n")
     print("| family | transformers torchvision ms | smg f32 ms | smg bf16 ms | copy floor ms "
           "| transformers / smg f32 | smg f32 / copy | transformers / copy |")
@@ -58,9 +70,10 @@ def _inside(photo: Path, families: list[str], rounds: int) -> int:
         kind = reference_return_tensors(ref)
 
         def reference(ref=ref, kind=kind) -> np.ndarray:
-            return np.asarray(ref(image, return_tensors=kind)["pixel_values"])
+            src = Image.open(io.BytesIO(data)) if jpeg else image
+            return np.asarray(ref(src, return_tensors=kind)["pixel_values"])
 
-        ratios, ms = timed(family, proc, reference, image, rounds)
+        ratios, ms = timed(family, proc, reference, data if jpeg else image, rounds)
         print(f"| {family} | {ms['ref']:.1f} | {ms['float32']:.2f} | {ms['bfloat16']:.2f} | "
               f"{ms['copy']:.2f} | {1 / ratios[f'{family} float32 / ref']:.1f}x | "
               f"{ratios[f'{family} float32 / copy']:.2f}x | "
@@ -75,16 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds (default 15)")
     parser.add_argument("--families", default=",".join(FAMILIES),
                         help=f"comma-separated (default {','.join(FAMILIES)})")
+    parser.add_argument("--jpeg", action="store_true",
+                        help="the input is JPEG bytes (decode included on both sides)")
     parser.add_argument("--photo", type=Path, help=argparse.SUPPRESS)  # set for the inner run
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     if args.rounds < 1 or not set(families) <= set(FAMILIES):
         parser.error(f"--rounds must be >= 1 and --families a subset of {','.join(FAMILIES)}")
     if args.photo is not None:
-        return _inside(args.photo, families, args.rounds)
+        return _inside(args.photo, families, args.rounds, args.jpeg)
 
     return rerun_in_oracle_venv(__file__, ["--rounds", str(args.rounds),
-                                           "--families", ",".join(families)])
+                                           "--families", ",".join(families),
+                                           *(["--jpeg"] if args.jpeg else [])])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 // AVX2 row kernels of the resampler, exact to Pillow's integer sums (see resample/avx2.hpp for the
-// horizontal pass's split weights; vertically, int32 multiplies with the sum as Pillow writes it).
+// horizontal pass's split weights; vertically, int32 multiplies with the sum as Pillow writes it,
+// or for torch's int16 weights one vpmaddwd per two rows).
 #include "resample/kernels.hpp"
 
 #if SMG_X86
@@ -55,14 +56,17 @@ __attribute__((target("avx2"))) inline __m256i window(const uint8_t* a0, const u
 // Chunk k of the rows (fits != 0). kTail: loads from offset last_load on run past the row's end
 // and read tails[y] instead, a zero-padded copy of the row's bytes from tail_off on (a load
 // starts at most 1 byte before the end); a separate instance, so the common one has no test.
-template <int C, int CO, bool kPixels, bool kShared, int kPairs, bool kTail>
+// kSingle: one vpmaddwd per pair of int16 weights, the sums shifted right by 22 - p.shift.
+template <int C, int CO, bool kPixels, bool kShared, int kPairs, bool kTail, bool kSingle>
 __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64_t in_stride, const Avx2HPlan& p,
                                                         uint8_t* out, int64_t out_stride, int64_t n_out, int k,
                                                         int rows, const uint8_t (*tails)[32], int64_t last_load,
                                                         int64_t tail_off) {
     constexpr int kChunkOut = kPixels ? 8 * CO : 32;
     const int pairs = kPairs ? kPairs : p.pairs;
-    const __m256i half = _mm256_set1_epi32(kHalf);
+    const int sh = kSingle ? kPrecisionBits - p.shift : kPrecisionBits;
+    const __m256i half = _mm256_set1_epi32(int32_t(1) << (sh - 1));
+    const __m128i shc = _mm_cvtsi32_si128(sh);
     // Group j holds chunk slots 8j..8j+7 (4 per half); after the packs the halves hold slots
     // 0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31: one vpermd restores the order.
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -91,7 +95,7 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
                     const __m256i v =
                         _mm256_shuffle_epi8(window<kShared>(row + b0 + 2 * q * C, row + b1 + 2 * q * C), mask);
                     lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
-                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                    if constexpr (!kSingle) hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
                 }
                 for (int q = qs; q < pairs; ++q) {
                     const int64_t f0 = b0 + 2 * q * C, f1 = b1 + 2 * q * C;
@@ -99,7 +103,7 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
                     const uint8_t* a1 = f1 <= last_load ? row + f1 : tails[y] + (f1 - tail_off);
                     const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0, a1), mask);
                     lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
-                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                    if constexpr (!kSingle) hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
                 }
             } else {
                 (void)tails;
@@ -111,11 +115,15 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
                 for (int q = 0; q < pairs; ++q) {
                     const __m256i v = _mm256_shuffle_epi8(window<kShared>(a0 + 2 * q * C, a1 + 2 * q * C), mask);
                     lo = _mm256_add_epi32(lo, _mm256_madd_epi16(v, load32(w[2 * q])));
-                    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
+                    if constexpr (!kSingle) hi = _mm256_add_epi32(hi, _mm256_madd_epi16(v, load32(w[2 * q + 1])));
                 }
             }
             // Pillow's ss >> 22; clip8's clamp is the two saturating packs below.
-            r[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), kPrecisionBits);
+            if constexpr (kSingle) {
+                r[j] = _mm256_sra_epi32(lo, shc);
+            } else {
+                r[j] = _mm256_sra_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo), shc);
+            }
         }
         __m256i b = _mm256_permutevar8x32_epi32(
             _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), order);
@@ -134,7 +142,7 @@ __attribute__((target("avx2"))) inline void hchunk_avx2(const uint8_t* in, int64
 
 // Rows in the inner loop: a chunk's plan (weights, masks) is read from L2 once and from L1 for
 // the other rows.
-template <int C, int CO, bool kPixels, bool kShared, int kPairs>
+template <int C, int CO, bool kPixels, bool kShared, int kPairs, bool kSingle>
 __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_stride, const AxisWeights& kn,
                                                 const Avx2HPlan& p, uint8_t* out, int64_t out_stride, int out_w,
                                                 int rows) {
@@ -150,11 +158,11 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
     }
     for (int k = 0; k < p.chunks; ++k) {
         if (p.fits[k] == 1) {
-            hchunk_avx2<C, CO, kPixels, kShared, kPairs, false>(in, in_stride, p, out, out_stride, n_out, k, rows,
-                                                                tails, last_load, tail_off);
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, false, kSingle>(in, in_stride, p, out, out_stride, n_out, k,
+                                                                         rows, tails, last_load, tail_off);
         } else if (p.fits[k] == 2) {
-            hchunk_avx2<C, CO, kPixels, kShared, kPairs, true>(in, in_stride, p, out, out_stride, n_out, k, rows, tails,
-                                                               last_load, tail_off);
+            hchunk_avx2<C, CO, kPixels, kShared, kPairs, true, kSingle>(in, in_stride, p, out, out_stride, n_out, k,
+                                                                        rows, tails, last_load, tail_off);
         } else {
             const int64_t o0 = int64_t(k) * kChunkOut, o1 = std::min(n_out, o0 + kChunkOut);
             for (int y = 0; y < rows; ++y) hbytes_scalar<C, CO>(in + y * in_stride, kn, out + y * out_stride, o0, o1);
@@ -162,15 +170,29 @@ __attribute__((target("avx2"))) void hrows_avx2(const uint8_t* in, int64_t in_st
     }
 }
 
+template <int C, int CO, bool kPixels, bool kShared, bool kSingle>
+void hrows_avx2_weights(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Avx2HPlan& p, uint8_t* out,
+                        int64_t out_stride, int out_w, int rows) {
+#define SMG_HPAIRS(N) \
+    hrows_avx2<C, CO, kPixels, kShared, N, kSingle>(in, in_stride, kn, p, out, out_stride, out_w, rows)
+    switch (p.pairs) {  // upscaling: 2 (BICUBIC), 1 (BILINEAR), 3 (LANCZOS); mild downscaling: 3-4
+        case 1: SMG_HPAIRS(1); break;
+        case 2: SMG_HPAIRS(2); break;
+        case 3: SMG_HPAIRS(3); break;
+        case 4: SMG_HPAIRS(4); break;
+        default: SMG_HPAIRS(0); break;
+    }
+#undef SMG_HPAIRS
+}
+
+// The split weights' instances or the single int16 weights' ones.
 template <int C, int CO, bool kPixels, bool kShared>
 void hrows_avx2_pairs(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Avx2HPlan& p, uint8_t* out,
                       int64_t out_stride, int out_w, int rows) {
-    switch (p.pairs) {  // upscaling: 2 (BICUBIC), 1 (BILINEAR), 3 (LANCZOS); mild downscaling: 3-4
-        case 1: hrows_avx2<C, CO, kPixels, kShared, 1>(in, in_stride, kn, p, out, out_stride, out_w, rows); break;
-        case 2: hrows_avx2<C, CO, kPixels, kShared, 2>(in, in_stride, kn, p, out, out_stride, out_w, rows); break;
-        case 3: hrows_avx2<C, CO, kPixels, kShared, 3>(in, in_stride, kn, p, out, out_stride, out_w, rows); break;
-        case 4: hrows_avx2<C, CO, kPixels, kShared, 4>(in, in_stride, kn, p, out, out_stride, out_w, rows); break;
-        default: hrows_avx2<C, CO, kPixels, kShared, 0>(in, in_stride, kn, p, out, out_stride, out_w, rows); break;
+    if (p.shift >= 0) {
+        hrows_avx2_weights<C, CO, kPixels, kShared, true>(in, in_stride, kn, p, out, out_stride, out_w, rows);
+    } else {
+        hrows_avx2_weights<C, CO, kPixels, kShared, false>(in, in_stride, kn, p, out, out_stride, out_w, rows);
     }
 }
 
@@ -234,15 +256,51 @@ __attribute__((target("avx2"))) int vertical_steps(const uint8_t* first, int64_t
     return x;
 }
 
+// Weights w16 * 2^s (row_int16_shift): two rows' bytes interleaved as int16 pairs, one vpmaddwd
+// per tap pair and 8 bytes; the unpacks and the packs both work within 128-bit lanes, so the
+// bytes come back in order. Returns the bytes done (whole 32-byte steps).
+__attribute__((target("avx2"))) int vertical_steps_int16(const uint8_t* first, int64_t stride, const int32_t* k,
+                                                         int taps, int s, uint8_t* out, int len) {
+    const int sh = kPrecisionBits - s;
+    const __m256i rnd = _mm256_set1_epi32(int32_t(1) << (sh - 1));
+    const __m128i shc = _mm_cvtsi32_si128(sh);
+    const __m256i zero = _mm256_setzero_si256();
+    int x = 0;
+    for (; x + 32 <= len; x += 32) {
+        __m256i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+        const uint8_t* r = first + x;
+        for (int j = 0; j < taps; j += 2, r += 2 * stride) {
+            const bool pair = j + 1 < taps;  // an odd last tap pairs its row with itself, weight 0
+            const uint32_t w0 = uint16_t(k[j] >> s), w1 = pair ? uint16_t(k[j + 1] >> s) : 0;
+            const __m256i w = _mm256_set1_epi32(int32_t(w0 | (w1 << 16)));
+            const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
+            const __m256i q = pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + stride)) : p;
+            const __m256i lo = _mm256_unpacklo_epi8(p, q), hi = _mm256_unpackhi_epi8(p, q);
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_unpacklo_epi8(lo, zero), w));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_unpackhi_epi8(lo, zero), w));
+            a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_unpacklo_epi8(hi, zero), w));
+            a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_unpackhi_epi8(hi, zero), w));
+        }
+        // clip8's clamp is the two saturating packs
+        const __m256i p01 = _mm256_packs_epi32(_mm256_sra_epi32(a0, shc), _mm256_sra_epi32(a1, shc));
+        const __m256i p23 = _mm256_packs_epi32(_mm256_sra_epi32(a2, shc), _mm256_sra_epi32(a3, shc));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_packus_epi16(p01, p23));
+    }
+    return x;
+}
+
 // Rows the horizontal kernel takes together.
 constexpr int kRows = 4;
 
 }  // namespace
 
-// Register-blocked 64-byte steps, the compiler's AVX2 loop for the rest.
+// Register-blocked steps (int16 pairs for torch's weights, else int32 multiplies), the compiler's
+// AVX2 loop for the rest.
 __attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k, int taps,
                                                        uint8_t* out, int len) {
-    const int done = vertical_steps(first, stride, k, taps, out, len);
+    const int s = row_int16_shift(k, taps);
+    const int done = s >= 0 ? vertical_steps_int16(first, stride, k, taps, s, out, len)
+                            : vertical_steps(first, stride, k, taps, out, len);
     if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
 

@@ -2,7 +2,9 @@
 // weights are too wide for 16-bit multiplies, so each is split exactly as k = hi * 2^11 + lo (lo
 // in [0, 2^11), hi in int16) and two vpmaddwd dot products over int16 pixel pairs are recombined
 // as (sum_hi << 11) + sum_lo: the same int32 sum Pillow computes (wrapping alike, were it to
-// wrap). Vertical: int32 multiplies, the sum as Pillow writes it.
+// wrap); weights that are int16 values times a power of two (torch's) take one vpmaddwd.
+// Vertical: int32 multiplies, the sum as Pillow writes it (or, for torch's weights, one vpmaddwd
+// per two rows).
 // The horizontal plan shared by resample/avx2_plan.cpp (which makes it) and resample/avx2.cpp
 // (which reads it); x86-64 only (SMG_X86).
 #pragma once
@@ -39,6 +41,7 @@ struct Avx2HPlan : HorizontalPlan {
     std::vector<Vec32> masks;    // per group: vpshufb control, bytes 4s, 4s+2 = slot s's sources
     std::vector<Vec32> weights;  // per group and pair: (lo, lo) then (hi, hi) int16 pairs per slot
     std::vector<uint8_t> fits;   // per chunk: 0 no, 1 yes, 2 yes with loads past the row's end
+    int shift = -1;              // int16_weight_shift: >= 0, the (lo, lo) pairs hold w >> shift alone
 };
 
 }  // namespace smg

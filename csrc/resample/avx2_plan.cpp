@@ -33,6 +33,7 @@ Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO,
     p.weights.assign(groups * p.pairs * 2, Vec32{});
     p.fits.assign(p.chunks, 0);
     p.row_bytes = int64_t(in_w) * C;
+    p.shift = int16_weight_shift(kn);
     // The highest base whose loads (16 bytes at base + 2 * q * C) all stay inside the row; a
     // chunk with a higher base (or a narrow row's empty half at 0) reads the padded tail copy.
     const int64_t last_base = p.row_bytes - 16 - int64_t(2) * (p.pairs - 1) * C;
@@ -88,7 +89,12 @@ Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO,
                     const int32_t* w = &kn.weights[size_t(x[s]) * taps];
                     for (int t = 0; t < taps; ++t) {
                         int16_t lo, hi;
-                        if (!split_weight(w[t], lo, hi)) fits = false;
+                        if (p.shift >= 0) {  // the int16 weight alone (exact: a multiple of 2^shift)
+                            lo = int16_t(w[t] / (int32_t(1) << p.shift));
+                            hi = 0;
+                        } else if (!split_weight(w[t], lo, hi)) {
+                            fits = false;
+                        }
                         Vec32* wq = &p.weights[(g * p.pairs + t / 2) * 2];
                         std::memcpy(&wq[0].b[4 * s + 2 * (t % 2)], &lo, 2);
                         std::memcpy(&wq[1].b[4 * s + 2 * (t % 2)], &hi, 2);

@@ -1,9 +1,11 @@
 // AVX-512 row kernels of the resampler, exact to Pillow's integer sums. Vertical (F/BW/VL): 64
-// output bytes per step in four int32 accumulators. Horizontal (VBMI, RGB and RGBX): 16 output
+// output bytes per step in four int32 accumulators (int32 multiplies, or for int16 weights times
+// a power of two, torch's, one vpmaddwd per two rows). Horizontal (VBMI, RGB and RGBX): 16 output
 // pixels per group, one channel per register; the source pixels a group reads lie in a 128-byte
 // window, or each half's in its own (checked per group when planning), so each tap pair is one
 // vpermi2b (two, for halves) that drops the right bytes into every int32 lane, and two dot
 // products of the split weights (resample/fixed.hpp): vpmaddwd + vpaddd, or one VNNI vpdpwssd.
+// Weights that are int16 values times a power of two (torch's) take one dot product per pair.
 #include "resample/kernels.hpp"
 
 #if SMG_X86
@@ -37,6 +39,7 @@ struct VbmiPlan : HorizontalPlan {
     std::vector<Fit> fits;       // how the group reads its source
     std::vector<Vec64> offsets;  // per group: bytes 4i, 4i+2 = C * (start[16g + i] - its base), + C
     std::vector<Vec64> weights;  // per group and tap pair: low, then high int16 weight pairs
+    int shift = -1;              // int16_weight_shift: >= 0, the low pairs hold w >> shift alone
 };
 
 }  // namespace
@@ -50,11 +53,48 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline __m128i clip8
     return _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32(v, kPrecisionBits), _mm512_setzero_si512()));
 }
 
+// Weights w16 * 2^s: two rows' bytes interleaved as int16 pairs, one vpmaddwd per tap pair and
+// 16 bytes; (sum + 2^(21 - s)) >> (22 - s) is Pillow's (sum * 2^s + 2^21) >> 22. The unpacks and
+// the packs both work within 128-bit lanes, so the bytes come back in order. Returns the bytes
+// done (whole 64-byte steps).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static int vertical_steps_int16(const uint8_t* first,
+                                                                                     int64_t stride, const int32_t* k,
+                                                                                     int taps, int s, uint8_t* out,
+                                                                                     int len) {
+    const int sh = kPrecisionBits - s;
+    const __m512i rnd = _mm512_set1_epi32(int32_t(1) << (sh - 1));
+    const __m128i shc = _mm_cvtsi32_si128(sh);
+    const __m512i zero = _mm512_setzero_si512();
+    int x = 0;
+    for (; x + 64 <= len; x += 64) {
+        __m512i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+        const uint8_t* r = first + x;
+        for (int j = 0; j < taps; j += 2, r += 2 * stride) {
+            const bool pair = j + 1 < taps;  // an odd last tap pairs its row with itself, weight 0
+            const uint32_t w0 = uint16_t(k[j] >> s), w1 = pair ? uint16_t(k[j + 1] >> s) : 0;
+            const __m512i w = _mm512_set1_epi32(int32_t(w0 | (w1 << 16)));
+            const __m512i p = _mm512_loadu_si512(r);
+            const __m512i q = pair ? _mm512_loadu_si512(r + stride) : p;
+            const __m512i lo = _mm512_unpacklo_epi8(p, q), hi = _mm512_unpackhi_epi8(p, q);
+            a0 = _mm512_add_epi32(a0, _mm512_madd_epi16(_mm512_unpacklo_epi8(lo, zero), w));
+            a1 = _mm512_add_epi32(a1, _mm512_madd_epi16(_mm512_unpackhi_epi8(lo, zero), w));
+            a2 = _mm512_add_epi32(a2, _mm512_madd_epi16(_mm512_unpacklo_epi8(hi, zero), w));
+            a3 = _mm512_add_epi32(a3, _mm512_madd_epi16(_mm512_unpackhi_epi8(hi, zero), w));
+        }
+        // clip8's clamp is the two saturating packs
+        const __m512i p01 = _mm512_packs_epi32(_mm512_sra_epi32(a0, shc), _mm512_sra_epi32(a1, shc));
+        const __m512i p23 = _mm512_packs_epi32(_mm512_sra_epi32(a2, shc), _mm512_sra_epi32(a3, shc));
+        _mm512_storeu_si512(out + x, _mm512_packus_epi16(p01, p23));
+    }
+    return x;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void vertical_row_avx512(const uint8_t* first, int64_t stride,
                                                                               const int32_t* k, int taps, uint8_t* out,
                                                                               int len) {
     const __m512i half = _mm512_set1_epi32(kHalf);
-    int x = 0;
+    const int s = row_int16_shift(k, taps);
+    int x = s >= 0 ? vertical_steps_int16(first, stride, k, taps, s, out, len) : 0;
     for (; x + 64 <= len; x += 64) {
         __m512i a0 = half, a1 = half, a2 = half, a3 = half;
         const uint8_t* r = first + x;
@@ -137,10 +177,11 @@ __attribute__((target("avx512f,avx512bw"))) inline void load_window(const uint8_
 // (w0, w1), pixels 8-15 the second (w2, w3). kPairs: the plan's tap pairs when known at compile
 // time (0: pairs); with it fixed the channel and pair loops unroll into independent accumulator
 // chains.
-template <int C, int CO, bool VNNI, int kPairs, bool kHalves>
+// kSingle: one dot product per pair of int16 weights, rounded by rnd and shifted right by sh.
+template <int C, int CO, bool VNNI, int kPairs, bool kHalves, bool kSingle>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) inline void vbmi_group(
     __m512i w0, __m512i w1, __m512i w2, __m512i w3, const Vec64& offsets, const Vec64* wt, int pairs, __m512i ilv,
-    uint8_t* out, int n) {
+    __m512i rnd, __m128i sh, uint8_t* out, int n) {
     const __m512i half = _mm512_set1_epi32(kHalf);
     const __m512i zero = _mm512_setzero_si512();
     constexpr __mmask64 kPair = 0x5555555555555555ULL;  // bytes 0 and 2 of each int32 lane
@@ -162,12 +203,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) inlin
                 v = _mm512_maskz_permutex2var_epi8(kPair, w0, idx, w1);
             }
             lo = dot_pairs<VNNI>(lo, v, _mm512_load_si512(wt[2 * q].b));
-            hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
+            if constexpr (!kSingle) hi = dot_pairs<VNNI>(hi, v, _mm512_load_si512(wt[2 * q + 1].b));
         }
         // Pillow's (ss >> 22); clip8's clamp to 0..255 is the two saturating packs below
         // (the shifted sums are far inside int16).
-        ch[c] =
-            _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half), kPrecisionBits);
+        if constexpr (kSingle) {
+            ch[c] = _mm512_sra_epi32(_mm512_add_epi32(lo, rnd), sh);
+        } else {
+            ch[c] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 11), lo), half),
+                                      kPrecisionBits);
+        }
     }
     const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(ch[0], ch[1]), _mm512_packus_epi32(ch[2], ch[3]));
     const __m512i rgb = _mm512_permutexvar_epi8(ilv, packed);
@@ -175,7 +220,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) inlin
     _mm512_mask_storeu_epi8(out, store, rgb);
 }
 
-template <int C, int CO, bool VNNI, int kPairs>
+template <int C, int CO, bool VNNI, int kPairs, bool kSingle>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void horizontal_row_vbmi_impl(
     const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out, int out_w) {
     const int64_t row_bytes = int64_t(in_w) * C;
@@ -188,6 +233,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
         ilv_b[i] = uint8_t(i < 16 * CO ? 16 * (px / 4) + 4 * c + px % 4 : 0);
     }
     const __m512i ilv = _mm512_load_si512(ilv_b);
+    const int sh = kSingle ? kPrecisionBits - plan.shift : kPrecisionBits;
+    const __m512i rnd = _mm512_set1_epi32(int32_t(1) << (sh - 1));
+    const __m128i shc = _mm_cvtsi32_si128(sh);
     const int groups = (out_w + 15) / 16;
     for (int g = 0; g < groups; ++g) {
         const int x0 = g * 16, n = std::min(16, out_w - x0);
@@ -198,28 +246,41 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vnni"))) void 
             case Fit::Pixels: horizontal_row_sse<C, CO>(in, kn, out, out_w, x0, x0 + n); break;
             case Fit::Whole:
                 load_window(in, row_bytes, int64_t(plan.base[g]) * C, w0, w1);
-                vbmi_group<C, CO, VNNI, kPairs, false>(w0, w1, w0, w1, plan.offsets[g], wt, plan.pairs, ilv, o, n);
+                vbmi_group<C, CO, VNNI, kPairs, false, kSingle>(w0, w1, w0, w1, plan.offsets[g], wt, plan.pairs, ilv,
+                                                                rnd, shc, o, n);
                 break;
             case Fit::Halves: {
                 __m512i w2, w3;
                 load_window(in, row_bytes, int64_t(plan.base[g]) * C, w0, w1);
                 load_window(in, row_bytes, int64_t(plan.base_hi[g]) * C, w2, w3);
-                vbmi_group<C, CO, VNNI, kPairs, true>(w0, w1, w2, w3, plan.offsets[g], wt, plan.pairs, ilv, o, n);
+                vbmi_group<C, CO, VNNI, kPairs, true, kSingle>(w0, w1, w2, w3, plan.offsets[g], wt, plan.pairs, ilv,
+                                                               rnd, shc, o, n);
                 break;
             }
         }
     }
 }
 
-template <int C, int CO, bool VNNI>
+template <int C, int CO, bool VNNI, bool kSingle>
 void horizontal_row_vbmi_pairs(const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out,
                                int out_w) {
     switch (plan.pairs) {  // upscaling: 4 nonzero taps (BICUBIC), 6 (LANCZOS); mild downscaling: 5-8
-        case 2: horizontal_row_vbmi_impl<C, CO, VNNI, 2>(in, in_w, kn, plan, out, out_w); break;
-        case 3: horizontal_row_vbmi_impl<C, CO, VNNI, 3>(in, in_w, kn, plan, out, out_w); break;
-        case 4: horizontal_row_vbmi_impl<C, CO, VNNI, 4>(in, in_w, kn, plan, out, out_w); break;
-        case 5: horizontal_row_vbmi_impl<C, CO, VNNI, 5>(in, in_w, kn, plan, out, out_w); break;
-        default: horizontal_row_vbmi_impl<C, CO, VNNI, 0>(in, in_w, kn, plan, out, out_w); break;
+        case 2: horizontal_row_vbmi_impl<C, CO, VNNI, 2, kSingle>(in, in_w, kn, plan, out, out_w); break;
+        case 3: horizontal_row_vbmi_impl<C, CO, VNNI, 3, kSingle>(in, in_w, kn, plan, out, out_w); break;
+        case 4: horizontal_row_vbmi_impl<C, CO, VNNI, 4, kSingle>(in, in_w, kn, plan, out, out_w); break;
+        case 5: horizontal_row_vbmi_impl<C, CO, VNNI, 5, kSingle>(in, in_w, kn, plan, out, out_w); break;
+        default: horizontal_row_vbmi_impl<C, CO, VNNI, 0, kSingle>(in, in_w, kn, plan, out, out_w); break;
+    }
+}
+
+// The split weights' instance or the single int16 weights' one.
+template <int C, int CO, bool VNNI>
+void horizontal_row_vbmi_weights(const uint8_t* in, int in_w, const AxisWeights& kn, const VbmiPlan& plan, uint8_t* out,
+                                 int out_w) {
+    if (plan.shift >= 0) {
+        horizontal_row_vbmi_pairs<C, CO, VNNI, true>(in, in_w, kn, plan, out, out_w);
+    } else {
+        horizontal_row_vbmi_pairs<C, CO, VNNI, false>(in, in_w, kn, plan, out, out_w);
     }
 }
 
@@ -232,11 +293,11 @@ void rows_vbmi(const HorizontalPlan& plan, const AxisWeights& kn, const ImageVie
     // The per-pixel path of groups that do not fit reads one byte past a 3-channel row.
     each_row(src, row0, y0, y1, out, out_stride, C == 3, [&](const uint8_t* in, uint8_t* o) {
         if (C == 4 && CO == 3) {  // RGBX in, RGB out
-            horizontal_row_vbmi_pairs<4, 3, VNNI>(in, in_w, kn, p, o, out_w);
+            horizontal_row_vbmi_weights<4, 3, VNNI>(in, in_w, kn, p, o, out_w);
         } else if (C == 4) {
-            horizontal_row_vbmi_pairs<4, 4, VNNI>(in, in_w, kn, p, o, out_w);
+            horizontal_row_vbmi_weights<4, 4, VNNI>(in, in_w, kn, p, o, out_w);
         } else {
-            horizontal_row_vbmi_pairs<3, 3, VNNI>(in, in_w, kn, p, o, out_w);
+            horizontal_row_vbmi_weights<3, 3, VNNI>(in, in_w, kn, p, o, out_w);
         }
     });
 }
@@ -293,7 +354,11 @@ void fill_vbmi_plan(const AxisWeights& kn, int out_w, VbmiPlan& p, int C) {
             p.offsets[g].b[4 * i + 2] = uint8_t(off + C);
             for (int j = 0; j < taps; ++j) {
                 const int32_t w = kn.weights[size_t(x0 + i) * taps + j];
-                const int16_t lo = int16_t(w & 2047), hi = int16_t(w >> 11);
+                int16_t lo = int16_t(w & 2047), hi = int16_t(w >> 11);
+                if (p.shift >= 0) {  // the int16 weight alone (exact: w is a multiple of 2^shift)
+                    lo = int16_t(w / (int32_t(1) << p.shift));
+                    hi = 0;
+                }
                 Vec64* pair = &p.weights[(size_t(g) * p.pairs + j / 2) * 2];
                 std::memcpy(&pair[0].b[4 * i + 2 * (j % 2)], &lo, 2);
                 std::memcpy(&pair[1].b[4 * i + 2 * (j % 2)], &hi, 2);
@@ -313,6 +378,7 @@ std::unique_ptr<HorizontalPlan> horizontal_plan_vbmi(const AxisWeights& kn, int,
     // are laid out).
     const int pixels = classify_groups(kn, out_w, C, *p);
     if (int64_t(pixels) * 16 > int64_t(p->fits.size())) return nullptr;
+    p->shift = int16_weight_shift(kn);
     fill_vbmi_plan(kn, out_w, *p, C);
     return p;
 }

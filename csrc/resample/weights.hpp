@@ -46,4 +46,10 @@ struct WeightWindows {
 // The weights of these windows (trimmed to their nonzero runs, padded to a common tap count).
 AxisWeights pack_weights(int in_size, const WeightWindows& win);
 
+// The largest s (at most kPrecisionBits - 1) such that every weight is w16 * 2^s with w16 in
+// int16, or -1 when there is none. torch's weights are int16 values scaled this way, so a kernel
+// can take one 16-bit dot product per tap pair instead of the split's two: with S = sum(pixel *
+// w16), Pillow's (S * 2^s + 2^21) >> 22 is exactly (S + 2^(21 - s)) >> (22 - s).
+int int16_weight_shift(const AxisWeights& kn);
+
 }  // namespace smg

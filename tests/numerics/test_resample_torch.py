@@ -68,6 +68,28 @@ def test_lanczos_sweep_equals_torch():
         assert np.array_equal(ours, torch_resize(img, ow, oh, "lanczos")), (w, h, ow, oh)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_downscale_sweep_equals_torch(mode):
+    """Shrinks from 1.01x to 60x along each axis, RGB and RGBX, wide enough for every SIMD step.
+
+    torch's weights are int16 values at a precision that grows with the scale: the row kernels
+    take them in one 16-bit dot product per tap pair (two rows, vertically) at every precision
+    the sweep reaches."""
+    filt = {"bilinear": _native.Filter.BILINEAR, "bicubic": BICUBIC}[mode]
+    rng = np.random.default_rng(23)
+    for factor in (1.01, 1.1, 1.4, 1.8, 2.0, 2.5, 3.3, 4.4, 6.0, 9.5, 17.0, 31.0, 60.0):
+        w = int(rng.integers(400, 1400))
+        ow = max(1, int(w / factor))
+        for channels in (3, 4):
+            img = rng.integers(0, 256, (3, w, channels), np.uint8)
+            ours = _native.resize(img, ow, 2, filt, ORDER, TORCH)
+            assert np.array_equal(ours, torch_resize(img, ow, 2, mode)), (mode, w, ow, channels)
+            # 45 pixels: whole 64- and 32-byte vertical steps and the bytes after them
+            tall = rng.integers(0, 256, (w, 45, channels), np.uint8)
+            ours = _native.resize(tall, 45, ow, filt, ORDER, TORCH)
+            assert np.array_equal(ours, torch_resize(tall, 45, ow, mode)), (mode, w, ow, channels)
+
+
 def test_real_photo_equals_torch(real_images):
     img = np.asarray(real_images.rgb("astronaut"))
     for ow, oh in ((308, 308), (1036, 1036), (140, 532)):
