@@ -11,7 +11,9 @@
 #include "decode/jpeg_pipeline.hpp"
 #include "normalize/expand.hpp"
 #include "normalize/lut.hpp"
+#include "patchify/layout.hpp"
 #include "pipeline.hpp"
+#include "planar.hpp"
 
 namespace smg::bind {
 
@@ -20,9 +22,10 @@ namespace {
 py::tuple triple(const double* v) { return py::make_tuple(v[0], v[1], v[2]); }
 
 int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int grid_h, int grid_w, py::array dst,
-           int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg,
-           std::optional<py::array> secs) {
+           int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg, std::optional<py::array> secs,
+           int left, int top) {
     const ImageView in = image_view(src, "run");
+    if (jpeg && (left || top)) throw py::value_error("run: jpeg takes no placement (left, top)");
     if (jpeg && (fmt.is_none() || fmt.cast<PixelFormat>() != PixelFormat::RGB || !src.writeable()))
         throw py::value_error("run: with jpeg, src must be a writable RGB (H, W, 3) array and fmt RGB");
     if (secs && (!jpeg || !secs->dtype().equal(py::dtype::of<double>()) || secs->size() < 1 || !secs->writeable()))
@@ -42,11 +45,35 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
     auto* img = jpeg ? static_cast<uint8_t*>(src.mutable_data()) : nullptr;
     py::gil_scoped_release release;
     if (!jpeg) {
-        pl.run(in, f, resize_w, resize_h, grid_h, grid_w, out);
+        pl.run_placed(in, f, resize_w, resize_h, left, top, grid_h, grid_w, out);
         return int(JpegStatus::Whole);
     }
     return int(jpeg_decode_run(pl, static_cast<const uint8_t*>(b.ptr), size_t(b.size), img, in.stride, in.width,
                                in.height, resize_w, resize_h, grid_h, grid_w, out, decode_s));
+}
+
+void patches_to_planar_py(const py::array& patches, int grid_h, int grid_w, int patch, py::array dst, int64_t offset,
+                          int64_t canvas_h, int64_t canvas_w) {
+    if (grid_h < 1 || grid_w < 1 || patch < 1 || patch > kMaxImagePatch || canvas_h > kMaxSide || canvas_w > kMaxSide ||
+        canvas_h < int64_t(grid_h) * patch || canvas_w < int64_t(grid_w) * patch)
+        throw py::value_error(
+            "patches_to_planar: grid and patch must be positive, the canvas (at most 2^20 per side) at least "
+            "the grid's pixels");
+    const auto esize = patches.itemsize();
+    if (!(patches.flags() & py::array::c_style) || patches.size() != int64_t(grid_h) * grid_w * 3 * patch * patch)
+        throw py::value_error(
+            "patches_to_planar: patches must be C-contiguous, grid_h * grid_w * 3 * patch^2 elements");
+    if (!dst.dtype().equal(patches.dtype()) || !(dst.flags() & py::array::c_style) || !dst.writeable())
+        throw py::value_error("patches_to_planar: dst must be a writable C-contiguous array of patches' dtype");
+    const int64_t need = 3 * canvas_h * canvas_w;
+    if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
+        throw py::value_error("patches_to_planar: dst too small for the canvas at this offset");
+    const auto* in = static_cast<const char*>(patches.data());
+    char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
+    if (in < out + need * esize && out < in + patches.size() * esize)
+        throw py::value_error("patches_to_planar: patches and dst overlap");
+    py::gil_scoped_release release;
+    patches_to_planar(in, grid_h, grid_w, patch, int(esize), out, canvas_h, canvas_w);
 }
 
 void expand_lut_py(const py::array& codes, const py::array& lut, int64_t run, py::array out) {
@@ -76,6 +103,12 @@ void bind_pipeline(py::module_& m) {
           "runs of `run` elements per channel) back to the table's values. lut: 3 x 256 of 2- or 4-byte\n"
           "elements (a Pipeline's lut); out: as many elements as codes, of lut's item size. Releases the GIL;\n"
           "uses the native thread pool.");
+    m.def("patches_to_planar", &patches_to_planar_py, py::arg("patches"), py::arg("grid_h"), py::arg("grid_w"),
+          py::arg("patch"), py::arg("dst"), py::arg("offset"), py::arg("canvas_h"), py::arg("canvas_w"),
+          "Lays a Pipeline's row-major grid_h x grid_w channel-first patches (merge 1, temporal 1) out as\n"
+          "one channel-first image (3, canvas_h, canvas_w) in the flat C-contiguous array dst from element\n"
+          "offset on: the grid's pixels at the top left, every other value zero. dst has patches' dtype and\n"
+          "does not overlap them. Releases the GIL; uses the native thread pool.");
     py::class_<Pipeline>(m, "Pipeline",
                          "Resize + normalize + patchify for one processor and output dtype.\n\n"
                          "Everything fixed per processor is validated once here, including the 3 x 256\n"
@@ -96,11 +129,14 @@ void bind_pipeline(py::module_& m) {
              "temporal other than 1, a zero or non-finite std, a non-finite mean.")
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
-             py::arg("jpeg") = py::none(), py::arg("decode_seconds") = py::none(),
+             py::arg("jpeg") = py::none(), py::arg("decode_seconds") = py::none(), py::arg("left") = 0,
+             py::arg("top") = 0,
              "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3 channels, RGBX\n"
              "for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the pipeline's\n"
              "dtype, into the flat C-contiguous array dst from element offset on; grid cells past the resized image\n"
-             "are padding (pixel value 0). Formats other than RGB / RGBX are converted while read, through small\n"
+             "are padding (pixel value 0); left / top place the resized image that far into the grid's canvas (the\n"
+             "canvas around it padding too; not with jpeg). Formats other than RGB / RGBX are converted while read, "
+             "through small\n"
              "pooled bands. Releases the GIL. jpeg (bytes): src (RGB) is filled by jpeg_decode while the core reads\n"
              "its finished rows; returns jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded),\n"
              "else 0; with decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.")

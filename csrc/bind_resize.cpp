@@ -1,9 +1,11 @@
 // The resampler alone (resize, the rows a band reads) and the pixel-format conversion alone.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "bind_common.hpp"
 #include "convert.hpp"
+#include "parallel.hpp"
 #include "resample/float_bicubic.hpp"
 #include "resample/opencv_cubic.hpp"
 #include "resample/resizer.hpp"
@@ -37,6 +39,29 @@ py::array resize_py(const py::array& src, int out_w, int out_h, Filter filter, P
         py::gil_scoped_release release;
         resize(in, ov, filter, order, rs);
     }
+    return out;
+}
+
+// src read in a pixel format and resized; 3 channels out where the Resizer makes that free.
+py::array resize_rgb_py(const py::array& src, int out_w, int out_h, Filter filter, PassOrder order, Resampler rs,
+                        PixelFormat fmt) {
+    const ImageView in = image_view(src, "resize_rgb");
+    const PixelFormat f = checked_format(py::cast(fmt), in, "resize_rgb");
+    check_resize(out_w, out_h, filter, order, rs);
+    const Resizer resizer(in, out_w, out_h, filter, order, rs, /*rgb_out=*/true, f);
+    const int C = resizer.out_channels();
+    py::array_t<uint8_t> out({int64_t(out_h), int64_t(out_w), int64_t(C)});
+    uint8_t* o = out.mutable_data();
+    const int64_t stride = int64_t(out_w) * C;
+    constexpr int kBand = 32;  // output rows per unit: the intermediate of a band stays in cache
+    py::gil_scoped_release release;
+    parallel_for((out_h + kBand - 1) / kBand, 1, [&](int64_t b, int64_t e) {
+        RowCarry carry;
+        for (int64_t i = b; i < e; ++i) {
+            const int y0 = int(i) * kBand, y1 = std::min(out_h, y0 + kBand);
+            resizer.rows(y0, y1, o + int64_t(y0) * stride, stride, &carry);
+        }
+    });
     return out;
 }
 
@@ -162,8 +187,6 @@ void bind_resize(py::module_& m) {
           "torch's float32 bicubic resize without antialias (F.interpolate, align_corners=False) of\n"
           "the canvas whose rows x cols tiles src holds ((rows * cols, C, th, tw), row by row) into\n"
           "out ((C, h, w)), bit for bit. Releases the GIL.");
-}
-
     m.def("resize_opencv_cubic", &resize_opencv_cubic_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"),
           py::arg("mean") = py::none(), py::arg("std") = py::none(), py::arg("channels") = 0,
           "OpenCV's INTER_CUBIC resize (cv::resize without IPP) of a packed uint8 or C-contiguous float32\n"
@@ -171,6 +194,12 @@ void bind_resize(py::module_& m) {
           "channel) each value v becomes (v / 255 - mean) / std in float32 and the result is\n"
           "channel-first (C, out_h, out_w). channels > 0 reads only the first channels of each pixel.\n"
           "Releases the GIL.");
+    m.def("resize_rgb", &resize_rgb_py, py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"),
+          py::arg("pass_order"), py::arg("resampler"), py::arg("fmt"),
+          "resize() of the packed uint8 image src read in PixelFormat fmt (converted to RGB as run() reads it):\n"
+          "a new (out_h, out_w, C) array, C 3, or 4 for an RGB / RGBX source where dropping the pad byte\n"
+          "is not free (its 4th channel is then the pad byte resized). Releases the GIL; uses the native\n"
+          "thread pool.");
     m.def("to_rgb", &to_rgb_py, py::arg("src"), py::arg("fmt"),
           "The packed uint8 image src read in PixelFormat fmt, converted to a new (H, W, 3) RGB array\n"
           "exactly as run() converts it. Releases the GIL.");

@@ -1,6 +1,7 @@
 #include "pipeline.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -59,18 +60,26 @@ int64_t Pipeline::output_elems(int resize_w, int resize_h, int grid_h, int grid_
 
 void Pipeline::run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
                    void* dst) const {
-    run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, nullptr);
+    run_impl(src, fmt, resize_w, resize_h, 0, 0, grid_h, grid_w, dst, nullptr);
+}
+
+void Pipeline::run_placed(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top,
+                          int grid_h, int grid_w, void* dst) const {
+    run_impl(src, fmt, resize_w, resize_h, left, top, grid_h, grid_w, dst, nullptr);
 }
 
 bool Pipeline::run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
                              void* dst, const Producer& produce) const {
-    return run_impl(src, fmt, resize_w, resize_h, grid_h, grid_w, dst, &produce);
+    return run_impl(src, fmt, resize_w, resize_h, 0, 0, grid_h, grid_w, dst, &produce);
 }
 
-bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
-                        void* dst, const Producer* produce) const {
+bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top,
+                        int grid_h, int grid_w, void* dst, const Producer* produce) const {
     const WorkScope busy;
     output_elems(resize_w, resize_h, grid_h, grid_w);
+    if (left < 0 || top < 0 || int64_t(left) + resize_w > int64_t(grid_w) * patch_ ||
+        int64_t(top) + resize_h > int64_t(grid_h) * patch_)
+        throw std::invalid_argument("the placed image must lie inside the patch grid (left, top >= 0)");
     if (!is_valid_format(fmt)) throw std::invalid_argument("unknown pixel format " + std::to_string(int(fmt)));
     if (src.channels != format_channels(fmt))
         throw std::invalid_argument("pixel format " + std::to_string(int(fmt)) + " reads " +
@@ -86,7 +95,8 @@ bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int
     // in cache when the patchifier reads it.
     const int band_rows = L.merge * L.patch;
     const int C = resizer.out_channels();
-    const int64_t stride = int64_t(resize_w) * C;
+    // A band row is the canvas row up to the image's right edge: `left` pixels of 0, then the image.
+    const int64_t stride = int64_t(left + resize_w) * C;
     // With a producer, unit 0 produces the source and unit 1 + bh is block row bh. The pool hands
     // out units in order, so the producer is running before any block row waits on its rows (and
     // on one thread it simply runs first).
@@ -112,14 +122,24 @@ bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int
         }
         ScratchBuffer band(size_t(stride) * band_rows + 64);
         RowCarry carry;
+        uint8_t* const rows = band.as<uint8_t>();
         for (int64_t bh = b - first; bh < e - first; ++bh) {
             const int y0 = int(bh) * band_rows;
-            const int h = std::max(0, std::min(band_rows, resize_h - y0));
+            // Canvas rows [a, z) of this block row hold image rows [a - top, z - top); the band
+            // holds canvas rows [y0, z), those above the image (and the columns left of it) pixel 0.
+            const int a = std::max(y0, top);
+            const int z = std::min(y0 + band_rows, top + resize_h);
+            const int h = z > a ? z - y0 : 0;
             // One row more than read: a horizontal kernel may load (and ignore) a byte past a row.
             // (Padding-only block rows read nothing.)
-            if (produce && h > 0 && !gate.wait(std::min(src.height, resizer.source_rows_end(y0 + h) + 1))) return;
-            if (h > 0) resizer.rows(y0, y0 + h, band.as<uint8_t>(), stride, &carry);
-            patchifier.block_row(ImageView{band.as<uint8_t>(), resize_w, h, C, stride}, int(bh), dst);
+            if (produce && h > 0 && !gate.wait(std::min(src.height, resizer.source_rows_end(z - top) + 1))) return;
+            if (h > 0) {
+                if (a > y0) std::memset(rows, 0, size_t(stride) * size_t(a - y0));
+                if (left > 0)
+                    for (int y = a; y < z; ++y) std::memset(rows + int64_t(y - y0) * stride, 0, size_t(left) * C);
+                resizer.rows(a - top, z - top, rows + int64_t(a - y0) * stride + int64_t(left) * C, stride, &carry);
+            }
+            patchifier.block_row(ImageView{rows, left + resize_w, h, C, stride}, int(bh), dst);
         }
     });
     return produced;

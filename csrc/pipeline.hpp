@@ -40,6 +40,13 @@ public:
     void run(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
              void* dst) const;
 
+    // run() with the resized image placed at (left, top) on the grid's canvas (grid_h * patch rows,
+    // grid_w * patch columns): canvas pixels it does not cover are padding (pixel value 0), as the
+    // cells past it are in run(). Throws std::invalid_argument for what run() refuses, a negative
+    // left or top, or a placed image that does not fit inside the grid.
+    void run_placed(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top, int grid_h,
+                    int grid_w, void* dst) const;
+
     // Fills src's rows (a decoder), publishing them on the gate as they are final; false: src is
     // not valid (the output is then incomplete and must be discarded).
     using Producer = std::function<bool(RowGate&)>;
@@ -63,8 +70,8 @@ public:
     int64_t row_elems() const { return int64_t(3) * temporal_ * patch_ * patch_; }
 
 private:
-    bool run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w, void* dst,
-                  const Producer* produce) const;
+    bool run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top, int grid_h,
+                  int grid_w, void* dst, const Producer* produce) const;
 
     Filter filter_;
     PassOrder order_;

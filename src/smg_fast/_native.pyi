@@ -118,6 +118,8 @@ class Pipeline:
         fmt: PixelFormat | None = None,
         jpeg: bytes | bytearray | memoryview | None = None,
         decode_seconds: npt.NDArray[np.float64] | None = None,
+        left: int = 0,
+        top: int = 0,
     ) -> int: ...
     def output_elems(self, resize_w: int, resize_h: int, grid_h: int, grid_w: int) -> int: ...
     @property
@@ -164,6 +166,25 @@ def resize(
     pass_order: PassOrder,
     resampler: Resampler = ...,
 ) -> npt.NDArray[np.uint8]: ...
+def resize_rgb(
+    src: npt.NDArray[np.uint8],
+    out_w: int,
+    out_h: int,
+    filter: Filter,
+    pass_order: PassOrder,
+    resampler: Resampler,
+    fmt: PixelFormat,
+) -> npt.NDArray[np.uint8]: ...
+def patches_to_planar(
+    patches: np.ndarray,
+    grid_h: int,
+    grid_w: int,
+    patch: int,
+    dst: np.ndarray,
+    offset: int,
+    canvas_h: int,
+    canvas_w: int,
+) -> None: ...
 def resize_rows_read(
     src: npt.NDArray[np.uint8],
     out_w: int,

@@ -116,6 +116,13 @@ def test_pil_mode(mode_kind, real_images, idefics3, ref):
           reference(ref, real_images.mode_image(mode_kind)))
 
 
+def test_pil_image_in_several_pillow_blocks(real_images, idefics3, ref):
+    """A PIL image over Pillow's block size (16 MiB): no single buffer holds its pixels."""
+    big = real_images.rgb("astronaut").resize((2600, 1800), Image.Resampling.BICUBIC)
+    assert 2600 * 1800 * 4 > Image.core.get_block_size()
+    check(ours(idefics3, big), reference(ref, big))
+
+
 def test_encoded_inputs(real_images, exif_rotated_jpeg, idefics3, ref):
     """Bytes, paths, an EXIF-rotated JPEG and a 16-bit PNG, as load_image reads them."""
     for label, src, theirs in encoded_cases(real_images, exif_rotated_jpeg):

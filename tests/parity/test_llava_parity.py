@@ -154,6 +154,13 @@ def test_edge_sizes_from_arrays(family, size, real_images, llava, ref):
           reference(ref, arr, input_data_format="channels_last"))
 
 
+def test_pil_image_in_several_pillow_blocks(family, real_images, llava, ref):
+    """A PIL image over Pillow's block size (16 MiB): no single buffer holds its pixels."""
+    big = real_images.rgb("astronaut").resize((2600, 1800), Image.Resampling.BICUBIC)
+    assert 2600 * 1800 * 4 > Image.core.get_block_size()
+    check(llava(big), reference(ref, big))
+
+
 def test_grey_rgba_and_channels_first_arrays(family, real_images, llava, ref):
     grey = np.asarray(real_images.open("camera"))[:, :, None].copy()
     check(llava(grey), reference(ref, grey))

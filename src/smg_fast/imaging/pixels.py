@@ -150,7 +150,24 @@ def _rgbx_view(index: int, img: Image.Image) -> np.ndarray | None:
         schema, array = img.__arrow_c_array__()
         return _native.arrow_rgbx(schema, array, img.width, img.height)
     except (ValueError, TypeError, OSError, AttributeError):
-        return None  # multi-block image or an older Pillow: take the copying path
+        return _pasted_rgbx(img)  # several blocks: one row copy into pooled memory
+
+
+def _pasted_rgbx(img: Image.Image) -> np.ndarray | None:
+    """An RGB or RGBA image's 4-byte pixels copied row by row into one pooled (H, W, 4) array.
+
+    Pillow keeps an image over its block size (16 MiB) in several blocks, which no single view
+    covers. Its own paste copies the rows (all 4 bytes of each pixel, unconverted) into an image
+    mapped over a pooled buffer, whose pages the pool keeps touched: a fraction of the packing
+    copy np.asarray makes into fresh memory. None where Pillow refuses (the copying path)."""
+    w, h = img.size
+    buf = _native.pooled_empty(w * h * 4, huge_pages=False)
+    try:
+        dest = Image.frombuffer("RGBA", (w, h), buf, "raw", "RGBA", 0, 1)
+        dest.im.paste(img.im, (0, 0, w, h))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    return buf.reshape(h, w, 4)
 
 
 def _as_pixels(index: int, img: Image.Image, fmt: _native.PixelFormat) -> Pixels:

@@ -20,7 +20,7 @@ from ..imaging.media import ImageHeader, Pixels
 from .config import ProcessorConfig
 from .decode_pool import decode_all, decode_iter
 from .plan import Plan
-from .tiles import run_placed, square_source
+from .tiles import square_source
 
 # No output past this can be allocated (x86-64 and arm64 user address spaces are smaller): an
 # absurd min_pixels gets a typed error, not a failed allocation.
@@ -281,14 +281,9 @@ def _lay_out(scratch: np.ndarray, p: int, plan: Plan, flat: np.ndarray, offset: 
     """Lays one image's (3, p, p) patches out as its channel-first image on its canvas.
 
     The patches are row-major in scratch; the image goes at the top left of the canvas in flat
-    at element offset, the rest of the canvas zeros."""
-    gh, gw = plan.grid_h, plan.grid_w
-    canvas = flat[offset:offset + int(np.prod(canvas_shape))].reshape(canvas_shape)
-    h, w = gh * p, gw * p
-    canvas[:, :h, :w].reshape(3, gh, p, gw, p)[...] = (
-        scratch.reshape(gh, gw, 3, p, p).transpose(2, 0, 3, 1, 4))
-    canvas[:, h:, :] = 0
-    canvas[:, :h, w:] = 0
+    at element offset, the rest of the canvas zeros (one native pass)."""
+    _native.patches_to_planar(scratch, plan.grid_h, plan.grid_w, p, flat, offset,
+                              canvas_shape[1], canvas_shape[2])
 
 
 def _zero_pad(flat: np.ndarray, offset: int, plan: Plan, row_elems: int) -> None:
@@ -306,8 +301,8 @@ def _run_plan(pipe: _native.Pipeline, src: np.ndarray, plan: Plan, flat: np.ndar
     while it computes; the other parts read src only once that decode took the whole image."""
     first, *rest = plan.parts
     offset += plan.lead_rows * pipe.row_elems  # written by the family's finish()
-    if jpeg and first.fill is not None:
-        return decoders.JPEG_DECLINED  # the square needs the whole image: decoded first
+    if jpeg and (first.fill is not None or first.placed):
+        return decoders.JPEG_DECLINED  # the square (a placement) needs the whole image decoded
     got = _run_part(pipe, src, first, flat, offset, fmt, **jpeg)
     if rest and jpeg and got != decoders.JPEG_WHOLE:
         return got  # the caller decodes again and recomputes every part
@@ -321,12 +316,16 @@ def _run_plan(pipe: _native.Pipeline, src: np.ndarray, plan: Plan, flat: np.ndar
 
 def _run_part(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.ndarray,
               offset: int, fmt: Any, **jpeg: Any) -> Any:
-    """Runs one part of a plan into flat at offset: placed, or from a squared source, if said."""
+    """Runs one part of a plan into flat at offset: placed, or from a squared source, if said.
+
+    A placed part's resize sits at (left, top) on its grid's canvas, which the native core
+    pads with pixel 0 while it writes the tiles."""
     if part.fill is not None:
         return pipe.run(square_source(src, fmt, part.fill), part.resize_w, part.resize_h,
                         part.grid_h, part.grid_w, flat, offset, fmt=_RGB)
     if part.placed:
-        return run_placed(pipe, src, part, flat, offset, fmt, **jpeg)
+        return pipe.run(src, part.resize_w, part.resize_h, part.grid_h, part.grid_w, flat, offset,
+                        fmt=fmt, left=part.left, top=part.top)
     return pipe.run(src, part.resize_w, part.resize_h, part.grid_h, part.grid_w, flat, offset,
                     fmt=fmt, **jpeg)
 

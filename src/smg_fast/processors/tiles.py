@@ -22,8 +22,9 @@ The best-resolution rule of LLaVA-NeXT (transformers' select_best_resolution): a
 truncated) keeps the most pixels (at most the image's own), ties going to the least unused
 canvas, the first of equals winning. The image is then fitted inside it (get_patch_output_size:
 the tighter side takes the canvas's, the other is scaled and rounded up, at most the canvas's),
-centred (the odd padding pixel after), and the canvas is cut into tiles row by row; a base
-image (the whole image resized to one tile) goes before them.
+centred (the odd padding pixel after), and the canvas is cut into tiles row by row (the native
+core places the resize on the canvas while it writes the tiles: Pipeline.run's left / top); a
+base image (the whole image resized to one tile) goes before them.
 
 The best-fit rule of Llama 4 (transformers' get_best_fit over find_supported_resolutions): the
 canvases are every (rows, columns) factor pair of 1..max_tiles tiles, in the order that code
@@ -100,6 +101,13 @@ def tiled_plan(width: int, height: int, tile: int, grids: Sequence[tuple[int, in
 def best_resolution(width: int, height: int,
                     resolutions: Sequence[tuple[int, int]]) -> tuple[int, int]:
     """(height, width) of the resolution among ``resolutions`` ((height, width) pairs) to use."""
+    return _best_resolution(width, height, tuple(tuple(r) for r in resolutions))
+
+
+@lru_cache(maxsize=256)
+def _best_resolution(width: int, height: int,
+                     resolutions: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """best_resolution, kept per size: a call plans, counts tokens and tiles of each image."""
     best = resolutions[0]
     most, least_waste = 0, math.inf
     for res_h, res_w in resolutions:
@@ -146,6 +154,13 @@ def factor_canvases(max_tiles: int) -> tuple[tuple[int, int], ...]:
 def best_fit(width: int, height: int, tile: int,
              canvases: Sequence[tuple[int, int]]) -> tuple[int, int]:
     """(rows, columns) of the canvas among ``canvases`` a width x height image goes to."""
+    return _best_fit(width, height, tile, tuple(tuple(c) for c in canvases))
+
+
+@lru_cache(maxsize=256)
+def _best_fit(width: int, height: int, tile: int,
+              canvases: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """best_fit, kept per size: its float32 scales are NumPy scalars, slow to compute each time."""
     w32, h32 = np.float32(width), np.float32(height)
     scales = [min(np.float32(c * tile) / w32, np.float32(r * tile) / h32) for r, c in canvases]
     up = [s for s in scales if s >= 1]
@@ -195,54 +210,6 @@ def square_source(src: np.ndarray, fmt: Any, fill: tuple[int, int, int]) -> np.n
     return out
 
 
-def run_placed(pipe: _native.Pipeline, src: np.ndarray, part: Plan, flat: np.ndarray,
-               offset: int, fmt: Any, **jpeg: Any) -> Any:
-    """Writes part's tiles into flat at element offset: its resize placed on a zero canvas.
-
-    The resize is computed as patches into a pooled scratch; each tile of the canvas (cut row
-    by row, part.grid_h x part.grid_w) then takes the pieces of the patches it overlaps, the
-    resize's top left corner at (part.left, part.top), and pixel 0 normalized (the table's
-    first entry) where the resize does not reach. Returns what the pipeline's run returned (a
-    JPEG decode's status with ``jpeg``)."""
-    p, w, h = pipe.patch, part.resize_w, part.resize_h
-    gh, gw = -(-h // p), -(-w // p)
-    scratch = _native.pooled_empty(gh * gw * pipe.row_elems * flat.dtype.itemsize,
-                                   huge_pages=False).view(flat.dtype)
-    got = pipe.run(src, w, h, gh, gw, scratch, 0, fmt=fmt, **jpeg)
-    patches = scratch.reshape(gh, gw, 3, p, p)
-    rows, cols = part.grid_h, part.grid_w
-    out = flat[offset:offset + rows * cols * pipe.row_elems].reshape(rows, cols, 3, p, p)
-    pad = pipe.lut[:, 0].reshape(3, 1, 1)
-    for r in range(rows):
-        y0, y1 = max(r * p, part.top), min((r + 1) * p, part.top + h)
-        for c in range(cols):
-            x0, x1 = max(c * p, part.left), min((c + 1) * p, part.left + w)
-            tile = out[r, c]
-            if y1 - y0 < p or x1 - x0 < p:
-                tile[...] = pad
-            if y0 < y1 and x0 < x1:
-                _copy_span(patches, p, y0 - part.top, y1 - part.top, x0 - part.left,
-                           x1 - part.left, tile, y0 - r * p, x0 - c * p)
-    return got
-
-
-def _copy_span(patches: np.ndarray, p: int, iy0: int, iy1: int, ix0: int, ix1: int,
-               tile: np.ndarray, ty: int, tx: int) -> None:
-    """Copies rows iy0..iy1, columns ix0..ix1 of the image in patches to tile at (tx, ty)."""
-    y = iy0
-    while y < iy1:
-        gy, sy = divmod(y, p)
-        ny = min(p - sy, iy1 - y)
-        x = ix0
-        while x < ix1:
-            gx, sx = divmod(x, p)
-            nx = min(p - sx, ix1 - x)
-            tile[:, ty + y - iy0:ty + y - iy0 + ny, tx + x - ix0:tx + x - ix0 + nx] = \
-                patches[gy, gx, :, sy:sy + ny, sx:sx + nx]
-            x += nx
-        y += ny
-
-
 __all__ = ["MAX_TILES", "anyres_plan", "best_fit", "best_fit_plan", "best_resolution",
            "candidates", "closest_grid", "factor_canvases", "fit_floor", "fit_inside",
-           "run_placed", "set_order_candidates", "square_source", "tiled_plan"]
+           "set_order_candidates", "square_source", "tiled_plan"]

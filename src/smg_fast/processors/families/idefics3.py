@@ -71,17 +71,19 @@ class Idefics3Processor(Processor):
     def presize(self, src: np.ndarray, fmt: Any) -> tuple[np.ndarray, Any]:
         """The second resize's image, from the decoded one through the first resize.
 
-        RGB and RGBX (Pillow's RGB memory) are resized as they are, channel by channel (the pad
-        byte too, unread later); other formats are converted to RGB first, as the reference
-        converts before it resizes."""
-        if fmt not in (_RGB, _RGBX):
-            src, fmt = _native.to_rgb(src, fmt), _RGB
+        Each resize reads its source in its format, converted to RGB while read (before the
+        resampler, as the reference converts before it resizes), and writes RGB: Pillow's RGBX
+        memory loses its pad byte in the first resize's horizontal pass instead of being
+        resized as a fourth channel."""
         cfg = self.config
         flt = native_filter(cfg.resample)
         order = native_pass_order(cfg.pass_order)
         for w, h in self.sizes(src.shape[1], src.shape[0]):
             if (w, h) != (src.shape[1], src.shape[0]):
-                src = _native.resize(src, w, h, flt, order, self._resampler)
+                src = _native.resize_rgb(src, w, h, flt, order, self._resampler, fmt)
+                fmt = _RGB if src.shape[2] == 3 else _RGBX
+        if fmt not in (_RGB, _RGBX):  # no resize: converted as the reference does
+            src, fmt = _native.to_rgb(src, fmt), _RGB
         return src, fmt
 
     def _layout(self) -> tuple[int, int]:
