@@ -1,9 +1,9 @@
 // The resampler's SIMD row kernels against the portable ones, byte for byte: vertical rows of
 // every length 1..67 (and past the portable loop's 512-byte chunk), horizontal rows of every width
 // 1..67 up and down, 1..4 channels and RGBX to RGB, through Pillow's and torch's weights of every
-// filter and through made-up windows whose weights sit at the extremes (split edges, negative,
-// the largest whose sums stay in int32, and weights too large to split, which a kernel must hand
-// back or compute exactly).
+// filter and through made-up windows of up to 200 taps whose weights sit at the extremes (split
+// edges, negative, the largest whose sums stay in int32, and weights too large to split, which a
+// kernel must hand back or compute exactly).
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -122,7 +122,8 @@ void test_vertical(uint64_t seed) {
     // Weights at the extremes, every length.
     for (int len : lens) {
         for (int rep = 0; rep < 6; ++rep) {
-            const int taps = int(r.range(1, rep < 4 ? 8 : 40));
+            // Up to 8 taps, up to 40, and past the SIMD kernels' 128 (which hand the row back).
+            const int taps = int(rep < 4 ? r.range(1, 8) : rep == 4 ? r.range(9, 40) : r.range(120, 200));
             std::vector<int32_t> k(static_cast<size_t>(taps));
             for (int32_t& w : k) w = extreme_weight(r, taps);
             vertical_case(r, rows, k.data(), taps, len, rep % 4, 255);
