@@ -2,7 +2,9 @@
 # Portability gate (aarch64: Grace hosts, GH200/GB200): cross-compiles every C++ source for
 # aarch64 with Debian's g++-aarch64-linux-gnu, warnings as errors, and links the Python-free
 # core into a shared object with no undefined symbols. There the x86 kernels (SMG_X86 in
-# csrc/cpu.hpp) are compiled out and the portable scalar ones remain. The bind_*.cpp files (the
+# csrc/cpu.hpp) are compiled out and the NEON ones in. The core is also linked with tests/native
+# into the kernel comparison binary, run under QEMU user-mode (qemu-user-static): every NEON
+# kernel byte for byte against the portable one (a few seconds). The bind_*.cpp files (the
 # only pybind11 code) are compiled against this Python's and pybind11's headers: only the
 # pyconfig.h of an LP64 x86-64 Python, which matches aarch64's type sizes; a compile check, the
 # objects are not linked.
@@ -10,10 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CXX=aarch64-linux-gnu-g++
-if ! command -v "$CXX" >/dev/null; then
+if ! command -v "$CXX" >/dev/null || ! command -v qemu-aarch64-static >/dev/null; then
     SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq g++-aarch64-linux-gnu >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq g++-aarch64-linux-gnu qemu-user-static >/dev/null
 fi
 
 out=$(mktemp -d)
@@ -34,6 +36,16 @@ wait_all
 "$CXX" -shared -pthread -Wl,--no-undefined -o "$out/libsmg_core.so" "${objs[@]}"
 aarch64-linux-gnu-readelf -h "$out/libsmg_core.so" | grep -q "Machine:.*AArch64"
 
+# The NEON kernels against the portable ones (tests/native), on the emulated CPU.
+tests=()
+for src in tests/native/*.cpp; do
+    "$CXX" "${FLAGS[@]}" -Itests/native -c "$src" -o "$out/test_$(basename "${src%.cpp}").o" &
+    tests+=("$out/test_$(basename "${src%.cpp}").o")
+done
+wait_all
+"$CXX" -pthread -o "$out/kernel_compare" "${objs[@]}" "${tests[@]}" -ldl
+qemu-aarch64-static -L /usr/aarch64-linux-gnu "$out/kernel_compare"
+
 # pybind11 is a build-time requirement (pip's isolated build has its own): fetch it if absent.
 python -c "import pybind11" 2>/dev/null || python -m pip install -q "pybind11>=2.12"
 PY_INC=$(python -c "import sysconfig; print(sysconfig.get_paths()['include'])")
@@ -53,4 +65,5 @@ for src in csrc/bind_*.cpp; do
         -o "$out/$(basename "${src%.cpp}").o" &
 done
 wait_all
-echo "aarch64 cross-compile: OK ($(find csrc -name '*.cpp' | wc -l) sources, core linked without undefined symbols)"
+echo "aarch64 cross-compile: OK ($(find csrc -name '*.cpp' | wc -l) sources, core linked without undefined symbols," \
+    "NEON kernels equal to the portable ones under QEMU)"

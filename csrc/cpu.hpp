@@ -1,7 +1,7 @@
 // What the host CPU supports, detected once, whatever SMG_FAST_ISA says (dispatch.hpp applies
 // the cap). One binary runs on any x86-64: the SIMD kernels are compiled with target attributes
-// and chosen at run time, never by -march. Elsewhere (aarch64) nothing is detected yet and only
-// the portable kernels are compiled.
+// and chosen at run time, never by -march. On aarch64 nothing is detected: its kernels are NEON,
+// which AArch64 itself includes.
 #pragma once
 
 // SMG_X86: x86 intrinsics (<immintrin.h>, target attributes) are compiled only under this.

@@ -110,29 +110,33 @@ inline constexpr KernelRow<VerticalRowFn> kVerticalKernels[] = {
     {3, "avx512", Arch::X86, kX86Avx512, host_avx512, vertical_row_avx512},
     {2, "avx2", Arch::X86, kX86Avx2, host_avx2, vertical_row_avx2},
     {1, "sse2", Arch::X86, kBaseline, always, vertical_row_sse2},
+#elif defined(__aarch64__)
+    {4, "neon", Arch::Arm64, kBaseline, always, vertical_row_neon},
 #endif
     {0, "scalar", Arch::Any, kBaseline, always, vertical_row_scalar},
 };
 
 // resample.horizontal: a plan per resize, then rows (resample/kernels.hpp). The SIMD kernels take
-// 3- and 4-channel rows (SSE2 also needs weights that split into 16-bit halves, which every real
-// filter's do); 1- and 2-channel rows take the scalar kernel.
+// 3- and 4-channel rows (SSE2 and NEON also need weights that split into 16-bit halves, which
+// every real filter's do); 1- and 2-channel rows take the scalar kernel.
 inline constexpr KernelRow<HorizontalKernel> kHorizontalKernels[] = {
 #if SMG_X86
     {4, "avx512vnni", Arch::X86, kX86Avx512Vnni, host_avx512vnni, {horizontal_plan_vbmi, horizontal_rows_vnni}},
     {3, "avx512vbmi", Arch::X86, kX86Avx512, host_avx512vbmi, {horizontal_plan_vbmi, horizontal_rows_vbmi}},
     {2, "avx2", Arch::X86, kX86Avx2, host_avx2, {horizontal_plan_avx2, horizontal_rows_avx2}},
     {1, "sse2", Arch::X86, kBaseline, always, {horizontal_plan_sse2, horizontal_rows_sse2}},
+#elif defined(__aarch64__)
+    {5, "neon", Arch::Arm64, kBaseline, always, {horizontal_plan_neon, horizontal_rows_neon}},
 #endif
     {0, "scalar", Arch::Any, kBaseline, always, {horizontal_plan_scalar, horizontal_rows_scalar}},
 };
 
 // patchify: fused normalize + patchify (patchify/kernels.hpp). A SIMD kernel is used for a
 // normalization only if its prepare() reproduced all 768 table values; the AVX-512 one takes
-// patches up to 16 pixels (channel-first and channel-last; the others write channel-last patches
-// through the table), the AVX2 one from 4 (its whole-vector stores spill past smaller rows)
-// to whole images and tiles (sides above kMaxPatch come with one temporal copy, which it never
-// keeps).
+// patches up to 16 pixels (channel-first and channel-last; the AVX2 one writes channel-last
+// patches through the table), the AVX2 one from 4 (its whole-vector stores spill past smaller
+// rows) to whole images and tiles (sides above kMaxPatch come with one temporal copy, which it
+// never keeps). The NEON one (aarch64's baseline) takes every side, in both orders.
 inline constexpr KernelRow<PatchifyKernel> kPatchifyKernels[] = {
 #if SMG_X86
     {2,
@@ -147,6 +151,13 @@ inline constexpr KernelRow<PatchifyKernel> kPatchifyKernels[] = {
      kX86Avx2,
      host_avx2_fma_f16c,
      {4, kMaxImagePatch, patchify_prepare_avx2, patchify_avx2, nullptr}},
+#elif defined(__aarch64__)
+    {3,
+     "neon",
+     Arch::Arm64,
+     kBaseline,
+     always,
+     {1, kMaxImagePatch, patchify_prepare_neon, patchify_neon, patchify_neon_channels_last}},
 #endif
     {0, "table", Arch::Any, kBaseline, always, {1, kMaxImagePatch, patchify_prepare_table, patchify_table, nullptr}},
 };

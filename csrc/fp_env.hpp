@@ -7,6 +7,8 @@
 
 #include "cpu.hpp"
 
+#include <cstdint>
+
 #if SMG_X86
 #include <xmmintrin.h>
 #endif
@@ -28,9 +30,29 @@ public:
 private:
     static constexpr unsigned kDefault = 0x1F80;
     unsigned saved_;
+#elif defined(__aarch64__)
+    // FPCR, which governs scalar and NEON arithmetic alike: round to nearest (RMode 0), no
+    // flush-to-zero (FZ, FZ16), no default NaN (DN), IEEE half precision (AHP); the trap enables
+    // are left as they are.
+    DefaultFpEnv() : saved_(read()) {
+        if (saved_ & kMask) write(saved_ & ~kMask);
+    }
+    ~DefaultFpEnv() {
+        if (saved_ & kMask) write(saved_);
+    }
+
+private:
+    static constexpr uint64_t kMask = (uint64_t(1) << 19) | (uint64_t(0x1F) << 22);  // FZ16; RMode, FZ, DN, AHP
+    static uint64_t read() {
+        uint64_t v;
+        __asm__ __volatile__("mrs %0, fpcr" : "=r"(v));
+        return v;
+    }
+    static void write(uint64_t v) { __asm__ __volatile__("msr fpcr, %0" : : "r"(v)); }
+    uint64_t saved_;
 #else
-    // aarch64: the portable kernels read the table only. (User-provided, so that a guard
-    // object does not count as an unused variable.)
+    // Elsewhere the portable kernels read the table only. (User-provided, so that a guard object
+    // does not count as an unused variable.)
     DefaultFpEnv() {}
     ~DefaultFpEnv() {}
 #endif

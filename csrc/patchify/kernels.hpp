@@ -56,4 +56,14 @@ void patchify_avx512_channels_last(const ImageView& band, const PatchLayout& L, 
                                    const void* lut, void* dst, int bh);
 #endif
 
+#if defined(__aarch64__)
+// patchify/neon.cpp: NEON, any patch size, channel-first and channel-last; single precision where
+// it matches the table (else the table kernel is used).
+bool patchify_prepare_neon(const NormParams& params, DType dt, const void* lut, PatchifyPrep& prep);
+void patchify_neon(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt, const void* lut,
+                   void* dst, int bh);
+void patchify_neon_channels_last(const ImageView& band, const PatchLayout& L, const PatchifyPrep& prep, DType dt,
+                                 const void* lut, void* dst, int bh);
+#endif
+
 }  // namespace smg

@@ -33,7 +33,7 @@ public:
     // reproduced the table.
     PatchifyChoice kernel_for(int patch) const;
     // What Pipeline.kernel reports: the chosen kernel's form ("avx512-fast", "avx512",
-    // "avx2-fast", "avx2-gather", "table"), or "copy" for UInt8.
+    // "avx2-fast", "avx2-gather", "neon-fast", "neon", "table"), or "copy" for UInt8.
     const char* kernel_label(int patch) const;
 
 private:

@@ -67,4 +67,12 @@ void horizontal_rows_vnni(const HorizontalPlan& plan, const AxisWeights& kn, con
                           int64_t y1, uint8_t* out, int64_t out_stride, int out_w, int CO);
 #endif
 
+#if defined(__aarch64__)
+// resample/neon.cpp: NEON, part of AArch64 itself.
+void vertical_row_neon(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
+std::unique_ptr<HorizontalPlan> horizontal_plan_neon(const AxisWeights& kn, int in_w, int out_w, int C, int CO);
+void horizontal_rows_neon(const HorizontalPlan& plan, const AxisWeights& kn, const ImageView& src, int row0, int64_t y0,
+                          int64_t y1, uint8_t* out, int64_t out_stride, int out_w, int CO);
+#endif
+
 }  // namespace smg

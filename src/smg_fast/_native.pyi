@@ -127,7 +127,9 @@ class Pipeline:
     @property
     def kernel(
         self,
-    ) -> Literal["avx512-fast", "avx512", "avx2-fast", "avx2-gather", "table", "copy"]: ...
+    ) -> Literal[
+        "avx512-fast", "avx512", "avx2-fast", "avx2-gather", "neon-fast", "neon", "table", "copy"
+    ]: ...
     @property
     def dtype(self) -> DType: ...
     @property

@@ -5,7 +5,7 @@ made once per process), and each run proves with smg_fast.kernel_info() which ke
 stage, the best kernel that the cap and this CPU allow (read from /proc/cpuinfo, not from our own
 detection), and nothing above the cap. On a host without AVX-512 the avx512 caps must fall back to
 avx2; a host with AVX-512 VBMI and VNNI runs all of them. The caps are those of the host's
-architecture (x86-64 today; aarch64 has only baseline until it has kernels of its own)."""
+architecture (on aarch64 only baseline, whose kernels are NEON: part of AArch64 itself)."""
 
 from __future__ import annotations
 
@@ -43,15 +43,16 @@ CAPS = CAPS_BY_ARCH.get(ARCH, ["baseline"])
 # architecture it is compiled for ("any": portable C++), the lowest cap of that architecture's
 # ladder that admits it, and the host flags it needs.
 KERNELS = {
-    "resample.vertical": [("scalar", "any", "baseline", ()), ("sse2", "x86", "baseline", ()),
-                          ("avx2", "x86", "avx2", ("avx2",)),
+    "resample.vertical": [("scalar", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
+                          ("sse2", "x86", "baseline", ()), ("avx2", "x86", "avx2", ("avx2",)),
                           ("avx512", "x86", "avx512-novnni", ("avx512",))],
-    "resample.horizontal": [("scalar", "any", "baseline", ()), ("sse2", "x86", "baseline", ()),
-                            ("avx2", "x86", "avx2", ("avx2",)),
+    "resample.horizontal": [("scalar", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
+                            ("sse2", "x86", "baseline", ()), ("avx2", "x86", "avx2", ("avx2",)),
                             ("avx512vbmi", "x86", "avx512-novnni", ("avx512", "avx512vbmi")),
                             ("avx512vnni", "x86", "avx512",
                              ("avx512", "avx512vbmi", "avx512vnni"))],
-    "patchify": [("table", "any", "baseline", ()), ("avx2", "x86", "avx2", ("avx2",)),
+    "patchify": [("table", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
+                 ("avx2", "x86", "avx2", ("avx2",)),
                  ("avx512vbmi", "x86", "avx512-novnni", ("avx512", "avx512vbmi"))],
 }
 
@@ -83,7 +84,7 @@ def test_expectations_follow_the_host_and_the_cap():
     """The expectation itself.
 
     An AVX2-only host falls back to avx2 under the avx512 caps, an AVX-512 VBMI+VNNI host runs a
-    different top kernel under each cap, an aarch64 host the portable kernels."""
+    different top kernel under each cap, an aarch64 host the NEON kernels."""
     x86 = CAPS_BY_ARCH["x86"]
     avx2_only = {"avx2": True, "avx512": False, "avx512vbmi": False, "avx512vnni": False}
     full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
@@ -96,7 +97,7 @@ def test_expectations_follow_the_host_and_the_cap():
         "sse2", "avx2", "avx512vbmi", "avx512vnni"]
     none = dict.fromkeys(full, False)
     assert {s: k[-1] for s, k in allowed("baseline", none, "arm64").items()} == {
-        "resample.vertical": "scalar", "resample.horizontal": "scalar", "patchify": "table"}
+        "resample.vertical": "neon", "resample.horizontal": "neon", "patchify": "neon"}
 
 
 def test_kernels_are_the_native_tables():
