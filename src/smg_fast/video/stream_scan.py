@@ -1,0 +1,58 @@
+"""A video's metadata as torchcodec's exact seek mode reads it: from a scan of its packets.
+
+transformers' video processors sample a path or URL's frames from torchcodec's metadata
+(``VideoDecoder(seek_mode="exact")``), which counts the stream's packets and measures it from
+their timestamps rather than reading the container header: ``num_frames`` is the packet count,
+the stream runs from the smallest pts to the largest pts + duration, ``duration_seconds`` is
+that span and ``average_fps`` the count over it. A WebM clip whose header says 24 fps can
+measure 24.05 fps this way, which changes which frames fps sampling keeps. Demuxing only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidVideoError
+from .container import VideoHeader, _av
+
+
+def scanned_metadata(header: VideoHeader) -> dict[str, Any]:
+    """``VideoMetadata`` fields as transformers' torchcodec reader fills them, from a scan."""
+    av = _av()
+    container, stream = header.container, header.stream
+    count, begin, end = 0, None, None
+    try:
+        container.seek(0)
+        for packet in container.demux(stream):
+            if packet.size == 0 or packet.is_discard:
+                continue
+            ts = packet.pts if packet.pts is not None else packet.dts
+            if ts is None:
+                continue
+            count += 1
+            begin = ts if begin is None else min(begin, ts)
+            last = ts + (packet.duration or 0)
+            end = last if end is None else max(end, last)
+        container.seek(0)
+    except av.FFmpegError as exc:
+        raise InvalidVideoError(header.index, f"corrupt container ({exc})") from None
+    if count == 0 or begin is None or end is None:
+        raise InvalidVideoError(header.index, "the video stream holds no timed packets")
+    tb = stream.time_base
+    unit = tb.numerator / tb.denominator if tb else 0.0  # FFmpeg's av_q2d, as torchcodec
+    seconds = end * unit - begin * unit
+    return {"total_num_frames": count, "fps": count / seconds if seconds > 0 else None,
+            "duration": seconds, "video_backend": "torchcodec", "height": header.height,
+            "width": header.width}
+
+
+def decoder_metadata(header: VideoHeader, decoder: str) -> dict[str, Any]:
+    """The metadata a decoder's reader gives: the scan for torchcodec, else the header's."""
+    if decoder == "torchcodec":
+        return scanned_metadata(header)
+    meta = header.metadata()
+    meta["video_backend"] = decoder
+    return meta
+
+
+__all__ = ["decoder_metadata", "scanned_metadata"]

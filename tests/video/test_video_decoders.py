@@ -1,0 +1,173 @@
+"""The torchcodec and OpenCV decoders: frames and metadata equal to the real libraries'.
+
+Clips are made here with PyAV (H.264 at sizes swscale treats differently, full and limited
+range, BT.601 and BT.709 tags, 4:2:2 and 4:4:4, 10-bit HEVC, VP9 in WebM). The reference frames
+come from torchcodec 0.17 and OpenCV 5.1 (opencv-python's bundled FFmpeg) in the vLLM venv
+(tests/video/decoder_oracle_script.py); torchcodec there needs FFmpeg's shared libraries
+(Debian's libavcodec59 and friends). The end-to-end checks run transformers' video processors
+(the torchvision venv) on torchcodec's frames and metadata, which is what their ``fetch_videos``
+hands them for a path, against smg-fast's ``decoder="torchcodec"`` on the clip's bytes."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.engine_common import engine_python_or_fail
+from support.oracle_cache import cached_batch
+
+from smg_fast.errors import FrameIndexError
+from smg_fast.processors.loader import load_video_processor
+from smg_fast.testing.video_clips import codecs_available, make_clip
+from smg_fast.video import DECODERS, load_video
+
+pytest.importorskip("av")
+
+SCRIPT = Path(__file__).with_name("decoder_oracle_script.py")
+BT709 = {"x264-params": "colorprim=bt709:transfer=bt709:colormatrix=bt709"}
+
+
+def _clips() -> dict[str, bytes]:
+    clips = {
+        "h264_320x240": make_clip("h264", 320, 240, 16),  # a width swscale takes whole
+        "h264_98x62": make_clip("h264", 98, 62, 16),
+        "h264_full_range": make_clip("h264", 128, 72, 12, pix_fmt="yuvj420p"),
+        "h264_bt709_102x70": make_clip("h264", 102, 70, 12, options=BT709),
+        "h264_444_99x63": make_clip("h264", 99, 63, 12, pix_fmt="yuv444p"),
+        "h264_422_130x64": make_clip("h264", 130, 64, 12, pix_fmt="yuv422p"),
+        "h264_one_frame": make_clip("h264", 66, 38, 1),
+    }
+    have = codecs_available()
+    assert {"h264", "hevc", "vp9"} <= set(have), have  # the test extra's PyAV has them
+    clips["hevc_10bit_98x70"] = make_clip("hevc", 98, 70, 12, pix_fmt="yuv420p10le",
+                                          options={"x265-params": "log-level=error"})
+    clips["hevc_full_range"] = make_clip("hevc", 96, 64, 12, options={
+        "x265-params": "range=full:colormatrix=bt709:log-level=error"})
+    clips["vp9_webm_98x62"] = make_clip("vp9", 98, 62, 12)
+    return clips
+
+
+CLIPS = _clips()
+# Sparse indices take the skip decode (H.264 / HEVC non-reference frames not decoded).
+INDICES = {name: ([0] if name == "h264_one_frame" else [0, 3, 4, 9, 11])
+           for name in CLIPS}
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    return engine_python_or_fail("vllm")
+
+
+@pytest.fixture(scope="module")
+def references(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Per clip: torchcodec's frames and metadata, OpenCV's frames (cached by the clip)."""
+    names = sorted(CLIPS)
+    jobs = [{"video": CLIPS[n], "indices": INDICES[n]} for n in names]
+    workdir = tmp_path_factory.mktemp("decoders")
+    shared = (str(vllm_python), SCRIPT.read_bytes())
+    out = cached_batch("video-decoders", shared, jobs, lambda todo: _run(vllm_python, workdir,
+                                                                        todo))
+    return dict(zip(names, out, strict=True))
+
+
+def _run(python: Path, workdir: Path, jobs: list[dict]) -> list[dict[str, np.ndarray]]:
+    with open(workdir / "jobs.pkl", "wb") as fh:
+        pickle.dump(jobs, fh)
+    proc = subprocess.run([str(python), str(SCRIPT), str(workdir)], capture_output=True,
+                          text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"{SCRIPT.name} failed in the vLLM venv:\n{proc.stderr[-4000:]}",
+                    pytrace=False)
+    keys = ("torchcodec", "torchcodec_meta", "opencv")
+    return [{k: np.load(workdir / f"{i}_{k}.npy") for k in keys} for i in range(len(jobs))]
+
+
+@pytest.mark.parametrize("name", sorted(CLIPS))
+@pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
+def test_frames_equal_the_library(references: dict, name: str, decoder: str) -> None:
+    """The sampled frames are the library's, bit for bit, on the skip and the plain decode."""
+    want = references[name][decoder]
+    for skip in (True, False):
+        got, meta = load_video(CLIPS[name], INDICES[name], decoder=decoder, skip=skip)
+        assert got.shape == want.shape, (name, skip)
+        assert np.array_equal(got, want), (name, decoder, skip)
+        assert meta["video_backend"] == decoder
+
+
+@pytest.mark.parametrize("name", sorted(CLIPS))
+def test_torchcodec_metadata_is_the_scan(references: dict, name: str) -> None:
+    """total_num_frames, fps and duration as torchcodec's exact mode measures them."""
+    total, fps, duration = references[name]["torchcodec_meta"]
+    _, meta = load_video(CLIPS[name], [0], decoder="torchcodec")
+    assert meta["total_num_frames"] == int(total)
+    assert meta["fps"] == fps and meta["duration"] == duration, (meta, fps, duration)
+
+
+def test_conversions_differ_where_the_libraries_do(references: dict) -> None:
+    """The decoders are not one conversion under three names: 10-bit frames differ."""
+    ref = references["hevc_10bit_98x70"]
+    assert not np.array_equal(ref["torchcodec"], ref["opencv"])
+    pyav, _ = load_video(CLIPS["hevc_10bit_98x70"], INDICES["hevc_10bit_98x70"])
+    assert not np.array_equal(pyav, ref["opencv"])
+    assert not np.array_equal(pyav, ref["torchcodec"])
+
+
+def test_webm_rate_is_measured_for_torchcodec(references: dict) -> None:
+    """WebM's header rate (24) and torchcodec's measured rate differ; each reader keeps its own."""
+    _, tc = load_video(CLIPS["vp9_webm_98x62"], [0], decoder="torchcodec")
+    _, av_meta = load_video(CLIPS["vp9_webm_98x62"], [0])
+    assert av_meta["fps"] == 24.0 and tc["fps"] != 24.0
+    assert tc["fps"] == references["vp9_webm_98x62"]["torchcodec_meta"][1]
+
+
+def test_unknown_decoder_and_bad_index_are_typed() -> None:
+    """An unknown decoder is a ValueError naming the known ones; indices are checked first."""
+    clip = CLIPS["h264_98x62"]
+    with pytest.raises(ValueError, match="torchcodec"):
+        load_video(clip, [0], decoder="decord")
+    with pytest.raises(ValueError, match="torchcodec"):
+        load_video_processor("qwen2_vl", decoder="ffmpeg")
+    for decoder in DECODERS:
+        with pytest.raises(FrameIndexError):
+            load_video(clip, [16], decoder=decoder)
+
+
+def _frames_job(cls: str, name: str, ref: dict, call: dict) -> dict:
+    """transformers' processor on every torchcodec frame with torchcodec's metadata."""
+    total, fps, duration = ref["torchcodec_meta"]
+    frames = ref["all_torchcodec"]
+    meta = {"total_num_frames": int(total), "fps": float(fps), "duration": float(duration),
+            "height": frames.shape[1], "width": frames.shape[2]}
+    return {"cls": cls, "kwargs": {}, "video": frames, "call": {**call, "video_metadata": meta}}
+
+
+def test_processor_equals_transformers_on_torchcodec_frames(
+        vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """decoder="torchcodec" on the bytes equals transformers' processors on torchcodec's output.
+
+    Its frames and metadata, as ``fetch_videos`` hands them over for a path."""
+    from video_oracle import run_oracle
+
+    names = ["vp9_webm_98x62", "hevc_10bit_98x70", "h264_320x240"]
+    jobs = [{"video": CLIPS[n], "indices": list(range(len(load_video(CLIPS[n])[0])))}
+            for n in names]
+    workdir = tmp_path_factory.mktemp("decoders_all")
+    shared = (str(vllm_python), SCRIPT.read_bytes())
+    refs = cached_batch("video-decoders", shared, jobs,
+                        lambda todo: _run(vllm_python, workdir, todo))
+    cases = []
+    for name, ref in zip(names, refs, strict=True):
+        ref = {"torchcodec_meta": ref["torchcodec_meta"], "all_torchcodec": ref["torchcodec"]}
+        cases.append((name, "qwen2", {"do_sample_frames": True, "fps": 8}, ref))
+        cases.append((name, "qwen3", {}, ref))  # its default: 2 fps from the metadata
+    oracle_jobs = [_frames_job(cls, name, ref, call) for name, cls, call, ref in cases]
+    outs = run_oracle(tmp_path_factory.mktemp("decoders_tf"), oracle_jobs)
+    for (name, cls, call, _), want in zip(cases, outs, strict=True):
+        vp = load_video_processor("qwen2_vl" if cls == "qwen2" else "qwen3_vl")
+        got = vp(CLIPS[name], decoder="torchcodec", return_metadata=True, **call)
+        assert np.array_equal(got["video_metadata"][0]["frames_indices"], want["indices"]), name
+        assert np.array_equal(got["video_grid_thw"], want["grid"]), name
+        assert np.array_equal(got["pixel_values_videos"], want["pixel_values"]), (name, cls)
