@@ -128,7 +128,7 @@ def _media_item(image: Any, video: Any = None) -> Any:
 
 
 VIDEO_OPTIONS = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames",
-                 "min_pixels", "max_pixels")
+                 "min_pixels", "max_pixels", "decoder")
 
 
 def video_options(videos_kwargs: dict[str, Any] | None) -> Any:

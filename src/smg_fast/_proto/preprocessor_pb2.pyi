@@ -18,7 +18,7 @@ class MediaItem(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., url: _Optional[str] = ..., video: _Optional[_Union[VideoOptions, _Mapping]] = ...) -> None: ...
 
 class VideoOptions(_message.Message):
-    __slots__ = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames", "min_pixels", "max_pixels")
+    __slots__ = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames", "min_pixels", "max_pixels", "decoder")
     DO_SAMPLE_FRAMES_FIELD_NUMBER: _ClassVar[int]
     FPS_FIELD_NUMBER: _ClassVar[int]
     NUM_FRAMES_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class VideoOptions(_message.Message):
     MAX_FRAMES_FIELD_NUMBER: _ClassVar[int]
     MIN_PIXELS_FIELD_NUMBER: _ClassVar[int]
     MAX_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    DECODER_FIELD_NUMBER: _ClassVar[int]
     do_sample_frames: bool
     fps: float
     num_frames: int
@@ -33,7 +34,8 @@ class VideoOptions(_message.Message):
     max_frames: int
     min_pixels: int
     max_pixels: int
-    def __init__(self, do_sample_frames: _Optional[bool] = ..., fps: _Optional[float] = ..., num_frames: _Optional[int] = ..., min_frames: _Optional[int] = ..., max_frames: _Optional[int] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ...) -> None: ...
+    decoder: str
+    def __init__(self, do_sample_frames: _Optional[bool] = ..., fps: _Optional[float] = ..., num_frames: _Optional[int] = ..., min_frames: _Optional[int] = ..., max_frames: _Optional[int] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., decoder: _Optional[str] = ...) -> None: ...
 
 class PreprocessRequest(_message.Message):
     __slots__ = ("request_id", "model", "items", "dtype", "transport", "shm_namespace", "min_pixels", "max_pixels", "encoding")

@@ -173,7 +173,7 @@ class VideoProcessor:
         except BaseException:
             source.close()
             raise
-        return PlannedVideo(self, index, source, indices, plan, dtype_name, cfg, check)
+        return PlannedVideo(self, index, source, indices, plan, dtype_name, cfg, check, decoder)
 
     def _fill(self, index: int, source: _Source, indices: np.ndarray | None, plan: VideoPlan,
               out: np.ndarray, dtype: str, check: Callable[[], None] | None = None) -> float:
@@ -222,7 +222,7 @@ class PlannedVideo:
 
     def __init__(self, proc: VideoProcessor, index: int, source: _Source,
                  indices: np.ndarray | None, plan: VideoPlan, dtype: str, config: VideoConfig,
-                 check: Callable[[], None] | None) -> None:
+                 check: Callable[[], None] | None, decoder: str = "pyav") -> None:
         from .._dtypes import DTYPES
 
         self._proc = proc
@@ -233,6 +233,7 @@ class PlannedVideo:
         self.dtype = dtype
         self.np_dtype = np.dtype(DTYPES[dtype][1])
         self.config = config  # the call's (its options applied): what keys a cached output
+        self.decoder = decoder  # whose frames: with config, what keys a cached output
         self.metadata = source.metadata  # transformers' video_metadata fields, frames_indices
         self.check = check
         self.decode_seconds = 0.0

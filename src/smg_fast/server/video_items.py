@@ -85,7 +85,7 @@ def video_planner(vp: VideoProcessor, index: int, data: bytes, options: dict[str
 
 def video_fingerprint(planned: PlannedVideo) -> str:
     """What, besides the content and the dtype, keys a video's cached output."""
-    return "video:" + repr(planned.config)
+    return f"video:{planned.decoder}:{planned.config!r}"
 
 
 def set_video_info(msg: Any, metadata: dict[str, Any]) -> None:

@@ -1,0 +1,56 @@
+"""A video item's ``VideoOptions.decoder`` picks whose frames the service serves.
+
+The decoders' own equality with torchcodec and OpenCV is proven in test_video_decoders.py on
+the library; here the served tensor (pixel cache on, inline and shm) equals the library's for the
+same decoder, the three decoders' tensors differ on a 10-bit clip (where their conversions part),
+so a cached output never answers another decoder's request, and an unknown name is refused."""
+
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import pytest
+
+from smg_fast.client import Client
+from smg_fast.processors.loader import load_video_processor
+from smg_fast.testing.video_clips import make_clip
+from smg_fast.video import DECODERS
+
+pytest.importorskip("av")
+
+CLIP = make_clip("hevc", 98, 70, 12, pix_fmt="yuv420p10le",
+                 options={"x265-params": "log-level=error"})
+KWARGS = {"fps": 8}
+
+
+@pytest.fixture(scope="module")
+def served(start_server):
+    """A Qwen2-VL server with the pixel cache on, on 127.0.0.1."""
+    return start_server(models=[("q2", "qwen2_vl")], pixel_cache_mb=64)
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_each_decoder_is_served_as_the_library_computes_it(served, transport):
+    vp = load_video_processor("qwen2_vl")
+    got = {}
+    with Client(served.target, timeout=60) as c:
+        for decoder in (*DECODERS, "pyav"):  # pyav twice: a cache hit after the others
+            out = c.preprocess(videos=CLIP, videos_kwargs={**KWARGS, "decoder": decoder},
+                               model="q2", transport=transport)
+            want = vp(CLIP, decoder=decoder, do_sample_frames=True, **KWARGS)
+            item = out.items[0]
+            assert np.array_equal(item.pixel_values, want["pixel_values_videos"]), decoder
+            assert np.array_equal(out.video_grid_thw, want["video_grid_thw"])
+            got[decoder] = item.pixel_values
+    for a in DECODERS:
+        for b in DECODERS:
+            if a < b:
+                assert not np.array_equal(got[a], got[b]), (a, b)
+
+
+def test_an_unknown_decoder_is_invalid_argument(served):
+    with Client(served.target, timeout=60) as c:
+        with pytest.raises(grpc.RpcError) as info:
+            c.preprocess(videos=CLIP, videos_kwargs={"decoder": "decord"}, model="q2")
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "decord" in info.value.details()
