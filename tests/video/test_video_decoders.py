@@ -171,3 +171,23 @@ def test_processor_equals_transformers_on_torchcodec_frames(
         assert np.array_equal(got["video_metadata"][0]["frames_indices"], want["indices"]), name
         assert np.array_equal(got["video_grid_thw"], want["grid"]), name
         assert np.array_equal(got["pixel_values_videos"], want["pixel_values"]), (name, cls)
+
+
+def test_the_decoder_is_chosen_per_processor_and_per_call() -> None:
+    """load_video_processor(decoder=) sets the default; a call's decoder option overrides it.
+
+    Through the video processor's call and proc's videos_kwargs; on a 10-bit clip the choice
+    changes the tensor."""
+    import smg_fast
+
+    clip, opts = CLIPS["hevc_10bit_98x70"], {"do_sample_frames": True, "fps": 8}
+    per_call = load_video_processor("qwen2_vl")(clip, decoder="opencv", **opts)
+    default = load_video_processor("qwen2_vl", decoder="opencv")(clip, **opts)
+    via_proc = smg_fast.load_processor("qwen2_vl")(videos=clip,
+                                                  videos_kwargs={**opts, "decoder": "opencv"})
+    pyav = load_video_processor("qwen2_vl")(clip, **opts)
+    for out in (default, via_proc):
+        assert np.array_equal(out["pixel_values_videos"], per_call["pixel_values_videos"])
+    assert not np.array_equal(pyav["pixel_values_videos"], per_call["pixel_values_videos"])
+    back = load_video_processor("qwen2_vl", decoder="opencv")(clip, decoder="pyav", **opts)
+    assert np.array_equal(back["pixel_values_videos"], pyav["pixel_values_videos"])
