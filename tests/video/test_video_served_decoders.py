@@ -54,3 +54,24 @@ def test_an_unknown_decoder_is_invalid_argument(served):
             c.preprocess(videos=CLIP, videos_kwargs={"decoder": "decord"}, model="q2")
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "decord" in info.value.details()
+
+
+def test_the_cli_verifies_a_decoder_choice(served, tmp_path, capsys):
+    """``--decoder`` reaches the server and --verify's in-process processor alike."""
+    from smg_fast.client import _verify_video, main
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(CLIP)
+    rc = main(["--target", served.target, "--model", "q2", "--video", str(path), "--fps", "8",
+               "--decoder", "opencv", "--verify", "--transport", "inline"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "identical to in-process (video)" in out
+    with Client(served.target, timeout=60) as c:
+        info = c.model_info()
+        item = c.preprocess(videos=CLIP, videos_kwargs={**KWARGS, "decoder": "opencv"},
+                            model="q2").items[0]
+    as_pyav = _verify_video(info, "q2", CLIP, "float32",
+                            {"fps": 8, "num_frames": None, "do_sample_frames": True},
+                            item.pixel_values, item.video)
+    assert as_pyav.startswith("DIFFERS")
