@@ -7,7 +7,8 @@ decodes the path in ``fetch_videos`` with torchcodec, the drop-in with smg-fast'
 the drop-in must not have handed the call to transformers (the venv lacks PyAV; this
 process's PyAV, for the same Python, is put on its path). A 10-bit HEVC clip (where torchcodec's
 conversion differs from PyAV's) and a VP9 WebM clip (where torchcodec measures another frame
-rate than the header's) are among the clips."""
+rate than the header's) and a clip with display rotation (which torchcodec turns upright) are
+among the clips."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def test_paths_are_computed_as_transformers_decodes_them(vllm_python, tmp_path):
     clips = {"clip.mp4": make_clip("h264", 98, 62, 16),
              "clip10.mp4": make_clip("hevc", 98, 70, 12, pix_fmt="yuv420p10le",
                                      options={"x265-params": "log-level=error"}),
-             "clip.webm": make_clip("vp9", 98, 62, 12)}
+             "clip.webm": make_clip("vp9", 98, 62, 12),
+             "rotated.mp4": make_clip("h264", 98, 62, 12, rotation=90)}
     paths = []
     for name, data in clips.items():
         (tmp_path / name).write_bytes(data)

@@ -1,12 +1,13 @@
 """The torchcodec and OpenCV decoders: frames and metadata equal to the real libraries'.
 
-Clips are made here with PyAV (H.264 at sizes swscale treats differently, full and limited
-range, BT.601 and BT.709 tags, 4:2:2 and 4:4:4, 10-bit HEVC, VP9 in WebM). The reference frames
-come from torchcodec 0.17 and OpenCV 5.1 (opencv-python's bundled FFmpeg) in the vLLM venv
-(tests/video/decoder_oracle_script.py); torchcodec there needs FFmpeg's shared libraries
-(Debian's libavcodec59 and friends). The end-to-end checks run transformers' video processors
-(the torchvision venv) on torchcodec's frames and metadata, which is what their ``fetch_videos``
-hands them for a path, against smg-fast's ``decoder="torchcodec"`` on the clip's bytes."""
+Clips are made here with PyAV: H.264 at widths that are and are not multiples of 16, full and
+limited range, BT.601 and BT.709 tags, 4:2:2 and 4:4:4, display rotations, 10-bit HEVC, VP9 in
+WebM. The reference frames come from torchcodec 0.17 and OpenCV 5.1 (opencv-python's bundled
+FFmpeg) in the vLLM venv (tests/video/decoder_oracle_script.py); torchcodec there needs FFmpeg's
+shared libraries (Debian's libavcodec59 and friends). The end-to-end checks run transformers'
+video processors (the torchvision venv) on torchcodec's frames and metadata, which is what their
+``fetch_videos`` hands them for a path, against smg-fast's ``decoder="torchcodec"`` on the
+clip's bytes."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def _clips() -> dict[str, bytes]:
         "h264_444_99x63": make_clip("h264", 99, 63, 12, pix_fmt="yuv444p"),
         "h264_422_130x64": make_clip("h264", 130, 64, 12, pix_fmt="yuv422p"),
         "h264_one_frame": make_clip("h264", 66, 38, 1),
+        # Display rotation: torchcodec and OpenCV turn the frames upright, PyAV's loader does not.
+        "h264_rotated_90": make_clip("h264", 98, 62, 12, rotation=90),
+        "h264_rotated_180": make_clip("h264", 98, 62, 12, rotation=180),
+        "h264_rotated_270": make_clip("h264", 98, 62, 12, rotation=270),
     }
     have = codecs_available()
     assert {"h264", "hevc", "vp9"} <= set(have), have  # the test extra's PyAV has them
@@ -115,6 +120,20 @@ def test_conversions_differ_where_the_libraries_do(references: dict) -> None:
     assert not np.array_equal(pyav, ref["torchcodec"])
 
 
+def test_rotation_is_applied_by_the_players_only(references: dict) -> None:
+    """torchcodec and OpenCV turn a rotated stream upright; pyav keeps the stored frames."""
+    for angle in (90, 180, 270):
+        name = f"h264_rotated_{angle}"
+        stored, _ = load_video(CLIPS[name], INDICES[name])
+        for decoder in ("torchcodec", "opencv"):
+            want = references[name][decoder]
+            assert np.array_equal(want, np.rot90(stored, angle // 90, axes=(1, 2))), (name,
+                                                                                        decoder)
+            _, meta = load_video(CLIPS[name], [0], decoder=decoder)
+            assert (meta["height"], meta["width"]) == want.shape[1:3]
+            assert meta["rotation"] == angle
+
+
 def test_webm_rate_is_measured_for_torchcodec(references: dict) -> None:
     """WebM's header rate (24) and torchcodec's measured rate differ; each reader keeps its own."""
     _, tc = load_video(CLIPS["vp9_webm_98x62"], [0], decoder="torchcodec")
@@ -151,7 +170,7 @@ def test_processor_equals_transformers_on_torchcodec_frames(
     Its frames and metadata, as ``fetch_videos`` hands them over for a path."""
     from video_oracle import run_oracle
 
-    names = ["vp9_webm_98x62", "hevc_10bit_98x70", "h264_320x240"]
+    names = ["vp9_webm_98x62", "hevc_10bit_98x70", "h264_320x240", "h264_rotated_90"]
     jobs = [{"video": CLIPS[n], "indices": list(range(len(load_video(CLIPS[n])[0])))}
             for n in names]
     workdir = tmp_path_factory.mktemp("decoders_all")

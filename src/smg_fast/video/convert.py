@@ -11,6 +11,9 @@ differ in how it becomes RGB, and each is reproduced here through PyAV's FFmpeg:
 - ``opencv`` (vLLM's default loader): swscale to BGR24 with bicubic flags, then the channels
   swapped (``cv2.cvtColor(..., COLOR_BGR2RGB)`` is a pure swap).
 
+torchcodec and OpenCV then turn a frame with display rotation upright (a quarter turn is an
+exact permutation of the converted pixels); transformers' PyAV loader does not.
+
 Where the source is 8-bit 4:2:0 the three agree; 10-bit and 4:2:2 / 4:4:4 sources are where
 they part (chroma upsampling and the dither of the bit-depth reduction follow the flags and the
 destination layout). Tests compare each with the real library on clips made with PyAV.
@@ -44,21 +47,24 @@ class FrameConverter:
         self._graph_key: tuple[Any, ...] | None = None
 
     def __call__(self, frame: Any) -> np.ndarray:
-        if self.decoder == "pyav":
+        if self.decoder == "pyav":  # transformers' PyAV loader ignores rotation
             return frame.to_ndarray(format="rgb24")
         if self.decoder == "opencv":
-            bgr = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")
-            return np.ascontiguousarray(bgr[..., ::-1])
-        return self._filtered(frame)
+            rgb = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")[..., ::-1]
+        else:
+            rgb = self._filtered(frame)
+        return self._upright(frame, rgb)
+
+    def _upright(self, frame: Any, rgb: np.ndarray) -> np.ndarray:
+        """The converted frame turned by its display rotation, as torchcodec and OpenCV do."""
+        angle = int(round(getattr(frame, "rotation", 0) or 0))
+        if angle % 90:
+            raise UnsupportedVideoError(self.index, f"display rotation of {angle} degrees (only "
+                                                    "multiples of 90 are reproduced)")
+        return np.ascontiguousarray(np.rot90(rgb, (angle // 90) % 4))
 
     def _filtered(self, frame: Any) -> np.ndarray:
         """torchcodec's conversion: a scale filter (its default bicubic flags) to rgb24."""
-        if getattr(frame, "rotation", 0):
-            # torchcodec turns rotated frames upright; that rotation is not reproduced.
-            raise UnsupportedVideoError(self.index, "the stream carries rotation metadata, which "
-                                        "torchcodec applies and smg-fast's torchcodec decoder "
-                                        "does not reproduce (decoder='pyav' ignores it, as "
-                                        "transformers' PyAV loader does)")
         key = (frame.width, frame.height, frame.format.name)
         if self._graph is None or key != self._graph_key:
             self._graph = _scale_graph(frame)

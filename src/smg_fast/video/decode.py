@@ -22,7 +22,7 @@ from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
 from .convert import FrameConverter, check_decoder
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
-from .stream_scan import decoder_metadata
+from .stream_scan import decoder_metadata, frame_size, stream_rotation
 
 
 def _set_threads(header: VideoHeader, threads: int | None) -> None:
@@ -128,7 +128,8 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
     (InvalidVideoError) is refused where it would give fewer frames."""
     check_indices(header.index, indices, header.total_frames)  # before allocating
     cap = len({int(i) for i in indices})
-    out = np.empty((cap, header.height, header.width, 3), np.uint8)
+    rotation = stream_rotation(header) if decoder != "pyav" else 0
+    out = np.empty((cap, *frame_size(header, decoder, rotation), 3), np.uint8)
     found: list[int] = []
     for i, rgb in iter_frames(header, indices, threads, skip, decoder=decoder):
         out[len(found)] = rgb

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidVideoError
+from ..errors import InvalidVideoError, UnsupportedVideoError
 from .container import VideoHeader, _av
 
 
@@ -46,13 +46,44 @@ def scanned_metadata(header: VideoHeader) -> dict[str, Any]:
             "width": header.width}
 
 
+def stream_rotation(header: VideoHeader) -> int:
+    """The stream's display rotation in degrees (0, 90, 180, 270), read off its first frame.
+
+    PyAV exposes the display matrix on decoded frames only, so the first frame is decoded (not
+    converted); UnsupportedVideoError for an angle that is not a multiple of 90."""
+    av = _av()
+    container = header.container
+    try:
+        container.seek(0)
+        frame = next(iter(container.decode(header.stream)), None)
+        container.seek(0)
+    except av.FFmpegError as exc:
+        raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
+    angle = int(round(getattr(frame, "rotation", 0) or 0)) if frame is not None else 0
+    if angle % 90:
+        raise UnsupportedVideoError(header.index, f"display rotation of {angle} degrees (only "
+                                                  "multiples of 90 are reproduced)")
+    return angle % 360
+
+
+def frame_size(header: VideoHeader, decoder: str, rotation: int) -> tuple[int, int]:
+    """(height, width) of the frames decoder returns: turned upright except by PyAV's loader."""
+    if decoder != "pyav" and rotation in (90, 270):
+        return header.width, header.height
+    return header.height, header.width
+
+
 def decoder_metadata(header: VideoHeader, decoder: str) -> dict[str, Any]:
-    """The metadata a decoder's reader gives: the scan for torchcodec, else the header's."""
-    if decoder == "torchcodec":
-        return scanned_metadata(header)
-    meta = header.metadata()
+    """The metadata a decoder's reader gives: the scan for torchcodec, else the header's.
+
+    torchcodec and OpenCV turn rotated streams upright, so their width and height are the
+    upright frame's (as both report them); ``rotation`` is the stream's (0 for pyav)."""
+    meta = scanned_metadata(header) if decoder == "torchcodec" else header.metadata()
     meta["video_backend"] = decoder
+    rotation = stream_rotation(header) if decoder != "pyav" else 0
+    meta["height"], meta["width"] = frame_size(header, decoder, rotation)
+    meta["rotation"] = rotation
     return meta
 
 
-__all__ = ["decoder_metadata", "scanned_metadata"]
+__all__ = ["decoder_metadata", "frame_size", "scanned_metadata", "stream_rotation"]
