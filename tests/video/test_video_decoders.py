@@ -245,3 +245,16 @@ def test_the_decoder_is_chosen_per_processor_and_per_call() -> None:
     assert not np.array_equal(pyav["pixel_values_videos"], per_call["pixel_values_videos"])
     back = load_video_processor("qwen2_vl", decoder="opencv")(clip, decoder="pyav", **opts)
     assert np.array_equal(back["pixel_values_videos"], pyav["pixel_values_videos"])
+
+
+@pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
+def test_ffmpeg_threads_apply_with_every_decoder(references: dict, decoder: str) -> None:
+    """FFmpeg threads are set before the rotation read opens the decoder; same frames."""
+    name = "h264_rotated_90"
+    want = references[name][decoder]
+    for threads in (0, 1, 2):
+        got, _ = load_video(CLIPS[name], INDICES[name], threads=threads, decoder=decoder)
+        assert np.array_equal(got, want), threads
+        vp = load_video_processor("qwen2_vl", threads=threads, decoder=decoder)
+        out = vp(CLIPS[name], do_sample_frames=True, fps=8)
+        assert out["video_grid_thw"].shape == (1, 3)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidVideoError, UnsupportedCallError, VideoTooLargeError
-from ..video.container import VideoLimits, open_video
+from ..video.container import VideoLimits, open_video, set_threads
 from ..video.convert import check_decoder
 from ..video.decode import check_indices, iter_frames
 from ..video.decode_memory import video_decode_bytes
@@ -120,7 +120,7 @@ class VideoProcessor:
         try:
             planned = []
             for i, item in enumerate(items):
-                sources.append(_open_item(i, item, self.limits, decoder))
+                sources.append(_open_item(i, item, self.limits, decoder, self.threads))
                 planned.append(_plan(i, cfg, sources[-1]))
             _check_output(planned, np_dtype.itemsize, limit)
             out = np.empty(sum(plan.elems for _, plan in planned), np_dtype)  # written once
@@ -167,7 +167,7 @@ class VideoProcessor:
             raise TypeError(f"video {index}: plan() takes encoded bytes or a file path, got "
                             f"{type(video).__name__}")
         dtype_name = parse_dtype(dtype)
-        source = _Encoded(index, video, self.limits, decoder)
+        source = _Encoded(index, video, self.limits, decoder, self.threads)
         try:
             indices, plan = _plan(index, cfg, source)
         except BaseException:
@@ -325,10 +325,11 @@ class _Frames(_Source):
 
 class _Encoded(_Source):
     def __init__(self, index: int, data: Any, limits: VideoLimits,
-                 decoder: str = "pyav") -> None:
+                 decoder: str = "pyav", threads: int | None = None) -> None:
         self._header = open_video(index, data, limits)
         self._decoder = decoder
         try:
+            set_threads(self._header, threads)  # before the rotation read opens the decoder
             meta = decoder_metadata(self._header, decoder)
         except BaseException:
             self._header.close()
@@ -403,10 +404,11 @@ def _check_output(planned: list[tuple[Any, VideoPlan]], itemsize: int, limit: in
                 "frames or pixels (fps, num_frames, max_pixels)"))
 
 
-def _open_item(index: int, item: Any, limits: VideoLimits, decoder: str = "pyav") -> _Source:
+def _open_item(index: int, item: Any, limits: VideoLimits, decoder: str = "pyav",
+               threads: int | None = None) -> _Source:
     if isinstance(item, FrameVideo):
         return _Frames(item)
-    return _Encoded(index, item, limits, decoder)
+    return _Encoded(index, item, limits, decoder, threads)
 
 
 __all__ = ["MAX_OUTPUT_BYTES", "PlannedVideo", "VideoProcessor"]

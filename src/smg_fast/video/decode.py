@@ -18,26 +18,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameIndexError, InvalidVideoError
-from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
+from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video, set_threads
 from .convert import FrameConverter, check_decoder
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
 from .stream_scan import decoder_metadata, frame_size, stream_rotation
-
-
-def _set_threads(header: VideoHeader, threads: int | None) -> None:
-    """FFmpeg's decoder threads for this stream.
-
-    None keeps PyAV's defaults, which transformers' loader runs (slice threads, FFmpeg's count);
-    1: no threads; n > 1 or 0 (FFmpeg's count): frame and slice threads. Valid streams decode to
-    the same frames either way; a damaged one may be concealed differently."""
-    if threads is None:
-        return
-    if threads < 0:
-        raise ValueError(f"threads must be >= 0, got {threads}")
-    ctx = header.stream.codec_context
-    ctx.thread_count = threads
-    ctx.thread_type = "SLICE" if threads == 1 else "AUTO"
 
 
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
@@ -97,7 +82,7 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
         return
     end = int(indices[-1])
     wanted = {int(i) for i in indices if int(i) <= end}
-    _set_threads(header, threads)
+    set_threads(header, threads)
     try:
         kept = _decode_wanted(header, wanted, end, threads, skip, check)
     except av.FFmpegError as exc:
@@ -128,6 +113,7 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
     (InvalidVideoError) is refused where it would give fewer frames."""
     check_indices(header.index, indices, header.total_frames)  # before allocating
     cap = len({int(i) for i in indices})
+    set_threads(header, threads)  # before the rotation read opens the decoder
     rotation = stream_rotation(header) if decoder != "pyav" else 0
     out = np.empty((cap, *frame_size(header, decoder, rotation), 3), np.uint8)
     found: list[int] = []
@@ -151,6 +137,7 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     ``decode_frames`` checks them (FrameIndexError, InvalidVideoError)."""
     header = open_video(0, source, limits)
     try:
+        set_threads(header, threads)  # before the rotation read opens the decoder
         meta = decoder_metadata(header, check_decoder(decoder))
         if indices is None:
             indices = sample(meta) if sample is not None else range(header.total_frames)
