@@ -71,6 +71,9 @@ def _clips() -> dict[str, bytes]:
         "h264_rotated_180": make_clip("h264", 98, 62, 12, rotation=180),
         "h264_rotated_270": make_clip("h264", 98, 62, 12, rotation=270),
         "h264_vfr": _vfr_clip(),
+        # Closed groups of 12 frames: the parallel decode (threads >= 2) cuts it into runs.
+        "h264_gops_rotated_90": make_clip("h264", 98, 62, 48, fps=12, rotation=90, options={
+            "x264-params": "keyint=12:min-keyint=12:scenecut=0"}),
     }
     have = codecs_available()
     assert {"h264", "hevc", "vp9"} <= set(have), have  # the test extra's PyAV has them
@@ -86,6 +89,7 @@ CLIPS = _clips()
 # Sparse indices take the skip decode (H.264 / HEVC non-reference frames not decoded).
 INDICES = {name: ([0] if name == "h264_one_frame" else [0, 3, 4, 9, 11])
            for name in CLIPS}
+INDICES["h264_gops_rotated_90"] = [1, 13, 26, 40, 47]
 
 
 @pytest.fixture(scope="module")
@@ -248,9 +252,19 @@ def test_the_decoder_is_chosen_per_processor_and_per_call() -> None:
 
 
 @pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
-def test_ffmpeg_threads_apply_with_every_decoder(references: dict, decoder: str) -> None:
-    """FFmpeg threads are set before the rotation read opens the decoder; same frames."""
-    name = "h264_rotated_90"
+def test_ffmpeg_threads_apply_with_every_decoder(references: dict, decoder: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """FFmpeg threads work with every decoder, the parallel decode of closed groups included.
+
+    Threads are set before the rotation read opens the decoder; with 0 or 2 threads the clip's
+    closed groups are decoded in runs, and the frames are still the library's."""
+    from smg_fast.video import parallel_decode
+
+    runs: list[object] = []
+    real = parallel_decode._decode_run
+    monkeypatch.setattr(parallel_decode, "_decode_run",
+                        lambda *a: runs.append(a[2]) or real(*a))
+    name = "h264_gops_rotated_90"
     want = references[name][decoder]
     for threads in (0, 1, 2):
         got, _ = load_video(CLIPS[name], INDICES[name], threads=threads, decoder=decoder)
@@ -258,3 +272,4 @@ def test_ffmpeg_threads_apply_with_every_decoder(references: dict, decoder: str)
         vp = load_video_processor("qwen2_vl", threads=threads, decoder=decoder)
         out = vp(CLIPS[name], do_sample_frames=True, fps=8)
         assert out["video_grid_thw"].shape == (1, 3)
+    assert len(runs) >= 2  # threads 0 and 2 cut the clip into runs of groups
