@@ -244,6 +244,8 @@ def _verify_video(info: dict[str, Any], model: str | None, video: str | bytes, d
         vp = load_video_processor(spec["source"])
     except (ValueError, TypeError, OSError):
         return "verify skipped: the server's model folder is not readable here"
+    if meta is not None and meta.get("decoder") and "decoder" not in options:
+        options = {**options, "decoder": meta["decoder"]}  # the server's default decoder
     ref = vp(video, dtype=dtype, return_metadata=True, **options)
     same = np.array_equal(ref["pixel_values_videos"], got)
     idx = list(ref["video_metadata"][0]["frames_indices"])

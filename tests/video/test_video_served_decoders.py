@@ -57,7 +57,7 @@ def test_an_unknown_decoder_is_invalid_argument(served):
 
 
 def test_the_cli_verifies_a_decoder_choice(served, tmp_path, capsys):
-    """``--decoder`` reaches the server and --verify's in-process processor alike."""
+    """``--decoder`` reaches the server; --verify decodes as the response says it was."""
     from smg_fast.client import _verify_video, main
 
     path = tmp_path / "clip.mp4"
@@ -71,7 +71,40 @@ def test_the_cli_verifies_a_decoder_choice(served, tmp_path, capsys):
         info = c.model_info()
         item = c.preprocess(videos=CLIP, videos_kwargs={**KWARGS, "decoder": "opencv"},
                             model="q2").items[0]
-    as_pyav = _verify_video(info, "q2", CLIP, "float32",
-                            {"fps": 8, "num_frames": None, "do_sample_frames": True},
-                            item.pixel_values, item.video)
-    assert as_pyav.startswith("DIFFERS")
+    options = {"fps": 8, "num_frames": None, "do_sample_frames": True}
+    assert item.video["decoder"] == "opencv"
+    follows = _verify_video(info, "q2", CLIP, "float32", options, item.pixel_values, item.video)
+    as_pyav = _verify_video(info, "q2", CLIP, "float32", options, item.pixel_values,
+                            {**item.video, "decoder": "pyav"})
+    assert follows.startswith("identical") and as_pyav.startswith("DIFFERS")
+
+
+def test_the_server_default_decoder_and_its_override(start_server, tmp_path, capsys):
+    """--video-decoder sets whose frames an item gets unless the item names a decoder.
+
+    The response says whose frames they are, and --verify checks against that decoder."""
+    from smg_fast.client import main
+
+    srv = start_server(models=[("q2", "qwen2_vl")], video_decoder="opencv")
+    vp = load_video_processor("qwen2_vl")
+    with Client(srv.target, timeout=60) as c:
+        default = c.preprocess(videos=CLIP, videos_kwargs=KWARGS, model="q2").items[0]
+        named = c.preprocess(videos=CLIP, videos_kwargs={**KWARGS, "decoder": "pyav"},
+                             model="q2").items[0]
+    for item, decoder in ((default, "opencv"), (named, "pyav")):
+        want = vp(CLIP, decoder=decoder, do_sample_frames=True, **KWARGS)
+        assert np.array_equal(item.pixel_values, want["pixel_values_videos"]), decoder
+        assert item.video["decoder"] == decoder
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(CLIP)
+    rc = main(["--target", srv.target, "--model", "q2", "--video", str(path), "--fps", "8",
+               "--verify", "--transport", "inline"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "identical to in-process (video)" in out, out
+
+
+def test_an_unknown_server_decoder_is_refused_at_start():
+    from smg_fast.server import ServerConfig
+
+    with pytest.raises(ValueError, match="--video-decoder"):
+        ServerConfig(video_decoder="decord").validate()

@@ -78,7 +78,7 @@ class ProcessedItem(_message.Message):
     def __init__(self, pixel_values: _Optional[_Union[_tensor_pb2.TensorData, _Mapping]] = ..., grid_thw: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ..., content_hash: _Optional[bytes] = ..., cache_hit: _Optional[bool] = ..., transport: _Optional[str] = ..., video: _Optional[_Union[VideoInfo, _Mapping]] = ...) -> None: ...
 
 class VideoInfo(_message.Message):
-    __slots__ = ("frames_indices", "fps", "total_num_frames", "duration", "width", "height", "timestamps")
+    __slots__ = ("frames_indices", "fps", "total_num_frames", "duration", "width", "height", "timestamps", "decoder")
     FRAMES_INDICES_FIELD_NUMBER: _ClassVar[int]
     FPS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_NUM_FRAMES_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,7 @@ class VideoInfo(_message.Message):
     WIDTH_FIELD_NUMBER: _ClassVar[int]
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    DECODER_FIELD_NUMBER: _ClassVar[int]
     frames_indices: _containers.RepeatedScalarFieldContainer[int]
     fps: float
     total_num_frames: int
@@ -93,7 +94,8 @@ class VideoInfo(_message.Message):
     width: int
     height: int
     timestamps: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, frames_indices: _Optional[_Iterable[int]] = ..., fps: _Optional[float] = ..., total_num_frames: _Optional[int] = ..., duration: _Optional[float] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., timestamps: _Optional[_Iterable[float]] = ...) -> None: ...
+    decoder: str
+    def __init__(self, frames_indices: _Optional[_Iterable[int]] = ..., fps: _Optional[float] = ..., total_num_frames: _Optional[int] = ..., duration: _Optional[float] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., timestamps: _Optional[_Iterable[float]] = ..., decoder: _Optional[str] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")
