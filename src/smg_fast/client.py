@@ -111,7 +111,8 @@ class Client(_ClientBase):
         is then a CompactTensor (``smg_fast.expand`` it), or with ``expand`` the dtype's tensor.
         ``videos``: encoded videos (bytes, paths, file:// URLs) sent after the images, sampled
         with ``videos_kwargs`` (``fps``, ``num_frames``, ``do_sample_frames``, ``min_frames``,
-        ``max_frames``, ``min_pixels``, ``max_pixels``; unset: the model's)."""
+        ``max_frames``, ``min_pixels``, ``max_pixels``; unset: the model's; ``decoder``: whose
+        frames, ``pyav`` unless set)."""
         req = self._request(images, model, dtype, transport, min_pixels, max_pixels, request_id,
                             encoding, videos, videos_kwargs)
         t0 = time.perf_counter()
@@ -243,6 +244,8 @@ def _verify_video(info: dict[str, Any], model: str | None, video: str | bytes, d
         vp = load_video_processor(spec["source"])
     except (ValueError, TypeError, OSError):
         return "verify skipped: the server's model folder is not readable here"
+    if meta is not None and meta.get("decoder") and "decoder" not in options:
+        options = {**options, "decoder": meta["decoder"]}  # the server's default decoder
     ref = vp(video, dtype=dtype, return_metadata=True, **options)
     same = np.array_equal(ref["pixel_values_videos"], got)
     idx = list(ref["video_metadata"][0]["frames_indices"])
@@ -264,6 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="videos: frames kept per second (default: the model's)")
     ap.add_argument("--num-frames", type=int, default=None,
                     help="videos: frames kept (instead of --fps)")
+    ap.add_argument("--decoder", default=None, choices=["pyav", "torchcodec", "opencv"],
+                    help="videos: whose frames (default: pyav, transformers' load_video's; "
+                         "torchcodec: its processors' for a path, SGLang's; opencv: vLLM's)")
     ap.add_argument("--test-pattern", action="store_true",
                     help="also send a built-in 1920x1080 JPEG test pattern (no image needed)")
     ap.add_argument("--target", default=os.environ.get("SMG_FAST_TARGET", DEFAULT_TARGET),
@@ -291,8 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.images and not args.info and not args.test_pattern and not args.video:
         ap.error("give image files, --video files, --test-pattern, or --info")
     images: list[tuple[str, Any]] = [(str(i), i) for i in args.images]
-    videos_kwargs = {k: v for k, v in (("fps", args.fps), ("num_frames", args.num_frames))
-                     if v is not None}
+    videos_kwargs = {k: v for k, v in (("fps", args.fps), ("num_frames", args.num_frames),
+                                       ("decoder", args.decoder)) if v is not None}
     try:
         options = call_options(video_options(videos_kwargs))
     except ValueError as exc:

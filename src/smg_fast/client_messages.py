@@ -128,7 +128,7 @@ def _media_item(image: Any, video: Any = None) -> Any:
 
 
 VIDEO_OPTIONS = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames",
-                 "min_pixels", "max_pixels")
+                 "min_pixels", "max_pixels", "decoder")
 
 
 def video_options(videos_kwargs: dict[str, Any] | None) -> Any:
@@ -193,11 +193,12 @@ def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,
 def _video_metadata(msg: Any) -> dict[str, Any]:
     """A VideoInfo message as transformers' video_metadata fields (fps None when unknown).
 
-    Plus ``timestamps``: the seconds Qwen3-VL's prompt shows before each temporal group."""
+    Plus ``timestamps``: the seconds Qwen3-VL's prompt shows before each temporal group, and
+    ``decoder``: whose frames (None from a server that does not say)."""
     return {"frames_indices": [int(i) for i in msg.frames_indices], "fps": msg.fps or None,
             "total_num_frames": int(msg.total_num_frames), "duration": float(msg.duration),
             "width": int(msg.width), "height": int(msg.height),
-            "timestamps": [float(t) for t in msg.timestamps]}
+            "timestamps": [float(t) for t in msg.timestamps], "decoder": msg.decoder or None}
 
 
 __all__ = ["VIDEO_OPTIONS", "PreprocessResult", "PreprocessedImage", "build_request",

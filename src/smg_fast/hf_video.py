@@ -6,7 +6,9 @@ Each class is a subclass of transformers' class of the same name (which needs to
 there), so it is built, loaded with ``from_pretrained``, saved and called as that class is. A
 call on frames (numpy arrays, torch CPU tensors, lists of PIL frames) or encoded bytes, with
 options smg-fast reproduces, is computed by smg-fast's ``VideoProcessor``, bit for bit the
-class's output; anything else (paths and URLs, which transformers decodes with torchcodec,
+class's output; so are local file paths where transformers decodes them with torchcodec (its
+``fetch_videos``, when torchcodec loads here), with smg-fast's ``decoder="torchcodec"``. Anything
+else (URLs, paths where torchcodec does not load, streams with rotation metadata,
 ``device=...``, other options) is computed by transformers' own class, the reason logged once.
 ``register()`` makes transformers' ``AutoVideoProcessor`` return them (what the engine plug-ins
 call). The classes are made on first access, so importing this module needs neither torch nor
@@ -14,11 +16,12 @@ torchvision."""
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import weakref
 from typing import Any
 
-from .errors import UnsupportedCallError
+from .errors import UnsupportedCallError, UnsupportedVideoError
 from .hf_compat import log_once
 from .processors.video import VideoProcessor
 from .processors.video_config import read_video_fields
@@ -50,6 +53,26 @@ def _first(videos: Any) -> Any:
     return first
 
 
+def _is_path(x: Any) -> bool:
+    return isinstance(x, str) or hasattr(x, "__fspath__")
+
+
+def _local_paths(videos: Any) -> bool:
+    """True for a local video path or a flat list of them (not URLs, not frame-path lists)."""
+    items = list(videos) if isinstance(videos, (list, tuple)) else [videos]
+    return bool(items) and all(_is_path(v) and "://" not in str(v) for v in items)
+
+
+def _torchcodec_usable() -> bool:
+    """Whether transformers decodes video paths with torchcodec in this environment."""
+    from transformers.utils import import_utils
+
+    usable = getattr(import_utils, "is_torchcodec_usable", None)
+    if usable is not None:
+        return bool(usable(decode="video"))
+    return bool(import_utils.is_torchcodec_available())
+
+
 def _why_not(videos: Any, kwargs: dict[str, Any]) -> str | None:
     """Why smg-fast does not compute this call (None: it does; frames or bytes, known options)."""
     unknown = set(kwargs) - _OURS
@@ -59,8 +82,13 @@ def _why_not(videos: Any, kwargs: dict[str, Any]) -> str | None:
     if device is not None and str(device) != "cpu":
         return f"device={str(device)!r} (smg-fast computes on the CPU)"
     first = _first(videos)
-    if isinstance(first, str) or hasattr(first, "__fspath__"):
-        return "videos given as paths or URLs (transformers decodes them with torchcodec)"
+    if _is_path(first):
+        if not _local_paths(videos):
+            return "videos given as URLs or lists of frame paths (transformers fetches them)"
+        if not _torchcodec_usable():
+            return "video paths where torchcodec does not load (transformers falls back)"
+        if importlib.util.find_spec("av") is None:
+            return "video paths without PyAV here (smg-fast decodes with it)"
     flags = (kwargs.get("do_rescale"), kwargs.get("do_normalize"))
     if flags == (False, False):
         dtype = getattr(first, "dtype", None)
@@ -114,10 +142,12 @@ def _make(name: str) -> type:
         # transformers returns the resized uint8 patches when neither is done (vLLM's default)
         raw = (options.pop("do_rescale", None), options.pop("do_normalize", None)) == (False,
                                                                                        False)
+        if _local_paths(videos):  # transformers' fetch_videos decodes them with torchcodec
+            options["decoder"] = "torchcodec"
         try:
             out = proc(videos, return_tensors="pt", return_metadata=True,
                        dtype="uint8" if raw else "float32", **options)
-        except UnsupportedCallError as exc:
+        except (UnsupportedCallError, UnsupportedVideoError) as exc:
             return _hand_over(self, str(exc), videos, kwargs)
         data = {"pixel_values_videos": out["pixel_values_videos"],
                 "video_grid_thw": out["video_grid_thw"]}
@@ -133,7 +163,8 @@ def _make(name: str) -> type:
         return base.preprocess(self, videos, **kwargs)
 
     doc = (f"transformers' {name}, computed by smg-fast where it reproduces the call bit for "
-           "bit (frames or encoded bytes; paths and URLs go to transformers' own decoding).")
+           "bit (frames, encoded bytes, local paths decoded as torchcodec decodes them; URLs go "
+           "to transformers' own decoding).")
     return type(name, (base,), {"preprocess": preprocess, "__doc__": doc,
                                 "__module__": __name__})
 

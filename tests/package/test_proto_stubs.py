@@ -62,9 +62,10 @@ def test_stubs_match_the_spec():
     assert numbers(pb.MediaItem) == {"data": 1, "url": 2, "video": 3}
     assert numbers(pb.VideoOptions) == {"do_sample_frames": 1, "fps": 2, "num_frames": 3,
                                         "min_frames": 4, "max_frames": 5, "min_pixels": 6,
-                                        "max_pixels": 7}
+                                        "max_pixels": 7, "decoder": 8}
     assert numbers(pb.VideoInfo) == {"frames_indices": 1, "fps": 2, "total_num_frames": 3,
-                                     "duration": 4, "width": 5, "height": 6, "timestamps": 7}
+                                     "duration": 4, "width": 5, "height": 6, "timestamps": 7,
+                                     "decoder": 8}
     req = numbers(pb.PreprocessRequest)
     assert {k: req[k] for k in ("request_id", "model", "items", "dtype", "transport",
                                 "shm_namespace", "encoding")} == {

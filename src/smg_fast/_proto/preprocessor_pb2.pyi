@@ -18,7 +18,7 @@ class MediaItem(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., url: _Optional[str] = ..., video: _Optional[_Union[VideoOptions, _Mapping]] = ...) -> None: ...
 
 class VideoOptions(_message.Message):
-    __slots__ = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames", "min_pixels", "max_pixels")
+    __slots__ = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames", "min_pixels", "max_pixels", "decoder")
     DO_SAMPLE_FRAMES_FIELD_NUMBER: _ClassVar[int]
     FPS_FIELD_NUMBER: _ClassVar[int]
     NUM_FRAMES_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class VideoOptions(_message.Message):
     MAX_FRAMES_FIELD_NUMBER: _ClassVar[int]
     MIN_PIXELS_FIELD_NUMBER: _ClassVar[int]
     MAX_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    DECODER_FIELD_NUMBER: _ClassVar[int]
     do_sample_frames: bool
     fps: float
     num_frames: int
@@ -33,7 +34,8 @@ class VideoOptions(_message.Message):
     max_frames: int
     min_pixels: int
     max_pixels: int
-    def __init__(self, do_sample_frames: _Optional[bool] = ..., fps: _Optional[float] = ..., num_frames: _Optional[int] = ..., min_frames: _Optional[int] = ..., max_frames: _Optional[int] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ...) -> None: ...
+    decoder: str
+    def __init__(self, do_sample_frames: _Optional[bool] = ..., fps: _Optional[float] = ..., num_frames: _Optional[int] = ..., min_frames: _Optional[int] = ..., max_frames: _Optional[int] = ..., min_pixels: _Optional[int] = ..., max_pixels: _Optional[int] = ..., decoder: _Optional[str] = ...) -> None: ...
 
 class PreprocessRequest(_message.Message):
     __slots__ = ("request_id", "model", "items", "dtype", "transport", "shm_namespace", "min_pixels", "max_pixels", "encoding")
@@ -76,7 +78,7 @@ class ProcessedItem(_message.Message):
     def __init__(self, pixel_values: _Optional[_Union[_tensor_pb2.TensorData, _Mapping]] = ..., grid_thw: _Optional[_Iterable[int]] = ..., num_tokens: _Optional[int] = ..., content_hash: _Optional[bytes] = ..., cache_hit: _Optional[bool] = ..., transport: _Optional[str] = ..., video: _Optional[_Union[VideoInfo, _Mapping]] = ...) -> None: ...
 
 class VideoInfo(_message.Message):
-    __slots__ = ("frames_indices", "fps", "total_num_frames", "duration", "width", "height", "timestamps")
+    __slots__ = ("frames_indices", "fps", "total_num_frames", "duration", "width", "height", "timestamps", "decoder")
     FRAMES_INDICES_FIELD_NUMBER: _ClassVar[int]
     FPS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_NUM_FRAMES_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +86,7 @@ class VideoInfo(_message.Message):
     WIDTH_FIELD_NUMBER: _ClassVar[int]
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    DECODER_FIELD_NUMBER: _ClassVar[int]
     frames_indices: _containers.RepeatedScalarFieldContainer[int]
     fps: float
     total_num_frames: int
@@ -91,7 +94,8 @@ class VideoInfo(_message.Message):
     width: int
     height: int
     timestamps: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, frames_indices: _Optional[_Iterable[int]] = ..., fps: _Optional[float] = ..., total_num_frames: _Optional[int] = ..., duration: _Optional[float] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., timestamps: _Optional[_Iterable[float]] = ...) -> None: ...
+    decoder: str
+    def __init__(self, frames_indices: _Optional[_Iterable[int]] = ..., fps: _Optional[float] = ..., total_num_frames: _Optional[int] = ..., duration: _Optional[float] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., timestamps: _Optional[_Iterable[float]] = ..., decoder: _Optional[str] = ...) -> None: ...
 
 class Timings(_message.Message):
     __slots__ = ("queue_us", "decode_us", "preprocess_us", "transport_us", "total_us")

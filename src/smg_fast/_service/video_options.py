@@ -32,6 +32,8 @@ def call_options(msg: Any) -> dict[str, Any]:
     for key in ("min_frames", "max_frames", "min_pixels", "max_pixels"):
         if has(key):
             out[key] = int(getattr(msg, key))
+    if has("decoder") and msg.decoder:  # the video processor checks the name
+        out["decoder"] = msg.decoder
     return out
 
 

@@ -117,17 +117,19 @@ def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = No
 
 
 def load_video_processor(name_or_dir: str | os.PathLike[str], *, limits: Any = None,
-                         threads: int | None = None, **overrides: Any) -> VideoProcessor:
+                         threads: int | None = None, decoder: str = "pyav",
+                         **overrides: Any) -> VideoProcessor:
     """A video processor for a family name, a model folder or a hub id.
 
     A family name takes transformers' video processor class defaults; a folder its
     video_preprocessor_config.json, else its preprocessor_config.json (as AutoVideoProcessor).
     Overrides (``fps=...``, ``max_pixels=...``, ``do_sample_frames=...``) win. ``limits``: a
     ``smg_fast.video.VideoLimits``; ``threads``: FFmpeg decoder threads per video (None: PyAV's
-    defaults, as transformers' loader)."""
+    defaults, as transformers' loader); ``decoder``: whose RGB conversion and metadata encoded
+    videos get by default (``pyav``, ``torchcodec``, ``opencv``; docs/video.md)."""
     key = os.fspath(name_or_dir)
     if key in names():
-        return video_processor_for(key, overrides, limits, threads)
+        return video_processor_for(key, overrides, limits, threads, decoder)
     if is_hub_id(key):
         key = hub_folder(key)
     if not os.path.isdir(key):
@@ -135,7 +137,7 @@ def load_video_processor(name_or_dir: str | os.PathLike[str], *, limits: Any = N
                          "model folder")
     fam, _ = read_model_folder(key)
     return video_processor_for(fam.name, {**folder_video_fields(key), **overrides}, limits,
-                               threads)
+                               threads, decoder)
 
 
 __all__ = ["load_processor", "load_video_processor", "make_processor", "read_model_folder",

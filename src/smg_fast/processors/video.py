@@ -6,8 +6,9 @@ smart_resize, torch's uint8 antialiased bicubic resize, the fused rescale + norm
 temporal patch layout (frames in groups of ``temporal_patch_size``, the last frame repeated to
 fill the last group). Each frame goes through the torchvision image pipeline once (the native
 resize + normalize + patchify, temporal size 1), and its patches are written into their slot of
-the video's output. Encoded videos are decoded by PyAV (``smg_fast.video``): only the sampled
-frames are converted to RGB, and decoding stops after the last one."""
+the video's output. Encoded videos are decoded by PyAV (``smg_fast.video``) with the RGB
+conversion of the chosen reference decoder (``decoder``: pyav, torchcodec, opencv): only the
+sampled frames are converted to RGB, and decoding stops after the last one."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidVideoError, UnsupportedCallError, VideoTooLargeError
-from ..video.container import VideoLimits, open_video
+from ..video.container import VideoLimits, open_video, set_threads
+from ..video.convert import check_decoder
 from ..video.decode import check_indices, iter_frames
 from ..video.decode_memory import video_decode_bytes
+from ..video.stream_scan import decoder_metadata
 from .video_config import VideoConfig
 from .video_inputs import FrameVideo, video_items
 from .video_plan import VideoPlan, plan_video, sample_indices
@@ -35,17 +38,19 @@ MAX_OUTPUT_BYTES = 4 << 30
 
 _CALL_OPTIONS = frozenset({"fps", "num_frames", "do_sample_frames", "video_metadata",
                            "return_metadata", "cap_pixels_per_frame", "size", "min_pixels",
-                           "max_pixels", "min_frames", "max_frames"})
+                           "max_pixels", "min_frames", "max_frames", "decoder"})
 
 
 class VideoProcessor:
     """Turns videos into Qwen-family video encoder inputs, bit-identical to transformers'."""
 
     def __init__(self, config: VideoConfig, image_processor: Any,
-                 limits: VideoLimits | None = None, threads: int | None = None) -> None:
+                 limits: VideoLimits | None = None, threads: int | None = None,
+                 decoder: str = "pyav") -> None:
         self.config = config
         self.limits = limits or VideoLimits()
         self.threads = threads  # FFmpeg decoder threads per video (None: PyAV's defaults)
+        self.decoder = check_decoder(decoder)  # whose frames and metadata encoded videos get
         self._image = image_processor  # a torchvision-backend processor, temporal size 1
 
     def __repr__(self) -> str:
@@ -96,7 +101,9 @@ class VideoProcessor:
 
         Options as transformers' video processors take them: ``fps``, ``num_frames``,
         ``do_sample_frames``, ``video_metadata``, ``size``, ``min_frames``, ``max_frames``,
-        ``cap_pixels_per_frame``. ``max_output_bytes`` (default ``MAX_OUTPUT_BYTES``, 4 GiB):
+        ``cap_pixels_per_frame``; ``decoder`` (``pyav``, ``torchcodec``, ``opencv``; default
+        the processor's) picks whose RGB conversion and metadata an encoded video gets.
+        ``max_output_bytes`` (default ``MAX_OUTPUT_BYTES``, 4 GiB):
         every video's header is read and its output planned first, and a call whose output
         would be larger raises VideoTooLargeError (an OutputTooLargeError and an
         InvalidVideoError) before any frame is decoded."""
@@ -105,6 +112,7 @@ class VideoProcessor:
         limit = _output_limit(max_output_bytes)
         cfg, rest = self._options(options)
         return_metadata = bool(rest.pop("return_metadata", False))
+        decoder = check_decoder(rest.pop("decoder", None) or self.decoder)
         items = video_items(videos, rest.pop("video_metadata", None))
         dtype_name = parse_dtype(dtype)
         np_dtype = np.dtype(DTYPES[dtype_name][1])
@@ -112,7 +120,7 @@ class VideoProcessor:
         try:
             planned = []
             for i, item in enumerate(items):
-                sources.append(_open_item(i, item, self.limits))
+                sources.append(_open_item(i, item, self.limits, decoder, self.threads))
                 planned.append(_plan(i, cfg, sources[-1], self.limits.max_frames))
             _check_output(planned, np_dtype.itemsize, limit)
             out = np.empty(sum(plan.elems for _, plan in planned), np_dtype)  # written once
@@ -152,19 +160,20 @@ class VideoProcessor:
         from .._dtypes import parse_dtype
 
         cfg, rest = self._options(options)
+        decoder = check_decoder(rest.pop("decoder", None) or self.decoder)
         if rest:
             raise UnsupportedCallError(f"plan() takes no {sorted(rest)}")
         if not isinstance(video, (bytes, bytearray, memoryview, str, os.PathLike)):
             raise TypeError(f"video {index}: plan() takes encoded bytes or a file path, got "
                             f"{type(video).__name__}")
         dtype_name = parse_dtype(dtype)
-        source = _Encoded(index, video, self.limits)
+        source = _Encoded(index, video, self.limits, decoder, self.threads)
         try:
             indices, plan = _plan(index, cfg, source, self.limits.max_frames)
         except BaseException:
             source.close()
             raise
-        return PlannedVideo(self, index, source, indices, plan, dtype_name, cfg, check)
+        return PlannedVideo(self, index, source, indices, plan, dtype_name, cfg, check, decoder)
 
     def _fill(self, index: int, source: _Source, indices: np.ndarray | None, plan: VideoPlan,
               out: np.ndarray, dtype: str, check: Callable[[], None] | None = None) -> float:
@@ -213,7 +222,7 @@ class PlannedVideo:
 
     def __init__(self, proc: VideoProcessor, index: int, source: _Source,
                  indices: np.ndarray | None, plan: VideoPlan, dtype: str, config: VideoConfig,
-                 check: Callable[[], None] | None) -> None:
+                 check: Callable[[], None] | None, decoder: str = "pyav") -> None:
         from .._dtypes import DTYPES
 
         self._proc = proc
@@ -224,6 +233,7 @@ class PlannedVideo:
         self.dtype = dtype
         self.np_dtype = np.dtype(DTYPES[dtype][1])
         self.config = config  # the call's (its options applied): what keys a cached output
+        self.decoder = decoder  # whose frames: with config, what keys a cached output
         self.metadata = source.metadata  # transformers' video_metadata fields, frames_indices
         self.check = check
         self.decode_seconds = 0.0
@@ -314,10 +324,20 @@ class _Frames(_Source):
 
 
 class _Encoded(_Source):
-    def __init__(self, index: int, data: Any, limits: VideoLimits) -> None:
+    def __init__(self, index: int, data: Any, limits: VideoLimits,
+                 decoder: str = "pyav", threads: int | None = None) -> None:
         self._header = open_video(index, data, limits)
-        meta = self._header.metadata()
-        super().__init__(meta, self._header.total_frames, (meta["height"], meta["width"]))
+        self._decoder = decoder
+        try:
+            set_threads(self._header, threads)  # before the rotation read opens the decoder
+            meta = decoder_metadata(self._header, decoder)
+        except BaseException:
+            self._header.close()
+            raise
+        # Indices are checked against the smaller of the two counts: the frames the sampling
+        # metadata declares and the frames the header declares (what decoding checks).
+        count = min(int(meta["total_num_frames"]), self._header.total_frames)
+        super().__init__(meta, count, (meta["height"], meta["width"]))
 
     def frames(self, indices: np.ndarray | None, threads: int | None,
                check: Callable[[], None] | None = None) -> Any:
@@ -325,11 +345,13 @@ class _Encoded(_Source):
             indices = np.arange(self._header.total_frames)
         wanted = [int(i) for i in indices]
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
-            got = dict(iter_frames(self._header, sorted(set(wanted)), threads, check=check))
+            got = dict(iter_frames(self._header, sorted(set(wanted)), threads, check=check,
+                                   decoder=self._decoder))
             for i in wanted:
                 yield got[i]  # iter_frames gives every wanted frame or raises
             return
-        for _, rgb in iter_frames(self._header, wanted, threads, check=check):
+        for _, rgb in iter_frames(self._header, wanted, threads, check=check,
+                                  decoder=self._decoder):
             yield rgb
 
     def decode_bytes(self, indices: np.ndarray | None, threads: int | None) -> int:
@@ -389,10 +411,11 @@ def _check_output(planned: list[tuple[Any, VideoPlan]], itemsize: int, limit: in
                 "frames or pixels (fps, num_frames, max_pixels)"))
 
 
-def _open_item(index: int, item: Any, limits: VideoLimits) -> _Source:
+def _open_item(index: int, item: Any, limits: VideoLimits, decoder: str = "pyav",
+               threads: int | None = None) -> _Source:
     if isinstance(item, FrameVideo):
         return _Frames(item)
-    return _Encoded(index, item, limits)
+    return _Encoded(index, item, limits, decoder, threads)
 
 
 __all__ = ["MAX_OUTPUT_BYTES", "PlannedVideo", "VideoProcessor"]

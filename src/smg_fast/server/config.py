@@ -17,6 +17,7 @@ from ..processors.config import default_max_image_pixels
 from ..transport.rdma import DEFAULT_PORT as RDMA_DEFAULT_PORT
 from ..transport.rdma import DEFAULT_SLOT_BYTES, DEFAULT_SLOT_TTL_S, DEFAULT_SLOTS
 from ..video.container import VideoLimits
+from ..video.convert import DECODERS
 from .decode_budget import DECODE_WAIT_S, decode_bytes_limit
 from .shm_shares import parse_networks
 
@@ -80,6 +81,7 @@ class ServerConfig:
     video_max_frames: int = VideoLimits.max_frames
     video_max_frame_pixels: int = VideoLimits.max_frame_pixels
     video_threads: int = -1  # -1: PyAV's defaults (slice threads), as transformers' loader
+    video_decoder: str = "pyav"  # whose frames a video item gets unless it names a decoder
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
     @property
@@ -221,6 +223,9 @@ class ServerConfig:
                 and self.video_max_frame_pixels >= 1):
             raise ValueError("--video-max-seconds must be in (0, 86400], --video-max-frames and "
                              "--video-max-frame-pixels >= 1")
+        if self.video_decoder not in DECODERS:
+            raise ValueError(f"--video-decoder must be one of {', '.join(DECODERS)}, got "
+                             f"{self.video_decoder!r}")
         if not -1 <= self.video_threads <= 256:
             raise ValueError(f"--video-threads must be -1 (PyAV's defaults), 0 (FFmpeg's count) "
                              f"or 1..256, got {self.video_threads}")

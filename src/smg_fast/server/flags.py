@@ -155,6 +155,10 @@ _OPTIONS: list[Option] = [
      "FFmpeg decoder threads per video: -1 PyAV's defaults (slice threads, as transformers' "
      "loader runs), 0 FFmpeg's count with frame threads, n that many (each video item "
      "decodes on one worker; frame threads add one held frame each to its decode budget)"),
+    ("--video-decoder", "SMG_FAST_VIDEO_DECODER", str,
+     "whose frames a video item gets unless its VideoOptions.decoder names one: pyav "
+     "(transformers' load_video), torchcodec (transformers' processors given a path; SGLang), "
+     "opencv (vLLM)"),
 ]
 
 
@@ -266,6 +270,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         single_flight_wait_s=ns.single_flight_wait_s,
         video_max_seconds=ns.video_max_seconds, video_max_frames=ns.video_max_frames,
         video_max_frame_pixels=ns.video_max_frame_pixels, video_threads=ns.video_threads,
+        video_decoder=ns.video_decoder,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )
     try:

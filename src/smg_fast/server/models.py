@@ -57,10 +57,12 @@ class ModelSet:
 
     def __init__(self, specs: list[tuple[str, str]], max_image_pixels: int,
                  image_formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
-                 video_limits: Any = None, video_threads: int | None = None) -> None:
+                 video_limits: Any = None, video_threads: int | None = None,
+                 video_decoder: str = "pyav") -> None:
         limit = max_image_pixels or None
         self.video_limits = video_limits  # VideoLimits for video items (None: the defaults)
         self.video_threads = video_threads
+        self.video_decoder = video_decoder  # whose frames unless an item names a decoder
         self.models: dict[str, LoadedModel] = {}
         for name, spec in specs:
             source, backend = split_backend(spec)
@@ -96,7 +98,8 @@ class ModelSet:
             if model.video is None:
                 try:
                     model.video = load_video_processor(model.source, limits=self.video_limits,
-                                                       threads=self.video_threads)
+                                                       threads=self.video_threads,
+                                                       decoder=self.video_decoder)
                 except (ValueError, TypeError, OSError) as exc:
                     raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
                                        f"model {model.name!r}: its video settings cannot be "

@@ -85,7 +85,7 @@ def video_planner(vp: VideoProcessor, index: int, data: bytes, options: dict[str
 
 def video_fingerprint(planned: PlannedVideo) -> str:
     """What, besides the content and the dtype, keys a video's cached output."""
-    return "video:" + repr(planned.config)
+    return f"video:{planned.decoder}:{planned.config!r}"
 
 
 def set_video_info(msg: Any, metadata: dict[str, Any]) -> None:
@@ -97,6 +97,7 @@ def set_video_info(msg: Any, metadata: dict[str, Any]) -> None:
     msg.width = int(metadata.get("width") or 0)
     msg.height = int(metadata.get("height") or 0)
     msg.timestamps.extend(float(t) for t in metadata.get("timestamps") or ())
+    msg.decoder = str(metadata.get("video_backend") or "")
 
 
 __all__ = ["plan_video", "set_video_info", "timestamps", "video_fingerprint", "video_options",

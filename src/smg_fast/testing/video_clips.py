@@ -56,8 +56,11 @@ def scene_frame(picture: np.ndarray, width: int, height: int, i: int) -> np.ndar
 def make_clip(codec: str = "h264", width: int = 320, height: int = 240, frames: int = 24,
               fps: int | Fraction = 24, picture: np.ndarray | None = None,
               pix_fmt: str = "yuv420p", options: dict[str, str] | None = None,
-              metadata: dict[str, Any] | None = None) -> bytes:
+              metadata: dict[str, Any] | None = None, rotation: int = 0) -> bytes:
     """An encoded clip of frames frames (codec one of ENCODERS), as its container's bytes.
+
+    ``rotation``: a display rotation in degrees written into the container (its display
+    matrix), which players (torchcodec, OpenCV) apply and transformers' PyAV loader ignores.
 
     Muxing is bit-exact and the encoder runs one thread unless ``options`` names threads, so
     the same arguments mostly give the same bytes and cached references stay usable (x264's
@@ -76,6 +79,8 @@ def make_clip(codec: str = "h264", width: int = 320, height: int = 240, frames: 
             stream.options = dict(options)
         for key, value in (metadata or {}).items():
             stream.metadata[key] = value
+        if rotation:
+            stream.set_display_rotation(rotation)
         for i in range(frames):
             frame = av.VideoFrame.from_ndarray(scene_frame(picture, width, height, i),
                                                format="rgb24")

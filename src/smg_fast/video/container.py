@@ -161,6 +161,29 @@ def _check(index: int, container: Any, limits: VideoLimits,
                        fps, counted)
 
 
+def set_threads(header: VideoHeader, threads: int | None) -> None:
+    """FFmpeg's decoder threads for this stream, set before its decoder opens.
+
+    None keeps PyAV's defaults, which transformers' loader runs (slice threads, FFmpeg's count);
+    1: no threads; n > 1 or 0 (FFmpeg's count): frame and slice threads. Valid streams decode to
+    the same frames either way; a damaged one may be concealed differently. Once the decoder is
+    open (a rotation read decoded a frame) the same setting again is a no-op; another one is a
+    RuntimeError."""
+    if threads is None:
+        return
+    if threads < 0:
+        raise ValueError(f"threads must be >= 0, got {threads}")
+    ctx = header.stream.codec_context
+    kind = "SLICE" if threads == 1 else "AUTO"
+    if ctx.is_open:
+        if ctx.thread_type.name == kind and threads in (0, ctx.thread_count):
+            return  # 0: FFmpeg chose the count when it opened
+        raise RuntimeError(f"video {header.index}: its decoder is already open with "
+                           f"{ctx.thread_count} {ctx.thread_type.name} threads")
+    ctx.thread_count = threads
+    ctx.thread_type = kind
+
+
 def open_video(index: int, source: VideoSource,
                limits: VideoLimits | None = None) -> VideoHeader:
     """Opens a video's container and checks its header; close() it when done.
@@ -180,4 +203,4 @@ def open_video(index: int, source: VideoSource,
 
 
 __all__ = ["CODECS", "InvalidVideoError", "UnsupportedVideoError", "VideoHeader", "VideoLimits",
-           "VideoSource", "open_video"]
+           "VideoSource", "open_video", "set_threads"]

@@ -5,8 +5,8 @@ Frames are counted in the order the decoder outputs them after ``container.seek(
 Only what sampling needs is done: decoding stops after the last needed frame, and a frame that
 is not needed is never converted to RGB. The needed frames are kept (in the decoder's YUV) and
 converted once decoding has passed the last of them, as the reference converts them. The RGB
-conversion is PyAV's own (``to_ndarray(format="rgb24")``, FFmpeg's swscale), so the pixels are
-the reference's.
+conversion is the chosen decoder's (``decoder``: ``pyav``, transformers' PyAV loader, the
+default; ``torchcodec``; ``opencv``; see convert.py), so the pixels are that reference's.
 """
 
 from __future__ import annotations
@@ -18,24 +18,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameIndexError, InvalidVideoError
-from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video
+from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video, set_threads
+from .convert import FrameConverter, check_decoder
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
-
-
-def _set_threads(header: VideoHeader, threads: int | None) -> None:
-    """FFmpeg's decoder threads for this stream.
-
-    None keeps PyAV's defaults, which transformers' loader runs (slice threads, FFmpeg's count);
-    1: no threads; n > 1 or 0 (FFmpeg's count): frame and slice threads. Valid streams decode to
-    the same frames either way; a damaged one may be concealed differently."""
-    if threads is None:
-        return
-    if threads < 0:
-        raise ValueError(f"threads must be >= 0, got {threads}")
-    ctx = header.stream.codec_context
-    ctx.thread_count = threads
-    ctx.thread_type = "SLICE" if threads == 1 else "AUTO"
+from .stream_scan import decoder_metadata, frame_size, stream_rotation
 
 
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
@@ -75,8 +62,8 @@ def check_indices(index: int, indices: Sequence[int], total: int, hint: str = ""
 
 
 def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
-                skip: bool = True,
-                check: Callable[[], None] | None = None) -> Iterator[tuple[int, np.ndarray]]:
+                skip: bool = True, check: Callable[[], None] | None = None,
+                decoder: str = "pyav") -> Iterator[tuple[int, np.ndarray]]:
     """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
 
     In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
@@ -86,14 +73,16 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     header's frame count (before decoding), InvalidVideoError when the stream cannot be decoded,
     ends before a wanted frame (the header overstates its frames) or a frame's size differs
     from the header's. ``check()`` runs before each decoded frame (and packet) and may raise
-    to stop the decoding (a deadline, a cancellation)."""
+    to stop the decoding (a deadline, a cancellation). ``decoder`` names whose RGB conversion
+    the frames get (convert.py); frame ``i`` is the ``i``-th frame the decoder outputs for all."""
     av = _av()
+    convert = FrameConverter(check_decoder(decoder), header.index)
     check_indices(header.index, indices, header.total_frames)
     if len(indices) == 0:
         return
     end = int(indices[-1])
     wanted = {int(i) for i in indices if int(i) <= end}
-    _set_threads(header, threads)
+    set_threads(header, threads)
     try:
         kept = _decode_wanted(header, wanted, end, threads, skip, check)
     except av.FFmpegError as exc:
@@ -111,12 +100,12 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
         if (frame.width, frame.height) != (header.width, header.height):
             raise InvalidVideoError(header.index, f"frame {i} is {frame.width}x{frame.height}, "
                                     f"the stream declares {header.width}x{header.height}")
-        yield i, frame.to_ndarray(format="rgb24")
+        yield i, convert(frame)
         del frame
 
 
 def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
-                  skip: bool = True) -> tuple[np.ndarray, list[int]]:
+                  skip: bool = True, decoder: str = "pyav") -> tuple[np.ndarray, list[int]]:
     """The sampled frames as one (n, H, W, 3) uint8 array and the indices they are.
 
     What transformers' ``read_video_pyav`` returns for these indices, except that an index
@@ -124,9 +113,11 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
     (InvalidVideoError) is refused where it would give fewer frames."""
     check_indices(header.index, indices, header.total_frames)  # before allocating
     cap = len({int(i) for i in indices})
-    out = np.empty((cap, header.height, header.width, 3), np.uint8)
+    set_threads(header, threads)  # before the rotation read opens the decoder
+    rotation = stream_rotation(header) if decoder != "pyav" else 0
+    out = np.empty((cap, *frame_size(header, decoder, rotation), 3), np.uint8)
     found: list[int] = []
-    for i, rgb in iter_frames(header, indices, threads, skip):
+    for i, rgb in iter_frames(header, indices, threads, skip, decoder=decoder):
         out[len(found)] = rgb
         found.append(i)
     return out[:len(found)], found
@@ -134,19 +125,24 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
 
 def load_video(source: VideoSource, indices: Sequence[int] | None = None,
                sample: Any = None, threads: int | None = None, limits: VideoLimits | None = None,
-               skip: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
-    """Frames and metadata of encoded bytes or a file, as transformers' ``load_video`` (PyAV).
+               skip: bool = True, decoder: str = "pyav") -> tuple[np.ndarray, dict[str, Any]]:
+    """Frames and metadata of encoded bytes or a file, as transformers' ``load_video`` reads them.
+
+    ``decoder``: ``pyav`` (its default backend), ``torchcodec`` (the metadata from a packet
+    scan, as its exact seek mode; see stream_scan.py) or ``opencv`` (frames as OpenCV converts
+    them; the header's metadata).
 
     ``indices``: the frames to keep; or ``sample(metadata) -> indices``; neither: every frame.
     Returns ((n, H, W, 3) uint8, metadata with ``frames_indices``). Indices are checked as
     ``decode_frames`` checks them (FrameIndexError, InvalidVideoError)."""
     header = open_video(0, source, limits)
     try:
-        meta = header.metadata()
+        set_threads(header, threads)  # before the rotation read opens the decoder
+        meta = decoder_metadata(header, check_decoder(decoder))
         if indices is None:
             indices = sample(meta) if sample is not None else range(header.total_frames)
         indices = [int(i) for i in np.asarray(indices).reshape(-1)]
-        frames, _ = decode_frames(header, indices, threads, skip)
+        frames, _ = decode_frames(header, indices, threads, skip, decoder)
     finally:
         header.close()
     meta["frames_indices"] = indices

@@ -1,0 +1,95 @@
+"""A decoded frame's YUV to RGB conversion, as each reference decoder converts it.
+
+Every reference decoder runs FFmpeg's decoders, so the decoded YUV frame is the same; they
+differ in how it becomes RGB, and each is reproduced here through PyAV's FFmpeg:
+
+- ``pyav`` (transformers' ``load_video`` default): ``VideoFrame.to_ndarray(format="rgb24")``,
+  swscale with bilinear flags, the frame's colour matrix and range.
+- ``torchcodec`` (transformers' video processors given a path or URL, SGLang): FFmpeg's
+  ``scale`` filter (bicubic) then ``format=rgb24`` in a filter graph, the frame's colour matrix
+  and range as the filter reads them from the frame.
+- ``opencv`` (vLLM's default loader): swscale to BGR24 with bicubic flags, then the channels
+  swapped (``cv2.cvtColor(..., COLOR_BGR2RGB)`` is a pure swap).
+
+torchcodec and OpenCV then turn a frame with display rotation upright (a quarter turn is an
+exact permutation of the converted pixels); transformers' PyAV loader does not.
+
+Where the source is 8-bit 4:2:0 the three agree; 10-bit and 4:2:2 / 4:4:4 sources are where
+they part (chroma upsampling and the dither of the bit-depth reduction follow the flags and the
+destination layout). Tests compare each with the real library on clips made with PyAV.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedVideoError
+
+DECODERS = ("pyav", "torchcodec", "opencv")
+
+
+def check_decoder(decoder: str) -> str:
+    """The decoder name, or ValueError naming the known ones."""
+    if decoder not in DECODERS:
+        raise ValueError(f"unknown video decoder {decoder!r} (one of {', '.join(DECODERS)})")
+    return decoder
+
+
+class FrameConverter:
+    """Converts one video's decoded frames to (H, W, 3) uint8 RGB as ``decoder`` does."""
+
+    def __init__(self, decoder: str, index: int = 0) -> None:
+        self.decoder = check_decoder(decoder)
+        self.index = index  # the video, named in errors
+        self._graph: Any = None
+        self._graph_key: tuple[Any, ...] | None = None
+
+    def __call__(self, frame: Any) -> np.ndarray:
+        if self.decoder == "pyav":  # transformers' PyAV loader ignores rotation
+            return frame.to_ndarray(format="rgb24")
+        if self.decoder == "opencv":
+            rgb = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")[..., ::-1]
+        else:
+            rgb = self._filtered(frame)
+        return self._upright(frame, rgb)
+
+    def _upright(self, frame: Any, rgb: np.ndarray) -> np.ndarray:
+        """The converted frame turned by its display rotation, as torchcodec and OpenCV do."""
+        angle = int(round(getattr(frame, "rotation", 0) or 0))
+        if angle % 90:
+            raise UnsupportedVideoError(self.index, f"display rotation of {angle} degrees (only "
+                                                    "multiples of 90 are reproduced)")
+        return np.ascontiguousarray(np.rot90(rgb, (angle // 90) % 4))
+
+    def _filtered(self, frame: Any) -> np.ndarray:
+        """torchcodec's conversion: a scale filter (its default bicubic flags) to rgb24."""
+        key = (frame.width, frame.height, frame.format.name)
+        if self._graph is None or key != self._graph_key:
+            self._graph = _scale_graph(frame)
+            self._graph_key = key
+        self._graph.push(frame)
+        return self._graph.pull().to_ndarray()
+
+
+def _scale_graph(frame: Any) -> Any:
+    """buffer -> scale (same size, bicubic) -> format=rgb24 -> buffersink, for frame's shape."""
+    from fractions import Fraction
+
+    import av
+
+    graph = av.filter.Graph()
+    src = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
+                           time_base=frame.time_base or Fraction(1, 1))
+    scale = graph.add("scale", f"w={frame.width}:h={frame.height}:flags=bicubic")
+    fmt = graph.add("format", "rgb24")
+    sink = graph.add("buffersink")
+    src.link_to(scale)
+    scale.link_to(fmt)
+    fmt.link_to(sink)
+    graph.configure()
+    return graph
+
+
+__all__ = ["DECODERS", "FrameConverter", "check_decoder"]
