@@ -41,7 +41,10 @@ def test_a_video_key_is_its_content_and_options():
 def test_a_routed_request_of_images_and_videos_is_exact(start_server, small_jpegs):
     servers = [start_server(models=[("qwen2_vl", "qwen2_vl")], pixel_cache_mb=64)
                for _ in range(2)]
-    with RoutedClient([s.target for s in servers], timeout=60, floor=1) as rc:
+    # affinity_wait: a video whose member is at the bound waits for it (the default 10 ms wait,
+    # then a spill and a miss, is shorter than a video's decode on a loaded host)
+    with RoutedClient([s.target for s in servers], timeout=60, floor=1,
+                      affinity_wait=30) as rc:
         out = rc.preprocess([small_jpegs["rocket"]], videos=CLIPS, videos_kwargs={"fps": 2},
                             transport="inline")
         again = rc.preprocess(videos=CLIPS, videos_kwargs={"fps": 2}, transport="shm")
