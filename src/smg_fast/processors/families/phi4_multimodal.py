@@ -154,9 +154,6 @@ class Phi4MultimodalProcessor(Processor):
                  dtype: Any = "float32", *, channels_first_wins: bool = False,
                  **options: Any) -> ProcessorOutput:
         """Processor.__call__ with transformers' outputs: see the module's docstring."""
-        if options.get("encoding"):
-            raise UnsupportedCallError("encoding='uint8+lut' cannot carry phi4_multimodal's "
-                                       "global image: request float32 without encoding")
         return Processor.__call__(self, images, return_tensors, dtype,
                                   channels_first_wins=channels_first_wins, **options)
 
