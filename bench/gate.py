@@ -156,18 +156,19 @@ def measure_family(family: str, image, rounds: int = ROUNDS,
 
 
 def measure_against(label: str, proc, reference: Callable[[], np.ndarray], image,
-                    rounds: int = ROUNDS,
-                    raw: dict[str, list[float]] | None = None) -> dict[str, float]:
+                    rounds: int = ROUNDS, raw: dict[str, list[float]] | None = None,
+                    dtypes: tuple[str, ...] = DTYPES,
+                    output: str = "pixel_values") -> dict[str, float]:
     """measure_family's timing of `proc` on `image`, against a reference the caller gives.
 
-    The reference is exact: a call returning the float32 pixel_values. Metrics are named after
-    `label`."""
+    The reference is exact: a call returning the float32 `output` (smg-fast's output of that
+    name). `dtypes`: those smg-fast computes for the family. Metrics are named after `label`."""
     import smg_fast
 
     before = smg_fast.get_num_threads()
     smg_fast.set_num_threads(1)
     try:
-        expected = np.asarray(proc(image, dtype="float32")["pixel_values"])
+        expected = np.asarray(proc(image, dtype="float32")[output])
         # The reference is what we think it is: same tensor, bit for bit (also its warm-up call).
         if not np.array_equal(reference(), expected):
             raise AssertionError(f"{label}: the reference's output differs from smg-fast's")
@@ -176,7 +177,7 @@ def measure_against(label: str, proc, reference: Callable[[], np.ndarray], image
         dst[...] = src  # first touch outside the timed region
         fast: dict[str, Callable[[], object]] = {
             "copy": lambda: np.copyto(dst, src),
-            **{dt: (lambda dt=dt: proc(image, dtype=dt)) for dt in DTYPES},
+            **{dt: (lambda dt=dt: proc(image, dtype=dt)) for dt in dtypes},
         }
         for fn in fast.values():
             fn()  # warm-up: pools filled, pages touched
@@ -197,7 +198,7 @@ def measure_against(label: str, proc, reference: Callable[[], np.ndarray], image
         for name, values in samples.items():
             raw.setdefault(f"{label} {name}", []).extend(values)
     best = {name: min(values) for name, values in samples.items()}
-    return {f"{label} {dt} / {ref}": best[dt] / best[ref] for dt in DTYPES
+    return {f"{label} {dt} / {ref}": best[dt] / best[ref] for dt in dtypes
             for ref in ("copy", "ref")}
 
 

@@ -67,13 +67,14 @@ def rerun_in_oracle_venv(script: str, args: list[str]) -> int:
         return subprocess.call([tv_python, script, "--photo", str(photo_file()), *args], env=env)
 
 
-def timed(label: str, proc: Any, reference: Any, image: Any,
-          rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+def timed(label: str, proc: Any, reference: Any, image: Any, rounds: int,
+          dtypes: tuple[str, ...] = ("float32", "bfloat16"),
+          output: str = "pixel_values") -> tuple[dict[str, float], dict[str, float]]:
     """gate.measure_against's ratios for label, and the medians in ms of ref, copy and smg."""
     from gate import measure_against
 
     raw: dict[str, list[float]] = {}
-    ratios = measure_against(label, proc, reference, image, rounds, raw)
+    ratios = measure_against(label, proc, reference, image, rounds, raw, dtypes, output)
     ms = {name: 1e3 * statistics.median(raw[f"{label} {name}"])
-          for name in ("ref", "copy", "float32", "bfloat16")}
+          for name in ("ref", "copy", *dtypes)}
     return ratios, ms

@@ -13,13 +13,10 @@ medians. The CPU model (lscpu) is printed with the table.
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
 import sys
 from pathlib import Path
 
-from gate import _timed
-from oracle_bench import cpu_model, rerun_in_oracle_venv
+from oracle_bench import cpu_model, rerun_in_oracle_venv, timed
 
 SIZES = ((1920, 1080), (4000, 3000))
 
@@ -33,7 +30,6 @@ def _inside(photo: Path, rounds: int) -> int:
     from smg_fast.processors.reference import reference_processor
 
     torch.set_num_threads(1)
-    smg_fast.set_num_threads(1)
     print(f"CPU: {cpu_model()}; 1 thread, torch {torch.__version__}, kernels "
           f"{smg_fast.kernel_info()['selected']}, {rounds} rounds (medians of CPU ms)\n")
     print("| size | crops + global | transformers ms | smg f32 ms | copy floor ms "
@@ -46,31 +42,17 @@ def _inside(photo: Path, rounds: int) -> int:
     for size in SIZES:
         with Image.open(photo) as im:
             image = im.convert("RGB").resize(size, Image.Resampling.LANCZOS)
-        ours = np.asarray(proc(image)["image_pixel_values"])
-        if not np.array_equal(ref(image, return_tensors="pt")["image_pixel_values"].numpy(),
-                              ours):
-            raise AssertionError(f"{size}: the reference's output differs from smg-fast's")
-        src = ours.reshape(-1).view(np.uint8)
-        dst = np.empty_like(src)
-        dst[...] = src
-        calls = {"ref": lambda image=image: ref(image, return_tensors="pt"),
-                 "smg": lambda image=image: proc(image),
-                 "copy": lambda dst=dst, src=src: np.copyto(dst, src)}
-        samples: dict[str, list[float]] = {k: [] for k in calls}
-        gc.collect()
-        gc.disable()
-        try:
-            names = list(calls)
-            for r in range(rounds):
-                for name in names[r % 3:] + names[:r % 3]:
-                    samples[name].append(_timed(calls[name]))
-        finally:
-            gc.enable()
-        ms = {k: 1e3 * statistics.median(v) for k, v in samples.items()}
-        best = {k: min(v) for k, v in samples.items()}
-        print(f"| {size[0]}x{size[1]} | {ours.shape[1]} | {ms['ref']:.1f} | {ms['smg']:.1f} | "
-              f"{ms['copy']:.2f} | {best['ref'] / best['smg']:.1f}x | "
-              f"{best['smg'] / best['copy']:.1f}x |", flush=True)
+
+        def reference(image=image) -> np.ndarray:
+            return ref(image, return_tensors="pt")["image_pixel_values"].numpy()
+
+        label = f"phi4_multimodal {size[0]}x{size[1]}"
+        ratios, ms = timed(label, proc, reference, image, rounds, dtypes=("float32",),
+                           output="image_pixel_values")
+        crops = np.asarray(proc(image)["image_pixel_values"]).shape[1]
+        print(f"| {size[0]}x{size[1]} | {crops} | {ms['ref']:.1f} | {ms['float32']:.1f} | "
+              f"{ms['copy']:.2f} | {1 / ratios[f'{label} float32 / ref']:.1f}x | "
+              f"{ratios[f'{label} float32 / copy']:.1f}x |", flush=True)
     print("\n(ratios: fastest run over fastest run, as bench/gate.py; ms: medians)")
     return 0
 
