@@ -59,6 +59,9 @@ void patches_to_planar_py(const py::array& patches, int grid_h, int grid_w, int 
         throw py::value_error(
             "patches_to_planar: grid and patch must be positive, the canvas (at most 2^20 per side) at least "
             "the grid's pixels");
+    const char kind = patches.dtype().kind();  // an object array's items are counted references
+    if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f')
+        throw py::type_error("patches_to_planar: patches must be an array of numbers (bool, int, float)");
     const auto esize = patches.itemsize();
     if (!(patches.flags() & py::array::c_style) || patches.size() != int64_t(grid_h) * grid_w * 3 * patch * patch)
         throw py::value_error(

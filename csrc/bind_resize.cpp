@@ -112,8 +112,8 @@ CubicSource cubic_source(const py::array& src) {
         s.pixel_stride = v.channels;
         return s;
     }
-    if (src.dtype().kind() != 'f' || src.itemsize() != 4)
-        throw py::type_error("resize_opencv_cubic: expected a uint8 or float32 array");
+    if (!src.dtype().equal(py::dtype::of<float>()))  // native byte order: read as floats here
+        throw py::type_error("resize_opencv_cubic: expected a uint8 or float32 array (native byte order)");
     if (src.ndim() != 2 && src.ndim() != 3)
         throw py::value_error("resize_opencv_cubic: expected shape (H, W) or (H, W, C)");
     const int64_t h = src.shape(0), w = src.shape(1), c = src.ndim() == 3 ? src.shape(2) : 1;

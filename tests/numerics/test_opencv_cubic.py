@@ -97,6 +97,7 @@ def test_normalize_fuses_what_numpy_does_after_the_resize():
 @pytest.mark.parametrize("bad,exc,match", [
     (np.zeros((4, 4, 3), np.float64), TypeError, "uint8 or float32"),
     (np.zeros((4, 4, 3), np.int16), TypeError, "uint8 or float32"),
+    (np.arange(48, dtype=">f4").reshape(4, 4, 3), TypeError, "uint8 or float32"),
     (np.zeros((4,), np.float32), ValueError, "shape"),
     (np.zeros((0, 4, 3), np.float32), ValueError, "empty"),
     (np.zeros((4, 4, 5), np.float32), ValueError, "channels"),

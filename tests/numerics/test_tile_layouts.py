@@ -118,6 +118,14 @@ def test_patches_to_planar_refuses_bad_arguments(args, match):
         _native.patches_to_planar(**kw)
 
 
+@pytest.mark.parametrize("dtype", [object, "U1", "V4", "M8[s]"])
+def test_patches_to_planar_refuses_arrays_not_of_numbers(dtype):
+    """Object arrays hold references, which a byte copy would duplicate uncounted."""
+    kw = dict(grid_h=1, grid_w=1, patch=2, offset=0, canvas_h=2, canvas_w=2)
+    with pytest.raises(TypeError, match="numbers"):
+        _native.patches_to_planar(np.zeros(12, dtype), dst=np.zeros(12, dtype), **kw)
+
+
 def test_patches_to_planar_refuses_overlap():
     buf = np.zeros(2 * 3 * 3 * 16 * 16, np.float32)
     with pytest.raises(ValueError, match="overlap"):

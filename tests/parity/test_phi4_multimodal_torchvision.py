@@ -154,6 +154,11 @@ def test_phi4_refuses_what_it_does_not_compute(real_images):
         load_processor("phi4_multimodal", backend="pil")
     with pytest.raises(ValueError, match="dynamic_hd"):
         load_processor("phi4_multimodal", dynamic_hd=0)
+    for bad in ("x", "36", 2.5, [6], float("nan")):  # not truncated, not parsed: refused
+        with pytest.raises(UnsupportedCallError, match="dynamic_hd"):
+            proc(image, dynamic_hd=bad)
+        with pytest.raises(ValueError, match="dynamic_hd"):
+            load_processor("phi4_multimodal", dynamic_hd=bad)
     with pytest.raises(InvalidImageError, match="too extreme"):
         proc(image.resize((4000, 5)))  # transformers raises ValueError for it too
     with pytest.raises(InvalidImageError, match="zero-size|too extreme"):

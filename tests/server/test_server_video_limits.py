@@ -126,3 +126,52 @@ def test_video_flags_are_checked(flag, value):
 
     with pytest.raises(SystemExit):  # argparse's error: the message names the flag
         config_from_args([flag, value], environ={})
+
+
+def _threads() -> int:
+    import os
+
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads through /proc")
+@pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
+def test_video_items_waiting_for_decode_room_hold_no_decoders(start_server, decoder):
+    """Video items waiting for the decode budget hold no FFmpeg decoder threads.
+
+    A request's items are all planned before the budget admits the first; their plans (the
+    rotation read included) leave no decoder open."""
+    import threading
+    import time
+
+    clip = make_clip("h264", 320, 240, 4, fps=4)
+    opts = {"num_frames": 2, "decoder": decoder}
+    want = load_video_processor("qwen2_vl")(clip, do_sample_frames=True,
+                                            **opts)["pixel_values_videos"]
+    srv = start_server(models=[("q2", "qwen2_vl")], max_decode_mb=BUDGET_MB, decode_wait_s=60,
+                       pixel_cache_mb=0, video_threads=2)
+    budget = srv.server.decode
+    with Client(srv.target, timeout=120) as c:
+        c.preprocess(videos=clip, videos_kwargs=opts, model="q2", transport="inline")  # warm
+        before = _threads()
+        assert budget.take(budget.max_bytes)
+        got: dict = {}
+
+        def send() -> None:
+            got["out"] = c.preprocess(videos=[clip] * 12, videos_kwargs=opts, model="q2",
+                                      transport="inline")
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        try:
+            end = time.monotonic() + 60
+            while budget.stats()["waiting"] == 0 and time.monotonic() < end:
+                time.sleep(0.02)
+            assert budget.stats()["waiting"] == 1  # every item planned, the first waiting
+            held = _threads() - before
+        finally:
+            budget.give(budget.max_bytes)
+            sender.join(120)
+    assert held <= 4, held  # the request's own handler and client threads, not 12 decoders'
+    assert len(got["out"].items) == 12
+    assert all(np.array_equal(it.pixel_values, want) for it in got["out"].items)

@@ -20,7 +20,7 @@ import pytest
 from support.engine_common import engine_python_or_fail
 from support.oracle_cache import cached_batch
 
-from smg_fast.errors import FrameIndexError
+from smg_fast.errors import FrameIndexError, UnsupportedCallError
 from smg_fast.processors.loader import load_video_processor
 from smg_fast.testing.video_clips import codecs_available, make_clip
 from smg_fast.video import DECODERS, load_video
@@ -182,12 +182,20 @@ def test_webm_rate_is_measured_for_torchcodec(references: dict) -> None:
 
 
 def test_unknown_decoder_and_bad_index_are_typed() -> None:
-    """An unknown decoder is a ValueError naming the known ones; indices are checked first."""
+    """An unknown decoder is an UnsupportedCallError naming the known ones; indices checked first.
+
+    UnsupportedCallError is a ValueError; a call option naming a decoder is checked as well."""
     clip = CLIPS["h264_98x62"]
-    with pytest.raises(ValueError, match="torchcodec"):
+    with pytest.raises(UnsupportedCallError, match="torchcodec"):
         load_video(clip, [0], decoder="decord")
-    with pytest.raises(ValueError, match="torchcodec"):
+    with pytest.raises(UnsupportedCallError, match="torchcodec"):
         load_video_processor("qwen2_vl", decoder="ffmpeg")
+    vp = load_video_processor("qwen2_vl")
+    for bad in ("decord", 1, ["opencv"]):
+        with pytest.raises(UnsupportedCallError, match="torchcodec"):
+            vp(clip, decoder=bad)
+        with pytest.raises(UnsupportedCallError, match="torchcodec"):
+            vp.plan(clip, "float32", decoder=bad)
     for decoder in DECODERS:
         with pytest.raises(FrameIndexError):
             load_video(clip, [16], decoder=decoder)

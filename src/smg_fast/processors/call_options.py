@@ -8,8 +8,11 @@ raises an error that names it; options that change nothing here (``disable_group
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..errors import UnsupportedCallError
 from .config import ProcessorConfig
@@ -56,6 +59,16 @@ _NO_EFFECT: dict[str, tuple[Any, ...]] = {
 }
 
 
+def _whole(key: str, value: Any) -> int:
+    """value as an int where it is a whole number (36, 36.0, numpy's), else UnsupportedCallError.
+
+    A string or a fraction is refused, not parsed or truncated."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) \
+            and value == int(value):  # a bool too: crop_to_patches' field is an int
+        return int(value)
+    raise UnsupportedCallError(f"{key} must be a whole number, got {value!r}")
+
+
 def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     """CallOptions for a call's keyword arguments.
 
@@ -75,7 +88,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     opts.pop("size", None)
     for key, field in rules.fields.items():
         if opts.get(key) is not None:
-            fields[field] = int(opts.pop(key))
+            fields[field] = _whole(key, opts.pop(key))
         opts.pop(key, None)
     for key in ("image_mean", "image_std"):
         if opts.get(key) is not None:

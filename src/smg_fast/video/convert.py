@@ -25,15 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedVideoError
+from ..errors import UnsupportedCallError, UnsupportedVideoError
 
 DECODERS = ("pyav", "torchcodec", "opencv")
 
 
 def check_decoder(decoder: str) -> str:
-    """The decoder name, or ValueError naming the known ones."""
-    if decoder not in DECODERS:
-        raise ValueError(f"unknown video decoder {decoder!r} (one of {', '.join(DECODERS)})")
+    """The decoder name, or UnsupportedCallError (a ValueError) naming the known ones."""
+    if not isinstance(decoder, str) or decoder not in DECODERS:
+        raise UnsupportedCallError(f"unknown video decoder {decoder!r} (one of "
+                                   f"{', '.join(DECODERS)})")
     return decoder
 
 

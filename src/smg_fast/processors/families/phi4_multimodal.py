@@ -200,13 +200,18 @@ def read_folder(pre: dict[str, Any]) -> dict[str, Any]:
 
 
 def coerce(fields: dict[str, Any]) -> dict[str, Any]:
-    """dynamic_hd as max_patches, an int (JSON and callers may give other numbers)."""
+    """dynamic_hd as max_patches, an int (JSON and callers may give 36.0; not 2.5 or "36")."""
     out = dict(fields)
     if out.get("dynamic_hd") is not None:
         out["max_patches"] = out.pop("dynamic_hd")
     out.pop("dynamic_hd", None)
-    if out.get("max_patches") is not None:
-        out["max_patches"] = int(out["max_patches"])
+    value = out.get("max_patches")
+    if value is not None:
+        whole = isinstance(value, (int, float, np.integer, np.floating)) and \
+            math.isfinite(value) and value == int(value)
+        if not whole:
+            raise UnsupportedCallError(f"dynamic_hd must be a whole number, got {value!r}")
+        out["max_patches"] = int(value)
     return out
 
 

@@ -1,0 +1,53 @@
+"""A video's plan holds no decoder: planning many videos starts no FFmpeg threads, holds no frames.
+
+The server plans every video item of a request before the decode budget admits any of them, so
+what a plan holds is outside that budget: a decoder left open by the plan (its threads, its frame
+pools) per item would let one request of many small, high-resolution clips hold gigabytes."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+from smg_fast.processors.loader import load_video_processor
+from smg_fast.testing.video_clips import make_clip
+from smg_fast.video import DECODERS
+
+pytest.importorskip("av")
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                                reason="counts threads through /proc")
+
+CLIP = make_clip("h264", 640, 360, 4)
+ROTATED = make_clip("h264", 96, 64, 4, rotation=90)
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_planned_videos_hold_no_decoder_threads(decoder):
+    vp = load_video_processor("qwen2_vl", threads=2, decoder=decoder)
+    vp.plan(CLIP, "float32").close()  # whatever a first call starts once
+    gc.collect()
+    before = _threads()
+    plans = [vp.plan(CLIP, "float32") for _ in range(6)]
+    try:
+        assert _threads() == before
+    finally:
+        for p in plans:
+            p.close()
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_a_rotated_clip_planned_then_written_is_the_call(decoder):
+    vp = load_video_processor("qwen2_vl", threads=2, decoder=decoder)
+    want = vp(ROTATED, return_metadata=True)
+    planned = vp.plan(ROTATED, "float32")
+    assert planned.shape == want["pixel_values_videos"].shape
+    assert planned.metadata["rotation"] == want["video_metadata"][0]["rotation"]
+    out = np.empty(planned.nbytes // 4, np.float32)
+    assert np.array_equal(planned.write_into(out), want["pixel_values_videos"])
