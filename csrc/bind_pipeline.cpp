@@ -59,6 +59,9 @@ void patches_to_planar_py(const py::array& patches, int grid_h, int grid_w, int 
         throw py::value_error(
             "patches_to_planar: grid and patch must be positive, the canvas (at most 2^20 per side) at least "
             "the grid's pixels");
+    const char kind = patches.dtype().kind();  // bytes are copied: no Python objects
+    if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f')
+        throw py::type_error("patches_to_planar: patches must be a numeric array");
     const auto esize = patches.itemsize();
     if (!(patches.flags() & py::array::c_style) || patches.size() != int64_t(grid_h) * grid_w * 3 * patch * patch)
         throw py::value_error(

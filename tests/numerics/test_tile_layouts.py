@@ -144,3 +144,12 @@ def test_resize_rgb_refuses_a_format_of_other_channels():
     with pytest.raises(ValueError):
         _native.resize_rgb(np.zeros((8, 8, 3), np.uint8), 4, 4, Filter.LANCZOS,
                            PassOrder.PILLOW13, _native.Resampler.PILLOW, PF.RGBX)
+
+
+@pytest.mark.parametrize("dtype", [object, np.dtype([("a", object)])])
+def test_patches_to_planar_refuses_object_arrays(dtype):
+    """Bytes copied between arrays of Python objects would corrupt their reference counts."""
+    patches = np.zeros(3 * 16, dtype)
+    dst = np.zeros(3 * 16, dtype)
+    with pytest.raises(TypeError, match="numeric"):
+        _native.patches_to_planar(patches, 1, 1, 4, dst, 0, 4, 4)
