@@ -1,5 +1,6 @@
 // The resampler alone (resize, the rows a band reads) and the pixel-format conversion alone.
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,7 @@ void bicubic_float_tiles_py(const py::array& src, int rows, int cols, py::array 
         throw py::value_error("bicubic_float_tiles: src must hold rows * cols tiles");
     if (channels < 1 || th < 1 || tw < 1 || out.shape(0) != channels || out.shape(1) < 1 || out.shape(2) < 1)
         throw py::value_error("bicubic_float_tiles: out must be (C, h, w) with src's C, sizes positive");
+    if (channels > std::numeric_limits<int>::max()) throw py::value_error("bicubic_float_tiles: too many channels");
     if (th * rows > kMaxSide || tw * cols > kMaxSide || out.shape(1) > kMaxSide || out.shape(2) > kMaxSide)
         throw py::value_error("bicubic_float_tiles: sides must be at most 2^20");
     const auto* s = static_cast<const float*>(src.data());

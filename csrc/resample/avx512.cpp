@@ -379,6 +379,11 @@ std::unique_ptr<HorizontalPlan> horizontal_plan_vbmi(const AxisWeights& kn, int,
     const int pixels = classify_groups(kn, out_w, C, *p);
     if (int64_t(pixels) * 16 > int64_t(p->fits.size())) return nullptr;
     p->shift = int16_weight_shift(kn);
+    // Without the int16 form every weight must split (|w| < 2^26; no real filter's comes close).
+    int16_t lo, hi;
+    if (p->shift < 0)
+        for (const int32_t w : kn.weights)
+            if (!split_weight(w, lo, hi)) return nullptr;
     fill_vbmi_plan(kn, out_w, *p, C);
     return p;
 }

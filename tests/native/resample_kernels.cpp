@@ -85,6 +85,10 @@ void horizontal_case(Rng& r, const std::vector<const KernelRow<HorizontalKernel>
     }
 }
 
+// Weights whose split's high half is past int16: 2^27 (int16 times 2^21, which a kernel may take
+// as one 16-bit weight) and 2^27 + 1 (no such form: a kernel must compute it exactly or hand it back).
+constexpr int32_t kTooLarge[] = {int32_t(1) << 27, (int32_t(1) << 27) + 1};
+
 // Windows of taps weights from the extremes at random starts inside in_w.
 AxisWeights extreme_weights(Rng& r, int in_w, int out_w, int taps, int32_t scale) {
     AxisWeights kn;
@@ -128,10 +132,9 @@ void test_vertical(uint64_t seed) {
             for (int32_t& w : k) w = extreme_weight(r, taps);
             vertical_case(r, rows, k.data(), taps, len, rep % 4, 255);
         }
-        // A weight too large for the split (hi past int16): pixels kept small so that the
-        // portable int32 sum is defined.
-        const int32_t big[] = {int32_t(1) << 27};
-        vertical_case(r, rows, big, 1, len, 0, 15);
+        // Weights too large for the split (hi past int16), an int16 value times 2^21 and one
+        // that is not: pixels kept small so that the portable int32 sum is defined.
+        for (const int32_t w : kTooLarge) vertical_case(r, rows, &w, 1, len, 0, 15);
     }
 }
 
@@ -155,26 +158,31 @@ void test_horizontal(uint64_t seed) {
             }
         }
         // Weights too large for the split, on small pixels (as in the vertical case).
-        AxisWeights big = extreme_weights(r, in_w, int(r.range(1, 67)), 1, int32_t(1) << 27);
-        for (const auto& form : forms) {
-            const int out_w = int(big.start.size());
-            const int C = form[0];
-            Rng pr(seed + uint64_t(in_w));
-            const int h = 2;
-            Guarded src{size_t(h * in_w * C)};
-            for (size_t i = 0; i < src.size(); ++i) src.data()[i] = pr.byte() & 15;
-            const ImageView view{src.data(), in_w, h, C, int64_t(in_w) * C};
-            Guarded want{size_t(h * out_w * form[1])}, got{size_t(h * out_w * form[1])};
-            horizontal_rows_scalar(HorizontalPlan{}, big, view, 0, 0, h, want.data(), out_w * form[1], out_w, form[1]);
-            for (const auto* row : rows) {
-                Tally& t = tally("resample.horizontal", row->name);
-                const auto plan = row->fn.plan(big, in_w, out_w, C, form[1]);
-                if (!plan) {
-                    ++t.skipped;
-                    continue;
+        for (const int32_t w : kTooLarge) {
+            AxisWeights big = extreme_weights(r, in_w, int(r.range(1, 67)), 1, w);
+            for (const auto& form : forms) {
+                const int out_w = int(big.start.size());
+                const int C = form[0];
+                Rng pr(seed + uint64_t(in_w));
+                const int h = 2;
+                Guarded src{size_t(h * in_w * C)};
+                for (size_t i = 0; i < src.size(); ++i) src.data()[i] = pr.byte() & 15;
+                const ImageView view{src.data(), in_w, h, C, int64_t(in_w) * C};
+                Guarded want{size_t(h * out_w * form[1])}, got{size_t(h * out_w * form[1])};
+                horizontal_rows_scalar(HorizontalPlan{}, big, view, 0, 0, h, want.data(), out_w * form[1], out_w,
+                                       form[1]);
+                for (const auto* row : rows) {
+                    Tally& t = tally("resample.horizontal", row->name);
+                    const auto plan = row->fn.plan(big, in_w, out_w, C, form[1]);
+                    if (!plan) {
+                        ++t.skipped;
+                        continue;
+                    }
+                    row->fn.rows(*plan, big, view, 0, 0, h, got.data(), out_w * form[1], out_w, form[1]);
+                    t.check(std::memcmp(want.data(), got.data(), got.size()) == 0,
+                            "unsplittable weights " + std::to_string(w) + " " + std::to_string(in_w) + "->" +
+                                std::to_string(out_w) + " C" + std::to_string(C) + "->" + std::to_string(form[1]));
                 }
-                row->fn.rows(*plan, big, view, 0, 0, h, got.data(), out_w * form[1], out_w, form[1]);
-                t.check(std::memcmp(want.data(), got.data(), got.size()) == 0, "unsplittable weights");
             }
         }
     }

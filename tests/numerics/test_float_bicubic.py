@@ -60,3 +60,15 @@ def test_bad_arguments_are_typed_errors():
         _native.bicubic_float_tiles(tiles, 2, 3, tiles[0])
     with pytest.raises(ValueError, match="src must be"):
         _native.bicubic_float_tiles(tiles[0], 2, 3, out)
+
+
+def test_channel_count_past_int_range_is_refused():
+    """2^31 channels, which would wrap the kernel's int channel count, are refused.
+
+    (A 16 GiB pair of arrays; here views of small buffers, never read.)"""
+    n = 1 << 31
+    src = np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (1, n, 1, 1), (4 * n, 4, 4, 4))
+    out = np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (n, 1, 1), (4, 4, 4))
+    assert src.flags.c_contiguous and out.flags.c_contiguous and out.flags.writeable
+    with pytest.raises(ValueError, match="channels"):
+        _native.bicubic_float_tiles(src, 1, 1, out)

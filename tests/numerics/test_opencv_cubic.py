@@ -134,3 +134,10 @@ def test_channels_reads_the_first_of_each_pixel(size):
 def test_bad_channel_counts_raise(channels):
     with pytest.raises(ValueError, match="channels must be"):
         _native.resize_opencv_cubic(np.zeros((4, 4, 4), np.uint8), 4, 4, channels=channels)
+
+
+def test_non_native_byte_order_is_refused():
+    """A byte-swapped float32 array would be read as native floats: refused, not misread."""
+    src = source(SIZES[0], 3, "f32")
+    with pytest.raises(TypeError, match="uint8 or float32"):
+        _native.resize_opencv_cubic(src.astype(src.dtype.newbyteorder()), 8, 8)

@@ -43,6 +43,8 @@ def _tiles(canvas: np.ndarray, lut: np.ndarray, patch: int) -> np.ndarray:
     (13, 0, 46, 72, 3, 3),     # centred horizontally (tall images)
     (5, 30, 20, 9, 3, 2),      # inside one tile, padding on every side
     (1, 47, 70, 1, 2, 3),      # one row, in the last row of a tile band
+    (71, 40, 1, 8, 2, 3),      # one column at the right edge, down to the bottom edge
+    (17, 5, 55, 43, 2, 3),     # flush with the right and bottom edges
 ])
 def test_placed_run_equals_numpy(photo, channels, dtype, left, top, resize_w, resize_h, grid_h,
                                  grid_w):
@@ -118,7 +120,7 @@ def test_patches_to_planar_refuses_bad_arguments(args, match):
         _native.patches_to_planar(**kw)
 
 
-@pytest.mark.parametrize("dtype", [object, "U1", "V4", "M8[s]"])
+@pytest.mark.parametrize("dtype", [object, np.dtype([("a", object)]), "U1", "V4", "M8[s]"])
 def test_patches_to_planar_refuses_arrays_not_of_numbers(dtype):
     """Object arrays hold references, which a byte copy would duplicate uncounted."""
     kw = dict(grid_h=1, grid_w=1, patch=2, offset=0, canvas_h=2, canvas_w=2)
