@@ -231,13 +231,19 @@ def decode_parallel(header: VideoHeader, wanted: Sequence[int], workers: int,
             errors.append(exc)
             stop.set()
 
-    threads = [threading.Thread(target=work, args=(n,), name=f"smg-fast-gop-{n}", daemon=True)
-               for n in range(1, len(runs))]
-    for t in threads:
-        t.start()
-    work(0)
-    for t in threads:
-        t.join()
+    started: list[threading.Thread] = []
+    try:
+        for n in range(1, len(runs)):
+            t = threading.Thread(target=work, args=(n,), name=f"smg-fast-gop-{n}", daemon=True)
+            t.start()
+            started.append(t)
+        work(0)
+    except BaseException:
+        stop.set()  # a thread that did not start, an interrupt: the started runs stop too
+        raise
+    finally:
+        for t in started:
+            t.join()
     if errors:
         raise errors[0]
     if any(r is None for r in results):
