@@ -273,3 +273,24 @@ def test_ffmpeg_threads_apply_with_every_decoder(references: dict, decoder: str,
         out = vp(CLIPS[name], do_sample_frames=True, fps=8)
         assert out["video_grid_thw"].shape == (1, 3)
     assert len(runs) >= 2  # threads 0 and 2 cut the clip into runs of groups
+
+
+@pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
+def test_planning_leaves_the_decoder_closed(decoder: str) -> None:
+    """The rotation read at planning decodes on a decoder of its own, closed at once.
+
+    A server admits a video on its plan before its decode budget is taken, so planning opens
+    none of the stream's (frame-threaded) decoder; the frames are still turned upright."""
+    clip = CLIPS["h264_rotated_90"]
+    vp = load_video_processor("qwen2_vl", threads=0, decoder=decoder)
+    planned = vp.plan(clip, "float32")
+    try:
+        assert not planned._source._header.stream.codec_context.is_open
+        assert planned.metadata["rotation"] == 90
+        assert (planned.metadata["height"], planned.metadata["width"]) == (98, 62)
+    finally:
+        planned.close()
+    opts = {"do_sample_frames": False}
+    assert np.array_equal(vp(clip, **opts)["pixel_values_videos"],
+                          load_video_processor("qwen2_vl", decoder=decoder)(
+                              clip, **opts)["pixel_values_videos"])

@@ -329,7 +329,7 @@ class _Encoded(_Source):
         self._header = open_video(index, data, limits)
         self._decoder = decoder
         try:
-            set_threads(self._header, threads)  # before the rotation read opens the decoder
+            set_threads(self._header, threads)  # a bad count is refused at planning
             meta = decoder_metadata(self._header, decoder)
         except BaseException:
             self._header.close()

@@ -10,6 +10,8 @@ measure 24.05 fps this way, which changes which frames fps sampling keeps. Demux
 
 from __future__ import annotations
 
+import io
+import os
 from typing import Any
 
 from ..errors import InvalidVideoError, UnsupportedVideoError
@@ -50,16 +52,30 @@ def stream_rotation(header: VideoHeader) -> int:
     """The stream's display rotation in degrees (0, 90, 180, 270), read off its first frame.
 
     PyAV exposes the display matrix on decoded frames only, so the first frame is decoded (not
-    converted); UnsupportedVideoError for an angle that is not a multiple of 90."""
+    converted), by a second container on the same source whose decoder runs on one thread and
+    is closed at once: the stream's own decoder stays closed (a server plans a video before its
+    decode budget is taken, and the thread setting applies when decoding opens it).
+    UnsupportedVideoError for an angle that is not a multiple of 90."""
     av = _av()
-    container = header.container
+    src = header.source
+    if src is None:
+        raise ValueError(f"video {header.index}: the header keeps no source to read again")
+    file = src if isinstance(src, (str, os.PathLike)) else io.BytesIO(src)
     try:
-        container.seek(0)
-        frame = next(iter(container.decode(header.stream)), None)
-        container.seek(0)
+        container = av.open(file, mode="r", metadata_errors="ignore")
+    except (av.FFmpegError, ValueError) as exc:
+        raise InvalidVideoError(header.index, f"not a readable video container ({exc})") \
+            from None
+    try:
+        stream = container.streams[header.stream.index]
+        stream.codec_context.thread_count = 1
+        stream.codec_context.thread_type = "SLICE"
+        frame = next(iter(container.decode(stream)), None)
+        angle = int(round(getattr(frame, "rotation", 0) or 0)) if frame is not None else 0
     except av.FFmpegError as exc:
         raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
-    angle = int(round(getattr(frame, "rotation", 0) or 0)) if frame is not None else 0
+    finally:
+        container.close()
     if angle % 90:
         raise UnsupportedVideoError(header.index, f"display rotation of {angle} degrees (only "
                                                   "multiples of 90 are reproduced)")
