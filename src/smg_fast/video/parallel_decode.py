@@ -77,7 +77,8 @@ def _length_size(header: VideoHeader) -> int:
 def plan_packets(header: VideoHeader) -> PacketPlan | None:
     """Every packet's pts and IDR flag, from one demux of the stream; None when unplannable.
 
-    As skip_decode's plan: one frame per packet, each with a distinct pts."""
+    As skip_decode's plan: one output frame per packet (none flagged discard), each with a
+    distinct pts."""
     if header.codec not in SKIPPABLE:
         return None
     idr_types = _IDR_TYPES[header.codec]
@@ -85,7 +86,7 @@ def plan_packets(header: VideoHeader) -> PacketPlan | None:
     pts: list[int] = []
     idr: list[bool] = []
     for packet in iter_packets(header):
-        if packet.pts is None or len(pts) == header.total_frames:
+        if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
             return None
         pts.append(packet.pts)
         idr.append(bool(packet.is_keyframe)
