@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from smg_fast.errors import InvalidVideoError, UnsupportedVideoError
-from smg_fast.testing.video_clips import codecs_available, make_clip
+from smg_fast.testing.video_clips import codecs_available, make_clip, trimmed_clip
 from smg_fast.video import VideoLimits, load_video, open_video
 
 av = pytest.importorskip("av")  # a test dependency: never missing in CI
@@ -272,29 +272,6 @@ def test_skip_decoding_holds_one_packet_at_a_time(indices):
         header.close()
 
 
-def _trimmed(data: bytes, drop: int) -> bytes:
-    """data remuxed (no re-encode) with its first ``drop`` frames before time 0.
-
-    The MP4 muxer writes an edit list starting at 0, as a stream cut without re-encoding has;
-    FFmpeg's demuxer flags the packets before it discard and the decoder outputs none of their
-    frames."""
-    with av.open(io.BytesIO(data)) as src:
-        stream = src.streams.video[0]
-        buf = io.BytesIO()
-        with av.open(buf, "w", format="mp4") as out:
-            dst = out.add_stream_from_template(stream)
-            shift = None
-            for packet in src.demux(stream):
-                if packet.dts is None:
-                    continue
-                shift = drop * packet.duration if shift is None else shift
-                packet.pts -= shift
-                packet.dts -= shift
-                packet.stream = dst
-                out.mux(packet)
-    return buf.getvalue()
-
-
 @pytest.mark.parametrize("codec", [c for c in ("h264", "hevc") if c in ENCODABLE])
 @pytest.mark.parametrize("threads", [None, 2])
 @pytest.mark.parametrize("indices", [[1, 5, 9, 20, 30, 44], [5, 9, 20, 30, 44]])
@@ -305,7 +282,7 @@ def test_frames_an_edit_list_drops_are_not_counted(tmp_path, codec, threads, ind
     gops = {"h264": {"x264-params": "keyint=12:min-keyint=12:scenecut=0"},
             "hevc": {"x265-params": "keyint=12:min-keyint=12:scenecut=0:open-gop=0:"
                                     "log-level=none"}}[codec]
-    data = _trimmed(make_clip(codec, 160, 96, 48, fps=12, options=gops), 3)
+    data = trimmed_clip(make_clip(codec, 160, 96, 48, fps=12, options=gops), 3)
     with av.open(io.BytesIO(data)) as c:
         flags = [p.is_discard for p in c.demux(video=0) if p.size]
     assert sum(flags) == 3 and len(flags) == 48

@@ -341,8 +341,8 @@ class _Encoded(_Source):
 
     def frames(self, indices: np.ndarray | None, threads: int | None,
                check: Callable[[], None] | None = None) -> Any:
-        if indices is None:
-            indices = np.arange(self._header.total_frames)
+        if indices is None:  # every frame the sampling metadata counts (what was planned)
+            indices = np.arange(self.frame_count)
         wanted = [int(i) for i in indices]
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
             got = dict(iter_frames(self._header, sorted(set(wanted)), threads, check=check,

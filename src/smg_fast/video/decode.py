@@ -138,7 +138,8 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     try:
         meta = decoder_metadata(header, check_decoder(decoder))
         if indices is None:
-            indices = sample(meta) if sample is not None else range(header.total_frames)
+            every = min(int(meta["total_num_frames"]), header.total_frames)  # torchcodec's scan
+            indices = sample(meta) if sample is not None else range(every)
         indices = [int(i) for i in np.asarray(indices).reshape(-1)]
         frames, _ = decode_frames(header, indices, threads, skip, decoder)
     finally:
