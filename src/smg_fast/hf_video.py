@@ -8,15 +8,16 @@ call on frames (numpy arrays, torch CPU tensors, lists of PIL frames) or encoded
 options smg-fast reproduces, is computed by smg-fast's ``VideoProcessor``, bit for bit the
 class's output; so are local file paths where transformers decodes them with torchcodec (its
 ``fetch_videos``, when torchcodec loads here), with smg-fast's ``decoder="torchcodec"``. Anything
-else (URLs, paths where torchcodec does not load, streams with rotation metadata,
-``device=...``, other options) is computed by transformers' own class, the reason logged once.
-``register()`` makes transformers' ``AutoVideoProcessor`` return them (what the engine plug-ins
-call). The classes are made on first access, so importing this module needs neither torch nor
-torchvision."""
+else (URLs, path objects, paths where torchcodec does not load, display rotations that are not
+quarter turns, ``device=...``, other options) is computed by transformers' own class, the
+reason logged once. ``register()`` makes transformers' ``AutoVideoProcessor`` return them (what
+the engine plug-ins call). The classes are made on first access, so importing this module needs
+neither torch nor torchvision."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 import weakref
 from typing import Any
@@ -58,9 +59,13 @@ def _is_path(x: Any) -> bool:
 
 
 def _local_paths(videos: Any) -> bool:
-    """True for a local video path or a flat list of them (not URLs, not frame-path lists)."""
+    """True for a local video file's path or a flat list of them, as transformers reads them.
+
+    Only str paths of existing files: transformers' loader refuses path objects (ValueError)
+    and paths that are no file (TypeError); URLs and frame-path lists it fetches itself."""
     items = list(videos) if isinstance(videos, (list, tuple)) else [videos]
-    return bool(items) and all(_is_path(v) and "://" not in str(v) for v in items)
+    return bool(items) and all(isinstance(v, str) and "://" not in v and os.path.isfile(v)
+                               for v in items)
 
 
 def _torchcodec_usable() -> bool:
@@ -84,7 +89,8 @@ def _why_not(videos: Any, kwargs: dict[str, Any]) -> str | None:
     first = _first(videos)
     if _is_path(first):
         if not _local_paths(videos):
-            return "videos given as URLs or lists of frame paths (transformers fetches them)"
+            return ("videos given as URLs, path objects, paths of no file or lists of frame "
+                    "paths (transformers fetches or refuses them)")
         if not _torchcodec_usable():
             return "video paths where torchcodec does not load (transformers falls back)"
         if importlib.util.find_spec("av") is None:

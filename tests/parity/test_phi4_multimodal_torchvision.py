@@ -74,6 +74,7 @@ def oracle(real_images, exif_rotated_jpeg, tmp_path_factory):
     for name in OTHER_INPUTS:
         add(("other", name), OTHER, [name])
     add(("rescale_only", "real:rocket"), dict(HUB_PHI4, do_normalize=False), ["real:rocket"])
+    add(("normalize_only", "real:rocket"), dict(HUB_PHI4, do_rescale=False), ["real:rocket"])
     results = run_oracle(tmp_path_factory.mktemp("tv_phi4"), jobs)
     return dict(zip(keys, results, strict=True))
 
@@ -128,6 +129,28 @@ def test_phi4_rescale_only_exact(real_images, exif_rotated_jpeg, oracle):
     image = [make_input(real_images, exif_rotated_jpeg, "real:rocket")]
     check(load_processor("phi4_multimodal"), image, oracle[("rescale_only", "real:rocket")],
           do_normalize=False)
+
+
+def test_phi4_normalize_only_exact(real_images, exif_rotated_jpeg, oracle):
+    """do_rescale=False: transformers normalizes the 0..255 canvas (floats), then resizes it."""
+    image = [make_input(real_images, exif_rotated_jpeg, "real:rocket")]
+    check(load_processor("phi4_multimodal"), image, oracle[("normalize_only", "real:rocket")],
+          do_rescale=False)
+
+
+def test_phi4_neither_rescale_nor_normalize_is_refused(real_images):
+    """Neither rescaled nor normalized is refused, per call and from a folder's flags.
+
+    transformers returns uint8 then: the canvas, and a global image torch's bicubic rounds and
+    clamps to 0..255, which smg-fast's float global image is not (the drop-in hands such calls
+    to transformers: test_dropin_equals_transformers_in_the_oracle_venv)."""
+    image = real_images.open("rocket")
+    with pytest.raises(UnsupportedCallError, match="do_rescale=False"):
+        load_processor("phi4_multimodal")(image, do_rescale=False, do_normalize=False)
+    with pytest.raises(UnsupportedCallError, match="do_rescale=False"):
+        load_processor("phi4_multimodal", do_normalize=False)(image, do_rescale=False)
+    with pytest.raises(UnsupportedCallError, match="do_rescale=False"):
+        load_processor("phi4_multimodal", rescale_factor=1.0, do_normalize=False)(image)
 
 
 def test_phi4_pt_output_is_transformers_shape(real_images):
@@ -191,7 +214,7 @@ def test_dropin_equals_transformers_in_the_oracle_venv(real_images, tmp_path):
     script = Path(__file__).parents[1] / "support" / "hf_phi4_script.py"
     results = run_with_smg_fast(script, [str(real_images.path(n)) for n in
                                          ("chelsea", "rocket", "logo")], tmp_path)
-    assert len(results) == 4 and all(v is True for v in results.values()), results
+    assert len(results) == 5 and all(v is True for v in results.values()), results
 
 
 def test_phi4_geometry_matches_transformers(tmp_path):

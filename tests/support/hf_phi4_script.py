@@ -4,8 +4,8 @@ Runs under the venv's python with smg_fast on PYTHONPATH
 (tests/parity/test_phi4_multimodal_torchvision.py), never under pytest. AutoImageProcessor after
 register() on a folder whose config.json names phi4_multimodal, and the drop-in's call with
 return_tensors "pt", "np" and None on a batch of the given image files with different crop
-counts, against Phi4MultimodalImageProcessor. Prints one JSON object: {case: true | false |
-"error text"}.
+counts (and with neither rescale nor normalize), against Phi4MultimodalImageProcessor. Prints
+one JSON object: {case: true | false | "error text"}.
 """
 
 import json
@@ -63,6 +63,12 @@ def main(paths: list[str]) -> None:
                     f"{[(type(got.get(k)).__name__, type(want[k]).__name__) for k in bad]}"
             except Exception as exc:  # reported, not raised: every case is listed
                 results[case] = f"{type(exc).__name__}: {exc}"
+        # Neither rescaled nor normalized: transformers' uint8 canvas and uint8 global image.
+        flags = {"do_rescale": False, "do_normalize": False}
+        got = ours(images, return_tensors="pt", **flags)
+        want = theirs(images, return_tensors="pt", **flags)
+        results["uint8"] = want["image_pixel_values"].dtype == torch.uint8 and all(
+            same(got[k], want[k]) for k in want)
     print(json.dumps(results))
 
 

@@ -4,12 +4,16 @@ Runs under the vLLM venv's python (transformers, torchvision and torchcodec 0.17
 by tests/video/test_hf_video_paths.py with smg_fast on the path), never under pytest. Per case:
 transformers' class decodes the path in ``fetch_videos`` with torchcodec; the drop-in must
 compute the call itself (no hand-over logged) and return identical tensors and metadata.
-Prints one JSON line: per case, whether they are identical and what the drop-in logged.
+Prints one JSON line: per case, whether they are identical and what the drop-in logged; and
+the exception types both raise for inputs transformers refuses (a path object, a list of them, a
+path of no file).
 """
 
 import json
 import logging
 import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,7 +56,22 @@ def main(paths: list[str]) -> None:
                                     list(map(int, wm.frames_indices))],
                         "fps": [gm.fps, wm.fps],
                         "total": [gm.total_num_frames, wm.total_num_frames]})
-    print(json.dumps({"cases": out, "logged": captured.lines}))
+    logged = list(captured.lines)  # the computed cases' lines (the refused are handed over)
+    refused = [_raised(theirs["qwen2"](), ours["qwen2"](), videos)
+               for videos in (Path(paths[0]), [Path(paths[0])], paths[0] + ".absent")]
+    print(json.dumps({"cases": out, "logged": logged, "refused": refused}))
+
+
+def _raised(theirs: Any, ours: Any, videos: Any) -> list[str]:
+    """The exception type each class's call raises for videos (or "returned")."""
+    names = []
+    for proc in (theirs, ours):
+        try:
+            proc(videos=videos, return_tensors="pt")
+            names.append("returned")
+        except Exception as exc:  # noqa: BLE001 - the type is what is compared
+            names.append(type(exc).__name__)
+    return names
 
 
 if __name__ == "__main__":

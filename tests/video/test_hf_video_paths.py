@@ -58,3 +58,8 @@ def test_paths_are_computed_as_transformers_decodes_them(vllm_python, tmp_path):
         assert case["indices"][0] == case["indices"][1], case
         assert case["fps"][0] == case["fps"][1] and case["total"][0] == case["total"][1], case
         assert case["same"], case
+    # What transformers refuses (pathlib paths, a path of no file), the drop-in refuses alike.
+    assert [theirs for theirs, _ in result["refused"]] == ["ValueError", "IndexError",
+                                                            "TypeError"], result["refused"]
+    for theirs, ours in result["refused"]:
+        assert ours == theirs, result["refused"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from smg_fast.errors import InvalidVideoError, UnsupportedVideoError
-from smg_fast.testing.video_clips import codecs_available, make_clip
+from smg_fast.testing.video_clips import codecs_available, make_clip, trimmed_clip
 from smg_fast.video import VideoLimits, load_video, open_video
 
 av = pytest.importorskip("av")  # a test dependency: never missing in CI
@@ -270,3 +270,25 @@ def test_skip_decoding_holds_one_packet_at_a_time(indices):
         assert len(seen) < 600 or indices[-1] == 599  # demuxing stops after the last one
     finally:
         header.close()
+
+
+@pytest.mark.parametrize("codec", [c for c in ("h264", "hevc") if c in ENCODABLE])
+@pytest.mark.parametrize("threads", [None, 2])
+@pytest.mark.parametrize("indices", [[1, 5, 9, 20, 30, 44], [5, 9, 20, 30, 44]])
+def test_frames_an_edit_list_drops_are_not_counted(tmp_path, codec, threads, indices):
+    """Frame i is the decoder's i-th output frame, as in transformers' loader, past an edit list.
+
+    The frames the edit list cuts are demuxed (their packets flagged discard), never output."""
+    gops = {"h264": {"x264-params": "keyint=12:min-keyint=12:scenecut=0"},
+            "hevc": {"x265-params": "keyint=12:min-keyint=12:scenecut=0:open-gop=0:"
+                                    "log-level=none"}}[codec]
+    data = trimmed_clip(make_clip(codec, 160, 96, 48, fps=12, options=gops), 3)
+    with av.open(io.BytesIO(data)) as c:
+        flags = [p.is_discard for p in c.demux(video=0) if p.size]
+    assert sum(flags) == 3 and len(flags) == 48
+    decoded = _every_frame(data)
+    assert len(decoded) == 45
+    ref, _ = _reference(tmp_path, data, indices)
+    got, _ = load_video(data, indices=indices, threads=threads)
+    assert np.array_equal(ref, decoded[indices])
+    assert np.array_equal(got, ref)

@@ -22,7 +22,7 @@ from support.oracle_cache import cached_batch
 
 from smg_fast.errors import FrameIndexError, UnsupportedCallError
 from smg_fast.processors.loader import load_video_processor
-from smg_fast.testing.video_clips import codecs_available, make_clip
+from smg_fast.testing.video_clips import codecs_available, make_clip, trimmed_clip
 from smg_fast.video import DECODERS, load_video
 
 pytest.importorskip("av")
@@ -71,6 +71,8 @@ def _clips() -> dict[str, bytes]:
         "h264_rotated_180": make_clip("h264", 98, 62, 12, rotation=180),
         "h264_rotated_270": make_clip("h264", 98, 62, 12, rotation=270),
         "h264_vfr": _vfr_clip(),
+        # An edit list cuts the first 3 of 16 frames: their packets are demuxed, flagged discard.
+        "h264_edit_list": trimmed_clip(make_clip("h264", 98, 62, 16), 3),
         # Closed groups of 12 frames: the parallel decode (threads >= 2) cuts it into runs.
         "h264_gops_rotated_90": make_clip("h264", 98, 62, 48, fps=12, rotation=90, options={
             "x264-params": "keyint=12:min-keyint=12:scenecut=0"}),
@@ -90,6 +92,7 @@ CLIPS = _clips()
 INDICES = {name: ([0] if name == "h264_one_frame" else [0, 3, 4, 9, 11])
            for name in CLIPS}
 INDICES["h264_gops_rotated_90"] = [1, 13, 26, 40, 47]
+INDICES["h264_edit_list"] = list(range(13))  # every frame the decoders output
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +209,8 @@ def _frames_job(cls: str, name: str, ref: dict, call: dict) -> dict:
     total, fps, duration = ref["torchcodec_meta"]
     frames = ref["all_torchcodec"]
     meta = {"total_num_frames": int(total), "fps": float(fps), "duration": float(duration),
-            "height": frames.shape[1], "width": frames.shape[2]}
+            "height": frames.shape[1], "width": frames.shape[2],
+            "frames_indices": list(range(len(frames)))}  # as torchcodec's reader reads them all
     return {"cls": cls, "kwargs": {}, "video": frames, "call": {**call, "video_metadata": meta}}
 
 
@@ -217,9 +221,10 @@ def test_processor_equals_transformers_on_torchcodec_frames(
     Its frames and metadata, as ``fetch_videos`` hands them over for a path."""
     from video_oracle import run_oracle
 
-    names = ["vp9_webm_98x62", "hevc_10bit_98x70", "h264_320x240", "h264_rotated_90"]
-    jobs = [{"video": CLIPS[n], "indices": list(range(len(load_video(CLIPS[n])[0])))}
-            for n in names]
+    names = ["vp9_webm_98x62", "hevc_10bit_98x70", "h264_320x240", "h264_rotated_90",
+             "h264_edit_list"]
+    jobs = [{"video": CLIPS[n], "indices": list(range(
+        load_video(CLIPS[n], [0], decoder="torchcodec")[1]["total_num_frames"]))} for n in names]
     workdir = tmp_path_factory.mktemp("decoders_all")
     shared = (str(vllm_python), SCRIPT.read_bytes())
     refs = cached_batch("video-decoders", shared, jobs,
@@ -229,6 +234,7 @@ def test_processor_equals_transformers_on_torchcodec_frames(
         ref = {"torchcodec_meta": ref["torchcodec_meta"], "all_torchcodec": ref["torchcodec"]}
         cases.append((name, "qwen2", {"do_sample_frames": True, "fps": 8}, ref))
         cases.append((name, "qwen3", {}, ref))  # its default: 2 fps from the metadata
+        cases.append((name, "qwen2", {}, ref))  # its default: every frame
     oracle_jobs = [_frames_job(cls, name, ref, call) for name, cls, call, ref in cases]
     outs = run_oracle(tmp_path_factory.mktemp("decoders_tf"), oracle_jobs)
     for (name, cls, call, _), want in zip(cases, outs, strict=True):
@@ -281,3 +287,34 @@ def test_ffmpeg_threads_apply_with_every_decoder(references: dict, decoder: str,
         out = vp(CLIPS[name], do_sample_frames=True, fps=8)
         assert out["video_grid_thw"].shape == (1, 3)
     assert len(runs) >= 2  # threads 0 and 2 cut the clip into runs of groups
+
+
+@pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
+def test_planning_leaves_the_decoder_closed(decoder: str) -> None:
+    """The rotation read at planning decodes on a decoder of its own, closed at once.
+
+    A server admits a video on its plan before its decode budget is taken, so planning opens
+    none of the stream's (frame-threaded) decoder; the frames are still turned upright."""
+    clip = CLIPS["h264_rotated_90"]
+    vp = load_video_processor("qwen2_vl", threads=0, decoder=decoder)
+    planned = vp.plan(clip, "float32")
+    try:
+        assert not planned._source._header.stream.codec_context.is_open
+        assert planned.metadata["rotation"] == 90
+        assert (planned.metadata["height"], planned.metadata["width"]) == (98, 62)
+    finally:
+        planned.close()
+    opts = {"do_sample_frames": False}
+    assert np.array_equal(vp(clip, **opts)["pixel_values_videos"],
+                          load_video_processor("qwen2_vl", decoder=decoder)(
+                              clip, **opts)["pixel_values_videos"])
+
+
+def test_every_frame_is_every_frame_torchcodec_outputs(references: dict) -> None:
+    """Unsampled, decoder="torchcodec" gives torchcodec's frames: an edit list's cut not counted.
+
+    The header counts 16 frames, torchcodec's scan 13 (the cut packets are flagged discard)."""
+    clip = CLIPS["h264_edit_list"]
+    got, meta = load_video(clip, decoder="torchcodec")
+    assert meta["total_num_frames"] == 13 and meta["frames_indices"] == list(range(13))
+    assert np.array_equal(got, references["h264_edit_list"]["torchcodec"])

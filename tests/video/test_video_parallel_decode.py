@@ -127,6 +127,42 @@ def test_a_check_that_raises_in_one_run_stops_every_run():
     assert len(calls) < 60 + 2  # stopped early, not after decoding everything
 
 
+def test_a_thread_that_cannot_start_stops_the_runs_already_started(monkeypatch):
+    """A failed thread start is raised once the runs started before it have stopped."""
+    data = _clip("h264", CLOSED)
+    real_run, left = pd._decode_run, threading.Event()
+
+    def run(header, plan, groups, wanted, check):
+        if threading.current_thread() is threading.main_thread():
+            return real_run(header, plan, groups, wanted, check)
+        try:  # a run on its own thread: decodes until told to stop (at most 20 s)
+            for _ in range(2000):
+                check()
+                threading.Event().wait(0.01)
+            left.set()
+        except pd._Stopped:
+            raise
+        return None
+
+    started = []
+    real_start = threading.Thread.start
+
+    def start(thread):
+        if thread.name.startswith("smg-fast-gop-") and started:
+            raise RuntimeError("can't start new thread")
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(pd, "_decode_run", run)
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with _Open(data) as header:
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            pd.decode_parallel(header, list(range(60)), 4)
+    assert len(started) == 1
+    assert not started[0].is_alive()  # stopped and joined before the error was raised
+    assert not left.is_set()
+
+
 class _Open:
     """open_video as a context manager."""
 

@@ -329,7 +329,7 @@ class _Encoded(_Source):
         self._header = open_video(index, data, limits)
         self._decoder = decoder
         try:
-            set_threads(self._header, threads)  # before the rotation read opens the decoder
+            set_threads(self._header, threads)  # a bad count is refused at planning
             meta = decoder_metadata(self._header, decoder)
         except BaseException:
             self._header.close()
@@ -341,8 +341,8 @@ class _Encoded(_Source):
 
     def frames(self, indices: np.ndarray | None, threads: int | None,
                check: Callable[[], None] | None = None) -> Any:
-        if indices is None:
-            indices = np.arange(self._header.total_frames)
+        if indices is None:  # every frame the sampling metadata counts (what was planned)
+            indices = np.arange(self.frame_count)
         wanted = [int(i) for i in indices]
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
             got = dict(iter_frames(self._header, sorted(set(wanted)), threads, check=check,

@@ -1,9 +1,10 @@
 """Video items: their options off the wire, their plan, their metadata on the wire.
 
 A MediaItem with ``video`` set is planned by the model's video processor from its container
-header alone (frames sampled, output sized, nothing decoded), admitted on that size like an image,
-then decoded and written once into its destination. The pixel cache keys it by its content hash
-and the video config its options make (sampling and sizes change the output)."""
+header alone (frames sampled, output sized, its frames not decoded: the torchcodec and opencv
+decoders only read the display rotation off a first frame decoded apart), admitted on that size
+like an image, then decoded and written once into its destination. The pixel cache keys it by
+its content hash, its decoder and the video config its options make (all change the output)."""
 
 from __future__ import annotations
 

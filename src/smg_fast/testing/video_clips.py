@@ -123,5 +123,30 @@ def overstating_clip(frames: int, kept: int, width: int = 96, height: int = 64) 
     return data[:starts[kept]]
 
 
+def trimmed_clip(data: bytes, drop: int) -> bytes:
+    """An MP4 clip remuxed (not re-encoded) with its first ``drop`` frames before time 0.
+
+    The MP4 muxer writes an edit list starting at 0, as a clip cut without re-encoding has:
+    FFmpeg's demuxer flags the packets before it discard and the decoder outputs none of their
+    frames, while the header still counts them."""
+    import av
+
+    with av.open(io.BytesIO(data)) as src:
+        stream = src.streams.video[0]
+        buf = io.BytesIO()
+        with av.open(buf, "w", format="mp4") as out:
+            dst = out.add_stream_from_template(stream)
+            shift = None
+            for packet in src.demux(stream):
+                if packet.dts is None:
+                    continue
+                shift = drop * packet.duration if shift is None else shift
+                packet.pts -= shift
+                packet.dts -= shift
+                packet.stream = dst
+                out.mux(packet)
+    return buf.getvalue()
+
+
 __all__ = ["ENCODERS", "codecs_available", "make_clip", "overstating_clip", "scene_frame",
-           "texture"]
+           "texture", "trimmed_clip"]

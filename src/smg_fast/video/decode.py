@@ -113,7 +113,6 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
     (InvalidVideoError) is refused where it would give fewer frames."""
     check_indices(header.index, indices, header.total_frames)  # before allocating
     cap = len({int(i) for i in indices})
-    set_threads(header, threads)  # before the rotation read opens the decoder
     rotation = stream_rotation(header) if decoder != "pyav" else 0
     out = np.empty((cap, *frame_size(header, decoder, rotation), 3), np.uint8)
     found: list[int] = []
@@ -137,10 +136,10 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     ``decode_frames`` checks them (FrameIndexError, InvalidVideoError)."""
     header = open_video(0, source, limits)
     try:
-        set_threads(header, threads)  # before the rotation read opens the decoder
         meta = decoder_metadata(header, check_decoder(decoder))
         if indices is None:
-            indices = sample(meta) if sample is not None else range(header.total_frames)
+            every = min(int(meta["total_num_frames"]), header.total_frames)  # torchcodec's scan
+            indices = sample(meta) if sample is not None else range(every)
         indices = [int(i) for i in np.asarray(indices).reshape(-1)]
         frames, _ = decode_frames(header, indices, threads, skip, decoder)
     finally:

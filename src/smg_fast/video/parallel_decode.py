@@ -77,7 +77,8 @@ def _length_size(header: VideoHeader) -> int:
 def plan_packets(header: VideoHeader) -> PacketPlan | None:
     """Every packet's pts and IDR flag, from one demux of the stream; None when unplannable.
 
-    As skip_decode's plan: one frame per packet, each with a distinct pts."""
+    As skip_decode's plan: one output frame per packet (none flagged discard), each with a
+    distinct pts."""
     if header.codec not in SKIPPABLE:
         return None
     idr_types = _IDR_TYPES[header.codec]
@@ -85,7 +86,7 @@ def plan_packets(header: VideoHeader) -> PacketPlan | None:
     pts: list[int] = []
     idr: list[bool] = []
     for packet in iter_packets(header):
-        if packet.pts is None or len(pts) == header.total_frames:
+        if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
             return None
         pts.append(packet.pts)
         idr.append(bool(packet.is_keyframe)
@@ -231,13 +232,19 @@ def decode_parallel(header: VideoHeader, wanted: Sequence[int], workers: int,
             errors.append(exc)
             stop.set()
 
-    threads = [threading.Thread(target=work, args=(n,), name=f"smg-fast-gop-{n}", daemon=True)
-               for n in range(1, len(runs))]
-    for t in threads:
-        t.start()
-    work(0)
-    for t in threads:
-        t.join()
+    started: list[threading.Thread] = []
+    try:
+        for n in range(1, len(runs)):
+            t = threading.Thread(target=work, args=(n,), name=f"smg-fast-gop-{n}", daemon=True)
+            t.start()
+            started.append(t)
+        work(0)
+    except BaseException:
+        stop.set()  # a thread that did not start, an interrupt: the started runs stop too
+        raise
+    finally:
+        for t in started:
+            t.join()
     if errors:
         raise errors[0]
     if any(r is None for r in results):

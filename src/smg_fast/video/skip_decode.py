@@ -5,8 +5,9 @@ B-frames) changes no other frame, so skipping it changes no kept frame. FFmpeg s
 ``skip_frame`` is NONREF while its packet is decoded; it is set per packet, to NONREF for the
 frames sampling drops and DEFAULT for the ones it keeps. Skipped frames are not output, so frames
 are identified by their presentation timestamp: frame ``i`` (the reference's ``i``-th output
-frame) is the one with the ``i``-th smallest pts. That holds when every packet carries one frame
-with a distinct pts, which ``plan_skips`` checks from the demuxed packets; otherwise (or for
+frame) is the one with the ``i``-th smallest pts. That holds when every packet carries one output
+frame with a distinct pts (none flagged discard, as an edit list's cut frames are: the decoder
+outputs none of them), which ``plan_skips`` checks from the demuxed packets; otherwise (or for
 other codecs, or frame threads) the plain decode runs. Tests compare both with transformers'
 loader. Packets are never held: the plan keeps their pts, and decoding demuxes the stream again
 and drops each packet once the decoder has it (a packet is the compressed stream's own bytes: a
@@ -39,8 +40,8 @@ def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | Non
         return None
     pts: list[int] = []
     for packet in iter_packets(header):
-        if packet.pts is None or len(pts) == header.total_frames:
-            return None
+        if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
+            return None  # a discard packet (an edit list's): its frame is never output
         pts.append(packet.pts)
     if len(pts) != header.total_frames or len(set(pts)) != len(pts):
         return None

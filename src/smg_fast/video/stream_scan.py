@@ -52,33 +52,30 @@ def stream_rotation(header: VideoHeader) -> int:
     """The stream's display rotation in degrees (0, 90, 180, 270), read off its first frame.
 
     PyAV exposes the display matrix on decoded frames only, so the first frame is decoded (not
-    converted) by a single-threaded decoder of a container opened again on the header's source
-    and closed before returning: the header's own decoder stays closed, so a planned video holds
-    no decoder threads or frames (its decode is budgeted later). UnsupportedVideoError for an
-    angle that is not a multiple of 90."""
+    converted), by a second container on the same source whose decoder runs on one thread and
+    is closed at once: the stream's own decoder stays closed (a server plans a video before its
+    decode budget is taken, and the thread setting applies when decoding opens it).
+    UnsupportedVideoError for an angle that is not a multiple of 90."""
     av = _av()
     src = header.source
+    if src is None:
+        raise ValueError(f"video {header.index}: the header keeps no source to read again")
+    file = src if isinstance(src, (str, os.PathLike)) else io.BytesIO(src)
     try:
-        if src is None:  # no source to open again: the header's own decoder reads it
-            container, stream = header.container, header.stream
-        else:
-            file = src if isinstance(src, (str, os.PathLike)) else io.BytesIO(src)
-            container = av.open(file, mode="r", metadata_errors="ignore")
-            stream = container.streams.video[0]
-            stream.codec_context.thread_count = 1
-            stream.codec_context.thread_type = "SLICE"
-        try:
-            container.seek(0)
-            frame = next(iter(container.decode(stream)), None)
-            angle = int(round(getattr(frame, "rotation", 0) or 0)) if frame is not None else 0
-            del frame
-        finally:
-            if src is None:
-                container.seek(0)
-            else:
-                container.close()
+        container = av.open(file, mode="r", metadata_errors="ignore")
+    except (av.FFmpegError, ValueError) as exc:
+        raise InvalidVideoError(header.index, f"not a readable video container ({exc})") \
+            from None
+    try:
+        stream = container.streams[header.stream.index]
+        stream.codec_context.thread_count = 1
+        stream.codec_context.thread_type = "SLICE"
+        frame = next(iter(container.decode(stream)), None)
+        angle = int(round(getattr(frame, "rotation", 0) or 0)) if frame is not None else 0
     except av.FFmpegError as exc:
         raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
+    finally:
+        container.close()
     if angle % 90:
         raise UnsupportedVideoError(header.index, f"display rotation of {angle} degrees (only "
                                                   "multiples of 90 are reproduced)")

@@ -130,10 +130,18 @@ class Phi4MultimodalProcessor(Processor):
         return (rows, 3, side, side)
 
     def pipeline(self, dtype: str) -> Any:
-        """float32 only: the global image is resized from the float32 crops."""
+        """float32 only: the global image is resized from the float32 crops.
+
+        Neither rescaled nor normalized (a rescale factor of 1 without normalization), transformers
+        returns uint8, its global image rounded and clamped by torch's uint8 bicubic: refused."""
         if dtype != "float32":
             raise UnsupportedCallError(f"phi4_multimodal computes float32 (as transformers "
                                        f"returns it), not {dtype}")
+        if self.config.rescale_factor == 1.0 and not self.config.do_normalize:
+            raise UnsupportedCallError("phi4_multimodal with do_rescale=False and "
+                                       "do_normalize=False: transformers returns uint8 crops and "
+                                       "a uint8 global image (torch's bicubic rounds and clamps "
+                                       "it), which smg-fast does not compute")
         return super().pipeline(dtype)
 
     def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
