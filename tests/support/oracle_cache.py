@@ -9,6 +9,10 @@ the oracle's configuration and call options, and the versions of everything that
 so a changed input, option or version is a new entry, never a stale one. An input the key
 cannot describe exactly is not cached (the oracle runs).
 
+A read marks its entry used (its modification time); a whole-suite run that passes deletes the
+entries it did not use (``prune``, from tests/support/suite_markers.py), so entries for inputs,
+options or versions the tests no longer ask for do not pile up on a CI host.
+
 SMG_FAST_ORACLE_CACHE: the directory (default ~/.cache/smg-fast/oracle); ``off`` disables it.
 """
 
@@ -161,9 +165,14 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays stored at path, or None (absent or unreadable: the oracle runs again)."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+            got = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError):
         return None
+    try:
+        os.utime(path)  # used now: prune() keeps it
+    except OSError:
+        pass  # a read-only cache is still read
+    return got
 
 
 def store(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -177,3 +186,26 @@ def store(path: Path, arrays: dict[str, np.ndarray]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def prune(since: float) -> tuple[int, int]:
+    """Deletes the entries no read or write has touched since ``since`` (a time.time()).
+
+    Returns (entries, bytes) deleted; leftover temporary files of interrupted writes go too."""
+    root = cache_dir()
+    if root is None or not root.is_dir():
+        return 0, 0
+    entries = size = 0
+    for path in root.glob("*/*/*"):
+        if path.suffix not in (".npz", ".tmp"):
+            continue
+        try:
+            st = path.stat()
+            if st.st_mtime >= since:
+                continue
+            path.unlink()
+        except OSError:
+            continue  # gone already, or not ours to delete
+        entries += 1
+        size += st.st_size
+    return entries, size

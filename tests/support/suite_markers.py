@@ -19,6 +19,7 @@ import collections
 import inspect
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,15 @@ def markers_for(item: pytest.Item) -> set[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config._smg_unmarked = []  # type: ignore[attr-defined]
+    config._smg_started = time.time()  # type: ignore[attr-defined]
+
+
+def whole_suite(config: pytest.Config) -> bool:
+    """Whether this run is every test under tests/ (the README's command): nothing left out."""
+    tests = Path(__file__).resolve().parents[1]
+    narrowed = any(getattr(config.option, name, None)
+                   for name in ("keyword", "markexpr", "lf", "deselect", "exitfirst", "maxfail"))
+    return [Path(a.split("::")[0]).resolve() for a in config.args] == [tests] and not narrowed
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -157,5 +167,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if session.config._smg_unmarked:  # type: ignore[attr-defined]
+    config = session.config
+    if config._smg_unmarked:  # type: ignore[attr-defined]
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif exitstatus == pytest.ExitCode.OK and whole_suite(config):
+        from support.oracle_cache import prune
+
+        # every entry the suite reads was touched during it: the rest are for inputs, options
+        # or versions no test asks for any more
+        entries, size = prune(config._smg_started)  # type: ignore[attr-defined]
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if entries and reporter is not None:
+            reporter.write_line(f"oracle cache: {entries} unused entries ({size / 2**30:.1f} "
+                                "GiB) deleted")
