@@ -47,6 +47,7 @@ from .client_messages import (  # noqa: F401 - the request/response helpers are 
 )
 from .compact import CompactTensor, expand
 from .transport.tensors import shm_namespace
+from .video.convert import DECODERS
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -267,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="videos: frames kept per second (default: the model's)")
     ap.add_argument("--num-frames", type=int, default=None,
                     help="videos: frames kept (instead of --fps)")
-    ap.add_argument("--decoder", default=None, choices=["pyav", "torchcodec", "opencv"],
+    ap.add_argument("--decoder", default=None, choices=DECODERS,
                     help="videos: whose frames (default: pyav, transformers' load_video's; "
                          "torchcodec: its processors' for a path, SGLang's; opencv: vLLM's)")
     ap.add_argument("--test-pattern", action="store_true",

@@ -20,10 +20,11 @@ import pytest
 from support.engine_common import engine_python_or_fail
 from support.oracle_cache import cached_batch
 
-from smg_fast.errors import FrameIndexError, UnsupportedCallError
+from smg_fast.errors import FrameIndexError, InvalidVideoError, UnsupportedCallError
 from smg_fast.processors.loader import load_video_processor
 from smg_fast.testing.video_clips import codecs_available, make_clip, trimmed_clip
 from smg_fast.video import DECODERS, load_video
+from smg_fast.video.convert import FrameConverter
 
 pytest.importorskip("av")
 
@@ -202,6 +203,23 @@ def test_unknown_decoder_and_bad_index_are_typed() -> None:
     for decoder in DECODERS:
         with pytest.raises(FrameIndexError):
             load_video(clip, [16], decoder=decoder)
+
+
+@pytest.mark.parametrize("decoder", ["pyav", "opencv"])
+def test_a_frame_ffmpeg_cannot_convert_is_an_invalid_video(decoder) -> None:
+    """FFmpeg's error from the RGB conversion is the typed InvalidVideoError naming the video."""
+    import av
+
+    class Unconvertible:
+        width, height, rotation = 8, 8, 0
+        format = type("Format", (), {"name": "yuv420p"})()
+
+        def to_ndarray(self, **_: object) -> None:
+            raise av.error.InvalidDataError(1094995529, "Invalid data")
+
+    convert = FrameConverter(decoder, index=3)
+    with pytest.raises(InvalidVideoError, match="video 3.*conversion failed"):
+        convert(Unconvertible())
 
 
 def _frames_job(cls: str, name: str, ref: dict, call: dict) -> dict:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedCallError, UnsupportedVideoError
+from ..errors import InvalidVideoError, UnsupportedCallError, UnsupportedVideoError
 
 DECODERS = ("pyav", "torchcodec", "opencv")
 
@@ -48,12 +48,17 @@ class FrameConverter:
         self._graph_key: tuple[Any, ...] | None = None
 
     def __call__(self, frame: Any) -> np.ndarray:
-        if self.decoder == "pyav":  # transformers' PyAV loader ignores rotation
-            return frame.to_ndarray(format="rgb24")
-        if self.decoder == "opencv":
-            rgb = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")[..., ::-1]
-        else:
-            rgb = self._filtered(frame)
+        import av
+
+        try:
+            if self.decoder == "pyav":  # transformers' PyAV loader ignores rotation
+                return frame.to_ndarray(format="rgb24")
+            if self.decoder == "opencv":
+                rgb = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")[..., ::-1]
+            else:
+                rgb = self._filtered(frame)
+        except av.FFmpegError as exc:  # a frame FFmpeg cannot convert (its format, its size)
+            raise InvalidVideoError(self.index, f"frame conversion failed ({exc})") from None
         return self._upright(frame, rgb)
 
     def _upright(self, frame: Any, rgb: np.ndarray) -> np.ndarray:
