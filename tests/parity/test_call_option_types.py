@@ -115,3 +115,37 @@ def test_an_attribute_of_another_type_is_read_as_transformers_reads_it(value, rg
     assert len(ref["pixel_values"]) < unbudgeted  # the attribute applied
     for key in ("pixel_values", "image_grid_thw"):
         assert np.array_equal(got[key], ref[key]), key
+
+
+@pytest.mark.parametrize("value", [10000.7, "10000", True])
+def test_a_config_integer_of_another_kind_is_refused(value, rgb, tmp_path):
+    """A constructor's or a folder's budget that is not a whole number: never truncated.
+
+    transformers computes with 10000.7 as given (and fails on "10000" at the call): the drop-in
+    constructor raises ValueError, from_pretrained hands the folder to transformers' class."""
+    import json
+
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(ValueError, match="max_pixels must be an integer"):
+        Qwen2VLImageProcessorPil(max_pixels=value)
+    with pytest.raises(ValueError, match="max_pixels must be an integer"):
+        smg_fast.load_processor("qwen2_vl", max_pixels=value)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Qwen2VLImageProcessorPil", "max_pixels": value}))
+    loaded = Qwen2VLImageProcessorPil.from_pretrained(tmp_path)
+    assert type(loaded) is Theirs
+
+
+def test_a_whole_float_budget_is_computed_as_transformers_computes_it(rgb):
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    got = Qwen2VLImageProcessorPil(max_pixels=10000.0)(rgb, return_tensors="np")
+    want = Theirs(max_pixels=10000.0)(rgb, return_tensors="np")
+    assert len(want["pixel_values"]) < len(Theirs()(rgb, return_tensors="np")["pixel_values"])
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key]), key

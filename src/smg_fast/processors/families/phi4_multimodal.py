@@ -25,7 +25,7 @@ import numpy as np
 
 from ... import _native
 from ...errors import InvalidImageError, UnsupportedCallError
-from ..config import HALF, ProcessorConfig
+from ..config import HALF, ProcessorConfig, whole_field
 from ..folders import auto_backend
 from ..hooks import CallRules, DropIn, Reference, names_class
 from ..plan import Plan
@@ -206,7 +206,7 @@ def coerce(fields: dict[str, Any]) -> dict[str, Any]:
         out["max_patches"] = out.pop("dynamic_hd")
     out.pop("dynamic_hd", None)
     if out.get("max_patches") is not None:
-        out["max_patches"] = int(out["max_patches"])
+        out["max_patches"] = whole_field("dynamic_hd", out["max_patches"])
     return out
 
 
