@@ -161,11 +161,19 @@ def build_request(images: Any = None, *, model: str | None = None, dtype: str = 
         request_id=request_id or uuid.uuid4().hex, model=model or "", dtype=dtype,
         transport=transport, shm_namespace=namespace if namespace is not None else "",
         items=items, encoding=encoding)
-    if min_pixels is not None:
-        req.min_pixels = int(min_pixels)
-    if max_pixels is not None:
-        req.max_pixels = int(max_pixels)
+    for name, value in (("min_pixels", min_pixels), ("max_pixels", max_pixels)):
+        if value is not None:
+            setattr(req, name, _pixel_count(name, value))
     return req
+
+
+def _pixel_count(name: str, value: Any) -> int:
+    """An integer pixel budget (a NumPy integer too); TypeError for a bool, a float or a str.
+
+    Never truncated: 1000000.7 would ask for a budget nobody gave."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
 
 
 def read_response(resp: Any, *, as_torch: bool = False, unlink: bool = True,

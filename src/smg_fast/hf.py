@@ -219,12 +219,17 @@ class _SmgImageProcessor(BaseImageProcessor):
         flags = {k: False for k in compat.FLAGS if not getattr(self, k, True)}
         defaults = {k: getattr(self, k) for k in compat.CALL_DEFAULTS
                     if getattr(self, k, None) is not None}
-        kwargs = {**flags, **defaults, **self._changed_attributes(kwargs), **kwargs}
-        # as transformers tests them: a falsy flag (None, 0) skips its step
-        kwargs.update({k: bool(kwargs[k]) for k in compat.FLAGS if k in kwargs})
+        # attributes apply unchecked in transformers (its type rules are for call options): a
+        # falsy flag (None, 0) skips its step, NumPy values are read as numbers
+        attrs = {**flags, **defaults, **self._changed_attributes(kwargs)}
+        attrs.update({k: bool(attrs[k]) for k in compat.FLAGS if k in attrs})
+        call = kwargs
+        kwargs = {**{k: compat.call_value(v) for k, v in attrs.items()}, **call}
+        # a call's None flag skips its step too (where None elsewhere means the default)
+        kwargs.update({k: False for k in compat.FLAGS if k in call and call[k] is None})
         dtype, why = compat.call_plan(self._proc.config, images, kwargs)
         if why:
-            return self._fallback(why, images, return_tensors, kwargs)
+            return self._fallback(why, images, return_tensors, call, attrs)
         kwargs.pop("dtype", None)
         images = compat.as_installed_transformers(images, kwargs.get("do_convert_rgb") is not False)
         rt = getattr(return_tensors, "value", return_tensors)
@@ -235,7 +240,7 @@ class _SmgImageProcessor(BaseImageProcessor):
             out = self._proc(self.fetch_images(images), return_tensors="pt" if torch_out else "np",
                              dtype=dtype, channels_first_wins=True, **kwargs)
         except UnsupportedCallError as exc:
-            return self._fallback(str(exc), images, return_tensors, kwargs)
+            return self._fallback(str(exc), images, return_tensors, call, attrs)
         data = {k: out[k] for k in self.model_input_names}
         if rt is None:  # transformers leaves the arrays as its backend made them
             if self.dropin.untyped is not None:
@@ -259,9 +264,12 @@ class _SmgImageProcessor(BaseImageProcessor):
         return {k: getattr(self, k) for k, v in self._built_from.items()
                 if k not in kwargs and _differs(getattr(self, k, v), v)}
 
-    def _fallback(self, why: str, images: Any, return_tensors: Any,
-                  kwargs: dict[str, Any]) -> BatchFeature:
-        """The call computed by transformers' own class for this backend and config."""
+    def _fallback(self, why: str, images: Any, return_tensors: Any, kwargs: dict[str, Any],
+                  attrs: dict[str, Any]) -> BatchFeature:
+        """The call computed by transformers' own class for this backend and config.
+
+        attrs (attributes set since construction) are that class's attributes for the call, so
+        that it reads them as it reads its own; kwargs are the call's options."""
         with self._ref_lock:
             if self._reference is None:
                 self._reference, cannot = reference_processor(self._proc.config)
@@ -270,8 +278,11 @@ class _SmgImageProcessor(BaseImageProcessor):
                                      f"{cannot})")
         compat.log_once(f"smg-fast: {type(self).__name__} hands calls to transformers' "
                         f"{type(self._reference).__name__} when: {why}")
-        kwargs.pop("dtype", None)
-        return self._reference(images, return_tensors=return_tensors, **kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k != "dtype"}
+        reference = copy.copy(self._reference)
+        for key, value in attrs.items():
+            setattr(reference, key, value)
+        return reference(images, return_tensors=return_tensors, **kwargs)
 
 
 def _count_patches(self: _SmgImageProcessor, height: int, width: int,

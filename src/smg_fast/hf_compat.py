@@ -178,6 +178,13 @@ def as_installed_transformers(images: Any, do_convert_rgb: bool) -> Any:
     return rgb
 
 
+def call_value(value: Any) -> Any:
+    """An attribute's value as a call option: NumPy arrays as lists, NumPy scalars as numbers."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
+
+
 def plain(value: Any) -> Any:
     """JSON-friendly copy of an attribute value (tuples as lists, numpy scalars as numbers)."""
     if isinstance(value, (list, tuple)):
@@ -190,5 +197,5 @@ def plain(value: Any) -> Any:
 
 
 __all__ = ["FLAGS", "KEPT_OPTIONS", "LOADER_NOISE", "NOT_KEPT", "SMG_OPTIONS", "alpha_dropped",
-           "as_installed_transformers", "build_processor", "call_plan", "log_once", "logger",
-           "plain", "transformers_class"]
+           "as_installed_transformers", "build_processor", "call_plan", "call_value", "log_once",
+           "logger", "plain", "transformers_class"]

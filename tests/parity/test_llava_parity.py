@@ -360,7 +360,6 @@ def test_folder_without_model_type_is_told_by_its_class(family, tmp_path, real_i
 
 
 @pytest.mark.parametrize("bad,match", [
-    ({"image_grid_pinpoints": [[336, 500]]}, "whole"),
     ({"image_grid_pinpoints": [[336 * 40, 336 * 40]]}, "at most 1024 tiles"),
     ({"image_grid_pinpoints": [[0, 336]]}, "positive"),
     ({"image_grid_pinpoints": "336x672"}, "height, width"),
@@ -378,16 +377,6 @@ def test_next_size_and_crop_must_name_one_tile(tmp_path):
     make_llava_tiles_folder(tmp_path, "llava_next", size={"shortest_edge": 448})
     with pytest.raises(ValueError, match="one side"):
         load_processor(tmp_path)
-
-
-def test_dropin_hands_a_folder_it_refuses_to_transformers(tmp_path, real_images):
-    """transformers' class defaults (224-pixel tiles, 336-pixel pinpoints): not whole tiles."""
-    import smg_fast.hf as hf
-
-    (tmp_path / "preprocessor_config.json").write_text(
-        '{"image_processor_type": "LlavaNextImageProcessorPil"}')
-    ours = hf.LlavaNextImageProcessorPil.from_pretrained(tmp_path)
-    assert type(ours) is LlavaNextImageProcessorPil  # transformers' own class, logged once
 
 
 def test_onevision_square_is_bounded_before_it_is_allocated(real_images):

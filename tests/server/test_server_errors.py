@@ -237,3 +237,16 @@ def test_unavailable_while_draining(start_server, small_jpegs, ok):
 def test_base64_data_url_is_checked_like_bytes(client):
     url = "data:image/png;base64," + base64.b64encode(b"garbage").decode()
     check(rpc_error(client.preprocess, [url]), INVALID, "item 0:", "cannot decode")
+
+
+@pytest.mark.parametrize("value", [1e6, 1000000.7, "1000000", True])
+def test_pixel_budget_of_another_type_is_refused_before_sending(value):
+    """The client never truncates a budget; the message's fields hold integers only."""
+    from smg_fast.client_messages import build_request
+
+    with pytest.raises(TypeError, match="max_pixels must be an int"):
+        build_request([b"x"], max_pixels=value)
+    if not isinstance(value, bool):  # protobuf takes a bool as 1
+        with pytest.raises(TypeError):
+            pb.PreprocessRequest(max_pixels=value)
+    assert build_request([b"x"], max_pixels=np.int64(1000000)).max_pixels == 1000000

@@ -4,18 +4,17 @@ Also the per-image conversion settings, as transformers' image processors read t
 every family shares here, each family's own (its ``size``, its integer options) from its
 ``Family.calls``. An option that would change the output in a way smg-fast does not compute
 raises an error that names it; options that change nothing here (``disable_grouping``,
-``device="cpu"``, ...) are accepted. Nothing here imports transformers or torch."""
+``device="cpu"``, ...) are accepted. Values of a type transformers' classes refuse are refused
+(processors/option_types.py), never converted. Nothing here imports transformers or torch."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import UnsupportedCallError
 from .config import ProcessorConfig
+from .option_types import exact_flag, exact_float, exact_floats, exact_int, exact_size
 from .registry import get_family
 
 CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
@@ -37,18 +36,31 @@ def _enum_value(value: Any) -> Any:
 
 
 def _triple(name: str, value: Any) -> tuple[float, float, float]:
-    vals = [float(value)] * 3 if isinstance(value, (int, float)) else [float(v) for v in value]
+    vals = exact_floats(name, value)
+    vals = vals * 3 if len(vals) == 1 and not isinstance(value, (list, tuple)) else vals
     if len(vals) != 3:
         raise ValueError(f"{name} must be one number or three, got {value!r}")
     return vals[0], vals[1], vals[2]
 
 
-def _size_keys(size: Any) -> dict[str, Any]:
-    """The ``size`` option as a plain dict without None values.
+def _size_keys(size: Any) -> dict[str, int]:
+    """The ``size`` option as a plain dict of ints without None values.
 
     transformers may pass its SizeDict."""
-    size = dict(getattr(size, "__dict__", None) or size)
-    return {k: v for k, v in size.items() if v is not None}
+    return exact_size("size", dict(getattr(size, "__dict__", None) or size))
+
+
+def _no_effect_ok(value: Any, allowed: tuple[Any, ...]) -> bool:
+    """Whether value is one of allowed, of the same type (1 is not True, "True" neither)."""
+    if allowed == _NO_EFFECT["device"]:
+        return str(value) == "cpu"  # a torch.device too
+    return any(value is a or (type(value) is type(a) and value == a) for a in allowed)
+
+
+def _field_value(cfg: ProcessorConfig, key: str, field: str, value: Any) -> Any:
+    """A family's integer (or flag: crop_to_patches) option, of the type transformers takes."""
+    flag = str(cfg.__dataclass_fields__[field].type).startswith("bool")
+    return exact_flag(key, value) if flag else exact_int(key, value)
 
 
 # Accepted when they change nothing: value -> allowed values.
@@ -57,16 +69,6 @@ _NO_EFFECT: dict[str, tuple[Any, ...]] = {
     "data_format": (None, CHANNELS_FIRST), "do_resize": (None, True),
     "do_center_crop": (None, False), "do_pad": (None, False), "default_to_square": (None, False),
 }
-
-
-def _whole(key: str, value: Any) -> int:
-    """value as an int where it is a whole number (36, 36.0, numpy's), else UnsupportedCallError.
-
-    A string or a fraction is refused, not parsed or truncated."""
-    if isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value) \
-            and value == int(value):  # a bool too: crop_to_patches' field is an int
-        return int(value)
-    raise UnsupportedCallError(f"{key} must be a whole number, got {value!r}")
 
 
 def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
@@ -79,7 +81,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     rules = get_family(cfg.family).calls
     opts = rules.options(opts)  # the family's own (Idefics3's do_pad) before the shared rules
     for name, allowed in _NO_EFFECT.items():
-        if name in opts and str(opts.pop(name)) not in [str(a) for a in allowed]:
+        if name in opts and not _no_effect_ok(opts.pop(name), allowed):
             accepted = ", ".join(repr(a) for a in allowed if a is not None)
             raise UnsupportedCallError(f"{name}={options[name]!r} is not supported by smg-fast "
                                        f"(it accepts {accepted})")
@@ -88,7 +90,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     opts.pop("size", None)
     for key, field in rules.fields.items():
         if opts.get(key) is not None:
-            fields[field] = _whole(key, opts.pop(key))
+            fields[field] = _field_value(cfg, key, field, opts.pop(key))
         opts.pop(key, None)
     for key in ("image_mean", "image_std"):
         if opts.get(key) is not None:
@@ -102,6 +104,10 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
     do_normalize = opts.pop("do_normalize", None)
     do_convert_rgb = opts.pop("do_convert_rgb", None)
     fmt = opts.pop("input_data_format", None)
+    for name, flag in (("do_rescale", do_rescale), ("do_normalize", do_normalize),
+                       ("do_convert_rgb", do_convert_rgb)):
+        if flag is not None:
+            exact_flag(name, flag)
     if opts:
         raise UnsupportedCallError(f"unknown or unsupported option(s) {sorted(opts)} for "
                                    f"{cfg.family}")
@@ -109,7 +115,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
         raise ValueError(f"input_data_format must be {CHANNELS_FIRST!r} or {CHANNELS_LAST!r}, "
                          f"got {options['input_data_format']!r}")
     if rescale is not None:
-        fields["rescale_factor"] = float(rescale)
+        fields["rescale_factor"] = exact_float("rescale_factor", rescale)
     if do_rescale is False:
         fields["rescale_factor"] = 1.0
     if do_normalize is not None:

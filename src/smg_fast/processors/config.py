@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from PIL import Image
 
 from ..imaging.media import DEFAULT_IMAGE_FORMATS, normalize_formats
@@ -90,6 +91,18 @@ _FAMILY_ONLY = ("max_soft_tokens", "crop_to_patches", "min_patches", "max_patche
                 "longest_edge", "image_grid_pinpoints")
 
 
+def whole_field(key: str, value: Any) -> int:
+    """An integer field's value: an int, or a float with no fraction (JSON's 1e6).
+
+    ValueError for a fraction, a str or a bool, which int() would turn into some other number
+    than the one transformers' class computes with (1000000.7 is not 1000000)."""
+    if not isinstance(value, bool) and isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    raise ValueError(f"{key} must be an integer, got {type(value).__name__} {value!r}")
+
+
 def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """Config fields as read from JSON or given by a caller, in the dataclass's types."""
     fields = dict(fields)
@@ -104,7 +117,7 @@ def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
                 "in_patch_limit", "patch_limit_on_one_side", "resample",
                 "max_soft_tokens", "longest_edge"):
         if key in fields and fields[key] is not None:
-            fields[key] = int(fields[key])
+            fields[key] = whole_field(key, fields[key])
     if "image_formats" in fields:
         fields["image_formats"] = normalize_formats(fields["image_formats"])
     return fields

@@ -51,27 +51,59 @@ from .plan import Plan
 MAX_TILES = 1024  # the largest max_tiles a config may set: bounds the candidate list and output
 
 
-@lru_cache(maxsize=16)
+def check_tile_bounds(min_tiles: int, max_tiles: int) -> None:
+    """ValueError unless max_tiles is an int of at most MAX_TILES (min_tiles an int).
+
+    Checked before any grid is listed: the bounds may come from a call or an attribute."""
+    for name, value in (("min_tiles", min_tiles), ("max_tiles", max_tiles)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if max_tiles > MAX_TILES:
+        raise ValueError(f"max tiles must be at most {MAX_TILES}, got {max_tiles}")
+
+
+def _rows(cols: int, min_tiles: int, max_tiles: int, most: int) -> range:
+    """The rows r <= most with min_tiles <= cols * r <= max_tiles, ascending."""
+    return range(max(1, -(-min_tiles // cols)), min(most, max_tiles // cols) + 1)
+
+
+@lru_cache(maxsize=16, typed=True)  # 12.0 is not 12: checked, not a hit
 def candidates(min_tiles: int, max_tiles: int) -> tuple[tuple[int, int], ...]:
-    """The (columns, rows) grids to choose from, in the order transformers' rule reads them."""
-    grids = [(c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1)
-             if min_tiles <= c * r <= max_tiles]
+    """The (columns, rows) grids to choose from, in the order transformers' rule reads them.
+
+    Columns-major (each column count's rows ascending), then stably by tile count; each column
+    count's rows are listed directly (no scan of every pair), so it takes O(max_tiles log
+    max_tiles) steps."""
+    check_tile_bounds(min_tiles, max_tiles)
+    min_tiles, max_tiles = int(min_tiles), int(max_tiles)
+    grids = [(c, r) for c in range(1, max_tiles + 1) for r in _rows(c, min_tiles, max_tiles,
+                                                                       max_tiles)]
     return tuple(sorted(grids, key=lambda g: g[0] * g[1]))  # sorted() is stable
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=16, typed=True)  # 12.0 is not 12: checked, not a hit
 def set_order_candidates(min_tiles: int, max_tiles: int) -> tuple[tuple[int, int], ...]:
     """The same grids in the order InternVL's original code reads them (vLLM runs it).
 
     That code collects them in a Python set, filled for n = min_tiles..max_tiles with every
     (columns, rows) of sides up to n, and then sorts the set's iteration order stably by tile
-    count; the set is filled here in the same sequence, so it iterates alike."""
-    grids = set()
-    for n in range(min_tiles, max_tiles + 1):
-        for c in range(1, n + 1):
-            for r in range(1, n + 1):
-                if min_tiles <= c * r <= max_tiles:
-                    grids.add((c, r))
+    count. A set's order depends only on the sequence of its first insertions (adding a member
+    again changes nothing), so the grids are added here in that sequence: at the first n, every
+    grid of sides up to n; at each later n, those whose larger side is n ((1, n), ..., (n - 1, n),
+    then (n, 1), ..., (n, n)). Only grids within the bounds are visited: O(max_tiles log
+    max_tiles) steps, not the original's O(max_tiles ** 3)."""
+    check_tile_bounds(min_tiles, max_tiles)
+    min_tiles, max_tiles = int(min_tiles), int(max_tiles)
+    grids: set[tuple[int, int]] = set()
+    first = max(min_tiles, 1)
+    for n in range(first, max_tiles + 1):
+        if n == first:
+            for c in range(1, n + 1):
+                grids.update((c, r) for r in _rows(c, min_tiles, max_tiles, n))
+            continue
+        cols = range(max(1, -(-min_tiles // n)), min(n - 1, max_tiles // n) + 1)
+        grids.update((c, n) for c in cols)
+        grids.update((n, r) for r in _rows(n, min_tiles, max_tiles, n))
     return tuple(sorted(grids, key=lambda g: g[0] * g[1]))
 
 
@@ -211,5 +243,6 @@ def square_source(src: np.ndarray, fmt: Any, fill: tuple[int, int, int]) -> np.n
 
 
 __all__ = ["MAX_TILES", "anyres_plan", "best_fit", "best_fit_plan", "best_resolution",
+           "check_tile_bounds",
            "candidates", "closest_grid", "factor_canvases", "fit_floor", "fit_inside",
            "set_order_candidates", "square_source", "tiled_plan"]

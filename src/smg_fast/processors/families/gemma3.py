@@ -24,6 +24,7 @@ from ..call_inputs import UINT8
 from ..config import HALF, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference
+from ..option_types import exact_flag, exact_float, exact_int
 from ..pan_and_scan import PanAndScan, crop_boxes
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
@@ -104,6 +105,12 @@ def _pan_and_scan(options: dict[str, Any]) -> PanAndScan | None:
     fail on None)."""
     on = options.pop("do_pan_and_scan", None)
     values = [options.pop(k, None) for k in _PAN_AND_SCAN]
+    if on is not None:
+        exact_flag("do_pan_and_scan", on)
+    checks = (exact_int, exact_int, exact_float)
+    for name, value, check in zip(_PAN_AND_SCAN, values, checks, strict=True):
+        if value is not None:
+            check(name, value)
     if not on:
         return None
     if any(v is None for v in values):

@@ -28,6 +28,7 @@ from ...resample import native_filter, native_pass_order
 from ..config import HALF, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
+from ..option_types import exact_size
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
@@ -210,7 +211,7 @@ def _sample_counts(images: Any) -> list[int] | None:
 
 def _tile(size: Any) -> int:
     """max_image_size {"longest_edge": n} as n."""
-    d = {k: v for k, v in dict(getattr(size, "__dict__", None) or size).items() if v is not None}
+    d = exact_size("max_image_size", dict(getattr(size, "__dict__", None) or size))
     if set(d) != {"longest_edge"}:
         raise UnsupportedCallError(f"max_image_size must be {{'longest_edge': n}}, got {size}")
     return int(d["longest_edge"])

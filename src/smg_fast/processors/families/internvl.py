@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import UnsupportedCallError
 from ..batch import PlannedBatch
-from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
+from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig, whole_field
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
@@ -105,7 +105,7 @@ def coerce(fields: dict[str, Any]) -> dict[str, Any]:
     out = dict(fields)
     for key in ("min_patches", "max_patches"):
         if out.get(key) is not None:
-            out[key] = int(out[key])
+            out[key] = whole_field(key, out[key])
     if out.get("crop_to_patches") is not None:
         out["crop_to_patches"] = bool(out["crop_to_patches"])
     return out

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import UnsupportedCallError
 from ..bf16_normalize import TablePipeline, bf16_table, table_of
-from ..config import HALF, ProcessorConfig
+from ..config import HALF, ProcessorConfig, whole_field
 from ..hooks import CallRules, DropIn, Reference, names_class
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
@@ -125,7 +125,7 @@ def coerce(fields: dict[str, Any]) -> dict[str, Any]:
     """max_patches as an int (JSON and callers may give other numbers)."""
     out = dict(fields)
     if out.get("max_patches") is not None:
-        out["max_patches"] = int(out["max_patches"])
+        out["max_patches"] = whole_field("max_patches", out["max_patches"])
     return out
 
 

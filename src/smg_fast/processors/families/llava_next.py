@@ -27,6 +27,7 @@ from ...imaging.media import ImageInput
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
+from ..option_types import exact_flag, exact_size
 from ..plan import Plan, check_aspect
 from ..processor import _MAX_VARIANTS, Processor, ProcessorOutput
 from ..registry import Family, check_config, register
@@ -64,8 +65,24 @@ class LlavaNextProcessor(Processor):
 
     def plan(self, width: int, height: int, index: int = 0) -> Plan:
         check_aspect(index, width, height, limit=math.inf)  # zero-size check only
+        self.best_canvas(width, height, index)
         return anyres_plan(width, height, self.config.patch_size,
                            self.config.image_grid_pinpoints or PINPOINTS)
+
+    def best_canvas(self, width: int, height: int, index: int = 0) -> tuple[int, int]:
+        """(height, width) of the image's best resolution, which must be whole tiles.
+
+        UnsupportedCallError where it is not (transformers' class defaults: 224-pixel tiles, the
+        336-pixel pinpoints): transformers then resizes each partial tile on its own, which
+        smg-fast does not compute (smg_fast.hf hands such calls to transformers' class)."""
+        side = self.config.patch_size
+        res_h, res_w = best_resolution(width, height, self.config.image_grid_pinpoints
+                                       or PINPOINTS)
+        if res_h % side or res_w % side:
+            raise UnsupportedCallError(f"image {index}: its best resolution {res_h}x{res_w} is "
+                                       f"not whole {side}-pixel tiles (transformers resizes the "
+                                       f"partial tiles one by one; smg-fast does not compute it)")
+        return res_h, res_w
 
     def _layout(self) -> tuple[int, int]:
         return 1, 1  # row-major tiles, each a channel-first (3, tile, tile) image
@@ -84,8 +101,7 @@ class LlavaNextProcessor(Processor):
     def image_tokens(self, height: int, width: int) -> int:
         """LLM tokens of a height x width image."""
         side = self.config.patch_size
-        res_h, res_w = best_resolution(width, height, self.config.image_grid_pinpoints
-                                       or PINPOINTS)
+        res_h, res_w = self.best_canvas(width, height)
         feats = side // VISION_PATCH
         unpadded, newlines = unpadded_features(height, width, feats, res_h // side,
                                                res_w // side)
@@ -115,6 +131,12 @@ class LlavaNextProcessor(Processor):
 
     def _for_call(self, own: dict[str, Any]) -> Any:
         """This processor, or one for a call's tile size and pinpoints (UnsupportedCallError)."""
+        for key in ("size", "crop_size"):  # of the types transformers takes, or refused
+            if own.get(key) is not None:
+                exact_size(key, dict(getattr(own[key], "__dict__", None) or own[key]))
+        for key in ("do_pad", "do_center_crop"):
+            if own.get(key) is not None:
+                exact_flag(key, own[key])
         if own.get("do_pad") is False:
             raise UnsupportedCallError("do_pad=False (a list of unpadded images) is not "
                                        "computed by smg-fast")
@@ -251,7 +273,10 @@ def coerce(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def validate(cfg: ProcessorConfig) -> None:
-    """ValueError unless the layout is whole tiles and each pinpoint is whole tiles."""
+    """ValueError unless the layout is one tile per patch and the pinpoints are bounded.
+
+    A pinpoint need not be whole tiles (transformers' class defaults are not): an image whose
+    best resolution it is raises UnsupportedCallError when planned (best_canvas)."""
     if cfg.merge_size != 1 or cfg.temporal_patch_size != 1:
         raise ValueError(f"{cfg.family} takes merge_size 1 and temporal_patch_size 1")
     if not cfg.image_grid_pinpoints:
@@ -261,10 +286,7 @@ def validate(cfg: ProcessorConfig) -> None:
         raise ValueError(f"llava_next's tile must be at least the vision patch ({VISION_PATCH}), "
                          f"whose features LlavaNextProcessor counts per tile, got {side}")
     for h, w in cfg.image_grid_pinpoints:
-        if h % side or w % side:
-            raise ValueError(f"each image_grid_pinpoints entry must be whole {side}-pixel tiles, "
-                             f"got [{h}, {w}]")
-        if h // side * (w // side) > MAX_CANVAS_TILES:
+        if -(-h // side) * -(-w // side) > MAX_CANVAS_TILES:
             raise ValueError(f"an image_grid_pinpoints entry may hold at most "
                              f"{MAX_CANVAS_TILES} tiles, got [{h}, {w}]")
 

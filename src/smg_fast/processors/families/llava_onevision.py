@@ -25,7 +25,6 @@ from ..hooks import CallRules, DropIn, Reference, names_class, transformers_clas
 from ..plan import Plan, check_aspect
 from ..processor import ProcessorOutput
 from ..registry import Family, register
-from ..tiles import best_resolution
 from . import llava_next
 from .llava_next import LlavaNextProcessor, by_image, unpadded_features
 
@@ -43,8 +42,7 @@ class LlavaOnevisionProcessor(LlavaNextProcessor):
 
     def image_tokens(self, height: int, width: int) -> int:
         side = self.config.patch_size
-        res_h, res_w = best_resolution(width, height, self.config.image_grid_pinpoints
-                                       or PINPOINTS)
+        res_h, res_w = self.best_canvas(width, height)
         feats = int(math.sqrt(BASE_TOKENS))
         unpadded, newlines = unpadded_features(height, width, feats, res_h // side,
                                                res_w // side)

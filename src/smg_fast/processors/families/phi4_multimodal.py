@@ -25,7 +25,7 @@ import numpy as np
 
 from ... import _native
 from ...errors import InvalidImageError, UnsupportedCallError
-from ..config import HALF, ProcessorConfig
+from ..config import HALF, ProcessorConfig, whole_field
 from ..folders import auto_backend
 from ..hooks import CallRules, DropIn, Reference, names_class
 from ..plan import Plan
@@ -213,13 +213,8 @@ def coerce(fields: dict[str, Any]) -> dict[str, Any]:
     if out.get("dynamic_hd") is not None:
         out["max_patches"] = out.pop("dynamic_hd")
     out.pop("dynamic_hd", None)
-    value = out.get("max_patches")
-    if value is not None:
-        whole = isinstance(value, (int, float, np.integer, np.floating)) and \
-            math.isfinite(value) and value == int(value)
-        if not whole:
-            raise UnsupportedCallError(f"dynamic_hd must be a whole number, got {value!r}")
-        out["max_patches"] = int(value)
+    if out.get("max_patches") is not None:
+        out["max_patches"] = whole_field("dynamic_hd", out["max_patches"])
     return out
 
 

@@ -26,6 +26,7 @@ from ...imaging.media import ImageInput
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
+from ..option_types import exact_flag, exact_int, exact_size
 from ..plan import Plan, check_aspect
 from ..processor import Processor, ProcessorOutput
 from ..registry import Family, register
@@ -98,12 +99,14 @@ class PixtralProcessor(Processor):
         if self.config.backend == UPSTREAM:
             return pixtral_mistral.call(self, images, return_tensors, dtype, options)
         pad = options.pop("do_pad", None)
+        if pad is not None:
+            exact_flag("do_pad", pad)
         if pad is False:
             raise UnsupportedCallError("do_pad=False (a list of unpadded images) is not "
                                        "computed by smg-fast")
         patch = self.config.patch_size
         if options.get("patch_size") is not None:
-            patch = options["patch_size"] = _square_patch(options["patch_size"])
+            patch = options["patch_size"] = _square_patch(_call_patch(options["patch_size"]))
         out = super().__call__(images, return_tensors, dtype,
                                channels_first_wins=channels_first_wins, **options)
         if patch != self.config.patch_size:  # _wrap counted this processor's patches
@@ -133,6 +136,13 @@ class PixtralProcessor(Processor):
             out["image_sizes"] = sizes
         del out["image_grid_thw"]  # not Pixtral's: image_sizes says each image's size
         return out
+
+
+def _call_patch(patch: Any) -> Any:
+    """A call's patch_size when of a type transformers takes (an int, a dict of ints)."""
+    if isinstance(patch, (int, float, str, bytes, np.generic)):
+        return exact_int("patch_size", patch)
+    return exact_size("patch_size", dict(getattr(patch, "__dict__", None) or patch))
 
 
 def _square_patch(patch: Any) -> int:

@@ -1,0 +1,151 @@
+"""Call options of a type transformers refuses are refused, never converted.
+
+transformers 5.24's classes check each call's options against their TypedDict: an int option
+given as a float, a non-integral float, a str, a bool or a NumPy scalar (a flag given as an int,
+a str or numpy.bool_; a size value the same) raises huggingface_hub's
+StrictDataclassFieldValidationError. smg-fast raises UnsupportedCallError for every such case, and
+computes transformers' output for the int. The PIL classes run here, the torchvision classes in
+the oracle venv (tests/support/option_types_script.py runs both).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from huggingface_hub.errors import StrictDataclassFieldValidationError
+from support.option_types_script import run
+from support.tv_oracle import run_with_smg_fast
+
+import smg_fast
+from smg_fast.errors import UnsupportedCallError
+from smg_fast.hf import Idefics3ImageProcessorPil, Qwen2VLImageProcessorPil
+
+SCRIPT = Path(__file__).parents[1] / "support" / "option_types_script.py"
+
+
+@pytest.fixture(scope="module")
+def rgb(real_images) -> np.ndarray:
+    return real_images.rgb_array("chelsea")[:120, :170]
+
+
+def _check(results: dict, families: set[str]) -> None:
+    wrong = {k: v for k, v in results.items() if v is not True}
+    assert not wrong, wrong
+    assert {k.split("/")[0] for k in results} >= families
+    for kind in ("int", "float", "fraction", "str", "bool", "numpy_int", "numpy_float"):
+        assert f"qwen2_vl/max_pixels/{kind}" in results, kind
+
+
+def test_pil_classes(rgb):
+    results = run("pil", rgb)
+    assert len(results) > 400
+    _check(results, {"qwen2_vl", "glm4v", "hunyuan_vl", "gemma4", "internvl", "pixtral",
+                     "idefics3", "llava_next", "llava_onevision", "gemma3", "gemma3n"})
+    assert results["internvl/crop_to_patches/int"] is True
+    assert results["internvl/crop_to_patches/numpy_bool"] is True
+
+
+def test_torchvision_classes(real_images, tmp_path):
+    results = run_with_smg_fast(SCRIPT, ["torchvision", str(real_images.path("chelsea"))],
+                                tmp_path)
+    assert len(results) > 450
+    _check(results, {"qwen2_vl", "kimi_k25", "llama4", "phi4_multimodal", "internvl"})
+
+
+@pytest.mark.parametrize("value", [1e6, 1000000.7, "1000000", True, np.int64(1000000)])
+def test_dropin_raises_what_transformers_raises(value, rgb, hf_qwen2):
+    """smg_fast.hf hands the call to transformers' class, which raises its own error."""
+    with pytest.raises(StrictDataclassFieldValidationError):
+        hf_qwen2(rgb, return_tensors="np", max_pixels=value)
+    with pytest.raises(StrictDataclassFieldValidationError):
+        Qwen2VLImageProcessorPil()(rgb, return_tensors="np", max_pixels=value)
+    with pytest.raises(UnsupportedCallError, match="max_pixels must be an int"):
+        smg_fast.load_processor("qwen2_vl")(rgb, max_pixels=value)
+
+
+@pytest.mark.parametrize("options", [
+    {"do_rescale": 0}, {"do_normalize": 1}, {"do_convert_rgb": "True"}, {"do_resize": 1},
+    {"rescale_factor": 1}, {"image_mean": [0, 0, 0]}, {"size": {"shortest_edge": 3136.0,
+                                                               "longest_edge": 12845056}}])
+def test_shared_options_of_the_wrong_type(options, rgb, hf_qwen2):
+    """The options every family reads: transformers refuses these types, and so does smg-fast."""
+    with pytest.raises(StrictDataclassFieldValidationError):
+        hf_qwen2(rgb, return_tensors="np", **options)
+    with pytest.raises(UnsupportedCallError):
+        smg_fast.load_processor("qwen2_vl")(rgb, **options)
+
+
+def test_family_own_options_of_the_wrong_type(rgb):
+    """Options a family's processor reads itself (Gemma 3's pan-and-scan, Idefics3's tile)."""
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    pas = dict(do_pan_and_scan=True, pan_and_scan_min_crop_size=256,
+               pan_and_scan_max_num_crops=4, pan_and_scan_min_ratio_to_activate=1.2)
+    gemma = smg_fast.load_processor("gemma3")
+    for bad in ({"pan_and_scan_min_crop_size": 256.0}, {"pan_and_scan_max_num_crops": "4"},
+                {"pan_and_scan_min_ratio_to_activate": 1}, {"do_pan_and_scan": 1}):
+        with pytest.raises(StrictDataclassFieldValidationError):
+            Gemma3ImageProcessorPil()(rgb, return_tensors="np", **{**pas, **bad})
+        with pytest.raises(UnsupportedCallError):
+            gemma(rgb, **{**pas, **bad})
+    idefics = Idefics3ImageProcessorPil()
+    for tile in (364.0, np.int64(364)):
+        with pytest.raises(StrictDataclassFieldValidationError):
+            idefics(rgb, return_tensors="np", max_image_size={"longest_edge": tile})
+        with pytest.raises(UnsupportedCallError):
+            idefics.smg_processor(rgb, max_image_size={"longest_edge": tile})
+
+
+@pytest.mark.parametrize("value", [10000.7, 10000.0, np.int64(10000), np.float64(10000.5)])
+def test_an_attribute_of_another_type_is_read_as_transformers_reads_it(value, rgb):
+    """transformers' type rules are for call options: an attribute applies unchecked.
+
+    transformers computes with max_pixels=10000.7 as set (its resize compares and divides by the
+    float), so smg_fast.hf hands such a call to it, with the attribute set there too."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    ours, theirs = Qwen2VLImageProcessorPil(), Theirs()
+    unbudgeted = len(theirs(rgb, return_tensors="np")["pixel_values"])
+    ours.max_pixels = theirs.max_pixels = value
+    got, ref = ours(rgb, return_tensors="np"), theirs(rgb, return_tensors="np")
+    assert len(ref["pixel_values"]) < unbudgeted  # the attribute applied
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], ref[key]), key
+
+
+@pytest.mark.parametrize("value", [10000.7, "10000", True])
+def test_a_config_integer_of_another_kind_is_refused(value, rgb, tmp_path):
+    """A constructor's or a folder's budget that is not a whole number: never truncated.
+
+    transformers computes with 10000.7 as given (and fails on "10000" at the call): the drop-in
+    constructor raises ValueError, from_pretrained hands the folder to transformers' class."""
+    import json
+
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(ValueError, match="max_pixels must be an integer"):
+        Qwen2VLImageProcessorPil(max_pixels=value)
+    with pytest.raises(ValueError, match="max_pixels must be an integer"):
+        smg_fast.load_processor("qwen2_vl", max_pixels=value)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Qwen2VLImageProcessorPil", "max_pixels": value}))
+    loaded = Qwen2VLImageProcessorPil.from_pretrained(tmp_path)
+    assert type(loaded) is Theirs
+
+
+def test_a_whole_float_budget_is_computed_as_transformers_computes_it(rgb):
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    got = Qwen2VLImageProcessorPil(max_pixels=10000.0)(rgb, return_tensors="np")
+    want = Theirs(max_pixels=10000.0)(rgb, return_tensors="np")
+    assert len(want["pixel_values"]) < len(Theirs()(rgb, return_tensors="np")["pixel_values"])
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key]), key
