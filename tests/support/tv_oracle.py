@@ -11,7 +11,9 @@ they never skip.
 from __future__ import annotations
 
 import pickle
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,17 @@ def run_script(python: str, script: Path, workdir: Path, jobs: list[dict[str, An
 
 
 def _run(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    # a folder of this call's own (no file of an earlier call read as this one's), deleted once
+    # read: a whole run's outputs would otherwise stay on disk (GBs; the cache keeps them)
+    run_dir = Path(tempfile.mkdtemp(dir=workdir))
+    try:
+        return _read(python, run_dir, jobs)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _read(python: str, workdir: Path, jobs: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
     run_script(python, SCRIPT, workdir, jobs)
     keys = ("pixel_values", "bf16", "grid")
     out = [{"rgb": np.load(workdir / f"{i}_rgb.npy")} if job.get("convert") else
