@@ -149,3 +149,24 @@ def test_a_whole_float_budget_is_computed_as_transformers_computes_it(rgb):
     assert len(want["pixel_values"]) < len(Theirs()(rgb, return_tensors="np")["pixel_values"])
     for key in ("pixel_values", "image_grid_thw"):
         assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("value", [3.0, 2.5, "3", np.int64(3), np.int64(0)])
+def test_a_resample_not_an_int_is_refused(value, rgb):
+    """transformers' PIL classes take resample unchecked and read a non-int as BILINEAR.
+
+    int() would compute 3.0, "3" or numpy.int64(3) as bicubic: refused, and the drop-in hands
+    the call (or the attribute) to transformers' class, whose output it returns."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="resample must be an int"):
+        smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
+    want = Theirs()(rgb, return_tensors="np", resample=value)["pixel_values"]
+    got = Qwen2VLImageProcessorPil()(rgb, return_tensors="np", resample=value)["pixel_values"]
+    assert np.array_equal(got, want)
+    theirs, ours = Theirs(), Qwen2VLImageProcessorPil()
+    theirs.resample = ours.resample = value
+    want = theirs(rgb, return_tensors="np")["pixel_values"]
+    assert np.array_equal(ours(rgb, return_tensors="np")["pixel_values"], want)

@@ -96,8 +96,8 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
         if opts.get(key) is not None:
             fields[key] = _triple(key, opts.pop(key))
         opts.pop(key, None)
-    if opts.get("resample") is not None:
-        fields["resample"] = int(opts.pop("resample"))
+    if opts.get("resample") is not None:  # a bool is an int there too (True: LANCZOS)
+        fields["resample"] = int(exact_int("resample", opts.pop("resample"), bool_ok=True))
     opts.pop("resample", None)
     rescale = opts.pop("rescale_factor", None)
     do_rescale = opts.pop("do_rescale", None)
