@@ -170,3 +170,26 @@ def test_a_resample_not_an_int_is_refused(value, rgb):
     theirs.resample = ours.resample = value
     want = theirs(rgb, return_tensors="np")["pixel_values"]
     assert np.array_equal(ours(rgb, return_tensors="np")["pixel_values"], want)
+
+
+@pytest.mark.parametrize("value", [3.0, np.int64(3)])
+def test_a_config_resample_not_an_int_is_refused(value, rgb, tmp_path):
+    """transformers' PIL class given resample=3.0 (a constructor's, a folder's) resizes BILINEAR.
+
+    Never read as 3 (BICUBIC): the drop-in constructor raises ValueError, from_pretrained hands
+    the folder to transformers' class, whose output it is then."""
+    import json
+
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(ValueError, match="resample must be an int"):
+        Qwen2VLImageProcessorPil(resample=value)
+    with pytest.raises(ValueError, match="resample must be an int"):
+        smg_fast.load_processor("qwen2_vl", resample=value)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Qwen2VLImageProcessorPil", "resample": float(value)}))
+    loaded = Qwen2VLImageProcessorPil.from_pretrained(tmp_path)
+    want = Theirs.from_pretrained(tmp_path)(rgb, return_tensors="np")["pixel_values"]
+    assert np.array_equal(loaded(rgb, return_tensors="np")["pixel_values"], want)
