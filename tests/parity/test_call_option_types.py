@@ -20,7 +20,11 @@ from support.tv_oracle import run_with_smg_fast
 
 import smg_fast
 from smg_fast.errors import UnsupportedCallError
-from smg_fast.hf import Idefics3ImageProcessorPil, Qwen2VLImageProcessorPil
+from smg_fast.hf import (
+    Idefics3ImageProcessorPil,
+    LlavaNextImageProcessorPil,
+    Qwen2VLImageProcessorPil,
+)
 
 SCRIPT = Path(__file__).parents[1] / "support" / "option_types_script.py"
 
@@ -193,3 +197,31 @@ def test_a_config_resample_not_an_int_is_refused(value, rgb, tmp_path):
     loaded = Qwen2VLImageProcessorPil.from_pretrained(tmp_path)
     want = Theirs.from_pretrained(tmp_path)(rgb, return_tensors="np")["pixel_values"]
     assert np.array_equal(loaded(rgb, return_tensors="np")["pixel_values"], want)
+
+
+@pytest.mark.parametrize("options", [{"crop_size": 336}, {"size": 336}, {"crop_size": [336, 336]},
+                                     {"crop_size": (336, 336)}, {"size": {"shortest_edge": 336}}])
+def test_llava_sizes_of_every_type_transformers_takes(options, rgb):
+    """LLaVA-NeXT's size / crop_size as an int, a list, a tuple or a dict: transformers' output."""
+    from transformers.models.llava_next.image_processing_pil_llava_next import (
+        LlavaNextImageProcessorPil as Theirs,
+    )
+
+    built = dict(size={"shortest_edge": 336}, crop_size={"height": 336, "width": 336})
+    want = Theirs(**built)(rgb, return_tensors="np", **options)
+    got = LlavaNextImageProcessorPil(**built)(rgb, return_tensors="np", **options)
+    for key in ("pixel_values", "image_sizes"):
+        assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("options", [{"crop_size": 336.0}, {"crop_size": [336.0, 336]},
+                                     {"size": "336"}, {"size": np.int64(336)}])
+def test_llava_sizes_of_a_type_transformers_refuses(options, rgb):
+    from transformers.models.llava_next.image_processing_pil_llava_next import (
+        LlavaNextImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(StrictDataclassFieldValidationError):
+        Theirs()(rgb, return_tensors="np", **options)
+    with pytest.raises(UnsupportedCallError):
+        smg_fast.load_processor("llava_next")(rgb, **options)

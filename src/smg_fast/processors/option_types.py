@@ -62,4 +62,18 @@ def exact_size(name: str, size: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in out.items()}
 
 
-__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size"]
+def exact_size_option(name: str, value: Any) -> None:
+    """UnsupportedCallError unless value is a size of a type transformers takes.
+
+    An int, a list or tuple of ints, or a dict (a SizeDict too) of ints."""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            exact_int(name, v)
+    elif isinstance(value, Mapping) or hasattr(value, "__dict__"):
+        exact_size(name, dict(getattr(value, "__dict__", None) or value))
+    else:
+        exact_int(name, value)
+
+
+__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size",
+           "exact_size_option"]
