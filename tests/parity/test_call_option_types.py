@@ -225,3 +225,19 @@ def test_llava_sizes_of_a_type_transformers_refuses(options, rgb):
         Theirs()(rgb, return_tensors="np", **options)
     with pytest.raises(UnsupportedCallError):
         smg_fast.load_processor("llava_next")(rgb, **options)
+
+
+@pytest.mark.parametrize("size", [896, [896, 896], (896, 896)])
+def test_a_size_that_is_not_a_dict_is_refused_and_handed_over(size, rgb):
+    """A size transformers computes as an int or a list: UnsupportedCallError, handed over.
+
+    Not a plain TypeError, so the drop-in returns transformers' output."""
+    from transformers.models.gemma3.image_processing_pil_gemma3 import (
+        Gemma3ImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="size"):
+        smg_fast.load_processor("gemma3")(rgb, size=size)
+    want = Theirs()(rgb, return_tensors="np", size=size)["pixel_values"]
+    got = smg_fast.hf.Gemma3ImageProcessorPil()(rgb, return_tensors="np", size=size)
+    assert np.array_equal(got["pixel_values"], want)
