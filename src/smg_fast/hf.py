@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import numbers
 import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from transformers.feature_extraction_utils import BatchFeature
 from transformers.image_processing_base import ImageProcessingMixin
 from transformers.image_processing_utils import BaseImageProcessor
@@ -46,7 +48,10 @@ _first_load: list[Callable[[], None]] = []
 def _differs(value: Any, built: Any) -> bool:
     """Whether an attribute no longer holds what the processor was built from.
 
-    An array, or any value that does not compare plainly, counts as changed."""
+    An array, or any value that does not compare plainly, counts as changed; so does a number
+    of another type (resample=3.0 or numpy.int64(3) is not 3 to transformers' resize)."""
+    if isinstance(value, (numbers.Number, np.generic)) and type(value) is not type(built):
+        return True
     try:
         return bool(value != built)
     except (TypeError, ValueError):
@@ -224,7 +229,9 @@ class _SmgImageProcessor(BaseImageProcessor):
         attrs = {**flags, **defaults, **self._changed_attributes(kwargs)}
         attrs.update({k: bool(attrs[k]) for k in compat.FLAGS if k in attrs})
         call = kwargs
-        kwargs = {**{k: compat.call_value(v) for k, v in attrs.items()}, **call}
+        # resample as set: transformers' resize reads a NumPy int as BILINEAR, not as its value
+        kwargs = {**{k: v if k == "resample" else compat.call_value(v)
+                     for k, v in attrs.items()}, **call}
         # a call's None flag skips its step too (where None elsewhere means the default)
         kwargs.update({k: False for k in compat.FLAGS if k in call and call[k] is None})
         dtype, why = compat.call_plan(self._proc.config, images, kwargs)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import time
-from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from support.oracle_cache import cached, prune
 from support.suite_markers import whole_suite
 
@@ -55,17 +55,20 @@ def test_prune_without_a_cache_deletes_nothing(tmp_path, monkeypatch):
     assert prune(time.time()) == (0, 0)
 
 
-def _config(args, **options):
-    base = dict(keyword="", markexpr="", lf=False, deselect=None, exitfirst=False, maxfail=0)
-    return SimpleNamespace(args=args, option=SimpleNamespace(**{**base, **options}))
+def _config(args, *options):
+    """The config pytest parses from args and options (its own option names)."""
+    return pytest.Config.fromdictargs({}, [*args, *options])
 
 
 def test_only_the_whole_suite_prunes():
     assert whole_suite(_config([TESTS]))
     assert whole_suite(_config([TESTS + "/"]))
+    assert whole_suite(_config([TESTS], "-q", "-p", "no:cacheprovider"))
     assert not whole_suite(_config([TESTS + "/video"]))
     assert not whole_suite(_config([TESTS, TESTS + "/video"]))
     assert not whole_suite(_config([TESTS + "/package/test_oracle_cache.py::test_x"]))
-    for narrowed in (dict(keyword="video"), dict(markexpr="not slow"), dict(lf=True),
-                     dict(deselect=["tests/x.py"]), dict(exitfirst=True), dict(maxfail=1)):
-        assert not whole_suite(_config([TESTS], **narrowed)), narrowed
+    for narrowed in (["-k", "video"], ["-m", "not slow"], ["--lf"], ["--deselect", "tests/x.py"],
+                     ["-x"], ["--maxfail", "1"], ["--co"], ["--setup-only"], ["--setup-plan"],
+                     ["--sw"], ["--sw-skip"], ["--ignore", "tests/parity"],
+                     ["--ignore-glob", "*parity*"]):
+        assert not whole_suite(_config([TESTS], *narrowed)), narrowed

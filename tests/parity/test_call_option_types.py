@@ -20,7 +20,11 @@ from support.tv_oracle import run_with_smg_fast
 
 import smg_fast
 from smg_fast.errors import UnsupportedCallError
-from smg_fast.hf import Idefics3ImageProcessorPil, Qwen2VLImageProcessorPil
+from smg_fast.hf import (
+    Idefics3ImageProcessorPil,
+    LlavaNextImageProcessorPil,
+    Qwen2VLImageProcessorPil,
+)
 
 SCRIPT = Path(__file__).parents[1] / "support" / "option_types_script.py"
 
@@ -149,3 +153,91 @@ def test_a_whole_float_budget_is_computed_as_transformers_computes_it(rgb):
     assert len(want["pixel_values"]) < len(Theirs()(rgb, return_tensors="np")["pixel_values"])
     for key in ("pixel_values", "image_grid_thw"):
         assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("value", [3.0, 2.5, "3", np.int64(3), np.int64(0)])
+def test_a_resample_not_an_int_is_refused(value, rgb):
+    """transformers' PIL classes take resample unchecked and read a non-int as BILINEAR.
+
+    int() would compute 3.0, "3" or numpy.int64(3) as bicubic: refused, and the drop-in hands
+    the call (or the attribute) to transformers' class, whose output it returns."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="resample must be an int"):
+        smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
+    want = Theirs()(rgb, return_tensors="np", resample=value)["pixel_values"]
+    got = Qwen2VLImageProcessorPil()(rgb, return_tensors="np", resample=value)["pixel_values"]
+    assert np.array_equal(got, want)
+    theirs, ours = Theirs(), Qwen2VLImageProcessorPil()
+    theirs.resample = ours.resample = value
+    want = theirs(rgb, return_tensors="np")["pixel_values"]
+    assert np.array_equal(ours(rgb, return_tensors="np")["pixel_values"], want)
+
+
+@pytest.mark.parametrize("value", [3.0, np.int64(3)])
+def test_a_config_resample_not_an_int_is_refused(value, rgb, tmp_path):
+    """transformers' PIL class given resample=3.0 (a constructor's, a folder's) resizes BILINEAR.
+
+    Never read as 3 (BICUBIC): the drop-in constructor raises ValueError, from_pretrained hands
+    the folder to transformers' class, whose output it is then."""
+    import json
+
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(ValueError, match="resample must be an int"):
+        Qwen2VLImageProcessorPil(resample=value)
+    with pytest.raises(ValueError, match="resample must be an int"):
+        smg_fast.load_processor("qwen2_vl", resample=value)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Qwen2VLImageProcessorPil", "resample": float(value)}))
+    loaded = Qwen2VLImageProcessorPil.from_pretrained(tmp_path)
+    want = Theirs.from_pretrained(tmp_path)(rgb, return_tensors="np")["pixel_values"]
+    assert np.array_equal(loaded(rgb, return_tensors="np")["pixel_values"], want)
+
+
+@pytest.mark.parametrize("options", [{"crop_size": 336}, {"size": 336}, {"crop_size": [336, 336]},
+                                     {"crop_size": (336, 336)}, {"size": {"shortest_edge": 336}}])
+def test_llava_sizes_of_every_type_transformers_takes(options, rgb):
+    """LLaVA-NeXT's size / crop_size as an int, a list, a tuple or a dict: transformers' output."""
+    from transformers.models.llava_next.image_processing_pil_llava_next import (
+        LlavaNextImageProcessorPil as Theirs,
+    )
+
+    built = dict(size={"shortest_edge": 336}, crop_size={"height": 336, "width": 336})
+    want = Theirs(**built)(rgb, return_tensors="np", **options)
+    got = LlavaNextImageProcessorPil(**built)(rgb, return_tensors="np", **options)
+    for key in ("pixel_values", "image_sizes"):
+        assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("options", [{"crop_size": 336.0}, {"crop_size": [336.0, 336]},
+                                     {"size": "336"}, {"size": np.int64(336)}])
+def test_llava_sizes_of_a_type_transformers_refuses(options, rgb):
+    from transformers.models.llava_next.image_processing_pil_llava_next import (
+        LlavaNextImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(StrictDataclassFieldValidationError):
+        Theirs()(rgb, return_tensors="np", **options)
+    with pytest.raises(UnsupportedCallError):
+        smg_fast.load_processor("llava_next")(rgb, **options)
+
+
+@pytest.mark.parametrize("size", [896, [896, 896], (896, 896)])
+def test_a_size_that_is_not_a_dict_is_refused_and_handed_over(size, rgb):
+    """A size transformers computes as an int or a list: UnsupportedCallError, handed over.
+
+    Not a plain TypeError, so the drop-in returns transformers' output."""
+    from transformers.models.gemma3.image_processing_pil_gemma3 import (
+        Gemma3ImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="size"):
+        smg_fast.load_processor("gemma3")(rgb, size=size)
+    want = Theirs()(rgb, return_tensors="np", size=size)["pixel_values"]
+    got = smg_fast.hf.Gemma3ImageProcessorPil()(rgb, return_tensors="np", size=size)
+    assert np.array_equal(got["pixel_values"], want)

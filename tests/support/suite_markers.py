@@ -119,10 +119,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def whole_suite(config: pytest.Config) -> bool:
-    """Whether this run is every test under tests/ (the README's command): nothing left out."""
+    """Whether this run is every test under tests/ (the README's command): nothing left out.
+
+    Not when tests are left out or not run (-k, -m, --lf, --deselect, --ignore, -x, --sw,
+    --collect-only, --setup-only / --setup-plan): their entries were not read."""
     tests = Path(__file__).resolve().parents[1]
     narrowed = any(getattr(config.option, name, None)
-                   for name in ("keyword", "markexpr", "lf", "deselect", "exitfirst", "maxfail"))
+                   for name in ("keyword", "markexpr", "lf", "deselect", "ignore", "ignore_glob",
+                                "maxfail", "stepwise", "stepwise_skip", "collectonly",
+                                "setuponly", "setupplan"))
     return [Path(a.split("::")[0]).resolve() for a in config.args] == [tests] and not narrowed
 
 

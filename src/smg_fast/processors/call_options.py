@@ -9,12 +9,20 @@ raises an error that names it; options that change nothing here (``disable_group
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedCallError
 from .config import ProcessorConfig
-from .option_types import exact_flag, exact_float, exact_floats, exact_int, exact_size
+from .option_types import (
+    exact_flag,
+    exact_float,
+    exact_floats,
+    exact_int,
+    exact_size,
+    exact_size_option,
+)
 from .registry import get_family
 
 CHANNELS_FIRST, CHANNELS_LAST = "channels_first", "channels_last"
@@ -46,8 +54,12 @@ def _triple(name: str, value: Any) -> tuple[float, float, float]:
 def _size_keys(size: Any) -> dict[str, int]:
     """The ``size`` option as a plain dict of ints without None values.
 
-    transformers may pass its SizeDict."""
-    return exact_size("size", dict(getattr(size, "__dict__", None) or size))
+    transformers may pass its SizeDict. An int or a list of ints (which transformers turns into
+    a dict its own way) is an UnsupportedCallError, as is a size of a type it refuses."""
+    if isinstance(size, Mapping) or hasattr(size, "__dict__"):
+        return exact_size("size", dict(getattr(size, "__dict__", None) or size))
+    exact_size_option("size", size)
+    raise UnsupportedCallError(f"size={size!r} is not computed by smg-fast (it takes a dict)")
 
 
 def _no_effect_ok(value: Any, allowed: tuple[Any, ...]) -> bool:
@@ -96,8 +108,8 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
         if opts.get(key) is not None:
             fields[key] = _triple(key, opts.pop(key))
         opts.pop(key, None)
-    if opts.get("resample") is not None:
-        fields["resample"] = int(opts.pop("resample"))
+    if opts.get("resample") is not None:  # a bool is an int there too (True: LANCZOS)
+        fields["resample"] = int(exact_int("resample", opts.pop("resample"), bool_ok=True))
     opts.pop("resample", None)
     rescale = opts.pop("rescale_factor", None)
     do_rescale = opts.pop("do_rescale", None)

@@ -103,6 +103,16 @@ def whole_field(key: str, value: Any) -> int:
     raise ValueError(f"{key} must be an integer, got {type(value).__name__} {value!r}")
 
 
+def resample_field(value: Any) -> int:
+    """resample as an int; ValueError for any other type (a float, a str, a NumPy integer).
+
+    transformers' PIL classes resize with anything but an int (a resampling enum is one) as
+    BILINEAR, whatever its value: resample=3.0 is not BICUBIC there."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"resample must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
 def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """Config fields as read from JSON or given by a caller, in the dataclass's types."""
     fields = dict(fields)
@@ -114,10 +124,12 @@ def coerce_fields(fields: dict[str, Any]) -> dict[str, Any]:
                 raise ValueError(f"{key} must have 3 values, got {v!r}")
             fields[key] = tuple(float(x) for x in v)
     for key in ("patch_size", "merge_size", "temporal_patch_size", "min_pixels", "max_pixels",
-                "in_patch_limit", "patch_limit_on_one_side", "resample",
-                "max_soft_tokens", "longest_edge"):
+                "in_patch_limit", "patch_limit_on_one_side", "max_soft_tokens",
+                "longest_edge"):
         if key in fields and fields[key] is not None:
             fields[key] = whole_field(key, fields[key])
+    if fields.get("resample") is not None:
+        fields["resample"] = resample_field(fields["resample"])
     if "image_formats" in fields:
         fields["image_formats"] = normalize_formats(fields["image_formats"])
     return fields

@@ -3,10 +3,12 @@
 transformers 5 checks each call's keyword arguments against its class's TypedDict (huggingface_hub's
 strict validation) before computing: an ``int`` option takes a Python int and refuses bool, float,
 str and NumPy scalars; a ``bool`` option takes a bool only (1, "True", numpy.bool_ refused); a
-``float`` option a float (an int refused); a size a dict of ints. smg-fast refuses the same values
-with UnsupportedCallError instead of converting them: a converted value (``max_pixels=1000000.7``
-read as 1000000) computes what transformers' class never does. smg_fast.hf hands such calls to
-transformers' class, which raises its own error."""
+``float`` option a float (an int refused); a size a dict of ints. ``resample`` is not checked
+there, but the PIL classes' resize reads anything but an int (a bool is one) as BILINEAR, so
+other types are refused too. smg-fast refuses the same values with UnsupportedCallError instead
+of converting them: a converted value (``max_pixels=1000000.7`` read as 1000000) computes what
+transformers' class never does. smg_fast.hf hands such calls to transformers' class, which
+raises its own error (or computes its own way)."""
 
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ def _refuse(name: str, kind: str, value: Any) -> UnsupportedCallError:
                                 f"(transformers' classes refuse it)")
 
 
-def exact_int(name: str, value: Any) -> int:
-    """value when it is an int (not a bool); UnsupportedCallError otherwise."""
-    if not isinstance(value, int) or isinstance(value, bool):
+def exact_int(name: str, value: Any, bool_ok: bool = False) -> int:
+    """value when it is an int (a bool only where bool_ok); UnsupportedCallError otherwise."""
+    if not isinstance(value, int) or (isinstance(value, bool) and not bool_ok):
         raise _refuse(name, "an int", value)
     return int(value)
 
@@ -60,4 +62,18 @@ def exact_size(name: str, size: Mapping[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in out.items()}
 
 
-__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size"]
+def exact_size_option(name: str, value: Any) -> None:
+    """UnsupportedCallError unless value is a size of a type transformers takes.
+
+    An int, a list or tuple of ints, or a dict (a SizeDict too) of ints."""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            exact_int(name, v)
+    elif isinstance(value, Mapping) or hasattr(value, "__dict__"):
+        exact_size(name, dict(getattr(value, "__dict__", None) or value))
+    else:
+        exact_int(name, value)
+
+
+__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size",
+           "exact_size_option"]

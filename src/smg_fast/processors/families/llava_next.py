@@ -27,7 +27,7 @@ from ...imaging.media import ImageInput
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
-from ..option_types import exact_flag, exact_size
+from ..option_types import exact_flag, exact_size_option
 from ..plan import Plan, check_aspect
 from ..processor import _MAX_VARIANTS, Processor, ProcessorOutput
 from ..registry import Family, check_config, register
@@ -133,7 +133,7 @@ class LlavaNextProcessor(Processor):
         """This processor, or one for a call's tile size and pinpoints (UnsupportedCallError)."""
         for key in ("size", "crop_size"):  # of the types transformers takes, or refused
             if own.get(key) is not None:
-                exact_size(key, dict(getattr(own[key], "__dict__", None) or own[key]))
+                exact_size_option(key, own[key])
         for key in ("do_pad", "do_center_crop"):
             if own.get(key) is not None:
                 exact_flag(key, own[key])
