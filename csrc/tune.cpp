@@ -10,7 +10,8 @@ namespace smg {
 
 namespace {
 
-constexpr int kRounds = 5;  // timed rounds per candidate (after one warm-up run), interleaved
+constexpr int kRounds = 5;       // timed rounds per candidate (after one warm-up run), interleaved
+constexpr double kMargin = 1.1;  // how much faster than the first candidate another must be
 
 struct TuneTable {
     std::mutex mu;
@@ -77,6 +78,9 @@ size_t tune_once(Stage stage, const std::string& key, const std::vector<std::str
         r.median_us.emplace_back(names[i], median(us[i]));
         if (r.median_us[i].second < r.median_us[best].second) best = i;  // ties: the earlier row
     }
+    // The first candidate (the table's fixed order) unless another beats it by more than
+    // kMargin: near ties go whichever way the noise does, process to process.
+    if (r.median_us[best].second * kMargin >= r.median_us[0].second) best = 0;
     r.chosen = names[best];
     t.index.emplace(std::make_pair(int(stage), key), t.records.size());
     t.records.push_back(std::move(r));

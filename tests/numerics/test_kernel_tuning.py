@@ -74,7 +74,7 @@ def test_outputs_identical_with_tuning_on_and_off(tmp_path):
 
 
 def check_choices(info: dict) -> None:
-    """Every tuning record chose an allowed kernel, the fastest of those it timed."""
+    """Every tuning record chose an allowed kernel: the fastest it timed, or the first near a tie."""
     may_run = allowed(info["isa_cap"], host_flags())["patchify"]
     assert info["tuning"]["choices"]
     for c in info["tuning"]["choices"]:
@@ -85,7 +85,10 @@ def check_choices(info: dict) -> None:
         assert set(timed) <= set(may_run), (c, may_run)
         assert c["kernel"] in timed
         assert all(t > 0 for t in timed.values()), c
-        assert timed[c["kernel"]] == min(timed.values()), c
+        # The fastest, unless the first candidate (the fixed order's) is within 10% of it.
+        first = timed[next(iter(timed))]
+        fastest = min(timed.values())
+        assert timed[c["kernel"]] == (first if fastest * 1.1 >= first else fastest), c
 
 
 def test_choice_is_an_allowed_kernel_and_the_fastest_timed(tmp_path):
