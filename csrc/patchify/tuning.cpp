@@ -61,14 +61,18 @@ size_t tune_patchify(const std::vector<PatchifyChoice>& candidates, DType dt, co
     const PatchLayout L{patch, merge, temporal, kJobBlockRows * merge, gw};
     const int band_rows = merge * patch;
     const int64_t stride = int64_t(gw) * patch * 3;
-    // Every block row's band, and one row more than read with slack (as the Pipeline's band).
-    std::vector<uint8_t> pixels(size_t(stride) * band_rows * kJobBlockRows + 64);
-    uint32_t s = 0x9e3779b9u;
-    for (uint8_t& p : pixels) {
-        s = s * 1664525u + 1013904223u;
-        p = uint8_t(s >> 24);
-    }
-    std::vector<uint8_t> dst(size_t(L.grid_h) * size_t(gw) * size_t(patch_row_elems(L)) * size_t(dtype_size(dt)));
+    // Every block row's band, and one row more than read with slack (as the Pipeline's band); made
+    // only if the class is timed (reset() runs first), not on the lookups that follow.
+    std::vector<uint8_t> pixels, dst;
+    const auto make_job = [&] {
+        pixels.resize(size_t(stride) * band_rows * kJobBlockRows + 64);
+        uint32_t s = 0x9e3779b9u;
+        for (uint8_t& p : pixels) {
+            s = s * 1664525u + 1013904223u;
+            p = uint8_t(s >> 24);
+        }
+        dst.resize(size_t(L.grid_h) * size_t(gw) * size_t(patch_row_elems(L)) * size_t(dtype_size(dt)));
+    };
     const auto run = [&](size_t i) {
         const PatchifyChoice& c = candidates[i];
         for (int bh = 0; bh < kJobBlockRows; ++bh) {
@@ -83,7 +87,10 @@ size_t tune_patchify(const std::vector<PatchifyChoice>& candidates, DType dt, co
             }
         }
     };
-    const auto reset = [&] { evict(dst.data(), dst.size()); };
+    const auto reset = [&] {
+        if (dst.empty()) make_job();
+        evict(dst.data(), dst.size());
+    };
     return tune_once(Stage::Patchify, key, names, reset, run);
 }
 
