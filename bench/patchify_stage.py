@@ -8,6 +8,8 @@ default.
     PYTHONPATH=src python bench/patchify_stage.py                 # this build, one process
     python bench/patchify_stage.py --compare A=path/to/src B=...  # builds side by side: each
         round runs every build in a fresh process, in turn, so load hits them alike
+    PYTHONPATH=src python bench/patchify_stage.py --tune  # this build with self-tuning on and
+        with SMG_FAST_TUNE=0, side by side as --compare runs builds
 
 SMG_FAST_ISA caps the kernels as usual (it is passed on to --compare's processes)."""
 
@@ -90,20 +92,32 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="--compare: rounds (default 3)")
     ap.add_argument("--wall", action="store_true", help="wall-clock time instead of CPU time")
     ap.add_argument("--compare", nargs="+", metavar="NAME=PYTHONPATH")
+    ap.add_argument("--tune", action="store_true",
+                    help="compare self-tuning on (tuned) with SMG_FAST_TUNE=0 (fixed)")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # --compare's worker
     args = ap.parse_args()
-    if not args.compare:
+    if not args.compare and not args.tune:
         res = measure(args.runs, args.wall)
         print(json.dumps(res) if args.json else table({"this": res}))
         return
-    builds = dict(item.split("=", 1) for item in args.compare)
+    # name -> (PYTHONPATH, SMG_FAST_TUNE or None for unset)
+    builds: dict[str, tuple[str, str | None]]
+    if args.tune:
+        here = os.environ.get("PYTHONPATH", "")
+        builds = {"tuned": (here, None), "fixed": (here, "0")}
+    else:
+        builds = {name: (path, os.environ.get("SMG_FAST_TUNE"))
+                  for name, path in (item.split("=", 1) for item in args.compare)}
     merged: dict[str, dict] = {name: {} for name in builds}
     for _ in range(args.rounds):
-        for name, path in builds.items():
+        for name, (path, tune) in builds.items():
             cmd = [sys.executable, __file__, "--json", "--runs", str(args.runs)]
             if args.wall:
                 cmd.append("--wall")
-            env = dict(os.environ, PYTHONPATH=path)
+            env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+            env["PYTHONPATH"] = path
+            if tune is not None:
+                env["SMG_FAST_TUNE"] = tune
             run = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
                                             text=True).stdout)
             for case, r in run.items():

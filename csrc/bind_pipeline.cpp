@@ -160,16 +160,19 @@ void bind_pipeline(py::module_& m) {
         .def_property_readonly(
             "kernel",
             [](const Pipeline& pl) {
-                if (pl.patch_order() == PatchOrder::ChannelLast) {
-                    if (pl.dtype() == DType::UInt8) return "copy";
-                    const PatchifyChoice c = pl.normalizer().kernel_for(pl.patch());
-                    return c.kernel->fn.channels_last ? c.prep->label : "table";
-                }
-                return pl.normalizer().kernel_label(pl.patch());
+                return pl.normalizer().kernel_label(pl.patch(), pl.merge(), pl.temporal(), pl.patch_order());
             },
-            "The patchify kernel chosen at construction for this patch size: 'avx512-fast', 'avx512',\n"
+            "The patchify kernel this pipeline's patches use (tuned on first use unless SMG_FAST_TUNE=0): "
+            "'avx512-fast', 'avx512',\n"
             "'avx2-fast', 'avx2-gather', 'table' (each SIMD form checked against all 768 table values) or 'copy' "
             "(uint8); channel-last patches: 'avx512-fast', 'avx512', 'table' or 'copy'.")
+        .def_property_readonly(
+            "fixed_kernel",
+            [](const Pipeline& pl) {
+                return pl.normalizer().kernel_label(pl.patch(), pl.merge(), pl.temporal(), pl.patch_order(), false);
+            },
+            "The patchify kernel the dispatch table's fixed order picks for this pipeline (the one\n"
+            "SMG_FAST_TUNE=0 runs); same names as kernel.")
         .def_property_readonly("dtype", &Pipeline::dtype, "Output element type.")
         .def_property_readonly(
             "recipe", [](const Pipeline& pl) { return pl.normalizer().params().recipe; }, "Normalization recipe.")

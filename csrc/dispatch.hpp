@@ -1,7 +1,8 @@
 // Kernel dispatch as data. Each stage has one table of the kernels compiled into this binary, best
 // first: {id, name, arch, level, available, fn}. A stage runs the first row that this architecture,
 // the SMG_FAST_ISA cap and the host CPU allow (and, where kernels take only some inputs, that takes
-// the input); the last row of every table is portable C++ and always allowed. kernel_info() reports
+// the input; the patchify stage runs the fastest such row per input class, timed once: tune.hpp);
+// the last row of every table is portable C++ and always allowed. kernel_info() reports
 // from the same tables what each stage selects and which kernels ran: results are identical under
 // every kernel, so that log is the only proof that a test exercised the one it meant to.
 //

@@ -1,6 +1,10 @@
 #include "patchify/normalizer.hpp"
 
+#include <vector>
+
 #include "fp_env.hpp"
+#include "patchify/tuning.hpp"
+#include "tune.hpp"
 
 namespace smg {
 
@@ -14,19 +18,25 @@ Normalizer::Normalizer(const NormParams& params, DType dtype) : params_(params),
     }
 }
 
-PatchifyChoice Normalizer::kernel_for(int patch) const {
+PatchifyChoice Normalizer::kernel_for(int patch, int merge, int temporal, PatchOrder order, bool tune) const {
     if (dtype_ == DType::UInt8) return {nullptr, nullptr};
+    std::vector<PatchifyChoice> candidates;
     for (size_t i = 0; i < kKernels; ++i) {
         const KernelRow<PatchifyKernel>& k = kPatchifyKernels[i];
-        if (ready_[i] && k.fn.min_patch <= patch && patch <= k.fn.max_patch) return {&k, &preps_[i]};
+        const bool takes_order = order == PatchOrder::ChannelFirst || k.fn.channels_last || i == kKernels - 1;
+        if (ready_[i] && takes_order && k.fn.min_patch <= patch && patch <= k.fn.max_patch)
+            candidates.push_back({&k, &preps_[i]});
     }
     // Not reached for a Pipeline's patch sides: the last row (the table) takes them all.
-    return {&kPatchifyKernels[kKernels - 1], &preps_[kKernels - 1]};
+    if (candidates.empty()) return {&kPatchifyKernels[kKernels - 1], &preps_[kKernels - 1]};
+    if (candidates.size() == 1 || !tune || !tuning_enabled() || patch > kMaxPatch) return candidates[0];
+    return candidates[tune_patchify(candidates, dtype_, lut_, patch, merge, temporal, order)];
 }
 
-const char* Normalizer::kernel_label(int patch) const {
-    const PatchifyChoice c = kernel_for(patch);
-    return c.kernel ? c.prep->label : "copy";
+const char* Normalizer::kernel_label(int patch, int merge, int temporal, PatchOrder order, bool tune) const {
+    const PatchifyChoice c = kernel_for(patch, merge, temporal, order, tune);
+    if (!c.kernel) return "copy";
+    return order == PatchOrder::ChannelLast && !c.kernel->fn.channels_last ? "table" : c.prep->label;
 }
 
 }  // namespace smg

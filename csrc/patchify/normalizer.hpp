@@ -29,12 +29,15 @@ public:
     DType dtype() const { return dtype_; }
     // 3 x 256 values in the element type of dtype(), channel-major.
     const void* lut() const { return lut_; }
-    // The first row of the patchify table that is allowed here, takes patches of this side and
-    // reproduced the table.
-    PatchifyChoice kernel_for(int patch) const;
+    // The kernel for patches of this side, merge, temporal copies and order: among the rows of
+    // the patchify table that are allowed here, take patches of this side (in this order: a row
+    // without a channel-last form leaves those patches to the table) and reproduced the table,
+    // the fastest on this CPU (tune.hpp; whole-image sides above kMaxPatch are not timed), or
+    // with tuning off (or tune false) the first.
+    PatchifyChoice kernel_for(int patch, int merge, int temporal, PatchOrder order, bool tune = true) const;
     // What Pipeline.kernel reports: the chosen kernel's form ("avx512-fast", "avx512",
     // "avx2-fast", "avx2-gather", "neon-fast", "neon", "table"), or "copy" for UInt8.
-    const char* kernel_label(int patch) const;
+    const char* kernel_label(int patch, int merge, int temporal, PatchOrder order, bool tune = true) const;
 
 private:
     static constexpr size_t kKernels = std::size(kPatchifyKernels);

@@ -8,7 +8,7 @@
 namespace smg {
 
 Patchifier::Patchifier(const PatchLayout& L, const Normalizer& norm, PatchOrder order)
-    : L_(L), norm_(&norm), order_(order), choice_(norm.kernel_for(L.patch)) {}
+    : L_(L), norm_(&norm), order_(order), choice_(norm.kernel_for(L.patch, L.merge, L.temporal, order)) {}
 
 void Patchifier::block_row(const ImageView& band, int bh, void* dst) const {
     if (order_ == PatchOrder::ChannelLast) {  // the kernel's channel-last form, else the table

@@ -24,7 +24,7 @@ private:
     PatchLayout L_;
     const Normalizer* norm_;
     PatchOrder order_;
-    PatchifyChoice choice_;  // norm.kernel_for(L.patch)
+    PatchifyChoice choice_;  // norm.kernel_for(L.patch, L.merge, L.temporal, order)
 };
 
 }  // namespace smg

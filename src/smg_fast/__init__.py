@@ -94,8 +94,11 @@ def kernel_info() -> dict[str, Any]:
     an unknown value means baseline), ``isa_cap_env`` (the variable as set, or None), ``host``
     (what the CPU supports, ignoring the cap), ``selected`` (per stage, the kernel the dispatch
     picks for RGB/RGBX input), ``ran`` (per stage, the kernels that have run in this process,
-    lowest first) and ``kernels`` (every kernel compiled in, with its stage, name, ``arch``: x86,
-    arm64 or any for portable C++, the lowest cap that admits it, ``min_cap``, and ``ran``).
+    lowest first), ``kernels`` (every kernel compiled in, with its stage, name, ``arch``: x86,
+    arm64 or any for portable C++, the lowest cap that admits it, ``min_cap``, and ``ran``) and
+    ``tuning`` (``enabled``: SMG_FAST_TUNE is not "0", ``env``: the variable as set, ``choices``:
+    per input class the patchify stage timed, its ``stage``, ``key``, chosen ``kernel`` and
+    ``median_us`` per candidate; ``selected`` is the fixed order's pick, which tuning may beat).
     Stages: resample.vertical, resample.horizontal (1- and 2-channel images always use its scalar
     kernel), patchify (its SIMD kernel is used only where it reproduces the lookup table's
     values, and for patches up to 16 pixels).

@@ -131,6 +131,12 @@ class Pipeline:
         "avx512-fast", "avx512", "avx2-fast", "avx2-gather", "neon-fast", "neon", "table", "copy"
     ]: ...
     @property
+    def fixed_kernel(
+        self,
+    ) -> Literal[
+        "avx512-fast", "avx512", "avx2-fast", "avx2-gather", "neon-fast", "neon", "table", "copy"
+    ]: ...
+    @property
     def dtype(self) -> DType: ...
     @property
     def recipe(self) -> LutRecipe: ...
@@ -244,12 +250,24 @@ class _KernelEntry(TypedDict):
     min_cap: str
     ran: bool
 
+class _TuneChoice(TypedDict):
+    stage: str
+    key: str
+    kernel: str
+    median_us: dict[str, float]
+
+class _Tuning(TypedDict):
+    enabled: bool
+    env: str | None
+    choices: list[_TuneChoice]
+
 class _KernelInfo(TypedDict):
     isa_cap: str
     isa_cap_env: str | None
     host: dict[str, bool]
     selected: dict[str, str]
     kernels: list[_KernelEntry]
+    tuning: _Tuning
 
 def kernel_info() -> _KernelInfo: ...
 

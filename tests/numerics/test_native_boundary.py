@@ -306,18 +306,19 @@ def test_kernel_choice_follows_the_cpu():
     avx2 = ("avx2-fast", "avx2-gather") if _avx2_patchify() else ("table",)
     for recipe in (HF, KIMI):
         for patch in (2, 14, 17):  # uint8 has nothing to normalize: a copy at every size
-            assert pipeline(recipe=recipe, dtype=_native.DType.UINT8, patch=patch).kernel == "copy"
+            u8 = pipeline(recipe=recipe, dtype=_native.DType.UINT8, patch=patch)
+            assert u8.fixed_kernel == u8.kernel == "copy"
         for dtype in set(_native.DType.__members__.values()) - {_native.DType.UINT8}:
-            kernel = pipeline(recipe=recipe, dtype=dtype).kernel
+            kernel = pipeline(recipe=recipe, dtype=dtype).fixed_kernel
             assert kernel in (("avx512-fast", "avx512") if vbmi else avx2), kernel
-            assert pipeline(recipe=recipe, dtype=dtype, patch=17).kernel in avx2
+            assert pipeline(recipe=recipe, dtype=dtype, patch=17).fixed_kernel in avx2
 
 
 @pytest.mark.parametrize("cap", ["baseline", "avx2"])
 def test_isa_cap_limits_the_kernel(cap):
     code = ("from smg_fast import _native as n; print(n.Pipeline(recipe=n.LutRecipe(0), "
             "rescale=1/255, mean=[.5]*3, std=[.5]*3, dtype=n.DType(0), filter=n.Filter(3), "
-            "pass_order=n.PassOrder(1), patch=14, merge=2, temporal=2).kernel)")
+            "pass_order=n.PassOrder(1), patch=14, merge=2, temporal=2).fixed_kernel)")
     env = dict(os.environ, SMG_FAST_ISA=cap)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)

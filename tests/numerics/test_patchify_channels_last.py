@@ -63,6 +63,6 @@ def test_channel_last_rows(norm, dtype, channels, patch, size, grid):
     assert np.array_equal(out.reshape(gh * gw, -1), want)
     simd = smg_fast.cpu_features()["avx512vbmi"] and patch <= 16 and dtype != "uint8"
     if not simd:
-        assert pipe.kernel == ("copy" if dtype == "uint8" else "table")
+        assert pipe.fixed_kernel == ("copy" if dtype == "uint8" else "table")
     else:
-        assert pipe.kernel == ("avx512" if (norm, dtype) == DOUBLE_FORM else "avx512-fast")
+        assert pipe.fixed_kernel == ("avx512" if (norm, dtype) == DOUBLE_FORM else "avx512-fast")

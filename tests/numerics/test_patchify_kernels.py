@@ -7,8 +7,9 @@ every dtype, and means / stds other than the defaults, including ones whose sing
 form does not match the table (the AVX2 kernel then gathers from it). References:
 transformers' Qwen2VLImageProcessorPil with the same call-time options, and Kimi-K2.5's upstream
 NumPy order (smg_fast.testing.oracles); bfloat16 / float16 are torch's conversions of
-the reference's float32. Each case also checks the kernel the pipeline reports, so a fast path
-that silently stopped being chosen fails here.
+the reference's float32. Each case also checks the kernel the dispatch's fixed order picks
+(Pipeline.fixed_kernel; self-tuning may run another allowed one), so a fast path that silently
+stopped being ready fails here.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ def simd_family(patch: int) -> str:
 def check_kernel(pipe, patch: int, gather: bool = False) -> None:
     family = simd_family(patch)
     if family == "avx2":
-        assert pipe.kernel == ("avx2-gather" if gather else "avx2-fast"), pipe.kernel
+        assert pipe.fixed_kernel == ("avx2-gather" if gather else "avx2-fast"), pipe.fixed_kernel
     elif family == "avx512":
-        assert pipe.kernel in ("avx512-fast", "avx512"), pipe.kernel
+        assert pipe.fixed_kernel in ("avx512-fast", "avx512"), pipe.fixed_kernel
     else:
-        assert pipe.kernel == "table", pipe.kernel
+        assert pipe.fixed_kernel == "table", pipe.fixed_kernel
 
 
 def as_dtype(ref_f32: np.ndarray, dtype: str) -> np.ndarray:
@@ -156,7 +157,7 @@ def test_forms_both_occur_on_avx2():
         fast = smg_fast.load_processor("kimi_k25").pipeline(dtype)
         slow = smg_fast.load_processor("kimi_k25", image_mean=list(GATHER_MEAN),
                                        image_std=list(GATHER_STD)).pipeline(dtype)
-        assert (fast.kernel, slow.kernel) == ("avx2-fast", "avx2-gather")
+        assert (fast.fixed_kernel, slow.fixed_kernel) == ("avx2-fast", "avx2-gather")
 
 
 # ---- the destination: nothing written outside this image's rows ----

@@ -1,0 +1,96 @@
+#include "tune.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace smg {
+
+namespace {
+
+constexpr int kRounds = 5;       // timed rounds per candidate (after one warm-up run), interleaved
+constexpr double kMargin = 1.1;  // how much faster than the first candidate another must be
+
+struct TuneTable {
+    std::mutex mu;
+    std::map<std::pair<int, std::string>, size_t> index;  // (stage, key) -> records position
+    std::vector<TuneRecord> records;
+};
+
+TuneTable& table() {
+    static TuneTable* t = new TuneTable;  // never destroyed: kernels may run during exit
+    return *t;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+const char* tune_env() {
+    static const std::string v = [] {
+        const char* e = std::getenv("SMG_FAST_TUNE");
+        return std::string(e ? e : "");
+    }();
+    return v.empty() ? nullptr : v.c_str();
+}
+
+bool tuning_enabled() {
+    static const bool on = [] {
+        const char* v = tune_env();
+        return !(v && std::string(v) == "0");
+    }();
+    return on;
+}
+
+size_t tune_once(Stage stage, const std::string& key, const std::vector<std::string>& names,
+                 const std::function<void()>& reset, const std::function<void(size_t)>& run) {
+    TuneTable& t = table();
+    // Held while timing: a second first user of the key waits for the answer rather than timing
+    // again (and a first user of another key does not time against this one).
+    const std::lock_guard<std::mutex> lock(t.mu);
+    const auto found = t.index.find({int(stage), key});
+    if (found != t.index.end()) {
+        const TuneRecord& r = t.records[found->second];
+        return size_t(std::find(names.begin(), names.end(), r.chosen) - names.begin());
+    }
+    const size_t n = names.size();
+    for (size_t i = 0; i < n; ++i) {  // warm-up: code and tables in cache, pages touched
+        reset();
+        run(i);
+    }
+    std::vector<std::vector<double>> us(n);
+    for (int round = 0; round < kRounds; ++round)
+        for (size_t i = 0; i < n; ++i) {
+            reset();
+            const auto t0 = std::chrono::steady_clock::now();
+            run(i);
+            const auto t1 = std::chrono::steady_clock::now();
+            us[i].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        }
+    TuneRecord r{stage, key, "", {}};
+    size_t best = 0;
+    for (size_t i = 0; i < n; ++i) {
+        r.median_us.emplace_back(names[i], median(us[i]));
+        if (r.median_us[i].second < r.median_us[best].second) best = i;  // ties: the earlier row
+    }
+    // The first candidate (the table's fixed order) unless another beats it by more than
+    // kMargin: near ties go whichever way the noise does, process to process.
+    if (r.median_us[best].second * kMargin >= r.median_us[0].second) best = 0;
+    r.chosen = names[best];
+    t.index.emplace(std::make_pair(int(stage), key), t.records.size());
+    t.records.push_back(std::move(r));
+    return best;
+}
+
+std::vector<TuneRecord> tune_records() {
+    TuneTable& t = table();
+    const std::lock_guard<std::mutex> lock(t.mu);
+    return t.records;
+}
+
+}  // namespace smg

@@ -1,0 +1,174 @@
+"""Self-tuning patchify dispatch (SMG_FAST_TUNE): what it may choose, and that the choice is unseen.
+
+Each input class (dtype, patch shape, order and the candidates' forms) is timed once per process
+at first use and the fastest allowed kernel runs it from then on. The choice must be one of the
+kernels the cap and this CPU allow (read from /proc/cpuinfo), the outputs must be identical with
+tuning on and off, many threads first-using a class at once must time it once and agree, and
+SMG_FAST_TUNE=0 must keep the tables' fixed order. The reference comparisons run with tuning on in
+the default suites and with it off under every cap (test_isa_paths)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from test_isa_paths import allowed, host_flags
+
+import smg_fast
+
+# Patch 14 merge 2 temporal 2, patch 16, patch 14 merge 1, channel-last patches, a whole image.
+FAMILIES = ["qwen2_vl", "qwen3_vl", "kimi_k25", "gemma4", "gemma3"]
+DTYPES = ["float32", "bfloat16", "float16"]
+
+# Prints, as JSON, kernel_info() and each pipeline's kernels after writing every family's output
+# for a random 640x480 image in every dtype to argv[1] (an .npz).
+OUTPUTS = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import smg_fast
+    img = np.random.default_rng(7).integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    outs, kernels = {}, {}
+    for family in sys.argv[2].split(","):
+        proc = smg_fast.load_processor(family)
+        for dtype in sys.argv[3].split(","):
+            pv = np.asarray(proc([img], dtype=dtype)["pixel_values"])
+            outs[f"{family} {dtype}"] = pv.view(np.uint8)
+            pipe = proc.pipeline(dtype)
+            kernels[f"{family} {dtype}"] = [pipe.kernel, pipe.fixed_kernel]
+    np.savez(sys.argv[1], **outs)
+    print(json.dumps({"info": smg_fast.kernel_info(), "kernels": kernels}))
+""")
+
+
+def outputs(tmp_path: Path, tune: str | None) -> tuple[dict[str, np.ndarray], dict]:
+    """Every family's outputs in every dtype, from a fresh process with SMG_FAST_TUNE=tune."""
+    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    if tune is not None:
+        env["SMG_FAST_TUNE"] = tune
+    path = tmp_path / f"out-{tune}.npz"
+    run = subprocess.run([sys.executable, "-c", OUTPUTS, str(path), ",".join(FAMILIES),
+                          ",".join(DTYPES)], env=env, capture_output=True, text=True, check=True)
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}, json.loads(run.stdout)
+
+
+def test_outputs_identical_with_tuning_on_and_off(tmp_path):
+    on, on_report = outputs(tmp_path, None)
+    off, off_report = outputs(tmp_path, "0")
+    assert on.keys() == off.keys() and len(on) == len(FAMILIES) * len(DTYPES)
+    for case in on:
+        assert np.array_equal(on[case], off[case]), case
+    assert on_report["info"]["tuning"]["enabled"] and on_report["info"]["tuning"]["choices"]
+    assert not off_report["info"]["tuning"]["enabled"]
+    for kernel, fixed in off_report["kernels"].values():
+        assert kernel == fixed  # tuning off: the fixed order
+    for case, (kernel, fixed) in on_report["kernels"].items():
+        assert fixed == off_report["kernels"][case][1]
+        if case.startswith("gemma3 "):  # 896-pixel patches: whole images are not timed
+            assert kernel == fixed
+
+
+def check_choices(info: dict) -> None:
+    """Each tuning record chose an allowed kernel: the fastest it timed, or the first near a tie."""
+    may_run = allowed(info["isa_cap"], host_flags())["patchify"]
+    assert info["tuning"]["choices"]
+    for c in info["tuning"]["choices"]:
+        assert c["stage"] == "patchify"
+        timed = c["median_us"]
+        labels = c["key"].split(": ", 1)[1].split()
+        assert len(timed) == len(labels) >= 2, c  # one timing per candidate the key names
+        assert set(timed) <= set(may_run), (c, may_run)
+        assert c["kernel"] in timed
+        assert all(t > 0 for t in timed.values()), c
+        # The fastest, unless the first candidate (the fixed order's) is within 10% of it.
+        first = timed[next(iter(timed))]
+        fastest = min(timed.values())
+        assert timed[c["kernel"]] == (first if fastest * 1.1 >= first else fastest), c
+
+
+def test_choice_is_an_allowed_kernel_and_the_fastest_timed(tmp_path):
+    check_choices(outputs(tmp_path, None)[1]["info"])
+
+
+def test_pipeline_reports_the_tuned_choice(tmp_path):
+    """Pipeline.kernel is the chosen candidate's form; fixed_kernel the first candidate's."""
+    report = outputs(tmp_path, None)[1]
+    names = {"avx512-fast": "avx512vbmi", "avx512": "avx512vbmi", "avx2-fast": "avx2",
+             "avx2-gather": "avx2", "neon-fast": "neon", "neon": "neon", "table": "table"}
+    for dtype in DTYPES:
+        kernel, fixed = report["kernels"][f"qwen2_vl {dtype}"]
+        # The only patch-14, merge-2, temporal-2 class of that process.
+        key_start = f"{dtype} P14 m2 T2 channel-first:"
+        recs = [c for c in report["info"]["tuning"]["choices"] if c["key"].startswith(key_start)]
+        if not recs:  # one allowed kernel: nothing to time
+            assert kernel == fixed
+            continue
+        (rec,) = recs
+        labels = rec["key"].split(": ", 1)[1].split()
+        assert labels[0] == fixed
+        assert kernel in labels and names[kernel] == rec["kernel"]
+
+
+CONCURRENT = textwrap.dedent("""
+    import json, threading
+    import numpy as np
+    import smg_fast
+    img = np.random.default_rng(3).integers(0, 256, (476, 644, 3), dtype=np.uint8)
+    procs = {d: smg_fast.load_processor("qwen2_vl") for d in ("float32", "bfloat16")}
+    barrier = threading.Barrier(16)
+    results = [None] * 16
+    def work(i):
+        dtype = "float32" if i % 2 else "bfloat16"
+        proc = procs[dtype]
+        barrier.wait()
+        results[i] = (dtype, np.asarray(proc([img], dtype=dtype)["pixel_values"]).view(np.uint8))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    same = all(np.array_equal(r[1], next(s[1] for s in results if s[0] == r[0])) for r in results)
+    print(json.dumps({"same": same, "info": smg_fast.kernel_info()}))
+""")
+
+
+def test_many_threads_first_using_a_class_time_it_once():
+    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    run = subprocess.run([sys.executable, "-c", CONCURRENT], env=env, capture_output=True,
+                         text=True, check=True)
+    report = json.loads(run.stdout)
+    assert report["same"]
+    keys = [c["key"] for c in report["info"]["tuning"]["choices"]]
+    assert len(keys) == len(set(keys))  # each class timed once
+    if len(allowed(report["info"]["isa_cap"], host_flags())["patchify"]) >= 2:
+        assert sorted(k.split()[0] for k in keys) == ["bfloat16", "float32"]
+        check_choices(report["info"])
+
+
+def tuning_in(tune: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    if tune is not None:
+        env["SMG_FAST_TUNE"] = tune
+    code = ("import json, smg_fast; p = smg_fast.load_processor('qwen2_vl').pipeline('float32'); "
+            "k = [p.kernel, p.fixed_kernel]; "
+            "print(json.dumps([smg_fast.kernel_info()['tuning'], *k]))")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    tuning, kernel, fixed = json.loads(run.stdout)
+    tuning["kernels"] = (kernel, fixed)
+    return tuning
+
+
+def test_env_var_keeps_the_fixed_order():
+    off = tuning_in("0")
+    assert (off["enabled"], off["env"], off["choices"]) == (False, "0", [])
+    assert off["kernels"][0] == off["kernels"][1]
+    for tune, env in ((None, None), ("1", "1"), ("yes", "yes")):
+        on = tuning_in(tune)
+        assert (on["enabled"], on["env"]) == (True, env)
+        # Pipeline.kernel tuned its class (where two kernels may run it).
+        assert len(on["choices"]) == (len(allowed(smg_fast.kernel_info()["isa_cap"],
+                                                  host_flags())["patchify"]) >= 2)
