@@ -10,6 +10,7 @@ the oracle venv (tests/support/option_types_script.py runs both).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from support.option_types_script import run
 from support.tv_oracle import run_with_smg_fast
 
 import smg_fast
+from smg_fast import hf
 from smg_fast.errors import UnsupportedCallError
 from smg_fast.hf import Idefics3ImageProcessorPil, Qwen2VLImageProcessorPil
 
@@ -149,3 +151,41 @@ def test_a_whole_float_budget_is_computed_as_transformers_computes_it(rgb):
     assert len(want["pixel_values"]) < len(Theirs()(rgb, return_tensors="np")["pixel_values"])
     for key in ("pixel_values", "image_grid_thw"):
         assert np.array_equal(got[key], want[key]), key
+
+
+_NOT_DICTS = {"zero_d": np.array(7), "int": 336, "str": "ab", "decimal": Decimal(3),
+              "pair": (336, 336), "list": [336], "pairs": None, "tuple_pairs": None}
+
+
+@pytest.mark.parametrize("family, key, kind", [
+    (family, key, kind) for family, key in (
+        ("qwen2_vl", "size"), ("llava_next", "size"), ("llava_next", "crop_size"),
+        ("llava_onevision", "size"), ("idefics3", "size"), ("idefics3", "max_image_size"),
+        ("pixtral", "patch_size"))
+    for kind in sorted(_NOT_DICTS) if (key, kind) != ("patch_size", "int")])  # Pixtral's int
+def test_a_size_option_that_is_not_a_dict(family, key, kind, rgb):
+    """A size given as anything but a dict (or transformers' SizeDict): UnsupportedCallError.
+
+    transformers refuses most such values and computes with some (an int or a pair where its
+    class converts one): the drop-in then equals it, by handing the call over."""
+    from smg_fast.processors.reference import reference_processor
+
+    ours = smg_fast.load_processor(family, backend="pil")
+    ref, _ = reference_processor(ours.config)
+    base = {k: v for k, v in dict(vars(getattr(ref, key))).items() if v is not None} \
+        if hasattr(getattr(ref, key), "__dict__") else dict(getattr(ref, key))
+    value = _NOT_DICTS[kind]
+    if kind.endswith("pairs"):  # dict's own constructor takes these
+        value = (tuple if kind == "tuple_pairs" else list)(base.items())
+    with pytest.raises(UnsupportedCallError, match=key):
+        ours(rgb, **{key: value})
+    dropin, theirs = getattr(hf, type(ref).__name__)(), type(ref)()  # class defaults, both
+    try:
+        want = theirs(rgb, return_tensors="np", **{key: value})
+    except Exception as exc:  # noqa: BLE001 (transformers' error is what the drop-in raises)
+        with pytest.raises(type(exc)):
+            dropin(rgb, return_tensors="np", **{key: value})
+        return
+    got = dropin(rgb, return_tensors="np", **{key: value})
+    for name in want:
+        assert np.array_equal(np.asarray(got[name]), np.asarray(want[name])), name

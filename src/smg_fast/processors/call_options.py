@@ -47,7 +47,7 @@ def _size_keys(size: Any) -> dict[str, int]:
     """The ``size`` option as a plain dict of ints without None values.
 
     transformers may pass its SizeDict."""
-    return exact_size("size", dict(getattr(size, "__dict__", None) or size))
+    return exact_size("size", size)
 
 
 def _no_effect_ok(value: Any, allowed: tuple[Any, ...]) -> bool:

@@ -10,6 +10,7 @@ transformers' class, which raises its own error."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,13 +52,27 @@ def exact_floats(name: str, value: Any) -> list[float]:
     return [exact_float(name, value)]
 
 
-def exact_size(name: str, size: Mapping[str, Any]) -> dict[str, int]:
+def size_items(name: str, size: Any) -> dict[Any, Any]:
+    """A size option's items: a mapping's, or transformers' SizeDict's (a dataclass).
+
+    UnsupportedCallError for anything else (an int, a pair, a list of pairs, a NumPy array), which
+    dict() would take or raise a TypeError for; transformers' class converts some of these and
+    refuses the rest, and smg_fast.hf hands them to it."""
+    if isinstance(size, Mapping):
+        return dict(size)
+    if dataclasses.is_dataclass(size) and not isinstance(size, type):
+        return dict(vars(size))
+    raise _refuse(name, "a dict of ints", size)
+
+
+def exact_size(name: str, size: Any) -> dict[str, int]:
     """A size dict's values (None values dropped) when each is an int; else UnsupportedCallError."""
-    out = {k: v for k, v in size.items() if v is not None}
+    items = size_items(name, size)
+    out = {k: v for k, v in items.items() if v is not None}
     for key, value in out.items():
         if not isinstance(key, str) or not isinstance(value, int) or isinstance(value, bool):
-            raise _refuse(name, "a dict of ints", dict(size))
+            raise _refuse(name, "a dict of ints", items)
     return {k: int(v) for k, v in out.items()}
 
 
-__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size"]
+__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size", "size_items"]

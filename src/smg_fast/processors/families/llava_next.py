@@ -133,7 +133,7 @@ class LlavaNextProcessor(Processor):
         """This processor, or one for a call's tile size and pinpoints (UnsupportedCallError)."""
         for key in ("size", "crop_size"):  # of the types transformers takes, or refused
             if own.get(key) is not None:
-                exact_size(key, dict(getattr(own[key], "__dict__", None) or own[key]))
+                exact_size(key, own[key])
         for key in ("do_pad", "do_center_crop"):
             if own.get(key) is not None:
                 exact_flag(key, own[key])
