@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from huggingface_hub.errors import StrictDataclassFieldValidationError
+from PIL import Image as PILImage
 from support.option_types_script import run
 from support.tv_oracle import run_with_smg_fast
 
@@ -189,3 +190,35 @@ def test_a_size_option_that_is_not_a_dict(family, key, kind, rgb):
     got = dropin(rgb, return_tensors="np", **{key: value})
     for name in want:
         assert np.array_equal(np.asarray(got[name]), np.asarray(want[name])), name
+
+
+@pytest.mark.parametrize("value", [1.5, 2.7, 2.0, "2", "bilinear", True, np.int64(2),
+                                   np.array(2)])
+def test_a_resample_that_is_not_an_int(value, rgb):
+    """A resample smg-fast does not compute: UnsupportedCallError, and the drop-in hands it over.
+
+    transformers' class takes any resample and computes with it (1.5 is not int(1.5)'s filter)."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="resample"):
+        smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
+    want = Theirs()(rgb, return_tensors="np", resample=value)
+    got = Qwen2VLImageProcessorPil()(rgb, return_tensors="np", resample=value)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("value", [2, PILImage.Resampling.BILINEAR])
+def test_an_int_resample_is_computed(value, rgb):
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    want = Theirs()(rgb, return_tensors="np", resample=value)
+    assert not np.array_equal(want["pixel_values"], Theirs()(rgb, return_tensors="np")[
+        "pixel_values"])  # not the default filter
+    got = smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key]), key

@@ -63,6 +63,17 @@ def _field_value(cfg: ProcessorConfig, key: str, field: str, value: Any) -> Any:
     return exact_flag(key, value) if flag else exact_int(key, value)
 
 
+def _resample(value: Any) -> int:
+    """A call's resample when an int (PIL's Resampling is one); UnsupportedCallError otherwise.
+
+    transformers' classes compute with any value (a str, 1.5, a NumPy scalar), not always as
+    int() reads it; smg_fast.hf hands those calls to them."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UnsupportedCallError(f"resample must be an int for smg-fast, got "
+                                   f"{type(value).__name__} {value!r}")
+    return int(value)
+
+
 # Accepted when they change nothing: value -> allowed values.
 _NO_EFFECT: dict[str, tuple[Any, ...]] = {
     "disable_grouping": (None, True, False), "device": (None, "cpu"),
@@ -97,7 +108,7 @@ def parse_options(cfg: ProcessorConfig, options: dict[str, Any]) -> CallOptions:
             fields[key] = _triple(key, opts.pop(key))
         opts.pop(key, None)
     if opts.get("resample") is not None:
-        fields["resample"] = int(opts.pop("resample"))
+        fields["resample"] = _resample(opts.pop("resample"))
     opts.pop("resample", None)
     rescale = opts.pop("rescale_factor", None)
     do_rescale = opts.pop("do_rescale", None)
