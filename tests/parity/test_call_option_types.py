@@ -222,3 +222,19 @@ def test_an_int_resample_is_computed(value, rgb):
     got = smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
     for key in ("pixel_values", "image_grid_thw"):
         assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("options", [{"image_mean": [float("nan")] * 3},
+                                     {"image_std": float("inf")}, {"image_mean": float("-inf")}])
+def test_a_mean_or_std_that_is_not_finite(options, rgb):
+    """transformers computes with them (NaN or infinite values): the drop-in hands them over."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="finite"):
+        smg_fast.load_processor("qwen2_vl")(rgb, **options)
+    want = Theirs()(rgb, return_tensors="np", **options)
+    got = Qwen2VLImageProcessorPil()(rgb, return_tensors="np", **options)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key], equal_nan=True), key

@@ -9,6 +9,7 @@ raises an error that names it; options that change nothing here (``disable_group
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,8 @@ def _triple(name: str, value: Any) -> tuple[float, float, float]:
     vals = vals * 3 if len(vals) == 1 and not isinstance(value, (list, tuple)) else vals
     if len(vals) != 3:
         raise ValueError(f"{name} must be one number or three, got {value!r}")
+    if not all(math.isfinite(v) for v in vals):  # transformers computes NaNs with them
+        raise UnsupportedCallError(f"{name} must be finite for smg-fast, got {value!r}")
     return vals[0], vals[1], vals[2]
 
 
