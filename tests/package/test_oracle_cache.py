@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -29,7 +31,7 @@ def test_prune_keeps_what_was_read_or_written_since(tmp_path, monkeypatch):
     for path in entries:
         os.utime(path, (past, past))
     (tmp_path / "kind" / "00").mkdir(exist_ok=True)
-    leftover = tmp_path / "kind" / "00" / "abc.tmp"  # an interrupted write
+    leftover = tmp_path / "kind" / "00" / "tmpabc_123.tmp"  # an interrupted write (mkstemp)
     leftover.write_bytes(b"partial")
     os.utime(leftover, (past, past))
 
@@ -72,3 +74,48 @@ def test_only_the_whole_suite_prunes():
                      ["--sw"], ["--sw-skip"], ["--ignore", "tests/parity"],
                      ["--ignore-glob", "*parity*"]):
         assert not whole_suite(_config([TESTS], *narrowed)), narrowed
+    deselected = _config([TESTS])
+    deselected._smg_deselected = 3  # a plugin's pytest_deselected
+    assert not whole_suite(deselected)
+
+
+def _old_file(path, data: bytes = b"x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    past = time.time() - 3600
+    os.utime(path, (past, past), follow_symlinks=False)
+    return path
+
+
+def test_prune_deletes_only_what_the_cache_wrote(tmp_path, monkeypatch):
+    """SMG_FAST_ORACLE_CACHE naming a folder of other files (a home, a data set) loses none."""
+    key = "ab" + "0" * 62
+    entry = _old_file(tmp_path / "cache" / "kind" / "ab" / f"{key}.npz")
+    leftover = _old_file(tmp_path / "cache" / "kind" / "ab" / "tmpq1w2e3r4.tmp")
+    theirs = [_old_file(tmp_path / "cache" / "project" / "data" / "weights.npz"),
+              _old_file(tmp_path / "cache" / "project" / "build" / "obj.tmp"),
+              _old_file(tmp_path / "cache" / "kind" / "cd" / f"{key}.npz"),  # not its shard
+              _old_file(tmp_path / "cache" / "kind" / "ab" / "notes.npz")]
+    outside = _old_file(tmp_path / "elsewhere" / "ab" / f"{key}.npz")
+    (tmp_path / "cache" / "linked").symlink_to(tmp_path / "elsewhere")  # a folder link
+    (tmp_path / "cache" / "kind" / "ef").symlink_to(tmp_path / "elsewhere" / "ab")
+    monkeypatch.setenv("SMG_FAST_ORACLE_CACHE", str(tmp_path / "cache"))
+
+    assert prune(time.time())[0] == 2
+    assert not entry.exists() and not leftover.exists()
+    for path in [*theirs, outside]:
+        assert path.exists(), path
+
+
+@pytest.mark.parametrize("option", ["--collect-only", "--setup-plan"])
+def test_a_whole_suite_run_that_runs_nothing_prunes_nothing(option, tmp_path):
+    """``pytest tests --collect-only`` passes having read no entry: it must delete none."""
+    entry = _old_file(tmp_path / "kind" / "ab" / ("ab" + "0" * 62 + ".npz"))
+    env = {**os.environ, "SMG_FAST_ORACLE_CACHE": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([os.path.join(os.path.dirname(TESTS), "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", TESTS, option, "-q", "-p",
+                           "no:cacheprovider"], env=env, cwd=os.path.dirname(TESTS),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert entry.exists()

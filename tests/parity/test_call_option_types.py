@@ -10,15 +10,18 @@ the oracle venv (tests/support/option_types_script.py runs both).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 import pytest
 from huggingface_hub.errors import StrictDataclassFieldValidationError
+from PIL import Image as PILImage
 from support.option_types_script import run
 from support.tv_oracle import run_with_smg_fast
 
 import smg_fast
+from smg_fast import hf
 from smg_fast.errors import UnsupportedCallError
 from smg_fast.hf import (
     Idefics3ImageProcessorPil,
@@ -241,3 +244,88 @@ def test_a_size_that_is_not_a_dict_is_refused_and_handed_over(size, rgb):
     want = Theirs()(rgb, return_tensors="np", size=size)["pixel_values"]
     got = smg_fast.hf.Gemma3ImageProcessorPil()(rgb, return_tensors="np", size=size)
     assert np.array_equal(got["pixel_values"], want)
+
+
+_NOT_DICTS = {"zero_d": np.array(7), "int": 336, "str": "ab", "decimal": Decimal(3),
+              "pair": (336, 336), "list": [336], "pairs": None, "tuple_pairs": None}
+
+
+@pytest.mark.parametrize("family, key, kind", [
+    (family, key, kind) for family, key in (
+        ("qwen2_vl", "size"), ("llava_next", "size"), ("llava_next", "crop_size"),
+        ("llava_onevision", "size"), ("idefics3", "size"), ("idefics3", "max_image_size"),
+        ("pixtral", "patch_size"))
+    for kind in sorted(_NOT_DICTS) if (key, kind) != ("patch_size", "int")])  # Pixtral's int
+def test_a_size_option_that_is_not_a_dict(family, key, kind, rgb):
+    """A size given as anything but a dict (or transformers' SizeDict): UnsupportedCallError.
+
+    transformers refuses most such values and computes with some (an int or a pair where its
+    class converts one): the drop-in then equals it, by handing the call over."""
+    from smg_fast.processors.reference import reference_processor
+
+    ours = smg_fast.load_processor(family, backend="pil")
+    ref, _ = reference_processor(ours.config)
+    base = {k: v for k, v in dict(vars(getattr(ref, key))).items() if v is not None} \
+        if hasattr(getattr(ref, key), "__dict__") else dict(getattr(ref, key))
+    value = _NOT_DICTS[kind]
+    if kind.endswith("pairs"):  # dict's own constructor takes these
+        value = (tuple if kind == "tuple_pairs" else list)(base.items())
+    with pytest.raises(UnsupportedCallError, match=key):
+        ours(rgb, **{key: value})
+    dropin, theirs = getattr(hf, type(ref).__name__)(), type(ref)()  # class defaults, both
+    try:
+        want = theirs(rgb, return_tensors="np", **{key: value})
+    except Exception as exc:  # noqa: BLE001 (transformers' error is what the drop-in raises)
+        with pytest.raises(type(exc)):
+            dropin(rgb, return_tensors="np", **{key: value})
+        return
+    got = dropin(rgb, return_tensors="np", **{key: value})
+    for name in want:
+        assert np.array_equal(np.asarray(got[name]), np.asarray(want[name])), name
+
+
+@pytest.mark.parametrize("value", [1.5, 2.7, 2.0, "2", "bilinear", np.int64(2), np.array(2)])
+def test_a_resample_that_is_not_an_int(value, rgb):
+    """A resample smg-fast does not compute: UnsupportedCallError, and the drop-in hands it over.
+
+    transformers' class takes any resample and computes with it (1.5 is not int(1.5)'s filter)."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="resample"):
+        smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
+    want = Theirs()(rgb, return_tensors="np", resample=value)
+    got = Qwen2VLImageProcessorPil()(rgb, return_tensors="np", resample=value)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("value", [2, PILImage.Resampling.BILINEAR])
+def test_an_int_resample_is_computed(value, rgb):
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    want = Theirs()(rgb, return_tensors="np", resample=value)
+    assert not np.array_equal(want["pixel_values"], Theirs()(rgb, return_tensors="np")[
+        "pixel_values"])  # not the default filter
+    got = smg_fast.load_processor("qwen2_vl")(rgb, resample=value)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key]), key
+
+
+@pytest.mark.parametrize("options", [{"image_mean": [float("nan")] * 3},
+                                     {"image_std": float("inf")}, {"image_mean": float("-inf")}])
+def test_a_mean_or_std_that_is_not_finite(options, rgb):
+    """transformers computes with them (NaN or infinite values): the drop-in hands them over."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil as Theirs,
+    )
+
+    with pytest.raises(UnsupportedCallError, match="finite"):
+        smg_fast.load_processor("qwen2_vl")(rgb, **options)
+    want = Theirs()(rgb, return_tensors="np", **options)
+    got = Qwen2VLImageProcessorPil()(rgb, return_tensors="np", **options)
+    for key in ("pixel_values", "image_grid_thw"):
+        assert np.array_equal(got[key], want[key], equal_nan=True), key

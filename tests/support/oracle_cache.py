@@ -22,8 +22,10 @@ import collections
 import hashlib
 import numbers
 import os
+import re
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,20 +190,40 @@ def store(path: Path, arrays: dict[str, np.ndarray]) -> None:
         raise
 
 
+_ENTRY = re.compile(r"[0-9a-f]{64}\.npz|tmp[A-Za-z0-9_]+\.tmp")
+
+
+def _entries(root: Path) -> Iterator[Path]:
+    """The files laid out as this cache writes them, in real directories only.
+
+    kind/<2 hex>/<sha256>.npz, or a write's mkstemp .tmp: a symlinked folder and any other
+    file are not the cache's, whatever folder SMG_FAST_ORACLE_CACHE names."""
+    for kind in root.iterdir():
+        if kind.is_symlink() or not kind.is_dir():
+            continue
+        for shard in kind.iterdir():
+            if shard.is_symlink() or not shard.is_dir() or not re.fullmatch(r"[0-9a-f]{2}",
+                                                                              shard.name):
+                continue
+            for path in shard.iterdir():
+                if _ENTRY.fullmatch(path.name) and (path.suffix == ".tmp"
+                                                    or path.name.startswith(shard.name)):
+                    yield path
+
+
 def prune(since: float) -> tuple[int, int]:
     """Deletes the entries no read or write has touched since ``since`` (a time.time()).
 
-    Returns (entries, bytes) deleted; leftover temporary files of interrupted writes go too."""
+    Returns (entries, bytes) deleted; leftover temporary files of interrupted writes go too.
+    Only files named and placed as the cache writes them are candidates (_entries)."""
     root = cache_dir()
     if root is None or not root.is_dir():
         return 0, 0
     entries = size = 0
-    for path in root.glob("*/*/*"):
-        if path.suffix not in (".npz", ".tmp"):
-            continue
+    for path in _entries(root):
         try:
-            st = path.stat()
-            if st.st_mtime >= since:
+            st = path.lstat()
+            if st.st_mtime >= since or not stat.S_ISREG(st.st_mode):
                 continue
             path.unlink()
         except OSError:

@@ -39,7 +39,8 @@ SPAWNING_WORDS = ("ServerProcess(", "RouterProcess(", "start_servers(", "PeerPro
 ORACLE_WORDS = ("run_oracle(", "tv_python(", "run_with_smg_fast(", "equals_torchvision_oracle(")
 # Slow for other reasons (reruns of whole suites, big references): "file::test" prefixes.
 ISA_RERUNS = "test_isa_paths.py::test_parity_suites_under_isa_cap"
-SLOW = (ISA_RERUNS, "test_consumer_qwen2vl_tower.py", "test_cli.py", "test_proto_stubs.py")
+SLOW = (ISA_RERUNS, "test_consumer_qwen2vl_tower.py", "test_cli.py", "test_proto_stubs.py",
+        "test_oracle_cache.py::test_a_whole_suite_run_that_runs_nothing")
 
 SERVICE_KINDS = ("server", "router", "rdma_peer")
 STARTS: collections.Counter[str] = collections.Counter()
@@ -118,17 +119,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config._smg_started = time.time()  # type: ignore[attr-defined]
 
 
+# Options with which a run reads fewer entries than the suite does: its tests are chosen, stop
+# early or do not run at all (--collect-only, --setup-plan, --setup-only).
+NARROWING = ("keyword", "markexpr", "lf", "deselect", "exitfirst", "maxfail", "ignore",
+             "ignore_glob", "stepwise", "stepwise_skip", "collectonly", "setupplan", "setuponly")
+
+
 def whole_suite(config: pytest.Config) -> bool:
     """Whether this run is every test under tests/ (the README's command): nothing left out.
 
     Not when tests are left out or not run (-k, -m, --lf, --deselect, --ignore, -x, --sw,
     --collect-only, --setup-only / --setup-plan): their entries were not read."""
     tests = Path(__file__).resolve().parents[1]
-    narrowed = any(getattr(config.option, name, None)
-                   for name in ("keyword", "markexpr", "lf", "deselect", "ignore", "ignore_glob",
-                                "maxfail", "stepwise", "stepwise_skip", "collectonly",
-                                "setuponly", "setupplan"))
-    return [Path(a.split("::")[0]).resolve() for a in config.args] == [tests] and not narrowed
+    narrowed = any(getattr(config.option, name, None) for name in NARROWING)
+    return [Path(a.split("::")[0]).resolve() for a in config.args] == [tests] and not narrowed \
+        and not getattr(config, "_smg_deselected", 0)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:  # -k, -m, --lf, --deselect or a plugin's choice: not the whole suite
+        config = items[0].config
+        seen = getattr(config, "_smg_deselected", 0)
+        config._smg_deselected = seen + len(items)  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -51,3 +51,62 @@ def test_a_rotated_clip_planned_then_written_is_the_call(decoder):
     assert planned.metadata["rotation"] == want["video_metadata"][0]["rotation"]
     out = np.empty(planned.nbytes // 4, np.float32)
     assert np.array_equal(planned.write_into(out), want["pixel_values_videos"])
+
+
+def _swapped(monkeypatch, path, swap):
+    """Makes the plan's rotation read find path replaced by swap() (a file changed meanwhile)."""
+    from smg_fast.video import decode, stream_scan
+
+    read = stream_scan.stream_rotation
+
+    def after_swap(header):
+        if not os.path.exists(path + ".swapped"):
+            swap(path)
+            open(path + ".swapped", "w").close()
+        return read(header)
+
+    for module in (decode, stream_scan):  # the plan's read, and the decode's
+        monkeypatch.setattr(module, "stream_rotation", after_swap)
+
+
+def _fifo(path):
+    os.unlink(path)
+    os.mkfifo(path)
+
+
+def _other_clip(path):
+    with open(path, "wb") as f:  # a video with another stream layout (no stream index 0 alike)
+        f.write(make_clip("h264", 48, 32, 2))
+
+
+@pytest.mark.parametrize("swap", [_fifo, _other_clip])
+def test_a_path_replaced_before_the_rotation_read_is_refused(swap, tmp_path, monkeypatch):
+    """A path swapped after the open is refused when the rotation read opens it again.
+
+    A FIFO there must not block the read; another video must not lend this one its rotation."""
+    import threading
+
+    from smg_fast.errors import InvalidVideoError
+
+    path = str(tmp_path / "clip.mp4")
+    with open(path, "wb") as f:
+        f.write(ROTATED)
+    _swapped(monkeypatch, path, swap)
+    vp = load_video_processor("qwen2_vl", threads=2, decoder="torchcodec")
+    got: list = []
+
+    def plan():
+        try:
+            got.append(vp.plan(path, "float32"))
+        except Exception as exc:  # noqa: BLE001 (the error is the result)
+            got.append(exc)
+
+    worker = threading.Thread(target=plan, daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():  # blocked opening the FIFO: a writer that closes releases it
+        with open(path, "wb"):
+            pass
+        worker.join(30)
+        pytest.fail("the rotation read blocked on a FIFO")
+    assert isinstance(got[0], InvalidVideoError), got[0]

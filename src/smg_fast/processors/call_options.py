@@ -9,7 +9,7 @@ raises an error that names it; options that change nothing here (``disable_group
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,6 @@ from .option_types import (
     exact_floats,
     exact_int,
     exact_size,
-    exact_size_option,
 )
 from .registry import get_family
 
@@ -48,18 +47,16 @@ def _triple(name: str, value: Any) -> tuple[float, float, float]:
     vals = vals * 3 if len(vals) == 1 and not isinstance(value, (list, tuple)) else vals
     if len(vals) != 3:
         raise ValueError(f"{name} must be one number or three, got {value!r}")
+    if not all(math.isfinite(v) for v in vals):  # transformers computes NaNs with them
+        raise UnsupportedCallError(f"{name} must be finite for smg-fast, got {value!r}")
     return vals[0], vals[1], vals[2]
 
 
 def _size_keys(size: Any) -> dict[str, int]:
     """The ``size`` option as a plain dict of ints without None values.
 
-    transformers may pass its SizeDict. An int or a list of ints (which transformers turns into
-    a dict its own way) is an UnsupportedCallError, as is a size of a type it refuses."""
-    if isinstance(size, Mapping) or hasattr(size, "__dict__"):
-        return exact_size("size", dict(getattr(size, "__dict__", None) or size))
-    exact_size_option("size", size)
-    raise UnsupportedCallError(f"size={size!r} is not computed by smg-fast (it takes a dict)")
+    transformers may pass its SizeDict."""
+    return exact_size("size", size)
 
 
 def _no_effect_ok(value: Any, allowed: tuple[Any, ...]) -> bool:

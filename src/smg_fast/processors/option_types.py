@@ -12,6 +12,7 @@ raises its own error (or computes its own way)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,27 +54,27 @@ def exact_floats(name: str, value: Any) -> list[float]:
     return [exact_float(name, value)]
 
 
-def exact_size(name: str, size: Mapping[str, Any]) -> dict[str, int]:
+def size_items(name: str, size: Any) -> dict[Any, Any]:
+    """A size option's items: a mapping's, or transformers' SizeDict's (a dataclass).
+
+    UnsupportedCallError for anything else (an int, a pair, a list of pairs, a NumPy array), which
+    dict() would take or raise a TypeError for; transformers' class converts some of these and
+    refuses the rest, and smg_fast.hf hands them to it."""
+    if isinstance(size, Mapping):
+        return dict(size)
+    if dataclasses.is_dataclass(size) and not isinstance(size, type):
+        return dict(vars(size))
+    raise _refuse(name, "a dict of ints", size)
+
+
+def exact_size(name: str, size: Any) -> dict[str, int]:
     """A size dict's values (None values dropped) when each is an int; else UnsupportedCallError."""
-    out = {k: v for k, v in size.items() if v is not None}
+    items = size_items(name, size)
+    out = {k: v for k, v in items.items() if v is not None}
     for key, value in out.items():
         if not isinstance(key, str) or not isinstance(value, int) or isinstance(value, bool):
-            raise _refuse(name, "a dict of ints", dict(size))
+            raise _refuse(name, "a dict of ints", items)
     return {k: int(v) for k, v in out.items()}
 
 
-def exact_size_option(name: str, value: Any) -> None:
-    """UnsupportedCallError unless value is a size of a type transformers takes.
-
-    An int, a list or tuple of ints, or a dict (a SizeDict too) of ints."""
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            exact_int(name, v)
-    elif isinstance(value, Mapping) or hasattr(value, "__dict__"):
-        exact_size(name, dict(getattr(value, "__dict__", None) or value))
-    else:
-        exact_int(name, value)
-
-
-__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size",
-           "exact_size_option"]
+__all__ = ["exact_flag", "exact_float", "exact_floats", "exact_int", "exact_size", "size_items"]

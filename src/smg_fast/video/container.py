@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,7 @@ class VideoHeader:
     fps: float | None
     counted: bool  # True: the container declares no frame count, packets were counted
     source: Any = None  # the bytes or path it was opened on (decoders may open it again)
+    identity: tuple[int, ...] | None = None  # a path's file as opened (reopen_source checks it)
 
     @property
     def duration(self) -> float:
@@ -78,9 +80,10 @@ class VideoHeader:
         self.container.close()
 
 
-def _open(index: int, source: VideoSource, limits: VideoLimits) -> Any:
-    """The PyAV container for bytes or a local path; typed errors for what FFmpeg refuses."""
-    av = _av()
+def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, Any]:
+    """The PyAV container for bytes or a local path, and the path's file identity (or None).
+
+    Typed errors for what FFmpeg refuses."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         size = memoryview(source).nbytes
         if size == 0:
@@ -91,19 +94,68 @@ def _open(index: int, source: VideoSource, limits: VideoLimits) -> Any:
         file: Any = io.BytesIO(source)
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if not os.path.isfile(path):
-            raise InvalidVideoError(index, f"no such file: {path!r}")
-        if os.path.getsize(path) > limits.max_bytes:
-            raise InvalidVideoError(index, f"{path!r} is over the limit of "
-                                           f"{limits.max_bytes} bytes")
-        file = path
+        fd, st = _open_file(index, path)
+        try:
+            if st.st_size > limits.max_bytes:
+                raise InvalidVideoError(index, f"{path!r} is over the limit of "
+                                               f"{limits.max_bytes} bytes")
+            container = _av_open(index, _fd_path(fd, path))
+        finally:
+            os.close(fd)
+        return container, _identity(st)
     else:
         raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
                         f"{type(source).__name__}")
+    return _av_open(index, file), None
+
+
+def _av_open(index: int, file: Any) -> Any:
+    av = _av()
     try:
         return av.open(file, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, ValueError) as exc:
         raise InvalidVideoError(index, f"not a readable video container ({exc})") from None
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _open_file(index: int, path: str) -> tuple[int, os.stat_result]:
+    """A descriptor of path when it is a regular file (a FIFO is not waited on), and its stat."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        raise InvalidVideoError(index, f"no such file: {path!r}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InvalidVideoError(index, f"no such file: {path!r} (not a regular file)")
+    return fd, st
+
+
+def _fd_path(fd: int, path: str) -> str:
+    """A name FFmpeg opens the descriptor's own file by (Linux), else the path itself."""
+    alias = f"/proc/self/fd/{fd}"
+    return alias if os.path.isdir("/proc/self/fd") else path
+
+
+def open_again(header: VideoHeader) -> Any:
+    """A second container on the header's bytes, or on its path's file as first opened.
+
+    InvalidVideoError where the path now names another file, or no regular file (a FIFO there
+    would block the open; another video would lend this one its rotation or its frames)."""
+    src = header.source
+    if not isinstance(src, (str, os.PathLike)):
+        return _av_open(header.index, io.BytesIO(src))
+    path = os.fspath(src)
+    fd, st = _open_file(header.index, path)
+    try:
+        if _identity(st) != header.identity:
+            raise InvalidVideoError(header.index, f"{path!r} changed after it was opened")
+        return _av_open(header.index, _fd_path(fd, path))
+    finally:
+        os.close(fd)
 
 
 def _count_packets(container: Any, stream: Any, limit: int, index: int) -> int:
@@ -190,17 +242,17 @@ def open_video(index: int, source: VideoSource,
 
     Raises InvalidVideoError (corrupt, empty, over a limit) or UnsupportedVideoError (codec)."""
     limits = limits or VideoLimits()
-    container = _open(index, source, limits)
-    size = memoryview(source).nbytes if isinstance(source, (bytes, bytearray, memoryview)) \
-        else os.path.getsize(os.fspath(source))
+    container, identity = _open(index, source, limits)
+    size = memoryview(source).nbytes if identity is None else identity[2]
     try:
         header = _check(index, container, limits, size)
     except BaseException:
         container.close()
         raise
     header.source = source
+    header.identity = identity
     return header
 
 
 __all__ = ["CODECS", "InvalidVideoError", "UnsupportedVideoError", "VideoHeader", "VideoLimits",
-           "VideoSource", "open_video", "set_threads"]
+           "VideoSource", "open_again", "open_video", "set_threads"]

@@ -16,14 +16,12 @@ compare the frames with PyAV's sequential decode.
 from __future__ import annotations
 
 import bisect
-import io
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .container import VideoHeader, _av
+from .container import VideoHeader, open_again
 from .skip_decode import SKIPPABLE, iter_packets
 
 # NAL unit types of an IDR picture: H.264's, and HEVC's IDR_W_RADL / IDR_N_LP (a CRA or BLA
@@ -125,10 +123,7 @@ def plan_runs(plan: PacketPlan, wanted: Sequence[int], workers: int
 
 def _open_again(header: VideoHeader) -> Any:
     """A second container on the header's source, its video stream decoding on one thread."""
-    av = _av()
-    src = header.source
-    file = src if isinstance(src, (str, os.PathLike)) else io.BytesIO(src)
-    container = av.open(file, mode="r", metadata_errors="ignore")
+    container = open_again(header)  # the file first opened, or InvalidVideoError
     ctx = container.streams.video[0].codec_context
     ctx.thread_count = 1
     ctx.thread_type = "SLICE"

@@ -10,12 +10,10 @@ measure 24.05 fps this way, which changes which frames fps sampling keeps. Demux
 
 from __future__ import annotations
 
-import io
-import os
 from typing import Any
 
 from ..errors import InvalidVideoError, UnsupportedVideoError
-from .container import VideoHeader, _av
+from .container import VideoHeader, _av, open_again
 
 
 def scanned_metadata(header: VideoHeader) -> dict[str, Any]:
@@ -60,12 +58,7 @@ def stream_rotation(header: VideoHeader) -> int:
     src = header.source
     if src is None:
         raise ValueError(f"video {header.index}: the header keeps no source to read again")
-    file = src if isinstance(src, (str, os.PathLike)) else io.BytesIO(src)
-    try:
-        container = av.open(file, mode="r", metadata_errors="ignore")
-    except (av.FFmpegError, ValueError) as exc:
-        raise InvalidVideoError(header.index, f"not a readable video container ({exc})") \
-            from None
+    container = open_again(header)  # the file first opened, or InvalidVideoError
     try:
         stream = container.streams[header.stream.index]
         stream.codec_context.thread_count = 1

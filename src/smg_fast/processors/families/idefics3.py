@@ -211,7 +211,7 @@ def _sample_counts(images: Any) -> list[int] | None:
 
 def _tile(size: Any) -> int:
     """max_image_size {"longest_edge": n} as n."""
-    d = exact_size("max_image_size", dict(getattr(size, "__dict__", None) or size))
+    d = exact_size("max_image_size", size)
     if set(d) != {"longest_edge"}:
         raise UnsupportedCallError(f"max_image_size must be {{'longest_edge': n}}, got {size}")
     return int(d["longest_edge"])

@@ -27,7 +27,7 @@ from ...imaging.media import ImageInput
 from ..config import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD, ProcessorConfig
 from ..folders import flag_fields
 from ..hooks import CallRules, DropIn, Reference, names_class, transformers_classes
-from ..option_types import exact_flag, exact_size_option
+from ..option_types import exact_flag, exact_size
 from ..plan import Plan, check_aspect
 from ..processor import _MAX_VARIANTS, Processor, ProcessorOutput
 from ..registry import Family, check_config, register
@@ -131,9 +131,9 @@ class LlavaNextProcessor(Processor):
 
     def _for_call(self, own: dict[str, Any]) -> Any:
         """This processor, or one for a call's tile size and pinpoints (UnsupportedCallError)."""
-        for key in ("size", "crop_size"):  # of the types transformers takes, or refused
+        for key in ("size", "crop_size"):  # a dict of ints (other forms: handed over)
             if own.get(key) is not None:
-                exact_size_option(key, own[key])
+                exact_size(key, own[key])
         for key in ("do_pad", "do_center_crop"):
             if own.get(key) is not None:
                 exact_flag(key, own[key])

@@ -142,7 +142,7 @@ def _call_patch(patch: Any) -> Any:
     """A call's patch_size when of a type transformers takes (an int, a dict of ints)."""
     if isinstance(patch, (int, float, str, bytes, np.generic)):
         return exact_int("patch_size", patch)
-    return exact_size("patch_size", dict(getattr(patch, "__dict__", None) or patch))
+    return exact_size("patch_size", patch)
 
 
 def _square_patch(patch: Any) -> int:
