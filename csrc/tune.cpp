@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 
+#include <pthread.h>
+
 namespace smg {
 
 namespace {
@@ -20,7 +22,14 @@ struct TuneTable {
 };
 
 TuneTable& table() {
-    static TuneTable* t = new TuneTable;  // never destroyed: kernels may run during exit
+    // Never destroyed: kernels may run during exit. fork() waits for a class being timed (the
+    // lock is held across it, so a forked child never inherits the lock held by a thread it lacks,
+    // nor the table half-written) and both sides release it after.
+    static TuneTable* t = [] {
+        auto* tt = new TuneTable;
+        pthread_atfork([] { table().mu.lock(); }, [] { table().mu.unlock(); }, [] { table().mu.unlock(); });
+        return tt;
+    }();
     return *t;
 }
 
@@ -56,7 +65,8 @@ size_t tune_once(Stage stage, const std::string& key, const std::vector<std::str
     const auto found = t.index.find({int(stage), key});
     if (found != t.index.end()) {
         const TuneRecord& r = t.records[found->second];
-        return size_t(std::find(names.begin(), names.end(), r.chosen) - names.begin());
+        const size_t at = size_t(std::find(names.begin(), names.end(), r.chosen) - names.begin());
+        return at < names.size() ? at : 0;
     }
     const size_t n = names.size();
     for (size_t i = 0; i < n; ++i) {  // warm-up: code and tables in cache, pages touched
@@ -82,8 +92,14 @@ size_t tune_once(Stage stage, const std::string& key, const std::vector<std::str
     // kMargin: near ties go whichever way the noise does, process to process.
     if (r.median_us[best].second * kMargin >= r.median_us[0].second) best = 0;
     r.chosen = names[best];
-    t.index.emplace(std::make_pair(int(stage), key), t.records.size());
+    // The record first: if either insertion throws, no index entry names a missing record.
     t.records.push_back(std::move(r));
+    try {
+        t.index.emplace(std::make_pair(int(stage), key), t.records.size() - 1);
+    } catch (...) {
+        t.records.pop_back();
+        throw;
+    }
     return best;
 }
 

@@ -172,3 +172,62 @@ def test_env_var_keeps_the_fixed_order():
         # Pipeline.kernel tuned its class (where two kernels may run it).
         assert len(on["choices"]) == (len(allowed(smg_fast.kernel_info()["isa_cap"],
                                                   host_flags())["patchify"]) >= 2)
+
+
+# A thread keeps first-using new classes (pipelines of every patch side, merge and dtype, run with
+# the GIL released, so each holds the tuning table's lock while it times) while the main thread
+# forks; each child reads the tuning table and tunes a class of its own, then exits. A child that
+# inherited the lock held would wait forever.
+FORK = textwrap.dedent("""
+    import os, sys, threading, time
+    import numpy as np
+    from smg_fast import _native
+    def pipe(patch, merge, dtype):
+        return _native.Pipeline(recipe=_native.LutRecipe.HF_RESCALE_NORMALIZE, rescale=1 / 255,
+                                mean=[0.5] * 3, std=[0.5] * 3, dtype=dtype,
+                                filter=_native.Filter.BICUBIC,
+                                pass_order=_native.PassOrder.PILLOW13, patch=patch, merge=merge,
+                                temporal=1)
+    def first_use(patch, merge, dtype):
+        p = pipe(patch, merge, dtype)
+        side = patch * merge
+        img = np.zeros((side, side, 3), np.uint8)
+        dst = np.empty(p.output_elems(side, side, merge, merge),
+                       np.float32 if dtype == _native.DType.FLOAT32 else np.uint16)
+        p.run(img, side, side, merge, merge, dst)
+    done = threading.Event()
+    def tuner():
+        for dtype in (_native.DType.FLOAT32, _native.DType.BFLOAT16, _native.DType.FLOAT16):
+            for merge in (1, 2):
+                for patch in range(2, 65):
+                    first_use(patch, merge, dtype)
+        done.set()
+    threading.Thread(target=tuner, daemon=True).start()
+    stuck = 0
+    forks = 0
+    while not done.is_set() and forks < 40:
+        pid = os.fork()
+        if pid == 0:
+            _native.kernel_info()
+            first_use(13, 3, _native.DType.FLOAT32)
+            os._exit(0)
+        forks += 1
+        for _ in range(400):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            time.sleep(0.025)
+        else:
+            stuck += 1
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    print(forks, stuck)
+""")
+
+
+def test_fork_while_another_thread_tunes():
+    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
+                         env=env, capture_output=True, text=True, check=True, timeout=600)
+    forks, stuck = map(int, run.stdout.split())
+    assert forks > 0
+    assert stuck == 0, f"{stuck} of {forks} forked children waited forever on the tuning lock"
