@@ -45,9 +45,17 @@ OUTPUTS = textwrap.dedent("""
 """)
 
 
+def child_env() -> dict[str, str]:
+    """This environment less SMG_FAST_TUNE, importing the smg_fast this process imported."""
+    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(smg_fast.__file__).parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    return env
+
+
 def outputs(tmp_path: Path, tune: str | None) -> tuple[dict[str, np.ndarray], dict]:
     """Every family's outputs in every dtype, from a fresh process with SMG_FAST_TUNE=tune."""
-    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    env = child_env()
     if tune is not None:
         env["SMG_FAST_TUNE"] = tune
     path = tmp_path / f"out-{tune}.npz"
@@ -136,7 +144,7 @@ CONCURRENT = textwrap.dedent("""
 
 
 def test_many_threads_first_using_a_class_time_it_once():
-    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    env = child_env()
     run = subprocess.run([sys.executable, "-c", CONCURRENT], env=env, capture_output=True,
                          text=True, check=True)
     report = json.loads(run.stdout)
@@ -149,7 +157,7 @@ def test_many_threads_first_using_a_class_time_it_once():
 
 
 def tuning_in(tune: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    env = child_env()
     if tune is not None:
         env["SMG_FAST_TUNE"] = tune
     code = ("import json, smg_fast; p = smg_fast.load_processor('qwen2_vl').pipeline('float32'); "
@@ -192,8 +200,8 @@ FORK = textwrap.dedent("""
         p = pipe(patch, merge, dtype)
         side = patch * merge
         img = np.zeros((side, side, 3), np.uint8)
-        dst = np.empty(p.output_elems(side, side, merge, merge),
-                       np.float32 if dtype == _native.DType.FLOAT32 else np.uint16)
+        kind = {_native.DType.FLOAT32: np.float32, _native.DType.FLOAT16: np.float16}
+        dst = np.empty(p.output_elems(side, side, merge, merge), kind.get(dtype, np.uint16))
         p.run(img, side, side, merge, merge, dst)
     done = threading.Event()
     def tuner():
@@ -225,7 +233,7 @@ FORK = textwrap.dedent("""
 
 
 def test_fork_while_another_thread_tunes():
-    env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
+    env = child_env()
     run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
                          env=env, capture_output=True, text=True, check=True, timeout=600)
     forks, stuck = map(int, run.stdout.split())

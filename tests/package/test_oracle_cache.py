@@ -6,11 +6,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support.oracle_cache import cached, prune
 from support.suite_markers import whole_suite
+
+import smg_fast
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -112,7 +115,7 @@ def test_a_whole_suite_run_that_runs_nothing_prunes_nothing(option, tmp_path):
     """``pytest tests --collect-only`` passes having read no entry: it must delete none."""
     entry = _old_file(tmp_path / "kind" / "ab" / ("ab" + "0" * 62 + ".npz"))
     env = {**os.environ, "SMG_FAST_ORACLE_CACHE": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join([os.path.join(os.path.dirname(TESTS), "src"),
+           "PYTHONPATH": os.pathsep.join([str(Path(smg_fast.__file__).parents[1]),
                                           os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "pytest", TESTS, option, "-q", "-p",
                            "no:cacheprovider"], env=env, cwd=os.path.dirname(TESTS),
