@@ -4,7 +4,9 @@
 // of their values equal the table, which is checked here, at construction, not per image.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 
 #include "dispatch.hpp"
@@ -44,6 +46,11 @@ private:
     NormParams params_;
     DType dtype_;
     bool ready_[kKernels] = {};  // the row is allowed here and its prepare() succeeded
+    // The last tuned choice, read without the tuning table's lock (a Pipeline asks for one shape
+    // on every run): 0, or kTunedSet | the row index << 32 | order << 24 | temporal << 16 |
+    // merge << 8 | patch, for a shape whose fields fit those bytes.
+    static constexpr uint64_t kTunedSet = uint64_t(1) << 63;
+    mutable std::atomic<uint64_t> tuned_{0};
     PatchifyPrep preps_[kKernels];
     alignas(64) unsigned char lut_[3 * 256 * 4];
 };
