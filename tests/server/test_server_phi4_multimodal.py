@@ -80,3 +80,17 @@ def test_batch_cache_and_routing_by_model(client, encoded, tv_refs):
         assert crops.shape == ref.shape and np.array_equal(crops, ref), n
     qwen = client.preprocess(data[0], model="qwen", transport="inline").items[0]
     assert np.asarray(qwen.pixel_values).shape[1:] != (3, 448, 448)
+
+
+def test_a_folder_it_never_computes_is_refused_at_start(tmp_path):
+    """Rescale and normalize both off (transformers returns uint8): --model fails, naming why."""
+    import json
+
+    from smg_fast.server.models import ModelSet
+
+    config = dict(HUB_PHI4, do_rescale=False, do_normalize=False,
+                  image_processor_type="Phi4MultimodalImageProcessor")
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="--model phi4=.*do_rescale=False"):
+        ModelSet([("phi4", str(tmp_path))], 0)
+    ModelSet([("phi4", "phi4_multimodal")], 0)  # the published settings load

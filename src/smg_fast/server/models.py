@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from ..errors import UnsupportedCallError
 from ..imaging.media import DEFAULT_IMAGE_FORMATS
 from ..processors import Processor, load_processor
 from ..processors.config import BACKENDS
@@ -74,6 +75,10 @@ class ModelSet:
             call_only = getattr(proc, "call_only", None)  # computed by the library call alone
             if call_only:
                 raise ValueError(f"--model {name}={spec}: {call_only}")
+            try:  # what the folder's settings compute at all: refused now, not on every request
+                proc.pipeline("float32")
+            except UnsupportedCallError as exc:
+                raise ValueError(f"--model {name}={spec}: {exc}") from exc
             self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
         self.default = specs[0][0]
         self._variants: OrderedDict[tuple[str, int, int], tuple[Processor, str]] = OrderedDict()
