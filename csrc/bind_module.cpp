@@ -1,6 +1,8 @@
 // The module smg_fast._native. The bind_*.cpp files are its only pybind11 code: they convert and
 // check arguments, release the GIL, and call plain C++.
 #include "bind_common.hpp"
+#include "parallel.hpp"
+#include "tune.hpp"
 
 #ifndef SMG_FAST_VERSION
 #error "SMG_FAST_VERSION must be defined by the build (setup.py reads src/smg_fast/_version.py)"
@@ -11,6 +13,8 @@ PYBIND11_MODULE(_native, m) {
         "smg-fast native core: Pillow-exact resampling, fused normalize + patchify, pooled buffers,\n"
         "the RDMA slot arena. Plain C++ below this module; see _native.pyi for the types.";
     m.attr("__version__") = SMG_FAST_VERSION;
+    smg::tune_init();  // one-time state made before any fork (tune.hpp, parallel.hpp)
+    smg::install_pool_fork_handlers();
     using namespace smg::bind;
     bind_enums(m);
     bind_pipeline(m);

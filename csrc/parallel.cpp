@@ -18,10 +18,25 @@ namespace {
 
 std::atomic<int> g_work_in_flight{0};  // WorkScope's count
 
+class Pool;
+// The pool, made at first use and never destroyed (workers may outlive static teardown). Its
+// making holds g_pool_mu, which fork() takes first (install_pool_fork_handlers): a child never
+// inherits a pool half made by a thread it lacks.
+std::mutex g_pool_mu;
+std::atomic<Pool*> g_pool{nullptr};
+
 class Pool {
 public:
     static Pool& get() {
-        static Pool* pool = new Pool();  // never destroyed: workers may outlive static teardown
+        Pool* pool = g_pool.load(std::memory_order_acquire);
+        if (pool) return *pool;
+        install_pool_fork_handlers();
+        std::lock_guard<std::mutex> lk(g_pool_mu);
+        pool = g_pool.load(std::memory_order_relaxed);
+        if (!pool) {
+            pool = new Pool();
+            g_pool.store(pool, std::memory_order_release);
+        }
         return *pool;
     }
 
@@ -84,7 +99,6 @@ private:
         if (const char* env = std::getenv("SMG_FAST_NUM_THREADS")) n = std::atoi(env);
         size_ = n > 0 ? n : available_cpus();
         start_workers();
-        pthread_atfork(nullptr, nullptr, [] { Pool::get().forget_after_fork(); });
     }
 
     void start_workers() {
@@ -158,6 +172,18 @@ private:
 };
 
 }  // namespace
+
+void install_pool_fork_handlers() {
+    static const bool installed = [] {
+        pthread_atfork([] { g_pool_mu.lock(); }, [] { g_pool_mu.unlock(); },
+                       [] {
+                           g_pool_mu.unlock();
+                           if (Pool* pool = g_pool.load(std::memory_order_relaxed)) pool->forget_after_fork();
+                       });
+        return true;
+    }();
+    (void)installed;
+}
 
 WorkScope::WorkScope() { g_work_in_flight.fetch_add(1, std::memory_order_relaxed); }
 WorkScope::~WorkScope() { g_work_in_flight.fetch_sub(1, std::memory_order_relaxed); }

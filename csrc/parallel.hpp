@@ -17,6 +17,11 @@ int num_threads();
 // no oversubscription. The first exception thrown by fn is rethrown here.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// Registers fork() handlers once: a fork waits for a pool being made, and a forked child forgets
+// the parent's workers (it runs every job on the calling thread). Called at module import, before
+// any thread can fork; the pool's first use calls it too.
+void install_pool_fork_handlers();
+
 // CPUs this process may run on (sched_getaffinity), at least 1.
 int available_cpus();
 

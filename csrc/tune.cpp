@@ -56,6 +56,11 @@ bool tuning_enabled() {
     return on;
 }
 
+void tune_init() {
+    table();
+    tuning_enabled();
+}
+
 size_t tune_once(Stage stage, const std::string& key, const std::vector<std::string>& names,
                  const std::function<void()>& reset, const std::function<void(size_t)>& run) {
     TuneTable& t = table();

@@ -19,6 +19,10 @@ namespace smg {
 const char* tune_env();
 // Tuning is on unless SMG_FAST_TUNE is "0".
 bool tuning_enabled();
+// Makes the tuning table (registering its fork() handlers) and reads SMG_FAST_TUNE: called at
+// module import, so that no fork can overlap their one-time making (a child would wait forever
+// on it).
+void tune_init();
 
 // One input class's choice and the timings it came from.
 struct TuneRecord {

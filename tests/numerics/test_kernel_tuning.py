@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 from test_isa_paths import allowed, host_flags
 
 import smg_fast
@@ -184,8 +185,9 @@ def test_env_var_keeps_the_fixed_order():
 
 # A thread keeps first-using new classes (pipelines of every patch side, merge and dtype, run with
 # the GIL released, so each holds the tuning table's lock while it times) while the main thread
-# forks; each child reads the tuning table and tunes a class of its own, then exits. A child that
-# inherited the lock held would wait forever.
+# forks, from its first fork on (while the thread may still be making the thread pool and the
+# tuning table); each child reads the tuning table and tunes a class of its own, then exits. A
+# child that inherited a lock held, or one-time state half made, would wait forever.
 FORK = textwrap.dedent("""
     import os, sys, threading, time
     import numpy as np
@@ -233,9 +235,12 @@ FORK = textwrap.dedent("""
 
 
 def test_fork_while_another_thread_tunes():
+    if len(allowed(smg_fast.kernel_info()["isa_cap"], host_flags())["patchify"]) < 2:
+        pytest.skip("one patchify kernel allowed here: no class is timed, no lock taken")
     env = child_env()
     run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
                          env=env, capture_output=True, text=True, check=True, timeout=600)
     forks, stuck = map(int, run.stdout.split())
     assert forks > 0
-    assert stuck == 0, f"{stuck} of {forks} forked children waited forever on the tuning lock"
+    assert stuck == 0, (f"{stuck} of {forks} forked children waited forever (on a lock or "
+                        f"one-time state a thread of the parent was changing)")
