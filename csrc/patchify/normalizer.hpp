@@ -51,6 +51,8 @@ private:
     // merge << 8 | patch, for a shape whose fields fit those bytes.
     static constexpr uint64_t kTunedSet = uint64_t(1) << 63;
     mutable std::atomic<uint64_t> tuned_{0};
+    static_assert(kKernels <= 256, "tuned_ holds a row index in one byte");
+    static_assert(std::atomic<uint64_t>::is_always_lock_free);
     PatchifyPrep preps_[kKernels];
     alignas(64) unsigned char lut_[3 * 256 * 4];
 };
