@@ -77,7 +77,7 @@ class ModelSet:
                 raise ValueError(f"--model {name}={spec}: {call_only}")
             try:  # what the folder's settings compute at all: refused now, not on every request
                 proc.pipeline("float32")
-            except UnsupportedCallError as exc:
+            except (UnsupportedCallError, ValueError, TypeError) as exc:
                 raise ValueError(f"--model {name}={spec}: {exc}") from exc
             self.models[name] = LoadedModel(name, source, proc, proc.config.fingerprint)
         self.default = specs[0][0]

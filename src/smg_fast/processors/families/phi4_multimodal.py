@@ -139,9 +139,10 @@ class Phi4MultimodalProcessor(Processor):
                                        f"returns it), not {dtype}")
         if self.config.rescale_factor == 1.0 and not self.config.do_normalize:
             raise UnsupportedCallError("phi4_multimodal with do_rescale=False and "
-                                       "do_normalize=False: transformers returns uint8 crops and "
-                                       "a uint8 global image (torch's bicubic rounds and clamps "
-                                       "it), which smg-fast does not compute")
+                                       "do_normalize=False (transformers returns uint8 crops and "
+                                       "a uint8 global image, rounded and clamped by torch's "
+                                       "bicubic), or with a rescale_factor of 1 and no "
+                                       "normalization, is not computed by smg-fast")
         return super().pipeline(dtype)
 
     def tokens_for_grid(self, grid: np.ndarray) -> np.ndarray:
