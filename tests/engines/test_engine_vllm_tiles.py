@@ -2,20 +2,20 @@
 
 vLLM's chat template handling, tokenizer and each family's multimodal processor (llava_next,
 llava_onevision, llava's Pixtral path, mllama4, interns1 for the InternVL -hf checkpoints,
-idefics3) on tiny folders of llava-v1.6-mistral-7b-hf, llava-onevision-qwen2-7b-ov-hf,
+idefics3, smolvlm) on tiny folders of llava-v1.6-mistral-7b-hf, llava-onevision-qwen2-7b-ov-hf,
 pixtral-12b (model_type llava), Llama-4-Scout-17B-16E-Instruct, InternVL3-1B-hf (model_type
-internvl) and Idefics3-8B-Llama3 (smg_fast.testing.model_folders_tiles), all rendered by one vLLM
-process per arm. The reference is the arm with the plug-in off (transformers' classes): every
-image field vLLM keeps and the prompt token ids must be identical, with smg-fast's class in use.
-A third request sets mm_processor_kwargs (Pixtral's and Idefics3's size, InternVL's max_patches),
-which reach the drop-in per request. The model dtype is float32, so vLLM keeps the float32 pixels
-the processors return (Llama 4's bfloat16 pixels cast to float32).
+internvl), Idefics3-8B-Llama3 and SmolVLM2-500M-Video-Instruct
+(smg_fast.testing.model_folders_tiles), all rendered by one vLLM process per arm. The reference
+is the arm with the plug-in off (transformers' classes): every image field vLLM keeps and the
+prompt token ids must be identical, with smg-fast's class in use. A third request sets
+mm_processor_kwargs (Pixtral's, Idefics3's and SmolVLM's size, InternVL's max_patches), which
+reach the drop-in per request. The model dtype is float32, so vLLM keeps the float32 pixels the
+processors return (Llama 4's bfloat16 pixels cast to float32).
 
 vLLM's InternVL -hf model runs transformers' InternVLProcessor, one call per image; its original
 InternVL checkpoints (internvl_chat) run vLLM's own processor, which no transformers class
 computes (tests/parity/test_internvl_vllm.py covers smg-fast's variant of those numerics).
-SmolVLM is not here: transformers' SmolVLMProcessor needs num2words, which vLLM's test venv does
-not have.
+transformers' SmolVLMProcessor needs num2words, which .ci/venvs/vllm.txt pins for it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ FAMILIES = {
                  ("pixel_values", "image_num_patches"), 448),
     "idefics3": ("Idefics3ImageProcessor", "idefics3.image_processing_idefics3",
                  ("pixel_values", "pixel_attention_mask", "num_patches"), 364),
+    "smolvlm": ("SmolVLMImageProcessor", "smolvlm.image_processing_smolvlm",
+                ("pixel_values", "pixel_attention_mask", "num_patches"), 512),
 }
 
 
@@ -56,6 +58,7 @@ REQUEST_KWARGS = {
     "pixtral": ({"size": {"longest_edge": 512}}, 512),
     "internvl": ({"max_patches": 4}, 4 + 1),  # and the thumbnail
     "idefics3": ({"size": {"longest_edge": 728}}, 2 * 2 + 1),  # and the whole image
+    "smolvlm": ({"size": {"longest_edge": 1024}}, 2 * 2 + 1),  # and the whole image
 }
 
 

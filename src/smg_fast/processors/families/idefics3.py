@@ -352,9 +352,9 @@ register(_family("idefics3", 364, "idefics3", "Idefics3ImageProcessor", _call_kw
                  "idefics3", in_engines=True))
 # HuggingFaceTB/SmolVLM2-256M-Video-Instruct / -500M- (model_type smolvlm,
 # SmolVLMImageProcessor): size {"longest_edge": 2048}, max_image_size {"longest_edge": 512}, the
-# rest as Idefics3's; SmolVLM2-2.2B-Instruct: 1536 / 384. Not in the engines: no engine test
-# renders it (transformers' SmolVLMProcessor needs num2words, which the test's vLLM venv lacks).
+# rest as Idefics3's; SmolVLM2-2.2B-Instruct: 1536 / 384. In the engines:
+# tests/engines/test_engine_vllm_tiles.py (SGLang has no SmolVLM model).
 register(_family("smolvlm", 512, "smolvlm", "SmolVLMImageProcessor", _smolvlm_call_kwargs,
-                 "smolvlm"))
+                 "smolvlm", in_engines=True))
 
 __all__ = ["Idefics3Processor", "frames"]
