@@ -148,5 +148,50 @@ def trimmed_clip(data: bytes, drop: int) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["ENCODERS", "codecs_available", "make_clip", "overstating_clip", "scene_frame",
-           "texture", "trimmed_clip"]
+# Encoder options that write the stream's headers (H.264 / HEVC parameter sets) in-band at
+# every keyframe, so that a segment's own frame size is announced where it starts.
+_INBAND_HEADERS = {"h264": {"x264-params": "repeat-headers=1"},
+                   "hevc": {"x265-params": "repeat-headers=1:log-level=none"}}
+
+
+def resized_clip(codec: str = "h264", sizes: tuple[tuple[int, int, int], ...] = (
+        (96, 64, 6), (128, 96, 6)), fps: int = 12) -> bytes:
+    """One video stream whose frame size changes where each segment starts.
+
+    ``sizes``: (width, height, frames) per segment. Each segment is encoded on its own (its
+    first frame a keyframe carrying its size: H.264 / HEVC parameter sets repeated in-band, a
+    VP9 keyframe header) and their packets are muxed, one after another, into one stream of
+    the first segment's container and header: the header declares the first segment's size and
+    the sum of the frames, as an edited or spliced stream does (an SPS changing resolution
+    part-way)."""
+    import av
+
+    parts = [make_clip(codec, w, h, n, fps=fps, options=_INBAND_HEADERS.get(codec))
+             for w, h, n in sizes]
+    _, fmt = ENCODERS[codec]
+    buf = io.BytesIO()
+    srcs = [av.open(io.BytesIO(part)) for part in parts]
+    try:
+        with av.open(buf, "w", format=fmt, options={"fflags": "+bitexact"}) as out:
+            dst = out.add_stream_from_template(srcs[0].streams.video[0])
+            shift = 0
+            for src in srcs:
+                stream = src.streams.video[0]
+                end = shift
+                for packet in src.demux(stream):
+                    if packet.dts is None:
+                        continue
+                    packet.pts += shift
+                    packet.dts += shift
+                    end = max(end, packet.pts + (packet.duration or 0))
+                    packet.stream = dst
+                    out.mux(packet)
+                shift = end
+    finally:
+        for src in srcs:
+            src.close()
+    return buf.getvalue()
+
+
+__all__ = ["ENCODERS", "codecs_available", "make_clip", "overstating_clip", "resized_clip",
+           "scene_frame", "texture", "trimmed_clip"]
