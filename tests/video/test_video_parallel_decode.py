@@ -53,9 +53,9 @@ def runs(monkeypatch) -> list[list[tuple[int, int]]]:
     seen: list[list[tuple[int, int]]] = []
     real = pd._decode_run
 
-    def spy(header, plan, run, wanted, check):
+    def spy(header, plan, run, wanted, check, *sizes):
         seen.append(list(run))
-        return real(header, plan, run, wanted, check)
+        return real(header, plan, run, wanted, check, *sizes)
 
     monkeypatch.setattr(pd, "_decode_run", spy)
     return seen
@@ -132,9 +132,9 @@ def test_a_thread_that_cannot_start_stops_the_runs_already_started(monkeypatch):
     data = _clip("h264", CLOSED)
     real_run, left = pd._decode_run, threading.Event()
 
-    def run(header, plan, groups, wanted, check):
+    def run(header, plan, groups, wanted, check, *sizes):
         if threading.current_thread() is threading.main_thread():
-            return real_run(header, plan, groups, wanted, check)
+            return real_run(header, plan, groups, wanted, check, *sizes)
         try:  # a run on its own thread: decodes until told to stop (at most 20 s)
             for _ in range(2000):
                 check()

@@ -63,6 +63,7 @@ class VideoHeader:
     counted: bool  # True: the container declares no frame count, packets were counted
     source: Any = None  # the bytes or path it was opened on (decoders may open it again)
     identity: tuple[int, ...] | None = None  # a path's file as opened (reopen_source checks it)
+    limits: VideoLimits | None = None  # what it was checked against (decoded frames are too)
 
     @property
     def duration(self) -> float:
@@ -251,6 +252,7 @@ def open_video(index: int, source: VideoSource,
         raise
     header.source = source
     header.identity = identity
+    header.limits = limits
     return header
 
 

@@ -25,15 +25,57 @@ from .skip_decode import decode_skipping, plan_skips
 from .stream_scan import decoder_metadata, frame_size, stream_rotation
 
 
+class SizeCheck:
+    """Refuses a decoded frame whose size the output or the decode budget was not planned for.
+
+    ``follow``: the sampled frames may have any one size (transformers' PyAV loader stacks
+    them: one size or a ValueError), read from the first of them to be decoded (parallel runs
+    may decode a later one first); otherwise (the server, whose
+    output and decode budget are planned from the header) a sampled frame must have the header's
+    size and no decoded frame may have more pixels. Runs as each frame leaves the decoder, so
+    nothing is kept or converted at a size that was not planned."""
+
+    def __init__(self, header: VideoHeader, follow: bool = False) -> None:
+        self.header = header
+        self.follow = follow
+        self.size: tuple[int, int] | None = None if follow else (header.width, header.height)
+
+    def __call__(self, i: int, frame: Any, wanted: bool) -> None:
+        h = self.header
+        size = (frame.width, frame.height)
+        if self.follow:
+            limits = h.limits or VideoLimits()
+            if max(size) > limits.max_side or size[0] * size[1] > limits.max_frame_pixels:
+                self._refuse(i, size, f"over the limit of {limits.max_frame_pixels} pixels or "
+                                      f"{limits.max_side} per side")
+        if wanted:
+            if self.size is None:
+                self.size = size
+            elif size != self.size:
+                first = "the stream declares" if not self.follow else "another sampled frame is"
+                self._refuse(i, size, f"{first} {self.size[0]}x{self.size[1]}")
+        elif not self.follow and size[0] * size[1] > h.width * h.height:
+            self._refuse(i, size, f"larger than the {h.width}x{h.height} the stream declares, "
+                                  "which its decode memory was planned for")
+
+    def _refuse(self, i: int, size: tuple[int, int], why: str) -> None:
+        raise InvalidVideoError(self.header.index, f"frame {i} is {size[0]}x{size[1]}, {why} "
+                                                   "(the frame size changes mid-stream)")
+
+
 def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int | None,
-                   skip: bool, check: Callable[[], None] | None) -> list[tuple[int, Any]]:
-    """The wanted frames (index, av.VideoFrame) in index order, not yet converted."""
+                   skip: bool, check: Callable[[], None] | None,
+                   sizes: SizeCheck) -> list[tuple[int, Any]]:
+    """The wanted frames (index, av.VideoFrame) in index order, not yet converted.
+
+    ``sizes`` sees every frame the decoder outputs, as it does (skipped frames are not)."""
     if skip and threads is not None and threads != 1:  # IDR-started groups on threads of their own
-        got = decode_parallel(header, sorted(wanted), threads or os.cpu_count() or 1, check)
+        got = decode_parallel(header, sorted(wanted), threads or os.cpu_count() or 1, check,
+                              sizes)
         if got is not None:
             return got
     if skip and (rank := plan_skips(header, threads)) is not None:
-        got = decode_skipping(header, sorted(wanted), rank, check=check)
+        got = decode_skipping(header, sorted(wanted), rank, check=check, sizes=sizes)
         if got is not None:
             return got
     container = header.container
@@ -44,6 +86,7 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
             break
         if check is not None:
             check()
+        sizes(i, frame, i in wanted)
         if i in wanted:  # a frame not needed is never converted
             kept.append((i, frame))
     return kept
@@ -63,7 +106,8 @@ def check_indices(index: int, indices: Sequence[int], total: int, hint: str = ""
 
 def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None = None,
                 skip: bool = True, check: Callable[[], None] | None = None,
-                decoder: str = "pyav") -> Iterator[tuple[int, np.ndarray]]:
+                decoder: str = "pyav", follow_size: bool = False
+                ) -> Iterator[tuple[int, np.ndarray]]:
     """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
 
     In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
@@ -71,10 +115,12 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     ``skip``: non-reference frames not kept are not decoded either (H.264 and HEVC; see
     skip_decode.py; the frames are the same). Raises FrameIndexError for an index outside the
     header's frame count (before decoding), InvalidVideoError when the stream cannot be decoded,
-    ends before a wanted frame (the header overstates its frames) or a frame's size differs
-    from the header's. ``check()`` runs before each decoded frame (and packet) and may raise
-    to stop the decoding (a deadline, a cancellation). ``decoder`` names whose RGB conversion
-    the frames get (convert.py); frame ``i`` is the ``i``-th frame the decoder outputs for all."""
+    ends before a wanted frame (the header overstates its frames) or the frame size changes
+    mid-stream where it was not planned for (``SizeCheck``; ``follow_size``: the sampled frames
+    may have any one size, as transformers' loader stacks them). ``check()`` runs before each
+    decoded frame (and packet) and may raise to stop the decoding (a deadline, a cancellation).
+    ``decoder`` names whose RGB conversion the frames get (convert.py); frame ``i`` is the
+    ``i``-th frame the decoder outputs for all."""
     av = _av()
     convert = FrameConverter(check_decoder(decoder), header.index)
     check_indices(header.index, indices, header.total_frames)
@@ -84,7 +130,8 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     wanted = {int(i) for i in indices if int(i) <= end}
     set_threads(header, threads)
     try:
-        kept = _decode_wanted(header, wanted, end, threads, skip, check)
+        kept = _decode_wanted(header, wanted, end, threads, skip, check,
+                              SizeCheck(header, follow_size))
     except av.FFmpegError as exc:
         raise InvalidVideoError(header.index, f"corrupt video stream ({exc})") from None
     if len(kept) != len(wanted):
@@ -97,9 +144,6 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     kept.reverse()
     while kept:
         i, frame = kept.pop()
-        if (frame.width, frame.height) != (header.width, header.height):
-            raise InvalidVideoError(header.index, f"frame {i} is {frame.width}x{frame.height}, "
-                                    f"the stream declares {header.width}x{header.height}")
         yield i, convert(frame)
         del frame
 
@@ -110,13 +154,18 @@ def decode_frames(header: VideoHeader, indices: Sequence[int], threads: int | No
 
     What transformers' ``read_video_pyav`` returns for these indices, except that an index
     outside the header's frame count (FrameIndexError) or past the stream's real end
-    (InvalidVideoError) is refused where it would give fewer frames."""
+    (InvalidVideoError) is refused where it would give fewer frames. Where the frame size
+    changes mid-stream, the frames are the sampled frames' size as there (the header may
+    declare another); sampled frames of two sizes, which the reference cannot stack, are an
+    InvalidVideoError raised as the first frame of the second size is decoded."""
     check_indices(header.index, indices, header.total_frames)  # before allocating
     cap = len({int(i) for i in indices})
     rotation = stream_rotation(header) if decoder != "pyav" else 0
-    out = np.empty((cap, *frame_size(header, decoder, rotation), 3), np.uint8)
+    out = np.empty((0, *frame_size(header, decoder, rotation), 3), np.uint8)
     found: list[int] = []
-    for i, rgb in iter_frames(header, indices, threads, skip, decoder=decoder):
+    for i, rgb in iter_frames(header, indices, threads, skip, decoder=decoder, follow_size=True):
+        if not found:  # every frame is the first one's size (SizeCheck): allocated on it
+            out = np.empty((cap, *rgb.shape), np.uint8)
         out[len(found)] = rgb
         found.append(i)
     return out[:len(found)], found
@@ -148,4 +197,4 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     return frames, meta
 
 
-__all__ = ["check_indices", "decode_frames", "iter_frames", "load_video"]
+__all__ = ["SizeCheck", "check_indices", "decode_frames", "iter_frames", "load_video"]

@@ -130,12 +130,15 @@ def _open_again(header: VideoHeader) -> Any:
     return container
 
 
+_Sizes = Callable[[int, Any, bool], None] | None  # decode.SizeCheck: sees each output frame
+
+
 class _Stopped(Exception):
     """Another run failed: this one stops."""
 
 
 def _decode_group(container: Any, plan: PacketPlan, start: int, end: int, wanted: set[int],
-                  got: dict[int, Any], check: Callable[[], None]) -> bool:
+                  got: dict[int, Any], check: Callable[[], None], sizes: _Sizes = None) -> bool:
     """Decodes packets start..end (an IDR's group, up to its last wanted frame) into got.
 
     False when a packet or frame is off the plan, or the seek does not reach the IDR."""
@@ -149,6 +152,8 @@ def _decode_group(container: Any, plan: PacketPlan, start: int, end: int, wanted
             i = plan.rank.get(frame.pts)
             if i is None:
                 return False
+            if sizes is not None:
+                sizes(i, frame, i in wanted)
             if i in wanted:
                 got[i] = frame
         return True
@@ -177,13 +182,14 @@ def _decode_group(container: Any, plan: PacketPlan, start: int, end: int, wanted
 
 
 def _decode_run(header: VideoHeader, plan: PacketPlan, run: list[tuple[int, int]],
-                wanted: set[int], check: Callable[[], None]) -> dict[int, Any] | None:
+                wanted: set[int], check: Callable[[], None], sizes: _Sizes = None
+                ) -> dict[int, Any] | None:
     """The wanted frames of one run's groups, on a decoder of its own; None off the plan."""
     container = _open_again(header)
     try:
         got: dict[int, Any] = {}
         for start, end in run:
-            if not _decode_group(container, plan, start, end, wanted, got, check):
+            if not _decode_group(container, plan, start, end, wanted, got, check, sizes):
                 return None
         return got
     finally:
@@ -191,13 +197,15 @@ def _decode_run(header: VideoHeader, plan: PacketPlan, run: list[tuple[int, int]
 
 
 def decode_parallel(header: VideoHeader, wanted: Sequence[int], workers: int,
-                    check: Callable[[], None] | None = None) -> list[tuple[int, Any]] | None:
+                    check: Callable[[], None] | None = None, sizes: _Sizes = None
+                    ) -> list[tuple[int, Any]] | None:
     """The wanted frames as (index, av.VideoFrame) in index order, decoded by up to workers runs.
 
     None when the stream cannot be planned (another codec, no IDR boundaries, packets without
     one distinct pts each, no source to open again) or a run went off the plan: decode
-    sequentially then. ``check()`` runs before each packet on every thread; what it raises stops
-    every run and is raised here."""
+    sequentially then. ``check()`` runs before each packet on every thread, ``sizes(i, frame,
+    wanted)`` on each output frame (decode.SizeCheck); what either raises stops every run and is
+    raised here."""
     if workers < 2 or header.source is None or not wanted:
         return None
     plan = plan_packets(header)
@@ -220,7 +228,7 @@ def decode_parallel(header: VideoHeader, wanted: Sequence[int], workers: int,
 
     def work(n: int) -> None:
         try:
-            results[n] = _decode_run(header, plan, runs[n], want, checked)
+            results[n] = _decode_run(header, plan, runs[n], want, checked, sizes)
         except _Stopped:
             pass
         except BaseException as exc:  # noqa: BLE001 - re-raised by the caller's thread

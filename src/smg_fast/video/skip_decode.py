@@ -50,13 +50,16 @@ def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | Non
 
 def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int, int],
                     packets: Iterable[Any] | None = None,
-                    check: Callable[[], None] | None = None) -> list[tuple[int, Any]] | None:
+                    check: Callable[[], None] | None = None,
+                    sizes: Callable[[int, Any, bool], None] | None = None
+                    ) -> list[tuple[int, Any]] | None:
     """The wanted frames as (index, av.VideoFrame), sorted by index.
 
     ``packets``: the stream demuxed again (``iter_packets``, the default), each packet dropped
     once decoded, so memory holds the decoder's state and the wanted frames, not the stream.
     None if a packet or an output frame does not match the plan (the caller then decodes
-    plainly). ``check()`` runs before each packet is decoded and may raise to stop."""
+    plainly). ``check()`` runs before each packet is decoded and may raise to stop;
+    ``sizes(i, frame, wanted)`` sees each output frame (decode.SizeCheck) and may raise."""
     wanted = {int(i) for i in indices}
     ctx = header.stream.codec_context
     got: dict[int, Any] = {}
@@ -67,6 +70,8 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int,
             i = rank.get(frame.pts)
             if i is None:
                 return False
+            if sizes is not None:
+                sizes(i, frame, i in wanted)
             if i in wanted:
                 got[i] = frame
         return True

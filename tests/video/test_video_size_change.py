@@ -1,0 +1,137 @@
+"""A stream whose frame size changes mid-stream, against transformers' PyAV loader.
+
+Clips are spliced from segments of different sizes (smg_fast.testing.video_clips.resized_clip:
+H.264 / HEVC parameter sets repeated in-band, VP9 keyframe headers). transformers' loader stacks
+the sampled frames: one size (even one the header does not declare) is returned, two sizes raise
+ValueError. smg-fast's loader returns the same frames or raises InvalidVideoError, on each decode
+path, before a frame of the second size is kept; the server, whose output and decode budget are
+planned from the header, refuses a sampled frame of another size and a larger unsampled one."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from smg_fast.errors import InvalidVideoError
+from smg_fast.testing.video_clips import codecs_available, resized_clip
+from smg_fast.video import iter_frames, load_video, open_video
+
+av = pytest.importorskip("av")
+MP4 = [c for c in ("h264", "hevc") if c in codecs_available()]
+# (threads, skip): PyAV's default (skip decode for H.264 / HEVC), the plain sequential decode,
+# and the parallel GOP decode.
+PATHS = [(None, True), (None, False), (2, True)]
+SPLICED = {c: resized_clip(c, ((96, 64, 6), (128, 96, 6))) for c in MP4}
+
+
+def _reference(tmp_path, data: bytes, indices: list[int]):
+    """transformers' load_video (PyAV backend) on data with these indices."""
+    from transformers.video_utils import load_video as hf_load_video
+
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(data)
+    return hf_load_video(str(path), backend="pyav",
+                         sample_indices_fn=lambda metadata, **kw: np.array(indices))
+
+
+def test_the_spliced_clip_changes_size_where_the_header_does_not_say():
+    with av.open(io.BytesIO(SPLICED["h264"])) as c:
+        stream = c.streams.video[0]
+        assert (stream.width, stream.height, stream.frames) == (96, 64, 12)
+        sizes = [(f.width, f.height) for f in c.decode(video=0)]
+    assert sizes == [(96, 64)] * 6 + [(128, 96)] * 6
+
+
+@pytest.mark.parametrize("codec", MP4)
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+@pytest.mark.parametrize("indices", [[0, 3, 5], [6, 9, 11], [7]])
+def test_sampled_frames_of_one_size_equal_the_loader(tmp_path, codec, threads, skip, indices):
+    ref, ref_meta = _reference(tmp_path, SPLICED[codec], indices)
+    got, meta = load_video(SPLICED[codec], indices=indices, threads=threads, skip=skip)
+    assert got.shape == ref.shape and np.array_equal(got, ref)
+    assert (meta["width"], meta["height"]) == (ref_meta.width, ref_meta.height) == (96, 64)
+
+
+@pytest.mark.parametrize("codec", MP4)
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+def test_sampled_frames_of_two_sizes_are_refused_as_the_loader_fails(tmp_path, codec, threads,
+                                                                      skip):
+    with pytest.raises(ValueError):  # np.stack of two shapes
+        _reference(tmp_path, SPLICED[codec], [0, 5, 6, 11])
+    with pytest.raises(InvalidVideoError, match="changes mid-stream") as info:
+        load_video(SPLICED[codec], indices=[0, 5, 6, 11], threads=threads, skip=skip)
+    assert {"96x64", "128x96"} <= set(str(info.value).replace(",", " ").split())
+
+
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+def test_the_refusal_comes_before_the_rest_of_the_stream_is_decoded(threads, skip):
+    """The first frame of the new size stops decoding: frames past it are not decoded."""
+    data = resized_clip("h264", ((96, 64, 6), (128, 96, 30)))
+    header = open_video(0, data)
+    checks = []
+    try:
+        with pytest.raises(InvalidVideoError, match="frame 6 is 128x96, larger than the 96x64"):
+            list(iter_frames(header, [0, 35], threads, skip, check=lambda: checks.append(1)))
+    finally:
+        header.close()
+    assert len(checks) < 20  # 36 frames (and packets) before the fix
+
+
+@pytest.mark.parametrize(("threads", "skip"), PATHS[:2])
+def test_the_server_refuses_a_larger_segment_it_did_not_plan_for(threads, skip):
+    """Sampled frames of the header's size around a larger segment: planned memory too small."""
+    data = resized_clip("h264", ((96, 64, 6), (192, 128, 6), (96, 64, 6)))
+    header = open_video(0, data)
+    try:
+        with pytest.raises(InvalidVideoError, match="frame 6 is 192x128, larger than"):
+            list(iter_frames(header, [0, 2, 12, 17], threads, skip))
+    finally:
+        header.close()
+
+
+def test_the_parallel_decode_never_decodes_the_larger_unsampled_segment(tmp_path):
+    """Its groups without a sampled frame are not decoded: the frames are the loader's."""
+    data = resized_clip("h264", ((96, 64, 6), (192, 128, 6), (96, 64, 6)))
+    ref, _ = _reference(tmp_path, data, [0, 2, 12, 17])
+    header = open_video(0, data)
+    try:
+        got = np.stack([rgb for _, rgb in iter_frames(header, [0, 2, 12, 17], 2)])
+    finally:
+        header.close()
+    assert np.array_equal(got, ref)
+
+
+def test_the_served_processor_refuses_a_size_change_as_invalid_argument(tmp_path):
+    from smg_fast.processors.loader import load_video_processor
+
+    data = SPLICED["h264"]
+    with pytest.raises(ValueError):
+        _reference(tmp_path, data, [0, 11])
+    vp = load_video_processor("qwen2_vl")
+    with pytest.raises(InvalidVideoError, match="changes mid-stream"):
+        vp(data, num_frames=2)
+
+
+def test_a_smaller_unsampled_segment_is_decoded_through(tmp_path):
+    data = resized_clip("h264", ((128, 96, 6), (96, 64, 6), (128, 96, 6)))
+    ref, _ = _reference(tmp_path, data, [0, 5, 12, 17])
+    header = open_video(0, data)
+    try:
+        got = np.stack([rgb for _, rgb in iter_frames(header, [0, 5, 12, 17])])
+    finally:
+        header.close()
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.skipif("vp9" not in codecs_available(), reason="no VP9 encoder")
+def test_a_vp9_keyframe_of_another_size_follows_a_plain_pyav_loop():
+    """WebM declares no frame count (the loader cannot sample it): a plain PyAV loop instead."""
+    data = resized_clip("vp9", ((96, 64, 6), (128, 96, 6)))
+    with av.open(io.BytesIO(data)) as c:
+        every = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    got, _ = load_video(data, indices=[6, 8, 11])
+    assert np.array_equal(got, np.stack([every[6], every[8], every[11]]))
+    with pytest.raises(InvalidVideoError, match="changes mid-stream"):
+        load_video(data, indices=[0, 11])
