@@ -278,7 +278,8 @@ def _read_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 # give it; no hub access here): dynamic_hd 36, size 448x448, patch_size 14, resample 3
 # (BICUBIC, the global image's), rescale 1/255, mean / std [0.5, 0.5, 0.5]; config.json
 # model_type "phi4_multimodal" (the transformers-format revision) or "phi4mm" (the original
-# remote-code one).
+# remote-code one). Not in the engines: vLLM 0.33.0 and SGLang 0.5.23 serve phi4_multimodal
+# text-only and phi4mm with the checkpoint's remote processor (docs/engines.md).
 register(Family(
     "phi4_multimodal", Phi4MultimodalProcessor,
     ProcessorConfig("phi4_multimodal", 448, 1, 1, HALF, HALF, resample=3, backend=TORCHVISION,
