@@ -2,6 +2,7 @@
 // check arguments, release the GIL, and call plain C++.
 #include "bind_common.hpp"
 #include "parallel.hpp"
+#include "scratch.hpp"
 #include "tune.hpp"
 
 #ifndef SMG_FAST_VERSION
@@ -15,6 +16,7 @@ PYBIND11_MODULE(_native, m) {
     m.attr("__version__") = SMG_FAST_VERSION;
     smg::tune_init();  // one-time state made before any fork (tune.hpp, parallel.hpp)
     smg::install_pool_fork_handlers();
+    smg::install_scratch_fork_handlers();
     using namespace smg::bind;
     bind_enums(m);
     bind_pipeline(m);

@@ -1,5 +1,6 @@
 #include "scratch.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -180,6 +181,32 @@ LocalPool& local() {
 }
 
 }  // namespace
+
+void install_scratch_fork_handlers() {
+    // fork() takes the registry lock first, so no thread is registering, unregistering or giving
+    // a block to another thread's pool (the only ways a pool's lock is held by a thread other
+    // than its owner). The child keeps the forking thread's pool and drops the others: their
+    // threads do not exist there (a block they took is freed when given back), and their locks
+    // may have been held by those threads.
+    static const bool installed = [] {
+        registry();
+        pthread_atfork([] { g_registry_mu.lock(); }, [] { g_registry_mu.unlock(); },
+                       [] {
+                           Pool* own = local().pool;
+                           auto& map = registry();
+                           for (auto it = map.begin(); it != map.end();) {
+                               if (it->second == own)
+                                   ++it;
+                               else
+                                   it = map.erase(it);  // leaked: its lock may be held
+                           }
+                           g_pooled.store(own != nullptr ? own->bytes : 0);
+                           g_registry_mu.unlock();
+                       });
+        return true;
+    }();
+    (void)installed;
+}
 
 Block scratch_take(size_t n, bool zero, bool huge) {
     Pool& pool = local().get();

@@ -62,4 +62,8 @@ private:
     Block b_;
 };
 
+// Registers fork() handlers once (at module import): a forked child never waits on the pool
+// registry's lock held by a thread of the parent it lacks, nor on those threads' pools.
+void install_scratch_fork_handlers();
+
 }  // namespace smg
