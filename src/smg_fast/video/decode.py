@@ -12,6 +12,7 @@ default; ``torchcodec``; ``opencv``; see convert.py), so the pixels are that ref
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ class SizeCheck:
         self.header = header
         self.follow = follow
         self.size: tuple[int, int] | None = None if follow else (header.width, header.height)
+        self._lock = threading.Lock()  # the parallel decode's runs check on threads of their own
 
     def __call__(self, i: int, frame: Any, wanted: bool) -> None:
         h = self.header
@@ -49,11 +51,13 @@ class SizeCheck:
                 self._refuse(i, size, f"over the limit of {limits.max_frame_pixels} pixels or "
                                       f"{limits.max_side} per side")
         if wanted:
-            if self.size is None:
-                self.size = size
-            elif size != self.size:
+            with self._lock:
+                if self.size is None:
+                    self.size = size
+                seen = self.size
+            if size != seen:
                 first = "the stream declares" if not self.follow else "another sampled frame is"
-                self._refuse(i, size, f"{first} {self.size[0]}x{self.size[1]}")
+                self._refuse(i, size, f"{first} {seen[0]}x{seen[1]}")
         elif not self.follow and size[0] * size[1] > h.width * h.height:
             self._refuse(i, size, f"larger than the {h.width}x{h.height} the stream declares, "
                                   "which its decode memory was planned for")
