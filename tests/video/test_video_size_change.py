@@ -135,3 +135,47 @@ def test_a_vp9_keyframe_of_another_size_follows_a_plain_pyav_loop():
     assert np.array_equal(got, np.stack([every[6], every[8], every[11]]))
     with pytest.raises(InvalidVideoError, match="changes mid-stream"):
         load_video(data, indices=[0, 11])
+
+
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+def test_a_much_larger_segment_is_never_decoded_at_its_size(threads, skip):
+    """A 64x64 header before 1024x1024 pictures: FFmpeg refuses to allocate them (max_pixels).
+
+    The planned decode memory is the header's; SizeCheck sees a frame only once decoded, so
+    without the cap the larger pictures (and their references) were allocated first and
+    SizeCheck refused the first of them ("larger than"). With it no such picture is output:
+    the decode stops with FFmpeg's error, or (the skip decode, where the H.264 decoder drops
+    the pictures it cannot allocate) the sampled frames from the other segments are the
+    library loader's."""
+    data = resized_clip("h264", ((64, 64, 4), (1024, 1024, 4), (64, 64, 4)))
+    want, _ = load_video(data, indices=[0, 11])  # the library's loader follows sizes, uncapped
+    header = open_video(0, data)
+    try:
+        got = np.stack([rgb for _, rgb in iter_frames(header, [0, 11], threads, skip)])
+    except InvalidVideoError as exc:
+        assert "corrupt video stream" in str(exc) and "larger than" not in str(exc), exc
+    else:
+        assert np.array_equal(got, want)
+    finally:
+        header.close()
+
+
+@pytest.mark.parametrize("codec", [c for c in ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4")
+                                   if c in codecs_available()])
+@pytest.mark.parametrize(("width", "height"), [(16, 16), (100, 58), (1282, 722)])
+def test_the_cap_passes_every_codec_at_awkward_sizes(codec, width, height):
+    """FFmpeg checks its padded picture size: the cap must leave valid streams decoding."""
+    from smg_fast.testing.video_clips import make_clip
+
+    try:
+        data = make_clip(codec, width, height, 3)
+    except av.FFmpegError as exc:  # an encoder refusing the size (x265 below 64 or odd sides)
+        pytest.skip(f"{codec} does not encode {width}x{height}: {exc}")
+    header = open_video(0, data)
+    try:
+        got = [rgb for _, rgb in iter_frames(header, [0, 1, 2], threads=1, skip=False)]
+    finally:
+        header.close()
+    with av.open(io.BytesIO(data)) as c:
+        every = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    assert len(got) == 3 and all(np.array_equal(a, b) for a, b in zip(got, every, strict=True))

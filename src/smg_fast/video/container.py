@@ -237,6 +237,21 @@ def set_threads(header: VideoHeader, threads: int | None) -> None:
     ctx.thread_type = kind
 
 
+def cap_picture_size(stream: Any, width: int, height: int) -> None:
+    """Has FFmpeg refuse, before allocating it, a picture much larger than width x height.
+
+    For a decode whose memory was planned from the header (the server's): a stream that grows
+    mid-stream past its header's size stops with an FFmpegError instead of decoding the larger
+    pictures first. FFmpeg checks its own padded size (the width rounded up to 64 for H.264,
+    HEVC and VP9, and at least 53,760 pixels for MPEG-4 part 2, measured with FFmpeg 8.1): the
+    cap is both sides rounded up to 64, and at least 65,536. Set before the decoder opens."""
+    ctx = stream.codec_context
+    if ctx.is_open:
+        return
+    limit = max(-(-width // 64) * 64 * (-(-height // 64) * 64), 1 << 16)
+    ctx.options = {**ctx.options, "max_pixels": str(limit)}
+
+
 def open_video(index: int, source: VideoSource,
                limits: VideoLimits | None = None) -> VideoHeader:
     """Opens a video's container and checks its header; close() it when done.
@@ -257,4 +272,5 @@ def open_video(index: int, source: VideoSource,
 
 
 __all__ = ["CODECS", "InvalidVideoError", "UnsupportedVideoError", "VideoHeader", "VideoLimits",
-           "VideoSource", "open_again", "open_video", "set_threads"]
+           "VideoSource", "cap_picture_size", "open_again", "open_video",
+           "set_threads"]

@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import FrameIndexError, InvalidVideoError
-from .container import VideoHeader, VideoLimits, VideoSource, _av, open_video, set_threads
+from .container import (
+    VideoHeader,
+    VideoLimits,
+    VideoSource,
+    _av,
+    cap_picture_size,
+    open_video,
+    set_threads,
+)
 from .convert import FrameConverter, check_decoder
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
@@ -133,6 +141,8 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
     end = int(indices[-1])
     wanted = {int(i) for i in indices if int(i) <= end}
     set_threads(header, threads)
+    if not follow_size:  # the output and decode memory were planned from the header's size
+        cap_picture_size(header.stream, header.width, header.height)
     try:
         kept = _decode_wanted(header, wanted, end, threads, skip, check,
                               SizeCheck(header, follow_size))

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .container import VideoHeader, open_again
+from .container import VideoHeader, cap_picture_size, open_again
 from .skip_decode import SKIPPABLE, iter_packets
 
 # NAL unit types of an IDR picture: H.264's, and HEVC's IDR_W_RADL / IDR_N_LP (a CRA or BLA
@@ -186,6 +186,8 @@ def _decode_run(header: VideoHeader, plan: PacketPlan, run: list[tuple[int, int]
                 ) -> dict[int, Any] | None:
     """The wanted frames of one run's groups, on a decoder of its own; None off the plan."""
     container = _open_again(header)
+    if not getattr(sizes, "follow", True):  # planned from the header (SizeCheck), as iter_frames
+        cap_picture_size(container.streams.video[0], header.width, header.height)
     try:
         got: dict[int, Any] = {}
         for start, end in run:
