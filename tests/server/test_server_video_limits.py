@@ -19,6 +19,7 @@ pytest.importorskip("grpc")
 pytest.importorskip("av")
 
 import grpc  # noqa: E402
+from support.decoder_threads import decoder_threads  # noqa: E402
 
 from smg_fast.client import Client  # noqa: E402
 from smg_fast.processors.loader import load_video_processor  # noqa: E402
@@ -128,12 +129,6 @@ def test_video_flags_are_checked(flag, value):
         config_from_args([flag, value], environ={})
 
 
-def _threads() -> int:
-    import os
-
-    return len(os.listdir("/proc/self/task"))
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads through /proc")
 @pytest.mark.parametrize("decoder", ["torchcodec", "opencv"])
 def test_video_items_waiting_for_decode_room_hold_no_decoders(start_server, decoder):
@@ -153,7 +148,7 @@ def test_video_items_waiting_for_decode_room_hold_no_decoders(start_server, deco
     budget = srv.server.decode
     with Client(srv.target, timeout=120) as c:
         c.preprocess(videos=clip, videos_kwargs=opts, model="q2", transport="inline")  # warm
-        before = _threads()
+        before = decoder_threads()
         assert budget.take(budget.max_bytes)
         got: dict = {}
 
@@ -168,10 +163,10 @@ def test_video_items_waiting_for_decode_room_hold_no_decoders(start_server, deco
             while budget.stats()["waiting"] == 0 and time.monotonic() < end:
                 time.sleep(0.02)
             assert budget.stats()["waiting"] == 1  # every item planned, the first waiting
-            held = _threads() - before
+            held = decoder_threads() - before
         finally:
             budget.give(budget.max_bytes)
             sender.join(120)
-    assert held <= 4, held  # the request's own handler and client threads, not 12 decoders'
+    assert held == 0, held  # 12 planned items, none holding a decoder's threads
     assert len(got["out"].items) == 12
     assert all(np.array_equal(it.pixel_values, want) for it in got["out"].items)

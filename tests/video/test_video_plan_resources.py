@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+from support.decoder_threads import decoder_threads
 
 from smg_fast.processors.loader import load_video_processor
 from smg_fast.testing.video_clips import make_clip
@@ -24,19 +25,15 @@ CLIP = make_clip("h264", 640, 360, 4)
 ROTATED = make_clip("h264", 96, 64, 4, rotation=90)
 
 
-def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
 @pytest.mark.parametrize("decoder", DECODERS)
 def test_planned_videos_hold_no_decoder_threads(decoder):
     vp = load_video_processor("qwen2_vl", threads=2, decoder=decoder)
     vp.plan(CLIP, "float32").close()  # whatever a first call starts once
     gc.collect()
-    before = _threads()
+    before = decoder_threads()
     plans = [vp.plan(CLIP, "float32") for _ in range(6)]
     try:
-        assert _threads() == before
+        assert decoder_threads() == before
     finally:
         for p in plans:
             p.close()
