@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.fork_watch import env_with_support
 from test_isa_paths import allowed, host_flags
 
 import smg_fast
@@ -187,11 +188,13 @@ def test_env_var_keeps_the_fixed_order():
 # the GIL released, so each holds the tuning table's lock while it times) while the main thread
 # forks, from its first fork on (while the thread may still be making the thread pool and the
 # tuning table); each child reads the tuning table and tunes a class of its own, then exits. A
-# child that inherited a lock held, or one-time state half made, would wait forever.
+# child that inherited a lock held, or one-time state half made, would wait forever. The child
+# script imports support.fork_watch (tests/ on its PYTHONPATH) for the fork-and-wait loop.
 FORK = textwrap.dedent("""
-    import os, sys, threading, time
+    import threading
     import numpy as np
     from smg_fast import _native
+    from support.fork_watch import fork_and_watch
     def pipe(patch, merge, dtype):
         return _native.Pipeline(recipe=_native.LutRecipe.HF_RESCALE_NORMALIZE, rescale=1 / 255,
                                 mean=[0.5] * 3, std=[0.5] * 3, dtype=dtype,
@@ -213,23 +216,12 @@ FORK = textwrap.dedent("""
                     first_use(patch, merge, dtype)
         done.set()
     threading.Thread(target=tuner, daemon=True).start()
-    stuck = 0
-    forks = 0
-    while not done.is_set() and forks < 40:
-        pid = os.fork()
-        if pid == 0:
-            _native.kernel_info()
-            first_use(13, 3, _native.DType.FLOAT32)
-            os._exit(0)
-        forks += 1
-        for _ in range(400):
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                break
-            time.sleep(0.025)
-        else:
-            stuck += 1
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
+    def in_child():
+        _native.kernel_info()
+        first_use(13, 3, _native.DType.FLOAT32)
+    # Each child gets 400 polls 25 ms apart (~10 s) to exit, else it counts as stuck.
+    forks, stuck = fork_and_watch(in_child, lambda: not done.is_set(), max_forks=40, polls=400,
+                                  poll_s=0.025)
     print(forks, stuck)
 """)
 
@@ -237,7 +229,7 @@ FORK = textwrap.dedent("""
 def test_fork_while_another_thread_tunes():
     if len(allowed(smg_fast.kernel_info()["isa_cap"], host_flags())["patchify"]) < 2:
         pytest.skip("one patchify kernel allowed here: no class is timed, no lock taken")
-    env = child_env()
+    env = env_with_support(child_env())
     run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
                          env=env, capture_output=True, text=True, check=True, timeout=600)
     forks, stuck = map(int, run.stdout.split())

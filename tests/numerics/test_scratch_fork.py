@@ -7,14 +7,20 @@ a thread it lacks and waited forever (about 1 fork in 50 here)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
+from support.fork_watch import env_with_support
+
+# The child script imports support.fork_watch (tests/ on its PYTHONPATH) for the fork-and-wait
+# loop; smg_fast it imports as this process's environment does.
 FORK = textwrap.dedent("""
     import os, threading, time
     import numpy as np
     from smg_fast import _native
+    from support.fork_watch import fork_and_watch
     P = _native.Pipeline(recipe=_native.LutRecipe.HF_RESCALE_NORMALIZE, rescale=1 / 255,
                          mean=[0.5] * 3, std=[0.5] * 3, dtype=_native.DType.FLOAT32,
                          filter=_native.Filter.BICUBIC, pass_order=_native.PassOrder.PILLOW13,
@@ -32,22 +38,10 @@ FORK = textwrap.dedent("""
             for t in ts:
                 t.join()
     threading.Thread(target=spawner, daemon=True).start()
-    stuck = forks = 0
     start = time.monotonic()
-    while time.monotonic() - start < 40 and forks < 300:
-        pid = os.fork()
-        if pid == 0:
-            run()
-            os._exit(0)
-        forks += 1
-        for _ in range(400):
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                break
-            time.sleep(0.01)
-        else:
-            stuck += 1
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
+    # Forks for up to 40 s; each child gets 400 polls 10 ms apart (~4 s) to exit, else it is stuck.
+    forks, stuck = fork_and_watch(run, lambda: time.monotonic() - start < 40, max_forks=300,
+                                  polls=400, poll_s=0.01)
     stop.set()
     print(forks, stuck)
     os._exit(0)
@@ -56,7 +50,8 @@ FORK = textwrap.dedent("""
 
 def test_fork_while_threads_register_scratch_pools():
     run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
-                         capture_output=True, text=True, check=True, timeout=300)
+                         env=env_with_support(os.environ), capture_output=True, text=True,
+                         check=True, timeout=300)
     forks, stuck = map(int, run.stdout.split())
     assert forks > 0
     assert stuck == 0, f"{stuck} of {forks} forked children waited forever on a scratch lock"
