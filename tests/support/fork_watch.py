@@ -32,9 +32,11 @@ def fork_and_watch(in_child: Callable[[], object], go_on: Callable[[], bool], ma
     forks = stuck = 0
     while go_on() and forks < max_forks:
         pid = os.fork()
-        if pid == 0:
-            in_child()
-            os._exit(0)
+        if pid == 0:  # never back into the parent's code, even when in_child raises
+            try:
+                in_child()
+            finally:
+                os._exit(0)
         forks += 1
         if not exited(pid, polls, poll_s):  # a child waiting forever: count it, kill it, reap it
             stuck += 1
