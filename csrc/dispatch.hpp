@@ -1,7 +1,8 @@
 // Kernel dispatch as data. Each stage has one table of the kernels compiled into this binary, best
 // first: {id, name, arch, level, available, fn}. A stage runs the first row that this architecture,
 // the SMG_FAST_ISA cap and the host CPU allow (and, where kernels take only some inputs, that takes
-// the input; the patchify stage runs the fastest such row per input class, timed once: tune.hpp);
+// the input; with tuning on, each stage runs the fastest such row per input class, timed once:
+// tune.hpp);
 // the last row of every table is portable C++ and always allowed. kernel_info() reports
 // from the same tables what each stage selects and which kernels ran: results are identical under
 // every kernel, so that log is the only proof that a test exercised the one it meant to.
@@ -110,6 +111,7 @@ inline constexpr KernelRow<VerticalRowFn> kVerticalKernels[] = {
 #if SMG_X86
     {3, "avx512", Arch::X86, kX86Avx512, host_avx512, vertical_row_avx512},
     {2, "avx2", Arch::X86, kX86Avx2, host_avx2, vertical_row_avx2},
+    {5, "avx2-madd", Arch::X86, kX86Avx2, host_avx2, vertical_row_avx2_madd},  // only where tuning picks it
     {1, "sse2", Arch::X86, kBaseline, always, vertical_row_sse2},
 #elif defined(__aarch64__)
     {4, "neon", Arch::Arm64, kBaseline, always, vertical_row_neon},

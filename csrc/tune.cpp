@@ -108,6 +108,13 @@ size_t tune_once(Stage stage, const std::string& key, const std::vector<std::str
     return best;
 }
 
+std::string tune_lookup(Stage stage, const std::string& key) {
+    TuneTable& t = table();
+    const std::lock_guard<std::mutex> lock(t.mu);
+    const auto found = t.index.find({int(stage), key});
+    return found == t.index.end() ? std::string() : t.records[found->second].chosen;
+}
+
 std::vector<TuneRecord> tune_records() {
     TuneTable& t = table();
     const std::lock_guard<std::mutex> lock(t.mu);

@@ -39,6 +39,9 @@ struct TuneRecord {
 size_t tune_once(Stage stage, const std::string& key, const std::vector<std::string>& names,
                  const std::function<void()>& reset, const std::function<void(size_t)>& run);
 
+// The candidate chosen for (stage, key) so far, or "" when the class has not been timed.
+std::string tune_lookup(Stage stage, const std::string& key);
+
 // Every choice made so far, in the order made.
 std::vector<TuneRecord> tune_records();
 

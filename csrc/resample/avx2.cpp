@@ -1,6 +1,7 @@
 // AVX2 row kernels of the resampler, exact to Pillow's integer sums (see resample/avx2.hpp for the
-// horizontal pass's split weights; vertically, int32 multiplies with the sum as Pillow writes it,
-// or for torch's int16 weights one vpmaddwd per two rows).
+// horizontal pass's split weights; vertically, int32 multiplies with the sum as Pillow writes it or
+// the split weights' vpmaddwd over row pairs, two kernels the tuner times; for torch's int16
+// weights one vpmaddwd per two rows in both).
 #include "resample/kernels.hpp"
 
 #if SMG_X86
@@ -224,9 +225,9 @@ void rows4(const uint8_t* in, int64_t in_stride, const AxisWeights& kn, const Av
 #undef SMG_HROWS
 }
 
-// 64 output bytes per step in 8 int32 accumulators, one vpmulld per 8 bytes and tap: measured
-// ~10% faster here than vpmaddwd over row pairs with the weight split (whose byte interleaving
-// costs more shuffles than the multiplies it saves).
+// 64 output bytes per step in 8 int32 accumulators, one vpmulld per 8 bytes and tap: ~10% faster
+// than vpmaddwd over row pairs with the weight split (vertical_steps_split, whose byte interleaving
+// costs more shuffles than the multiplies it saves) where vpmulld runs at full width.
 __attribute__((target("avx2"))) int vertical_steps(const uint8_t* first, int64_t stride, const int32_t* k, int taps,
                                                    uint8_t* out, int len) {
     const __m256i half = _mm256_set1_epi32(kHalf);
@@ -289,6 +290,55 @@ __attribute__((target("avx2"))) int vertical_steps_int16(const uint8_t* first, i
     return x;
 }
 
+// Pillow's weights split as k = hi * 2^11 + lo (fixed.hpp), two rows' bytes interleaved as int16
+// pairs, two vpmaddwd per tap pair and 8 bytes, recombined as (sum_hi << 11) + sum_lo + 2^21: the
+// same int32 sum, modulo 2^32 at every step, so exact for any window. The alternative to
+// vertical_steps for hosts where 32-bit multiplies are slow (first-generation Zen runs 256-bit
+// vpmulld at half width). Returns the bytes done (whole 32-byte steps; 0 for windows
+// past 128 taps or a weight that does not split).
+__attribute__((target("avx2"))) int vertical_steps_split(const uint8_t* first, int64_t stride, const int32_t* k,
+                                                         int taps, uint8_t* out, int len) {
+    constexpr int kMaxPairs = 64;
+    const int pairs = (taps + 1) / 2;
+    if (pairs > kMaxPairs) return 0;
+    __m256i wlo[kMaxPairs], whi[kMaxPairs];
+    for (int q = 0; q < pairs; ++q) {
+        int16_t lo0, hi0, lo1 = 0, hi1 = 0;  // an odd last tap pairs its row with itself, weight 0
+        if (!split_weight(k[2 * q], lo0, hi0)) return 0;
+        if (2 * q + 1 < taps && !split_weight(k[2 * q + 1], lo1, hi1)) return 0;
+        wlo[q] = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(lo0)) | (uint32_t(uint16_t(lo1)) << 16)));
+        whi[q] = _mm256_set1_epi32(int32_t(uint32_t(uint16_t(hi0)) | (uint32_t(uint16_t(hi1)) << 16)));
+    }
+    const __m256i half = _mm256_set1_epi32(kHalf);
+    const __m256i zero = _mm256_setzero_si256();
+    int x = 0;
+    for (; x + 32 <= len; x += 32) {
+        __m256i lo[4] = {zero, zero, zero, zero}, hi[4] = {zero, zero, zero, zero};
+        const uint8_t* r = first + x;
+        for (int q = 0; q < pairs; ++q, r += 2 * stride) {
+            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
+            const __m256i b = 2 * q + 1 < taps ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + stride)) : a;
+            const __m256i ab_lo = _mm256_unpacklo_epi8(a, b), ab_hi = _mm256_unpackhi_epi8(a, b);
+            const __m256i v[4] = {_mm256_unpacklo_epi8(ab_lo, zero), _mm256_unpackhi_epi8(ab_lo, zero),
+                                  _mm256_unpacklo_epi8(ab_hi, zero), _mm256_unpackhi_epi8(ab_hi, zero)};
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; ++g) {
+                lo[g] = _mm256_add_epi32(lo[g], _mm256_madd_epi16(v[g], wlo[q]));
+                hi[g] = _mm256_add_epi32(hi[g], _mm256_madd_epi16(v[g], whi[q]));
+            }
+        }
+        __m256i s[4];
+        for (int g = 0; g < 4; ++g)
+            s[g] = _mm256_srai_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi[g], kSplitBits), lo[g]), half), kPrecisionBits);
+        // The unpacks and the packs both work within 128-bit lanes: the bytes come back in order;
+        // clip8's clamp is the two saturating packs.
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x),
+                            _mm256_packus_epi16(_mm256_packs_epi32(s[0], s[1]), _mm256_packs_epi32(s[2], s[3])));
+    }
+    return x;
+}
+
 // Rows the horizontal kernel takes together.
 constexpr int kRows = 4;
 
@@ -301,6 +351,16 @@ __attribute__((target("avx2"))) void vertical_row_avx2(const uint8_t* first, int
     const int s = row_int16_shift(k, taps);
     const int done = s >= 0 ? vertical_steps_int16(first, stride, k, taps, s, out, len)
                             : vertical_steps(first, stride, k, taps, out, len);
+    if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
+}
+
+// The same rows with Pillow's weights through the split (vertical_steps_split) instead of vpmulld.
+__attribute__((target("avx2"))) void vertical_row_avx2_madd(const uint8_t* first, int64_t stride, const int32_t* k,
+                                                            int taps, uint8_t* out, int len) {
+    const int s = row_int16_shift(k, taps);
+    int done = s >= 0 ? vertical_steps_int16(first, stride, k, taps, s, out, len)
+                      : vertical_steps_split(first, stride, k, taps, out, len);
+    if (s < 0 && done == 0) done = vertical_steps(first, stride, k, taps, out, len);
     if (done < len) vertical_row_body(first + done, stride, k, taps, out + done, len - done);
 }
 

@@ -23,8 +23,7 @@ void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uin
 }
 
 void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride, int out_w,
-                   const AxisWeights& kn) {
-    static const KernelRow<VerticalRowFn>& kernel = first_allowed(kVerticalKernels);
+                   const AxisWeights& kn, const KernelRow<VerticalRowFn>& kernel) {
     if (y0 >= y1) return;
     note_ran(Stage::ResampleVertical, kernel.id);
     const VerticalRowFn row = kernel.fn;

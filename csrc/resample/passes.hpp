@@ -26,9 +26,9 @@ HPlan make_hplan(const AxisWeights& kn, int in_w, int out_w, int C, int CO);
 // plan: make_hplan's for this kernel and src's width and channels.
 void horizontal_rows(const ImageView& src, int row0, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride,
                      int out_w, int out_channels, const AxisWeights& kn, const HPlan& plan);
-// Output rows [y0, y1) of the vertical kernel into out rows [0, y1 - y0). `shift` is subtracted
-// from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
+// Output rows [y0, y1) of vertical kernel `kernel` into out rows [0, y1 - y0). `shift` is
+// subtracted from Pillow's bounds (the horizontal pass may have produced only rows [shift, ...)).
 void vertical_rows(const ImageView& src, int shift, int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride, int out_w,
-                   const AxisWeights& kn);
+                   const AxisWeights& kn, const KernelRow<VerticalRowFn>& kernel);
 
 }  // namespace smg

@@ -9,6 +9,7 @@
 #include "resample/nearest.hpp"
 #include "resample/passes.hpp"
 #include "resample/torch_weights.hpp"
+#include "resample/tuning.hpp"
 #include "scratch.hpp"
 
 namespace smg {
@@ -63,6 +64,7 @@ struct Resizer::Impl {
     bool conv = false;  // src is converted to RGB (3 channels) band by band before the kernels
     AxisWeights kh, kv;
     HPlan plan;  // of kh, when the horizontal pass runs
+    const KernelRow<VerticalRowFn>* vkernel = nullptr;  // for kv, when the vertical pass runs
     std::vector<int> xin, yin;
     // rows_end[y]: source rows [0, rows_end[y]) hold all that output rows [0, y] read (empty:
     // row for row). Indexed once, as run_producing asks per block row.
@@ -157,8 +159,11 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     if (rgb_out && C == 4 &&
         (m.mode == Impl::HorizontalOnly || m.mode == Impl::HorizontalFirst || m.mode == Impl::VerticalFirst))
         m.out_c = 3;
-    if (need_h) m.plan = make_hplan(m.kh, src.width, out_w, C, m.out_c);
-    if (need_v) m.index_rows_end();  // the vertical kernel's trimmed windows, both orders
+    if (need_h) m.plan = choose_hplan(m.kh, src.width, out_w, C, m.out_c);
+    if (need_v) {
+        m.vkernel = &choose_vertical(m.kv);
+        m.index_rows_end();  // the vertical kernel's trimmed windows, both orders
+    }  // the vertical kernel's trimmed windows, both orders
 }
 
 int Resizer::out_channels() const { return impl_->out_c; }
@@ -208,11 +213,11 @@ void Resizer::Impl::rows_converted(int y0, int y1, uint8_t* out, int64_t out_str
                 const ImageView v = converted(first, last, band);
                 uint8_t* dst = out + int64_t(a - y0) * out_stride;
                 if (mode == VerticalOnly) {
-                    vertical_rows(v, first, a, b, dst, out_stride, out_w, kv);
+                    vertical_rows(v, first, a, b, dst, out_stride, out_w, kv, *vkernel);
                 } else {
                     const int64_t ts = conv_stride();
                     uint8_t* tmp = inter.get(size_t(ts) * (b - a) + 64);
-                    vertical_rows(v, first, a, b, tmp, ts, src.width, kv);
+                    vertical_rows(v, first, a, b, tmp, ts, src.width, kv, *vkernel);
                     horizontal_rows(ImageView{tmp, src.width, b - a, 3, ts}, 0, 0, b - a, dst, out_stride, out_w, out_c,
                                     kh, hplan());
                 }
@@ -236,7 +241,7 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* c
                             size_t(m.out_w) * m.src.channels);
             break;
         case Impl::Nearest: nearest_rows(m.src, m.xin, m.yin, y0, y1, out, out_stride); break;
-        case Impl::VerticalOnly: vertical_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.kv); break;
+        case Impl::VerticalOnly: vertical_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.kv, *m.vkernel); break;
         case Impl::HorizontalOnly:
             horizontal_rows(m.src, 0, y0, y1, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
             break;
@@ -279,14 +284,14 @@ void Resizer::rows(int y0, int y1, uint8_t* out, int64_t out_stride, RowCarry* c
             m.hpass(first, kept0, tmp, stride, band);
             m.hpass(kept1, last, tmp + (kept1 - first) * stride, stride, band);
             const ImageView t{tmp, m.out_w, last - first, m.out_c, stride};
-            vertical_rows(t, first, y0, y1, out, out_stride, m.out_w, m.kv);
+            vertical_rows(t, first, y0, y1, out, out_stride, m.out_w, m.kv, *m.vkernel);
             break;
         }
         case Impl::VerticalFirst: {
             const int C = m.src.channels;
             const int64_t stride = int64_t(m.src.width) * C;
             ScratchBuffer tmp(size_t(stride) * (y1 - y0) + 64);
-            vertical_rows(m.src, 0, y0, y1, tmp.as<uint8_t>(), stride, m.src.width, m.kv);
+            vertical_rows(m.src, 0, y0, y1, tmp.as<uint8_t>(), stride, m.src.width, m.kv, *m.vkernel);
             const ImageView t{tmp.as<uint8_t>(), m.src.width, y1 - y0, C, stride};
             horizontal_rows(t, 0, 0, y1 - y0, out, out_stride, m.out_w, m.out_c, m.kh, m.hplan());
             break;

@@ -45,7 +45,8 @@ CAPS = CAPS_BY_ARCH.get(ARCH, ["baseline"])
 # ladder that admits it, and the host flags it needs.
 KERNELS = {
     "resample.vertical": [("scalar", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
-                          ("sse2", "x86", "baseline", ()), ("avx2", "x86", "avx2", ("avx2",)),
+                          ("sse2", "x86", "baseline", ()), ("avx2-madd", "x86", "avx2", ("avx2",)),
+                          ("avx2", "x86", "avx2", ("avx2",)),
                           ("avx512", "x86", "avx512-novnni", ("avx512",))],
     "resample.horizontal": [("scalar", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
                             ("sse2", "x86", "baseline", ()), ("avx2", "x86", "avx2", ("avx2",)),

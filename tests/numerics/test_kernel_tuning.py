@@ -83,16 +83,20 @@ def test_outputs_identical_with_tuning_on_and_off(tmp_path):
             assert kernel == fixed
 
 
-def check_choices(info: dict) -> None:
-    """Each tuning record chose an allowed kernel: the fastest it timed, or the first near a tie."""
-    may_run = allowed(info["isa_cap"], host_flags())["patchify"]
-    assert info["tuning"]["choices"]
-    for c in info["tuning"]["choices"]:
-        assert c["stage"] == "patchify"
+def check_choices(info: dict, stages: tuple[str, ...] = ("patchify",)) -> None:
+    """Each tuning record chose an allowed kernel: the fastest it timed, or the first near a tie.
+
+    Records of every stage in stages are checked; at least one of them must exist."""
+    may_run = allowed(info["isa_cap"], host_flags())
+    choices = [c for c in info["tuning"]["choices"] if c["stage"] in stages]
+    assert choices
+    for c in choices:
         timed = c["median_us"]
-        labels = c["key"].split(": ", 1)[1].split()
-        assert len(timed) == len(labels) >= 2, c  # one timing per candidate the key names
-        assert set(timed) <= set(may_run), (c, may_run)
+        if c["stage"] == "patchify":
+            labels = c["key"].split(": ", 1)[1].split()
+            assert len(timed) == len(labels), c  # one timing per candidate the key names
+        assert len(timed) >= 2, c
+        assert set(timed) <= set(may_run[c["stage"]]), (c, may_run)
         assert c["kernel"] in timed
         assert all(t > 0 for t in timed.values()), c
         # The fastest, unless the first candidate (the fixed order's) is within 10% of it.
@@ -103,6 +107,24 @@ def check_choices(info: dict) -> None:
 
 def test_choice_is_an_allowed_kernel_and_the_fastest_timed(tmp_path):
     check_choices(outputs(tmp_path, None)[1]["info"])
+
+
+def test_resample_choice_is_an_allowed_kernel_and_the_fastest_timed(tmp_path):
+    """The resample passes' records: the fastest allowed row that takes the resize.
+
+    Timed on the first use of each class (weight form, taps to a power of two, and the channels
+    horizontally);
+    the portable row is no candidate where a SIMD one is allowed."""
+    info = outputs(tmp_path, None)[1]["info"]
+    simd = [k for k in allowed(info["isa_cap"], host_flags())["resample.vertical"] if k != "scalar"]
+    if len(simd) < 2:
+        assert not [c for c in info["tuning"]["choices"] if c["stage"] != "patchify"]
+        return
+    check_choices(info, ("resample.vertical", "resample.horizontal"))
+    for c in info["tuning"]["choices"]:
+        if c["stage"].startswith("resample."):
+            assert "scalar" not in c["median_us"], c
+            assert c["key"].split()[-1] in {f"taps<={2 ** i}" for i in range(16)}, c
 
 
 def test_pipeline_reports_the_tuned_choice(tmp_path):
@@ -151,8 +173,9 @@ def test_many_threads_first_using_a_class_time_it_once():
                          text=True, check=True)
     report = json.loads(run.stdout)
     assert report["same"]
-    keys = [c["key"] for c in report["info"]["tuning"]["choices"]]
-    assert len(keys) == len(set(keys))  # each class timed once
+    classes = [(c["stage"], c["key"]) for c in report["info"]["tuning"]["choices"]]
+    assert len(classes) == len(set(classes))  # each class timed once
+    keys = [key for stage, key in classes if stage == "patchify"]
     if len(allowed(report["info"]["isa_cap"], host_flags())["patchify"]) >= 2:
         assert sorted(k.split()[0] for k in keys) == ["bfloat16", "float32"]
         check_choices(report["info"])
@@ -179,9 +202,9 @@ def test_env_var_keeps_the_fixed_order():
     for tune, env in ((None, None), ("1", "1"), ("yes", "yes")):
         on = tuning_in(tune)
         assert (on["enabled"], on["env"]) == (True, env)
-        # Pipeline.kernel tuned its class (where two kernels may run it).
-        assert len(on["choices"]) == (len(allowed(smg_fast.kernel_info()["isa_cap"],
-                                                  host_flags())["patchify"]) >= 2)
+        # Pipeline.kernel tuned its class (where two kernels may run it); nothing was resized.
+        assert [c["stage"] for c in on["choices"]] == ["patchify"] * (
+            len(allowed(smg_fast.kernel_info()["isa_cap"], host_flags())["patchify"]) >= 2)
 
 
 # A thread keeps first-using new classes (pipelines of every patch side, merge and dtype, run with
@@ -236,3 +259,58 @@ def test_fork_while_another_thread_tunes():
     assert forks > 0
     assert stuck == 0, (f"{stuck} of {forks} forked children waited forever (on a lock or "
                         f"one-time state a thread of the parent was changing)")
+
+
+# Resizes of random images through the native resampler: 1-4 channels, Pillow's and torch's
+# weights, up and down in each axis (both pass orders), written to argv[1] (an .npz); prints
+# kernel_info()'s tuning as JSON.
+RESIZES = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from smg_fast import _native
+    rng = np.random.default_rng(11)
+    F = _native.Filter
+    outs = {}
+    sizes = [((640, 480), (1288, 952)), ((1920, 1080), (644, 364)), ((517, 301), (300, 520)),
+             ((333, 1000), (331, 97)), ((64, 48), (28, 28))]
+    for c in (1, 2, 3, 4):
+        for (w, h), (ow, oh) in sizes:
+            img = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+            for rs in (_native.Resampler.PILLOW, _native.Resampler.TORCH):
+                for f in (F.BICUBIC, F.BILINEAR, F.LANCZOS):
+                    for order in (_native.PassOrder.PILLOW13, _native.PassOrder.HORIZONTAL_FIRST):
+                        out = _native.resize(img, ow, oh, f, order, rs)
+                        outs[f"{c} {w}x{h} {ow}x{oh} {rs} {f} {order}"] = out
+    np.savez(sys.argv[1], **outs)
+    print(json.dumps(_native.kernel_info()["tuning"]))
+""")
+
+
+@pytest.mark.parametrize("cap", [None, "avx2"])
+def test_resizes_identical_with_tuning_on_and_off(tmp_path, cap):
+    """Every tuned resample choice computes the fixed order's bytes (and the cap bounds it)."""
+    got = {}
+    for tune in ("1", "0"):
+        env = child_env()
+        env["SMG_FAST_TUNE"] = tune
+        if cap:
+            env["SMG_FAST_ISA"] = cap
+        path = tmp_path / f"resize-{tune}.npz"
+        run = subprocess.run([sys.executable, "-c", RESIZES, str(path)], env=env,
+                             capture_output=True, text=True, check=True)
+        with np.load(path) as z:
+            got[tune] = ({k: z[k] for k in z.files}, json.loads(run.stdout))
+    (on, on_tuning), (off, off_tuning) = got["1"], got["0"]
+    assert on.keys() == off.keys() and len(on) == 4 * 5 * 2 * 3 * 2
+    for case in on:
+        assert np.array_equal(on[case], off[case]), case
+    assert off_tuning["choices"] == []
+    isa = cap or smg_fast.kernel_info()["isa_cap"]
+    stages = {c["stage"] for c in on_tuning["choices"]}
+    may = allowed(isa, host_flags())
+    if len([k for k in may["resample.vertical"] if k != "scalar"]) >= 2:
+        assert stages == {"resample.vertical", "resample.horizontal"}
+        check_choices({"isa_cap": isa, "tuning": on_tuning},
+                      ("resample.vertical", "resample.horizontal"))
+    else:
+        assert not stages
