@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import time
+
+from side_by_side import run_rounds
 
 CASES = [("qwen2_vl", {}), ("qwen3_vl", {}), ("kimi_k25", {}), ("glm4v", {}),
          ("qwen2_vl", {"backend": "torchvision"})]
@@ -100,26 +99,17 @@ def main() -> None:
         res = measure(args.runs, args.wall)
         print(json.dumps(res) if args.json else table({"this": res}))
         return
-    # name -> (PYTHONPATH, SMG_FAST_TUNE or None for unset)
-    builds: dict[str, tuple[str, str | None]]
+    # name -> environment changes (SMG_FAST_TUNE None: unset)
+    variants: dict[str, dict[str, str | None]]
     if args.tune:
-        here = os.environ.get("PYTHONPATH", "")
-        builds = {"tuned": (here, None), "fixed": (here, "0")}
+        variants = {"tuned": {"SMG_FAST_TUNE": None}, "fixed": {"SMG_FAST_TUNE": "0"}}
     else:
-        builds = {name: (path, os.environ.get("SMG_FAST_TUNE"))
-                  for name, path in (item.split("=", 1) for item in args.compare)}
-    merged: dict[str, dict] = {name: {} for name in builds}
-    for _ in range(args.rounds):
-        for name, (path, tune) in builds.items():
-            cmd = [sys.executable, __file__, "--json", "--runs", str(args.runs)]
-            if args.wall:
-                cmd.append("--wall")
-            env = {k: v for k, v in os.environ.items() if k != "SMG_FAST_TUNE"}
-            env["PYTHONPATH"] = path
-            if tune is not None:
-                env["SMG_FAST_TUNE"] = tune
-            run = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
-                                            text=True).stdout)
+        variants = {name: {"PYTHONPATH": path}
+                    for name, path in (item.split("=", 1) for item in args.compare)}
+    cmd = ["--json", "--runs", str(args.runs)] + (["--wall"] if args.wall else [])
+    merged: dict[str, dict] = {name: {} for name in variants}
+    for name, runs in run_rounds(__file__, cmd, variants, args.rounds).items():
+        for run in runs:
             for case, r in run.items():
                 m = merged[name].setdefault(case, {**r, "call": [], "stage": [], "copy": []})
                 for k in ("call", "stage", "copy"):
