@@ -55,8 +55,7 @@ void horizontal_rows_sse2(const HorizontalPlan& plan, const AxisWeights& kn, con
 void vertical_row_avx2(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
 // The same sums with Pillow's weights split into 16-bit halves (two vpmaddwd per row pair) instead of
 // int32 multiplies: faster where vpmulld is slow. Timed against vertical_row_avx2 (tune.hpp).
-void vertical_row_avx2_madd(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out,
-                            int len);
+void vertical_row_avx2_madd(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);
 std::unique_ptr<HorizontalPlan> horizontal_plan_avx2(const AxisWeights& kn, int in_w, int out_w, int C, int CO);
 void horizontal_rows_avx2(const HorizontalPlan& plan, const AxisWeights& kn, const ImageView& src, int row0, int64_t y0,
                           int64_t y1, uint8_t* out, int64_t out_stride, int out_w, int CO);

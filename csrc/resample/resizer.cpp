@@ -63,7 +63,7 @@ struct Resizer::Impl {
     PixelFormat fmt = PixelFormat::RGB;
     bool conv = false;  // src is converted to RGB (3 channels) band by band before the kernels
     AxisWeights kh, kv;
-    HPlan plan;  // of kh, when the horizontal pass runs
+    HPlan plan;                                         // of kh, when the horizontal pass runs
     const KernelRow<VerticalRowFn>* vkernel = nullptr;  // for kv, when the vertical pass runs
     std::vector<int> xin, yin;
     // rows_end[y]: source rows [0, rows_end[y]) hold all that output rows [0, y] read (empty:
@@ -163,7 +163,7 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     if (need_v) {
         m.vkernel = &choose_vertical(m.kv);
         m.index_rows_end();  // the vertical kernel's trimmed windows, both orders
-    }  // the vertical kernel's trimmed windows, both orders
+    }
 }
 
 int Resizer::out_channels() const { return impl_->out_c; }

@@ -14,11 +14,11 @@ namespace smg {
 
 namespace {
 
-constexpr int kVerticalJobBytes = 6144;  // bytes per row of the vertical job (2048 RGB pixels)
-constexpr int kVerticalJobRows = 32;     // output rows of the vertical job, at most
-constexpr int kVerticalJobSpan = 64;     // source rows the vertical job's windows span, at most
+constexpr int kVerticalJobBytes = 6144;          // bytes per row of the vertical job (2048 RGB pixels)
+constexpr int kVerticalJobRows = 32;             // output rows of the vertical job, at most
+constexpr int kVerticalJobSpan = 64;             // source rows the vertical job's windows span, at most
 constexpr int64_t kHorizontalJobBytes = 131072;  // source bytes of the horizontal job, about
-constexpr int kSlack = 64;                      // bytes past each job row (kernels may read past a row)
+constexpr int kSlack = 64;                       // bytes past each job row (kernels may read past a row)
 
 // Random bytes (a fixed sequence: the job is the same in every process).
 std::vector<uint8_t> noise(size_t n) {
@@ -59,8 +59,7 @@ const KernelRow<VerticalRowFn>& choose_vertical(const AxisWeights& kv) {
     if (!tuning_enabled() || kv.pil_min.empty()) return fixed;
     const std::vector<const KernelRow<VerticalRowFn>*> rows = candidates(kVerticalKernels);
     if (rows.size() < 2) return fixed;
-    const std::string key =
-        weight_form(row_int16_shift(&kv.weights[0], kv.taps)) + " " + taps_class(kv.taps);
+    const std::string key = weight_form(row_int16_shift(&kv.weights[0], kv.taps)) + " " + taps_class(kv.taps);
     std::vector<std::string> names;
     for (const auto* r : rows) names.emplace_back(r->name);
     // The job: kv's first output rows (up to kVerticalJobRows, their windows within
