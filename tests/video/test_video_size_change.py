@@ -179,3 +179,56 @@ def test_the_cap_passes_every_codec_at_awkward_sizes(codec, width, height):
     with av.open(io.BytesIO(data)) as c:
         every = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
     assert len(got) == 3 and all(np.array_equal(a, b) for a, b in zip(got, every, strict=True))
+
+
+# One H.264 stream whose pixel format widens (4:2:0 -> 4:4:4, twice the bytes per frame) or
+# narrows mid-stream at one size; the header declares the first segment's.
+WIDENING = resized_clip("h264", ((96, 64, 6), (96, 64, 6, "yuv444p")))
+NARROWING = resized_clip("h264", ((96, 64, 6, "yuv444p"), (96, 64, 6)))
+
+
+def test_the_spliced_clip_changes_pixel_format_where_the_header_does_not_say():
+    with av.open(io.BytesIO(WIDENING)) as c:
+        assert c.streams.video[0].codec_context.format.name == "yuv420p"
+        formats = [f.format.name for f in c.decode(video=0)]
+    assert formats == ["yuv420p"] * 6 + ["yuv444p"] * 6
+
+
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+def test_a_wider_pixel_format_is_refused_where_decode_memory_was_planned(threads, skip):
+    """The server's decode: each held frame may take no more bytes than the header's format."""
+    header = open_video(0, WIDENING)
+    try:
+        with pytest.raises(InvalidVideoError, match=r"frame 6 is 96x64 in yuv444p, 18432 bytes, "
+                                                    r"more than the 9216 .* pixel format changes"):
+            list(iter_frames(header, [0, 6, 11], threads, skip))
+    finally:
+        header.close()
+
+
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+def test_the_library_loader_follows_a_pixel_format_change(tmp_path, threads, skip):
+    """load_video converts every sampled frame, whatever its format, as transformers' does."""
+    ref, _ = _reference(tmp_path, WIDENING, [0, 6, 11])
+    got, _ = load_video(WIDENING, indices=[0, 6, 11], threads=threads, skip=skip)
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize(("threads", "skip"), PATHS)
+def test_a_narrower_pixel_format_is_decoded_through(tmp_path, threads, skip):
+    ref, _ = _reference(tmp_path, NARROWING, [0, 6, 11])
+    header = open_video(0, NARROWING)
+    try:
+        got = np.stack([rgb for _, rgb in iter_frames(header, [0, 6, 11], threads, skip)])
+    finally:
+        header.close()
+    assert np.array_equal(got, ref)
+
+
+def test_the_served_processor_refuses_a_wider_pixel_format(tmp_path):
+    from smg_fast.processors.loader import load_video_processor
+
+    ref, _ = _reference(tmp_path, WIDENING, [0, 11])  # transformers converts both formats
+    assert ref.shape == (2, 64, 96, 3)
+    with pytest.raises(InvalidVideoError, match="pixel format changes mid-stream"):
+        load_video_processor("qwen2_vl")(WIDENING, num_frames=2)

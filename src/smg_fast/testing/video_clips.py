@@ -154,20 +154,22 @@ _INBAND_HEADERS = {"h264": {"x264-params": "repeat-headers=1"},
                    "hevc": {"x265-params": "repeat-headers=1:log-level=none"}}
 
 
-def resized_clip(codec: str = "h264", sizes: tuple[tuple[int, int, int], ...] = (
+def resized_clip(codec: str = "h264", sizes: tuple[tuple[Any, ...], ...] = (
         (96, 64, 6), (128, 96, 6)), fps: int = 12) -> bytes:
-    """One video stream whose frame size changes where each segment starts.
+    """One video stream whose frame size (or pixel format) changes where each segment starts.
 
-    ``sizes``: (width, height, frames) per segment. Each segment is encoded on its own (its
-    first frame a keyframe carrying its size: H.264 / HEVC parameter sets repeated in-band, a
-    VP9 keyframe header) and their packets are muxed, one after another, into one stream of
-    the first segment's container and header: the header declares the first segment's size and
-    the sum of the frames, as an edited or spliced stream does (an SPS changing resolution
-    part-way)."""
+    ``sizes``: (width, height, frames) per segment, or (width, height, frames, pix_fmt) for a
+    pixel format other than yuv420p (H.264's High 4:4:4 profile for "yuv444p"). Each segment is
+    encoded on its own (its first frame a keyframe carrying its size: H.264 / HEVC parameter
+    sets repeated in-band, a VP9 keyframe header) and their packets are muxed, one after
+    another, into one stream of the first segment's container and header: the header declares
+    the first segment's size and the sum of the frames, as an edited or spliced stream does (an
+    SPS changing resolution part-way)."""
     import av
 
-    parts = [make_clip(codec, w, h, n, fps=fps, options=_INBAND_HEADERS.get(codec))
-             for w, h, n in sizes]
+    parts = [make_clip(codec, w, h, n, fps=fps, pix_fmt=rest[0] if rest else "yuv420p",
+                       options=_INBAND_HEADERS.get(codec))
+             for w, h, n, *rest in sizes]
     _, fmt = ENCODERS[codec]
     buf = io.BytesIO()
     srcs = [av.open(io.BytesIO(part)) for part in parts]

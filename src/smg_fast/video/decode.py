@@ -29,6 +29,7 @@ from .container import (
     set_threads,
 )
 from .convert import FrameConverter, check_decoder
+from .decode_memory import format_bytes
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
 from .stream_scan import decoder_metadata, frame_size, stream_rotation
@@ -41,7 +42,9 @@ class SizeCheck:
     them: one size or a ValueError), read from the first of them to be decoded (parallel runs
     may decode a later one first); otherwise (the server, whose
     output and decode budget are planned from the header) a sampled frame must have the header's
-    size and no decoded frame may have more pixels. Runs as each frame leaves the decoder, so
+    size, no decoded frame may have more pixels, and none may take more bytes than a frame of the
+    header's pixel format (a stream whose pixel format widens mid-stream, 4:2:0 to 4:4:4 or 8 to
+    10 bits, would hold more than was planned). Runs as each frame leaves the decoder, so
     nothing is kept or converted at a size that was not planned."""
 
     def __init__(self, header: VideoHeader, follow: bool = False) -> None:
@@ -49,6 +52,9 @@ class SizeCheck:
         self.follow = follow
         self.size: tuple[int, int] | None = None if follow else (header.width, header.height)
         self._lock = threading.Lock()  # the parallel decode's runs check on threads of their own
+        fmt = getattr(getattr(header.stream, "codec_context", None), "format", None)
+        self._format = getattr(fmt, "name", None)  # the header's pixel format: planned as is
+        self._bytes = format_bytes(fmt, header.width, header.height)
 
     def __call__(self, i: int, frame: Any, wanted: bool) -> None:
         h = self.header
@@ -69,6 +75,14 @@ class SizeCheck:
         elif not self.follow and size[0] * size[1] > h.width * h.height:
             self._refuse(i, size, f"larger than the {h.width}x{h.height} the stream declares, "
                                   "which its decode memory was planned for")
+        if not self.follow and frame.format.name != self._format:
+            got = format_bytes(frame.format, *size)
+            if got > self._bytes:
+                raise InvalidVideoError(
+                    h.index, f"frame {i} is {size[0]}x{size[1]} in {frame.format.name}, {got} "
+                             f"bytes, more than the {self._bytes} of a {h.width}x{h.height} "
+                             f"{self._format} frame that its decode memory was planned for (the "
+                             "pixel format changes mid-stream)")
 
     def _refuse(self, i: int, size: tuple[int, int], why: str) -> None:
         raise InvalidVideoError(self.header.index, f"frame {i} is {size[0]}x{size[1]}, {why} "

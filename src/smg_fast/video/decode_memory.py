@@ -26,7 +26,12 @@ RGB_BYTES = 3
 
 def frame_bytes(stream: Any, width: int, height: int) -> int:
     """Bytes of one decoded frame in the stream's pixel format (every plane)."""
-    fmt = getattr(getattr(stream, "codec_context", None), "format", None)
+    return format_bytes(getattr(getattr(stream, "codec_context", None), "format", None), width,
+                        height)
+
+
+def format_bytes(fmt: Any, width: int, height: int) -> int:
+    """Bytes of a width x height frame in PyAV video format fmt (None: the widest planned)."""
     try:
         components = fmt.components if fmt is not None else ()
     except Exception:  # noqa: BLE001 - an odd PyAV object: plan the widest format
