@@ -14,9 +14,13 @@ PYBIND11_MODULE(_native, m) {
         "smg-fast native core: Pillow-exact resampling, fused normalize + patchify, pooled buffers,\n"
         "the RDMA slot arena. Plain C++ below this module; see _native.pyi for the types.";
     m.attr("__version__") = SMG_FAST_VERSION;
-    smg::tune_init();  // one-time state made before any fork (tune.hpp, parallel.hpp)
+    // One-time state made before any fork. Order matters: fork() runs the prepare handlers in the
+    // reverse order of their installation, so the tuning lock, installed last, is taken first.
+    // A class being timed takes the scratch registry and pool locks under it; fork() taking those
+    // first and then waiting for the tuning lock would wait forever (tune.hpp).
     smg::install_pool_fork_handlers();
     smg::install_scratch_fork_handlers();
+    smg::tune_init();
     using namespace smg::bind;
     bind_enums(m);
     bind_pipeline(m);

@@ -1,6 +1,7 @@
 // The resampler alone (resize, the rows a band reads) and the pixel-format conversion alone.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,12 @@ py::array resize_rgb_py(const py::array& src, int out_w, int out_h, Filter filte
     const ImageView in = image_view(src, "resize_rgb");
     const PixelFormat f = checked_format(py::cast(fmt), in, "resize_rgb");
     check_resize(out_w, out_h, filter, order, rs);
-    const Resizer resizer(in, out_w, out_h, filter, order, rs, /*rgb_out=*/true, f);
+    std::optional<Resizer> made;
+    {
+        py::gil_scoped_release release;  // the Resizer may time kernels (tune.hpp)
+        made.emplace(in, out_w, out_h, filter, order, rs, /*rgb_out=*/true, f);
+    }
+    const Resizer& resizer = *made;
     const int C = resizer.out_channels();
     py::array_t<uint8_t> out({int64_t(out_h), int64_t(out_w), int64_t(C)});
     uint8_t* o = out.mutable_data();
@@ -179,7 +185,9 @@ void bind_resize(py::module_& m) {
         "resize_rows_read",
         [](const py::array& src, int out_w, int out_h, Filter f, PassOrder o, Resampler rs, int y1) {
             check_resize(out_w, out_h, f, o, rs);
-            return Resizer(image_view(src, "resize_rows_read"), out_w, out_h, f, o, rs).source_rows_end(y1);
+            const ImageView in = image_view(src, "resize_rows_read");
+            py::gil_scoped_release release;  // the Resizer may time kernels (tune.hpp)
+            return Resizer(in, out_w, out_h, f, o, rs).source_rows_end(y1);
         },
         py::arg("src"), py::arg("out_w"), py::arg("out_h"), py::arg("filter"), py::arg("pass_order"),
         py::arg("resampler"), py::arg("y1"),

@@ -20,7 +20,7 @@ std::atomic<int> g_work_in_flight{0};  // WorkScope's count
 
 class Pool;
 // The pool, made at first use and never destroyed (workers may outlive static teardown). Its
-// making holds g_pool_mu, which fork() takes first (install_pool_fork_handlers): a child never
+// making holds g_pool_mu, which fork() takes (install_pool_fork_handlers): a child never
 // inherits a pool half made by a thread it lacks.
 std::mutex g_pool_mu;
 std::atomic<Pool*> g_pool{nullptr};

@@ -183,7 +183,7 @@ LocalPool& local() {
 }  // namespace
 
 void install_scratch_fork_handlers() {
-    // fork() takes the registry lock first, so no thread is registering, unregistering or giving
+    // fork() takes the registry lock, so no thread is registering, unregistering or giving
     // a block to another thread's pool (the only ways a pool's lock is held by a thread other
     // than its owner). The child keeps the forking thread's pool and drops the others: their
     // threads do not exist there (a block they took is freed when given back), and their locks

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -16,21 +17,45 @@ constexpr int kRounds = 5;       // timed rounds per candidate (after one warm-u
 constexpr double kMargin = 1.1;  // how much faster than the first candidate another must be
 
 struct TuneTable {
-    std::mutex mu;
+    std::mutex timing;  // held while a class is timed: one at a time, none timed against another
+    std::mutex mu;      // the index and the records (held briefly: lookups never wait for a timing)
     std::map<std::pair<int, std::string>, size_t> index;  // (stage, key) -> records position
     std::vector<TuneRecord> records;
 };
 
 TuneTable& table() {
-    // Never destroyed: kernels may run during exit. fork() waits for a class being timed (the
-    // lock is held across it, so a forked child never inherits the lock held by a thread it lacks,
-    // nor the table half-written) and both sides release it after.
+    // Never destroyed: kernels may run during exit. fork() waits for a class being timed and takes
+    // the table (timing, then mu, as tune_once does), so a forked child never inherits a lock held
+    // by a thread it lacks, nor the table half-written; both sides release them after.
     static TuneTable* t = [] {
         auto* tt = new TuneTable;
-        pthread_atfork([] { table().mu.lock(); }, [] { table().mu.unlock(); }, [] { table().mu.unlock(); });
+        pthread_atfork(
+            [] {
+                table().timing.lock();
+                table().mu.lock();
+            },
+            [] {
+                table().mu.unlock();
+                table().timing.unlock();
+            },
+            [] {
+                table().mu.unlock();
+                table().timing.unlock();
+            });
         return tt;
     }();
     return *t;
+}
+
+// The position of names' choice for (stage, key) in names (0 if that is not among them), or -1
+// when the class has not been timed. Takes t.mu.
+int64_t chosen_at(TuneTable& t, Stage stage, const std::string& key, const std::vector<std::string>& names) {
+    const std::lock_guard<std::mutex> lock(t.mu);
+    const auto found = t.index.find({int(stage), key});
+    if (found == t.index.end()) return -1;
+    const std::string& chosen = t.records[found->second].chosen;
+    const size_t at = size_t(std::find(names.begin(), names.end(), chosen) - names.begin());
+    return at < names.size() ? int64_t(at) : 0;
 }
 
 double median(std::vector<double> v) {
@@ -64,15 +89,11 @@ void tune_init() {
 size_t tune_once(Stage stage, const std::string& key, const std::vector<std::string>& names,
                  const std::function<void()>& reset, const std::function<void(size_t)>& run) {
     TuneTable& t = table();
+    if (const int64_t at = chosen_at(t, stage, key, names); at >= 0) return size_t(at);
     // Held while timing: a second first user of the key waits for the answer rather than timing
     // again (and a first user of another key does not time against this one).
-    const std::lock_guard<std::mutex> lock(t.mu);
-    const auto found = t.index.find({int(stage), key});
-    if (found != t.index.end()) {
-        const TuneRecord& r = t.records[found->second];
-        const size_t at = size_t(std::find(names.begin(), names.end(), r.chosen) - names.begin());
-        return at < names.size() ? at : 0;
-    }
+    const std::lock_guard<std::mutex> timing(t.timing);
+    if (const int64_t at = chosen_at(t, stage, key, names); at >= 0) return size_t(at);
     const size_t n = names.size();
     for (size_t i = 0; i < n; ++i) {  // warm-up: code and tables in cache, pages touched
         reset();
@@ -97,6 +118,7 @@ size_t tune_once(Stage stage, const std::string& key, const std::vector<std::str
     // kMargin: near ties go whichever way the noise does, process to process.
     if (r.median_us[best].second * kMargin >= r.median_us[0].second) best = 0;
     r.chosen = names[best];
+    const std::lock_guard<std::mutex> lock(t.mu);
     // The record first: if either insertion throws, no index entry names a missing record.
     t.records.push_back(std::move(r));
     try {

@@ -21,7 +21,8 @@ const char* tune_env();
 bool tuning_enabled();
 // Makes the tuning table (registering its fork() handlers) and reads SMG_FAST_TUNE: called at
 // module import, so that no fork can overlap their one-time making (a child would wait forever
-// on it).
+// on it), and after every other fork() handler is installed: fork() must take the tuning lock
+// before any lock a timed job may take (the scratch registry's, the pool's), as the job does.
 void tune_init();
 
 // One input class's choice and the timings it came from.

@@ -298,7 +298,7 @@ __attribute__((target("avx2"))) int vertical_steps_int16(const uint8_t* first, i
 // past 128 taps or a weight that does not split).
 __attribute__((target("avx2"))) int vertical_steps_split(const uint8_t* first, int64_t stride, const int32_t* k,
                                                          int taps, uint8_t* out, int len) {
-    constexpr int kMaxPairs = 64;
+    constexpr int kMaxPairs = kVerticalMaddMaxTaps / 2;
     const int pairs = (taps + 1) / 2;
     if (pairs > kMaxPairs) return 0;
     __m256i wlo[kMaxPairs], whi[kMaxPairs];

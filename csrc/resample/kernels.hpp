@@ -44,6 +44,10 @@ std::unique_ptr<HorizontalPlan> horizontal_plan_scalar(const AxisWeights& kn, in
 void horizontal_rows_scalar(const HorizontalPlan& plan, const AxisWeights& kn, const ImageView& src, int row0,
                             int64_t y0, int64_t y1, uint8_t* out, int64_t out_stride, int out_w, int CO);
 
+// The longest window vertical_row_avx2_madd splits (as 2-row pairs); past it, and for torch's int16
+// weights, it runs vertical_row_avx2's code (so the tuner does not time it there).
+constexpr int kVerticalMaddMaxTaps = 128;
+
 #if SMG_X86
 // resample/sse2.cpp: SSE2, part of x86-64 itself.
 void vertical_row_sse2(const uint8_t* first, int64_t stride, const int32_t* k, int taps, uint8_t* out, int len);

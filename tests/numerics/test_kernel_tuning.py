@@ -231,20 +231,25 @@ FORK = textwrap.dedent("""
         kind = {_native.DType.FLOAT32: np.float32, _native.DType.FLOAT16: np.float16}
         dst = np.empty(p.output_elems(side, side, merge, merge), kind.get(dtype, np.uint16))
         p.run(img, side, side, merge, merge, dst)
-    done = threading.Event()
+    done, stop = threading.Event(), threading.Event()
     def tuner():
         for dtype in (_native.DType.FLOAT32, _native.DType.BFLOAT16, _native.DType.FLOAT16):
             for merge in (1, 2):
                 for patch in range(2, 65):
+                    if stop.is_set():
+                        return
                     first_use(patch, merge, dtype)
         done.set()
-    threading.Thread(target=tuner, daemon=True).start()
+    thread = threading.Thread(target=tuner)
+    thread.start()
     def in_child():
         _native.kernel_info()
         first_use(13, 3, _native.DType.FLOAT32)
     # Each child gets 400 polls 25 ms apart (~10 s) to exit, else it counts as stuck.
     forks, stuck = fork_and_watch(in_child, lambda: not done.is_set(), max_forks=40, polls=400,
                                   poll_s=0.025)
+    stop.set()
+    thread.join()  # not torn down by the interpreter's exit in the middle of native code
     print(forks, stuck)
 """)
 
@@ -259,6 +264,85 @@ def test_fork_while_another_thread_tunes():
     assert forks > 0
     assert stuck == 0, (f"{stuck} of {forks} forked children waited forever (on a lock or "
                         f"one-time state a thread of the parent was changing)")
+
+
+# A fresh thread per resize first-uses a horizontal class (its first scratch buffer taken while
+# the class is timed) while the main thread forks over and over; prints the forks and choices.
+FORK_PARENT = textwrap.dedent("""
+    import os, threading
+    import numpy as np
+    from smg_fast import _native
+    F = _native.Filter
+    rng = np.random.default_rng(0)
+    filters = (F.BICUBIC, F.LANCZOS, F.BILINEAR, F.BOX, F.HAMMING)
+    cases = [(c, 400_000 // c, f, d) for c in (1, 3, 4) for f in filters for d in (3, 17, 70, 300)]
+    done = threading.Event()
+    def first_uses():
+        for c, w, f, d in cases:
+            img = rng.integers(0, 256, (1, w, c) if c > 1 else (1, w), np.uint8)
+            t = threading.Thread(target=_native.resize,
+                                 args=(img, w // d, 1, f, _native.PassOrder.PILLOW13,
+                                       _native.Resampler.PILLOW))
+            t.start()
+            t.join()
+        done.set()
+    threading.Thread(target=first_uses).start()
+    forks = 0
+    while not done.is_set():
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        forks += 1
+    print(forks, len(_native.kernel_info()["tuning"]["choices"]))
+""")
+
+
+def test_fork_while_a_new_thread_times_a_class():
+    """fork() in one thread while another times a class whose job takes its first scratch buffer.
+
+    fork() must take the tuning lock before the scratch registry's, as the timing thread does;
+    the other order left both threads waiting on each other (3 runs in 3 hung)."""
+    env = child_env()
+    env["SMG_FAST_TUNE"] = "1"
+    run = subprocess.run([sys.executable, "-c", FORK_PARENT], env=env, capture_output=True,
+                         text=True, check=True, timeout=300)
+    forks, choices = map(int, run.stdout.split())
+    assert forks > 0
+    may = allowed(smg_fast.kernel_info()["isa_cap"], host_flags())
+    if len([k for k in may["resample.horizontal"] if k != "scalar"]) >= 2:
+        assert choices > 0  # classes were timed while the forks went on
+
+
+# Resizes whose first window (vertically) or rows (horizontally) are too long to time in a few
+# milliseconds; prints kernel_info()'s tuning as JSON and whether each equals Pillow's.
+TOO_BIG = textwrap.dedent("""
+    import json
+    import numpy as np
+    from PIL import Image
+    import smg_fast
+    rng = np.random.default_rng(3)
+    tall = rng.integers(0, 256, (100_000, 1), np.uint8)  # one 200,000-tap window
+    wide = rng.integers(0, 256, (1, 200_000, 3), np.uint8)  # 600,000-byte rows
+    same = []
+    for img, size in ((tall, (1, 1)), (wide, (1000, 1)), (wide, (400_000, 1))):
+        got = smg_fast.resize(img, size, Image.Resampling.BICUBIC)
+        want = np.asarray(Image.fromarray(img).resize(size, Image.Resampling.BICUBIC))
+        same.append(np.array_equal(got, want))
+    print(json.dumps({"tuning": smg_fast.kernel_info()["tuning"], "same": same}))
+""")
+
+
+def test_resizes_too_big_to_time_take_the_fixed_order():
+    """No class is timed on a job that would take seconds or a huge buffer; the resize is exact."""
+    env = child_env()
+    env["SMG_FAST_TUNE"] = "1"
+    run = subprocess.run([sys.executable, "-c", TOO_BIG], env=env, capture_output=True,
+                         text=True, check=True, timeout=300)
+    out = json.loads(run.stdout)
+    assert out["same"] == [True, True, True]
+    assert out["tuning"]["enabled"]
+    assert not [c for c in out["tuning"]["choices"] if c["stage"].startswith("resample.")]
 
 
 # Resizes of random images through the native resampler: 1-4 channels, Pillow's and torch's
@@ -312,5 +396,10 @@ def test_resizes_identical_with_tuning_on_and_off(tmp_path, cap):
         assert stages == {"resample.vertical", "resample.horizontal"}
         check_choices({"isa_cap": isa, "tuning": on_tuning},
                       ("resample.vertical", "resample.horizontal"))
+        for c in on_tuning["choices"]:  # avx2-madd differs from avx2 only on Pillow's short windows
+            if c["stage"] == "resample.vertical":
+                form, taps = c["key"].split()
+                splits = form == "int32" and int(taps.split("<=")[1]) <= 128
+                assert ("avx2-madd" in c["median_us"]) == (splits and "avx2" in c["median_us"]), c
     else:
         assert not stages

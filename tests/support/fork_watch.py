@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -14,13 +15,18 @@ TESTS_DIR = str(Path(__file__).resolve().parents[1])
 
 def env_with_support(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of env with tests/ first on PYTHONPATH (the rest kept after it, in order)."""
-    return {**env, "PYTHONPATH": os.pathsep.join([TESTS_DIR, env.get("PYTHONPATH", "")])}
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]  # "" would add the cwd
+    return {**env, "PYTHONPATH": os.pathsep.join([TESTS_DIR, *rest])}
 
 
 def exited(pid: int, polls: int, poll_s: float) -> bool:
-    """Whether child pid exits (and is reaped) within polls waitpid polls poll_s seconds apart."""
+    """Whether child pid exits (and is reaped) within polls waitpid polls poll_s seconds apart.
+
+    A child that exits with another status than 0 (its work raised) fails the caller."""
     for _ in range(polls):
-        if os.waitpid(pid, os.WNOHANG)[0]:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, f"forked child {pid} failed ({status})"
             return True
         time.sleep(poll_s)
     return False
@@ -33,10 +39,14 @@ def fork_and_watch(in_child: Callable[[], object], go_on: Callable[[], bool], ma
     while go_on() and forks < max_forks:
         pid = os.fork()
         if pid == 0:  # never back into the parent's code, even when in_child raises
+            code = 0
             try:
                 in_child()
+            except BaseException:  # noqa: BLE001 - reported by the exit status
+                traceback.print_exc()
+                code = 1
             finally:
-                os._exit(0)
+                os._exit(code)
         forks += 1
         if not exited(pid, polls, poll_s):  # a child waiting forever: count it, kill it, reap it
             stuck += 1

@@ -17,6 +17,7 @@ import pytest
 from smg_fast.errors import InvalidVideoError
 from smg_fast.testing.video_clips import codecs_available, resized_clip
 from smg_fast.video import iter_frames, load_video, open_video
+from smg_fast.video.decode_memory import format_bytes
 
 av = pytest.importorskip("av")
 MP4 = [c for c in ("h264", "hevc") if c in codecs_available()]
@@ -232,3 +233,18 @@ def test_the_served_processor_refuses_a_wider_pixel_format(tmp_path):
     assert ref.shape == (2, 64, 96, 3)
     with pytest.raises(InvalidVideoError, match="pixel format changes mid-stream"):
         load_video_processor("qwen2_vl")(WIDENING, num_frames=2)
+
+
+@pytest.mark.parametrize("name,size,want", [
+    # 4:2:0 at 8 bits: the luma plane and two chroma planes of half size rounded up
+    ("yuv420p", (1920, 1080), 1920 * 1080 + 2 * 960 * 540),
+    ("yuv420p", (97, 65), 97 * 65 + 2 * 49 * 33),
+    ("nv12", (97, 65), 97 * 65 + 2 * 49 * 33),
+    ("yuv444p10le", (98, 66), 3 * 98 * 66 * 2),
+    ("gray", (5, 3), 15),
+    ("rgba64le", (4, 4), 4 * 4 * 8),
+])
+def test_format_bytes_counts_the_size_asked_not_the_format_objects(name, size, want):
+    """A frame's bytes at the size given, whatever size the PyAV format object was made for."""
+    assert format_bytes(av.VideoFormat(name, 2, 2), *size) == want
+    assert format_bytes(None, *size) >= want  # a format the header does not name: the widest

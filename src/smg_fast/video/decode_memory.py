@@ -19,8 +19,9 @@ from ..imaging.decode_memory import DECODER_STATE_BYTES
 # Frames a decoder may keep for reference and reordering: H.264's and HEVC's largest decoded
 # picture buffer (VP9 and AV1 keep 8 references).
 REFERENCE_FRAMES = 16
-# Bytes per pixel of a frame whose pixel format the header does not name (4:4:4 at 16 bits).
-UNKNOWN_FORMAT_BYTES = 6
+# Bytes per pixel of a frame whose pixel format the header does not name: FFmpeg's widest integer
+# formats (four 16-bit components: rgba64, yuva444p16).
+UNKNOWN_FORMAT_BYTES = 8
 RGB_BYTES = 3
 
 
@@ -39,8 +40,10 @@ def format_bytes(fmt: Any, width: int, height: int) -> int:
     if not components:
         return width * height * UNKNOWN_FORMAT_BYTES
     depth = max(math.ceil(c.bits / 8) for c in components)
-    # Each component's samples, planar or interleaved (NV12's chroma plane holds two).
-    return sum(c.width * c.height for c in components) * depth
+    # Each component's samples at this size (the format object's own size may be another's),
+    # planar or interleaved (NV12's chroma plane holds two).
+    chroma = fmt.chroma_width(width) * fmt.chroma_height(height)
+    return sum(chroma if c.is_chroma else width * height for c in components) * depth
 
 
 def decoder_threads(threads: int | None) -> int:
