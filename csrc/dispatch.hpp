@@ -167,11 +167,12 @@ inline constexpr KernelRow<PatchifyKernel> kPatchifyKernels[] = {
 };
 
 // expand: the compact format's codes and table back to 2- or 4-byte values, one channel's
-// stretch at a time (expand/kernels.hpp). Every kernel takes every input.
+// stretch at a time (expand/kernels.hpp). Every kernel takes every input. No AVX2 row: its
+// vpgatherdd form (2-byte values: dword gathers masked and packed to words) was slower than the
+// scalar lookups on the hosts measured (docs/kernels.md).
 inline constexpr KernelRow<ExpandKernel> kExpandKernels[] = {
 #if SMG_X86
     {1, "avx512vbmi", Arch::X86, kX86Avx512, host_avx512vbmi, {true, expand16_avx512, expand32_avx512}},
-    {3, "avx2", Arch::X86, kX86Avx2, host_avx2, {false, expand16_avx2, expand32_avx2}},
 #elif defined(__aarch64__)
     {2, "neon", Arch::Arm64, kBaseline, always, {true, expand16_neon, expand32_neon}},
 #endif

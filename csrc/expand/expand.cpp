@@ -1,7 +1,6 @@
 #include "expand/expand.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "dispatch.hpp"
 #include "parallel.hpp"
@@ -12,10 +11,8 @@ namespace {
 
 constexpr int64_t kGrain = int64_t(1) << 16;  // elements per parallel chunk
 
-// The three channels' tables as ExpandChannel wants them, made once per call: the values with
-// room past their end, and their byte planes.
+// The three channels' byte planes (ExpandChannel), made once per call.
 struct Tables {
-    alignas(64) uint8_t values[3 * 256 * 4 + 64];
     alignas(64) uint8_t planes[3][4][256];
 };
 
@@ -32,11 +29,8 @@ template <class T>
 void expand_typed(void (*fn)(const uint8_t*, int64_t, const ExpandChannel&, T*), bool planes, const uint8_t* codes,
                   int64_t n, int64_t run, const T* lut, T* out) {
     Tables t;
-    std::memcpy(t.values, lut, 3 * 256 * sizeof(T));
-    std::memset(t.values + 3 * 256 * sizeof(T), 0, sizeof(t.values) - 3 * 256 * sizeof(T));
     if (planes) build_planes(lut, t);
-    const T* v = reinterpret_cast<const T*>(t.values);
-    const ExpandChannel chans[3] = {{v, t.planes[0][0]}, {v + 256, t.planes[1][0]}, {v + 512, t.planes[2][0]}};
+    const ExpandChannel chans[3] = {{lut, t.planes[0][0]}, {lut + 256, t.planes[1][0]}, {lut + 512, t.planes[2][0]}};
     const int64_t chunks = (n + kGrain - 1) / kGrain;
     parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
         const int64_t end = std::min(n, e * kGrain);

@@ -10,11 +10,9 @@
 
 namespace smg {
 
-// One channel's table: its 256 values (followed by at least 2 readable bytes, which the AVX2
-// kernel's dword gathers of 2-byte values touch) and the same values as byte planes (plane b
-// holds byte b, little-endian, of every value: planes[256 * b + code]; 2 planes for 2-byte
-// values, 4 for 4-byte; 64-byte aligned). The AVX-512 and NEON kernels look bytes up in the
-// planes and interleave them.
+// One channel's table: its 256 values and the same values as byte planes (plane b holds byte b,
+// little-endian, of every value: planes[256 * b + code]; 2 planes for 2-byte values, 4 for 4-byte;
+// 64-byte aligned). The SIMD kernels look bytes up in the planes and interleave them.
 struct ExpandChannel {
     const void* values;
     const uint8_t* planes;
@@ -31,11 +29,6 @@ void expand16_scalar(const uint8_t* codes, int64_t len, const ExpandChannel& t, 
 void expand32_scalar(const uint8_t* codes, int64_t len, const ExpandChannel& t, uint32_t* out);
 
 #if SMG_X86
-// expand/avx2.cpp: AVX2, 16 codes a step by two vpgatherdd (2-byte values: dwords masked and
-// packed to words).
-void expand16_avx2(const uint8_t* codes, int64_t len, const ExpandChannel& t, uint16_t* out);
-void expand32_avx2(const uint8_t* codes, int64_t len, const ExpandChannel& t, uint32_t* out);
-
 // expand/avx512.cpp: AVX-512 VBMI, 64 codes a step: two vpermi2b and a blend on bit 7 per byte
 // plane, the planes interleaved by unpacks of pre-permuted codes.
 void expand16_avx512(const uint8_t* codes, int64_t len, const ExpandChannel& t, uint16_t* out);

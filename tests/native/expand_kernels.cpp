@@ -30,7 +30,7 @@ void call_case(Rng& r, const KernelRow<ExpandKernel>& row, int es, int64_t run, 
 template <class T>
 void stretch_case(Rng& r, const KernelRow<ExpandKernel>& row, int64_t len, int64_t shift) {
     alignas(64) uint8_t planes[4][256];
-    T values[256 + 4 / sizeof(T)] = {};  // 4 bytes past the values: ExpandChannel's room
+    T values[256];
     for (int v = 0; v < 256; ++v) {
         values[v] = T(r.next());
         for (size_t b = 0; b < sizeof(T); ++b) planes[b][v] = uint8_t(values[v] >> (8 * b));

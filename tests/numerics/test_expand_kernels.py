@@ -1,4 +1,4 @@
-"""smg_fast.expand's kernels (scalar, AVX2, AVX-512 VBMI, NEON) against NumPy's own lookup.
+"""smg_fast.expand's kernels (scalar, AVX-512 VBMI, NEON) against NumPy's own lookup.
 
 Random codes and random tables (every bit pattern, NaNs included: compared as bytes), both element
 sizes, runs of 1 to 588 codes (the patch layouts' 392 and 588, and around one 64-code step), odd
