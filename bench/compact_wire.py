@@ -10,6 +10,10 @@ is checked equal to the in-process float output. Then, in process, expanding the
 against copying the float32 / bfloat16 output once (fresh destination, and into a kept one).
 
     PYTHONPATH=src python bench/compact_wire.py [--rounds 9] [--gbps 1.0] [--model qwen2_vl]
+        [--consumer-only]
+
+--consumer-only runs only the in-process expansion table (no server, no grpc needed); under
+SMG_FAST_ISA caps it compares the expand kernels (the table names the one that ran).
 """
 
 from __future__ import annotations
@@ -21,16 +25,13 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
-import grpc
 import numpy as np
 from gate import cpu_model
 
 import smg_fast
-from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
-from smg_fast.client import build_request, read_response
 from smg_fast.imaging.sample import sample_image_bytes
-from smg_fast.testing.servers import ServerProcess
 
 FORMATS = (("float32", "float32", ""), ("bfloat16", "bfloat16", ""),
            ("uint8+lut (float32)", "float32", "uint8+lut"),
@@ -88,9 +89,10 @@ def _median_ms(fn: Callable[[], object], rounds: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def _once(stub: pb_grpc.PreprocessorStub, data: bytes, dtype: str, encoding: str,
-          want: np.ndarray) -> int:
+def _once(stub: Any, data: bytes, dtype: str, encoding: str, want: np.ndarray) -> int:
     """One request to holding the float tensor (expanded); checks it; the response's bytes."""
+    from smg_fast.client import build_request, read_response
+
     resp = stub.Preprocess(build_request(data, dtype=dtype, transport="inline",
                                          encoding=encoding))
     got = read_response(resp, expand=True).pixel_values
@@ -100,6 +102,11 @@ def _once(stub: pb_grpc.PreprocessorStub, data: bytes, dtype: str, encoding: str
 
 
 def wire(model: str, rounds: int, rate: float) -> None:
+    import grpc
+
+    from smg_fast._proto import preprocessor_pb2_grpc as pb_grpc
+    from smg_fast.testing.servers import ServerProcess
+
     data = sample_image_bytes()
     proc = smg_fast.load_processor(model)
     opts = [("grpc.max_receive_message_length", 256 << 20)]
@@ -128,7 +135,8 @@ def wire(model: str, rounds: int, rate: float) -> None:
 def expansion(model: str, rounds: int) -> None:
     proc = smg_fast.load_processor(model)
     data = sample_image_bytes()
-    print(f"\n{'consumer side (ms, median)':<34}{'fresh dst':>10}{'kept dst':>10}")
+    print(f"\n{'consumer side (ms, median)':<34}{'fresh dst':>10}{'kept dst':>10}"
+          f"   (expand kernel: {smg_fast.kernel_info()['selected']['expand']})")
     for dtype in ("float32", "bfloat16"):
         full = proc(data, dtype=dtype)["pixel_values"]
         c = proc(data, dtype=dtype, encoding="uint8+lut")["pixel_values"]
@@ -148,10 +156,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--gbps", type=float, default=1.0, help="proxy rate, GB/s each way")
     ap.add_argument("--model", default="qwen2_vl")
+    ap.add_argument("--consumer-only", action="store_true",
+                    help="only the in-process expansion table (no server)")
     args = ap.parse_args()
     print(f"{cpu_model()}, {smg_fast.get_num_threads()} native threads, 1920x1080 JPEG, "
-          f"{args.model}, proxy {args.gbps:g} GB/s, {args.rounds} rounds")
-    wire(args.model, args.rounds, args.gbps * 1e9)
+          f"{args.model}, proxy {args.gbps:g} GB/s, {args.rounds} rounds, "
+          f"SMG_FAST_ISA={smg_fast.kernel_info()['isa_cap']}")
+    if not args.consumer_only:
+        wire(args.model, args.rounds, args.gbps * 1e9)
     expansion(args.model, args.rounds * 3)
 
 

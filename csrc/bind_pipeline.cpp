@@ -9,7 +9,7 @@
 #include "bind_common.hpp"
 #include "decode/jpeg.hpp"
 #include "decode/jpeg_pipeline.hpp"
-#include "normalize/expand.hpp"
+#include "expand/expand.hpp"
 #include "normalize/lut.hpp"
 #include "patchify/layout.hpp"
 #include "pipeline.hpp"

@@ -66,6 +66,7 @@ DispatchReport dispatch_report() {
     report_stage(Stage::ResampleVertical, kVerticalKernels, r);
     report_stage(Stage::ResampleHorizontal, kHorizontalKernels, r);
     report_stage(Stage::Patchify, kPatchifyKernels, r);
+    report_stage(Stage::Expand, kExpandKernels, r);
     return r;
 }
 

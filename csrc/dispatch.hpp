@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu.hpp"
+#include "expand/kernels.hpp"
 #include "patchify/kernels.hpp"
 #include "resample/kernels.hpp"
 
@@ -103,8 +104,8 @@ struct KernelRow {
     bool allowed() const { return (arch == Arch::Any || arch == kArch) && level <= isa_cap() && available(); }
 };
 
-enum class Stage : int { ResampleVertical, ResampleHorizontal, Patchify, Count };
-inline constexpr const char* kStageNames[] = {"resample.vertical", "resample.horizontal", "patchify"};
+enum class Stage : int { ResampleVertical, ResampleHorizontal, Patchify, Expand, Count };
+inline constexpr const char* kStageNames[] = {"resample.vertical", "resample.horizontal", "patchify", "expand"};
 
 // resample.vertical: one output row from the rows of its window (resample/kernels.hpp).
 inline constexpr KernelRow<VerticalRowFn> kVerticalKernels[] = {
@@ -165,6 +166,19 @@ inline constexpr KernelRow<PatchifyKernel> kPatchifyKernels[] = {
     {0, "table", Arch::Any, kBaseline, always, {1, kMaxImagePatch, patchify_prepare_table, patchify_table, nullptr}},
 };
 
+// expand: the compact format's codes and table back to 2- or 4-byte values, one channel's
+// stretch at a time (expand/kernels.hpp). Every kernel takes every input. No AVX2 row: its
+// vpgatherdd form (2-byte values: dword gathers masked and packed to words) was slower than the
+// scalar lookups on the hosts measured (docs/kernels.md).
+inline constexpr KernelRow<ExpandKernel> kExpandKernels[] = {
+#if SMG_X86
+    {1, "avx512vbmi", Arch::X86, kX86Avx512, host_avx512vbmi, {true, expand16_avx512, expand32_avx512}},
+#elif defined(__aarch64__)
+    {2, "neon", Arch::Arm64, kBaseline, always, {true, expand16_neon, expand32_neon}},
+#endif
+    {0, "scalar", Arch::Any, kBaseline, always, {false, expand16_scalar, expand32_scalar}},
+};
+
 // Rows best first (levels never rise), ids unique and below 32, and a last row that is portable
 // and always allowed, so that every selection ends at a kernel.
 template <class Fn, size_t N>
@@ -181,6 +195,7 @@ constexpr bool well_formed(const KernelRow<Fn> (&t)[N]) {
 static_assert(well_formed(kVerticalKernels));
 static_assert(well_formed(kHorizontalKernels));
 static_assert(well_formed(kPatchifyKernels));
+static_assert(well_formed(kExpandKernels));
 
 // The first row allowed here: what the stage runs wherever its kernels all take the input.
 template <class Fn, size_t N>

@@ -101,7 +101,8 @@ def kernel_info() -> dict[str, Any]:
     ``median_us`` per candidate; ``selected`` is the fixed order's pick, which tuning may beat).
     Stages: resample.vertical, resample.horizontal (1- and 2-channel images always use its scalar
     kernel), patchify (its SIMD kernel is used only where it reproduces the lookup table's
-    values, and for patches up to 16 pixels).
+    values, and for patches up to 16 pixels), expand (:func:`expand` of the compact format on
+    the CPU).
     """
     info = dict(_native.kernel_info())
     ran: dict[str, list[str]] = {}

@@ -89,5 +89,6 @@ Tally& tally(const std::string& stage, const std::string& kernel);
 void test_vertical(uint64_t seed);
 void test_horizontal(uint64_t seed);
 void test_patchify(uint64_t seed);
+void test_expand(uint64_t seed);
 
 }  // namespace smg::native_test

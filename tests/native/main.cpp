@@ -31,8 +31,9 @@ int main(int argc, char** argv) {
     test_vertical(seed);
     test_horizontal(seed + 1);
     test_patchify(seed + 2);
+    test_expand(seed + 3);
     long failures = 0;
-    bool stages[3] = {};
+    bool stages[4] = {};
     for (const Tally& t : tallies()) {
         std::printf("%-22s %-12s %7ld cases %5ld handed back %ld mismatches\n", t.stage.c_str(), t.kernel.c_str(),
                     t.cases, t.skipped, t.failures);
@@ -41,10 +42,13 @@ int main(int argc, char** argv) {
             stages[0] |= t.stage == "resample.vertical";
             stages[1] |= t.stage == "resample.horizontal";
             stages[2] |= t.stage == "patchify";
+            stages[3] |= t.stage == "expand";
         }
     }
     const bool simd_arch = smg::kArch != smg::Arch::Any;
-    if (simd_arch && !(stages[0] && stages[1] && stages[2])) {
+    // expand has SIMD kernels only with AVX-512 VBMI on x86-64 (and NEON on aarch64)
+    const bool expand_simd = !simd_rows(smg::kExpandKernels).empty();
+    if (simd_arch && !(stages[0] && stages[1] && stages[2] && (stages[3] || !expand_simd))) {
         std::printf("FAIL: a stage had no SIMD kernel to compare\n");
         return 1;
     }

@@ -35,6 +35,7 @@ SUITES += ["parity/test_internvl_parity.py"]
 SUITES += ["parity/test_pixtral_parity.py"]
 SUITES += ["numerics/test_patchify_channels_last.py", "parity/test_gemma4_parity.py"]
 SUITES += ["numerics/test_float_bicubic.py"]
+SUITES += ["numerics/test_expand_kernels.py::test_expand_equals_numpy"]
 # SMG_FAST_ISA caps per architecture, lowest first: the ladders of csrc/dispatch.hpp.
 CAPS_BY_ARCH = {"x86": ["baseline", "avx2", "avx512-novnni", "avx512"], "arm64": ["baseline"]}
 ARCH = {"x86_64": "x86", "amd64": "x86", "aarch64": "arm64", "arm64": "arm64"}.get(
@@ -56,6 +57,8 @@ KERNELS = {
     "patchify": [("table", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
                  ("avx2", "x86", "avx2", ("avx2",)),
                  ("avx512vbmi", "x86", "avx512-novnni", ("avx512", "avx512vbmi"))],
+    "expand": [("scalar", "any", "baseline", ()), ("neon", "arm64", "baseline", ()),
+               ("avx512vbmi", "x86", "avx512-novnni", ("avx512", "avx512vbmi"))],
 }
 
 
@@ -92,14 +95,17 @@ def test_expectations_follow_the_host_and_the_cap():
     full = {"avx2": True, "avx512": True, "avx512vbmi": True, "avx512vnni": True}
     tops = {cap: {s: k[-1] for s, k in allowed(cap, avx2_only, "x86").items()} for cap in x86}
     assert tops["avx512"] == tops["avx2"] == {
-        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "avx2"}
+        "resample.vertical": "avx2", "resample.horizontal": "avx2", "patchify": "avx2",
+        "expand": "scalar"}
     assert tops["baseline"] == {
-        "resample.vertical": "sse2", "resample.horizontal": "sse2", "patchify": "table"}
+        "resample.vertical": "sse2", "resample.horizontal": "sse2", "patchify": "table",
+        "expand": "scalar"}
     assert [allowed(cap, full, "x86")["resample.horizontal"][-1] for cap in x86] == [
         "sse2", "avx2", "avx512vbmi", "avx512vnni"]
     none = dict.fromkeys(full, False)
     assert {s: k[-1] for s, k in allowed("baseline", none, "arm64").items()} == {
-        "resample.vertical": "neon", "resample.horizontal": "neon", "patchify": "neon"}
+        "resample.vertical": "neon", "resample.horizontal": "neon", "patchify": "neon",
+        "expand": "neon"}
 
 
 def test_kernels_are_the_native_tables():

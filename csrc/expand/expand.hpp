@@ -4,13 +4,19 @@
 
 #include <cstdint>
 
+#include "expand/kernels.hpp"
+
 namespace smg {
 
 // Writes out[i] = lut[(i / run) % 3][codes[i]] for i < n, with elements of elem_size bytes (4:
 // float32, 2: bfloat16 / float16 bits) and lut holding 3 x 256 of them, channel-major. The patch
 // layout holds runs of `run` elements of one channel, channels 0, 1, 2 in turn (run = T * P * P).
-// n must be a multiple of 3 * run; elem_size 2 or 4 (checked by the caller). Splits the work over
-// the native thread pool; the result does not depend on the split.
+// n must be a multiple of 3 * run; elem_size 2 or 4 (checked by the caller). Runs the expand
+// stage's kernel (dispatch.hpp) over the native thread pool; the result depends on neither.
 void expand_lut(const uint8_t* codes, int64_t n, int64_t run, const void* lut, int elem_size, void* out);
+
+// The same with a given kernel (the kernel comparison binary's entry).
+void expand_lut_with(const ExpandKernel& k, const uint8_t* codes, int64_t n, int64_t run, const void* lut,
+                     int elem_size, void* out);
 
 }  // namespace smg

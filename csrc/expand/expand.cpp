@@ -1,0 +1,62 @@
+#include "expand/expand.hpp"
+
+#include <algorithm>
+
+#include "dispatch.hpp"
+#include "parallel.hpp"
+
+namespace smg {
+
+namespace {
+
+constexpr int64_t kGrain = int64_t(1) << 16;  // elements per parallel chunk
+
+// The three channels' byte planes (ExpandChannel), made once per call.
+struct Tables {
+    alignas(64) uint8_t planes[3][4][256];
+};
+
+template <class T>
+void build_planes(const T* lut, Tables& t) {
+    for (int ch = 0; ch < 3; ++ch)
+        for (int v = 0; v < 256; ++v) {
+            const T x = lut[ch * 256 + v];
+            for (size_t b = 0; b < sizeof(T); ++b) t.planes[ch][b][v] = uint8_t(x >> (8 * b));
+        }
+}
+
+template <class T>
+void expand_typed(void (*fn)(const uint8_t*, int64_t, const ExpandChannel&, T*), bool planes, const uint8_t* codes,
+                  int64_t n, int64_t run, const T* lut, T* out) {
+    Tables t;
+    if (planes) build_planes(lut, t);
+    const ExpandChannel chans[3] = {{lut, t.planes[0][0]}, {lut + 256, t.planes[1][0]}, {lut + 512, t.planes[2][0]}};
+    const int64_t chunks = (n + kGrain - 1) / kGrain;
+    parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+        const int64_t end = std::min(n, e * kGrain);
+        for (int64_t i = b * kGrain; i < end;) {  // a channel's run (or the part of it in the chunk) at a time
+            const int64_t r = i / run;
+            const int64_t stop = std::min(end, (r + 1) * run);
+            fn(codes + i, stop - i, chans[r % 3], out + i);
+            i = stop;
+        }
+    });
+}
+
+}  // namespace
+
+void expand_lut_with(const ExpandKernel& k, const uint8_t* codes, int64_t n, int64_t run, const void* lut,
+                     int elem_size, void* out) {
+    if (elem_size == 4)
+        expand_typed(k.run32, k.planes, codes, n, run, static_cast<const uint32_t*>(lut), static_cast<uint32_t*>(out));
+    else
+        expand_typed(k.run16, k.planes, codes, n, run, static_cast<const uint16_t*>(lut), static_cast<uint16_t*>(out));
+}
+
+void expand_lut(const uint8_t* codes, int64_t n, int64_t run, const void* lut, int elem_size, void* out) {
+    const KernelRow<ExpandKernel>& k = first_allowed(kExpandKernels);
+    note_ran(Stage::Expand, k.id);
+    expand_lut_with(k.fn, codes, n, run, lut, elem_size, out);
+}
+
+}  // namespace smg
