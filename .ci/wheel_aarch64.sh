@@ -221,7 +221,7 @@ assert smg_fast.__file__.startswith(sys.argv[2] + "/"), smg_fast.__file__  # the
 print(f"QEMU aarch64: CPython {platform.python_version()} (Debian), smg_fast {smg_fast.__version__},"
       f" numpy {np.__version__}, Pillow {PIL.__version__}")
 info = smg_fast.kernel_info()
-stages = ("resample.vertical", "resample.horizontal", "patchify")
+stages = ("resample.vertical", "resample.horizontal", "patchify", "expand")
 assert {k["arch"] for k in info["kernels"]} == {"any", "arm64"}, info["kernels"]  # no x86 code
 assert all(info["selected"][s] == "neon" for s in stages), info["selected"]
 print("kernels: isa_cap", info["isa_cap"], "selected", info["selected"])
@@ -243,6 +243,11 @@ for k in ("pixel_values", "image_grid_thw"):
     assert out[k].tobytes() == x86[k].tobytes(), k
 print(f"qwen2_vl: pixel_values {out['pixel_values'].shape} {out['pixel_values'].dtype}, grids "
       f"{out['image_grid_thw'].tolist()}: bit-identical to the x86-64 package's")
+for dtype in ("float32", "bfloat16"):  # the compact format, expanded by the NEON kernel
+    full = proc([x86["image0"]], dtype=dtype)["pixel_values"]
+    compact = proc([x86["image0"]], dtype=dtype, encoding="uint8+lut")["pixel_values"]
+    assert smg_fast.expand(compact).tobytes() == full.tobytes(), dtype
+print("uint8+lut: expanded = the full path's float32 and bfloat16")
 
 assert decoders.jpeg_engine() == decoders.PILLOW_LIBJPEG, decoders.jpeg_engine()
 lib = decoders.pillow_libjpeg_path()
