@@ -159,6 +159,10 @@ def main() -> None:
     ap.add_argument("--consumer-only", action="store_true",
                     help="only the in-process expansion table (no server)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    if args.gbps <= 0:
+        ap.error("--gbps must be > 0")
     print(f"{cpu_model()}, {smg_fast.get_num_threads()} native threads, 1920x1080 JPEG, "
           f"{args.model}, proxy {args.gbps:g} GB/s, {args.rounds} rounds, "
           f"SMG_FAST_ISA={smg_fast.kernel_info()['isa_cap']}")

@@ -212,6 +212,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads < 1:
         ap.error("--threads must be >= 1")
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
     unknown = set(args.clips.split(",")) - set(CLIPS)
     if unknown:
         ap.error(f"unknown clip(s) {sorted(unknown)}: choose from {', '.join(CLIPS)}")

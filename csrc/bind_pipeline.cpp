@@ -89,11 +89,14 @@ void expand_lut_py(const py::array& codes, const py::array& lut, int64_t run, py
         out.size() != codes.size())
         throw py::value_error("expand_lut: out must be a writable C-contiguous array like lut, codes.size elements");
     const int64_t n = codes.size();
-    if (run < 1 || n % (3 * run) != 0)
+    if (run < 1 || (n > 0 && (run > n / 3 || n % (3 * run) != 0)))  // run <= n / 3: 3 * run fits
         throw py::value_error("expand_lut: run must be positive and codes.size a multiple of 3 * run");
     const auto* c = static_cast<const uint8_t*>(codes.data());
-    const void* t = lut.data();
-    void* o = out.mutable_data();
+    const auto* t = static_cast<const char*>(lut.data());
+    auto* o = static_cast<char*>(out.mutable_data());
+    const auto overlaps = [&](const char* p, int64_t bytes) { return p < o + n * esize && o < p + bytes; };
+    if (n > 0 && (overlaps(reinterpret_cast<const char*>(c), n) || overlaps(t, 3 * 256 * esize)))
+        throw py::value_error("expand_lut: out overlaps codes or lut");
     py::gil_scoped_release release;
     expand_lut(c, n, run, t, int(esize), o);
 }

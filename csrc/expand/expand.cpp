@@ -1,6 +1,7 @@
 #include "expand/expand.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "dispatch.hpp"
 #include "parallel.hpp"
@@ -10,6 +11,9 @@ namespace smg {
 namespace {
 
 constexpr int64_t kGrain = int64_t(1) << 16;  // elements per parallel chunk
+// Runs shorter than this (Gemma 4's channel-last patches: 1) are looked up element by element in
+// one loop: a kernel call per run costs more than the run's lookups.
+constexpr int64_t kShortRun = 16;
 
 // The three channels' byte planes (ExpandChannel), made once per call.
 struct Tables {
@@ -25,13 +29,36 @@ void build_planes(const T* lut, Tables& t) {
         }
 }
 
+// out[i] for i in [i, end): the table follows the runs as they pass.
+template <class T>
+void short_runs(const uint8_t* codes, int64_t i, int64_t end, int64_t run, const T* lut, T* out) {
+    const int64_t r = i / run;
+    int64_t left = (r + 1) * run - i;  // codes left in run r
+    int ch = int(r % 3);
+    const T* table = lut + ch * 256;
+    for (; i < end; ++i) {
+        out[i] = table[codes[i]];
+        if (--left == 0) {
+            left = run;
+            ch = ch == 2 ? 0 : ch + 1;
+            table = lut + ch * 256;
+        }
+    }
+}
+
 template <class T>
 void expand_typed(void (*fn)(const uint8_t*, int64_t, const ExpandChannel&, T*), bool planes, const uint8_t* codes,
                   int64_t n, int64_t run, const T* lut, T* out) {
+    const int64_t chunks = (n + kGrain - 1) / kGrain;
+    if (run < kShortRun) {
+        parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+            short_runs(codes, b * kGrain, std::min(n, e * kGrain), run, lut, out);
+        });
+        return;
+    }
     Tables t;
     if (planes) build_planes(lut, t);
     const ExpandChannel chans[3] = {{lut, t.planes[0][0]}, {lut + 256, t.planes[1][0]}, {lut + 512, t.planes[2][0]}};
-    const int64_t chunks = (n + kGrain - 1) / kGrain;
     parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
         const int64_t end = std::min(n, e * kGrain);
         for (int64_t i = b * kGrain; i < end;) {  // a channel's run (or the part of it in the chunk) at a time
@@ -54,7 +81,9 @@ void expand_lut_with(const ExpandKernel& k, const uint8_t* codes, int64_t n, int
 }
 
 void expand_lut(const uint8_t* codes, int64_t n, int64_t run, const void* lut, int elem_size, void* out) {
-    const KernelRow<ExpandKernel>& k = first_allowed(kExpandKernels);
+    // Short runs take the portable loop whichever kernel is allowed (expand_typed).
+    const KernelRow<ExpandKernel>& k =
+        run < kShortRun ? kExpandKernels[std::size(kExpandKernels) - 1] : first_allowed(kExpandKernels);
     note_ran(Stage::Expand, k.id);
     expand_lut_with(k.fn, codes, n, run, lut, elem_size, out);
 }

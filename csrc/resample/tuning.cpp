@@ -101,10 +101,7 @@ const KernelRow<VerticalRowFn>& choose_vertical(const AxisWeights& kv) {
 }
 
 HPlan choose_hplan(const AxisWeights& kh, int in_w, int out_w, int C, int CO) {
-    // Rows too long to time in a few milliseconds take the fixed order (and record no choice).
-    const int64_t row_bytes = int64_t(in_w) * C, out_row_bytes = int64_t(out_w) * CO;
-    if (!tuning_enabled() || std::max(row_bytes, out_row_bytes) > kHorizontalJobRow)
-        return make_hplan(kh, in_w, out_w, C, CO);
+    if (!tuning_enabled()) return make_hplan(kh, in_w, out_w, C, CO);
     const std::string key = "C" + std::to_string(C) + ">" + std::to_string(CO) + " " +
                             weight_form(int16_weight_shift(kh)) + " " + taps_class(kh.taps);
     const std::string chosen = tune_lookup(Stage::ResampleHorizontal, key);
@@ -115,6 +112,9 @@ HPlan choose_hplan(const AxisWeights& kh, int in_w, int out_w, int C, int CO) {
         }
         return make_hplan(kh, in_w, out_w, C, CO);  // the choice does not take this resize
     }
+    // Rows too long to time in a few milliseconds take the fixed order (and record no choice).
+    const int64_t row_bytes = int64_t(in_w) * C, out_row_bytes = int64_t(out_w) * CO;
+    if (std::max(row_bytes, out_row_bytes) > kHorizontalJobRow) return make_hplan(kh, in_w, out_w, C, CO);
     // Every candidate row that takes this resize, in the table's order.
     std::vector<HPlan> plans;
     for (const KernelRow<HorizontalKernel>* r : candidates(kHorizontalKernels))

@@ -129,6 +129,8 @@ def _expand_torch(compact: CompactTensor, out: Any) -> Any:
                             or out.device != codes.device or not out.is_contiguous()):
         raise ValueError(f"out must be a contiguous {want} tensor of {codes.numel()} elements "
                          f"on {codes.device}")
+    if out is not None and out.requires_grad:  # written outside autograd, as torch's out= refuses
+        raise ValueError("out must not require grad: expand writes it outside autograd")
     if codes.device.type == "cpu":
         np_dtype = DTYPES[compact.dtype][1]
         dst = torch.empty(codes.shape, dtype=want) if out is None else out

@@ -243,6 +243,7 @@ def test_the_served_processor_refuses_a_wider_pixel_format(tmp_path):
     ("yuv444p10le", (98, 66), 3 * 98 * 66 * 2),
     ("gray", (5, 3), 15),
     ("rgba64le", (4, 4), 4 * 4 * 8),
+    ("bgr0", (5, 3), 5 * 3 * 4),  # a padding byte per pixel
 ])
 def test_format_bytes_counts_the_size_asked_not_the_format_objects(name, size, want):
     """A frame's bytes at the size given, whatever size the PyAV format object was made for."""

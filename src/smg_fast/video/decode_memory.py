@@ -43,7 +43,9 @@ def format_bytes(fmt: Any, width: int, height: int) -> int:
     # Each component's samples at this size (the format object's own size may be another's),
     # planar or interleaved (NV12's chroma plane holds two).
     chroma = fmt.chroma_width(width) * fmt.chroma_height(height)
-    return sum(chroma if c.is_chroma else width * height for c in components) * depth
+    samples = sum(chroma if c.is_chroma else width * height for c in components) * depth
+    # Padding bytes no component names (bgr0, 0rgb: 4 bytes a pixel for 3 components).
+    return max(samples, math.ceil(width * height * fmt.padded_bits_per_pixel / 8))
 
 
 def decoder_threads(threads: int | None) -> int:
