@@ -46,13 +46,30 @@ void short_runs(const uint8_t* codes, int64_t i, int64_t end, int64_t run, const
     }
 }
 
+// Runs of 1 (channel-last patches): channels 0, 1, 2 in turn, three lookups a step with no
+// per-element channel test.
+template <class T>
+void single_runs(const uint8_t* codes, int64_t i, int64_t end, const T* lut, T* out) {
+    for (; i < end && i % 3 != 0; ++i) out[i] = lut[(i % 3) * 256 + codes[i]];
+    for (; i + 3 <= end; i += 3) {
+        const T a = lut[codes[i]], b = lut[256 + codes[i + 1]], c = lut[512 + codes[i + 2]];
+        out[i] = a;
+        out[i + 1] = b;
+        out[i + 2] = c;
+    }
+    for (; i < end; ++i) out[i] = lut[(i % 3) * 256 + codes[i]];
+}
+
 template <class T>
 void expand_typed(void (*fn)(const uint8_t*, int64_t, const ExpandChannel&, T*), bool planes, const uint8_t* codes,
                   int64_t n, int64_t run, const T* lut, T* out) {
     const int64_t chunks = (n + kGrain - 1) / kGrain;
     if (run < kShortRun) {
         parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
-            short_runs(codes, b * kGrain, std::min(n, e * kGrain), run, lut, out);
+            if (run == 1)
+                single_runs(codes, b * kGrain, std::min(n, e * kGrain), lut, out);
+            else
+                short_runs(codes, b * kGrain, std::min(n, e * kGrain), run, lut, out);
         });
         return;
     }

@@ -62,8 +62,9 @@ def check_cases(seed: int) -> int:
                 assert np.array_equal(out.view(np.uint8), want.view(np.uint8)), (dtype, run, n, k)
                 assert (raw[:k * es] == 0xA5).all() and (raw[(k + n) * es:] == 0xA5).all()
                 cases += 1
-        # runs longer than a parallel chunk, and chunks that split runs
-        for run, runs in ((588, 40), (70_001, 2)):
+        # runs longer than a parallel chunk, chunks that split runs, and runs of 1 (channel-last
+        # patches) whose chunks start off a channel-0 code
+        for run, runs in ((588, 40), (70_001, 2), (1, 70_001), (5, 14_001)):
             n = 3 * run * runs
             lut = rng.integers(0, 1 << (8 * es), (3, 256), dtype=np.uint64).astype(bits)
             codes = rng.integers(0, 256, n, dtype=np.uint8)
