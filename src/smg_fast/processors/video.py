@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import _native
 from ..errors import InvalidVideoError, UnsupportedCallError, VideoTooLargeError
 from ..video.container import VideoLimits, open_video, set_threads
 from ..video.convert import check_decoder
@@ -124,7 +123,7 @@ class VideoProcessor:
                 sources.append(_open_item(i, item, self.limits, decoder, self.threads))
                 planned.append(_plan(i, cfg, sources[-1], self.limits.max_frames))
             _check_output(planned, np_dtype.itemsize, limit)
-            out = _pooled(sum(plan.elems for _, plan in planned), np_dtype, keep=True)
+            out = np.empty(sum(plan.elems for _, plan in planned), np_dtype)  # written once
             at = 0
             for i, (src, (indices, plan)) in enumerate(zip(sources, planned, strict=True)):
                 self._fill(i, src, indices, plan, out[at:at + plan.elems], dtype_name)
@@ -187,7 +186,7 @@ class VideoProcessor:
         rows = plan.grid_h * plan.grid_w
         slots = out.reshape(plan.grid_t, rows, 3, t, p * p)
         pipe = self._image.pipeline(dtype)
-        scratch = _pooled(rows * 3 * p * p, out.dtype, keep=False)
+        scratch = np.empty(rows * 3 * p * p, out.dtype)
         frame_patches = scratch.reshape(rows, 3, p * p)
         k = 0
         decoding = 0.0
@@ -210,14 +209,6 @@ class VideoProcessor:
             slots[k // t, :, :, k % t, :] = frame_patches
             k += 1
         return decoding
-
-
-def _pooled(elems: int, dtype: np.dtype, keep: bool) -> np.ndarray:
-    """An uninitialized array from the thread's scratch pool, as images' outputs are.
-
-    A block dropped by an earlier call is reused, already faulted in; keep: the caller may hold
-    the array (its block is then not advised for huge pages)."""
-    return _native.pooled_empty(elems * dtype.itemsize, huge_pages=not keep).view(dtype)
 
 
 class PlannedVideo:
@@ -280,7 +271,7 @@ class PlannedVideo:
     def compute(self) -> np.ndarray:
         """Decodes and computes the video into a new buffer."""
         try:
-            out = _pooled(self.plan.elems, self.np_dtype, keep=True)
+            out = np.empty(self.plan.elems, self.np_dtype)
         except BaseException:
             self.close()
             raise
