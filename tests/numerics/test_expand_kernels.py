@@ -63,14 +63,20 @@ def check_cases(seed: int) -> int:
                 assert (raw[:k * es] == 0xA5).all() and (raw[(k + n) * es:] == 0xA5).all()
                 cases += 1
         # runs longer than a parallel chunk, chunks that split runs, and runs of 1 (channel-last
-        # patches) whose chunks start off a channel-0 code
-        for run, runs in ((588, 40), (70_001, 2), (1, 70_001), (5, 14_001)):
-            n = 3 * run * runs
-            lut = rng.integers(0, 1 << (8 * es), (3, 256), dtype=np.uint64).astype(bits)
-            codes = rng.integers(0, 256, n, dtype=np.uint8)
-            got = expand(CompactTensor(codes, lut.view(np_dtype), dtype, run))
-            assert np.array_equal(got.view(np.uint8), by_numpy(codes, lut, run).view(np.uint8))
-            cases += 1
+        # patches) whose chunks start off a channel-0 code: on two native threads, so that the
+        # chunks (65,536 codes) are separate calls
+        before = smg_fast.get_num_threads()
+        smg_fast.set_num_threads(2)
+        try:
+            for run, runs in ((588, 40), (70_001, 2), (1, 70_001), (5, 14_001)):
+                n = 3 * run * runs
+                lut = rng.integers(0, 1 << (8 * es), (3, 256), dtype=np.uint64).astype(bits)
+                codes = rng.integers(0, 256, n, dtype=np.uint8)
+                got = expand(CompactTensor(codes, lut.view(np_dtype), dtype, run))
+                assert np.array_equal(got.view(np.uint8), by_numpy(codes, lut, run).view(np.uint8))
+                cases += 1
+        finally:
+            smg_fast.set_num_threads(before)
     return cases
 
 
