@@ -47,17 +47,19 @@ void short_runs(const uint8_t* codes, int64_t i, int64_t end, int64_t run, const
 }
 
 // Runs of 1 (channel-last patches): channels 0, 1, 2 in turn, three lookups a step with no
-// per-element channel test.
+// per-element channel test; short_runs takes the codes before the first channel-0 one and the
+// last incomplete step.
 template <class T>
 void single_runs(const uint8_t* codes, int64_t i, int64_t end, const T* lut, T* out) {
-    for (; i < end && i % 3 != 0; ++i) out[i] = lut[(i % 3) * 256 + codes[i]];
-    for (; i + 3 <= end; i += 3) {
+    const int64_t first = std::min(end, (i + 2) / 3 * 3);
+    short_runs(codes, i, first, 1, lut, out);
+    for (i = first; i + 3 <= end; i += 3) {
         const T a = lut[codes[i]], b = lut[256 + codes[i + 1]], c = lut[512 + codes[i + 2]];
         out[i] = a;
         out[i + 1] = b;
         out[i + 2] = c;
     }
-    for (; i < end; ++i) out[i] = lut[(i % 3) * 256 + codes[i]];
+    short_runs(codes, i, end, 1, lut, out);
 }
 
 template <class T>
