@@ -13,7 +13,11 @@ namespace smg {
 
 namespace {
 
-constexpr int kRounds = 5;       // timed rounds per candidate (after one warm-up run), interleaved
+// Timed rounds per candidate (after one warm-up run), interleaved. On shared vCPUs a run takes
+// one of two times about 2x apart, in no order (measured: the same kernel 17 or 46 us, slow in 30-70%
+// of runs): a median of 5 fell in the fast mode for one candidate and the slow for another often
+// enough to pick a 1.5x slower kernel now and then; 15 keep each median in its kernel's usual mode.
+constexpr int kRounds = 15;
 constexpr double kMargin = 1.1;  // how much faster than the first candidate another must be
 
 struct TuneTable {

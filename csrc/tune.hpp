@@ -1,6 +1,6 @@
 // Self-tuning dispatch: where a stage has more than one allowed kernel for an input class, each is
 // timed once per process on a small job of that class at its first use, and the fastest (median of
-// a few rounds; the table's first candidate unless another is more than 10% faster) is what the
+// 15 rounds; the table's first candidate unless another is more than 10% faster) is what the
 // class runs from then on. Every kernel computes identical output, so the choice changes only
 // speed. SMG_FAST_TUNE=0 (read once) keeps the tables' fixed order.
 #pragma once
