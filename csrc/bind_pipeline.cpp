@@ -23,9 +23,13 @@ py::tuple triple(const double* v) { return py::make_tuple(v[0], v[1], v[2]); }
 
 int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int grid_h, int grid_w, py::array dst,
            int64_t offset, const py::object& fmt, const std::optional<py::buffer>& jpeg, std::optional<py::array> secs,
-           int left, int top) {
+           int left, int top, int slot, int slots) {
     const ImageView in = image_view(src, "run");
     if (jpeg && (left || top)) throw py::value_error("run: jpeg takes no placement (left, top)");
+    if ((slot != 0 || slots != 1) && (jpeg || left || top))
+        throw py::value_error("run: a temporal slot takes no jpeg and no placement (left, top)");
+    if (slots < 1 || slots > 16 || slot < 0 || slot >= slots)
+        throw py::value_error("run: slot must lie in [0, slots) and slots in 1..16");
     if (jpeg && (fmt.is_none() || fmt.cast<PixelFormat>() != PixelFormat::RGB || !src.writeable()))
         throw py::value_error("run: with jpeg, src must be a writable RGB (H, W, 3) array and fmt RGB");
     if (secs && (!jpeg || !secs->dtype().equal(py::dtype::of<double>()) || secs->size() < 1 || !secs->writeable()))
@@ -36,7 +40,7 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
     if (!dst.dtype().equal(py::dtype(dtype_format(pl.dtype()))) || !(dst.flags() & py::array::c_style) ||
         !dst.writeable())
         throw py::value_error("run: dst must be a writable C-contiguous array of the output dtype");
-    const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w);
+    const int64_t need = pl.output_elems(resize_w, resize_h, grid_h, grid_w) * slots;
     if (offset < 0 || offset > dst.size() || dst.size() - offset < need)
         throw py::value_error("run: dst too small for this image at this offset");
     char* out = static_cast<char*>(dst.mutable_data()) + offset * esize;
@@ -44,6 +48,10 @@ int run_py(const Pipeline& pl, py::array src, int resize_w, int resize_h, int gr
     if (jpeg && !is_bytes(b)) throw py::value_error("run: jpeg must be contiguous bytes");
     auto* img = jpeg ? static_cast<uint8_t*>(src.mutable_data()) : nullptr;
     py::gil_scoped_release release;
+    if (slots > 1) {
+        pl.run_slot(in, f, resize_w, resize_h, grid_h, grid_w, slot, slots, out);
+        return int(JpegStatus::Whole);
+    }
     if (!jpeg) {
         pl.run_placed(in, f, resize_w, resize_h, left, top, grid_h, grid_w, out);
         return int(JpegStatus::Whole);
@@ -136,7 +144,7 @@ void bind_pipeline(py::module_& m) {
         .def("run", &run_py, py::arg("src"), py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"), py::arg("dst"), py::arg("offset") = 0, py::kw_only(), py::arg("fmt") = py::none(),
              py::arg("jpeg") = py::none(), py::arg("decode_seconds") = py::none(), py::arg("left") = 0,
-             py::arg("top") = 0,
+             py::arg("top") = 0, py::arg("slot") = 0, py::arg("slots") = 1,
              "Resizes src (packed uint8 (H, W) or (H, W, C), read in PixelFormat fmt; None: RGB for 3 channels, RGBX\n"
              "for 4) to resize_w x resize_h and writes its grid_h * grid_w patch rows, normalized in the pipeline's\n"
              "dtype, into the flat C-contiguous array dst from element offset on; grid cells past the resized image\n"
@@ -145,7 +153,10 @@ void bind_pipeline(py::module_& m) {
              "through small\n"
              "pooled bands. Releases the GIL. jpeg (bytes): src (RGB) is filled by jpeg_decode while the core reads\n"
              "its finished rows; returns jpeg_decode's status (dst valid only for 0; 2 until jpeg_bind succeeded),\n"
-             "else 0; with decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.")
+             "else 0; with decode_seconds (native float64 array, jpeg only) [0] gets the decode's own CPU time.\n"
+             "slot / slots (a temporal-1 channel-first pipeline; no jpeg, no placement): the image is frame slot of\n"
+             "a video's temporal group, written into patch rows of slots frames each ((3, slots, P * P)), the other\n"
+             "frames' places untouched; dst then holds slots times the elements from offset on.")
         .def("output_elems", &Pipeline::output_elems, py::arg("resize_w"), py::arg("resize_h"), py::arg("grid_h"),
              py::arg("grid_w"),
              "Elements run() writes for these sizes; ValueError unless the grid is a positive\n"

@@ -14,6 +14,7 @@ namespace smg {
 namespace {
 
 constexpr int64_t kMaxSide = 1 << 20;  // far beyond any real image; keeps index math in range
+constexpr int kMaxTemporal = 16;
 
 // Runs before norm_ is built, so a bad layout is reported before the table is computed.
 Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, int temporal, PatchOrder po) {
@@ -22,7 +23,7 @@ Filter checked(Filter f, PassOrder order, Resampler rs, int patch, int merge, in
     if (rs == Resampler::Torch && !torch_implements(f))
         throw std::invalid_argument("the torch resampler implements BICUBIC, BILINEAR and LANCZOS only");
     if (!is_valid_pass_order(order)) throw std::invalid_argument("unknown pass order " + std::to_string(int(order)));
-    if (merge < 1 || merge > 16 || temporal < 1 || temporal > 16)
+    if (merge < 1 || merge > 16 || temporal < 1 || temporal > kMaxTemporal)
         throw std::invalid_argument("patch must be 1..64, merge and temporal 1..16");
     const bool whole_image = merge == 1 && temporal == 1;  // a patch may then be the whole image
     if (patch < 1 || patch > (whole_image ? kMaxImagePatch : kMaxPatch))
@@ -68,13 +69,22 @@ void Pipeline::run_placed(const ImageView& src, PixelFormat fmt, int resize_w, i
     run_impl(src, fmt, resize_w, resize_h, left, top, grid_h, grid_w, dst, nullptr);
 }
 
+void Pipeline::run_slot(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
+                        int slot, int slots, void* dst) const {
+    if (slots < 1 || slots > kMaxTemporal || slot < 0 || slot >= slots)
+        throw std::invalid_argument("slot must lie in [0, slots) and slots in 1.." + std::to_string(kMaxTemporal));
+    if (temporal_ != 1 || patch_order_ != PatchOrder::ChannelFirst || patch_ > kMaxPatch)
+        throw std::invalid_argument("run_slot takes a channel-first pipeline of temporal size 1, patch 1..64");
+    run_impl(src, fmt, resize_w, resize_h, 0, 0, grid_h, grid_w, dst, nullptr, slot, slots);
+}
+
 bool Pipeline::run_producing(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w,
                              void* dst, const Producer& produce) const {
     return run_impl(src, fmt, resize_w, resize_h, 0, 0, grid_h, grid_w, dst, &produce);
 }
 
 bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top,
-                        int grid_h, int grid_w, void* dst, const Producer* produce) const {
+                        int grid_h, int grid_w, void* dst, const Producer* produce, int slot, int slots) const {
     const WorkScope busy;
     output_elems(resize_w, resize_h, grid_h, grid_w);
     if (left < 0 || top < 0 || int64_t(left) + resize_w > int64_t(grid_w) * patch_ ||
@@ -123,6 +133,10 @@ bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int
         ScratchBuffer band(size_t(stride) * band_rows + 64);
         RowCarry carry;
         uint8_t* const rows = band.as<uint8_t>();
+        // With slots: one block row's patch rows, patchified here and scattered into dst.
+        const int64_t block_patches = int64_t(L.merge) * L.grid_w;
+        const int64_t cell_bytes = int64_t(L.patch) * L.patch * dtype_size(norm_.dtype());
+        ScratchBuffer patches(slots > 1 ? size_t(block_patches * 3 * cell_bytes) : 0);
         for (int64_t bh = b - first; bh < e - first; ++bh) {
             const int y0 = int(bh) * band_rows;
             // Canvas rows [a, z) of this block row hold image rows [a - top, z - top); the band
@@ -139,7 +153,16 @@ bool Pipeline::run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int
                     for (int y = a; y < z; ++y) std::memset(rows + int64_t(y - y0) * stride, 0, size_t(left) * C);
                 resizer.rows(a - top, z - top, rows + int64_t(a - y0) * stride + int64_t(left) * C, stride, &carry);
             }
-            patchifier.block_row(ImageView{rows, left + resize_w, h, C, stride}, int(bh), dst);
+            const ImageView view{rows, left + resize_w, h, C, stride};
+            if (slots == 1) {
+                patchifier.block_row(view, int(bh), dst);
+                continue;
+            }
+            patchifier.block_row(view, 0, patches.as<uint8_t>());
+            const uint8_t* in = patches.as<uint8_t>();
+            uint8_t* out = static_cast<uint8_t*>(dst) + (bh * block_patches * 3 * slots + slot) * cell_bytes;
+            for (int64_t cell = 0; cell < block_patches * 3; ++cell, in += cell_bytes, out += slots * cell_bytes)
+                std::memcpy(out, in, size_t(cell_bytes));
         }
     });
     return produced;

@@ -47,6 +47,16 @@ public:
     void run_placed(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top, int grid_h,
                     int grid_w, void* dst) const;
 
+    // run() for one frame of a video's temporal group: this pipeline (temporal 1, channel-first)
+    // writes the frame into a layout of `slots` frames per patch row ((3, slots, P * P), a
+    // temporal patchify's), into frame `slot`'s places only, leaving the others as they are. dst
+    // holds output_elems(...) * slots elements. Each block row is patchified into a small pooled
+    // buffer still in cache and scattered from there. Throws std::invalid_argument for what run()
+    // refuses, a slot outside [0, slots), slots outside 1..16, or a pipeline whose temporal size
+    // is not 1 or whose patch order is channel-last.
+    void run_slot(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int grid_h, int grid_w, int slot,
+                  int slots, void* dst) const;
+
     // Fills src's rows (a decoder), publishing them on the gate as they are final; false: src is
     // not valid (the output is then incomplete and must be discarded).
     using Producer = std::function<bool(RowGate&)>;
@@ -70,8 +80,9 @@ public:
     int64_t row_elems() const { return int64_t(3) * temporal_ * patch_ * patch_; }
 
 private:
+    // slots > 1: run_slot's layout, frame `slot` of it.
     bool run_impl(const ImageView& src, PixelFormat fmt, int resize_w, int resize_h, int left, int top, int grid_h,
-                  int grid_w, void* dst, const Producer* produce) const;
+                  int grid_w, void* dst, const Producer* produce, int slot = 0, int slots = 1) const;
 
     Filter filter_;
     PassOrder order_;

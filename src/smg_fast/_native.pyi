@@ -120,6 +120,8 @@ class Pipeline:
         decode_seconds: npt.NDArray[np.float64] | None = None,
         left: int = 0,
         top: int = 0,
+        slot: int = 0,
+        slots: int = 1,
     ) -> int: ...
     def output_elems(self, resize_w: int, resize_h: int, grid_h: int, grid_w: int) -> int: ...
     @property

@@ -184,10 +184,10 @@ class VideoProcessor:
         cfg = self.config
         p, t = cfg.patch_size, cfg.temporal_patch_size
         rows = plan.grid_h * plan.grid_w
-        slots = out.reshape(plan.grid_t, rows, 3, t, p * p)
+        flat = out.reshape(-1)
+        slots = flat.reshape(plan.grid_t, rows, 3, t, p * p)
+        group = rows * 3 * t * p * p  # elements of one temporal group's patch rows
         pipe = self._image.pipeline(dtype)
-        scratch = np.empty(rows * 3 * p * p, out.dtype)
-        frame_patches = scratch.reshape(rows, 3, p * p)
         k = 0
         decoding = 0.0
         frames = source.frames(indices, self.threads, check)
@@ -199,14 +199,15 @@ class VideoProcessor:
                 break
             if check is not None:
                 check()
-            pipe.run(rgb, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, scratch, 0)
-            slots[k // t, :, :, k % t, :] = frame_patches
+            # Straight into the frame's places in its temporal group's patch rows.
+            pipe.run(rgb, plan.resize_w, plan.resize_h, plan.grid_h, plan.grid_w, flat,
+                     (k // t) * group, slot=k % t, slots=t)
             k += 1
         if k != plan.frames:
             raise InvalidVideoError(index, f"the stream gave {k} of the {plan.frames} sampled "
                                            "frames (truncated or corrupt)")
         while k % t:  # the last frame repeated to fill the last temporal group
-            slots[k // t, :, :, k % t, :] = frame_patches
+            slots[k // t, :, :, k % t, :] = slots[k // t, :, :, k % t - 1, :]
             k += 1
         return decoding
 
