@@ -141,18 +141,24 @@ def test_torch_format_table_equals_torch():
     assert np.array_equal(_native.to_rgb(rgba, F.RGBA_OVER_WHITE_TORCH), torch_over_white(rgba))
 
 
-def test_torch_resampler_goes_through_the_dispatched_kernels():
+@pytest.mark.parametrize("tune", ["0", "1"])
+def test_torch_resampler_goes_through_the_dispatched_kernels(tune):
     """The torch resampler runs the row kernels the ISA dispatch selects.
 
     In a fresh process, one torch-resampler resize of an RGB image runs exactly those kernels
-    (kernel_info), whatever SMG_FAST_ISA says."""
+    (kernel_info), whatever SMG_FAST_ISA says: the fixed order's pick (``selected``) with
+    tuning off, and with tuning on the kernel its timing chose for each stage it timed (the
+    fixed order's pick where it timed nothing)."""
     code = ("import json, numpy as np, smg_fast; from smg_fast import _native as n; "
             "img = np.zeros((300, 200, 3), np.uint8); "
             "n.resize(img, 97, 61, n.Filter.BICUBIC, n.PassOrder.PILLOW13, n.Resampler.TORCH); "
             "print(json.dumps(smg_fast.kernel_info()))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=dict(os.environ))
+                         check=True, env={**os.environ, "SMG_FAST_TUNE": tune})
     info = json.loads(run.stdout)
+    tuned = {c["stage"]: c["kernel"] for c in info["tuning"]["choices"]}
+    if tune == "0":
+        assert not tuned
     for stage in ("resample.vertical", "resample.horizontal"):
-        assert info["ran"][stage] == [info["selected"][stage]], (stage, info)
+        assert info["ran"][stage] == [tuned.get(stage, info["selected"][stage])], (stage, info)
     assert info["ran"]["patchify"] == []
