@@ -327,7 +327,7 @@ class _Frames(_Source):
 class _Encoded(_Source):
     def __init__(self, index: int, data: Any, limits: VideoLimits,
                  decoder: str = "pyav", threads: int | None = None) -> None:
-        self._header = open_video(index, data, limits, keep_rotation=decoder != "pyav")
+        self._header = open_video(index, data, limits)
         self._decoder = decoder
         try:
             set_threads(self._header, threads)  # a bad count is refused at planning
@@ -362,7 +362,7 @@ class _Encoded(_Source):
         else:
             sampled = len(set(indices.tolist()))
             repeats = sampled != len(indices) or bool(np.any(np.diff(indices) < 0))
-        return video_decode_bytes(h.pixel_format, h.width, h.height, sampled, repeats, threads)
+        return video_decode_bytes(h.stream, h.width, h.height, sampled, repeats, threads)
 
     def close(self) -> None:
         self._header.close()

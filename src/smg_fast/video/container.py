@@ -15,12 +15,10 @@ from __future__ import annotations
 import io
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidVideoError, UnsupportedVideoError
-from .h264_sps import avcc_sps
 
 # FFmpeg decoder names accepted by default, and the codec each one decodes.
 CODECS: dict[str, str] = {"h264": "h264", "hevc": "hevc", "vp8": "vp8", "vp9": "vp9",
@@ -63,8 +61,6 @@ class VideoHeader:
     total_frames: int
     fps: float | None
     counted: bool  # True: the container declares no frame count, packets were counted
-    pixel_format: str | None = None  # FFmpeg's name for the decoded frames' format, if known
-    rotation_kept: bool = True  # frames carry the display rotation (opened with FFmpeg's probe)
     source: Any = None  # the bytes or path it was opened on (decoders may open it again)
     identity: tuple[int, ...] | None = None  # a path's file as opened (reopen_source checks it)
     limits: VideoLimits | None = None  # what it was checked against (decoded frames are too)
@@ -85,8 +81,7 @@ class VideoHeader:
         self.container.close()
 
 
-def _open(index: int, source: VideoSource, limits: VideoLimits,
-          keep_rotation: bool) -> tuple[Any, Any]:
+def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, Any]:
     """The PyAV container for bytes or a local path, and the path's file identity (or None).
 
     Typed errors for what FFmpeg refuses."""
@@ -97,72 +92,30 @@ def _open(index: int, source: VideoSource, limits: VideoLimits,
         if size > limits.max_bytes:
             raise InvalidVideoError(index, f"{size} bytes, over the limit of "
                                            f"{limits.max_bytes} bytes")
-        return _av_open(index, lambda: io.BytesIO(source), keep_rotation), None
-    if isinstance(source, (str, os.PathLike)):
+        file: Any = io.BytesIO(source)
+    elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         fd, st = _open_file(index, path)
         try:
             if st.st_size > limits.max_bytes:
                 raise InvalidVideoError(index, f"{path!r} is over the limit of "
                                                f"{limits.max_bytes} bytes")
-            alias = _fd_path(fd, path)
-            container = _av_open(index, lambda: alias, keep_rotation)
+            container = _av_open(index, _fd_path(fd, path))
         finally:
             os.close(fd)
         return container, _identity(st)
-    raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
-                    f"{type(source).__name__}")
+    else:
+        raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
+                        f"{type(source).__name__}")
+    return _av_open(index, file), None
 
 
-def _av_open(index: int, make_file: Callable[[], Any], keep_rotation: bool) -> Any:
-    """PyAV's container on make_file(), opened without FFmpeg's probe decode where that is exact.
-
-    FFmpeg decodes each stream's first frames while opening, to learn what the header leaves out;
-    an H.264 stream in MP4 / MOV whose SPS states it (h264_sps.py) is opened with that decode
-    skipped (a few tens of ms for a detailed HD keyframe, decoded again when the frames are); any
-    other stream is opened again as FFmpeg opens it by default. Without the probe the decoded
-    frames do not carry the stream's display rotation: ``keep_rotation`` (for decoders that turn
-    frames upright) always probes."""
+def _av_open(index: int, file: Any) -> Any:
     av = _av()
-    container = None
-    if not keep_rotation:
-        try:
-            container = av.open(make_file(), mode="r", metadata_errors="ignore",
-                                stream_options=[_NO_PROBE_DECODE] * _PROBED_STREAMS)
-        except (av.FFmpegError, ValueError):
-            container = None  # the default open below says what is wrong
-    if container is not None:
-        if _probe_decode_needless(container):
-            return container
-        container.close()
     try:
-        return av.open(make_file(), mode="r", metadata_errors="ignore")
+        return av.open(file, mode="r", metadata_errors="ignore")
     except (av.FFmpegError, ValueError) as exc:
         raise InvalidVideoError(index, f"not a readable video container ({exc})") from None
-
-
-# A decoder option for the container's probe only: the decoder that decodes the frames is made
-# from the stream's parameters, without it. Given for the first _PROBED_STREAMS streams (a video
-# stream after those is probed as usual, and opened again as usual).
-_NO_PROBE_DECODE = {"skip_frame": "nonkey"}
-_PROBED_STREAMS = 32
-
-
-def _probe_decode_needless(container: Any) -> bool:
-    """True for an MP4 / MOV whose first video stream is H.264 stating what the probe learns.
-
-    Its SPS must state it (h264_sps.py); other demuxers estimate stream timings from the probe
-    (Matroska's stream start time and duration differ without it)."""
-    video = container.streams.video
-    if "mp4" not in container.format.name.split(",") or not video:
-        return False
-    if video[0].index >= _PROBED_STREAMS:
-        return False
-    ctx = video[0].codec_context
-    if ctx.name != "h264" or not (ctx.width > 0 and ctx.height > 0):
-        return False
-    sps = avcc_sps(ctx.extradata)
-    return sps is not None and sps.states_decoder_setup
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -195,14 +148,13 @@ def open_again(header: VideoHeader) -> Any:
     would block the open; another video would lend this one its rotation or its frames)."""
     src = header.source
     if not isinstance(src, (str, os.PathLike)):
-        return _av_open(header.index, lambda: io.BytesIO(src), header.rotation_kept)
+        return _av_open(header.index, io.BytesIO(src))
     path = os.fspath(src)
     fd, st = _open_file(header.index, path)
     try:
         if _identity(st) != header.identity:
             raise InvalidVideoError(header.index, f"{path!r} changed after it was opened")
-        alias = _fd_path(fd, path)
-        return _av_open(header.index, lambda: alias, header.rotation_kept)
+        return _av_open(header.index, _fd_path(fd, path))
     finally:
         os.close(fd)
 
@@ -259,19 +211,7 @@ def _check(index: int, container: Any, limits: VideoLimits,
         raise InvalidVideoError(index, f"{total} frames at {fps:g} fps are over the limit of "
                                        f"{limits.max_duration_s:g} s")
     return VideoHeader(index, container, stream, CODECS.get(name, name), width, height, total,
-                       fps, counted, _pixel_format(stream))
-
-
-def _pixel_format(stream: Any) -> str | None:
-    """The decoded frames' pixel format: FFmpeg's, or the SPS's where FFmpeg skipped its probe."""
-    fmt = stream.codec_context.format
-    if fmt is not None:
-        return fmt.name
-    if stream.codec_context.name == "h264":
-        sps = avcc_sps(stream.codec_context.extradata)
-        if sps is not None and sps.states_decoder_setup:
-            return "yuv420p"  # or yuvj420p for full range: the same planes
-    return None
+                       fps, counted)
 
 
 def set_threads(header: VideoHeader, threads: int | None) -> None:
@@ -312,16 +252,13 @@ def cap_picture_size(stream: Any, width: int, height: int) -> None:
     ctx.options = {**ctx.options, "max_pixels": str(limit)}
 
 
-def open_video(index: int, source: VideoSource, limits: VideoLimits | None = None,
-               keep_rotation: bool = True) -> VideoHeader:
+def open_video(index: int, source: VideoSource,
+               limits: VideoLimits | None = None) -> VideoHeader:
     """Opens a video's container and checks its header; close() it when done.
 
-    ``keep_rotation``: decoded frames carry the stream's display rotation (torchcodec and OpenCV
-    turn frames upright by it); False lets an H.264 MP4 open faster (PyAV's loader ignores
-    rotation). Raises InvalidVideoError (corrupt, empty, over a limit) or UnsupportedVideoError
-    (codec)."""
+    Raises InvalidVideoError (corrupt, empty, over a limit) or UnsupportedVideoError (codec)."""
     limits = limits or VideoLimits()
-    container, identity = _open(index, source, limits, keep_rotation)
+    container, identity = _open(index, source, limits)
     size = memoryview(source).nbytes if identity is None else identity[2]
     try:
         header = _check(index, container, limits, size)
@@ -331,7 +268,6 @@ def open_video(index: int, source: VideoSource, limits: VideoLimits | None = Non
     header.source = source
     header.identity = identity
     header.limits = limits
-    header.rotation_kept = keep_rotation
     return header
 
 

@@ -29,7 +29,7 @@ from .container import (
     set_threads,
 )
 from .convert import FrameConverter, check_decoder
-from .decode_memory import format_bytes, named_format
+from .decode_memory import format_bytes
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
 from .stream_scan import decoder_metadata, frame_size, stream_rotation
@@ -52,8 +52,9 @@ class SizeCheck:
         self.follow = follow
         self.size: tuple[int, int] | None = None if follow else (header.width, header.height)
         self._lock = threading.Lock()  # the parallel decode's runs check on threads of their own
-        self._format = header.pixel_format  # the header's pixel format: planned as is
-        self._bytes = format_bytes(named_format(self._format), header.width, header.height)
+        fmt = getattr(getattr(header.stream, "codec_context", None), "format", None)
+        self._format = getattr(fmt, "name", None)  # the header's pixel format: planned as is
+        self._bytes = format_bytes(fmt, header.width, header.height)
 
     def __call__(self, i: int, frame: Any, wanted: bool) -> None:
         h = self.header
@@ -210,9 +211,9 @@ def load_video(source: VideoSource, indices: Sequence[int] | None = None,
     ``indices``: the frames to keep; or ``sample(metadata) -> indices``; neither: every frame.
     Returns ((n, H, W, 3) uint8, metadata with ``frames_indices``). Indices are checked as
     ``decode_frames`` checks them (FrameIndexError, InvalidVideoError)."""
-    header = open_video(0, source, limits, keep_rotation=check_decoder(decoder) != "pyav")
+    header = open_video(0, source, limits)
     try:
-        meta = decoder_metadata(header, decoder)
+        meta = decoder_metadata(header, check_decoder(decoder))
         if indices is None:
             every = min(int(meta["total_num_frames"]), header.total_frames)  # torchcodec's scan
             indices = sample(meta) if sample is not None else range(every)
