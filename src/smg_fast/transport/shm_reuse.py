@@ -53,9 +53,8 @@ from collections import deque
 
 import numpy as np
 
-from .background import call_later
 from .shm_owner import _NAMES, SHM_DIR, link_fd
-from .shm_segment import close_mapping
+from .shm_segment import unmap_later
 from .shm_slab import (  # noqa: F401  (re-exported)
     GRANULE,
     HEADER,
@@ -369,7 +368,7 @@ class SlabPool:
             os.close(slab.fd)
         except OSError:
             pass
-        call_later(close_mapping, slab.mm)  # unmapping 50 MB takes milliseconds
+        unmap_later(slab.mm)  # unmapping 50 MB takes milliseconds
 
     def close(self) -> int:
         """Drops every idle slab and removes the private directory.

@@ -18,6 +18,8 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import resource
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,7 +144,7 @@ class ShmSegment:
         A view still alive then keeps the mapping until it is dropped."""
         self._close_fd()
         if self._mm is not None:
-            call_later(close_mapping, self._mm)
+            unmap_later(self._mm)
             self._mm = None
 
 
@@ -159,6 +161,46 @@ def close_mapping(mm: mmap.mmap) -> None:
         mm.close()
     except BufferError:  # a view is still alive: it unmaps when it is dropped
         pass
+
+
+def soft_nofile() -> int:
+    """The process's soft RLIMIT_NOFILE (1 << 20 when unlimited, 1024 when unknown)."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        return 1024
+    return 1 << 20 if soft == resource.RLIM_INFINITY or soft < 0 else soft
+
+
+# Python's mmap keeps a duplicate of the file's descriptor until it is closed, so every mapping
+# waiting for the background thread holds one: a burst of deliveries faster than the thread
+# drains them (a loaded host) would otherwise run the process out of descriptors.
+_waiting = 0
+_waiting_lock = threading.Lock()
+
+
+def unmap_later(mm: mmap.mmap) -> None:
+    """Unmaps mm on the background thread, or now when too many already wait there.
+
+    At most a sixteenth of the soft ``RLIMIT_NOFILE`` (4 to 256) mappings wait at a time."""
+    global _waiting
+    cap = min(256, max(4, soft_nofile() // 16))
+    with _waiting_lock:
+        defer = _waiting < cap
+        _waiting += defer
+    if defer:
+        call_later(_unmap_waiting, mm)
+    else:
+        close_mapping(mm)
+
+
+def _unmap_waiting(mm: mmap.mmap) -> None:
+    global _waiting
+    try:
+        close_mapping(mm)
+    finally:
+        with _waiting_lock:
+            _waiting -= 1
 
 
 def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = False,

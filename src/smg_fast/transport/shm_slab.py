@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import mmap
 import os
-import resource
 from typing import Any
 
 import numpy as np
 
-from .shm_segment import GRANULE
+from .shm_segment import GRANULE, soft_nofile
 
 HEADER = 4096  # the tensor's offset in a reused segment: page aligned, for consumers that map
 PAGE = mmap.PAGESIZE
@@ -65,13 +64,7 @@ def default_max_open() -> int:
 
     An eighth of the soft ``RLIMIT_NOFILE`` (two descriptors each, so a quarter of the process's
     descriptors), at least 4."""
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (OSError, ValueError):
-        soft = 1024
-    if soft == resource.RLIM_INFINITY or soft < 0:
-        soft = 1 << 20
-    return max(4, soft // 8)
+    return max(4, soft_nofile() // 8)
 
 
 __all__ = ["GRANULE", "HEADER", "PAGE", "Slab", "default_max_open", "size_class"]
