@@ -167,6 +167,28 @@ def test_codec_outside_the_allowlist_is_unsupported():
         open_video(0, data, VideoLimits(codecs=frozenset({"h264"})))
 
 
+def test_a_codec_tag_ffmpeg_does_not_know_is_unsupported():
+    data = make_clip("h264", 64, 48, 4).replace(b"avc1", b"zzzz")  # the MP4 sample entry's tag
+    with pytest.raises(UnsupportedVideoError, match="unknown to FFmpeg"):
+        open_video(0, data)
+
+
+def test_damaged_webm_raises_only_typed_errors():
+    """Random byte damage (some breaks the rewind after counting): frames or InvalidVideoError."""
+    import random
+
+    data = make_clip("vp9", 64, 48, 40, fps=10)
+    for seed in range(300):
+        rng = random.Random(seed)
+        damaged = bytearray(data)
+        for _ in range(8):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        try:
+            load_video(bytes(damaged))
+        except InvalidVideoError:
+            pass
+
+
 @pytest.mark.parametrize("limits, match", [
     (VideoLimits(max_frames=10), "frames"),
     (VideoLimits(max_duration_s=1.0), "limit of 1 s"),

@@ -169,9 +169,9 @@ def _count_packets(container: Any, stream: Any, limit: int, index: int) -> int:
                 count += 1
                 if count > limit:
                     raise InvalidVideoError(index, f"more than {limit} frames")
+        container.seek(0)  # a damaged index can refuse the rewind
     except av.FFmpegError as exc:
         raise InvalidVideoError(index, f"corrupt container ({exc})") from None
-    container.seek(0)
     return count
 
 
@@ -181,7 +181,11 @@ def _check(index: int, container: Any, limits: VideoLimits,
     if not container.streams.video:
         raise InvalidVideoError(index, "the container holds no video stream")
     stream = container.streams.video[0]
-    name = stream.codec_context.name
+    ctx = stream.codec_context
+    if ctx is None:  # a codec tag FFmpeg has no decoder for
+        raise UnsupportedVideoError(index, f"the video stream's codec is unknown to FFmpeg "
+                                           f"(supported: {sorted(limits.codecs)})")
+    name = ctx.name
     if name not in limits.codecs:
         raise UnsupportedVideoError(index, f"codec {name!r} is not supported (supported: "
                                            f"{sorted(limits.codecs)})")
