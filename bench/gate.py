@@ -218,7 +218,11 @@ def measure_in_fresh_process(family: str, rounds: int, raw: dict[str, list[float
                              ) -> tuple[dict[str, float], list[str]]:
     """measure_family in a new Python process: its ratios and that process's tuning choices."""
     out = subprocess.run([sys.executable, __file__, "--family", family, "--rounds", str(rounds)],
-                         check=True, capture_output=True, text=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit(f"bench gate: re-measuring {family} in a fresh process failed "
+                         f"(exit {out.returncode}; its stderr above)")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for name, values in result["seconds"].items():
         raw.setdefault(name, []).extend(values)
