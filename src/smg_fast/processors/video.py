@@ -362,7 +362,7 @@ class _Encoded(_Source):
         else:
             sampled = len(set(indices.tolist()))
             repeats = sampled != len(indices) or bool(np.any(np.diff(indices) < 0))
-        return video_decode_bytes(h.stream, h.width, h.height, sampled, repeats, threads)
+        return video_decode_bytes(h.pixel_format, h.width, h.height, sampled, repeats, threads)
 
     def close(self) -> None:
         self._header.close()

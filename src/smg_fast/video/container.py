@@ -15,10 +15,12 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidVideoError, UnsupportedVideoError
+from .h264_sps import avcc_sps, starts_with_idr
 
 # FFmpeg decoder names accepted by default, and the codec each one decodes.
 CODECS: dict[str, str] = {"h264": "h264", "hevc": "hevc", "vp8": "vp8", "vp9": "vp9",
@@ -61,6 +63,7 @@ class VideoHeader:
     total_frames: int
     fps: float | None
     counted: bool  # True: the container declares no frame count, packets were counted
+    pixel_format: str | None = None  # FFmpeg's name for the decoded frames' format, if known
     source: Any = None  # the bytes or path it was opened on (decoders may open it again)
     identity: tuple[int, ...] | None = None  # a path's file as opened (reopen_source checks it)
     limits: VideoLimits | None = None  # what it was checked against (decoded frames are too)
@@ -92,30 +95,86 @@ def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, An
         if size > limits.max_bytes:
             raise InvalidVideoError(index, f"{size} bytes, over the limit of "
                                            f"{limits.max_bytes} bytes")
-        file: Any = io.BytesIO(source)
-    elif isinstance(source, (str, os.PathLike)):
+        head = bytes(memoryview(source)[:_SNIFF_BYTES])
+        return _av_open(index, lambda: io.BytesIO(source), head), None
+    if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         fd, st = _open_file(index, path)
         try:
             if st.st_size > limits.max_bytes:
                 raise InvalidVideoError(index, f"{path!r} is over the limit of "
                                                f"{limits.max_bytes} bytes")
-            container = _av_open(index, _fd_path(fd, path))
+            alias = _fd_path(fd, path)
+            container = _av_open(index, lambda: alias, os.pread(fd, _SNIFF_BYTES, 0))
         finally:
             os.close(fd)
         return container, _identity(st)
-    else:
-        raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
-                        f"{type(source).__name__}")
-    return _av_open(index, file), None
+    raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
+                    f"{type(source).__name__}")
 
 
-def _av_open(index: int, file: Any) -> Any:
+def _av_open(index: int, make_file: Callable[[], Any], head: bytes) -> Any:
+    """PyAV's container on make_file(), opened without FFmpeg's probe decode where that is exact.
+
+    FFmpeg decodes each stream's first frames while opening, to learn what the header leaves out;
+    the keyframe it decodes is decoded again with the frames (tens of ms for a detailed HD one).
+    A file that starts as MP4 / MOV does (``head``) is first opened with the probe's decoders
+    refused; it is kept when its first video stream is H.264 whose header states all the probe
+    learns (``_probe_decode_needless``), and opened again as FFmpeg opens it by default if not."""
     av = _av()
+    if head[4:8] in _MP4_BOXES:
+        container = None
+        try:
+            container = av.open(make_file(), mode="r", metadata_errors="ignore",
+                                stream_options=[_NO_PROBE_DECODE] * _PROBED_STREAMS)
+            if _probe_decode_needless(container):
+                container, kept = None, container
+                return kept
+        except (av.FFmpegError, ValueError):
+            pass  # the default open below says what is wrong
+        finally:
+            if container is not None:
+                container.close()
     try:
-        return av.open(file, mode="r", metadata_errors="ignore")
+        return av.open(make_file(), mode="r", metadata_errors="ignore")
     except (av.FFmpegError, ValueError) as exc:
         raise InvalidVideoError(index, f"not a readable video container ({exc})") from None
+# A decoder option for the container's probe only (the decoder that decodes the frames is made
+# from the stream's parameters, without it): no decoder is allowed, so FFmpeg decodes nothing
+# while opening and keeps what the demuxer read. Given for the first _PROBED_STREAMS streams.
+_NO_PROBE_DECODE = {"codec_whitelist": "none"}
+_PROBED_STREAMS = 32
+# The first box of an MP4 / MOV file (ISO/IEC 14496-12; QuickTime's may come before ftyp).
+_MP4_BOXES = frozenset({b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide"})
+_SNIFF_BYTES = 8
+
+
+def _probe_decode_needless(container: Any) -> bool:
+    """True for an MP4 / MOV whose first video stream is H.264 stating what the probe learns.
+
+    The avcC's one SPS must state 8-bit 4:2:0 progressive frames, their reorder depth and, cropped
+    on the right and bottom only, the sample entry's size; the first packet must be an IDR picture
+    whose in-band SPS, if any, is that SPS (``h264_sps.py``). Other demuxers estimate stream
+    timings from the probe (Matroska's stream start time and duration differ without it)."""
+    video = container.streams.video
+    if "mp4" not in container.format.name.split(",") or not video:
+        return False
+    stream = video[0]
+    ctx = stream.codec_context
+    if stream.index >= _PROBED_STREAMS or ctx is None or ctx.name != "h264":
+        return False
+    extradata = bytes(ctx.extradata or b"")
+    sps = avcc_sps(extradata)
+    if sps is None or not sps.states_decoder_setup:
+        return False
+    if sps.cropped_size != (stream.width, stream.height):
+        return False
+    try:
+        first = next(iter(container.demux(stream)), None)
+        ok = first is not None and first.is_keyframe and starts_with_idr(extradata, bytes(first))
+    finally:
+        container.seek(0)
+    return ok
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -148,13 +207,15 @@ def open_again(header: VideoHeader) -> Any:
     would block the open; another video would lend this one its rotation or its frames)."""
     src = header.source
     if not isinstance(src, (str, os.PathLike)):
-        return _av_open(header.index, io.BytesIO(src))
+        head = bytes(memoryview(src)[:_SNIFF_BYTES])
+        return _av_open(header.index, lambda: io.BytesIO(src), head)
     path = os.fspath(src)
     fd, st = _open_file(header.index, path)
     try:
         if _identity(st) != header.identity:
             raise InvalidVideoError(header.index, f"{path!r} changed after it was opened")
-        return _av_open(header.index, _fd_path(fd, path))
+        alias = _fd_path(fd, path)
+        return _av_open(header.index, lambda: alias, os.pread(fd, _SNIFF_BYTES, 0))
     finally:
         os.close(fd)
 
@@ -215,7 +276,19 @@ def _check(index: int, container: Any, limits: VideoLimits,
         raise InvalidVideoError(index, f"{total} frames at {fps:g} fps are over the limit of "
                                        f"{limits.max_duration_s:g} s")
     return VideoHeader(index, container, stream, CODECS.get(name, name), width, height, total,
-                       fps, counted)
+                       fps, counted, _pixel_format(stream))
+
+
+def _pixel_format(stream: Any) -> str | None:
+    """The decoded frames' pixel format: FFmpeg's, or the SPS's where FFmpeg skipped its probe."""
+    fmt = stream.codec_context.format
+    if fmt is not None:
+        return fmt.name
+    if stream.codec_context.name == "h264":
+        sps = avcc_sps(bytes(stream.codec_context.extradata or b""))
+        if sps is not None and sps.states_decoder_setup:
+            return "yuv420p"  # or yuvj420p for full range: the same planes
+    return None
 
 
 def set_threads(header: VideoHeader, threads: int | None) -> None:

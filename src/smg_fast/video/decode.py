@@ -29,7 +29,7 @@ from .container import (
     set_threads,
 )
 from .convert import FrameConverter, check_decoder
-from .decode_memory import format_bytes
+from .decode_memory import format_bytes, named_format
 from .parallel_decode import decode_parallel
 from .skip_decode import decode_skipping, plan_skips
 from .stream_scan import decoder_metadata, frame_size, stream_rotation
@@ -52,9 +52,8 @@ class SizeCheck:
         self.follow = follow
         self.size: tuple[int, int] | None = None if follow else (header.width, header.height)
         self._lock = threading.Lock()  # the parallel decode's runs check on threads of their own
-        fmt = getattr(getattr(header.stream, "codec_context", None), "format", None)
-        self._format = getattr(fmt, "name", None)  # the header's pixel format: planned as is
-        self._bytes = format_bytes(fmt, header.width, header.height)
+        self._format = header.pixel_format  # the header's pixel format: planned as is
+        self._bytes = format_bytes(named_format(self._format), header.width, header.height)
 
     def __call__(self, i: int, frame: Any, wanted: bool) -> None:
         h = self.header

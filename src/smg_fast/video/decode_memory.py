@@ -25,10 +25,21 @@ UNKNOWN_FORMAT_BYTES = 8
 RGB_BYTES = 3
 
 
-def frame_bytes(stream: Any, width: int, height: int) -> int:
-    """Bytes of one decoded frame in the stream's pixel format (every plane)."""
-    return format_bytes(getattr(getattr(stream, "codec_context", None), "format", None), width,
-                        height)
+def frame_bytes(pixel_format: str | None, width: int, height: int) -> int:
+    """Bytes of one decoded frame in FFmpeg's pixel format of that name (every plane)."""
+    return format_bytes(named_format(pixel_format), width, height)
+
+
+def named_format(pixel_format: str | None) -> Any:
+    """PyAV's VideoFormat of that name, or None (unnamed or unknown to this FFmpeg)."""
+    if pixel_format is None:
+        return None
+    import av
+
+    try:
+        return av.VideoFormat(pixel_format)
+    except ValueError:
+        return None
 
 
 def format_bytes(fmt: Any, width: int, height: int) -> int:
@@ -55,12 +66,12 @@ def decoder_threads(threads: int | None) -> int:
     return threads if threads > 1 else (os.cpu_count() or 1)
 
 
-def video_decode_bytes(stream: Any, width: int, height: int, sampled: int, repeats: bool,
-                       threads: int | None) -> int:
+def video_decode_bytes(pixel_format: str | None, width: int, height: int, sampled: int,
+                       repeats: bool, threads: int | None) -> int:
     """Decode memory planned for ``sampled`` distinct frames of a width x height stream.
 
     ``repeats``: an index is sampled twice, so every converted frame is kept until handed out."""
-    frame = frame_bytes(stream, width, height)
+    frame = frame_bytes(pixel_format, width, height)
     rgb = width * height * RGB_BYTES
     n = decoder_threads(threads)  # frame threads, or decoders of their own (parallel_decode.py)
     held = frame * (sampled + REFERENCE_FRAMES * max(1, n) + n)

@@ -1,0 +1,247 @@
+"""An H.264 stream's sequence parameter set, read from its avcC header (ITU-T H.264 7.3.2.1.1).
+
+Opening a container, FFmpeg decodes the first frames of each stream to learn what the header does
+not say (the pixel format; for H.264, how many frames the decoder holds back to reorder). A
+720p keyframe of a detailed picture takes about as long to decode as 40 later frames, and the
+decode that follows decodes it again. Where the SPS itself states both (8-bit 4:2:0, progressive,
+and ``bitstream_restriction_flag`` with ``max_num_reorder_frames``: FFmpeg's H.264 decoder then
+takes its reorder depth from the SPS whatever the container said), its cropped size is the sample
+entry's, and the first picture is an IDR decoded with that SPS, that first decode adds nothing,
+and the container is opened without it (``container.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# profile_idc values whose SPS carries chroma_format_idc, bit depths and scaling lists (7.3.2.1.1).
+_HIGH_PROFILES = frozenset({100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135})
+_NAL_SPS = 7
+_NAL_IDR = 5
+_MAX_UE_BITS = 31  # an Exp-Golomb code longer than this is no value an SPS holds
+
+
+@dataclass(frozen=True)
+class Sps:
+    """The SPS fields that decide whether FFmpeg's probe decode can be skipped."""
+
+    profile_idc: int
+    chroma_format_idc: int
+    bit_depth_luma: int
+    bit_depth_chroma: int
+    frame_mbs_only: bool
+    bitstream_restriction: bool
+    max_num_reorder_frames: int | None
+    coded_size: tuple[int, int] = (0, 0)  # the macroblocks' width and height in pixels
+    crop: tuple[int, int, int, int] = (0, 0, 0, 0)  # frame_crop left, right, top, bottom offsets
+
+    @property
+    def cropped_size(self) -> tuple[int, int] | None:
+        """The decoded frames' width and height (7.4.2.1.1), for 4:2:0 progressive frames.
+
+        None for other formats and for a crop on the left or top (FFmpeg may shift those to keep
+        alignment)."""
+        left, right, top, bottom = self.crop
+        if self.chroma_format_idc != 1 or not self.frame_mbs_only or left or top:
+            return None
+        width, height = self.coded_size[0] - 2 * right, self.coded_size[1] - 2 * bottom
+        return (width, height) if width > 0 and height > 0 else None
+
+    @property
+    def states_decoder_setup(self) -> bool:
+        """True when the SPS alone gives FFmpeg the pixel format (yuv420p) and reorder depth."""
+        return (self.chroma_format_idc == 1 and self.bit_depth_luma == 8
+                and self.bit_depth_chroma == 8 and self.frame_mbs_only
+                and self.bitstream_restriction)
+
+
+class _Bits:
+    """An MSB-first bit reader over an RBSP; IndexError past its end."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def bit(self) -> int:
+        byte = self.data[self.pos >> 3]  # IndexError past the end
+        self.pos += 1
+        return (byte >> (7 - ((self.pos - 1) & 7))) & 1
+
+    def bits(self, n: int) -> int:
+        v = 0
+        for _ in range(n):
+            v = (v << 1) | self.bit()
+        return v
+
+    def ue(self) -> int:
+        zeros = 0
+        while self.bit() == 0:
+            zeros += 1
+            if zeros > _MAX_UE_BITS:
+                raise ValueError("Exp-Golomb code too long")
+        return (1 << zeros) - 1 + self.bits(zeros)
+
+    def se(self) -> int:
+        k = self.ue()
+        return (k + 1) // 2 if k & 1 else -(k // 2)
+
+
+def _rbsp(nal: bytes) -> bytes:
+    """The NAL unit's payload with emulation prevention bytes (00 00 03) removed."""
+    out = bytearray()
+    zeros = 0
+    for b in nal:
+        if zeros >= 2 and b == 3:
+            zeros = 0
+            continue
+        out.append(b)
+        zeros = zeros + 1 if b == 0 else 0
+    return bytes(out)
+
+
+def _skip_scaling_list(r: _Bits, size: int) -> None:
+    last = next_ = 8
+    for _ in range(size):
+        if next_:
+            next_ = (last + r.se() + 256) % 256
+        last = next_ or last
+
+
+def _skip_hrd(r: _Bits) -> None:
+    count = r.ue() + 1
+    r.bits(8)  # bit_rate_scale, cpb_size_scale
+    for _ in range(count):
+        r.ue()
+        r.ue()
+        r.bit()
+    r.bits(20)  # four 5-bit lengths
+
+
+def parse_sps(nal: bytes) -> Sps:
+    """The fields of one SPS NAL unit (its header byte first). ValueError if it is not one."""
+    if not nal or nal[0] & 0x1F != _NAL_SPS:
+        raise ValueError("not an SPS NAL unit")
+    r = _Bits(_rbsp(nal[1:]))
+    try:
+        profile = r.bits(8)
+        r.bits(16)  # constraint flags, reserved bits, level_idc
+        r.ue()  # seq_parameter_set_id
+        chroma, depth_luma, depth_chroma = 1, 8, 8
+        if profile in _HIGH_PROFILES:
+            chroma = r.ue()
+            if chroma == 3:
+                r.bit()  # separate_colour_plane_flag
+            depth_luma = r.ue() + 8
+            depth_chroma = r.ue() + 8
+            r.bit()  # qpprime_y_zero_transform_bypass_flag
+            if r.bit():  # seq_scaling_matrix_present_flag
+                for i in range(8 if chroma != 3 else 12):
+                    if r.bit():
+                        _skip_scaling_list(r, 16 if i < 6 else 64)
+        r.ue()  # log2_max_frame_num_minus4
+        poc_type = r.ue()
+        if poc_type == 0:
+            r.ue()
+        elif poc_type == 1:
+            r.bit()
+            r.se()
+            r.se()
+            cycle = r.ue()
+            if cycle > 255:
+                raise ValueError("num_ref_frames_in_pic_order_cnt_cycle over 255")
+            for _ in range(cycle):
+                r.se()
+        r.ue()  # max_num_ref_frames
+        r.bit()  # gaps_in_frame_num_value_allowed_flag
+        width_mbs = r.ue() + 1  # pic_width_in_mbs_minus1
+        height_units = r.ue() + 1  # pic_height_in_map_units_minus1
+        frame_mbs_only = bool(r.bit())
+        if not frame_mbs_only:
+            r.bit()  # mb_adaptive_frame_field_flag
+        r.bit()  # direct_8x8_inference_flag
+        crop = (r.ue(), r.ue(), r.ue(), r.ue()) if r.bit() else (0, 0, 0, 0)  # frame_cropping
+        restriction, reorder = False, None
+        if r.bit():  # vui_parameters_present_flag (E.1.1)
+            if r.bit() and r.bits(8) == 255:  # aspect_ratio_info, Extended_SAR
+                r.bits(32)
+            if r.bit():  # overscan_info_present_flag
+                r.bit()
+            if r.bit():  # video_signal_type_present_flag
+                r.bits(4)
+                if r.bit():  # colour_description_present_flag
+                    r.bits(24)
+            if r.bit():  # chroma_loc_info_present_flag
+                r.ue()
+                r.ue()
+            if r.bit():  # timing_info_present_flag
+                r.bits(65)
+            nal_hrd = r.bit()
+            if nal_hrd:
+                _skip_hrd(r)
+            vcl_hrd = r.bit()
+            if vcl_hrd:
+                _skip_hrd(r)
+            if nal_hrd or vcl_hrd:
+                r.bit()  # low_delay_hrd_flag
+            r.bit()  # pic_struct_present_flag
+            restriction = bool(r.bit())
+            if restriction:
+                r.bit()  # motion_vectors_over_pic_boundaries_flag
+                for _ in range(4):
+                    r.ue()
+                reorder = r.ue()
+                r.ue()  # max_dec_frame_buffering
+    except IndexError:
+        raise ValueError("SPS ends early") from None
+    coded = (16 * width_mbs, 16 * height_units * (1 if frame_mbs_only else 2))
+    return Sps(profile, chroma, depth_luma, depth_chroma, frame_mbs_only, restriction, reorder,
+               coded, crop)
+
+
+def avcc_sps(extradata: bytes | None) -> Sps | None:
+    """The SPS of an avcC record holding exactly one, or None (Annex B, several SPS, malformed)."""
+    if not extradata or len(extradata) < 8 or extradata[0] != 1:
+        return None
+    if extradata[5] & 0x1F != 1:  # numOfSequenceParameterSets
+        return None
+    size = int.from_bytes(extradata[6:8], "big")
+    nal = extradata[8:8 + size]
+    if len(nal) != size:
+        return None
+    try:
+        return parse_sps(nal)
+    except ValueError:
+        return None
+
+
+def _avcc_nals(data: bytes, length_size: int) -> list[bytes] | None:
+    """The NAL units of a length-prefixed (AVCC) sample, or None if the lengths do not add up."""
+    nals, pos = [], 0
+    while pos < len(data):
+        if pos + length_size > len(data):
+            return None
+        size = int.from_bytes(data[pos:pos + length_size], "big")
+        pos += length_size
+        if size == 0 or pos + size > len(data):
+            return None
+        nals.append(data[pos:pos + size])
+        pos += size
+    return nals
+
+
+def starts_with_idr(extradata: bytes, packet: bytes) -> bool:
+    """True when packet (an MP4 sample) holds an IDR slice and no SPS but the avcC's own.
+
+    Then the first picture decodes with the avcC's SPS: what FFmpeg's probe would learn from
+    decoding it, the SPS already says."""
+    if len(extradata) < 8 or extradata[0] != 1:
+        return False
+    sps = extradata[8:8 + int.from_bytes(extradata[6:8], "big")]
+    nals = _avcc_nals(packet, (extradata[4] & 3) + 1)
+    if not nals:
+        return False
+    types = [nal[0] & 0x1F for nal in nals]
+    return _NAL_IDR in types and all(nal == sps for nal in nals if nal[0] & 0x1F == _NAL_SPS)
+
+
+__all__ = ["Sps", "avcc_sps", "parse_sps", "starts_with_idr"]

@@ -1,0 +1,263 @@
+"""Containers opened without FFmpeg's probe decode give what FFmpeg's default open gives.
+
+The oracle is PyAV's default ``av.open`` (FFmpeg probing as it does by default): the same header
+facts and, decoded, the same frames (pixels, timestamps, picture types) in the same order, for
+H.264 streams whose SPS lets the probe decode be skipped and for the streams opened again with it.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from smg_fast.testing.video_clips import codecs_available, make_clip
+from smg_fast.video import load_video, open_video
+from smg_fast.video.h264_sps import avcc_sps, parse_sps
+
+av = pytest.importorskip("av")
+
+H264 = "h264" in codecs_available()
+
+
+def remux(data: bytes, fmt: str) -> bytes:
+    """The clip's packets in another container, not re-encoded."""
+    buf = io.BytesIO()
+    with av.open(io.BytesIO(data)) as src, av.open(buf, "w", format=fmt) as out:
+        ins = src.streams.video[0]
+        stream = out.add_stream_from_template(ins)
+        for packet in src.demux(ins):
+            if packet.dts is None:
+                continue
+            packet.stream = stream
+            out.mux(packet)
+    return buf.getvalue()
+
+
+def facts(container) -> dict:
+    s = container.streams.video[0]
+    ctx = s.codec_context
+    return {"codec": ctx.name, "width": s.width, "height": s.height, "frames": s.frames,
+            "average_rate": s.average_rate, "guessed_rate": s.guessed_rate,
+            "base_rate": s.base_rate, "time_base": s.time_base, "start_time": s.start_time,
+            "duration": s.duration, "container_duration": container.duration,
+            "profile": ctx.profile}
+
+
+def decoded(container) -> list[tuple]:
+    return [(f.pts, int(f.pict_type), f.to_ndarray(format="rgb24"))
+            for f in container.decode(container.streams.video[0])]
+
+
+def same_frames(a: list[tuple], b: list[tuple]) -> bool:
+    if len(a) != len(b):
+        return False
+    return all(x[:2] == y[:2] and np.array_equal(x[2], y[2]) for x, y in zip(a, b, strict=True))
+
+
+CLIPS = {
+    # (x264 params, pixel format, container, size) -> whether the probe decode is skipped
+    "b-frames, mp4": ({"x264-params": "bframes=3:b-pyramid=normal"}, "yuv420p", "mp4",
+                      (176, 144), True),
+    "no b-frames, mp4": ({"x264-params": "bframes=0"}, "yuv420p", "mp4", (176, 144), True),
+    "cropped (98x62 of 112x64)": ({}, "yuv420p", "mp4", (98, 62), True),
+    "in-band SPS, the avcC's own": ({"x264-params": "repeat-headers=1"}, "yuv420p", "mp4",
+                                    (176, 144), True),
+    "b-frames, matroska (its timings come from the probe)": (
+        {"x264-params": "bframes=2"}, "yuv420p", "matroska", (176, 144), False),
+    "b-frames, mov": ({}, "yuv420p", "mov", (176, 144), True),
+    "scaling lists (cqm=jvt)": ({"x264-params": "cqm=jvt:bframes=2"}, "yuv420p", "mp4",
+                                (176, 144), True),
+    "4:4:4": ({}, "yuv444p", "mp4", (176, 144), False),
+    "10-bit": ({}, "yuv420p10le", "mp4", (176, 144), False),
+    "interlaced": ({"x264-params": "interlaced=1"}, "yuv420p", "mp4", (176, 144), False),
+    "MPEG-TS (Annex B, no avcC)": ({}, "yuv420p", "mpegts", (176, 144), False),
+}
+
+
+def assert_opens_as_default(data: bytes, skipped: bool, frames: int) -> None:
+    """open_video's container: FFmpeg's default open's facts and frames; probe skipped or not."""
+    header = open_video(0, data)
+    try:
+        with av.open(io.BytesIO(data)) as ref:
+            want_format = ref.streams.video[0].codec_context.format.name
+            assert facts(header.container) == facts(ref)
+            # Skipped only where the header states it: FFmpeg's probe left no format behind.
+            assert (header.stream.codec_context.format is None) == skipped
+            # The pixel format planned from the header is FFmpeg's (its J variant: same planes).
+            assert header.pixel_format in (want_format, want_format.replace("yuvj", "yuv"))
+            want = decoded(ref)
+            delay = ref.streams.video[0].codec_context.has_b_frames
+        got = decoded(header.container)
+        assert len(want) == frames
+        assert same_frames(got, want)
+        # The reorder delay: the probe's decoder learnt it opening; this one from the first SPS.
+        assert header.stream.codec_context.has_b_frames == delay
+    finally:
+        header.close()
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+@pytest.mark.parametrize("name", list(CLIPS))
+def test_open_equals_ffmpegs_default_open(name):
+    options, pix_fmt, fmt, (width, height), skipped = CLIPS[name]
+    data = make_clip("h264", width, height, 14, fps=24, pix_fmt=pix_fmt, options=options)
+    if fmt != "mp4":
+        data = remux(data, fmt)
+    assert_opens_as_default(data, skipped, 14)
+
+
+def _sample_entry(data: bytes) -> int:
+    """Offset of the avc1 sample entry's width field (then its height) in an MP4."""
+    at = data.index(b"stsd") + 4 + 4 + 4 + 4  # version and flags, entry_count, the entry's size
+    assert data[at:at + 4] == b"avc1"
+    return at + 4 + 6 + 2 + 2 + 2 + 12  # reserved, data_reference_index, pre_defined, reserved...
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+@pytest.mark.parametrize("size", [(192, 144), (176, 160), (96, 64)])
+def test_a_sample_entry_size_the_sps_does_not_give_is_probed(size):
+    """The SPS says 176x144; the sample entry says otherwise: FFmpeg's probe decides the size."""
+    data = bytearray(make_clip("h264", 176, 144, 10, fps=24))
+    at = _sample_entry(data)
+    assert int.from_bytes(data[at:at + 2], "big") == 176
+    data[at:at + 4] = size[0].to_bytes(2, "big") + size[1].to_bytes(2, "big")
+    assert_opens_as_default(bytes(data), False, 10)
+    got, _ = load_video(bytes(data), [0, 5, 9])
+    assert got.shape == (3, 144, 176, 3)
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+def test_a_first_picture_with_another_sps_is_probed():
+    """96x64 packets carrying their own SPS, under another stream's 128x64 avcC and entry."""
+    inner = make_clip("h264", 96, 64, 8, fps=12, options={"x264-params": "repeat-headers=1"})
+    outer = make_clip("h264", 128, 64, 2, fps=12)
+    buf = io.BytesIO()
+    with av.open(io.BytesIO(inner)) as src, av.open(io.BytesIO(outer)) as tpl, \
+            av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream_from_template(tpl.streams.video[0])
+        stream.time_base = src.streams.video[0].time_base
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is None:
+                continue
+            packet.stream = stream
+            out.mux(packet)
+    data = buf.getvalue()
+    with av.open(io.BytesIO(data)) as ref:
+        assert (ref.streams.video[0].width, ref.streams.video[0].height) == (96, 64)
+    assert_opens_as_default(data, False, 8)
+    got, _ = load_video(data, [0, 7])
+    assert got.shape == (2, 64, 96, 3)
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+def test_hevc_and_vp9_are_probed_as_usual():
+    for codec in ("hevc", "vp9"):
+        if codec not in codecs_available():
+            continue
+        data = make_clip(codec, 96, 64, 6, fps=12)
+        header = open_video(0, data)
+        try:
+            with av.open(io.BytesIO(data)) as ref:
+                assert facts(header.container) == facts(ref)
+                assert header.stream.codec_context.format is not None
+                assert header.pixel_format == ref.streams.video[0].codec_context.format.name
+        finally:
+            header.close()
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+@pytest.mark.parametrize("decoder", ["pyav", "torchcodec", "opencv"])
+def test_rotation_is_kept_without_the_probe(decoder):
+    data = make_clip("h264", 98, 62, 4, rotation=90)
+    with av.open(io.BytesIO(data)) as ref:
+        assert next(ref.decode(video=0)).rotation == 90
+    header = open_video(0, data)
+    try:
+        assert header.stream.codec_context.format is None  # skipped
+        assert next(header.container.decode(header.stream)).rotation == 90
+    finally:
+        header.close()
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+def test_sps_fields_of_x264_streams():
+    def sps_of(options: dict, pix_fmt: str = "yuv420p"):
+        data = make_clip("h264", 96, 64, 6, fps=12, pix_fmt=pix_fmt, options=options)
+        with av.open(io.BytesIO(data)) as c:
+            return avcc_sps(c.streams.video[0].codec_context.extradata)
+
+    plain = sps_of({"x264-params": "bframes=0"})
+    assert (plain.chroma_format_idc, plain.bit_depth_luma, plain.frame_mbs_only) == (1, 8, True)
+    assert plain.bitstream_restriction and plain.max_num_reorder_frames == 0
+    assert plain.states_decoder_setup
+    pyramid = sps_of({"x264-params": "bframes=3:b-pyramid=normal"})
+    assert pyramid.max_num_reorder_frames == 2 and pyramid.states_decoder_setup
+    full = sps_of({}, "yuv444p")
+    assert full.chroma_format_idc == 3 and not full.states_decoder_setup
+    interlaced = sps_of({"x264-params": "interlaced=1"})
+    assert not interlaced.frame_mbs_only and not interlaced.states_decoder_setup
+
+
+def _sps_nal(payload_bits: str) -> bytes:
+    bits = payload_bits + "1"  # rbsp_stop_one_bit
+    bits += "0" * (-len(bits) % 8)
+    return bytes([0x67]) + int(bits, 2).to_bytes(len(bits) // 8, "big")
+
+
+def _ue(v: int) -> str:
+    code = bin(v + 1)[2:]
+    return "0" * (len(code) - 1) + code
+
+
+# Baseline profile 66, level 30, no VUI: nothing says how deep the decoder reorders.
+_BASELINE_NO_VUI = ("01000010" + "11000000" + "00011110" + _ue(0) + _ue(0) + _ue(0) + _ue(0)
+                    + _ue(1) + "0" + _ue(10) + _ue(8) + "1" + "1" + "0" + "0")
+
+
+def test_sps_without_vui_does_not_state_the_reorder_depth():
+    sps = parse_sps(_sps_nal(_BASELINE_NO_VUI))
+    assert (sps.profile_idc, sps.chroma_format_idc, sps.frame_mbs_only) == (66, 1, True)
+    assert not sps.bitstream_restriction and sps.max_num_reorder_frames is None
+    assert not sps.states_decoder_setup
+
+
+def _escape(rbsp: bytes) -> bytes:
+    """The NAL unit bytes of an RBSP: 03 inserted after 00 00 where 00-03 follows (7.4.1)."""
+    out, zeros = bytearray(), 0
+    for b in rbsp:
+        if zeros >= 2 and b <= 3:
+            out.append(3)
+            zeros = 0
+        out.append(b)
+        zeros = zeros + 1 if b == 0 else 0
+    return bytes(out)
+
+
+def test_emulation_prevention_bytes_are_removed():
+    # Level 0 then seq_parameter_set_id 63 (Exp-Golomb 000000 1000000): the RBSP reads 42 00 00
+    # 02, which the NAL unit carries as 42 00 00 03 02.
+    bits = "01000010" + "00000000" + "00000000" + _ue(63) + _BASELINE_NO_VUI[24 + 1:]
+    plain = _sps_nal(bits)
+    nal = plain[:1] + _escape(plain[1:])
+    assert nal[1:6] == bytes([0x42, 0x00, 0x00, 0x03, 0x02])
+    sps = parse_sps(nal)
+    assert (sps.profile_idc, sps.chroma_format_idc, sps.frame_mbs_only) == (66, 1, True)
+    assert not sps.bitstream_restriction
+    with pytest.raises(ValueError):
+        parse_sps(nal[:1])  # no payload at all
+
+
+@pytest.mark.parametrize("extradata", [
+    b"", None, b"\x00\x00\x00\x01\x67\x42", b"\x01\x42\x00\x1e\xff\xe2\x00\x04abcd",
+    b"\x01\x42\x00\x1e\xff\xe1\x00\x40\x67",  # declares 64 bytes, holds 1
+    b"\x01\x42\x00\x1e\xff\xe1\x00\x02\x67\x42",  # an SPS cut after its profile
+])
+def test_avcc_records_not_read_are_none(extradata):
+    assert avcc_sps(extradata) is None
+
+
+def test_overlong_exp_golomb_is_refused():
+    with pytest.raises(ValueError):
+        parse_sps(bytes([0x67, 0x64, 0x00, 0x1e]) + bytes(8) + b"\x01")
