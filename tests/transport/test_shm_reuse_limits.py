@@ -110,7 +110,8 @@ for i in (0, 31, 32, 33, 299):
     td = shm_tensor_data(name, (70_000,), "uint8", 70_000, off)
     assert np.array_equal(read_tensor(td, shm_dir=d), np.full(70_000, i % 251, np.uint8)), i
 st = reg.slabs.stats()
-print(held, st["open"], st["max_open"], st["declined"], sum(off == 0 for _, off in got))
+print(held, st["open"], st["max_open"], st["declined"], sum(off == 0 for _, off in got),
+      reg.stats()["unmapped_inline"])
 reg.close()
 """
 
@@ -126,10 +127,29 @@ def test_unread_segments_never_exhaust_descriptors(shm_subdir, delay_s):
                          text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.returncode == 0, out.stderr
-    held, live, max_open, declined, fresh = map(int, out.stdout.split())
+    held, live, max_open, declined, fresh, inline = map(int, out.stdout.split())
     assert max_open == 32 and live <= max_open
+    if delay_s > 1:
+        assert inline == fresh - 16  # 16 wait for the stalled thread, the rest are counted
     assert held <= 2 * max_open + 2  # (+ the background thread's, if any)
     assert declined == fresh == 300 - max_open
+
+
+def test_a_forked_child_starts_with_no_unmaps_waiting():
+    """The parent's queued unmaps never run in a child: its count starts at zero there."""
+    from smg_fast.transport import shm_segment
+
+    with shm_segment._waiting_lock:
+        shm_segment._waiting += 1000
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if shm_segment._waiting == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        with shm_segment._waiting_lock:
+            shm_segment._waiting -= 1000
 
 
 def test_released_slabs_of_another_class_make_room_at_the_cap(shm_subdir):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import shm_segment
 from .errors import ShmNameError, ShmQuotaError
 from .shm_owner import (  # noqa: F401  (_NAME_RE, _pidns_tag: used by tests)
     _NAME_RE,
@@ -376,7 +377,8 @@ class ShmRegistry:
         with self._lock:
             return {"outstanding": len(self._owned), "outstanding_bytes": self._bytes,
                     "created": self.created, "expired": self.expired,
-                    "released": self.released, "refused": self.refused}
+                    "released": self.released, "refused": self.refused,
+                    "unmapped_inline": shm_segment.unmapped_inline}
 
 
 __all__ = [

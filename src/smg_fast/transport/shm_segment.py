@@ -177,30 +177,51 @@ def soft_nofile() -> int:
 # drains them (a loaded host) would otherwise run the process out of descriptors.
 _waiting = 0
 _waiting_lock = threading.Lock()
+unmapped_inline = 0  # mappings unmapped on the caller's thread because too many were waiting
+
+
+def _reset_after_fork() -> None:
+    global _waiting, _waiting_lock
+    _waiting = 0  # the parent's queued unmaps never run in a child
+    _waiting_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def unmap_later(mm: mmap.mmap) -> None:
     """Unmaps mm on the background thread, or now when too many already wait there.
 
     At most a sixteenth of the soft ``RLIMIT_NOFILE`` (4 to 256) mappings wait at a time."""
-    global _waiting
+    global _waiting, unmapped_inline
     cap = min(256, max(4, soft_nofile() // 16))
     with _waiting_lock:
         defer = _waiting < cap
-        _waiting += defer
-    if defer:
-        call_later(_unmap_waiting, mm)
-    else:
+        if defer:
+            _waiting += 1
+        else:
+            unmapped_inline += 1
+    if not defer:
         close_mapping(mm)
+        return
+    try:
+        call_later(_unmap_waiting, mm)
+    except BaseException:
+        _done_waiting()
+        raise
 
 
 def _unmap_waiting(mm: mmap.mmap) -> None:
-    global _waiting
     try:
         close_mapping(mm)
     finally:
-        with _waiting_lock:
-            _waiting -= 1
+        _done_waiting()
+
+
+def _done_waiting() -> None:
+    global _waiting
+    with _waiting_lock:
+        _waiting -= 1
 
 
 def create_segment(nbytes: int, directory: str = SHM_DIR, *, populate: bool = False,
