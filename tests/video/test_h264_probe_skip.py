@@ -1,8 +1,11 @@
 """Containers opened without FFmpeg's probe decode give what FFmpeg's default open gives.
 
-The oracle is PyAV's default ``av.open`` (FFmpeg probing as it does by default): the same header
-facts and, decoded, the same frames (pixels, timestamps, picture types) in the same order, for
-H.264 streams whose SPS lets the probe decode be skipped and for the streams opened again with it.
+The oracle is PyAV's default ``av.open`` (FFmpeg probing as it does by default): the same stream
+facts (size, frame count, rates, timings) and, decoded, the same frames (pixels, timestamps,
+picture types) in the same order, for H.264 streams whose header lets the probe decode be skipped
+and for the streams opened as usual. What the probe copies from its decoder (pixel format, colour
+and aspect fields, reorder delay) is unset until a frame is decoded: named here, checked equal
+after decoding.
 """
 
 from __future__ import annotations
@@ -35,25 +38,42 @@ def remux(data: bytes, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+# Filled by FFmpeg's probe from its decoder; an unprobed stream's decoder sets them on its first
+# frame, except the stream's own aspect ratio, which stays unset (nothing in smg-fast or the
+# loaders it matches reads it). Nothing smg-fast returns reads them before decoding.
+FROM_THE_PROBE = ("format", "sample_aspect_ratio", "stream_sample_aspect_ratio", "color_range",
+                  "colorspace", "color_primaries", "color_trc", "has_b_frames")
+
+
 def facts(container) -> dict:
     s = container.streams.video[0]
     ctx = s.codec_context
+    fmt = ctx.format
     return {"codec": ctx.name, "width": s.width, "height": s.height, "frames": s.frames,
             "average_rate": s.average_rate, "guessed_rate": s.guessed_rate,
             "base_rate": s.base_rate, "time_base": s.time_base, "start_time": s.start_time,
             "duration": s.duration, "container_duration": container.duration,
-            "profile": ctx.profile}
+            "profile": ctx.profile, "format": fmt.name if fmt is not None else None,
+            "sample_aspect_ratio": ctx.sample_aspect_ratio,
+            "stream_sample_aspect_ratio": s.sample_aspect_ratio,
+            "color_range": int(ctx.color_range), "colorspace": int(ctx.colorspace),
+            "color_primaries": int(ctx.color_primaries), "color_trc": int(ctx.color_trc),
+            "has_b_frames": ctx.has_b_frames}
+
+
+def without_probe_fields(f: dict) -> dict:
+    return {k: v for k, v in f.items() if k not in FROM_THE_PROBE}
 
 
 def decoded(container) -> list[tuple]:
-    return [(f.pts, int(f.pict_type), f.to_ndarray(format="rgb24"))
-            for f in container.decode(container.streams.video[0])]
+    return [(f.pts, int(f.pict_type), int(f.color_range), int(f.colorspace),
+             f.to_ndarray(format="rgb24")) for f in container.decode(container.streams.video[0])]
 
 
 def same_frames(a: list[tuple], b: list[tuple]) -> bool:
     if len(a) != len(b):
         return False
-    return all(x[:2] == y[:2] and np.array_equal(x[2], y[2]) for x, y in zip(a, b, strict=True))
+    return all(x[:4] == y[:4] and np.array_equal(x[4], y[4]) for x, y in zip(a, b, strict=True))
 
 
 CLIPS = {
@@ -64,6 +84,9 @@ CLIPS = {
     "cropped (98x62 of 112x64)": ({}, "yuv420p", "mp4", (98, 62), True),
     "in-band SPS, the avcC's own": ({"x264-params": "repeat-headers=1"}, "yuv420p", "mp4",
                                     (176, 144), True),
+    "full range, SAR 4:3, BT.709 (VUI)": (
+        {"x264-params": "fullrange=on:sar=4/3:colorprim=bt709:transfer=bt709:colormatrix=bt709"},
+        "yuv420p", "mp4", (176, 144), True),
     "b-frames, matroska (its timings come from the probe)": (
         {"x264-params": "bframes=2"}, "yuv420p", "matroska", (176, 144), False),
     "b-frames, mov": ({}, "yuv420p", "mov", (176, 144), True),
@@ -81,19 +104,26 @@ def assert_opens_as_default(data: bytes, skipped: bool, frames: int) -> None:
     header = open_video(0, data)
     try:
         with av.open(io.BytesIO(data)) as ref:
-            want_format = ref.streams.video[0].codec_context.format.name
-            assert facts(header.container) == facts(ref)
-            # Skipped only where the header states it: FFmpeg's probe left no format behind.
-            assert (header.stream.codec_context.format is None) == skipped
-            # The pixel format planned from the header is FFmpeg's (its J variant: same planes).
-            assert header.pixel_format in (want_format, want_format.replace("yuvj", "yuv"))
+            want_facts = facts(ref)
+            assert header.probe_skipped == skipped
+            got_facts = facts(header.container)
+            if skipped:
+                assert without_probe_fields(got_facts) == without_probe_fields(want_facts)
+                assert got_facts["format"] is None
+            else:
+                assert got_facts == want_facts
+            # The pixel format planned from the header is the one FFmpeg's probe finds.
+            assert header.pixel_format == want_facts["format"]
             want = decoded(ref)
-            delay = ref.streams.video[0].codec_context.has_b_frames
+            after = facts(ref)
         got = decoded(header.container)
         assert len(want) == frames
         assert same_frames(got, want)
-        # The reorder delay: the probe's decoder learnt it opening; this one from the first SPS.
-        assert header.stream.codec_context.has_b_frames == delay
+        now = facts(header.container)  # the decoder has set what the probe would
+        if skipped:
+            assert now.pop("stream_sample_aspect_ratio") is None
+            after.pop("stream_sample_aspect_ratio")
+        assert now == after
     finally:
         header.close()
 
@@ -116,16 +146,20 @@ def _sample_entry(data: bytes) -> int:
 
 
 @pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
-@pytest.mark.parametrize("size", [(192, 144), (176, 160), (96, 64)])
+@pytest.mark.parametrize("size", [(192, 144), (176, 160), (96, 64), (176, 136)])
 def test_a_sample_entry_size_the_sps_does_not_give_is_probed(size):
-    """The SPS says 176x144; the sample entry says otherwise: FFmpeg's probe decides the size."""
+    """The SPS says 176x144; the sample entry says otherwise: FFmpeg's probe decides the size.
+
+    (176x136 is within the SPS's macroblocks: FFmpeg then crops the frames to the entry's size.)"""
     data = bytearray(make_clip("h264", 176, 144, 10, fps=24))
     at = _sample_entry(data)
     assert int.from_bytes(data[at:at + 2], "big") == 176
     data[at:at + 4] = size[0].to_bytes(2, "big") + size[1].to_bytes(2, "big")
     assert_opens_as_default(bytes(data), False, 10)
     got, _ = load_video(bytes(data), [0, 5, 9])
-    assert got.shape == (3, 144, 176, 3)
+    with av.open(io.BytesIO(bytes(data))) as ref:
+        every = [f.to_ndarray(format="rgb24") for f in ref.decode(video=0)]
+    assert np.array_equal(got, np.stack([every[i] for i in (0, 5, 9)]))
 
 
 @pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
@@ -168,14 +202,16 @@ def test_hevc_and_vp9_are_probed_as_usual():
 
 
 @pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
-@pytest.mark.parametrize("decoder", ["pyav", "torchcodec", "opencv"])
-def test_rotation_is_kept_without_the_probe(decoder):
+def test_rotation_is_kept_without_the_probe():
+    """The display matrix is the demuxer's: the unprobed stream's frames carry it.
+
+    Each decoder's turn of rotated frames is compared with its reference in test_video_decoders."""
     data = make_clip("h264", 98, 62, 4, rotation=90)
     with av.open(io.BytesIO(data)) as ref:
         assert next(ref.decode(video=0)).rotation == 90
     header = open_video(0, data)
     try:
-        assert header.stream.codec_context.format is None  # skipped
+        assert header.probe_skipped
         assert next(header.container.decode(header.stream)).rotation == 90
     finally:
         header.close()
@@ -261,3 +297,80 @@ def test_avcc_records_not_read_are_none(extradata):
 def test_overlong_exp_golomb_is_refused():
     with pytest.raises(ValueError):
         parse_sps(bytes([0x67, 0x64, 0x00, 0x1e]) + bytes(8) + b"\x01")
+
+
+def _high_with_restriction(profile: int = 100, reorder: int = 2, end: str | None = None) -> str:
+    """A High-profile SPS's bits with a VUI holding only bitstream_restriction."""
+    head = (format(profile, "08b") + "00000000" + "00011110" + _ue(0) + _ue(1) + _ue(0) + _ue(0)
+            + "0" + "0" + _ue(0) + _ue(0) + _ue(0) + _ue(1) + "0" + _ue(10) + _ue(8) + "1" + "1"
+            + "0" + "1" + "0" * 8 + "1" + "1" + _ue(0) * 4 + _ue(reorder))
+    return head + (_ue(reorder) if end is None else end)  # max_dec_frame_buffering
+
+
+def test_a_high_profile_sps_with_its_reorder_depth_states_the_setup():
+    sps = parse_sps(_sps_nal(_high_with_restriction()))
+    assert sps.states_decoder_setup and sps.max_num_reorder_frames == 2
+    assert sps.cropped_size == (176, 144) and not sps.full_range
+
+
+def test_an_sps_cut_before_its_last_field_is_refused():
+    """The stop bit is not data: read as max_dec_frame_buffering it would pass the SPS."""
+    with pytest.raises(ValueError):
+        parse_sps(_sps_nal(_high_with_restriction(end="")))
+
+
+@pytest.mark.parametrize("profile, reorder", [(144, 2), (139, 2), (100, 17)])
+def test_sps_fields_ffmpeg_reads_otherwise_are_refused(profile, reorder):
+    with pytest.raises(ValueError):
+        parse_sps(_sps_nal(_high_with_restriction(profile, reorder)))
+
+
+def _avcc(sps: list[bytes], pps: list[bytes], like: bytes) -> bytes:
+    """An avcC record with these parameter sets, the rest (profile, level, lengths) as in like."""
+    out = bytearray(like[:5]) + bytes([0xE0 | len(sps)])
+    for nal in sps:
+        out += len(nal).to_bytes(2, "big") + nal
+    out.append(len(pps))
+    for nal in pps:
+        out += len(nal).to_bytes(2, "big") + nal
+    return bytes(out)
+
+
+def _parameter_sets(extradata: bytes) -> tuple[list[bytes], list[bytes]]:
+    sets: list[list[bytes]] = [[], []]
+    at, count = 6, extradata[5] & 0x1F
+    for kind in (0, 1):
+        for _ in range(count):
+            size = int.from_bytes(extradata[at:at + 2], "big")
+            sets[kind].append(extradata[at + 2:at + 2 + size])
+            at += 2 + size
+        if kind == 0:
+            count, at = extradata[at], at + 1
+    return sets[0], sets[1]
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+def test_an_sps_in_the_avcc_pps_list_is_probed():
+    """FFmpeg reads each avcC NAL by its type: an SPS in the PPS list replaces the one before."""
+    small = make_clip("h264", 176, 144, 2, fps=12, options={"x264-params": "bframes=0"})
+    big = make_clip("h264", 352, 288, 6, fps=12, options={"x264-params": "bframes=0"})
+    with av.open(io.BytesIO(small)) as c:
+        small_sps, _ = _parameter_sets(bytes(c.streams.video[0].codec_context.extradata))
+    buf = io.BytesIO()
+    with av.open(io.BytesIO(big)) as src, av.open(buf, "w", format="mp4") as out:
+        ins = src.streams.video[0]
+        big_extra = bytes(ins.codec_context.extradata)
+        big_sps, big_pps = _parameter_sets(big_extra)
+        stream = out.add_stream_from_template(ins)
+        stream.codec_context.extradata = _avcc(small_sps, big_sps + big_pps, big_extra)
+        stream.codec_context.width, stream.codec_context.height = 176, 144
+        for packet in src.demux(ins):
+            if packet.dts is not None:
+                packet.stream = stream
+                out.mux(packet)
+    data = buf.getvalue()
+    with av.open(io.BytesIO(data)) as c:
+        extra = bytes(c.streams.video[0].codec_context.extradata)
+        assert avcc_sps(_avcc(*_parameter_sets(extra), extra)) is None
+        assert (c.streams.video[0].width, c.streams.video[0].height) == (352, 288)
+    assert_opens_as_default(data, False, 6)

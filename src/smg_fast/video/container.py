@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidVideoError, UnsupportedVideoError
-from .h264_sps import avcc_sps, starts_with_idr
+from .probe_skip import SNIFF_BYTES, open_unprobed, sps_pixel_format
 
 # FFmpeg decoder names accepted by default, and the codec each one decodes.
 CODECS: dict[str, str] = {"h264": "h264", "hevc": "hevc", "vp8": "vp8", "vp9": "vp9",
@@ -64,6 +64,7 @@ class VideoHeader:
     fps: float | None
     counted: bool  # True: the container declares no frame count, packets were counted
     pixel_format: str | None = None  # FFmpeg's name for the decoded frames' format, if known
+    probe_skipped: bool = False  # opened without FFmpeg's probe decode (probe_skip.py)
     source: Any = None  # the bytes or path it was opened on (decoders may open it again)
     identity: tuple[int, ...] | None = None  # a path's file as opened (reopen_source checks it)
     limits: VideoLimits | None = None  # what it was checked against (decoded frames are too)
@@ -84,9 +85,10 @@ class VideoHeader:
         self.container.close()
 
 
-def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, Any]:
-    """The PyAV container for bytes or a local path, and the path's file identity (or None).
+def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, Any, bool]:
+    """The PyAV container for bytes or a local path, its file identity, whether unprobed.
 
+    The identity is a path's (None for bytes); unprobed: opened without FFmpeg's probe decode.
     Typed errors for what FFmpeg refuses."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         size = memoryview(source).nbytes
@@ -95,8 +97,9 @@ def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, An
         if size > limits.max_bytes:
             raise InvalidVideoError(index, f"{size} bytes, over the limit of "
                                            f"{limits.max_bytes} bytes")
-        head = bytes(memoryview(source)[:_SNIFF_BYTES])
-        return _av_open(index, lambda: io.BytesIO(source), head), None
+        data = _as_bytes(source)
+        container, skipped = _av_open(index, lambda: io.BytesIO(data), data[:SNIFF_BYTES])
+        return container, None, skipped
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         fd, st = _open_file(index, path)
@@ -105,76 +108,32 @@ def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, An
                 raise InvalidVideoError(index, f"{path!r} is over the limit of "
                                                f"{limits.max_bytes} bytes")
             alias = _fd_path(fd, path)
-            container = _av_open(index, lambda: alias, os.pread(fd, _SNIFF_BYTES, 0))
+            container, skipped = _av_open(index, lambda: alias, os.pread(fd, SNIFF_BYTES, 0))
         finally:
             os.close(fd)
-        return container, _identity(st)
+        return container, _identity(st), skipped
     raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
                     f"{type(source).__name__}")
 
 
-def _av_open(index: int, make_file: Callable[[], Any], head: bytes) -> Any:
-    """PyAV's container on make_file(), opened without FFmpeg's probe decode where that is exact.
+def _av_open(index: int, make_file: Callable[[], Any], head: bytes) -> tuple[Any, bool]:
+    """PyAV's container on make_file() and whether FFmpeg's probe decode was skipped.
 
-    FFmpeg decodes each stream's first frames while opening, to learn what the header leaves out;
-    the keyframe it decodes is decoded again with the frames (tens of ms for a detailed HD one).
-    A file that starts as MP4 / MOV does (``head``) is first opened with the probe's decoders
-    refused; it is kept when its first video stream is H.264 whose header states all the probe
-    learns (``_probe_decode_needless``), and opened again as FFmpeg opens it by default if not."""
+    Skipped where that is exact (``probe_skip.py``; ``head``: the file's first bytes, b"" not
+    to try); else opened as FFmpeg opens it by default."""
+    container = open_unprobed(make_file, head)
+    if container is not None:
+        return container, True
     av = _av()
-    if head[4:8] in _MP4_BOXES:
-        container = None
-        try:
-            container = av.open(make_file(), mode="r", metadata_errors="ignore",
-                                stream_options=[_NO_PROBE_DECODE] * _PROBED_STREAMS)
-            if _probe_decode_needless(container):
-                container, kept = None, container
-                return kept
-        except (av.FFmpegError, ValueError):
-            pass  # the default open below says what is wrong
-        finally:
-            if container is not None:
-                container.close()
     try:
-        return av.open(make_file(), mode="r", metadata_errors="ignore")
+        return av.open(make_file(), mode="r", metadata_errors="ignore"), False
     except (av.FFmpegError, ValueError) as exc:
         raise InvalidVideoError(index, f"not a readable video container ({exc})") from None
-# A decoder option for the container's probe only (the decoder that decodes the frames is made
-# from the stream's parameters, without it): no decoder is allowed, so FFmpeg decodes nothing
-# while opening and keeps what the demuxer read. Given for the first _PROBED_STREAMS streams.
-_NO_PROBE_DECODE = {"codec_whitelist": "none"}
-_PROBED_STREAMS = 32
-# The first box of an MP4 / MOV file (ISO/IEC 14496-12; QuickTime's may come before ftyp).
-_MP4_BOXES = frozenset({b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide"})
-_SNIFF_BYTES = 8
 
 
-def _probe_decode_needless(container: Any) -> bool:
-    """True for an MP4 / MOV whose first video stream is H.264 stating what the probe learns.
-
-    The avcC's one SPS must state 8-bit 4:2:0 progressive frames, their reorder depth and, cropped
-    on the right and bottom only, the sample entry's size; the first packet must be an IDR picture
-    whose in-band SPS, if any, is that SPS (``h264_sps.py``). Other demuxers estimate stream
-    timings from the probe (Matroska's stream start time and duration differ without it)."""
-    video = container.streams.video
-    if "mp4" not in container.format.name.split(",") or not video:
-        return False
-    stream = video[0]
-    ctx = stream.codec_context
-    if stream.index >= _PROBED_STREAMS or ctx is None or ctx.name != "h264":
-        return False
-    extradata = bytes(ctx.extradata or b"")
-    sps = avcc_sps(extradata)
-    if sps is None or not sps.states_decoder_setup:
-        return False
-    if sps.cropped_size != (stream.width, stream.height):
-        return False
-    try:
-        first = next(iter(container.demux(stream)), None)
-        ok = first is not None and first.is_keyframe and starts_with_idr(extradata, bytes(first))
-    finally:
-        container.seek(0)
-    return ok
+def _as_bytes(source: bytes | bytearray | memoryview) -> bytes:
+    """The data as bytes (BytesIO shares bytes; it would copy anything else at every open)."""
+    return source if isinstance(source, bytes) else bytes(source)
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -203,19 +162,23 @@ def _fd_path(fd: int, path: str) -> str:
 def open_again(header: VideoHeader) -> Any:
     """A second container on the header's bytes, or on its path's file as first opened.
 
+    Without FFmpeg's probe decode where the first was opened so and the file still allows it.
+
     InvalidVideoError where the path now names another file, or no regular file (a FIFO there
     would block the open; another video would lend this one its rotation or its frames)."""
     src = header.source
     if not isinstance(src, (str, os.PathLike)):
-        head = bytes(memoryview(src)[:_SNIFF_BYTES])
-        return _av_open(header.index, lambda: io.BytesIO(src), head)
+        data = _as_bytes(src)
+        head = data[:SNIFF_BYTES] if header.probe_skipped else b""
+        return _av_open(header.index, lambda: io.BytesIO(data), head)[0]
     path = os.fspath(src)
     fd, st = _open_file(header.index, path)
     try:
         if _identity(st) != header.identity:
             raise InvalidVideoError(header.index, f"{path!r} changed after it was opened")
         alias = _fd_path(fd, path)
-        return _av_open(header.index, lambda: alias, os.pread(fd, _SNIFF_BYTES, 0))
+        head = os.pread(fd, SNIFF_BYTES, 0) if header.probe_skipped else b""
+        return _av_open(header.index, lambda: alias, head)[0]
     finally:
         os.close(fd)
 
@@ -236,8 +199,8 @@ def _count_packets(container: Any, stream: Any, limit: int, index: int) -> int:
     return count
 
 
-def _check(index: int, container: Any, limits: VideoLimits,
-           size: int | None) -> VideoHeader:
+def _check(index: int, container: Any, limits: VideoLimits, size: int | None,
+           probe_skipped: bool = False) -> VideoHeader:
     """The header of container's first video stream, or a typed error."""
     if not container.streams.video:
         raise InvalidVideoError(index, "the container holds no video stream")
@@ -275,20 +238,11 @@ def _check(index: int, container: Any, limits: VideoLimits,
     if fps and total / fps > limits.max_duration_s:
         raise InvalidVideoError(index, f"{total} frames at {fps:g} fps are over the limit of "
                                        f"{limits.max_duration_s:g} s")
+    fmt = ctx.format
+    pixel_format = fmt.name if fmt is not None else (
+        sps_pixel_format(stream) if probe_skipped else None)
     return VideoHeader(index, container, stream, CODECS.get(name, name), width, height, total,
-                       fps, counted, _pixel_format(stream))
-
-
-def _pixel_format(stream: Any) -> str | None:
-    """The decoded frames' pixel format: FFmpeg's, or the SPS's where FFmpeg skipped its probe."""
-    fmt = stream.codec_context.format
-    if fmt is not None:
-        return fmt.name
-    if stream.codec_context.name == "h264":
-        sps = avcc_sps(bytes(stream.codec_context.extradata or b""))
-        if sps is not None and sps.states_decoder_setup:
-            return "yuv420p"  # or yuvj420p for full range: the same planes
-    return None
+                       fps, counted, pixel_format, probe_skipped)
 
 
 def set_threads(header: VideoHeader, threads: int | None) -> None:
@@ -335,10 +289,10 @@ def open_video(index: int, source: VideoSource,
 
     Raises InvalidVideoError (corrupt, empty, over a limit) or UnsupportedVideoError (codec)."""
     limits = limits or VideoLimits()
-    container, identity = _open(index, source, limits)
+    container, identity, skipped = _open(index, source, limits)
     size = memoryview(source).nbytes if identity is None else identity[2]
     try:
-        header = _check(index, container, limits, size)
+        header = _check(index, container, limits, size, skipped)
     except BaseException:
         container.close()
         raise

@@ -1,23 +1,25 @@
 """An H.264 stream's sequence parameter set, read from its avcC header (ITU-T H.264 7.3.2.1.1).
 
-Opening a container, FFmpeg decodes the first frames of each stream to learn what the header does
-not say (the pixel format; for H.264, how many frames the decoder holds back to reorder). A
-720p keyframe of a detailed picture takes about as long to decode as 40 later frames, and the
-decode that follows decodes it again. Where the SPS itself states both (8-bit 4:2:0, progressive,
-and ``bitstream_restriction_flag`` with ``max_num_reorder_frames``: FFmpeg's H.264 decoder then
-takes its reorder depth from the SPS whatever the container said), its cropped size is the sample
-entry's, and the first picture is an IDR decoded with that SPS, that first decode adds nothing,
-and the container is opened without it (``container.py``).
+What FFmpeg's probe decode would learn from a stream's first picture (``probe_skip.py``): the
+chroma format and bit depths, progressive frames, the reorder depth
+(``bitstream_restriction_flag``, which FFmpeg's decoder then follows whatever the container
+says), the cropped frame size and the colour range. Read as FFmpeg's parser reads them; fields
+it reads otherwise than the standard, or refuses, are refused here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# profile_idc values whose SPS carries chroma_format_idc, bit depths and scaling lists (7.3.2.1.1).
-_HIGH_PROFILES = frozenset({100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135})
+# profile_idc values whose SPS carries chroma_format_idc, bit depths and scaling lists, as
+# FFmpeg's H.264 parser reads them; the ones where it and the standard (7.3.2.1.1) disagree are
+# not read (their streams are probed as usual).
+_HIGH_PROFILES = frozenset({100, 110, 122, 244, 44, 83, 86, 118, 128, 138})
+_DISPUTED_PROFILES = frozenset({134, 135, 139, 144})
+_MAX_REORDER = 16  # FFmpeg refuses an SPS with more
 _NAL_SPS = 7
 _NAL_IDR = 5
+_NAL_PPS = 8
 _MAX_UE_BITS = 31  # an Exp-Golomb code longer than this is no value an SPS holds
 
 
@@ -32,6 +34,7 @@ class Sps:
     frame_mbs_only: bool
     bitstream_restriction: bool
     max_num_reorder_frames: int | None
+    full_range: bool = False  # video_full_range_flag (FFmpeg's yuvj420p)
     coded_size: tuple[int, int] = (0, 0)  # the macroblocks' width and height in pixels
     crop: tuple[int, int, int, int] = (0, 0, 0, 0)  # frame_crop left, right, top, bottom offsets
 
@@ -56,14 +59,21 @@ class Sps:
 
 
 class _Bits:
-    """An MSB-first bit reader over an RBSP; IndexError past its end."""
+    """An MSB-first bit reader over an RBSP's data bits; IndexError at its stop bit."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
+        last = len(data) - 1
+        while last >= 0 and data[last] == 0:
+            last -= 1
+        # rbsp_stop_one_bit: the last 1 bit (no data bits at all without one)
+        self.end = 8 * last + 7 - (data[last] & -data[last]).bit_length() + 1 if last >= 0 else 0
 
     def bit(self) -> int:
-        byte = self.data[self.pos >> 3]  # IndexError past the end
+        if self.pos >= self.end:
+            raise IndexError("read past the RBSP's data")
+        byte = self.data[self.pos >> 3]
         self.pos += 1
         return (byte >> (7 - ((self.pos - 1) & 7))) & 1
 
@@ -124,6 +134,8 @@ def parse_sps(nal: bytes) -> Sps:
     r = _Bits(_rbsp(nal[1:]))
     try:
         profile = r.bits(8)
+        if profile in _DISPUTED_PROFILES:
+            raise ValueError(f"profile_idc {profile} is not read")
         r.bits(16)  # constraint flags, reserved bits, level_idc
         r.ue()  # seq_parameter_set_id
         chroma, depth_luma, depth_chroma = 1, 8, 8
@@ -160,14 +172,15 @@ def parse_sps(nal: bytes) -> Sps:
             r.bit()  # mb_adaptive_frame_field_flag
         r.bit()  # direct_8x8_inference_flag
         crop = (r.ue(), r.ue(), r.ue(), r.ue()) if r.bit() else (0, 0, 0, 0)  # frame_cropping
-        restriction, reorder = False, None
+        restriction, reorder, full_range = False, None, False
         if r.bit():  # vui_parameters_present_flag (E.1.1)
             if r.bit() and r.bits(8) == 255:  # aspect_ratio_info, Extended_SAR
                 r.bits(32)
             if r.bit():  # overscan_info_present_flag
                 r.bit()
             if r.bit():  # video_signal_type_present_flag
-                r.bits(4)
+                r.bits(3)  # video_format
+                full_range = bool(r.bit())
                 if r.bit():  # colour_description_present_flag
                     r.bits(24)
             if r.bit():  # chroma_loc_info_present_flag
@@ -190,28 +203,49 @@ def parse_sps(nal: bytes) -> Sps:
                 for _ in range(4):
                     r.ue()
                 reorder = r.ue()
+                if reorder > _MAX_REORDER:
+                    raise ValueError(f"max_num_reorder_frames {reorder} is over {_MAX_REORDER}")
                 r.ue()  # max_dec_frame_buffering
     except IndexError:
         raise ValueError("SPS ends early") from None
     coded = (16 * width_mbs, 16 * height_units * (1 if frame_mbs_only else 2))
     return Sps(profile, chroma, depth_luma, depth_chroma, frame_mbs_only, restriction, reorder,
-               coded, crop)
+               full_range, coded, crop)
 
 
 def avcc_sps(extradata: bytes | None) -> Sps | None:
-    """The SPS of an avcC record holding exactly one, or None (Annex B, several SPS, malformed)."""
+    """The SPS of an avcC record holding exactly one SPS then only PPSs, or None.
+
+    None for Annex B, several SPSs, malformed records, and any other NAL unit in the PPS list
+    (FFmpeg decodes each by its own type: an SPS there would replace the one read here)."""
     if not extradata or len(extradata) < 8 or extradata[0] != 1:
         return None
     if extradata[5] & 0x1F != 1:  # numOfSequenceParameterSets
         return None
     size = int.from_bytes(extradata[6:8], "big")
     nal = extradata[8:8 + size]
-    if len(nal) != size:
+    if len(nal) != size or not _only_pps(extradata, 8 + size):
         return None
     try:
         return parse_sps(nal)
     except ValueError:
         return None
+
+
+def _only_pps(extradata: bytes, at: int) -> bool:
+    """True when the avcC's PPS list at offset ``at`` holds only whole PPS NAL units."""
+    if at >= len(extradata):
+        return False
+    count, at = extradata[at], at + 1  # numOfPictureParameterSets
+    for _ in range(count):
+        if at + 2 > len(extradata):
+            return False
+        size = int.from_bytes(extradata[at:at + 2], "big")
+        nal = extradata[at + 2:at + 2 + size]
+        if size == 0 or len(nal) != size or nal[0] & 0x1F != _NAL_PPS:
+            return False
+        at += 2 + size
+    return True
 
 
 def _avcc_nals(data: bytes, length_size: int) -> list[bytes] | None:
@@ -229,7 +263,7 @@ def _avcc_nals(data: bytes, length_size: int) -> list[bytes] | None:
     return nals
 
 
-def starts_with_idr(extradata: bytes, packet: bytes) -> bool:
+def first_picture_uses_avcc_sps(extradata: bytes, packet: bytes) -> bool:
     """True when packet (an MP4 sample) holds an IDR slice and no SPS but the avcC's own.
 
     Then the first picture decodes with the avcC's SPS: what FFmpeg's probe would learn from
@@ -244,4 +278,4 @@ def starts_with_idr(extradata: bytes, packet: bytes) -> bool:
     return _NAL_IDR in types and all(nal == sps for nal in nals if nal[0] & 0x1F == _NAL_SPS)
 
 
-__all__ = ["Sps", "avcc_sps", "parse_sps", "starts_with_idr"]
+__all__ = ["Sps", "avcc_sps", "first_picture_uses_avcc_sps", "parse_sps"]
