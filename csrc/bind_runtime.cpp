@@ -1,5 +1,9 @@
 // The runtime the kernels share: pooled scratch memory and the thread pool's size.
+#include <cerrno>
+#include <limits>
+
 #include "bind_common.hpp"
+#include "file_map.hpp"
 #include "parallel.hpp"
 #include "scratch.hpp"
 
@@ -23,6 +27,30 @@ py::array pooled_empty(int64_t n, bool zero, bool huge_pages) {
     return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(b.data), owner);
 }
 
+// n bytes of fd from offset as a 1-D uint8 array over a private mapping that holds no descriptor;
+// the mapping goes when the last view of it does.
+py::array map_file_py(int fd, int64_t offset, int64_t n) {
+    if (fd < 0 || offset < 0 || n < 1 || uint64_t(n) > uint64_t(std::numeric_limits<int64_t>::max() - offset))
+        throw py::value_error("map_file: need fd >= 0, offset >= 0 and nbytes >= 1");
+    FileMap m;
+    int err = 0;
+    {
+        py::gil_scoped_release release;
+        if (!map_file(fd, uint64_t(offset), size_t(n), m)) err = errno;
+    }
+    if (err != 0) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        throw py::error_already_set();
+    }
+    py::capsule owner(new FileMap(m), [](void* p) {
+        auto* fm = static_cast<FileMap*>(p);
+        unmap_file(*fm);
+        delete fm;
+    });
+    return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(m.base) + m.skip, owner);
+}
+
 py::dict stats_py() {
     const ScratchStats s = scratch_stats();
     return int_dict({{"hits", s.hits},
@@ -40,6 +68,10 @@ py::dict stats_py() {
 }  // namespace
 
 void bind_runtime(py::module_& m) {
+    m.def("map_file", &map_file_py, py::arg("fd"), py::arg("offset"), py::arg("nbytes"),
+          "nbytes of the open file fd from offset as a writable uint8 array over a private\n"
+          "(copy-on-write) mapping that keeps no descriptor: fd may be closed at once. OSError when\n"
+          "mmap fails.");
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false, py::arg("huge_pages") = true,
           "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
           "its memory returns to that pool when the array is dropped, from any thread. huge_pages=False\n"

@@ -135,6 +135,36 @@ def test_unread_segments_never_exhaust_descriptors(shm_subdir, delay_s):
     assert declined == fresh == 300 - max_open
 
 
+_KEPT = """
+import os, resource, sys
+import numpy as np
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+from smg_fast.transport import shm
+from smg_fast.transport.tensors import read_tensor, shm_tensor_data
+d = sys.argv[1]
+reg = shm.ShmRegistry(d, pool_bytes=64 << 20, reuse=True, max_outstanding_bytes=1 << 30)
+base = len(os.listdir("/proc/self/fd"))
+kept = []
+for i in range(600):  # a consumer that keeps every tensor it reads (a batch, a cache)
+    name, off = reg.deliver(70_000, lambda s, i=i: s.array(np.uint8).fill(i % 251))
+    td = shm_tensor_data(name, (70_000,), "uint8", 70_000, off)
+    kept.append(read_tensor(td, shm_dir=d))
+assert all(np.array_equal(a, np.full(70_000, i % 251, np.uint8)) for i, a in enumerate(kept))
+print(len(os.listdir("/proc/self/fd")) - base)
+reg.close()
+"""
+
+
+def test_tensors_a_consumer_keeps_hold_no_descriptors(shm_subdir):
+    """600 read tensors kept alive at RLIMIT_NOFILE 256: their mappings hold no descriptor."""
+    out = subprocess.run([sys.executable, "-c", _KEPT, shm_subdir], capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    # the producer's: 32 live slabs (2 each), up to 16 fresh files' mappings waiting to be unmapped
+    assert int(out.stdout) <= 2 * 32 + 16 + 2
+
+
 def test_a_forked_child_starts_with_no_unmaps_waiting():
     """The parent's queued unmaps never run in a child: its count starts at zero there."""
     from smg_fast.transport import shm_segment

@@ -12,7 +12,6 @@ producer side is :func:`to_tensor_data`, :func:`shm_tensor_data` and :func:`inli
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import stat
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from .dtypes import TENSOR_DTYPES, tensor_dtype  # noqa: F401  (public via this module)
 from .encoding import decoded, read_encoding
 from .errors import TensorError, UntrustedSegmentError
@@ -207,10 +207,8 @@ def _read_shm(handle: Any, shape: tuple[int, ...], np_dtype: np.dtype, nbytes: i
         if nbytes == 0:
             arr = np.empty(shape, dtype=np_dtype)
         else:
-            start = offset - offset % mmap.ALLOCATIONGRANULARITY
-            mm = mmap.mmap(fd, offset - start + nbytes, access=mmap.ACCESS_COPY, offset=start)
-            arr = np.frombuffer(mm, dtype=np_dtype, count=nbytes // np_dtype.itemsize,
-                                offset=offset - start).reshape(shape)
+            # copy-on-write, and no descriptor kept (Python's mmap would hold one per tensor)
+            arr = _native.map_file(fd, offset, nbytes).view(np_dtype).reshape(shape)
     finally:
         os.close(fd)
     if unlink:
