@@ -1,6 +1,8 @@
-// The runtime the kernels share: pooled scratch memory and the thread pool's size.
+// The runtime the kernels share (pooled scratch memory, the thread pool's size) and file mappings
+// that keep no descriptor.
 #include <cerrno>
 #include <limits>
+#include <memory>
 
 #include "bind_common.hpp"
 #include "file_map.hpp"
@@ -28,26 +30,39 @@ py::array pooled_empty(int64_t n, bool zero, bool huge_pages) {
 }
 
 // n bytes of fd from offset as a 1-D uint8 array over a private mapping that holds no descriptor;
-// the mapping goes when the last view of it does.
+// the mapping goes when the last view of it does. The range must lie within the file: touching
+// pages past its end raises SIGBUS (the caller checks the file's size first).
 py::array map_file_py(int fd, int64_t offset, int64_t n) {
-    if (fd < 0 || offset < 0 || n < 1 || uint64_t(n) > uint64_t(std::numeric_limits<int64_t>::max() - offset))
-        throw py::value_error("map_file: need fd >= 0, offset >= 0 and nbytes >= 1");
+    if (fd < 0 || offset < 0 || n < 1) throw py::value_error("map_file: need fd >= 0, offset >= 0 and nbytes >= 1");
+    if (uint64_t(n) > uint64_t(std::numeric_limits<int64_t>::max() - offset))
+        throw py::value_error("map_file: offset + nbytes overflows");
     FileMap m;
+    bool ok;
     int err = 0;
     {
         py::gil_scoped_release release;
-        if (!map_file(fd, uint64_t(offset), size_t(n), m)) err = errno;
+        ok = map_file(fd, uint64_t(offset), size_t(n), m);
+        if (!ok) err = errno;
     }
-    if (err != 0) {
+    if (!ok) {
         errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
         throw py::error_already_set();
     }
-    py::capsule owner(new FileMap(m), [](void* p) {
+    auto owned = std::make_unique<FileMap>(m);  // unmapped here if the capsule cannot be made
+    struct Unmap {
+        FileMap* m;
+        ~Unmap() {
+            if (m != nullptr) unmap_file(*m);
+        }
+    } guard{owned.get()};
+    py::capsule owner(owned.get(), [](void* p) {
         auto* fm = static_cast<FileMap*>(p);
         unmap_file(*fm);
         delete fm;
     });
+    guard.m = nullptr;
+    owned.release();
     return py::array_t<uint8_t>({n}, {1}, static_cast<uint8_t*>(m.base) + m.skip, owner);
 }
 
@@ -70,8 +85,8 @@ py::dict stats_py() {
 void bind_runtime(py::module_& m) {
     m.def("map_file", &map_file_py, py::arg("fd"), py::arg("offset"), py::arg("nbytes"),
           "nbytes of the open file fd from offset as a writable uint8 array over a private\n"
-          "(copy-on-write) mapping that keeps no descriptor: fd may be closed at once. OSError when\n"
-          "mmap fails.");
+          "(copy-on-write) mapping that keeps no descriptor: fd may be closed at once. The range must\n"
+          "lie within the file (touching pages past its end raises SIGBUS). OSError when mmap fails.");
     m.def("pooled_empty", &pooled_empty, py::arg("nbytes"), py::arg("zero") = false, py::arg("huge_pages") = true,
           "A 1-D uint8 array of nbytes from the calling thread's scratch pool (zero-filled if zero);\n"
           "its memory returns to that pool when the array is dropped, from any thread. huge_pages=False\n"

@@ -182,6 +182,31 @@ def test_a_forked_child_starts_with_no_unmaps_waiting():
             shm_segment._waiting -= 1000
 
 
+_FORKED = """
+import os
+from smg_fast.transport import background
+background.DELAY_S = 3600.0
+background.call_later(lambda: None)  # queued in the parent, never due during the test
+background.DELAY_S = 0.0
+pid = os.fork()
+if pid == 0:
+    idle = background.wait_idle(1.0)  # nothing of its own queued yet
+    done = []
+    background.call_later(done.append, 1)
+    os._exit(0 if idle and background.wait_idle(5.0) and done == [1] else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), background.wait_idle(0.1))
+"""
+
+
+def test_a_forked_child_runs_its_own_background_releases():
+    """The parent's queue (an hour away here) is not the child's: its own calls run and finish."""
+    out = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "False"]  # the parent's call still waits in the parent
+
+
 def test_released_slabs_of_another_class_make_room_at_the_cap(shm_subdir):
     reg = shm.ShmRegistry(shm_subdir, pool_bytes=64 << 20, reuse=True)
     reg.slabs.max_open = 2

@@ -272,17 +272,46 @@ def _escape(rbsp: bytes) -> bytes:
 
 
 def test_emulation_prevention_bytes_are_removed():
-    # Level 0 then seq_parameter_set_id 63 (Exp-Golomb 000000 1000000): the RBSP reads 42 00 00
-    # 02, which the NAL unit carries as 42 00 00 03 02.
-    bits = "01000010" + "00000000" + "00000000" + _ue(63) + _BASELINE_NO_VUI[24 + 1:]
+    """VUI timing with num_units_in_tick 1: its zero bytes need 00 00 03 in the NAL unit."""
+    bits = ("01000010" + "00000000" + "00011110" + _ue(0) + _ue(0) + _ue(0) + _ue(0) + _ue(1)
+            + "0" + _ue(10) + _ue(8) + "1" + "1" + "0" + "1" + "0000" + "1"
+            + format(1, "032b") + format(50, "032b") + "1" + "000" + "1" + "1" + _ue(0) * 4
+            + _ue(0) + _ue(1))
     plain = _sps_nal(bits)
     nal = plain[:1] + _escape(plain[1:])
-    assert nal[1:6] == bytes([0x42, 0x00, 0x00, 0x03, 0x02])
+    assert len(nal) > len(plain)  # escaped
     sps = parse_sps(nal)
     assert (sps.profile_idc, sps.chroma_format_idc, sps.frame_mbs_only) == (66, 1, True)
-    assert not sps.bitstream_restriction
+    assert sps.bitstream_restriction and sps.max_num_reorder_frames == 0
+    assert sps.cropped_size == (176, 144)
+    with pytest.raises(ValueError):
+        parse_sps(plain)  # unescaped: 00 00 00 is where FFmpeg ends the NAL unit
     with pytest.raises(ValueError):
         parse_sps(nal[:1])  # no payload at all
+
+
+@pytest.mark.parametrize("field", [
+    "sps_id 32", "poc_type 3", "log2_max_frame_num 13", "refs 17",
+])
+def test_sps_values_ffmpeg_refuses_are_refused(field):
+    sps_id, poc, frame_num, refs = 0, 0, 0, 1
+    name, value = field.rsplit(" ", 1)
+    if name == "sps_id":
+        sps_id = int(value)
+    elif name == "poc_type":
+        poc = int(value)
+    elif name == "log2_max_frame_num":
+        frame_num = int(value)
+    else:
+        refs = int(value)
+    bits = ("01000010" + "00000000" + "00011110" + _ue(sps_id) + _ue(frame_num) + _ue(poc)
+            + (_ue(0) if poc == 0 else "") + _ue(refs) + "0" + _ue(10) + _ue(8) + "11" + "0"
+            + "0")
+    with pytest.raises(ValueError):
+        parse_sps(_sps_nal(bits))
+    ok = ("01000010" + "00000000" + "00011110" + _ue(0) + _ue(0) + _ue(0) + _ue(0) + _ue(1)
+          + "0" + _ue(10) + _ue(8) + "11" + "0" + "0")
+    assert parse_sps(_sps_nal(ok)).cropped_size == (176, 144)
 
 
 @pytest.mark.parametrize("extradata", [
@@ -373,4 +402,27 @@ def test_an_sps_in_the_avcc_pps_list_is_probed():
         extra = bytes(c.streams.video[0].codec_context.extradata)
         assert avcc_sps(_avcc(*_parameter_sets(extra), extra)) is None
         assert (c.streams.video[0].width, c.streams.video[0].height) == (352, 288)
+    assert_opens_as_default(data, False, 6)
+
+
+@pytest.mark.skipif(not H264, reason="this PyAV build has no libx264")
+def test_another_sps_in_a_later_packet_is_probed():
+    """A 4:4:4 SPS in the third packet (FFmpeg's probe decodes that far): the probe decides."""
+    options = {"x264-params": "bframes=0:keyint=2:repeat-headers=1"}
+    first = make_clip("h264", 96, 64, 2, fps=12, options=options)
+    later = make_clip("h264", 96, 64, 4, fps=12, pix_fmt="yuv444p", options=options)
+    buf = io.BytesIO()
+    with av.open(io.BytesIO(first)) as a, av.open(io.BytesIO(later)) as b, \
+            av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream_from_template(a.streams.video[0])
+        n = 0
+        for src in (a, b):
+            for packet in src.demux(src.streams.video[0]):
+                if packet.dts is None:
+                    continue
+                packet.stream = stream
+                packet.pts = packet.dts = n * packet.duration
+                out.mux(packet)
+                n += 1
+    data = buf.getvalue()
     assert_opens_as_default(data, False, 6)

@@ -30,15 +30,29 @@ DELAY_S = 0.02
 
 
 def call_later(fn: Callable[..., Any], *args: Any) -> None:
-    """Runs fn(*args) on the background thread (and then drops fn and args)."""
+    """Runs fn(*args) on the background thread (and then drops fn and args).
+
+    RuntimeError when the thread cannot be started (the next call tries again)."""
     global _owner_pid
     with _cond:
         if _owner_pid != os.getpid():  # first use, or a forked child: no thread yet
-            _owner_pid = os.getpid()
             _queue.clear()
             threading.Thread(target=_run, name="smg-fast-release", daemon=True).start()
+            _owner_pid = os.getpid()
         _queue.append((time.monotonic() + DELAY_S, fn, args))
         _cond.notify_all()
+
+
+def _reset_after_fork() -> None:
+    """A forked child has no release thread, and the parent's queued calls never run in it."""
+    global _cond, _queue, _running, _owner_pid
+    _cond = threading.Condition()
+    _queue = deque()
+    _running = 0
+    _owner_pid = -1
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def wait_idle(timeout: float = 10.0) -> bool:

@@ -177,12 +177,14 @@ def soft_nofile() -> int:
 # drains them (a loaded host) would otherwise run the process out of descriptors.
 _waiting = 0
 _waiting_lock = threading.Lock()
-unmapped_inline = 0  # mappings unmapped on the caller's thread because too many were waiting
+# This process's mappings unmapped on the caller's thread: too many were waiting, or the
+# background thread could not be started (every registry's stats() reports it).
+unmapped_inline = 0
 
 
 def _reset_after_fork() -> None:
-    global _waiting, _waiting_lock
-    _waiting = 0  # the parent's queued unmaps never run in a child
+    global _waiting, _waiting_lock, unmapped_inline
+    _waiting = unmapped_inline = 0  # the parent's queued unmaps never run in a child
     _waiting_lock = threading.Lock()
 
 
@@ -201,14 +203,15 @@ def unmap_later(mm: mmap.mmap) -> None:
             _waiting += 1
         else:
             unmapped_inline += 1
-    if not defer:
-        close_mapping(mm)
-        return
-    try:
-        call_later(_unmap_waiting, mm)
-    except BaseException:
-        _done_waiting()
-        raise
+    if defer:
+        try:
+            call_later(_unmap_waiting, mm)
+            return
+        except RuntimeError:  # no release thread (threads or memory exhausted): unmap here
+            _done_waiting()
+            with _waiting_lock:
+                unmapped_inline += 1
+    close_mapping(mm)
 
 
 def _unmap_waiting(mm: mmap.mmap) -> None:

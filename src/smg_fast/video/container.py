@@ -85,10 +85,12 @@ class VideoHeader:
         self.container.close()
 
 
-def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, Any, bool]:
-    """The PyAV container for bytes or a local path, its file identity, whether unprobed.
+def _open(index: int, source: VideoSource,
+          limits: VideoLimits) -> tuple[Any, Any, bool, VideoSource]:
+    """The PyAV container for bytes or a local path, its file identity, whether unprobed, source.
 
-    The identity is a path's (None for bytes); unprobed: opened without FFmpeg's probe decode.
+    The identity is a path's (None for bytes); unprobed: opened without FFmpeg's probe decode;
+    source: the path, or the data as bytes (what was checked is what any later open reads).
     Typed errors for what FFmpeg refuses."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         size = memoryview(source).nbytes
@@ -99,7 +101,7 @@ def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, An
                                            f"{limits.max_bytes} bytes")
         data = _as_bytes(source)
         container, skipped = _av_open(index, lambda: io.BytesIO(data), data[:SNIFF_BYTES])
-        return container, None, skipped
+        return container, None, skipped, data
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         fd, st = _open_file(index, path)
@@ -111,7 +113,7 @@ def _open(index: int, source: VideoSource, limits: VideoLimits) -> tuple[Any, An
             container, skipped = _av_open(index, lambda: alias, os.pread(fd, SNIFF_BYTES, 0))
         finally:
             os.close(fd)
-        return container, _identity(st), skipped
+        return container, _identity(st), skipped, source
     raise TypeError(f"video {index}: expected encoded bytes or a file path, got "
                     f"{type(source).__name__}")
 
@@ -289,7 +291,7 @@ def open_video(index: int, source: VideoSource,
 
     Raises InvalidVideoError (corrupt, empty, over a limit) or UnsupportedVideoError (codec)."""
     limits = limits or VideoLimits()
-    container, identity, skipped = _open(index, source, limits)
+    container, identity, skipped, source = _open(index, source, limits)
     size = memoryview(source).nbytes if identity is None else identity[2]
     try:
         header = _check(index, container, limits, size, skipped)

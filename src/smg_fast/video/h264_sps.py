@@ -97,10 +97,14 @@ class _Bits:
 
 
 def _rbsp(nal: bytes) -> bytes:
-    """The NAL unit's payload with emulation prevention bytes (00 00 03) removed."""
+    """The NAL unit's payload with emulation prevention bytes (00 00 03) removed.
+
+    ValueError at 00 00 00, 00 00 01 or 00 00 02, where FFmpeg ends the NAL unit."""
     out = bytearray()
     zeros = 0
     for b in nal:
+        if zeros >= 2 and b < 3:
+            raise ValueError("a start code inside the NAL unit")
         if zeros >= 2 and b == 3:
             zeros = 0
             continue
@@ -109,16 +113,26 @@ def _rbsp(nal: bytes) -> bytes:
     return bytes(out)
 
 
+def _at_most(value: int, limit: int, name: str) -> int:
+    """value, or ValueError past limit (a value FFmpeg refuses the SPS for)."""
+    if value > limit:
+        raise ValueError(f"{name} {value} is over {limit}")
+    return value
+
+
 def _skip_scaling_list(r: _Bits, size: int) -> None:
     last = next_ = 8
     for _ in range(size):
         if next_:
-            next_ = (last + r.se() + 256) % 256
+            delta = r.se()
+            if not -128 <= delta <= 127:
+                raise ValueError(f"delta_scale {delta} outside -128..127")
+            next_ = (last + delta + 256) % 256
         last = next_ or last
 
 
 def _skip_hrd(r: _Bits) -> None:
-    count = r.ue() + 1
+    count = _at_most(r.ue(), 31, "cpb_cnt_minus1") + 1
     r.bits(8)  # bit_rate_scale, cpb_size_scale
     for _ in range(count):
         r.ue()
@@ -137,10 +151,10 @@ def parse_sps(nal: bytes) -> Sps:
         if profile in _DISPUTED_PROFILES:
             raise ValueError(f"profile_idc {profile} is not read")
         r.bits(16)  # constraint flags, reserved bits, level_idc
-        r.ue()  # seq_parameter_set_id
+        _at_most(r.ue(), 31, "seq_parameter_set_id")
         chroma, depth_luma, depth_chroma = 1, 8, 8
         if profile in _HIGH_PROFILES:
-            chroma = r.ue()
+            chroma = _at_most(r.ue(), 3, "chroma_format_idc")
             if chroma == 3:
                 r.bit()  # separate_colour_plane_flag
             depth_luma = r.ue() + 8
@@ -150,10 +164,10 @@ def parse_sps(nal: bytes) -> Sps:
                 for i in range(8 if chroma != 3 else 12):
                     if r.bit():
                         _skip_scaling_list(r, 16 if i < 6 else 64)
-        r.ue()  # log2_max_frame_num_minus4
-        poc_type = r.ue()
+        _at_most(r.ue(), 12, "log2_max_frame_num_minus4")
+        poc_type = _at_most(r.ue(), 2, "pic_order_cnt_type")
         if poc_type == 0:
-            r.ue()
+            _at_most(r.ue(), 12, "log2_max_pic_order_cnt_lsb_minus4")
         elif poc_type == 1:
             r.bit()
             r.se()
@@ -163,7 +177,7 @@ def parse_sps(nal: bytes) -> Sps:
                 raise ValueError("num_ref_frames_in_pic_order_cnt_cycle over 255")
             for _ in range(cycle):
                 r.se()
-        r.ue()  # max_num_ref_frames
+        _at_most(r.ue(), 16, "max_num_ref_frames")
         r.bit()  # gaps_in_frame_num_value_allowed_flag
         width_mbs = r.ue() + 1  # pic_width_in_mbs_minus1
         height_units = r.ue() + 1  # pic_height_in_map_units_minus1
@@ -263,19 +277,20 @@ def _avcc_nals(data: bytes, length_size: int) -> list[bytes] | None:
     return nals
 
 
-def first_picture_uses_avcc_sps(extradata: bytes, packet: bytes) -> bool:
-    """True when packet (an MP4 sample) holds an IDR slice and no SPS but the avcC's own.
+def uses_avcc_sps(extradata: bytes, packet: bytes, idr: bool = False) -> bool:
+    """True when packet (an MP4 sample) carries no SPS but the avcC's own (``idr``: and an IDR).
 
-    Then the first picture decodes with the avcC's SPS: what FFmpeg's probe would learn from
-    decoding it, the SPS already says."""
+    The first pictures then decode with the avcC's SPS: what FFmpeg's probe would learn from
+    decoding them, that SPS already says."""
     if len(extradata) < 8 or extradata[0] != 1:
         return False
     sps = extradata[8:8 + int.from_bytes(extradata[6:8], "big")]
     nals = _avcc_nals(packet, (extradata[4] & 3) + 1)
     if not nals:
         return False
-    types = [nal[0] & 0x1F for nal in nals]
-    return _NAL_IDR in types and all(nal == sps for nal in nals if nal[0] & 0x1F == _NAL_SPS)
+    if idr and not any(nal[0] & 0x1F == _NAL_IDR for nal in nals):
+        return False
+    return all(nal == sps for nal in nals if nal[0] & 0x1F == _NAL_SPS)
 
 
-__all__ = ["Sps", "avcc_sps", "first_picture_uses_avcc_sps", "parse_sps"]
+__all__ = ["Sps", "avcc_sps", "parse_sps", "uses_avcc_sps"]

@@ -7,10 +7,11 @@ with every decoder refused for that probe (``codec_whitelist``: the decoder that
 frames is made from the stream's parameters, without it), and kept when its first video stream is
 H.264 whose header states all the frames depend on (``h264_sps.py``): the avcC's one SPS states
 8-bit 4:2:0 progressive frames and their reorder depth, its size cropped on the right and bottom
-only is the sample entry's, and the first packet is an IDR picture carrying no other SPS. Then
-the decoded frames, the frame count, rate, timings and rotation are the default open's; the
-stream's colour, aspect and format fields stay unset until a frame is decoded. Other demuxers
-estimate stream timings from the probe (Matroska's start time and duration differ without it).
+only is the sample entry's, the first packet is an IDR picture, and no SPS but that one is in the
+first packets (more than the probe decodes). Then the decoded frames, the frame count, rate,
+timings and rotation are the default open's; the stream's colour, aspect and format fields stay
+unset until a frame is decoded. Other demuxers estimate stream timings from the probe
+(Matroska's start time and duration differ without it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .h264_sps import Sps, avcc_sps, first_picture_uses_avcc_sps
+from .h264_sps import Sps, avcc_sps, uses_avcc_sps
 
 # A decoder option for the probe of the first _PROBED_STREAMS streams: no decoder may open.
 _NO_PROBE_DECODE = {"codec_whitelist": "none"}
@@ -26,6 +27,8 @@ _PROBED_STREAMS = 32
 # The first box of an MP4 / MOV file (ISO/IEC 14496-12; QuickTime's may come before ftyp).
 _MP4_BOXES = frozenset({b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide"})
 SNIFF_BYTES = 8
+# Packets whose in-band SPSs are compared with the avcC's: more than FFmpeg's probe decodes.
+_SCANNED_PACKETS = 32
 
 
 def open_unprobed(make_file: Callable[[], Any], head: bytes) -> Any | None:
@@ -71,12 +74,22 @@ def probe_decode_needless(container: Any) -> bool:
     if sps.cropped_size != (stream.width, stream.height):
         return False
     try:
-        first = next(iter(container.demux(stream)), None)
+        n = 0
+        for packet in container.demux(stream):
+            if packet.size == 0:
+                continue
+            first = n == 0
+            if first and not packet.is_keyframe:
+                return False
+            if not uses_avcc_sps(extradata, bytes(packet), idr=first):
+                return False
+            n += 1
+            if n == _SCANNED_PACKETS:
+                break
         container.seek(0)
     except av.FFmpegError:
         return False
-    return (first is not None and first.is_keyframe
-            and first_picture_uses_avcc_sps(extradata, bytes(first)))
+    return n > 0
 
 
 def sps_pixel_format(stream: Any) -> str | None:
