@@ -129,6 +129,35 @@ def test_rejects_symlink_fifo_and_wrong_sizes(tmp_path):
             os.unlink(os.path.join(SHM, n))
 
 
+_HUGE = """
+import os, resource, sys
+from smg_fast._proto import tensor_pb2
+from smg_fast.transport.errors import TensorError
+from smg_fast.transport.tensors import read_tensor
+d, name = sys.argv[1], sys.argv[2]
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # no room for the mapping, any host
+td = tensor_pb2.TensorData(shape=[1 << 20, 1 << 20], dtype="uint8",
+                           shm=tensor_pb2.ShmHandle(name=name, offset=0, nbytes=1 << 40))
+try:
+    read_tensor(td, shm_dir=d)
+except TensorError as exc:
+    print("TensorError", exc)
+"""
+
+
+def test_a_segment_too_large_to_map_is_a_tensor_error(tmp_path):
+    """A 1 TiB sparse segment whose handle matches: the failed mapping is a TensorError."""
+    name = f"smg-fast-{os.getpid()}-{'0' * 16}-9"
+    with open(tmp_path / name, "wb") as fh:
+        fh.truncate(1 << 40)
+    out = subprocess.run([sys.executable, "-c", _HUGE, str(tmp_path), name], capture_output=True,
+                         text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("TensorError") and "cannot map" in out.stdout
+    assert (tmp_path / name).exists()  # nothing unlinked
+
+
 def test_missing_segment_and_bad_payloads():
     with pytest.raises(FileNotFoundError):
         read_tensor(_shm_td(f"smg-fast-{os.getpid()}-0000000000000000-999999"))

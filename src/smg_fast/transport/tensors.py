@@ -208,7 +208,11 @@ def _read_shm(handle: Any, shape: tuple[int, ...], np_dtype: np.dtype, nbytes: i
             arr = np.empty(shape, dtype=np_dtype)
         else:
             # copy-on-write, and no descriptor kept (Python's mmap would hold one per tensor)
-            arr = _native.map_file(fd, offset, nbytes).view(np_dtype).reshape(shape)
+            try:
+                arr = _native.map_file(fd, offset, nbytes).view(np_dtype).reshape(shape)
+            except OSError as exc:  # e.g. ENOMEM for a huge (sparse) segment
+                raise TensorError(f"shm segment {name!r}: cannot map {nbytes} bytes "
+                                  f"({exc.strerror})") from None
     finally:
         os.close(fd)
     if unlink:
