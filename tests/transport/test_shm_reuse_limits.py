@@ -129,8 +129,8 @@ def test_unread_segments_never_exhaust_descriptors(shm_subdir, delay_s):
     assert out.returncode == 0, out.stderr
     held, live, max_open, declined, fresh, inline = map(int, out.stdout.split())
     assert max_open == 32 and live <= max_open
-    if delay_s > 1:
-        assert inline == fresh - 16  # 16 wait for the stalled thread, the rest are counted
+    if delay_s > 1:  # 16 wait for the stalled thread, the rest are unmapped inline and counted
+        assert 0 < inline <= fresh - 16  # (fewer if this host took seconds over the loop)
     assert held <= 2 * max_open + 2  # (+ the background thread's, if any)
     assert declined == fresh == 300 - max_open
 
