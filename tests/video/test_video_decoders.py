@@ -137,6 +137,61 @@ def test_frames_equal_the_library(references: dict, name: str, decoder: str) -> 
         assert meta["video_backend"] == decoder
 
 
+# 8-bit sources (converted through a pooled filter graph) and 10-bit ones (PyAV's reformat).
+PYAV_EXTRA = {
+    "vp9_444": make_clip("vp9", 98, 62, 6, pix_fmt="yuv444p"),
+    "vp9_422": make_clip("vp9", 98, 62, 6, pix_fmt="yuv422p"),
+    "h264_422_full": make_clip("h264", 98, 62, 6, pix_fmt="yuvj422p"),
+    "h264_444_full": make_clip("h264", 97, 61, 6, pix_fmt="yuvj444p"),
+    "h264_smpte240m": make_clip("h264", 98, 62, 6,
+                                options={"x264-params": "colormatrix=smpte240m"}),
+    "h264_10bit": make_clip("h264", 98, 62, 6, pix_fmt="yuv420p10le"),
+    "h264_422_10bit": make_clip("h264", 98, 62, 6, pix_fmt="yuv422p10le"),
+}
+
+
+def _pyav_frames(data: bytes, indices: list[int]) -> np.ndarray:
+    """PyAV's own to_ndarray(rgb24) of the listed frames, converted after decoding."""
+    import io
+
+    import av
+
+    with av.open(io.BytesIO(data)) as c:
+        kept = [f for i, f in enumerate(c.decode(video=0)) if i in set(indices)]
+    return np.stack([f.to_ndarray(format="rgb24") for f in kept])
+
+
+@pytest.mark.parametrize("name", sorted(CLIPS) + sorted(PYAV_EXTRA))
+def test_pyav_frames_equal_pyav_own_conversion(name: str) -> None:
+    """decoder="pyav" gives PyAV's to_ndarray(format="rgb24") pixels on every pixel format."""
+    data = CLIPS.get(name) or PYAV_EXTRA[name]
+    indices = INDICES.get(name, [0, 2, 5])
+    want = _pyav_frames(data, indices)
+    for skip in (True, False):
+        got, _ = load_video(data, indices, skip=skip)
+        assert got.shape == want.shape and np.array_equal(got, want), (name, skip)
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_a_held_frame_keeps_its_pixels_and_released_buffers_are_reused(decoder: str) -> None:
+    """Frames kept by the caller are never overwritten; a dropped frame's buffer is reused."""
+    import io
+
+    import av
+
+    data = make_clip("h264", 98, 62, 16)
+    with av.open(io.BytesIO(data)) as c:
+        frames = list(c.decode(video=0))
+    convert = FrameConverter(decoder)
+    held = [convert(f) for f in frames]
+    for frame, rgb in zip(frames, held, strict=True):  # 8-bit 4:2:0: the three agree
+        assert np.array_equal(rgb, frame.to_ndarray(format="rgb24"))
+    addresses = set()
+    for f in frames:
+        addresses.add(convert(f).__array_interface__["data"][0])
+    assert len(addresses) <= 2, addresses
+
+
 # On the VFR clip torchcodec (on Debian's FFmpeg 5.1) reads every frame's duration as 0 where
 # PyAV's FFmpeg 8.1 demuxes 20 to 1440 ticks, so the measured span and rate differ (the cause
 # in FFmpeg is not established); the frames are identical (test_frames_equal_the_library).
@@ -205,14 +260,26 @@ def test_unknown_decoder_and_bad_index_are_typed() -> None:
             load_video(clip, [16], decoder=decoder)
 
 
-@pytest.mark.parametrize("decoder", ["pyav", "opencv"])
-def test_a_frame_ffmpeg_cannot_convert_is_an_invalid_video(decoder) -> None:
-    """FFmpeg's error from the RGB conversion is the typed InvalidVideoError naming the video."""
+@pytest.mark.parametrize("decoder", DECODERS)
+@pytest.mark.parametrize("pixel_format", ["yuv420p", "yuv420p10le"])
+def test_a_frame_ffmpeg_cannot_convert_is_an_invalid_video(decoder, pixel_format,
+                                                           monkeypatch) -> None:
+    """FFmpeg's error from the RGB conversion is the typed InvalidVideoError naming the video.
+
+    8-bit frames go through a filter graph, others through PyAV's reformat (torchcodec's
+    through the graph always): both fail here with an error of FFmpeg's."""
     import av
+
+    from smg_fast.video import convert as convert_module
+
+    def refuse(*_: object) -> None:
+        raise av.error.InvalidDataError(1094995529, "Invalid data")
+
+    monkeypatch.setattr(convert_module, "_scale_graph", refuse)
 
     class Unconvertible:
         width, height, rotation = 8, 8, 0
-        format = type("Format", (), {"name": "yuv420p"})()
+        format = type("Format", (), {"name": pixel_format})()
 
         def to_ndarray(self, **_: object) -> None:
             raise av.error.InvalidDataError(1094995529, "Invalid data")

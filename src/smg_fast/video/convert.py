@@ -17,6 +17,14 @@ exact permutation of the converted pixels); transformers' PyAV loader does not.
 Where the source is 8-bit 4:2:0 the three agree; 10-bit and 4:2:2 / 4:4:4 sources are where
 they part (chroma upsampling and the dither of the bit-depth reduction follow the flags and the
 destination layout). Tests compare each with the real library on clips made with PyAV.
+
+8-bit planar YUV frames (``POOLED_FORMATS``) go through one filter graph per video with the
+decoder's flags: the graph's scale filter runs the same swscale conversion as PyAV's reformat
+(the frame's colour matrix and range; OpenCV's BGR conversion then swap gives the same
+pixels there), and its output buffers come from the graph's pool, so a
+frame the caller has dropped lends its memory to the next one instead of each frame being a
+fresh 6 MB (1080p) allocation that the kernel must zero. Other formats keep the library's own
+call: on 10-bit sources the scale filter's result is not PyAV's.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import numpy as np
 from ..errors import InvalidVideoError, UnsupportedCallError, UnsupportedVideoError
 
 DECODERS = ("pyav", "torchcodec", "opencv")
+POOLED_FORMATS = frozenset({"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p"})
 
 
 def check_decoder(decoder: str) -> str:
@@ -51,14 +60,16 @@ class FrameConverter:
         import av
 
         try:
-            if self.decoder == "pyav":  # transformers' PyAV loader ignores rotation
-                return frame.to_ndarray(format="rgb24")
-            if self.decoder == "opencv":
-                rgb = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")[..., ::-1]
-            else:
+            if frame.format.name in POOLED_FORMATS or self.decoder == "torchcodec":
                 rgb = self._filtered(frame)
+            elif self.decoder == "pyav":
+                rgb = frame.to_ndarray(format="rgb24")
+            else:
+                rgb = frame.to_ndarray(format="bgr24", interpolation="BICUBIC")[..., ::-1]
         except av.FFmpegError as exc:  # a frame FFmpeg cannot convert (its format, its size)
             raise InvalidVideoError(self.index, f"frame conversion failed ({exc})") from None
+        if self.decoder == "pyav":  # transformers' PyAV loader ignores rotation
+            return rgb
         return self._upright(frame, rgb)
 
     def _upright(self, frame: Any, rgb: np.ndarray) -> np.ndarray:
@@ -70,17 +81,17 @@ class FrameConverter:
         return np.ascontiguousarray(np.rot90(rgb, (angle // 90) % 4))
 
     def _filtered(self, frame: Any) -> np.ndarray:
-        """torchcodec's conversion: a scale filter (its default bicubic flags) to rgb24."""
+        """The frame through a scale filter to rgb24; its buffers come from the graph's pool."""
         key = (frame.width, frame.height, frame.format.name)
         if self._graph is None or key != self._graph_key:
-            self._graph = _scale_graph(frame)
+            self._graph = _scale_graph(frame, "bilinear" if self.decoder == "pyav" else "bicubic")
             self._graph_key = key
         self._graph.push(frame)
         return self._graph.pull().to_ndarray()
 
 
-def _scale_graph(frame: Any) -> Any:
-    """buffer -> scale (same size, bicubic) -> format=rgb24 -> buffersink, for frame's shape."""
+def _scale_graph(frame: Any, flags: str) -> Any:
+    """buffer -> scale (same size, flags) -> format=rgb24 -> buffersink, for frame's shape."""
     from fractions import Fraction
 
     import av
@@ -88,7 +99,7 @@ def _scale_graph(frame: Any) -> Any:
     graph = av.filter.Graph()
     src = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
                            time_base=frame.time_base or Fraction(1, 1))
-    scale = graph.add("scale", f"w={frame.width}:h={frame.height}:flags=bicubic")
+    scale = graph.add("scale", f"w={frame.width}:h={frame.height}:flags={flags}")
     fmt = graph.add("format", "rgb24")
     sink = graph.add("buffersink")
     src.link_to(scale)
