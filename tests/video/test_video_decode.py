@@ -126,6 +126,77 @@ def test_a_corrupted_stream_decodes_as_the_loader_decodes_it(tmp_path):
     assert np.array_equal(got, ref)
 
 
+DAMAGED_SOURCES = {
+    "h264_b_pyramid": ("h264", {"x264-params": "bframes=3:b-pyramid=normal:keyint=12"}),
+    "h264_mbaff": ("h264", {"x264-params": "interlaced=1:bframes=2"}),
+    "hevc": ("hevc", {"x265-params": "log-level=error:bframes=4"}),
+    "vp9": ("vp9", None),
+    "mpeg4": ("mpeg4", None),
+}
+
+
+def _loader_frames(data: bytes, indices: list[int], threads: int | None) -> np.ndarray | None:
+    """transformers' read_video_pyav, in process; None if it outputs too few frames.
+
+    seek(0), the listed frames kept (the others dropped as decoded) up to the last one, then
+    converted. The decoder's threads as ``load_video(threads=...)`` sets them (None: PyAV's
+    defaults)."""
+    kept: list = []
+    try:
+        with av.open(io.BytesIO(data)) as c:
+            stream = c.streams.video[0]
+            if threads is not None:
+                stream.codec_context.thread_count = threads
+                stream.codec_context.thread_type = "SLICE" if threads == 1 else "AUTO"
+            c.seek(0)
+            for i, frame in enumerate(c.decode(stream)):
+                if i > indices[-1]:
+                    break
+                if i in indices:
+                    kept.append(frame)
+    except (av.FFmpegError, IndexError, AttributeError):
+        pass  # the frames output before the error, if any (no stream, no decoder)
+    if len(kept) != len(indices):
+        return None
+    return np.stack([f.to_ndarray(format="rgb24") for f in kept])
+
+
+# The skip decode on damaged H.264 parts from the loader (docs/video.md): not compared there.
+DAMAGED_CASES = [(n, skip) for n, (codec, _) in DAMAGED_SOURCES.items() if codec in ENCODABLE
+                 for skip in (False, True) if not (skip and codec == "h264")]
+
+
+@pytest.mark.parametrize(("name", "skip"), DAMAGED_CASES)
+@pytest.mark.parametrize("threads", [None, 1])
+def test_damaged_streams_decode_as_the_loader_decodes_them(name, skip, threads):
+    """Damaged streams: the loader's frames, bit for bit, on the same decoder threads.
+
+    Bytes are overwritten at seeded places in the coded data. The sampled frames are held until
+    decoding ends, as the loader holds them: FFmpeg's concealment of a damaged H.264 stream can
+    read the memory of frame buffers its pool hands out again, so releasing frames earlier
+    changes its pixels. Each damaged stream the loader decodes to enough frames is compared
+    (at least eight of them, so the comparison is not vacuous)."""
+    codec, options = DAMAGED_SOURCES[name]
+    clean = make_clip(codec, 96, 64, 24, fps=12, options=options)
+    rng = np.random.default_rng(7)
+    indices = list(range(0, 24, 3))
+    compared = 0
+    for _ in range(24):
+        data = bytearray(clean)
+        for pos in rng.integers(len(data) // 10, len(data), int(rng.integers(1, 6))):
+            data[pos] = int(rng.integers(256))
+        ref = _loader_frames(bytes(data), indices, threads)
+        if ref is None:
+            continue
+        try:
+            got, _ = load_video(bytes(data), indices=indices, threads=threads, skip=skip)
+        except InvalidVideoError:
+            continue  # a header the damage broke
+        assert np.array_equal(got, ref), name
+        compared += 1
+    assert compared >= 8, compared
+
+
 @pytest.mark.parametrize("cut", [0.1, 0.5, 0.9])
 def test_truncated_mp4_is_refused(cut):
     data = make_clip("h264", 160, 96, 24, fps=12)  # its index (moov) is at the end

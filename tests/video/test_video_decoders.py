@@ -67,6 +67,10 @@ def _clips() -> dict[str, bytes]:
         "h264_444_99x63": make_clip("h264", 99, 63, 12, pix_fmt="yuv444p"),
         "h264_422_130x64": make_clip("h264", 130, 64, 12, pix_fmt="yuv422p"),
         "h264_one_frame": make_clip("h264", 66, 38, 1),
+        # Interlaced (MBAFF): PyAV's and OpenCV's conversions take its fields apart, torchcodec's
+        # does not.
+        "h264_mbaff_96x64": make_clip("h264", 96, 64, 12, options={
+            "x264-params": "interlaced=1:bframes=2"}),
         # Display rotation: torchcodec and OpenCV turn the frames upright, PyAV's loader does not.
         "h264_rotated_90": make_clip("h264", 98, 62, 12, rotation=90),
         "h264_rotated_180": make_clip("h264", 98, 62, 12, rotation=180),

@@ -37,6 +37,11 @@ from ..errors import InvalidVideoError, UnsupportedCallError, UnsupportedVideoEr
 
 DECODERS = ("pyav", "torchcodec", "opencv")
 POOLED_FORMATS = frozenset({"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p"})
+# The scale filter's options per decoder: PyAV's reformat (and OpenCV's conversion) convert an
+# interlaced frame's fields apart (interl=-1: as the frame says), torchcodec's filter as one
+# picture (the filter's default).
+SCALE_OPTIONS = {"pyav": "flags=bilinear:interl=-1", "opencv": "flags=bicubic:interl=-1",
+                 "torchcodec": "flags=bicubic"}
 
 
 def check_decoder(decoder: str) -> str:
@@ -84,14 +89,14 @@ class FrameConverter:
         """The frame through a scale filter to rgb24; its buffers come from the graph's pool."""
         key = (frame.width, frame.height, frame.format.name)
         if self._graph is None or key != self._graph_key:
-            self._graph = _scale_graph(frame, "bilinear" if self.decoder == "pyav" else "bicubic")
+            self._graph = _scale_graph(frame, SCALE_OPTIONS[self.decoder])
             self._graph_key = key
         self._graph.push(frame)
         return self._graph.pull().to_ndarray()
 
 
-def _scale_graph(frame: Any, flags: str) -> Any:
-    """buffer -> scale (same size, flags) -> format=rgb24 -> buffersink, for frame's shape."""
+def _scale_graph(frame: Any, options: str) -> Any:
+    """buffer -> scale (same size, options) -> format=rgb24 -> buffersink, for frame's shape."""
     from fractions import Fraction
 
     import av
@@ -99,7 +104,7 @@ def _scale_graph(frame: Any, flags: str) -> Any:
     graph = av.filter.Graph()
     src = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format.name,
                            time_base=frame.time_base or Fraction(1, 1))
-    scale = graph.add("scale", f"w={frame.width}:h={frame.height}:flags={flags}")
+    scale = graph.add("scale", f"w={frame.width}:h={frame.height}:{options}")
     fmt = graph.add("format", "rgb24")
     sink = graph.add("buffersink")
     src.link_to(scale)
