@@ -141,8 +141,74 @@ def test_frames_equal_the_library(references: dict, name: str, decoder: str) -> 
         assert meta["video_backend"] == decoder
 
 
-# 8-bit sources (converted through a pooled filter graph) and 10-bit ones (PyAV's reformat).
+def _ts_segment(params: str, seed: int, frames: int = 6) -> bytes:
+    """A 64x48 HEVC MPEG-TS segment encoded with these x265 params (none: untagged colour)."""
+    import io
+
+    import av
+
+    from smg_fast.testing.video_clips import scene_frame, texture
+
+    picture, buf = texture(128, 96, seed), io.BytesIO()
+    with av.open(buf, "w", format="mpegts") as out:
+        stream = out.add_stream("libx265", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.codec_context.thread_count = 1
+        stream.options = {"x265-params": ":".join(filter(None, (params, "log-level=error")))}
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(scene_frame(picture, 64, 48, i), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return buf.getvalue()
+
+
+def _mpeg4_colour(primaries: int, transfer: int) -> bytes:
+    """An MPEG-4 part 2 stream whose visual object header states these colour values.
+
+    A reserved 0 or 3 included: the decoder passes them on to the frames."""
+    import io
+
+    import av
+
+    from smg_fast.testing.video_clips import scene_frame, texture
+
+    picture, buf = texture(128, 96), io.BytesIO()
+    with av.open(buf, "w", format="m4v") as out:
+        stream = out.add_stream("mpeg4", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(6):
+            frame = av.VideoFrame.from_ndarray(scene_frame(picture, 64, 48, i), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    data = buf.getvalue()
+    # ISO/IEC 14496-2 visual object: identifier (verid 1, priority 1), type video, then a video
+    # signal type with a colour description, then next_start_code's stuffing.
+    bits = "1" + "0001" + "001" + "0001" + "1" + "101" + "0" + "1"
+    bits += f"{primaries:08b}{transfer:08b}{1:08b}" + "0"
+    bits += "1" * (-len(bits) % 8)
+    start = data.index(b"\x00\x00\x01\xb5") + 4
+    end = data.index(b"\x00\x00\x01", start)
+    header = bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8))
+    return data[:start] + header + data[end:]
+
+
+# 8-bit sources (converted through a pooled filter graph where exact), 10-bit ones (PyAV's
+# reformat), odd heights and odd field heights (PyAV's reformat: the chroma location matters),
+# colour tags that change mid-stream, reserved colour values.
 PYAV_EXTRA = {
+    "mpeg4_odd_height": make_clip("mpeg4", 96, 61, 6),
+    "h264_422_odd_height": make_clip("h264", 98, 61, 6, pix_fmt="yuv422p"),
+    "h264_422_mbaff_64x54": make_clip("h264", 64, 54, 6, pix_fmt="yuv422p",
+                                      options={"x264-params": "interlaced=1"}),
+    "hevc_ts_bt709_then_untagged": (
+        _ts_segment("colormatrix=bt709:colorprim=bt709:transfer=bt709", 0)
+        + _ts_segment("", 1)),
+    "mpeg4_reserved_primaries": _mpeg4_colour(0, 1),
+    "mpeg4_reserved_transfer": _mpeg4_colour(1, 3),
     "vp9_444": make_clip("vp9", 98, 62, 6, pix_fmt="yuv444p"),
     "vp9_422": make_clip("vp9", 98, 62, 6, pix_fmt="yuv422p"),
     "h264_422_full": make_clip("h264", 98, 62, 6, pix_fmt="yuvj422p"),
@@ -169,7 +235,7 @@ def _pyav_frames(data: bytes, indices: list[int]) -> np.ndarray:
 def test_pyav_frames_equal_pyav_own_conversion(name: str) -> None:
     """decoder="pyav" gives PyAV's to_ndarray(format="rgb24") pixels on every pixel format."""
     data = CLIPS.get(name) or PYAV_EXTRA[name]
-    indices = INDICES.get(name, [0, 2, 5])
+    indices = INDICES.get(name, [0, 2, 5, 6, 9, 11] if "_ts_" in name else [0, 2, 5])
     want = _pyav_frames(data, indices)
     for skip in (True, False):
         got, _ = load_video(data, indices, skip=skip)
@@ -282,7 +348,8 @@ def test_a_frame_ffmpeg_cannot_convert_is_an_invalid_video(decoder, pixel_format
     monkeypatch.setattr(convert_module, "_scale_graph", refuse)
 
     class Unconvertible:
-        width, height, rotation = 8, 8, 0
+        width, height, rotation, interlaced_frame = 8, 8, 0, False
+        color_range, colorspace, color_trc, color_primaries = 0, 2, 2, 2
         format = type("Format", (), {"name": pixel_format})()
 
         def to_ndarray(self, **_: object) -> None:

@@ -18,13 +18,14 @@ Where the source is 8-bit 4:2:0 the three agree; 10-bit and 4:2:2 / 4:4:4 source
 they part (chroma upsampling and the dither of the bit-depth reduction follow the flags and the
 destination layout). Tests compare each with the real library on clips made with PyAV.
 
-8-bit planar YUV frames (``POOLED_FORMATS``) go through one filter graph per video with the
-decoder's flags: the graph's scale filter runs the same swscale conversion as PyAV's reformat
-(the frame's colour matrix and range; OpenCV's BGR conversion then swap gives the same
-pixels there), and its output buffers come from the graph's pool, so a
-frame the caller has dropped lends its memory to the next one instead of each frame being a
-fresh 6 MB (1080p) allocation that the kernel must zero. Other formats keep the library's own
-call: on 10-bit sources the scale filter's result is not PyAV's.
+8-bit planar YUV frames (``poolable``: ``POOLED_FORMATS`` whose chroma rows pair up) go through
+one filter graph per video and frame properties with the decoder's flags: the graph's scale
+filter runs the same swscale conversion as PyAV's reformat (the frame's colour matrix, range
+and interlacing; OpenCV's BGR conversion then swap gives the same pixels there), and its
+output buffers come from the graph's pool, so a frame the caller has dropped lends its memory to
+the next one instead of each frame being a fresh 6 MB (1080p) allocation that the kernel must
+zero. Other frames keep the library's own call: on 10-bit sources the scale filter's result is
+not PyAV's, and where the chroma location matters the filter does not know it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ POOLED_FORMATS = frozenset({"yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv44
 # picture (the filter's default).
 SCALE_OPTIONS = {"pyav": "flags=bilinear:interl=-1", "opencv": "flags=bicubic:interl=-1",
                  "torchcodec": "flags=bicubic"}
+UNSPECIFIED = 2  # AVCOL_TRC_UNSPECIFIED and AVCOL_PRI_UNSPECIFIED
 
 
 def check_decoder(decoder: str) -> str:
@@ -65,8 +67,10 @@ class FrameConverter:
         import av
 
         try:
-            if frame.format.name in POOLED_FORMATS or self.decoder == "torchcodec":
-                rgb = self._filtered(frame)
+            if self.decoder == "torchcodec":
+                rgb = self._filtered(frame, (frame.width, frame.height, frame.format.name))
+            elif poolable(frame):
+                rgb = self._reformatted(frame)
             elif self.decoder == "pyav":
                 rgb = frame.to_ndarray(format="rgb24")
             else:
@@ -83,16 +87,48 @@ class FrameConverter:
         if angle % 90:
             raise UnsupportedVideoError(self.index, f"display rotation of {angle} degrees (only "
                                                     "multiples of 90 are reproduced)")
-        return np.ascontiguousarray(np.rot90(rgb, (angle // 90) % 4))
+        turns = (angle // 90) % 4
+        if not turns and rgb.strides[1:] == (3, 1):  # packed pixels (rows may be padded)
+            return rgb
+        return np.ascontiguousarray(np.rot90(rgb, turns))
 
-    def _filtered(self, frame: Any) -> np.ndarray:
-        """The frame through a scale filter to rgb24; its buffers come from the graph's pool."""
-        key = (frame.width, frame.height, frame.format.name)
+    def _filtered(self, frame: Any, key: tuple[Any, ...]) -> np.ndarray:
+        """The frame through a scale filter to rgb24; its buffers come from the graph's pool.
+
+        One graph per key: the frame properties the conversion follows."""
         if self._graph is None or key != self._graph_key:
             self._graph = _scale_graph(frame, SCALE_OPTIONS[self.decoder])
             self._graph_key = key
         self._graph.push(frame)
         return self._graph.pull().to_ndarray()
+
+    def _reformatted(self, frame: Any) -> np.ndarray:
+        """PyAV's reformat of a poolable frame, through the pooled graph.
+
+        As PyAV does, the frame's transfer and primaries tags are left out of the conversion
+        (swscale would refuse reserved values) and put back after."""
+        key = (frame.width, frame.height, frame.format.name, frame.color_range,
+               frame.colorspace, frame.interlaced_frame)
+        trc, primaries = frame.color_trc, frame.color_primaries
+        frame.color_trc = frame.color_primaries = UNSPECIFIED
+        try:
+            return self._filtered(frame, key)
+        finally:
+            frame.color_trc, frame.color_primaries = trc, primaries
+
+
+def poolable(frame: Any) -> bool:
+    """Whether the pooled graph converts frame exactly as PyAV's reformat does.
+
+    An 8-bit planar YUV frame whose chroma rows pair up: the filter is not told the frame's
+    chroma location, which swscale follows where a chroma row covers one luma row (an odd
+    height, or an odd field height of an interlaced frame); 4:4:4 has no chroma rows to pair."""
+    name = frame.format.name
+    if name not in POOLED_FORMATS:
+        return False
+    if name.endswith("444p"):
+        return True
+    return frame.height % (4 if frame.interlaced_frame else 2) == 0
 
 
 def _scale_graph(frame: Any, options: str) -> Any:
@@ -114,4 +150,4 @@ def _scale_graph(frame: Any, options: str) -> Any:
     return graph
 
 
-__all__ = ["DECODERS", "FrameConverter", "check_decoder"]
+__all__ = ["DECODERS", "FrameConverter", "check_decoder", "poolable"]

@@ -11,6 +11,7 @@ default; ``torchcodec``; ``opencv``; see convert.py), so the pixels are that ref
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +26,7 @@ from .container import (
     VideoSource,
     _av,
     cap_picture_size,
+    open_again,
     open_video,
     set_threads,
 )
@@ -103,10 +105,19 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
         got = decode_skipping(header, sorted(wanted), rank, check=check, sizes=sizes)
         if got is not None:
             return got
-    container = header.container
+        # Its decoder's pool now holds the frames it decoded, which concealing a damaged stream
+        # would read: the plain decode starts on a fresh one, as the reference's does.
+        with _fresh_decoder(header) as (container, stream):
+            return _decode_plainly(container, stream, wanted, end, check, sizes)
+    return _decode_plainly(header.container, header.stream, wanted, end, check, sizes)
+
+
+def _decode_plainly(container: Any, stream: Any, wanted: set[int], end: int,
+                    check: Callable[[], None] | None, sizes: SizeCheck) -> list[tuple[int, Any]]:
+    """The wanted frames of every frame the decoder outputs from the start, to the end one."""
     kept: list[tuple[int, Any]] = []
     container.seek(0)
-    for i, frame in enumerate(container.decode(header.stream)):
+    for i, frame in enumerate(container.decode(stream)):
         if i > end:
             break
         if check is not None:
@@ -115,6 +126,20 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
         if i in wanted:  # a frame not needed is never converted
             kept.append((i, frame))
     return kept
+
+
+@contextlib.contextmanager
+def _fresh_decoder(header: VideoHeader) -> Iterator[tuple[Any, Any]]:
+    """A second container on the header's source whose decoder is set up as the header's."""
+    container = open_again(header)
+    try:
+        stream = container.streams.video[0]
+        old, ctx = header.stream.codec_context, stream.codec_context
+        ctx.thread_count, ctx.thread_type = old.thread_count, old.thread_type
+        ctx.options = dict(old.options)  # the picture size cap, where one was set
+        yield container, stream
+    finally:
+        container.close()
 
 
 def check_indices(index: int, indices: Sequence[int], total: int, hint: str = "") -> None:

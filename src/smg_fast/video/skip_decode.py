@@ -57,9 +57,11 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int,
 
     ``packets``: the stream demuxed again (``iter_packets``, the default), each packet dropped
     once decoded, so memory holds the decoder's state and the wanted frames, not the stream.
-    None if a packet or an output frame does not match the plan (the caller then decodes
-    plainly). ``check()`` runs before each packet is decoded and may raise to stop;
-    ``sizes(i, frame, wanted)`` sees each output frame (decode.SizeCheck) and may raise."""
+    None if a packet or an output frame does not match the plan, or a frame comes out corrupt
+    (FFmpeg concealed damage: the reference's count and concealment follow every frame it
+    decodes, so the caller then decodes plainly, on a fresh decoder). ``check()`` runs before
+    each packet is decoded and may raise to stop; ``sizes(i, frame, wanted)`` sees each output
+    frame (decode.SizeCheck) and may raise."""
     wanted = {int(i) for i in indices}
     ctx = header.stream.codec_context
     got: dict[int, Any] = {}
@@ -68,7 +70,7 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int,
         """Keeps the wanted frames; False for a frame the plan cannot place."""
         for frame in frames:
             i = rank.get(frame.pts)
-            if i is None:
+            if i is None or frame.is_corrupt:
                 return False
             if sizes is not None:
                 sizes(i, frame, i in wanted)
