@@ -136,7 +136,7 @@ DAMAGED_SOURCES = {
 
 
 def _loader_frames(data: bytes, indices: list[int], threads: int | None) -> np.ndarray | None:
-    """transformers' read_video_pyav, in process; None if it outputs too few frames.
+    """transformers' read_video_pyav, in process; None where it raises or gives too few frames.
 
     seek(0), the listed frames kept (the others dropped as decoded) up to the last one, then
     converted. The decoder's threads as ``load_video(threads=...)`` sets them (None: PyAV's
@@ -154,8 +154,8 @@ def _loader_frames(data: bytes, indices: list[int], threads: int | None) -> np.n
                     break
                 if i in indices:
                     kept.append(frame)
-    except (av.FFmpegError, IndexError, AttributeError, ValueError):
-        pass  # the frames output before the error, if any (no stream, no decoder, bad tags)
+    except Exception:  # noqa: BLE001 - the loader raises it: no frames
+        return None
     if len(kept) != len(indices):
         return None
     return np.stack([f.to_ndarray(format="rgb24") for f in kept])
@@ -186,10 +186,7 @@ def test_damaged_streams_decode_as_the_loader_decodes_them(name, skip, threads):
         ref = _loader_frames(bytes(data), indices, threads)
         if ref is None:
             continue
-        try:
-            got, _ = load_video(bytes(data), indices=indices, threads=threads, skip=skip)
-        except InvalidVideoError:
-            continue  # a header the damage broke
+        got, _ = load_video(bytes(data), indices=indices, threads=threads, skip=skip)
         assert np.array_equal(got, ref), name
         compared += 1
     assert compared >= 8, compared

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from ..errors import InvalidVideoError, UnsupportedCallError, VideoTooLargeError
 from ..video.container import VideoLimits, open_video, set_threads
 from ..video.convert import check_decoder
@@ -123,7 +124,7 @@ class VideoProcessor:
                 sources.append(_open_item(i, item, self.limits, decoder, self.threads))
                 planned.append(_plan(i, cfg, sources[-1], self.limits.max_frames))
             _check_output(planned, np_dtype.itemsize, limit)
-            out = np.empty(sum(plan.elems for _, plan in planned), np_dtype)  # written once
+            out = output_array(sum(plan.elems for _, plan in planned), np_dtype)  # written once
             at = 0
             for i, (src, (indices, plan)) in enumerate(zip(sources, planned, strict=True)):
                 self._fill(i, src, indices, plan, out[at:at + plan.elems], dtype_name)
@@ -272,7 +273,7 @@ class PlannedVideo:
     def compute(self) -> np.ndarray:
         """Decodes and computes the video into a new buffer."""
         try:
-            out = np.empty(self.plan.elems, self.np_dtype)
+            out = output_array(self.plan.elems, self.np_dtype)
         except BaseException:
             self.close()
             raise
@@ -366,6 +367,18 @@ class _Encoded(_Source):
 
     def close(self) -> None:
         self._header.close()
+
+
+def output_array(elems: int, dtype: np.dtype) -> np.ndarray:
+    """A new 1-D output of elems, from the calling thread's scratch pool where it fits there.
+
+    The memory of an output the caller has dropped serves the next one instead of new pages the
+    kernel must zero (a 4K clip's output is 135 MB); one over the pool's per-thread cap is a
+    plain array (huge pages where NumPy advises them)."""
+    nbytes = elems * dtype.itemsize
+    if nbytes <= _native.scratch_stats()["cap_bytes"]:
+        return _native.pooled_empty(nbytes, huge_pages=False).view(dtype)
+    return np.empty(elems, dtype)
 
 
 def _output_limit(max_output_bytes: int | None) -> int:

@@ -23,9 +23,9 @@ one filter graph per video and frame properties with the decoder's flags: the gr
 filter runs the same swscale conversion as PyAV's reformat (the frame's colour matrix, range
 and interlacing; OpenCV's BGR conversion then swap gives the same pixels there), and its
 output buffers come from the graph's pool, so a frame the caller has dropped lends its memory to
-the next one instead of each frame being a fresh 6 MB (1080p) allocation that the kernel must
-zero. Other frames keep the library's own call: on 10-bit sources the scale filter's result is
-not PyAV's, and where the chroma location matters the filter does not know it.
+the next one, not a fresh 6 MB (1080p) allocation that the kernel must zero. Other frames keep
+the library's own call: on 10-bit sources the scale filter's result is not PyAV's, and where
+the chroma location matters the filter does not know it.
 """
 
 from __future__ import annotations

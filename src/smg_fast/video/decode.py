@@ -160,6 +160,8 @@ def iter_frames(header: VideoHeader, indices: Sequence[int], threads: int | None
                 ) -> Iterator[tuple[int, np.ndarray]]:
     """(frame index, RGB (H, W, 3) uint8) for each decoded frame whose index is in indices.
 
+    A frame may be a view with padded rows (its memory returns to a pool once dropped).
+
     In decode order; each index once, even if listed twice. Stops after ``indices[-1]`` as the
     reference does (an unsorted list's indices past its last one are not decoded, as there).
     ``skip``: non-reference frames not kept are not decoded either (H.264 and HEVC; see
