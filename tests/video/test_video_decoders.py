@@ -2,12 +2,13 @@
 
 Clips are made here with PyAV: H.264 at widths that are and are not multiples of 16, full and
 limited range, BT.601 and BT.709 tags, 4:2:2 and 4:4:4, display rotations, variable frame rate,
-10-bit HEVC, VP9 in WebM. The reference frames come from torchcodec 0.17 and OpenCV 5.1
-(opencv-python's bundled FFmpeg) in the vLLM venv (tests/video/decoder_oracle_script.py);
-torchcodec there needs FFmpeg's shared libraries (Debian's libavcodec59 and friends). The
-end-to-end checks run transformers' video processors (the torchvision venv) on torchcodec's
-frames and metadata, which is what their ``fetch_videos`` hands them for a path, against
-smg-fast's ``decoder="torchcodec"`` on the clip's bytes."""
+10-bit HEVC, VP9 in WebM, interlaced (MBAFF) H.264, odd heights (MPEG-4 4:2:0, H.264 4:2:2).
+The reference frames come from torchcodec 0.17 and OpenCV 5.1 (opencv-python's bundled FFmpeg)
+in the vLLM venv (tests/video/decoder_oracle_script.py); torchcodec there needs FFmpeg's shared
+libraries (Debian's libavcodec59 and friends). The end-to-end checks run transformers' video
+processors (the torchvision venv) on torchcodec's frames and metadata, which is what their
+``fetch_videos`` hands them for a path, against smg-fast's ``decoder="torchcodec"`` on the
+clip's bytes."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ def _clips() -> dict[str, bytes]:
         # does not.
         "h264_mbaff_96x64": make_clip("h264", 96, 64, 12, options={
             "x264-params": "interlaced=1:bframes=2"}),
+        # Odd heights and an odd field height: converted as each library does (chroma location).
+        "mpeg4_odd_height": make_clip("mpeg4", 96, 61, 12),
+        "h264_422_odd_height": make_clip("h264", 98, 61, 12, pix_fmt="yuv422p"),
+        "h264_422_mbaff_64x54": make_clip("h264", 64, 54, 12, pix_fmt="yuv422p",
+                                          options={"x264-params": "interlaced=1"}),
         # Display rotation: torchcodec and OpenCV turn the frames upright, PyAV's loader does not.
         "h264_rotated_90": make_clip("h264", 98, 62, 12, rotation=90),
         "h264_rotated_180": make_clip("h264", 98, 62, 12, rotation=180),
@@ -197,13 +203,8 @@ def _mpeg4_colour(primaries: int, transfer: int) -> bytes:
 
 
 # 8-bit sources (converted through a pooled filter graph where exact), 10-bit ones (PyAV's
-# reformat), odd heights and odd field heights (PyAV's reformat: the chroma location matters),
-# colour tags that change mid-stream, reserved colour values.
+# reformat), colour tags that change mid-stream, reserved colour values.
 PYAV_EXTRA = {
-    "mpeg4_odd_height": make_clip("mpeg4", 96, 61, 6),
-    "h264_422_odd_height": make_clip("h264", 98, 61, 6, pix_fmt="yuv422p"),
-    "h264_422_mbaff_64x54": make_clip("h264", 64, 54, 6, pix_fmt="yuv422p",
-                                      options={"x264-params": "interlaced=1"}),
     "hevc_ts_bt709_then_untagged": (
         _ts_segment("colormatrix=bt709:colorprim=bt709:transfer=bt709", 0)
         + _ts_segment("", 1)),

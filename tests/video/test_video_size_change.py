@@ -161,6 +161,42 @@ def test_a_much_larger_segment_is_never_decoded_at_its_size(threads, skip):
         header.close()
 
 
+@pytest.mark.parametrize("threads", [None, 1])
+def test_the_fresh_decoder_after_a_skip_decode_gives_up_is_capped_too(threads, monkeypatch):
+    """The plain decode after a skip decode gives up has the header's cap and thread setting.
+
+    It runs on a new decoder (the first one's options were consumed when it opened)."""
+    from smg_fast.video import decode as decode_mod
+
+    def gave_up(header, *args, **kwargs):
+        for _ in zip(range(3), header.container.decode(header.stream), strict=False):
+            pass  # the first decoder opened (its options consumed), then the plan left
+        return None
+
+    monkeypatch.setattr(decode_mod, "decode_skipping", gave_up)
+    opened = []
+    real = decode_mod.open_again
+
+    def spy(header):
+        container = real(header)
+        opened.append(container.streams.video[0].codec_context)
+        return container
+
+    monkeypatch.setattr(decode_mod, "open_again", spy)
+    data = resized_clip("h264", ((64, 64, 4), (1024, 1024, 4), (64, 64, 4)))
+    header = open_video(0, data)
+    try:
+        with pytest.raises(InvalidVideoError, match="corrupt video stream") as err:
+            list(iter_frames(header, [0, 11], threads))
+        assert "larger than" not in str(err.value)
+    finally:
+        header.close()
+    (ctx,) = opened
+    assert ctx.thread_type.name == "SLICE"
+    if threads == 1:
+        assert ctx.thread_count == 1
+
+
 @pytest.mark.parametrize("codec", [c for c in ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4")
                                    if c in codecs_available()])
 @pytest.mark.parametrize(("width", "height"), [(16, 16), (100, 58), (1282, 722)])

@@ -172,7 +172,7 @@ def open_again(header: VideoHeader) -> Any:
     if not isinstance(src, (str, os.PathLike)):
         data = _as_bytes(src)
         head = data[:SNIFF_BYTES] if header.probe_skipped else b""
-        return _av_open(header.index, lambda: io.BytesIO(data), head)[0]
+        return _with_video(header, _av_open(header.index, lambda: io.BytesIO(data), head)[0])
     path = os.fspath(src)
     fd, st = _open_file(header.index, path)
     try:
@@ -180,9 +180,18 @@ def open_again(header: VideoHeader) -> Any:
             raise InvalidVideoError(header.index, f"{path!r} changed after it was opened")
         alias = _fd_path(fd, path)
         head = os.pread(fd, SNIFF_BYTES, 0) if header.probe_skipped else b""
-        return _av_open(header.index, lambda: alias, head)[0]
+        return _with_video(header, _av_open(header.index, lambda: alias, head)[0])
     finally:
         os.close(fd)
+
+
+def _with_video(header: VideoHeader, container: Any) -> Any:
+    """container, or InvalidVideoError (closed) where it holds no video stream any more."""
+    if not container.streams.video:
+        container.close()
+        raise InvalidVideoError(header.index, "the video changed after it was opened (no video "
+                                              "stream now)")
+    return container
 
 
 def _count_packets(container: Any, stream: Any, limit: int, index: int) -> int:

@@ -120,9 +120,9 @@ class FrameConverter:
 def poolable(frame: Any) -> bool:
     """Whether the pooled graph converts frame exactly as PyAV's reformat does.
 
-    An 8-bit planar YUV frame whose chroma rows pair up: the filter is not told the frame's
-    chroma location, which swscale follows where a chroma row covers one luma row (an odd
-    height, or an odd field height of an interlaced frame); 4:4:4 has no chroma rows to pair."""
+    An 8-bit planar YUV frame of even height (a multiple of 4 when interlaced) or 4:4:4: at an
+    odd height or odd field height swscale leaves its unscaled conversion for one that follows
+    the frame's chroma location, which the filter is not told (measured on 4:2:0 and 4:2:2)."""
     name = frame.format.name
     if name not in POOLED_FORMATS:
         return False

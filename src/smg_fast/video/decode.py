@@ -107,7 +107,7 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
             return got
         # Its decoder's pool now holds the frames it decoded, which concealing a damaged stream
         # would read: the plain decode starts on a fresh one, as the reference's does.
-        with _fresh_decoder(header) as (container, stream):
+        with _fresh_decoder(header, threads, not sizes.follow) as (container, stream):
             return _decode_plainly(container, stream, wanted, end, check, sizes)
     return _decode_plainly(header.container, header.stream, wanted, end, check, sizes)
 
@@ -129,14 +129,19 @@ def _decode_plainly(container: Any, stream: Any, wanted: set[int], end: int,
 
 
 @contextlib.contextmanager
-def _fresh_decoder(header: VideoHeader) -> Iterator[tuple[Any, Any]]:
-    """A second container on the header's source whose decoder is set up as the header's."""
+def _fresh_decoder(header: VideoHeader, threads: int | None,
+                   capped: bool) -> Iterator[tuple[Any, Any]]:
+    """A second container on the header's source, its decoder set up as the header's was.
+
+    Threads as set_threads sets them; the header's picture size cap where ``capped``."""
     container = open_again(header)
     try:
         stream = container.streams.video[0]
-        old, ctx = header.stream.codec_context, stream.codec_context
-        ctx.thread_count, ctx.thread_type = old.thread_count, old.thread_type
-        ctx.options = dict(old.options)  # the picture size cap, where one was set
+        if threads is not None:
+            stream.codec_context.thread_count = threads
+            stream.codec_context.thread_type = "SLICE" if threads == 1 else "AUTO"
+        if capped:
+            cap_picture_size(stream, header.width, header.height)
         yield container, stream
     finally:
         container.close()

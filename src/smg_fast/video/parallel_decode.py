@@ -22,11 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .container import VideoHeader, cap_picture_size, open_again
+from .nal_units import is_idr, nal_length_size
 from .skip_decode import SKIPPABLE, iter_packets
-
-# NAL unit types of an IDR picture: H.264's, and HEVC's IDR_W_RADL / IDR_N_LP (a CRA or BLA
-# picture's leading frames may refer to the group before: not a boundary).
-_IDR_TYPES = {"h264": {5}, "hevc": {19, 20}}
 
 
 @dataclass
@@ -42,36 +39,6 @@ class PacketPlan:
         self.starts = [k for k, is_idr in enumerate(self.idr) if is_idr]
 
 
-def _nal_types(data: bytes, codec: str, length_size: int) -> list[int]:
-    """The NAL unit types in one packet (length-prefixed when length_size, else Annex B)."""
-    units: list[bytes] = []
-    if length_size:
-        i = 0
-        while i + length_size <= len(data):
-            n = int.from_bytes(data[i:i + length_size], "big")
-            i += length_size
-            if n == 0 or i + n > len(data):
-                break
-            units.append(data[i:i + 1])
-            i += n
-    else:
-        for part in data.split(b"\x00\x00\x01")[1:]:
-            if part:
-                units.append(part[:1])
-    if codec == "h264":
-        return [u[0] & 0x1F for u in units]
-    return [(u[0] >> 1) & 0x3F for u in units]
-
-
-def _length_size(header: VideoHeader) -> int:
-    """Bytes of each NAL unit's length prefix (avcC / hvcC extradata), 0 for Annex B."""
-    extra = bytes(header.stream.codec_context.extradata or b"")
-    if not extra or extra[0] != 1:
-        return 0
-    at = 4 if header.codec == "h264" else 21
-    return (extra[at] & 3) + 1 if len(extra) > at else 0
-
-
 def plan_packets(header: VideoHeader) -> PacketPlan | None:
     """Every packet's pts and IDR flag, from one demux of the stream; None when unplannable.
 
@@ -79,17 +46,14 @@ def plan_packets(header: VideoHeader) -> PacketPlan | None:
     distinct pts."""
     if header.codec not in SKIPPABLE:
         return None
-    idr_types = _IDR_TYPES[header.codec]
-    length_size = _length_size(header)
+    length_size = nal_length_size(header)
     pts: list[int] = []
     idr: list[bool] = []
     for packet in iter_packets(header):
         if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
             return None
         pts.append(packet.pts)
-        idr.append(bool(packet.is_keyframe)
-                   and bool(idr_types & set(_nal_types(bytes(packet), header.codec,
-                                                       length_size))))
+        idr.append(is_idr(packet, header.codec, length_size))
     if len(pts) != header.total_frames or len(set(pts)) != len(pts) or not idr or not idr[0]:
         return None
     return PacketPlan(pts, idr, {t: i for i, t in enumerate(sorted(pts))})

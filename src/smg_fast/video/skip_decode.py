@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .container import VideoHeader
+from .nal_units import is_idr, nal_length_size, slice_segments
 
 SKIPPABLE = frozenset({"h264", "hevc"})
 
@@ -35,13 +36,21 @@ def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | Non
     """pts -> frame index for every packet of the stream, or None.
 
     None: the plain decode must run (another codec, frame threads, packets without one distinct
-    pts each). Demuxes the whole stream once, keeping each packet's pts, never the packet."""
+    pts each, a first picture that is not IDR: FFmpeg drops the frames it cannot show before a
+    recovery point or a CRA picture's leading frames, which a count by pts would not see; HEVC
+    pictures of several slice segments, where skipping one changed kept pictures' pixels).
+    Demuxes the whole stream once, keeping each packet's pts, never the packet."""
     if header.codec not in SKIPPABLE or (threads is not None and threads != 1):
         return None
+    length_size = nal_length_size(header)
     pts: list[int] = []
     for packet in iter_packets(header):
         if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
             return None  # a discard packet (an edit list's): its frame is never output
+        if not pts and not is_idr(packet, header.codec, length_size):
+            return None  # a recovery point or CRA first: the decoder drops frames before it
+        if header.codec == "hevc" and slice_segments(packet, length_size) > 1:
+            return None  # a skipped picture's later slices can change the pictures kept
         pts.append(packet.pts)
     if len(pts) != header.total_frames or len(set(pts)) != len(pts):
         return None
