@@ -162,27 +162,24 @@ def test_a_much_larger_segment_is_never_decoded_at_its_size(threads, skip):
 
 
 @pytest.mark.parametrize("threads", [None, 1])
-def test_the_fresh_decoder_after_a_skip_decode_gives_up_is_capped_too(threads, monkeypatch):
-    """The plain decode after a skip decode gives up has the header's cap and thread setting.
+def test_the_skip_decode_and_the_plain_decode_after_its_give_up_are_capped(threads, monkeypatch):
+    """The skip decode's container and, after its give-up, the header's decoder are capped.
 
-    It runs on a new decoder (the first one's options were consumed when it opened)."""
+    The skip decode runs on a second container with the header's cap and threads; the plain
+    decode after it runs on the header's decoder, never opened till then."""
     from smg_fast.video import decode as decode_mod
 
-    def gave_up(header, *args, **kwargs):
-        for _ in zip(range(3), header.container.decode(header.stream), strict=False):
-            pass  # the first decoder opened (its options consumed), then the plan left
+    seen = []
+
+    def gave_up(header, wanted, rank, check=None, sizes=None, container=None, stream=None):
+        ctx = stream.codec_context
+        seen.append((dict(ctx.options), ctx.thread_count, ctx.thread_type.name, ctx.is_open))
+        for _ in zip(range(3), container.decode(stream), strict=False):
+            pass  # decoded a little, then the plan left
+        assert not header.stream.codec_context.is_open
         return None
 
     monkeypatch.setattr(decode_mod, "decode_skipping", gave_up)
-    opened = []
-    real = decode_mod.open_again
-
-    def spy(header):
-        container = real(header)
-        opened.append(container.streams.video[0].codec_context)
-        return container
-
-    monkeypatch.setattr(decode_mod, "open_again", spy)
     data = resized_clip("h264", ((64, 64, 4), (1024, 1024, 4), (64, 64, 4)))
     header = open_video(0, data)
     try:
@@ -191,10 +188,9 @@ def test_the_fresh_decoder_after_a_skip_decode_gives_up_is_capped_too(threads, m
         assert "larger than" not in str(err.value)
     finally:
         header.close()
-    (ctx,) = opened
-    assert ctx.thread_type.name == "SLICE"
-    if threads == 1:
-        assert ctx.thread_count == 1
+    ((options, count, kind, was_open),) = seen
+    assert "max_pixels" in options and not was_open
+    assert kind == "SLICE" and (threads is None or count == 1)
 
 
 @pytest.mark.parametrize("codec", [c for c in ("h264", "hevc", "vp8", "vp9", "av1", "mpeg4")

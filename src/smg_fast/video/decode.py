@@ -102,14 +102,23 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
         if got is not None:
             return got
     if skip and (rank := plan_skips(header, threads)) is not None:
-        got = decode_skipping(header, sorted(wanted), rank, check=check, sizes=sizes)
+        got = _skip_decoded(header, sorted(wanted), rank, threads, check, sizes)
         if got is not None:
             return got
-        # Its decoder's pool now holds the frames it decoded, which concealing a damaged stream
-        # would read: the plain decode starts on a fresh one, as the reference's does.
-        with _fresh_decoder(header, threads, not sizes.follow) as (container, stream):
-            return _decode_plainly(container, stream, wanted, end, check, sizes)
     return _decode_plainly(header.container, header.stream, wanted, end, check, sizes)
+
+
+def _skip_decoded(header: VideoHeader, wanted: list[int], rank: dict[int, int],
+                  threads: int | None, check: Callable[[], None] | None,
+                  sizes: SizeCheck) -> list[tuple[int, Any]] | None:
+    """The skip decode on a second container, or None where it gave up.
+
+    A decoder that gave up holds in its pool the frames it decoded, which concealing a damaged
+    stream would read, so the plain decode after it runs on the header's decoder, never opened
+    till then; this one is closed and released first (one decoder's memory at a time)."""
+    with _fresh_decoder(header, threads, not sizes.follow) as (container, stream):
+        return decode_skipping(header, wanted, rank, check=check, sizes=sizes,
+                               container=container, stream=stream)
 
 
 def _decode_plainly(container: Any, stream: Any, wanted: set[int], end: int,
@@ -131,15 +140,16 @@ def _decode_plainly(container: Any, stream: Any, wanted: set[int], end: int,
 @contextlib.contextmanager
 def _fresh_decoder(header: VideoHeader, threads: int | None,
                    capped: bool) -> Iterator[tuple[Any, Any]]:
-    """A second container on the header's source, its decoder set up as the header's was.
+    """A second container on the header's source, its decoder set up as the header's is.
 
-    Threads as set_threads sets them; the header's picture size cap where ``capped``."""
+    Threads as set_threads sets them (the skip decode runs on none or one); the header's
+    picture size cap where ``capped``."""
     container = open_again(header)
     try:
         stream = container.streams.video[0]
         if threads is not None:
             stream.codec_context.thread_count = threads
-            stream.codec_context.thread_type = "SLICE" if threads == 1 else "AUTO"
+            stream.codec_context.thread_type = "SLICE"
         if capped:
             cap_picture_size(stream, header.width, header.height)
         yield container, stream

@@ -3,9 +3,10 @@
 The server budgets it across requests (--max-decode-mb) with the images' before any frame is
 decoded. Decoding holds, at its peak: every sampled frame in the decoder's pixel format until the
 last of them is decoded (they are converted afterwards, as the reference converts them), the
-frames the codec keeps for reference and reordering (in each decoder: several decode groups of
-the stream at once, or a skip decode that gave up and the fresh decoder after it), one frame per
-decoder thread, the RGB frame being converted and, when an index repeats, every converted frame.
+frames the codec keeps for reference and reordering (in each decoder, when several decode groups
+of the stream at once; a skip decode that gives up is released before the plain decode starts),
+one frame per decoder thread, the RGB frame being converted and, when an index repeats, every
+converted frame.
 """
 
 from __future__ import annotations
@@ -74,8 +75,5 @@ def video_decode_bytes(pixel_format: str | None, width: int, height: int, sample
     frame = frame_bytes(pixel_format, width, height)
     rgb = width * height * RGB_BYTES
     n = decoder_threads(threads)  # frame threads, or decoders of their own (parallel_decode.py)
-    # Without frame threads a skip decode that gives up leaves its decoder's frames held while a
-    # fresh decoder decodes plainly (decode.py): two decoders' references.
-    decoders = n or 2
-    held = frame * (sampled + REFERENCE_FRAMES * decoders + n)
+    held = frame * (sampled + REFERENCE_FRAMES * max(1, n) + n)
     return held + rgb * (sampled if repeats else 1) + DECODER_STATE_BYTES

@@ -1,17 +1,22 @@
 """Decoding fewer frames: non-reference frames that sampling does not keep are never decoded.
 
 A non-reference frame (an H.264 / HEVC frame no other frame predicts from, typically most
-B-frames) changes no other frame, so skipping it changes no kept frame. FFmpeg skips one when
+B-frames) changes no other frame of a valid stream, so skipping it changes no kept frame (not
+so for HEVC of several slice segments a picture, measured with FFmpeg 8.1, nor for a damaged
+stream: docs/video.md). FFmpeg skips one when
 ``skip_frame`` is NONREF while its packet is decoded; it is set per packet, to NONREF for the
 frames sampling drops and DEFAULT for the ones it keeps. Skipped frames are not output, so frames
 are identified by their presentation timestamp: frame ``i`` (the reference's ``i``-th output
 frame) is the one with the ``i``-th smallest pts. That holds when every packet carries one output
 frame with a distinct pts (none flagged discard, as an edit list's cut frames are: the decoder
-outputs none of them), which ``plan_skips`` checks from the demuxed packets; otherwise (or for
-other codecs, or frame threads) the plain decode runs. Tests compare both with transformers'
-loader. Packets are never held: the plan keeps their pts, and decoding demuxes the stream again
-and drops each packet once the decoder has it (a packet is the compressed stream's own bytes: a
-file up to ``VideoLimits.max_bytes`` would otherwise sit in memory)."""
+outputs none of them) and the first is IDR (else the decoder drops the frames before a recovery
+point or a CRA's leading frames), which ``plan_skips`` checks from the demuxed packets;
+otherwise (or for other codecs, or frame threads) the plain decode runs. The skip decode runs
+on a second container, so that where it gives up the plain decode starts on a fresh decoder.
+Tests compare both with transformers' loader. Packets are never held: the plan keeps their
+pts, and decoding demuxes the stream again and drops each packet once the decoder has it (a
+packet is the compressed stream's own bytes: a file up to ``VideoLimits.max_bytes`` would
+otherwise sit in memory)."""
 
 from __future__ import annotations
 
@@ -24,10 +29,14 @@ from .nal_units import is_idr, nal_length_size, slice_segments
 SKIPPABLE = frozenset({"h264", "hevc"})
 
 
-def iter_packets(header: VideoHeader) -> Iterator[Any]:
-    """The stream's packets with data in decode order, from the start, one at a time."""
-    header.container.seek(0)
-    for packet in header.container.demux(header.stream):
+def iter_packets(header: VideoHeader, container: Any = None,
+                 stream: Any = None) -> Iterator[Any]:
+    """The stream's packets with data in decode order, from the start, one at a time.
+
+    From ``container``'s ``stream`` where given (a second container on the header's source)."""
+    container = header.container if container is None else container
+    container.seek(0)
+    for packet in container.demux(header.stream if stream is None else stream):
         if packet.size:
             yield packet
 
@@ -38,7 +47,7 @@ def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | Non
     None: the plain decode must run (another codec, frame threads, packets without one distinct
     pts each, a first picture that is not IDR: FFmpeg drops the frames it cannot show before a
     recovery point or a CRA picture's leading frames, which a count by pts would not see; HEVC
-    pictures of several slice segments, where skipping one changed kept pictures' pixels).
+    pictures of several slice segments, where skipping one can change kept pictures' pixels).
     Demuxes the whole stream once, keeping each packet's pts, never the packet."""
     if header.codec not in SKIPPABLE or (threads is not None and threads != 1):
         return None
@@ -60,27 +69,33 @@ def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | Non
 def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int, int],
                     packets: Iterable[Any] | None = None,
                     check: Callable[[], None] | None = None,
-                    sizes: Callable[[int, Any, bool], None] | None = None
+                    sizes: Callable[[int, Any, bool], None] | None = None,
+                    container: Any = None, stream: Any = None
                     ) -> list[tuple[int, Any]] | None:
     """The wanted frames as (index, av.VideoFrame), sorted by index.
 
-    ``packets``: the stream demuxed again (``iter_packets``, the default), each packet dropped
-    once decoded, so memory holds the decoder's state and the wanted frames, not the stream.
-    None if a packet or an output frame does not match the plan, or a frame comes out corrupt
-    (FFmpeg concealed damage: the reference's count and concealment follow every frame it
-    decodes, so the caller then decodes plainly, on a fresh decoder). ``check()`` runs before
-    each packet is decoded and may raise to stop; ``sizes(i, frame, wanted)`` sees each output
-    frame (decode.SizeCheck) and may raise."""
+    Decoded by ``stream``'s decoder in ``container`` where given (a second container on the
+    header's source, so that a give-up leaves the header's decoder unopened), else the
+    header's. ``packets``: the stream demuxed again (``iter_packets``, the default), each
+    packet dropped once decoded, so memory holds the decoder's state and the wanted frames,
+    not the stream. None if a packet or an output frame does not match the plan (no pts of it,
+    or out of pts order), or a frame comes out corrupt (FFmpeg concealed damage: the
+    reference's count and concealment follow every frame it decodes); the caller then decodes
+    plainly. ``check()`` runs before each packet is decoded and may raise to stop;
+    ``sizes(i, frame, wanted)`` sees each output frame (decode.SizeCheck) and may raise."""
     wanted = {int(i) for i in indices}
-    ctx = header.stream.codec_context
+    ctx = (header.stream if stream is None else stream).codec_context
     got: dict[int, Any] = {}
+    last = -1  # the index of the last frame output
 
     def take(frames: list[Any]) -> bool:
         """Keeps the wanted frames; False for a frame the plan cannot place."""
+        nonlocal last
         for frame in frames:
             i = rank.get(frame.pts)
-            if i is None or frame.is_corrupt:
+            if i is None or i <= last or frame.is_corrupt:
                 return False
+            last = i
             if sizes is not None:
                 sizes(i, frame, i in wanted)
             if i in wanted:
@@ -88,7 +103,7 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int,
         return True
 
     try:
-        for packet in iter_packets(header) if packets is None else packets:
+        for packet in iter_packets(header, container, stream) if packets is None else packets:
             i = rank.get(packet.pts)
             if i is None:
                 return None
