@@ -192,6 +192,26 @@ def test_damaged_streams_decode_as_the_loader_decodes_them(name, threads):
     assert compared >= 8, compared
 
 
+def test_a_file_replaced_after_opening_is_decoded_as_first_opened(tmp_path):
+    """The skip decode's second container refuses the replaced file; the header's decodes it."""
+    from smg_fast.video import iter_frames
+
+    first = make_clip("h264", 96, 64, 24, fps=12)
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(first)
+    want, _ = load_video(first, indices=[0, 5, 11])
+    header = open_video(0, str(path))
+    try:
+        other = tmp_path / "other.mp4"
+        other.write_bytes(make_clip("h264", 96, 64, 24, fps=12,
+                                    picture=np.full((120, 160, 3), 40, np.uint8)))
+        other.replace(path)  # another inode at the path
+        got = np.stack([rgb for _, rgb in iter_frames(header, [0, 5, 11])])
+    finally:
+        header.close()
+    assert np.array_equal(got, want)
+
+
 def _from_second_keyframe(data: bytes, fmt: str) -> bytes:
     """data's video packets from its second keyframe on, remuxed into fmt.
 
@@ -261,7 +281,7 @@ def test_multi_slice_hevc_is_decoded_plainly_and_equals_pyav():
         header.close()
     with av.open(io.BytesIO(data)) as c:
         ref = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
-    for i in range(len(ref)):  # PyAV's default threads (FFmpeg's frame threads part: docs)
+    for i in range(len(ref)):  # slice threads, as the loader's (frame threads differ: docs)
         got, _ = load_video(data, indices=[i])
         assert np.array_equal(got[0], ref[i]), i
 

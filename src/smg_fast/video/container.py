@@ -266,7 +266,8 @@ def set_threads(header: VideoHeader, threads: int | None) -> None:
 
     None keeps PyAV's defaults, which transformers' loader runs (slice threads, FFmpeg's count);
     1: no threads; n > 1 or 0 (FFmpeg's count): frame and slice threads. Valid streams decode to
-    the same frames either way; a damaged one may be concealed differently. Once the decoder is
+    the same frames either way (but multi-slice HEVC on frame threads: docs/video.md); a damaged
+    one may be concealed differently. Once the decoder is
     open (decoding began) the same setting again is a no-op; another one is a
     RuntimeError."""
     if threads is None:

@@ -11,7 +11,6 @@ default; ``torchcodec``; ``opencv``; see convert.py), so the pixels are that ref
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -116,9 +115,15 @@ def _skip_decoded(header: VideoHeader, wanted: list[int], rank: dict[int, int],
     A decoder that gave up holds in its pool the frames it decoded, which concealing a damaged
     stream would read, so the plain decode after it runs on the header's decoder, never opened
     till then; this one is closed and released first (one decoder's memory at a time)."""
-    with _fresh_decoder(header, threads, not sizes.follow) as (container, stream):
+    try:
+        container, stream = _fresh_decoder(header, threads, not sizes.follow)
+    except InvalidVideoError:
+        return None  # the file changed since it was opened: the header's reads the first one
+    try:
         return decode_skipping(header, wanted, rank, check=check, sizes=sizes,
                                container=container, stream=stream)
+    finally:
+        container.close()
 
 
 def _decode_plainly(container: Any, stream: Any, wanted: set[int], end: int,
@@ -137,13 +142,12 @@ def _decode_plainly(container: Any, stream: Any, wanted: set[int], end: int,
     return kept
 
 
-@contextlib.contextmanager
 def _fresh_decoder(header: VideoHeader, threads: int | None,
-                   capped: bool) -> Iterator[tuple[Any, Any]]:
-    """A second container on the header's source, its decoder set up as the header's is.
+                   capped: bool) -> tuple[Any, Any]:
+    """A second container on the header's source and its video stream, set up as the header's.
 
-    Threads as set_threads sets them (the skip decode runs on none or one); the header's
-    picture size cap where ``capped``."""
+    Threads as set_threads sets them for None (PyAV's defaults) or 1, the skip decode's; the
+    header's picture size cap where ``capped``. The caller closes the container."""
     container = open_again(header)
     try:
         stream = container.streams.video[0]
@@ -152,9 +156,10 @@ def _fresh_decoder(header: VideoHeader, threads: int | None,
             stream.codec_context.thread_type = "SLICE"
         if capped:
             cap_picture_size(stream, header.width, header.height)
-        yield container, stream
-    finally:
+    except BaseException:
         container.close()
+        raise
+    return container, stream
 
 
 def check_indices(index: int, indices: Sequence[int], total: int, hint: str = "") -> None:

@@ -3,10 +3,10 @@
 The server budgets it across requests (--max-decode-mb) with the images' before any frame is
 decoded. Decoding holds, at its peak: every sampled frame in the decoder's pixel format until the
 last of them is decoded (they are converted afterwards, as the reference converts them), the
-frames the codec keeps for reference and reordering (in each decoder, when several decode groups
-of the stream at once; a skip decode that gives up is released before the plain decode starts),
-one frame per decoder thread, the RGB frame being converted and, when an index repeats, every
-converted frame.
+frames the codec keeps for reference and reordering (in each decoder, where several decode the
+stream's groups at once; a skip decode that gives up is released before the plain decode
+starts), one frame per decoder thread, the RGB frame being converted and, when an index
+repeats, every converted frame.
 """
 
 from __future__ import annotations
