@@ -19,8 +19,9 @@ With ``--threads N`` (N >= 2) every figure is WALL seconds (best of --repeats) i
   FFmpeg threads per decoder, and an H.264 / HEVC clip with wanted frames in several IDR groups
   decoded as up to N runs of groups on threads of their own, skipping the frames not needed
   (smg_fast/video/parallel_decode.py); a clip with one group (the 720p one) decodes on one
-  decoder with FFmpeg's frame threads instead, every frame up to the last kept one. The
-  "decode" column says which;
+  decoder with FFmpeg's frame threads instead, up to the last kept frame, skipping the
+  non-reference frames not kept (smg_fast/video/skip_decode.py). The "decode" column says
+  which;
 - transformers, twice: torch on 1 thread and torch on N threads (its loader's decoder threads
   are its own either way: PyAV's defaults, see bench/video_reference.py);
 - floor: PyAV decoding every frame with N frame + slice threads (FFmpeg's "AUTO").
@@ -129,7 +130,8 @@ def decode_path(data: bytes, vp: VideoProcessor, threads: int) -> str:
         header.close()
     if runs >= 2:
         return f"{runs} GOP runs ({groups} IDR groups)"
-    return f"1 decoder, {threads} frame threads ({groups} IDR group{'s' * (groups > 1)})"
+    return (f"1 decoder, {threads} frame threads, skip decode ({groups} IDR "
+            f"group{'s' * (groups > 1)})")
 
 
 def _load() -> str:

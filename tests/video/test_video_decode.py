@@ -224,7 +224,7 @@ def test_skipping_non_reference_frames_changes_no_kept_frame(tmp_path, codec, in
     try:
         from smg_fast.video.skip_decode import iter_packets, plan_skips
 
-        rank = plan_skips(header, None)
+        rank = plan_skips(header)
         order = [rank[p.pts] for p in iter_packets(header)]
         assert order != sorted(order)  # B-frames: reordered
     finally:
@@ -235,6 +235,41 @@ def test_skipping_non_reference_frames_changes_no_kept_frame(tmp_path, codec, in
     assert np.array_equal(got, ref) and np.array_equal(plain, ref)
 
 
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+@pytest.mark.parametrize("indices", [[0, 5, 11, 23], [22], [4, 9, 13, 18, 23, 47],
+                                     list(range(0, 48, 3))])
+def test_the_skip_decode_on_frame_threads_keeps_the_loaders_frames(tmp_path, monkeypatch,
+                                                                     codec, indices):
+    """One IDR group on 2 threads: the skip decode runs on frame threads, with the loader's frames.
+
+    It decodes fewer frames than the stream holds up to the last kept one."""
+    from smg_fast.video import decode as decode_mod
+
+    runs: list[tuple[str, int, int]] = []
+    real = decode_mod.decode_skipping
+
+    def counted(header, wanted, rank, **kw):
+        ctx = kw["stream"].codec_context
+        seen = {"out": 0}
+
+        def sizes(i, frame, keep):
+            seen["out"] += 1
+            kw_sizes(i, frame, keep)
+
+        kw_sizes = kw["sizes"]
+        got = real(header, wanted, rank, **{**kw, "sizes": sizes})
+        runs.append((ctx.thread_type.name, ctx.thread_count, seen["out"]))
+        return got
+
+    monkeypatch.setattr(decode_mod, "decode_skipping", counted)
+    data = make_clip(codec, 192, 108, 48, fps=24)
+    ref, _ = _reference(tmp_path, data, indices)
+    got, _ = load_video(data, indices=indices, threads=2)
+    assert np.array_equal(got, ref)
+    assert len(runs) == 1 and runs[0][:2] == ("AUTO", 2)
+    assert runs[0][2] < indices[-1] + 1  # non-reference frames not kept were skipped
+
+
 def test_skipping_decodes_fewer_frames():
     """With every other frame dropped, FFmpeg decodes fewer frames than the stream holds."""
     from smg_fast.video.skip_decode import decode_skipping, iter_packets, plan_skips
@@ -242,7 +277,7 @@ def test_skipping_decodes_fewer_frames():
     data = make_clip("h264", 192, 108, 48, fps=24)
     header = open_video(0, data)
     try:
-        rank = plan_skips(header, None)
+        rank = plan_skips(header)
         packets = list(iter_packets(header))
         decoded = []
         ctx = header.stream.codec_context
@@ -273,7 +308,7 @@ def test_skip_decoding_holds_one_packet_at_a_time(indices):
     data = make_clip("h264", 64, 48, 600, fps=30)
     header = open_video(0, data)
     try:
-        rank = plan_skips(header, None)
+        rank = plan_skips(header)
         assert len(rank) == 600 and all(isinstance(t, int) for t in rank)
         seen: list = []
         counts: list[list[int]] = []

@@ -140,7 +140,7 @@ def test_a_stream_starting_at_an_open_group_decodes_as_the_loader_decodes_it(cod
 
     header = open_video(0, data)
     try:  # the cut starts at a picture that is not IDR: the skip decode is not planned
-        assert plan_skips(header, None) is None
+        assert plan_skips(header) is None
     finally:
         header.close()
     indices = [0, 3, 6, 9, 20]
@@ -167,7 +167,7 @@ def test_multi_slice_hevc_is_decoded_plainly_and_equals_pyav():
     try:  # the clip is what the test is about, and neither skipping plan takes it
         size = nal_length_size(header)
         assert {slice_segments(p, size) for p in iter_packets(header)} == {2}
-        assert plan_skips(header, None) is None and plan_packets(header) is None
+        assert plan_skips(header) is None and plan_packets(header) is None
     finally:
         header.close()
     with av.open(io.BytesIO(data)) as c:

@@ -261,6 +261,11 @@ def _check(index: int, container: Any, limits: VideoLimits, size: int | None,
                        fps, counted, pixel_format, probe_skipped)
 
 
+def thread_kind(threads: int) -> str:
+    """FFmpeg's thread type for a thread count: slice threads for 1, else frame and slice."""
+    return "SLICE" if threads == 1 else "AUTO"
+
+
 def set_threads(header: VideoHeader, threads: int | None) -> None:
     """FFmpeg's decoder threads for this stream, set before its decoder opens.
 
@@ -275,7 +280,7 @@ def set_threads(header: VideoHeader, threads: int | None) -> None:
     if threads < 0:
         raise ValueError(f"threads must be >= 0, got {threads}")
     ctx = header.stream.codec_context
-    kind = "SLICE" if threads == 1 else "AUTO"
+    kind = thread_kind(threads)
     if ctx.is_open:
         if ctx.thread_type.name == kind and threads in (0, ctx.thread_count):
             return  # 0: FFmpeg chose the count when it opened
@@ -321,4 +326,4 @@ def open_video(index: int, source: VideoSource,
 
 __all__ = ["CODECS", "InvalidVideoError", "UnsupportedVideoError", "VideoHeader", "VideoLimits",
            "VideoSource", "cap_picture_size", "open_again", "open_video",
-           "set_threads"]
+           "set_threads", "thread_kind"]

@@ -28,6 +28,7 @@ from .container import (
     open_again,
     open_video,
     set_threads,
+    thread_kind,
 )
 from .convert import FrameConverter, check_decoder
 from .decode_memory import format_bytes, named_format
@@ -100,7 +101,7 @@ def _decode_wanted(header: VideoHeader, wanted: set[int], end: int, threads: int
                               sizes)
         if got is not None:
             return got
-    if skip and (rank := plan_skips(header, threads)) is not None:
+    if skip and (rank := plan_skips(header)) is not None:
         got = _skip_decoded(header, sorted(wanted), rank, threads, check, sizes)
         if got is not None:
             return got
@@ -146,14 +147,14 @@ def _fresh_decoder(header: VideoHeader, threads: int | None,
                    capped: bool) -> tuple[Any, Any]:
     """A second container on the header's source and its video stream, set up as the header's.
 
-    Threads as set_threads sets them for None (PyAV's defaults) or 1, the skip decode's; the
-    header's picture size cap where ``capped``. The caller closes the container."""
+    Threads as set_threads sets them on the header's decoder; the header's picture size cap
+    where ``capped``. The caller closes the container."""
     container = open_again(header)
     try:
         stream = container.streams.video[0]
         if threads is not None:
             stream.codec_context.thread_count = threads
-            stream.codec_context.thread_type = "SLICE"
+            stream.codec_context.thread_type = thread_kind(threads)
         if capped:
             cap_picture_size(stream, header.width, header.height)
     except BaseException:

@@ -11,8 +11,10 @@ frame) is the one with the ``i``-th smallest pts. That holds when every packet c
 frame with a distinct pts (none flagged discard, as an edit list's cut frames are: the decoder
 outputs none of them) and the first is IDR (else the decoder drops the frames before a recovery
 point or a CRA's leading frames), which ``plan_skips`` checks from the demuxed packets;
-otherwise (or for other codecs, or frame threads) the plain decode runs. The skip decode runs
-on a second container, so that where it gives up the plain decode starts on a fresh decoder.
+otherwise (or for other codecs) the plain decode runs. On frame threads FFmpeg hands each
+packet's ``skip_frame`` to the thread that decodes it, so the skip decode runs there too. It
+runs on a second container, so that where it gives up the plain decode starts on a fresh
+decoder.
 Tests compare both with transformers' loader. Packets are never held: the plan keeps their
 pts, and decoding demuxes the stream again and drops each packet once the decoder has it (a
 packet is the compressed stream's own bytes: a file up to ``VideoLimits.max_bytes`` would
@@ -41,15 +43,15 @@ def iter_packets(header: VideoHeader, container: Any = None,
             yield packet
 
 
-def plan_skips(header: VideoHeader, threads: int | None) -> dict[int, int] | None:
+def plan_skips(header: VideoHeader) -> dict[int, int] | None:
     """pts -> frame index for every packet of the stream, or None.
 
-    None: the plain decode must run (another codec, frame threads, packets without one distinct
+    None: the plain decode must run (another codec, packets without one distinct
     pts each, a first picture that is not IDR: FFmpeg drops the frames it cannot show before a
     recovery point or a CRA picture's leading frames, which a count by pts would not see; HEVC
     pictures of several slice segments, where skipping one can change kept pictures' pixels).
     Demuxes the whole stream once, keeping each packet's pts, never the packet."""
-    if header.codec not in SKIPPABLE or (threads is not None and threads != 1):
+    if header.codec not in SKIPPABLE:
         return None
     length_size = nal_length_size(header)
     pts: list[int] = []
