@@ -157,6 +157,18 @@ void test_horizontal(uint64_t seed) {
                                 "extreme");
             }
         }
+        // Wide rows downscaled 2-20x (the AVX-512 rows read channel planes from ~2x on).
+        if (in_w <= 24) {
+            const int wide = int(r.range(200, 2100));
+            const int down = int(r.range(std::max(1, wide / 20), std::max(1, wide / 2)));
+            const Filter f = kFilters[r.range(0, 4)];
+            for (const auto& form : forms) {
+                horizontal_case(r, rows, make_weights(wide, down, f), wide, down, form[0], form[1], "pillow wide");
+                if (torch_implements(f))
+                    horizontal_case(r, rows, make_torch_weights(wide, down, f), wide, down, form[0], form[1],
+                                    "torch wide");
+            }
+        }
         // Weights too large for the split, on small pixels (as in the vertical case).
         for (const int32_t w : kTooLarge) {
             AxisWeights big = extreme_weights(r, in_w, int(r.range(1, 67)), 1, w);

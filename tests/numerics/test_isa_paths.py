@@ -34,7 +34,7 @@ SUITES += ["parity/test_gemma3n_parity.py"]
 SUITES += ["parity/test_internvl_parity.py"]
 SUITES += ["parity/test_pixtral_parity.py"]
 SUITES += ["numerics/test_patchify_channels_last.py", "parity/test_gemma4_parity.py"]
-SUITES += ["numerics/test_float_bicubic.py"]
+SUITES += ["numerics/test_float_bicubic.py", "numerics/test_resample_planes.py"]
 SUITES += ["numerics/test_expand_kernels.py::test_expand_equals_numpy"]
 # SMG_FAST_ISA caps per architecture, lowest first: the ladders of csrc/dispatch.hpp.
 CAPS_BY_ARCH = {"x86": ["baseline", "avx2", "avx512-novnni", "avx512"], "arm64": ["baseline"]}
