@@ -118,7 +118,7 @@ def load_processor(name_or_dir: str | os.PathLike[str], backend: str | None = No
 
 def load_video_processor(name_or_dir: str | os.PathLike[str], *, limits: Any = None,
                          threads: int | None = None, decoder: str = "pyav",
-                         **overrides: Any) -> VideoProcessor:
+                         skip: bool = True, **overrides: Any) -> VideoProcessor:
     """A video processor for a family name, a model folder or a hub id.
 
     A family name takes transformers' video processor class defaults; a folder its
@@ -126,10 +126,12 @@ def load_video_processor(name_or_dir: str | os.PathLike[str], *, limits: Any = N
     Overrides (``fps=...``, ``max_pixels=...``, ``do_sample_frames=...``) win. ``limits``: a
     ``smg_fast.video.VideoLimits``; ``threads``: FFmpeg decoder threads per video (None: PyAV's
     defaults, as transformers' loader); ``decoder``: whose RGB conversion and metadata encoded
-    videos get by default (``pyav``, ``torchcodec``, ``opencv``; docs/video.md)."""
+    videos get by default (``pyav``, ``torchcodec``, ``opencv``; docs/video.md); ``skip``: the
+    skip decode (True: non-reference frames not sampled are not decoded; False: every frame up
+    to the last sampled one, as the reference's loader, exact on damaged streams too)."""
     key = os.fspath(name_or_dir)
     if key in names():
-        return video_processor_for(key, overrides, limits, threads, decoder)
+        return video_processor_for(key, overrides, limits, threads, decoder, skip)
     if is_hub_id(key):
         key = hub_folder(key)
     if not os.path.isdir(key):
@@ -137,7 +139,7 @@ def load_video_processor(name_or_dir: str | os.PathLike[str], *, limits: Any = N
                          "model folder")
     fam, _ = read_model_folder(key)
     return video_processor_for(fam.name, {**folder_video_fields(key), **overrides}, limits,
-                               threads, decoder)
+                               threads, decoder, skip)
 
 
 __all__ = ["load_processor", "load_video_processor", "make_processor", "read_model_folder",

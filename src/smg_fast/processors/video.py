@@ -47,10 +47,13 @@ class VideoProcessor:
 
     def __init__(self, config: VideoConfig, image_processor: Any,
                  limits: VideoLimits | None = None, threads: int | None = None,
-                 decoder: str = "pyav") -> None:
+                 decoder: str = "pyav", skip: bool = True) -> None:
         self.config = config
         self.limits = limits or VideoLimits()
         self.threads = threads  # FFmpeg decoder threads per video (None: PyAV's defaults)
+        # Encoded videos: the skip decode (non-reference frames not sampled are not decoded), or
+        # every frame up to the last sampled one, as transformers' loader (docs/video.md)
+        self.skip = skip
         self.decoder = check_decoder(decoder)  # whose frames and metadata encoded videos get
         self._image = image_processor  # a torchvision-backend processor, temporal size 1
 
@@ -121,7 +124,8 @@ class VideoProcessor:
         try:
             planned = []
             for i, item in enumerate(items):
-                sources.append(_open_item(i, item, self.limits, decoder, self.threads))
+                sources.append(_open_item(i, item, self.limits, decoder, self.threads,
+                                          self.skip))
                 planned.append(_plan(i, cfg, sources[-1], self.limits.max_frames))
             _check_output(planned, np_dtype.itemsize, limit)
             out = output_array(sum(plan.elems for _, plan in planned), np_dtype)  # written once
@@ -168,7 +172,7 @@ class VideoProcessor:
             raise TypeError(f"video {index}: plan() takes encoded bytes or a file path, got "
                             f"{type(video).__name__}")
         dtype_name = parse_dtype(dtype)
-        source = _Encoded(index, video, self.limits, decoder, self.threads)
+        source = _Encoded(index, video, self.limits, decoder, self.threads, self.skip)
         try:
             indices, plan = _plan(index, cfg, source, self.limits.max_frames)
         except BaseException:
@@ -327,9 +331,10 @@ class _Frames(_Source):
 
 class _Encoded(_Source):
     def __init__(self, index: int, data: Any, limits: VideoLimits,
-                 decoder: str = "pyav", threads: int | None = None) -> None:
+                 decoder: str = "pyav", threads: int | None = None, skip: bool = True) -> None:
         self._header = open_video(index, data, limits)
         self._decoder = decoder
+        self._skip = skip
         try:
             set_threads(self._header, threads)  # a bad count is refused at planning
             meta = decoder_metadata(self._header, decoder)
@@ -347,12 +352,12 @@ class _Encoded(_Source):
             indices = np.arange(self.frame_count)
         wanted = [int(i) for i in indices]
         if wanted != sorted(set(wanted)):  # repeated indices: decode once, hand out in order
-            got = dict(iter_frames(self._header, sorted(set(wanted)), threads, check=check,
-                                   decoder=self._decoder))
+            got = dict(iter_frames(self._header, sorted(set(wanted)), threads, self._skip,
+                                   check=check, decoder=self._decoder))
             for i in wanted:
                 yield got[i]  # iter_frames gives every wanted frame or raises
             return
-        for _, rgb in iter_frames(self._header, wanted, threads, check=check,
+        for _, rgb in iter_frames(self._header, wanted, threads, self._skip, check=check,
                                   decoder=self._decoder):
             yield rgb
 
@@ -426,10 +431,10 @@ def _check_output(planned: list[tuple[Any, VideoPlan]], itemsize: int, limit: in
 
 
 def _open_item(index: int, item: Any, limits: VideoLimits, decoder: str = "pyav",
-               threads: int | None = None) -> _Source:
+               threads: int | None = None, skip: bool = True) -> _Source:
     if isinstance(item, FrameVideo):
         return _Frames(item)
-    return _Encoded(index, item, limits, decoder, threads)
+    return _Encoded(index, item, limits, decoder, threads, skip)
 
 
 __all__ = ["MAX_OUTPUT_BYTES", "PlannedVideo", "VideoProcessor"]

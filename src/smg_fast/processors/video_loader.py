@@ -30,10 +30,11 @@ def frame_processor(family: str, cfg: VideoConfig) -> Processor:
 
 def video_processor_for(family: str, fields: dict[str, Any],
                         limits: VideoLimits | None = None,
-                        threads: int | None = None, decoder: str = "pyav") -> VideoProcessor:
+                        threads: int | None = None, decoder: str = "pyav",
+                        skip: bool = True) -> VideoProcessor:
     """The video processor of family with fields over its reference class's defaults."""
     cfg = build_video_config(family, fields)
-    return VideoProcessor(cfg, frame_processor(family, cfg), limits, threads, decoder)
+    return VideoProcessor(cfg, frame_processor(family, cfg), limits, threads, decoder, skip)
 
 
 __all__ = ["frame_processor", "video_processor_for"]

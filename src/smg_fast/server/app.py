@@ -104,7 +104,8 @@ class Server:
                      cfg.shm_dir)
         _keep_pillow_blocks(cfg.workers)
         self.models = ModelSet(cfg.models, cfg.max_image_pixels, cfg.image_format_list,
-                               cfg.video_limits, cfg.video_decoder_threads, cfg.video_decoder)
+                               cfg.video_limits, cfg.video_decoder_threads, cfg.video_decoder,
+                               cfg.video_decode == "skip")
         self.cache = PixelCache(cfg.pixel_cache_mb * 2**20) if cfg.pixel_cache_mb else None
         cap = cfg.shm_max_outstanding_mb * 2**20 or default_outstanding_cap(cfg.shm_dir)
         self.registry = ShmRegistry(cfg.shm_dir, ttl_s=cfg.shm_ttl_s,

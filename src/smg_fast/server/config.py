@@ -21,6 +21,8 @@ from ..video.convert import DECODERS
 from .decode_budget import DECODE_WAIT_S, decode_bytes_limit
 from .shm_shares import parse_networks
 
+VIDEO_DECODES = ("skip", "full")  # --video-decode
+
 TRANSPORTS = ("inline", "shm", "auto", "rdma")
 
 
@@ -82,6 +84,7 @@ class ServerConfig:
     video_max_frame_pixels: int = VideoLimits.max_frame_pixels
     video_threads: int = -1  # -1: PyAV's defaults (slice threads), as transformers' loader
     video_decoder: str = "pyav"  # whose frames a video item gets unless it names a decoder
+    video_decode: str = "skip"  # "full": every frame to the last sampled, as the loader
     trusted_router_peers: list[str] = field(default_factory=list)  # IPs / networks
 
     @property
@@ -226,6 +229,9 @@ class ServerConfig:
         if self.video_decoder not in DECODERS:
             raise ValueError(f"--video-decoder must be one of {', '.join(DECODERS)}, got "
                              f"{self.video_decoder!r}")
+        if self.video_decode not in VIDEO_DECODES:
+            raise ValueError(f"--video-decode must be one of {', '.join(VIDEO_DECODES)}, got "
+                             f"{self.video_decode!r}")
         if not -1 <= self.video_threads <= 256:
             raise ValueError(f"--video-threads must be -1 (PyAV's defaults), 0 (FFmpeg's count) "
                              f"or 1..256, got {self.video_threads}")

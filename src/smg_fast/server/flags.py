@@ -159,6 +159,11 @@ _OPTIONS: list[Option] = [
      "whose frames a video item gets unless its VideoOptions.decoder names one: pyav "
      "(transformers' load_video), torchcodec (transformers' processors given a path; SGLang), "
      "opencv (vLLM)"),
+    ("--video-decode", "SMG_FAST_VIDEO_DECODE", str,
+     "video items: skip (non-reference frames that sampling drops are not decoded: the same "
+     "frames on valid streams, faster) or full (every frame up to the last sampled one, as "
+     "transformers' loader: also exact on damaged streams, whose concealment follows every "
+     "frame decoded)"),
 ]
 
 
@@ -270,7 +275,7 @@ def config_from_args(argv: Sequence[str] | None = None,
         single_flight_wait_s=ns.single_flight_wait_s,
         video_max_seconds=ns.video_max_seconds, video_max_frames=ns.video_max_frames,
         video_max_frame_pixels=ns.video_max_frame_pixels, video_threads=ns.video_threads,
-        video_decoder=ns.video_decoder,
+        video_decoder=ns.video_decoder, video_decode=ns.video_decode,
         trusted_router_peers=ns._env_routers if routers is None else routers,
     )
     try:

@@ -59,11 +59,12 @@ class ModelSet:
     def __init__(self, specs: list[tuple[str, str]], max_image_pixels: int,
                  image_formats: Sequence[str] = DEFAULT_IMAGE_FORMATS,
                  video_limits: Any = None, video_threads: int | None = None,
-                 video_decoder: str = "pyav") -> None:
+                 video_decoder: str = "pyav", video_skip: bool = True) -> None:
         limit = max_image_pixels or None
         self.video_limits = video_limits  # VideoLimits for video items (None: the defaults)
         self.video_threads = video_threads
         self.video_decoder = video_decoder  # whose frames unless an item names a decoder
+        self.video_skip = video_skip  # the skip decode (--video-decode skip)
         self.models: dict[str, LoadedModel] = {}
         for name, spec in specs:
             source, backend = split_backend(spec)
@@ -104,7 +105,8 @@ class ModelSet:
                 try:
                     model.video = load_video_processor(model.source, limits=self.video_limits,
                                                        threads=self.video_threads,
-                                                       decoder=self.video_decoder)
+                                                       decoder=self.video_decoder,
+                                                       skip=self.video_skip)
                 except (ValueError, TypeError, OSError) as exc:
                     raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
                                        f"model {model.name!r}: its video settings cannot be "
