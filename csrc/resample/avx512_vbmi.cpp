@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "resample/avx512_vbmi.hpp"
 #include "resample/fixed.hpp"
@@ -253,7 +254,7 @@ template <int C, int CO, bool VNNI, bool kSingle>
 void horizontal_row_vbmi_pairs(const uint8_t* in, const uint8_t* planes, int in_w, const AxisWeights& kn,
                                const VbmiPlan& plan, uint8_t* out, int out_w) {
 #define SMG_VBMI(P, PL) horizontal_row_vbmi_impl<C, CO, VNNI, P, kSingle, PL>(in, planes, in_w, kn, plan, out, out_w)
-    if (plan.planar) {  // downscales past ~4x: pairs past 5, unrolled or not alike
+    if (plan.planar) {  // downscales past ~2x: pairs past 4, unrolled or not alike
         SMG_VBMI(0, true);
         return;
     }
@@ -322,8 +323,9 @@ void rows_vbmi(const HorizontalPlan& plan, const AxisWeights& kn, const ImageVie
                int64_t y1, uint8_t* out, int64_t out_stride, int out_w, int CO) {
     const VbmiPlan& p = static_cast<const VbmiPlan&>(plan);
     const int C = src.channels, in_w = src.width;
-    ScratchBuffer scratch(p.planar ? size_t(CO) * in_w : 0);
-    uint8_t* planes = p.planar ? scratch.as<uint8_t>() : nullptr;
+    std::optional<ScratchBuffer> scratch;  // the row's planes, for planar plans only
+    if (p.planar) scratch.emplace(size_t(CO) * in_w);
+    uint8_t* planes = p.planar ? scratch->as<uint8_t>() : nullptr;
     // The per-pixel path of groups that do not fit reads one byte past a 3-channel row.
     each_row(src, row0, y0, y1, out, out_stride, C == 3, [&](const uint8_t* in, uint8_t* o) {
         if (C == 4 && CO == 3) {  // RGBX in, RGB out

@@ -87,8 +87,8 @@ std::unique_ptr<HorizontalPlan> horizontal_plan_vbmi(const AxisWeights& kn, int,
     auto p = std::make_unique<VbmiPlan>();
     // Downscales whose groups read two windows (past ~2x in RGB) or do not fit even so (past ~4x,
     // ~3x in RGBX) read the row's channel planes instead, where a window of one channel spans C
-    // times the pixels: one permute per tap pair and channel (measured faster from 3x with the
-    // rows' split into planes). Groups that fit neither take the per-pixel path, several times
+    // times the pixels: one permute per tap pair and channel (measured as fast or faster from
+    // about 2.2x, the rows' split into planes included). Groups that fit neither take the per-pixel path, several times
     // slower than the AVX2 kernel's layouts: past one group in 16, the next kernel of the table
     // takes the resize (decided before the weights are laid out).
     const int64_t groups = (int64_t(out_w) + 15) / 16;

@@ -169,6 +169,16 @@ void test_horizontal(uint64_t seed) {
                                     "torch wide");
             }
         }
+        // Wider rows with one window in about 600 moved anywhere in the row: groups that fit no
+        // window (per pixel) among those that do.
+        if (in_w <= 24) {
+            const int wide = int(r.range(4000, 8000));
+            const int down = int(r.range(wide / 8, wide / 2));
+            AxisWeights moved = make_weights(wide, down, kFilters[r.range(0, 4)]);
+            for (int i = 0; i < std::max(1, down / 600); ++i)
+                moved.start[size_t(r.range(0, down - 1))] = int(r.range(0, wide - moved.taps));
+            for (const auto& form : forms) horizontal_case(r, rows, moved, wide, down, form[0], form[1], "moved wide");
+        }
         // Weights too large for the split, on small pixels (as in the vertical case).
         for (const int32_t w : kTooLarge) {
             AxisWeights big = extreme_weights(r, in_w, int(r.range(1, 67)), 1, w);

@@ -30,8 +30,8 @@ PIL_FILTERS = {"bicubic": (_native.Filter.BICUBIC, Image.Resampling.BICUBIC),
                "hamming": (_native.Filter.HAMMING, Image.Resampling.HAMMING)}
 TORCH_MODES = {"bicubic": _native.Filter.BICUBIC, "bilinear": _native.Filter.BILINEAR,
                "lanczos": _native.Filter.LANCZOS}
-# (in w, out w): 2.5x, 3x, 3.8x (the 4K video's), 5x, 7.5x, 9x (planes read in halves), 20x (the
-# per-pixel rows); in widths off 64 and the 1-pixel rest of a row.
+# (in w, out w): 2.5x, 3x, 3.8x (the 4K video's), 5x, 7.5x, 9x (planes read in halves), 20x (past
+# the halves: the next kernel's); in widths off 64 and the 1-pixel rest of a row.
 WIDTHS = [(1931, 772), (1000, 333), (3851, 1008), (645, 129), (1501, 200), (2000, 222),
           (2049, 102), (129, 37)]
 
