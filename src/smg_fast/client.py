@@ -46,6 +46,7 @@ from .client_messages import (  # noqa: F401 - the request/response helpers are 
     video_options,
 )
 from .compact import CompactTensor, expand
+from .errors import InvalidVideoError
 from .transport.tensors import shm_namespace
 from .video.convert import DECODERS
 
@@ -241,13 +242,16 @@ def _verify_video(info: dict[str, Any], model: str | None, video: str | bytes, d
         return "verify skipped: unknown model"
     if isinstance(video, str) and not os.path.isfile(video):
         return "verify skipped: the video is not a file here"
-    try:
-        vp = load_video_processor(spec["source"])
+    try:  # every frame decoded up to the last sampled one: the reference loader's frames
+        vp = load_video_processor(spec["source"], skip=False)
     except (ValueError, TypeError, OSError):
         return "verify skipped: the server's model folder is not readable here"
     if meta is not None and meta.get("decoder") and "decoder" not in options:
         options = {**options, "decoder": meta["decoder"]}  # the server's default decoder
-    ref = vp(video, dtype=dtype, return_metadata=True, **options)
+    try:
+        ref = vp(video, dtype=dtype, return_metadata=True, **options)
+    except InvalidVideoError as exc:
+        return f"DIFFERS from in-process (video): there it raised {type(exc).__name__}: {exc}"
     same = np.array_equal(ref["pixel_values_videos"], got)
     idx = list(ref["video_metadata"][0]["frames_indices"])
     if meta is not None and meta["frames_indices"] != idx:

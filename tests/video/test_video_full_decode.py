@@ -104,3 +104,26 @@ def test_video_decode_flag_reads_its_env_var_and_refuses_other_values():
                             {"SMG_FAST_VIDEO_DECODE": "full"}).video_decode == "skip"
     with pytest.raises(SystemExit):
         config_from_args(["--video-decode", "fast"], {})
+
+
+def test_the_cli_verifies_against_the_loaders_decode(damaged, start_server, tmp_path, capsys):
+    """--verify decodes every frame up to the last sampled one, as the reference loader does.
+
+    A full-decode server's damaged video is identical to it; the skip decode's is reported as
+    differing (on this clip it is not the loader's)."""
+    from smg_fast.client import main
+
+    path = tmp_path / "damaged.mp4"
+    path.write_bytes(damaged)
+    for mode, verdict, rc_want in (("full", "identical to in-process", 0),
+                                   ("skip", "DIFFERS from in-process", 1)):
+        srv = start_server(models=[("q2", "qwen2_vl")], video_decode=mode)
+        rc = main(["--target", srv.target, "--model", "q2", "--video", str(path), "--fps",
+                   str(CALL["fps"]), "--verify", "--transport", "inline"])
+        out = capsys.readouterr().out
+        assert rc == rc_want and verdict in out, (mode, out)
+
+
+def test_skip_must_be_a_bool():
+    with pytest.raises(TypeError, match="skip must be True or False"):
+        load_video_processor("qwen2_vl", skip="false")

@@ -53,6 +53,8 @@ class VideoProcessor:
         self.threads = threads  # FFmpeg decoder threads per video (None: PyAV's defaults)
         # Encoded videos: the skip decode (non-reference frames not sampled are not decoded), or
         # every frame up to the last sampled one, as transformers' loader (docs/video.md)
+        if not isinstance(skip, bool):
+            raise TypeError(f"skip must be True or False, got {skip!r}")
         self.skip = skip
         self.decoder = check_decoder(decoder)  # whose frames and metadata encoded videos get
         self._image = image_processor  # a torchvision-backend processor, temporal size 1

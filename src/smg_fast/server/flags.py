@@ -163,7 +163,7 @@ _OPTIONS: list[Option] = [
      "video items: skip (non-reference frames that sampling drops are not decoded: the same "
      "frames on valid streams, faster) or full (every frame up to the last sampled one, as "
      "transformers' loader: also exact on damaged streams, whose concealment follows every "
-     "frame decoded)"),
+     "frame decoded, at --video-threads -1)"),
 ]
 
 

@@ -1,16 +1,21 @@
-"""The NAL unit types of an H.264 / HEVC packet, and whether it starts a closed group (IDR)."""
+"""The NAL units of H.264 / HEVC packets: types, IDR starts, HEVC skip hazards.
+
+Whether a packet starts a closed group (IDR), and whether skipping an HEVC stream's
+non-reference pictures can change the pictures kept."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from .h264_sps import _Bits, _rbsp
 
 # NAL unit types of an IDR picture: H.264's, and HEVC's IDR_W_RADL / IDR_N_LP (a CRA or BLA
 # picture's leading frames may refer to the group before: not a boundary).
 IDR_TYPES = {"h264": {5}, "hevc": {19, 20}}
 
 
-def nal_types(data: bytes, codec: str, length_size: int) -> list[int]:
-    """The NAL unit types in one packet (length-prefixed when length_size, else Annex B)."""
+def nal_units(data: bytes, length_size: int) -> list[bytes]:
+    """The NAL units of one packet (length-prefixed when length_size, else Annex B)."""
     units: list[bytes] = []
     if length_size:
         i = 0
@@ -19,12 +24,16 @@ def nal_types(data: bytes, codec: str, length_size: int) -> list[int]:
             i += length_size
             if n == 0 or i + n > len(data):
                 break
-            units.append(data[i:i + 1])
+            units.append(data[i:i + n])
             i += n
     else:
-        for part in data.split(b"\x00\x00\x01")[1:]:
-            if part:
-                units.append(part[:1])
+        units = [part for part in data.split(b"\x00\x00\x01")[1:] if part]
+    return units
+
+
+def nal_types(data: bytes, codec: str, length_size: int) -> list[int]:
+    """The NAL unit types in one packet (length-prefixed when length_size, else Annex B)."""
+    units = nal_units(data, length_size)
     if codec == "h264":
         return [u[0] & 0x1F for u in units]
     return [(u[0] >> 1) & 0x3F for u in units]
@@ -50,4 +59,59 @@ def slice_segments(packet: Any, length_size: int) -> int:
     return sum(t < 32 for t in nal_types(bytes(packet), "hevc", length_size))
 
 
-__all__ = ["IDR_TYPES", "is_idr", "nal_length_size", "nal_types", "slice_segments"]
+def _hides_pictures(pps: bytes) -> bool:
+    """Whether an HEVC picture parameter set lets slices leave pictures unshown.
+
+    Its output_flag_present_flag; True where it cannot be read."""
+    try:
+        r = _Bits(_rbsp(pps[2:]))
+        r.ue()  # pps_pic_parameter_set_id
+        r.ue()  # pps_seq_parameter_set_id
+        r.bit()  # dependent_slice_segments_enabled_flag
+        return bool(r.bit())
+    except (IndexError, ValueError):
+        return True
+
+
+def hevc_skip_hazard(units: list[bytes]) -> str | None:
+    """Why skipping an HEVC stream's non-reference pictures could change what it keeps, or None.
+
+    From NAL units of it (a packet's, or its parameter sets'). Several slice segments a picture
+    (a skipped picture's later slices changed kept pictures, measured with FFmpeg 8.1); a VCL
+    unit of a temporal sub-layer above 0 (FFmpeg skips every sub-layer non-reference picture,
+    which pictures of higher sub-layers may refer to); a picture parameter set with
+    output_flag_present_flag (a picture may be decoded and never output, which a count of
+    packets by pts would not see)."""
+    vcl = 0
+    for u in units:
+        if len(u) < 2:
+            continue
+        kind, temporal_id = (u[0] >> 1) & 0x3F, (u[1] & 7) - 1
+        if kind < 32:
+            vcl += 1
+            if temporal_id > 0:
+                return "temporal sub-layers"
+        elif kind == 34 and _hides_pictures(u):
+            return "pictures that may not be output"
+    return "several slice segments a picture" if vcl > 1 else None
+
+
+def hevc_parameter_units(extradata: bytes) -> list[bytes]:
+    """The NAL units of an HEVC stream's extradata: an hvcC record's arrays, or Annex B."""
+    if len(extradata) < 23 or extradata[0] != 1:
+        return nal_units(extradata, 0)
+    units: list[bytes] = []
+    at = 23
+    for _ in range(extradata[22]):  # numOfArrays
+        if at + 3 > len(extradata):
+            break
+        count, at = int.from_bytes(extradata[at + 1:at + 3], "big"), at + 3
+        for _ in range(count):
+            size = int.from_bytes(extradata[at:at + 2], "big")
+            units.append(extradata[at + 2:at + 2 + size])
+            at += 2 + size
+    return units
+
+
+__all__ = ["IDR_TYPES", "hevc_parameter_units", "hevc_skip_hazard", "is_idr", "nal_length_size",
+           "nal_types", "nal_units", "slice_segments"]

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .container import VideoHeader, cap_picture_size, open_again
-from .nal_units import is_idr, nal_length_size, slice_segments
-from .skip_decode import SKIPPABLE, iter_packets
+from .nal_units import is_idr, nal_length_size
+from .skip_decode import SKIPPABLE, iter_packets, skip_hazard
 
 
 @dataclass
@@ -43,17 +43,19 @@ def plan_packets(header: VideoHeader) -> PacketPlan | None:
     """Every packet's pts and IDR flag, from one demux of the stream; None when unplannable.
 
     As skip_decode's plan: one output frame per packet (none flagged discard), each with a
-    distinct pts, an IDR first, and for HEVC one slice segment a picture."""
+    distinct pts, an IDR first, and no HEVC ``skip_hazard``."""
     if header.codec not in SKIPPABLE:
         return None
     length_size = nal_length_size(header)
+    if skip_hazard(header, None, length_size):
+        return None
     pts: list[int] = []
     idr: list[bool] = []
     for packet in iter_packets(header):
         if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
             return None
         pts.append(packet.pts)
-        if header.codec == "hevc" and slice_segments(packet, length_size) > 1:
+        if skip_hazard(header, packet, length_size):
             return None  # as skip_decode.plan_skips: non-reference pictures are skipped here too
         idr.append(is_idr(packet, header.codec, length_size))
     if len(pts) != header.total_frames or len(set(pts)) != len(pts) or not idr or not idr[0]:

@@ -26,7 +26,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .container import VideoHeader
-from .nal_units import is_idr, nal_length_size, slice_segments
+from .nal_units import (
+    hevc_parameter_units,
+    hevc_skip_hazard,
+    is_idr,
+    nal_length_size,
+    nal_units,
+)
 
 SKIPPABLE = frozenset({"h264", "hevc"})
 
@@ -43,25 +49,41 @@ def iter_packets(header: VideoHeader, container: Any = None,
             yield packet
 
 
+def skip_hazard(header: VideoHeader, packet: Any, length_size: int) -> str | None:
+    """Why skipping non-reference pictures could change the stream's kept pictures, or None.
+
+    From one packet, or with ``packet`` None from the parameter sets of the stream's
+    extradata; HEVC only (nal_units.hevc_skip_hazard)."""
+    if header.codec != "hevc":
+        return None
+    if packet is None:
+        extra = bytes(header.stream.codec_context.extradata or b"")
+        return hevc_skip_hazard(hevc_parameter_units(extra))
+    return hevc_skip_hazard(nal_units(bytes(packet), length_size))
+
+
 def plan_skips(header: VideoHeader) -> dict[int, int] | None:
     """pts -> frame index for every packet of the stream, or None.
 
     None: the plain decode must run (another codec, packets without one distinct
     pts each, a first picture that is not IDR: FFmpeg drops the frames it cannot show before a
-    recovery point or a CRA picture's leading frames, which a count by pts would not see; HEVC
-    pictures of several slice segments, where skipping one can change kept pictures' pixels).
-    Demuxes the whole stream once, keeping each packet's pts, never the packet."""
+    recovery point or a CRA picture's leading frames, which a count by pts would not see; an
+    HEVC ``skip_hazard``: several slice segments a picture, temporal sub-layers, pictures that
+    may not be output). Demuxes the whole stream once, keeping each packet's pts, never the
+    packet."""
     if header.codec not in SKIPPABLE:
         return None
     length_size = nal_length_size(header)
+    if skip_hazard(header, None, length_size):
+        return None
     pts: list[int] = []
     for packet in iter_packets(header):
         if packet.pts is None or packet.is_discard or len(pts) == header.total_frames:
             return None  # a discard packet (an edit list's): its frame is never output
         if not pts and not is_idr(packet, header.codec, length_size):
             return None  # a recovery point or CRA first: the decoder drops frames before it
-        if header.codec == "hevc" and slice_segments(packet, length_size) > 1:
-            return None  # a skipped picture's later slices can change the pictures kept
+        if skip_hazard(header, packet, length_size):
+            return None
         pts.append(packet.pts)
     if len(pts) != header.total_frames or len(set(pts)) != len(pts):
         return None
@@ -122,7 +144,9 @@ def decode_skipping(header: VideoHeader, indices: Sequence[int], rank: dict[int,
                 return None
     finally:
         ctx.skip_frame = "DEFAULT"
+    if len(got) < len(wanted):
+        return None  # a wanted frame never came out: the plan missed something; decode plainly
     return sorted(got.items())
 
 
-__all__ = ["SKIPPABLE", "decode_skipping", "iter_packets", "plan_skips"]
+__all__ = ["SKIPPABLE", "decode_skipping", "iter_packets", "plan_skips", "skip_hazard"]
