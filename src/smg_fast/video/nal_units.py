@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .h264_sps import _Bits, _rbsp
+from .h264_sps import _Bits, _rbsp, parse_sps
 
 # NAL unit types of an IDR picture: H.264's, and HEVC's IDR_W_RADL / IDR_N_LP (a CRA or BLA
 # picture's leading frames may refer to the group before: not a boundary).
@@ -79,9 +79,11 @@ def hevc_skip_hazard(units: list[bytes]) -> str | None:
     From NAL units of it (a packet's, or its parameter sets'). Several slice segments a picture
     (a skipped picture's later slices changed kept pictures, measured with FFmpeg 8.1); a VCL
     unit of a temporal sub-layer above 0 (FFmpeg skips every sub-layer non-reference picture,
-    which pictures of higher sub-layers may refer to); a picture parameter set with
-    output_flag_present_flag (a picture may be decoded and never output, which a count of
-    packets by pts would not see)."""
+    which pictures of higher sub-layers may refer to). And what makes the decoder output fewer
+    pictures than packets, which frame indices counted by pts would not see: a picture parameter
+    set with output_flag_present_flag (a picture decoded and never shown), a BLA picture or an
+    end of sequence or bitstream (the next CRA's leading pictures are dropped), an IRAP picture
+    with no_output_of_prior_pics_flag."""
     vcl = 0
     for u in units:
         if len(u) < 2:
@@ -91,9 +93,53 @@ def hevc_skip_hazard(units: list[bytes]) -> str | None:
             vcl += 1
             if temporal_id > 0:
                 return "temporal sub-layers"
+            if 16 <= kind <= 18:
+                return "a BLA picture (its leading pictures are dropped)"
+            if 16 <= kind <= 23 and (len(u) < 3 or u[2] & 0x40):
+                return "an IRAP picture that drops the pictures not yet output"
         elif kind == 34 and _hides_pictures(u):
             return "pictures that may not be output"
+        elif kind in (36, 37):
+            return "an end of sequence (a CRA after it drops its leading pictures)"
     return "several slice segments a picture" if vcl > 1 else None
+
+
+def h264_skip_hazard(units: list[bytes]) -> str | None:
+    """Why skipping an H.264 stream's non-reference pictures could change what it keeps, or None.
+
+    From NAL units of it (a packet's, or its parameter sets'): an SPS that allows field coding
+    (fields in packets of their own make one frame of two packets) or omits
+    bitstream_restriction (FFmpeg then learns the reorder depth from the pictures it decodes and
+    drops those it finds out of order, which a skip decode would learn otherwise); True for one
+    it cannot read."""
+    for u in units:
+        if u and u[0] & 0x1F == 7:
+            try:
+                sps = parse_sps(u)
+            except ValueError:
+                return "an SPS that cannot be read"
+            if not sps.frame_mbs_only:
+                return "field coding"
+            if not sps.bitstream_restriction:
+                return "no stated reorder depth"
+    return None
+
+
+def avcc_units(extradata: bytes) -> list[bytes]:
+    """The NAL units of an H.264 stream's extradata: an avcC record's SPSs and PPSs, or Annex B."""
+    if len(extradata) < 7 or extradata[0] != 1:
+        return nal_units(extradata, 0)
+    units: list[bytes] = []
+    at = 5
+    for mask in (0x1F, 0xFF):  # numOfSequenceParameterSets, then numOfPictureParameterSets
+        if at >= len(extradata):
+            break
+        count, at = extradata[at] & mask, at + 1
+        for _ in range(count):
+            size = int.from_bytes(extradata[at:at + 2], "big")
+            units.append(extradata[at + 2:at + 2 + size])
+            at += 2 + size
+    return units
 
 
 def hevc_parameter_units(extradata: bytes) -> list[bytes]:
@@ -113,5 +159,6 @@ def hevc_parameter_units(extradata: bytes) -> list[bytes]:
     return units
 
 
-__all__ = ["IDR_TYPES", "hevc_parameter_units", "hevc_skip_hazard", "is_idr", "nal_length_size",
-           "nal_types", "nal_units", "slice_segments"]
+__all__ = ["IDR_TYPES", "avcc_units", "h264_skip_hazard", "hevc_parameter_units",
+           "hevc_skip_hazard", "is_idr", "nal_length_size", "nal_types", "nal_units",
+           "slice_segments"]

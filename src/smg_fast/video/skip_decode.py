@@ -27,6 +27,8 @@ from typing import Any
 
 from .container import VideoHeader
 from .nal_units import (
+    avcc_units,
+    h264_skip_hazard,
     hevc_parameter_units,
     hevc_skip_hazard,
     is_idr,
@@ -53,13 +55,18 @@ def skip_hazard(header: VideoHeader, packet: Any, length_size: int) -> str | Non
     """Why skipping non-reference pictures could change the stream's kept pictures, or None.
 
     From one packet, or with ``packet`` None from the parameter sets of the stream's
-    extradata; HEVC only (nal_units.hevc_skip_hazard)."""
-    if header.codec != "hevc":
-        return None
-    if packet is None:
-        extra = bytes(header.stream.codec_context.extradata or b"")
-        return hevc_skip_hazard(hevc_parameter_units(extra))
-    return hevc_skip_hazard(nal_units(bytes(packet), length_size))
+    extradata (nal_units.hevc_skip_hazard, h264_skip_hazard)."""
+    if header.codec == "hevc":
+        if packet is None:
+            extra = bytes(header.stream.codec_context.extradata or b"")
+            return hevc_skip_hazard(hevc_parameter_units(extra))
+        return hevc_skip_hazard(nal_units(bytes(packet), length_size))
+    if header.codec == "h264":
+        if packet is None:
+            return h264_skip_hazard(avcc_units(bytes(header.stream.codec_context.extradata
+                                                     or b"")))
+        return h264_skip_hazard(nal_units(bytes(packet), length_size))
+    return None
 
 
 def plan_skips(header: VideoHeader) -> dict[int, int] | None:
