@@ -1,7 +1,7 @@
-"""The NAL units of H.264 / HEVC packets: types, IDR starts, HEVC skip hazards.
+"""The NAL units of H.264 / HEVC packets: types, IDR starts, skip hazards.
 
-Whether a packet starts a closed group (IDR), and whether skipping an HEVC stream's
-non-reference pictures can change the pictures kept."""
+Whether a packet starts a closed group (IDR), and whether skipping an H.264 or HEVC stream's
+non-reference pictures can change the pictures kept or their count."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def plan_packets(header: VideoHeader) -> PacketPlan | None:
     """Every packet's pts and IDR flag, from one demux of the stream; None when unplannable.
 
     As skip_decode's plan: one output frame per packet (none flagged discard), each with a
-    distinct pts, an IDR first, and no HEVC ``skip_hazard``."""
+    distinct pts, an IDR first, and no ``skip_hazard``."""
     if header.codec not in SKIPPABLE:
         return None
     length_size = nal_length_size(header)

@@ -74,9 +74,10 @@ def plan_skips(header: VideoHeader) -> dict[int, int] | None:
 
     None: the plain decode must run (another codec, packets without one distinct
     pts each, a first picture that is not IDR: FFmpeg drops the frames it cannot show before a
-    recovery point or a CRA picture's leading frames, which a count by pts would not see; an
-    HEVC ``skip_hazard``: several slice segments a picture, temporal sub-layers, pictures that
-    may not be output). Demuxes the whole stream once, keeping each packet's pts, never the
+    recovery point or a CRA picture's leading frames, which a count by pts would not see; a
+    ``skip_hazard`` in the extradata or a packet: for HEVC several slice segments a picture,
+    temporal sub-layers, pictures not output or dropped; for H.264 field coding or no stated
+    reorder depth). Demuxes the whole stream once, keeping each packet's pts, never the
     packet."""
     if header.codec not in SKIPPABLE:
         return None
