@@ -1,6 +1,11 @@
 #include "patchify/tuning.hpp"
 
+#include <sys/mman.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 
 #if SMG_X86
@@ -41,6 +46,30 @@ void evict(const void* p, size_t n) {
 #endif
 }
 
+// The timing job's output, in 4 KiB pages only: malloc can hand back memory that a scratch block
+// advised for huge pages, into which the kernels' stores ran up to twice as fast as into the
+// processor's outputs (the table kernel then won the timing and lost the run).
+class JobOutput {
+public:
+    ~JobOutput() { std::free(p_); }
+    void make(size_t n) {
+        const size_t cap = (n + 4095) / 4096 * 4096;
+        if (posix_memalign(reinterpret_cast<void**>(&p_), 4096, cap) != 0) throw std::bad_alloc();
+#ifdef MADV_NOHUGEPAGE
+        madvise(p_, cap, MADV_NOHUGEPAGE);
+#endif
+        std::memset(p_, 0, cap);
+        n_ = n;
+    }
+    uint8_t* data() const { return p_; }
+    size_t size() const { return n_; }
+    bool empty() const { return p_ == nullptr; }
+
+private:
+    uint8_t* p_ = nullptr;
+    size_t n_ = 0;
+};
+
 }  // namespace
 
 size_t tune_patchify(const std::vector<PatchifyChoice>& candidates, DType dt, const void* lut, int patch, int merge,
@@ -63,7 +92,8 @@ size_t tune_patchify(const std::vector<PatchifyChoice>& candidates, DType dt, co
     const int64_t stride = int64_t(gw) * patch * 3;
     // Every block row's band, and one row more than read with slack (as the Pipeline's band); made
     // only if the class is timed (reset() runs first), not on the lookups that follow.
-    std::vector<uint8_t> pixels, dst;
+    std::vector<uint8_t> pixels;
+    JobOutput dst;
     const auto make_job = [&] {
         pixels.resize(size_t(stride) * band_rows * kJobBlockRows + 64);
         uint32_t s = 0x9e3779b9u;
@@ -71,7 +101,7 @@ size_t tune_patchify(const std::vector<PatchifyChoice>& candidates, DType dt, co
             s = s * 1664525u + 1013904223u;
             p = uint8_t(s >> 24);
         }
-        dst.resize(size_t(L.grid_h) * size_t(gw) * size_t(patch_row_elems(L)) * size_t(dtype_size(dt)));
+        dst.make(size_t(L.grid_h) * size_t(gw) * size_t(patch_row_elems(L)) * size_t(dtype_size(dt)));
     };
     const auto run = [&](size_t i) {
         const PatchifyChoice& c = candidates[i];
