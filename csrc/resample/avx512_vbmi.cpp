@@ -254,7 +254,7 @@ template <int C, int CO, bool VNNI, bool kSingle>
 void horizontal_row_vbmi_pairs(const uint8_t* in, const uint8_t* planes, int in_w, const AxisWeights& kn,
                                const VbmiPlan& plan, uint8_t* out, int out_w) {
 #define SMG_VBMI(P, PL) horizontal_row_vbmi_impl<C, CO, VNNI, P, kSingle, PL>(in, planes, in_w, kn, plan, out, out_w)
-    if (plan.planar) {  // downscales past ~2x: pairs past 4, unrolled or not alike
+    if (plan.planar) {  // downscales past ~4x: pairs past 8, unrolled or not alike
         SMG_VBMI(0, true);
         return;
     }

@@ -85,22 +85,18 @@ void fill_vbmi_plan(const AxisWeights& kn, int out_w, VbmiPlan& p, int C) {
 std::unique_ptr<HorizontalPlan> horizontal_plan_vbmi(const AxisWeights& kn, int, int out_w, int C, int) {
     if (C < 3) return nullptr;
     auto p = std::make_unique<VbmiPlan>();
-    // Downscales whose groups read two windows (past ~2x in RGB) or do not fit even so (past ~4x,
-    // ~3x in RGBX) read the row's channel planes instead, where a window of one channel spans C
-    // times the pixels: one permute per tap pair and channel (measured as fast or faster from
-    // about 2.2x, the rows' split into planes included). Groups that fit neither take the per-pixel path, several times
-    // slower than the AVX2 kernel's layouts: past one group in 16, the next kernel of the table
-    // takes the resize (decided before the weights are laid out).
+    // Downscales whose groups do not fit even two 128-byte windows (past ~4x in RGB, ~3x in RGBX)
+    // read the row's channel planes instead, where a window of one channel spans C times the
+    // pixels (the split into planes included, faster than the AVX2 kernel there; between ~2x and
+    // ~4x the pixels' two windows stay, as a pipeline's bands ran slower from planes: Gemma 3n's
+    // 2.5x, measured by bench/gate.py). Groups that fit neither take the per-pixel path, several
+    // times slower than the AVX2 kernel's layouts: past one group in 16, the next kernel of the
+    // table takes the resize (decided before the weights are laid out).
     const int64_t groups = (int64_t(out_w) + 15) / 16;
     const int64_t pixels = classify_groups(kn, out_w, C, *p);
-    if (int64_t(std::count(p->fits.begin(), p->fits.end(), Fit::Halves) + pixels) * 16 > groups) {
-        auto planes = std::make_unique<VbmiPlan>();
-        planes->planar = true;
-        if (int64_t(classify_groups(kn, out_w, 1, *planes)) * 16 <= groups) {
-            p = std::move(planes);
-        } else if (pixels * 16 > groups) {
-            return nullptr;
-        }
+    if (pixels * 16 > groups) {
+        p->planar = true;
+        if (int64_t(classify_groups(kn, out_w, 1, *p)) * 16 > groups) return nullptr;
     }
     p->shift = int16_weight_shift(kn);
     // Without the int16 form every weight must split (|w| < 2^26; no real filter's comes close).

@@ -157,7 +157,7 @@ void test_horizontal(uint64_t seed) {
                                 "extreme");
             }
         }
-        // Wide rows downscaled 2-20x (the AVX-512 rows read channel planes from ~2x on).
+        // Wide rows downscaled 2-20x (the AVX-512 rows read channel planes past ~4x).
         if (in_w <= 24) {
             const int wide = int(r.range(200, 2100));
             const int down = int(r.range(std::max(1, wide / 20), std::max(1, wide / 2)));

@@ -1,4 +1,4 @@
-"""Wide downscales (2.5x to 20x across), whose AVX-512 VBMI rows are read as channel planes.
+"""Wide downscales (2.5x to 20x across); past ~4x the AVX-512 VBMI rows read channel planes.
 
 Against Pillow (its split weights) and torch (int16 weights), for RGB, RGBX kept and RGBX read
 as RGB by the pipeline, with row widths that leave a partial 64-pixel step at the end and output
