@@ -11,7 +11,11 @@ first checked equal to smg-fast's (np.array_equal; bfloat16 bits for Llama 4, wh
 bfloat16). Timing as bench/gate.py: CPU time, one thread (torch too), interleaved rounds, smg-fast
 INNER times a round; ratios are fastest run over fastest run, ms columns medians. The torchvision
 classes need the oracle venv, so the script re-runs itself there (bench/oracle_bench.py). Prints
-the CPU model and the kernel set (SMG_FAST_ISA=avx2 caps it).
+the CPU model and the kernel set (SMG_FAST_ISA=avx2 caps it). The last column, transformers' time
+over the two copies', is the ratio an implementation that did nothing but those two copies would
+reach: what bounds any exact one. Images are allocated with Pillow's single-block allocator on, as
+the engine plug-ins, smg_fast.hf.register() and the server set it (``--pillow-blocks pillow``:
+Pillow's default 16 MiB blocks, which smg-fast copies out of once).
 """
 
 from __future__ import annotations
@@ -125,14 +129,16 @@ def _row(family, size, backend, image, jpeg, rounds):
     pil_x = best["ref pil"] / best["smg pil"]
     jpeg_x = best["ref jpeg"] / best["smg jpeg"]
     floor_x = best["smg pil"] / best["copy"]
+    copies_x = best["ref pil"] / (best["source"] + best["copy"])
     cells = (f"| {family} | {size[0]}x{size[1]} | {backend} | {expected.size * 4 / 1e6:.1f} | "
              f"{ms['ref pil']:.1f} | {ms['smg pil']:.2f} | {pil_x:.1f}x | {ms['ref jpeg']:.1f} | "
              f"{ms['smg jpeg']:.2f} | {jpeg_x:.1f}x | {ms['copy']:.2f} | {floor_x:.1f}x | "
-             f"{ms['source']:.2f} |")
+             f"{ms['source']:.2f} | {copies_x:.1f}x |")
     return cells
 
 
-def _inside(photo: Path, families: list[str], sizes: list[tuple[int, int]], rounds: int) -> int:
+def _inside(photo: Path, families: list[str], sizes: list[tuple[int, int]], rounds: int,
+            blocks: str) -> int:
     import io
 
     import torch
@@ -141,13 +147,15 @@ def _inside(photo: Path, families: list[str], sizes: list[tuple[int, int]], roun
     import smg_fast
 
     torch.set_num_threads(1)
+    one_block = smg_fast.use_single_block_images(blocks == "one")
     print(f"CPU: {_cpu()}; 1 thread, torch {torch.__version__}, kernels "
           f"{smg_fast.kernel_info()['selected']}, {rounds} rounds (medians of CPU ms; ratios "
-          "fastest over fastest)\n")
+          "fastest over fastest), Pillow images in "
+          f"{'one block' if one_block else 'its default blocks'}\n")
     print("| family | size | backend | output MB (f32) | transformers ms (PIL in) "
           "| smg ms (PIL in) | x | transformers ms (JPEG in) | smg ms (JPEG in) | x "
-          "| copy floor ms | smg (PIL in) / copy | source copy ms |")
-    print("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| copy floor ms | smg (PIL in) / copy | source copy ms | x at the copies |")
+    print("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for size in sizes:
         with Image.open(photo) as im:
             image = im.convert("RGB").resize(size, Image.Resampling.LANCZOS)
@@ -167,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(FAMILIES)} (default all)")
     parser.add_argument("--sizes", default="1920x1080,4000x3000",
                         help="comma-separated WxH (default 1920x1080,4000x3000)")
+    parser.add_argument("--pillow-blocks", choices=("one", "pillow"), default="one",
+                        help="how Pillow allocates the images: one block, as smg-fast's plug-ins "
+                             "and server set it (default), or its own 16 MiB blocks")
     parser.add_argument("--photo", type=Path, help=argparse.SUPPRESS)  # set for the inner run
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
@@ -181,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     if not sizes or any(len(s) != 2 or min(s) < 1 for s in sizes):
         parser.error("--sizes takes WxH,WxH")
     if args.photo is not None:
-        return _inside(args.photo, families, sizes, args.rounds)
+        return _inside(args.photo, families, sizes, args.rounds, args.pillow_blocks)
     return rerun_in_oracle_venv(__file__, ["--rounds", str(args.rounds), "--families",
-                                           ",".join(families), "--sizes", args.sizes])
+                                           ",".join(families), "--sizes", args.sizes,
+                                           "--pillow-blocks", args.pillow_blocks])
 
 
 if __name__ == "__main__":

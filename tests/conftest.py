@@ -54,6 +54,22 @@ def photo_720p(photo) -> Image.Image:
     return photo.resize((1280, 720))
 
 
+@pytest.fixture
+def pillow_allocator():
+    """Factory: pillow_allocator(one_block) sets Pillow's single-block allocator for one test.
+
+    The setting is process-wide (smg_fast.hf.register() turns it on), so tests that need Pillow's
+    several blocks, or the single block, say which; the setting is restored afterwards."""
+    setter = Image.core.set_use_block_allocator  # kept: a test may hide Pillow's attributes
+    before = bool(Image.core.get_use_block_allocator())
+
+    def use(one_block: bool) -> None:
+        setter(1 if one_block else 0)
+
+    yield use
+    setter(1 if before else 0)
+
+
 @pytest.fixture(scope="session")
 def small_jpegs(real_images) -> dict[str, bytes]:
     """Small JPEGs of real photos (fast to serve, still real content), several sizes/ratios."""

@@ -18,6 +18,7 @@ except ImportError as _exc:  # name the cause: engines log this when loading the
 from ._native_version import __version__  # noqa: F401  (first: a stale build fails here)
 from .compact import CompactTensor, expand
 from .errors import CompactFormatError, InvalidImageError, OutputTooLargeError
+from .imaging.pillow_blocks import use_single_block_images
 from .processors import FAMILIES, Processor, ProcessorOutput, load_processor
 from .processors.config import ProcessorConfig
 from .processors.families import KimiK25Processor, QwenVLProcessor
@@ -79,6 +80,7 @@ __all__ = [
     "resize",
     "scratch_stats",
     "set_num_threads",
+    "use_single_block_images",
 ]
 
 

@@ -49,8 +49,10 @@ if sys.argv[3] == "late-logging":  # vLLM's offline LLM: plug-ins load, then log
     configure_logging()
 from transformers import AutoImageProcessor
 proc = AutoImageProcessor.from_pretrained(sys.argv[1])
+from PIL import Image
 print(json.dumps({"first": first, "second": second, "heavy_at_import": heavy,
-                  "class": type(proc).__module__ + "." + type(proc).__name__}))
+                  "class": type(proc).__module__ + "." + type(proc).__name__,
+                  "one_block": Image.new("RGB", (2600, 1800)).im.isblock()}))
 """
 
 
@@ -87,6 +89,13 @@ def test_on_by_default(bare_folder, engine):
     assert out["heavy_at_import"] == []
     assert out["class"] == "smg_fast.hf.Qwen2VLImageProcessorPil"  # no torchvision here
     assert len(lines) == 1 and "smg_fast.hf.Qwen2VLImageProcessorPil" in lines[0]
+    assert out["one_block"] is True  # large images are then read where Pillow keeps them
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_pillow_blocks_left_alone_with_the_env_var(bare_folder, engine):
+    out, _ = run(bare_folder, engine, "normal", SMG_FAST_PILLOW_ONE_BLOCK="0")
+    assert out["first"] is True and out["one_block"] is False
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -94,6 +103,7 @@ def test_off_with_the_env_var(bare_folder, engine):
     out, lines = run(bare_folder, engine, "normal", **{ENGINES[engine][1]: "0"})
     assert out["first"] is False and out["class"].startswith("transformers.")
     assert len(lines) == 1 and f"{ENGINES[engine][1]}=0" in lines[0]
+    assert out["one_block"] is False
 
 
 @pytest.mark.parametrize("engine", ENGINES)

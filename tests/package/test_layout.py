@@ -46,7 +46,7 @@ COMPAT = {
 # server and the routing library or the router process never import each other; nothing
 # imports upward. A new module belongs to a layer here before it is imported.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "core": ("_native", "_native_version", "_version", "_dtypes", "errors", "resample",
+    "core": ("_native", "_native_version", "_version", "_dtypes", "_env", "errors", "resample",
              "compact"),
     "proto": ("_proto",),
     "imaging": ("imaging", "video"),

@@ -116,10 +116,12 @@ def test_pil_mode(mode_kind, real_images, idefics3, ref):
           reference(ref, real_images.mode_image(mode_kind)))
 
 
-def test_pil_image_in_several_pillow_blocks(real_images, idefics3, ref):
-    """A PIL image over Pillow's block size (16 MiB): no single buffer holds its pixels."""
+@pytest.mark.parametrize("one_block", [False, True])
+def test_pil_image_over_pillow_block_size(one_block, real_images, idefics3, ref, pillow_allocator):
+    """An image over Pillow's block size (16 MiB): in several blocks, or in one (read in place)."""
+    pillow_allocator(one_block)
     big = real_images.rgb("astronaut").resize((2600, 1800), Image.Resampling.BICUBIC)
-    assert 2600 * 1800 * 4 > Image.core.get_block_size()
+    assert big.im.isblock() == one_block
     check(ours(idefics3, big), reference(ref, big))
 
 

@@ -154,10 +154,13 @@ def test_edge_sizes_from_arrays(family, size, real_images, llava, ref):
           reference(ref, arr, input_data_format="channels_last"))
 
 
-def test_pil_image_in_several_pillow_blocks(family, real_images, llava, ref):
-    """A PIL image over Pillow's block size (16 MiB): no single buffer holds its pixels."""
+@pytest.mark.parametrize("one_block", [False, True])
+def test_pil_image_over_pillow_block_size(one_block, family, real_images, llava, ref,
+                                          pillow_allocator):
+    """An image over Pillow's block size (16 MiB): in several blocks, or in one (read in place)."""
+    pillow_allocator(one_block)
     big = real_images.rgb("astronaut").resize((2600, 1800), Image.Resampling.BICUBIC)
-    assert 2600 * 1800 * 4 > Image.core.get_block_size()
+    assert big.im.isblock() == one_block
     check(llava(big), reference(ref, big))
 
 

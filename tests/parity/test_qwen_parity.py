@@ -357,18 +357,26 @@ def test_lazy_pil_object(real_images, ours, hf_qwen, hf_run, check):
         check(ours("qwen2_vl")(lazy, return_tensors="np"), ref_pv, ref_grid)
 
 
+@pytest.mark.parametrize("one_block", [False, True])
 @pytest.mark.parametrize("mode", ["RGB", "RGBA"])
-def test_image_larger_than_pillow_block(mode, real_images, ours, hf_qwen, hf_run, check):
-    """The result does not depend on Pillow storing a large image in several blocks.
+def test_image_larger_than_pillow_block(mode, one_block, real_images, ours, hf_qwen, hf_run, check,
+                                        pillow_allocator, monkeypatch):
+    """The result does not depend on how Pillow stores a large image.
 
     Pillow stores images over its block size (16 MiB) in several blocks, so they have no single
-    contiguous buffer. RGBA (a varying alpha, composited onto white) checks that each pixel's
-    fourth byte is read from the right block too."""
+    contiguous buffer, unless its single-block allocator is on (then they are read in place).
+    RGBA (a varying alpha, composited onto white) checks that each pixel's fourth byte is read
+    from the right block too."""
+    pillow_allocator(one_block)
     big = real_images.rgb("retina").resize((2600, 1800), Image.Resampling.BILINEAR)
     if mode == "RGBA":
         alpha = np.add.outer(np.arange(1800) % 256, np.arange(2600) % 7 * 30).astype(np.uint8)
-        big = Image.fromarray(np.dstack([np.asarray(big), alpha]), "RGBA")
-    assert 2600 * 1800 * 4 > Image.core.get_block_size()
+        big = Image.fromarray(np.dstack([np.asarray(big), alpha]), "RGBA").copy()  # Pillow-owned
+    assert big.im.isblock() == one_block
+    if one_block:  # read where Pillow keeps it, never copied first
+        from smg_fast.imaging import pixels
+
+        monkeypatch.setattr(pixels, "_pasted_rgbx", lambda img: pytest.fail("pasted"))
     kw = dict(min_pixels=3136, max_pixels=28 * 28 * 300)
     ref_pv, ref_grid = hf_run(hf_qwen("qwen2_vl", **kw), big.copy())
     check(ours("qwen2_vl", **kw)(big, return_tensors="np"), ref_pv, ref_grid)

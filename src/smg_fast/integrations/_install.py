@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
+
+from .._env import enabled
 
 _done: dict[str, bool] = {}
-
-
-def enabled(env: str) -> bool:
-    """False when the variable is 0 / false / off / no."""
-    return os.environ.get(env, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
 def _share_handlers(engine_logger: str) -> None:
