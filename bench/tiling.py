@@ -2,20 +2,22 @@
 
     python bench/tiling.py [--rounds N] [--families internvl,llava_next,...] [--sizes 1920x1080]
 
-For each family, size and backend: transformers' class (PIL or torchvision; Llama 4 has only the
-torchvision one) against smg-fast configured the same, on the same PIL image and on the same
-JPEG's bytes (the reference then opens them as transformers' load_image does, as a server would),
-the copy floor (np.copyto of the output into a touched buffer) and the source copy (np.copyto of
-the image's RGB bytes: what any resize of it reads at least once). Each reference's output is
-first checked equal to smg-fast's (np.array_equal; bfloat16 bits for Llama 4, whose class returns
-bfloat16). Timing as bench/gate.py: CPU time, one thread (torch too), interleaved rounds, smg-fast
-INNER times a round; ratios are fastest run over fastest run, ms columns medians. The torchvision
-classes need the oracle venv, so the script re-runs itself there (bench/oracle_bench.py). Prints
-the CPU model and the kernel set (SMG_FAST_ISA=avx2 caps it). The last column, transformers' time
-over the two copies', is the ratio an implementation that did nothing but those two copies would
-reach: what bounds any exact one. Images are allocated with Pillow's single-block allocator on, as
-the engine plug-ins, smg_fast.hf.register() and the server set it (``--pillow-blocks pillow``:
-Pillow's default 16 MiB blocks, which smg-fast copies out of once).
+For each family, size and backend: transformers' class (PIL or torchvision; Llama 4 and
+Phi-4-multimodal have only the torchvision one) against smg-fast configured the same, on the same
+PIL image and on the same JPEG's bytes (the reference then opens them as transformers' load_image
+does, as a server would), the copy floor (np.copyto of the output into a touched buffer) and the
+source copy (np.copyto of the image's RGB bytes: what any resize of it reads at least once). Each
+reference's output is first checked equal to smg-fast's (np.array_equal; bfloat16 bits for Llama
+4, whose class returns bfloat16). Timing as bench/gate.py: CPU time, one thread (torch too),
+interleaved rounds, smg-fast INNER times a round; ratios are fastest run over fastest run, ms
+columns medians. The torchvision classes need the oracle venv, so the script re-runs itself there
+(bench/oracle_bench.py). Prints the CPU model and the kernel set (SMG_FAST_ISA=avx2 caps it).
+
+The last column, transformers' time over the two copies' time, is the ratio an implementation
+that did nothing but those two copies would reach: what bounds any exact one. Images are
+allocated with Pillow's single-block allocator on, as the engine plug-ins and
+smg_fast.hf.register() set it (``--pillow-blocks pillow``: Pillow's default 16 MiB blocks, which
+smg-fast copies out of once).
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from pathlib import Path
 
 from oracle_bench import cpu_model, rerun_in_oracle_venv
 
-FAMILIES = ("internvl", "llava_next", "llava_onevision", "llama4", "pixtral", "idefics3")
+FAMILIES = ("internvl", "llava_next", "llava_onevision", "llama4", "pixtral", "idefics3",
+            "phi4_multimodal")
+TORCHVISION_ONLY = ("llama4", "phi4_multimodal")  # transformers has no PIL class for them
+OUTPUT = {"phi4_multimodal": "image_pixel_values"}  # the tiles' key, where not pixel_values
 SIZES = ((1920, 1080), (4000, 3000))
 INNER = 3
 
@@ -46,7 +51,7 @@ def _cpu() -> str:
 
 
 def _backends(family: str) -> tuple[str, ...]:
-    return ("torchvision",) if family == "llama4" else ("torchvision", "pil")
+    return ("torchvision",) if family in TORCHVISION_ONLY else ("torchvision", "pil")
 
 
 def _row(family, size, backend, image, jpeg, rounds):
@@ -77,14 +82,16 @@ def _row(family, size, backend, image, jpeg, rounds):
             return pv.view(torch.uint16).numpy()
         return np.asarray(pv)
 
+    key = OUTPUT.get(family, "pixel_values")
+
     def theirs(src) -> np.ndarray:
-        return bits(ref(src, return_tensors=kind)["pixel_values"])
+        return bits(ref(src, return_tensors=kind)[key])
 
     def theirs_jpeg() -> np.ndarray:
         return theirs(load_image(Image.open(io.BytesIO(jpeg))))
 
     def ours(src) -> np.ndarray:
-        return np.asarray(proc(src, dtype=dtype)["pixel_values"])
+        return np.asarray(proc(src, dtype=dtype)[key])
 
     expected = ours(image)
     for label, got, want in (("PIL image", expected, theirs(image)),
