@@ -14,8 +14,9 @@ namespace smg {
 
 namespace {
 
-// One layout's plan; unfit_bytes: output bytes left to the per-byte path.
-Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO, bool pixels, bool shared,
+// One layout's plan (shift: int16_weight_shift(kn)); unfit_bytes: output bytes left to the per-byte
+// path.
+Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO, bool pixels, bool shared, int shift,
                       int64_t& unfit_bytes) {
     Avx2HPlan p;
     p.pixels = pixels;
@@ -33,7 +34,7 @@ Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO,
     p.weights.assign(groups * p.pairs * 2, Vec32{});
     p.fits.assign(p.chunks, 0);
     p.row_bytes = int64_t(in_w) * C;
-    p.shift = int16_weight_shift(kn);
+    p.shift = shift;
     // The highest base whose loads (16 bytes at base + 2 * q * C) all stay inside the row; a
     // chunk with a higher base (or a narrow row's empty half at 0) reads the padded tail copy.
     const int64_t last_base = p.row_bytes - 16 - int64_t(2) * (p.pairs - 1) * C;
@@ -90,7 +91,7 @@ Avx2HPlan plan_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO,
                     for (int t = 0; t < taps; ++t) {
                         int16_t lo, hi;
                         if (p.shift >= 0) {  // the int16 weight alone (exact: a multiple of 2^shift)
-                            lo = int16_t(w[t] / (int32_t(1) << p.shift));
+                            lo = int16_t(w[t] >> p.shift);
                             hi = 0;
                         } else if (!split_weight(w[t], lo, hi)) {
                             fits = false;
@@ -118,12 +119,13 @@ Avx2HPlan best_layout(const AxisWeights& kn, int in_w, int out_w, int C, int CO)
     // (~10x slower per byte).
     const int64_t n = int64_t(out_w) * CO;
     int64_t unfit = 0;
-    Avx2HPlan best = plan_layout(kn, in_w, out_w, C, CO, false, true, unfit);
+    const int shift = int16_weight_shift(kn);
+    Avx2HPlan best = plan_layout(kn, in_w, out_w, C, CO, false, true, shift, unfit);
     if (unfit <= 64) return best;
     double best_cost = double(n - unfit) + 10.0 * unfit;
     for (const bool pixels : {false, true}) {
         if (pixels && CO == 4) break;  // the same slots as packed
-        Avx2HPlan p = plan_layout(kn, in_w, out_w, C, CO, pixels, false, unfit);
+        Avx2HPlan p = plan_layout(kn, in_w, out_w, C, CO, pixels, false, shift, unfit);
         const double cost = (pixels ? 4.0 / 3.0 : 1.1) * double(n - unfit) + 10.0 * unfit;
         if (cost < best_cost) {
             best = std::move(p);

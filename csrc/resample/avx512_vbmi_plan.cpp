@@ -69,7 +69,7 @@ void fill_vbmi_plan(const AxisWeights& kn, int out_w, VbmiPlan& p, int C) {
                 const int32_t w = kn.weights[size_t(x0 + i) * taps + j];
                 int16_t lo = int16_t(w & 2047), hi = int16_t(w >> 11);
                 if (p.shift >= 0) {  // the int16 weight alone (exact: w is a multiple of 2^shift)
-                    lo = int16_t(w / (int32_t(1) << p.shift));
+                    lo = int16_t(w >> p.shift);
                     hi = 0;
                 }
                 Vec64* pair = &p.weights[(size_t(g) * p.pairs + j / 2) * 2];

@@ -2,6 +2,8 @@
 // output value is clip8(2^21 + sum(pixel * weight)) with 22-bit weights.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace smg {
@@ -26,6 +28,20 @@ inline bool split_weight(int32_t w, int16_t& lo, int16_t& hi) {
     lo = int16_t(w & ((1 << kSplitBits) - 1));
     hi = int16_t(h);
     return h >= -32768 && h <= 32767;
+}
+
+// The n weights k[0..n) as int16 values times 2^s (torch's are): the largest such s up to
+// kPrecisionBits - 1 (every weight a multiple of 2^s: the trailing zeros they share), or -1 when
+// some weight divided by 2^s leaves int16.
+inline int int16_shift(const int32_t* k, size_t n) {
+    uint32_t bits = 0;
+    for (size_t j = 0; j < n; ++j) bits |= uint32_t(k[j]);
+    const int s = bits == 0 ? kPrecisionBits - 1 : std::min(__builtin_ctz(bits), kPrecisionBits - 1);
+    for (size_t j = 0; j < n; ++j) {
+        const int32_t q = k[j] >> s;  // exact: a multiple of 2^s
+        if (q < -32768 || q > 32767) return -1;
+    }
+    return s;
 }
 
 }  // namespace smg

@@ -12,10 +12,11 @@
 
 namespace smg {
 
-// The horizontal kernel one resize uses, with its plan.
+// The horizontal kernel one resize uses, with its plan (read-only once made: resizes of one
+// shape share it).
 struct HPlan {
     const KernelRow<HorizontalKernel>* kernel = nullptr;
-    std::unique_ptr<HorizontalPlan> plan;
+    std::shared_ptr<const HorizontalPlan> plan;
 };
 
 // The first horizontal kernel allowed here that takes weights kn over rows of in_w pixels of C

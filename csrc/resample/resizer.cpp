@@ -8,6 +8,7 @@
 #include "parallel.hpp"
 #include "resample/nearest.hpp"
 #include "resample/passes.hpp"
+#include "resample/shape_cache.hpp"
 #include "resample/torch_weights.hpp"
 #include "resample/tuning.hpp"
 #include "scratch.hpp"
@@ -79,6 +80,17 @@ struct Resizer::Impl {
     }
 
     const HPlan& hplan() const { return plan; }
+    // Fills every member but src's pixels from the shape (the constructor's arguments).
+    void shape(const ImageView& source, int width, int height, Filter f, PassOrder order, Resampler rs, bool rgb_out,
+               PixelFormat format);
+    // About the bytes this shape holds: weights, tables, and a horizontal plan (at most about four
+    // times its weights' bytes in any kernel's layout).
+    size_t footprint() const {
+        return sizeof(int32_t) * (5 * kh.weights.size() + kv.weights.size() + kh.start.size() + kv.start.size() +
+                                  kh.pil_min.size() + kh.pil_len.size() + kv.pil_min.size() + kv.pil_len.size() +
+                                  xin.size() + yin.size() + rows_end.size()) +
+               sizeof(Impl);
+    }
     // Bytes between converted rows: slack past each row lets the horizontal kernels read one
     // byte beyond it without taking their padded-copy path.
     int64_t conv_stride() const { return int64_t(src.width) * 3 + 16; }
@@ -118,15 +130,34 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     if (src.channels < 1 || src.channels > 4) throw std::invalid_argument("resize: channels must be 1..4");
     if (src.width < 1 || src.height < 1 || out_w < 1 || out_h < 1) throw std::invalid_argument("resize: empty image");
     if (!is_valid_format(fmt)) throw std::invalid_argument("resize: unknown pixel format " + std::to_string(int(fmt)));
-    Impl& m = *impl_;
+    // The delegating constructor passes RGB / RGBX for any channel count: those read in place.
+    if (!is_direct_format(fmt) && src.channels != format_channels(fmt))
+        throw std::invalid_argument("resize: channel count does not match the pixel format");
+    // Everything below depends on the shape only: made once per shape while it stays in use.
+    static ShapeCache<Impl>& shapes = *new ShapeCache<Impl>();  // never destroyed: threads may outlive exit
+    const ShapeCache<Impl>::Key key{src.width, src.height, src.channels, out_w,        out_h,
+                                    int(f),    int(order), int(rs),      int(rgb_out), int(fmt)};
+    if (const std::shared_ptr<const Impl> known = shapes.find(key)) {
+        *impl_ = *known;
+        impl_->src = src;
+        return;
+    }
+    impl_->shape(src, out_w, out_h, f, order, rs, rgb_out, fmt);
+    const std::shared_ptr<Impl> kept = std::make_shared<Impl>(*impl_);
+    kept->src = ImageView{};  // the shape only
+    shapes.put(key, kept, kept->footprint());
+}
+
+void Resizer::Impl::shape(const ImageView& source, int width, int height, Filter f, PassOrder order, Resampler rs,
+                          bool rgb_out, PixelFormat format) {
+    Impl& m = *this;
+    const ImageView& src = source;
+    const int out_w = width, out_h = height;
     m.src = src;
     m.out_w = out_w;
     m.out_h = out_h;
-    m.fmt = fmt;
-    // The delegating constructor passes RGB / RGBX for any channel count: those read in place.
-    m.conv = !is_direct_format(fmt);
-    if (m.conv && src.channels != format_channels(fmt))
-        throw std::invalid_argument("resize: channel count does not match the pixel format");
+    m.fmt = format;
+    m.conv = !is_direct_format(format);
     const int C = m.conv ? 3 : src.channels;  // channels the kernels see
     m.out_c = C;
     const bool need_h = src.width != out_w, need_v = src.height != out_h;

@@ -38,16 +38,7 @@ __attribute__((always_inline)) inline void vertical_row_body(const uint8_t* firs
 // The vertical weights of one output row as int16 values times 2^s (torch's): s (at most
 // kPrecisionBits - 1), or -1 when they are not. A kernel then takes two rows per vpmaddwd and
 // computes (sum + 2^(21 - s)) >> (22 - s), which is Pillow's (sum * 2^s + 2^21) >> 22.
-inline int row_int16_shift(const int32_t* k, int taps) {
-    uint32_t bits = 0;
-    for (int j = 0; j < taps; ++j) bits |= uint32_t(k[j]);
-    const int s = bits == 0 ? kPrecisionBits - 1 : std::min(__builtin_ctz(bits), kPrecisionBits - 1);
-    for (int j = 0; j < taps; ++j) {
-        const int32_t q = k[j] >> s;  // exact: a multiple of 2^s
-        if (q < -32768 || q > 32767) return -1;
-    }
-    return s;
-}
+inline int row_int16_shift(const int32_t* k, int taps) { return int16_shift(k, size_t(taps)); }
 
 // row(in, out) for source rows [row0 + y0, row0 + y1) of src and out rows [0, y1 - y0). With
 // pad_last, a kernel that reads 4 bytes per 3-byte pixel (one past the row) gets, for a source

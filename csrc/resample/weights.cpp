@@ -134,17 +134,6 @@ AxisWeights pack_weights(int in_size, const WeightWindows& win) {
     return kn;
 }
 
-int int16_weight_shift(const AxisWeights& kn) {
-    int s = kPrecisionBits - 1;
-    for (const int32_t w : kn.weights) {
-        while (s > 0 && w % (int32_t(1) << s) != 0) --s;
-        if (s == 0) break;
-    }
-    for (const int32_t w : kn.weights) {
-        const int32_t q = w / (int32_t(1) << s);  // exact: w is a multiple of 2^s
-        if (q < -32768 || q > 32767) return -1;
-    }
-    return s;
-}
+int int16_weight_shift(const AxisWeights& kn) { return int16_shift(kn.weights.data(), kn.weights.size()); }
 
 }  // namespace smg

@@ -1,0 +1,61 @@
+// What a resize works out before reading a pixel (weights, kernels, plans) depends only on its
+// shape: sizes, channels, format, filter, pass order and resampler. This keeps the most recently
+// used shapes' results, so that the frames of a video, a server's recurring image sizes and a
+// bench's repeated calls skip the work (about 0.1-0.4 ms a resize at 1080p-12 MP sources).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace smg {
+
+// Up to kEntries values, and up to kBudget of their bytes (as the caller sizes them), least
+// recently used out first; a value over a quarter of the budget is never kept. Thread-safe; the
+// values are shared read-only.
+template <class V>
+class ShapeCache {
+public:
+    using Key = std::array<int, 10>;
+    static constexpr size_t kEntries = 64;
+    static constexpr size_t kBudget = size_t(32) << 20;
+
+    std::shared_ptr<const V> find(const Key& key) {
+        const std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+            if (it->key != key) continue;
+            entries_.splice(entries_.begin(), entries_, it);  // most recent first
+            return entries_.front().value;
+        }
+        return nullptr;
+    }
+
+    void put(const Key& key, std::shared_ptr<const V> value, size_t bytes) {
+        if (bytes > kBudget / 4) return;
+        const std::lock_guard<std::mutex> lock(mu_);
+        for (const Entry& e : entries_)
+            if (e.key == key) return;  // another thread made the same shape first
+        entries_.push_front(Entry{key, std::move(value), bytes});
+        bytes_ += bytes;
+        while (entries_.size() > kEntries || bytes_ > kBudget) {
+            bytes_ -= entries_.back().bytes;
+            entries_.pop_back();
+        }
+    }
+
+private:
+    struct Entry {
+        Key key;
+        std::shared_ptr<const V> value;
+        size_t bytes;
+    };
+    std::mutex mu_;
+    std::list<Entry> entries_;
+    size_t bytes_ = 0;
+};
+
+}  // namespace smg
