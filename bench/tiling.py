@@ -14,10 +14,12 @@ columns medians. The torchvision classes need the oracle venv, so the script re-
 (bench/oracle_bench.py). Prints the CPU model and the kernel set (SMG_FAST_ISA=avx2 caps it).
 
 The last column, transformers' time over the two copies' time, is the ratio an implementation
-that did nothing but those two copies would reach: what bounds any exact one. Images are
-allocated with Pillow's single-block allocator on, as the engine plug-ins and
+that did nothing but those two copies would reach: what bounds any exact one. smg-fast's images
+are allocated with Pillow's single-block allocator on, as the engine plug-ins and
 smg_fast.hf.register() set it (``--pillow-blocks pillow``: Pillow's default 16 MiB blocks, which
-smg-fast copies out of once).
+smg-fast copies out of once); transformers' always in Pillow's default blocks, as its users have
+them (its torchvision classes run slower on a single block: InternVL's at 4000x3000, 140 against
+161 ms at best).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _backends(family: str) -> tuple[str, ...]:
     return ("torchvision",) if family in TORCHVISION_ONLY else ("torchvision", "pil")
 
 
-def _row(family, size, backend, image, jpeg, rounds):
+def _row(family, size, backend, images, jpeg, rounds, one_block):
     """One table row: (cells, ratio of transformers to smg on PIL images, on JPEG bytes)."""
     import gc
     import io
@@ -84,17 +86,24 @@ def _row(family, size, backend, image, jpeg, rounds):
 
     key = OUTPUT.get(family, "pixel_values")
 
+    image, their_image = images
+    plain = smg_fast.use_single_block_images  # transformers' side: Pillow's own blocks
+
     def theirs(src) -> np.ndarray:
         return bits(ref(src, return_tensors=kind)[key])
 
     def theirs_jpeg() -> np.ndarray:
-        return theirs(load_image(Image.open(io.BytesIO(jpeg))))
+        plain(False)
+        try:
+            return theirs(load_image(Image.open(io.BytesIO(jpeg))))
+        finally:
+            plain(one_block)
 
     def ours(src) -> np.ndarray:
         return np.asarray(proc(src, dtype=dtype)[key])
 
     expected = ours(image)
-    for label, got, want in (("PIL image", expected, theirs(image)),
+    for label, got, want in (("PIL image", expected, theirs(their_image)),
                              ("JPEG bytes", ours(jpeg), theirs_jpeg())):
         if got.shape != want.shape or not np.array_equal(got, want):
             raise AssertionError(f"{family} {backend} {label}: transformers' output differs")
@@ -107,7 +116,7 @@ def _row(family, size, backend, image, jpeg, rounds):
     fast = {"copy": lambda: np.copyto(dst, src), "smg pil": lambda: proc(image, dtype=dtype),
             "smg jpeg": lambda: proc(jpeg, dtype=dtype),
             "source": lambda: np.copyto(pixels_dst, pixels)}
-    slow = {"ref pil": lambda: theirs(image), "ref jpeg": theirs_jpeg}
+    slow = {"ref pil": lambda: theirs(their_image), "ref jpeg": theirs_jpeg}
     for fn in fast.values():
         fn()
     samples: dict[str, list[float]] = {name: [] for name in [*fast, *slow]}
@@ -166,12 +175,16 @@ def _inside(photo: Path, families: list[str], sizes: list[tuple[int, int]], roun
     for size in sizes:
         with Image.open(photo) as im:
             image = im.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+        smg_fast.use_single_block_images(False)
+        their_image = image.copy()  # in Pillow's own blocks, as transformers' users have it
+        smg_fast.use_single_block_images(one_block)
         buf = io.BytesIO()
         image.save(buf, "JPEG", quality=95)
         jpeg = buf.getvalue()
         for family in families:
             for backend in _backends(family):
-                print(_row(family, size, backend, image, jpeg, rounds), flush=True)
+                print(_row(family, size, backend, (image, their_image), jpeg, rounds, one_block),
+                      flush=True)
     return 0
 
 
