@@ -2,6 +2,7 @@
 // check arguments, release the GIL, and call plain C++.
 #include "bind_common.hpp"
 #include "parallel.hpp"
+#include "resample/resizer.hpp"
 #include "scratch.hpp"
 #include "tune.hpp"
 
@@ -20,6 +21,7 @@ PYBIND11_MODULE(_native, m) {
     // first and then waiting for the tuning lock would wait forever (tune.hpp).
     smg::install_pool_fork_handlers();
     smg::install_scratch_fork_handlers();
+    smg::install_shape_cache_fork_handlers();  // a leaf lock: its place in the order is free
     smg::tune_init();
     using namespace smg::bind;
     bind_enums(m);

@@ -182,6 +182,16 @@ void bind_resize(py::module_& m) {
           "(H, W) or (H, W, C <= 4) array to out_w x out_h; returns a new array with src's channel\n"
           "count. Releases the GIL.");
     m.def(
+        "shape_cache_stats",
+        [] {
+            const ShapeCacheStats s = shape_cache_stats();
+            return int_dict({{"hits", s.hits}, {"misses", s.misses}, {"entries", s.entries}, {"bytes", s.bytes}});
+        },
+        "Counters of the resizer's shape cache: hits, misses, shapes kept and the bytes they hold.");
+    m.def("shape_cache_clear", &shape_cache_clear,
+          "Empties the resizer's shape cache (its hit and miss counters go on): the next resize of\n"
+          "every shape works out its weights and plans again.");
+    m.def(
         "resize_rows_read",
         [](const py::array& src, int out_w, int out_h, Filter f, PassOrder o, Resampler rs, int y1) {
             check_resize(out_w, out_h, f, o, rs);

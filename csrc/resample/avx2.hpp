@@ -42,6 +42,11 @@ struct Avx2HPlan : HorizontalPlan {
     std::vector<Vec32> weights;  // per group and pair: (lo, lo) then (hi, hi) int16 pairs per slot
     std::vector<uint8_t> fits;   // per chunk: 0 no, 1 yes, 2 yes with loads past the row's end
     int shift = -1;              // int16_weight_shift: >= 0, the (lo, lo) pairs hold w >> shift alone
+
+    size_t bytes() const override {
+        return sizeof(*this) + base.capacity() * sizeof(int32_t) +
+               (masks.capacity() + weights.capacity()) * sizeof(Vec32) + fits.capacity();
+    }
 };
 
 }  // namespace smg

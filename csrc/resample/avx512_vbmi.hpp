@@ -28,6 +28,11 @@ struct VbmiPlan : HorizontalPlan {
     std::vector<Vec64> weights;  // per group and tap pair: low, then high int16 weight pairs
     int shift = -1;              // int16_weight_shift: >= 0, the low pairs hold w >> shift alone
     bool planar = false;         // windows (and offsets) in the row's channel planes, not its pixels
+
+    size_t bytes() const override {
+        return sizeof(*this) + (base.capacity() + base_hi.capacity()) * sizeof(int) + fits.capacity() +
+               (offsets.capacity() + weights.capacity()) * sizeof(Vec64);
+    }
 };
 
 }  // namespace smg

@@ -3,6 +3,7 @@
 // (resample/fixed.hpp) exactly; they differ only in speed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -20,9 +21,11 @@ using VerticalRowFn = void (*)(const uint8_t* first, int64_t stride, const int32
 // ---- the horizontal pass ----
 
 // A kernel's preparation for one resize's horizontal weights (shuffle controls, split weights),
-// made once per Resizer and read by every row.
+// made once per resize shape and read, never written, by every row (of any thread).
 struct HorizontalPlan {
     virtual ~HorizontalPlan() = default;
+    // The bytes it holds (what the resizer's shape cache counts).
+    virtual size_t bytes() const { return sizeof(*this); }
 };
 
 struct HorizontalKernel {

@@ -20,6 +20,8 @@ namespace {
 
 struct NeonHPlan : HorizontalPlan {
     std::vector<int16_t> hi, lo;  // kn.weights split, in the same order (out_w * taps)
+
+    size_t bytes() const override { return sizeof(*this) + (hi.capacity() + lo.capacity()) * sizeof(int16_t); }
 };
 
 // sh * 2^kSplitBits + sl + 2^21, shifted and clamped to 0..255 (clip8), in the low 4 bytes.

@@ -1,7 +1,10 @@
 #include "resample/resizer.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -83,13 +86,13 @@ struct Resizer::Impl {
     // Fills every member but src's pixels from the shape (the constructor's arguments).
     void shape(const ImageView& source, int width, int height, Filter f, PassOrder order, Resampler rs, bool rgb_out,
                PixelFormat format);
-    // About the bytes this shape holds: weights, tables, and a horizontal plan (at most about four
-    // times its weights' bytes in any kernel's layout).
+    // The bytes this shape holds: weights, tables and the horizontal plan.
     size_t footprint() const {
-        return sizeof(int32_t) * (5 * kh.weights.size() + kv.weights.size() + kh.start.size() + kv.start.size() +
-                                  kh.pil_min.size() + kh.pil_len.size() + kv.pil_min.size() + kv.pil_len.size() +
-                                  xin.size() + yin.size() + rows_end.size()) +
-               sizeof(Impl);
+        size_t n = sizeof(Impl) + (plan.plan ? plan.plan->bytes() : 0);
+        for (const AxisWeights* k : {&kh, &kv})
+            n += k->weights.capacity() * sizeof(int32_t) +
+                 (k->start.capacity() + k->pil_min.capacity() + k->pil_len.capacity()) * sizeof(int);
+        return n + (xin.capacity() + yin.capacity() + rows_end.capacity()) * sizeof(int);
     }
     // Bytes between converted rows: slack past each row lets the horizontal kernels read one
     // byte beyond it without taking their padded-copy path.
@@ -116,6 +119,21 @@ struct Resizer::Impl {
     void rows_converted(int y0, int y1, uint8_t* out, int64_t out_stride) const;
 };
 
+namespace {
+
+// Never destroyed (threads may resize during exit). fork() takes its lock, a leaf lock (nothing
+// else is taken under it), so a child never inherits it held by a thread the child lacks.
+ShapeCache<Resizer::Impl>& shapes() {
+    static ShapeCache<Resizer::Impl>* cache = [] {
+        auto* c = new ShapeCache<Resizer::Impl>();
+        pthread_atfork([] { shapes().lock(); }, [] { shapes().unlock(); }, [] { shapes().unlock(); });
+        return c;
+    }();
+    return *cache;
+}
+
+}  // namespace
+
 Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder order, Resampler rs, bool rgb_out)
     : Resizer(src, out_w, out_h, f, order, rs, rgb_out, src.channels == 3 ? PixelFormat::RGB : PixelFormat::RGBX) {
     // Any channel count 1..4 is filtered as it is: no conversion.
@@ -134,19 +152,27 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
     if (!is_direct_format(fmt) && src.channels != format_channels(fmt))
         throw std::invalid_argument("resize: channel count does not match the pixel format");
     // Everything below depends on the shape only: made once per shape while it stays in use.
-    static ShapeCache<Impl>& shapes = *new ShapeCache<Impl>();  // never destroyed: threads may outlive exit
     const ShapeCache<Impl>::Key key{src.width, src.height, src.channels, out_w,        out_h,
                                     int(f),    int(order), int(rs),      int(rgb_out), int(fmt)};
-    if (const std::shared_ptr<const Impl> known = shapes.find(key)) {
+    if (const std::shared_ptr<const Impl> known = shapes().find(key)) {
         *impl_ = *known;
         impl_->src = src;
         return;
     }
     impl_->shape(src, out_w, out_h, f, order, rs, rgb_out, fmt);
-    const std::shared_ptr<Impl> kept = std::make_shared<Impl>(*impl_);
-    kept->src = ImageView{};  // the shape only
-    shapes.put(key, kept, kept->footprint());
+    try {  // keeping it is an optimization: without memory for it, the resize goes on
+        const std::shared_ptr<Impl> kept = std::make_shared<Impl>(*impl_);
+        kept->src = ImageView{};  // the shape only
+        shapes().put(key, kept, kept->footprint());
+    } catch (const std::bad_alloc&) {
+    }
 }
+
+void install_shape_cache_fork_handlers() { shapes(); }
+
+ShapeCacheStats shape_cache_stats() { return shapes().stats(); }
+
+void shape_cache_clear() { shapes().clear(); }
 
 void Resizer::Impl::shape(const ImageView& source, int width, int height, Filter f, PassOrder order, Resampler rs,
                           bool rgb_out, PixelFormat format) {

@@ -11,6 +11,7 @@
 
 #include "convert.hpp"
 #include "image.hpp"
+#include "resample/shape_cache.hpp"
 #include "resample/weights.hpp"
 #include "scratch.hpp"
 
@@ -78,10 +79,17 @@ public:
     // Source rows [0, n) hold everything output rows [0, y1) read: n for y1 in 0..out_h.
     int source_rows_end(int y1) const;
 
+    struct Impl;  // defined in resizer.cpp (and kept there, per shape, by the shape cache)
+
 private:
-    struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// The shape cache (resample/shape_cache.hpp): made, with its fork() handlers, at module import;
+// its counters; emptied (its hit and miss counters kept).
+void install_shape_cache_fork_handlers();
+ShapeCacheStats shape_cache_stats();
+void shape_cache_clear();
 
 // Resizes src into dst (both with the same channel count, 1..4, non-overlapping). Each channel
 // is filtered on its own, as Pillow (and torch, per plane) do for L, RGB, RGBX and CMYK. Runs on

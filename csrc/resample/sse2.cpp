@@ -27,6 +27,8 @@ struct Sse2HPlan : HorizontalPlan {
     // int32 lane) and 2q + 1 (high half; 0 past the last tap), in all four lanes, as pmaddwd
     // takes them.
     std::vector<Vec16> weights;
+
+    size_t bytes() const override { return sizeof(*this) + weights.capacity() * sizeof(Vec16); }
 };
 
 // False when some weight does not split (no real filter's weights fail to).

@@ -35,7 +35,6 @@ from transformers.image_processing_utils import BaseImageProcessor
 
 from . import hf_compat as compat
 from .errors import UnsupportedCallError
-from .imaging import pillow_blocks
 from .processors import Processor, make_processor
 from .processors.call_inputs import flatten
 from .processors.config import ProcessorConfig
@@ -396,10 +395,7 @@ def register(*, engines: bool = False) -> list[str]:
     every family whose drop-in registers (not Kimi-K2.5, whose folders run its remote code), for
     the backend transformers resolves (torchvision when installed, else PIL; ``backend=`` /
     ``use_fast`` honoured). ``engines``: only the families proven inside vLLM's and SGLang's own
-    pipelines (what the engine plug-ins call). Also turns on Pillow's single-block allocator, so
-    that large images are read in place (smg_fast.imaging.pillow_blocks: not where Pillow keeps
-    freed blocks, nor with SMG_FAST_PILLOW_ONE_BLOCK=0). Idempotent; returns the model types
-    registered."""
+    pipelines (what the engine plug-ins call). Idempotent; returns the model types registered."""
     from transformers import AutoImageProcessor
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.utils import logging as hf_logging
@@ -424,6 +420,5 @@ def register(*, engines: bool = False) -> list[str]:
                 done.append(model_type)
     finally:
         hf_logging.set_verbosity(verbosity)
-    pillow_blocks.enable_from_env()
     return done
 

@@ -78,20 +78,20 @@ def test_left_off_where_pillow_keeps_freed_blocks(monkeypatch, pillow_allocator)
     assert pillow_blocks.enable_from_env() is True
 
 
-def test_hf_register_turns_it_on(monkeypatch, pillow_allocator):
-    from smg_fast import hf
+def test_the_server_turns_it_off_where_it_keeps_freed_blocks(monkeypatch, pillow_allocator):
+    """An in-process server after a plug-in turned it on: its block cache wins."""
+    from smg_fast.server.app import _keep_pillow_blocks
 
-    pillow_allocator(False)
-    monkeypatch.setenv(pillow_blocks.ENV, "0")
-    hf.register()
+    pillow_allocator(True)
+    monkeypatch.delenv("PILLOW_BLOCKS_MAX", raising=False)
+    _keep_pillow_blocks(2)
+    assert Image.core.get_blocks_max() == 6
     assert not Image.new("RGB", BIG).im.isblock()
-    monkeypatch.delenv(pillow_blocks.ENV)
-    hf.register()
-    assert Image.new("RGB", BIG).im.isblock()
 
 
 def test_an_image_of_2_gib_or_more_is_refused_in_one_block(pillow_allocator):
     """Pillow's limit that comes with the setting (documented): MemoryError, nothing allocated."""
     pillow_allocator(True)
+    assert Image.core.get_use_block_allocator() == 1  # else Image.new would fill 2 GiB
     with pytest.raises(MemoryError):
         Image.new("RGBA", (16384, 32768))  # 2 GiB of pixels

@@ -90,12 +90,14 @@ def test_on_by_default(bare_folder, engine):
     assert out["class"] == "smg_fast.hf.Qwen2VLImageProcessorPil"  # no torchvision here
     assert len(lines) == 1 and "smg_fast.hf.Qwen2VLImageProcessorPil" in lines[0]
     assert out["one_block"] is True  # large images are then read where Pillow keeps them
+    assert "large Pillow images kept in one block" in lines[0]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_pillow_blocks_left_alone_with_the_env_var(bare_folder, engine):
-    out, _ = run(bare_folder, engine, "normal", SMG_FAST_PILLOW_ONE_BLOCK="0")
+    out, lines = run(bare_folder, engine, "normal", SMG_FAST_PILLOW_ONE_BLOCK="0")
     assert out["first"] is True and out["one_block"] is False
+    assert "Pillow's image blocks left as they are" in lines[0]
 
 
 @pytest.mark.parametrize("engine", ENGINES)

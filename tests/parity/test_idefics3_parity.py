@@ -121,7 +121,7 @@ def test_pil_image_over_pillow_block_size(one_block, real_images, idefics3, ref,
     """An image over Pillow's block size (16 MiB): in several blocks, or in one (read in place)."""
     pillow_allocator(one_block)
     big = real_images.rgb("astronaut").resize((2600, 1800), Image.Resampling.BICUBIC)
-    assert big.im.isblock() == one_block
+    assert getattr(big.im, "isblock", lambda: False)() == one_block
     check(ours(idefics3, big), reference(ref, big))
 
 

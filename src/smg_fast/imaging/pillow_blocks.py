@@ -10,14 +10,14 @@ changes. The setting is process-wide, and one Pillow limit comes with it: an ima
 pixels or more (over 536 million RGB pixels, past Pillow's decompression-bomb limit unless that is
 lifted) cannot be allocated in one block and fails with MemoryError instead of being split.
 
-The allocator takes each image from malloc and gives it back when the image goes, bypassing
-Pillow's cache of freed blocks (``PILLOW_BLOCKS_MAX``, off by default): where that cache is on, a
-new image's pages are already faulted in, and the copy costs less than faulting a fresh single
-block (a 12 MP BMP decoded and processed by InternVL's PIL class: 50 ms a call with 8 cached
-blocks, 55 ms in one block, 60 ms with neither; Intel Xeon family 6 model 167, /tmp script). So
-the engine plug-ins and :func:`smg_fast.hf.register` turn it on (:func:`enable_from_env`) unless
-``SMG_FAST_PILLOW_ONE_BLOCK=0`` or Pillow keeps freed blocks; ``python -m smg_fast.server``, which
-keeps them, leaves it off. A library user calls :func:`use_single_block_images`."""
+Costs that come with it: every new Pillow image is then zero-filled memory (calloc), and its
+freed memory bypasses Pillow's cache of freed blocks (``PILLOW_BLOCKS_MAX``, off by default), whose
+warm pages, where that cache is on, beat a fresh single block; transformers' own classes (the
+families an engine leaves to them) may run a little slower on a single block (seen for InternVL's
+torchvision class at 4000x3000). So
+only the engine plug-ins turn it on (:func:`enable_from_env`, saying so in their INFO line),
+unless ``SMG_FAST_PILLOW_ONE_BLOCK=0`` or Pillow keeps freed blocks; ``python -m smg_fast.server``
+keeps freed blocks and turns it off. A library user calls :func:`use_single_block_images`."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def enable_from_env() -> bool:
     """Turns the single-block allocator on where Pillow keeps no freed blocks, unless told not to.
 
     Told not to: SMG_FAST_PILLOW_ONE_BLOCK is 0 / false / off / no; freed blocks: PILLOW_BLOCKS_MAX.
-    What the plug-ins and smg_fast.hf.register() call; otherwise Pillow's setting is left as it
-    is. Returns whether new images are single blocks."""
+    What the engine plug-ins call; otherwise Pillow's setting is left as it is. Returns whether new
+    images are single blocks."""
     blocks_max = getattr(Image.core, "get_blocks_max", None)
     if not enabled(ENV) or (blocks_max is not None and blocks_max() > 0):
         return single_block_images()

@@ -50,19 +50,29 @@ def install(engine: str, env: str, logger: logging.Logger, *, late_line: bool = 
         return False
     _share_handlers(logger.name.split(".")[0])
     videos = _install_videos(engine, logger)
+    blocks = _use_single_blocks()
     torchvision = importlib.util.find_spec("torchvision") is not None
     cls = hf.Qwen2VLImageProcessor if torchvision else hf.Qwen2VLImageProcessorPil
     line = ("smg-fast %s: installed in %s for model types %s (for qwen2_vl "
             "smg_fast.hf.%s; %s numerics, as transformers resolves it here; backend= / use_fast "
-            "pick the other); other model types keep transformers' image processors; %s",
+            "pick the other); other model types keep transformers' image processors; %s; %s",
             __version__, engine, ", ".join(types), cls.__name__,
-            "torchvision" if torchvision else "PIL", videos)
+            "torchvision" if torchvision else "PIL", videos, blocks)
     if late_line and not logger.hasHandlers():
         hf.on_first_load(lambda: logger.info(*line))  # vLLM's offline LLM configures it later
     else:
         logger.info(*line)
     _done[engine] = True
     return True
+
+
+def _use_single_blocks() -> str:
+    """Turns on Pillow's single-block allocator where it may (pillow_blocks); says what it did."""
+    from ..imaging import pillow_blocks
+
+    if pillow_blocks.enable_from_env():
+        return "large Pillow images kept in one block, read in place"
+    return "Pillow's image blocks left as they are"
 
 
 def _install_videos(engine: str, logger: logging.Logger) -> str:

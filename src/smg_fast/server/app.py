@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from .. import scratch_stats
+from .. import scratch_stats, use_single_block_images
 from .._service.admission import Admission
 from .._service.grpc_server import (
     SERVICE_NAME,
@@ -61,7 +61,8 @@ def _keep_pillow_blocks(workers: int) -> None:
 
     Decoding a large image then does not page-fault its buffers in again on every request (measured:
     a 1080p JPEG decode in a worker thread 20-25 ms -> 10 ms). PILLOW_BLOCKS_MAX, when set, wins.
-    Memory only; outputs do not change."""
+    Pillow's single-block allocator (which the engine plug-ins may have turned on in this process)
+    bypasses those blocks, so it is turned off. Memory only; outputs do not change."""
     if os.environ.get("PILLOW_BLOCKS_MAX"):
         return
     from PIL import Image
@@ -69,6 +70,7 @@ def _keep_pillow_blocks(workers: int) -> None:
     core = Image.core
     if hasattr(core, "set_blocks_max") and core.get_blocks_max() < 2 + 2 * workers:
         core.set_blocks_max(2 + 2 * workers)
+        use_single_block_images(False)
 
 
 class Server:
