@@ -8,9 +8,6 @@ children that resize while the parent's threads use the cache."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from support.fork_watch import env_with_support
+from support.fork_watch import run_fork_script
 
 from smg_fast import _native
 
@@ -180,9 +177,5 @@ FORK = textwrap.dedent("""
 
 def test_fork_while_threads_use_the_cache():
     """A forked child never inherits the cache's lock held by a parent's thread it lacks."""
-    run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
-                         env=env_with_support(os.environ), capture_output=True, text=True,
-                         check=True, timeout=300)
-    forks, stuck = map(int, run.stdout.split())
-    assert forks > 0
+    forks, stuck = run_fork_script(FORK)
     assert stuck == 0, f"{stuck} of {forks} forked children waited forever on the shape cache"

@@ -7,12 +7,9 @@ a thread it lacks and waited forever (about 1 fork in 50 here)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
-from support.fork_watch import env_with_support
+from support.fork_watch import run_fork_script
 
 # The child script imports support.fork_watch (tests/ on its PYTHONPATH) for the fork-and-wait
 # loop; smg_fast it imports as this process's environment does.
@@ -49,9 +46,5 @@ FORK = textwrap.dedent("""
 
 
 def test_fork_while_threads_register_scratch_pools():
-    run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORK],
-                         env=env_with_support(os.environ), capture_output=True, text=True,
-                         check=True, timeout=300)
-    forks, stuck = map(int, run.stdout.split())
-    assert forks > 0
+    forks, stuck = run_fork_script(FORK)
     assert stuck == 0, f"{stuck} of {forks} forked children waited forever on a scratch lock"

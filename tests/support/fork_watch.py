@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -17,6 +19,18 @@ def env_with_support(env: Mapping[str, str]) -> dict[str, str]:
     """A copy of env with tests/ first on PYTHONPATH (the rest kept after it, in order)."""
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]  # "" would add the cwd
     return {**env, "PYTHONPATH": os.pathsep.join([TESTS_DIR, *rest])}
+
+
+def run_fork_script(script: str) -> tuple[int, int]:
+    """Runs a child script that prints "forks stuck" (fork_and_watch's counts); returns them.
+
+    The script runs in a fresh interpreter with tests/ on its path; it must have forked."""
+    run = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", script],
+                         env=env_with_support(os.environ), capture_output=True, text=True,
+                         check=True, timeout=300)
+    forks, stuck = map(int, run.stdout.split())
+    assert forks > 0
+    return forks, stuck
 
 
 def exited(pid: int, polls: int, poll_s: float) -> bool:
