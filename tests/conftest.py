@@ -58,7 +58,7 @@ def photo_720p(photo) -> Image.Image:
 def pillow_allocator():
     """Factory: pillow_allocator(one_block) sets Pillow's single-block allocator for one test.
 
-    The setting is process-wide (smg_fast.hf.register() turns it on), so tests that need Pillow's
+    The setting is process-wide (the engine plug-ins turn it on), so tests that need Pillow's
     several blocks, or the single block, say which; the setting is restored afterwards."""
     setter = getattr(Image.core, "set_use_block_allocator", None)  # kept: a test may hide it
     if setter is None:  # Pillow before 11.2: images over the block size are always in blocks

@@ -160,10 +160,12 @@ Resizer::Resizer(const ImageView& src, int out_w, int out_h, Filter f, PassOrder
         return;
     }
     impl_->shape(src, out_w, out_h, f, order, rs, rgb_out, fmt);
+    const size_t bytes = impl_->footprint();
+    if (!ShapeCache<Impl>::keeps(bytes)) return;  // never copied for nothing
     try {  // keeping it is an optimization: without memory for it, the resize goes on
         const std::shared_ptr<Impl> kept = std::make_shared<Impl>(*impl_);
         kept->src = ImageView{};  // the shape only
-        shapes().put(key, kept, kept->footprint());
+        shapes().put(key, kept, bytes);
     } catch (const std::bad_alloc&) {
     }
 }

@@ -31,6 +31,9 @@ public:
     static constexpr size_t kEntries = 64;
     static constexpr size_t kBudget = size_t(32) << 20;
 
+    // Whether a value of this many bytes may be kept at all.
+    static bool keeps(size_t bytes) { return bytes <= kBudget / 4; }
+
     std::shared_ptr<const V> find(const Key& key) {
         const std::lock_guard<std::mutex> lock(mu_);
         for (auto it = entries_.begin(); it != entries_.end(); ++it) {
@@ -44,7 +47,7 @@ public:
     }
 
     void put(const Key& key, std::shared_ptr<const V> value, size_t bytes) {
-        if (bytes > kBudget / 4) return;
+        if (!keeps(bytes)) return;
         std::list<Entry> evicted;  // freed after the lock is released
         const std::lock_guard<std::mutex> lock(mu_);
         for (auto it = entries_.begin(); it != entries_.end(); ++it) {

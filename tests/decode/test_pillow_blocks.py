@@ -87,6 +87,10 @@ def test_the_server_turns_it_off_where_it_keeps_freed_blocks(monkeypatch, pillow
     _keep_pillow_blocks(2)
     assert Image.core.get_blocks_max() == 6
     assert not Image.new("RGB", BIG).im.isblock()
+    pillow_allocator(True)  # blocks a user keeps (more than the server would) count the same
+    Image.core.set_blocks_max(64)
+    _keep_pillow_blocks(2)
+    assert Image.core.get_blocks_max() == 64 and not Image.new("RGB", BIG).im.isblock()
 
 
 def test_an_image_of_2_gib_or_more_is_refused_in_one_block(pillow_allocator):

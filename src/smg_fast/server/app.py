@@ -62,14 +62,16 @@ def _keep_pillow_blocks(workers: int) -> None:
     Decoding a large image then does not page-fault its buffers in again on every request (measured:
     a 1080p JPEG decode in a worker thread 20-25 ms -> 10 ms). PILLOW_BLOCKS_MAX, when set, wins.
     Pillow's single-block allocator (which the engine plug-ins may have turned on in this process)
-    bypasses those blocks, so it is turned off. Memory only; outputs do not change."""
-    if os.environ.get("PILLOW_BLOCKS_MAX"):
-        return
+    bypasses kept blocks, so it is turned off wherever blocks are kept. Memory only; outputs do not
+    change."""
     from PIL import Image
 
     core = Image.core
-    if hasattr(core, "set_blocks_max") and core.get_blocks_max() < 2 + 2 * workers:
+    if not hasattr(core, "set_blocks_max"):
+        return
+    if not os.environ.get("PILLOW_BLOCKS_MAX") and core.get_blocks_max() < 2 + 2 * workers:
         core.set_blocks_max(2 + 2 * workers)
+    if core.get_blocks_max() > 0:
         use_single_block_images(False)
 
 
